@@ -1,0 +1,45 @@
+//! The one error type every parser in this crate returns.
+
+use thiserror::Error;
+
+/// Why a byte buffer could not be read as the requested format.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FormatError {
+    #[error("{what}: buffer holds {got} bytes, need {need}")]
+    Truncated {
+        what: &'static str,
+        need: usize,
+        got: usize,
+    },
+    #[error("{what}: bad magic 0x{got:08x}, expected 0x{expected:08x}")]
+    BadMagic {
+        what: &'static str,
+        expected: u32,
+        got: u32,
+    },
+    #[error("{what}: unsupported version {got}, this build reads version {supported}")]
+    UnsupportedVersion {
+        what: &'static str,
+        supported: u32,
+        got: u32,
+    },
+    #[error("{what}: field {field} = {value} is inconsistent with the buffer")]
+    Inconsistent {
+        what: &'static str,
+        field: &'static str,
+        value: u64,
+    },
+}
+
+/// Checks that `bytes` holds at least `need` bytes.
+pub(crate) fn need(what: &'static str, bytes: &[u8], need: usize) -> Result<(), FormatError> {
+    if bytes.len() < need {
+        Err(FormatError::Truncated {
+            what,
+            need,
+            got: bytes.len(),
+        })
+    } else {
+        Ok(())
+    }
+}

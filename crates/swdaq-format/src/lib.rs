@@ -1,0 +1,29 @@
+//! Wire formats of swdaq: zero-copy, bounds-checked views over byte slices and the
+//! encoders that write them. Every parser returns a typed [`FormatError`] on short, corrupt
+//! or wrong-version input and never panics.
+//!
+//! DUNE-compatible layouts (byte for byte): [`wibeth`] (WIBEth TPC frames), [`protowib`]
+//! (ProtoDUNE-SP WIB frames), [`tp`] (TriggerPrimitive v2), [`fragment`] (FragmentHeader v5),
+//! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). Ours:
+//! [`rawfile`] (raw link files). [`crc`] computes CRC32C.
+
+pub mod crc;
+pub mod daq_eth;
+mod error;
+pub mod fragment;
+mod le;
+pub mod protowib;
+pub mod rawfile;
+pub mod source_id;
+pub mod tp;
+pub mod trigger_record;
+pub mod wibeth;
+
+pub use error::FormatError;
+pub use fragment::{Fragment, FragmentHeader, FragmentType};
+pub use source_id::{SourceId, Subsystem};
+pub use tp::TriggerPrimitive;
+pub use trigger_record::{ComponentRequest, TriggerRecordHeader};
+
+/// DUNE detector id (`detdataformats::DetID::Subsystem`) of horizontal-drift TPC data.
+pub const DETECTOR_ID_HD_TPC: u16 = 3;

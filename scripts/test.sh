@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every check swdaq has, on a fresh machine too: sets up the Python test environment
+# (h5py, prometheus_client, ...) in .venv, then format, lint, Rust tests, Python tests and a
+# short bounded fuzz run of every parser. Usage: scripts/test.sh [--no-fuzz]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzz=1
+[[ "${1:-}" == "--no-fuzz" ]] && fuzz=0
+
+scripts/setup-python.sh
+export SWDAQ_PYTHON="$PWD/.venv/bin/python"
+
+echo "== cargo fmt"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace
+if compgen -G "tests/python/test_*.py" >/dev/null; then
+  echo "== pytest"
+  cargo build --release -p swdaq
+  SWDAQ_BIN="$PWD/target/release/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
+fi
+if [[ $fuzz == 1 ]]; then
+  echo "== fuzz (bounded)"
+  scripts/fuzz.sh "${SWDAQ_FUZZ_SECONDS:-10}"
+fi
