@@ -23,7 +23,7 @@ pub use error::FormatError;
 pub use fragment::{Fragment, FragmentHeader, FragmentType};
 pub use source_id::{SourceId, Subsystem};
 pub use tp::TriggerPrimitive;
-pub use trigger_record::{ComponentRequest, TriggerRecordHeader};
+pub use trigger_record::{ComponentRequest, TriggerRecord, TriggerRecordHeader};
 
 /// DUNE detector id (`detdataformats::DetID::Subsystem`) of horizontal-drift TPC data.
 pub const DETECTOR_ID_HD_TPC: u16 = 3;

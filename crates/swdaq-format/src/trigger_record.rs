@@ -154,6 +154,27 @@ impl TriggerRecordHeader {
     }
 }
 
+/// A complete trigger record in memory: its header and one encoded fragment (header and
+/// payload, see [`crate::Fragment`]) per component that answered. What record building
+/// produces and storage writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerRecord {
+    pub header: TriggerRecordHeader,
+    pub fragments: Vec<Vec<u8>>,
+}
+
+impl TriggerRecord {
+    /// Parsed views of the fragments; the first malformed one is an error.
+    pub fn fragments(&self) -> impl Iterator<Item = Result<crate::Fragment<'_>, FormatError>> {
+        self.fragments.iter().map(|f| crate::Fragment::parse(f))
+    }
+
+    /// Bytes the record occupies on disk: header plus fragments.
+    pub fn size_bytes(&self) -> usize {
+        self.header.encoded_len() + self.fragments.iter().map(Vec::len).sum::<usize>()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
