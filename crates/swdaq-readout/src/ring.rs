@@ -1,0 +1,399 @@
+//! The latency buffer: a preallocated, page-aligned, power-of-two ring of frame slots that
+//! a link's source writes into directly and that several readers (request servers, the
+//! recorder) read behind it, without locks and without the producer ever blocking.
+//!
+//! Discipline (producer-observer-consumer): one producer thread owns the write end. It
+//! writes each frame straight into the next slot, publishes it, and may look at the frame it
+//! just published (the hit finder observes in place). Readers *pin* the oldest index they
+//! read; the producer refuses to overwrite a pinned slot and reports that frame as dropped
+//! instead of waiting. Readers only pin indices at least `guard` frames away from the
+//! overwrite point, so in practice a pin never costs a frame (a reader would have to hold a
+//! pin while the producer writes `guard` more frames).
+//!
+//! Why it is sound: a slot is written only by the producer, and only when no reader can
+//! be reading it. The producer publishes index `w` by storing `write_index = w + 1` and checks
+//! the pins before overwriting index `w + 1 - capacity`; a reader stores its pin and then
+//! loads `write_index`. Both sides use `SeqCst`, so at least one of them sees the other
+//! (Dekker): either the reader sees that its index is (about to be) overwritten and backs
+//! off, or the producer sees the pin and skips the write.
+
+use crossbeam_utils::CachePadded;
+use memmap2::{MmapMut, MmapOptions};
+use std::cell::UnsafeCell;
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// How many readers may pin one buffer at once.
+pub const MAX_READERS: usize = 8;
+const UNPINNED: u64 = u64::MAX;
+
+/// What the producer records about each frame beside its bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlotMeta {
+    pub timestamp: u64,
+    pub len: u32,
+    /// Continuity/integrity findings for this frame (see `checks::frame_flags`).
+    pub flags: u32,
+}
+
+pub struct LatencyBuffer {
+    memory: UnsafeCell<MmapMut>,
+    meta: Box<[UnsafeCell<SlotMeta>]>,
+    mask: u64,
+    slot_stride: usize,
+    max_frame: usize,
+    guard: u64,
+    write_index: CachePadded<AtomicU64>,
+    pins: [CachePadded<AtomicU64>; MAX_READERS],
+    claimed: AtomicU32,
+}
+
+// SAFETY: slot bytes and metadata are shared between one producer and pinned readers under the
+// protocol in the module docs: a slot is written only while no reader can read it, and
+// readers only read slots whose publication they observed with SeqCst/acquire loads.
+unsafe impl Sync for LatencyBuffer {}
+// SAFETY: the buffer owns its memory; moving it between threads moves ownership.
+unsafe impl Send for LatencyBuffer {}
+
+impl LatencyBuffer {
+    /// Allocates `capacity` (rounded up to a power of two) slots of `max_frame` bytes, asks for
+    /// transparent huge pages and faults every page in now, so the run never page-faults.
+    pub fn new(capacity: usize, max_frame: usize) -> io::Result<Self> {
+        let capacity = capacity.max(2).next_power_of_two();
+        let slot_stride = max_frame.max(1).next_multiple_of(64);
+        let bytes = capacity.checked_mul(slot_stride).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "latency buffer size overflows")
+        })?;
+        let memory = MmapOptions::new().len(bytes).populate().map_anon()?;
+        #[cfg(target_os = "linux")]
+        {
+            // Best effort: not every kernel offers transparent huge pages.
+            let _ = memory.advise(memmap2::Advice::HugePage);
+        }
+        Ok(Self {
+            memory: UnsafeCell::new(memory),
+            meta: (0..capacity)
+                .map(|_| UnsafeCell::new(SlotMeta::default()))
+                .collect(),
+            mask: capacity as u64 - 1,
+            slot_stride,
+            max_frame,
+            guard: (capacity as u64 / 16).max(1),
+            write_index: CachePadded::new(AtomicU64::new(0)),
+            pins: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(UNPINNED))),
+            claimed: AtomicU32::new(0),
+        })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.meta.len()
+    }
+
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    /// Number of frames ever published; the newest frame has index `published() - 1`.
+    pub fn published(&self) -> u64 {
+        self.write_index.load(Ordering::SeqCst)
+    }
+
+    /// Oldest index a reader may pin now (older ones are, or are about to be, overwritten).
+    pub fn oldest_readable(&self) -> u64 {
+        (self.published() + self.guard).saturating_sub(self.capacity() as u64)
+    }
+
+    fn slot_ptr(&self, index: u64) -> *mut u8 {
+        let offset = (index & self.mask) as usize * self.slot_stride;
+        // SAFETY: offset < capacity * slot_stride, the mapping's length; only a pointer is
+        // formed here, access rules are the callers'.
+        unsafe { (*self.memory.get()).as_mut_ptr().add(offset) }
+    }
+
+    /// The write end. There must be exactly one; calling this twice is a logic error the
+    /// type system cannot see, so the buffer hands it out once.
+    pub fn producer(&self) -> Option<Producer<'_>> {
+        let bit = 1u32 << MAX_READERS;
+        (self.claimed.fetch_or(bit, Ordering::AcqRel) & bit == 0)
+            .then_some(Producer { buffer: self })
+    }
+
+    /// A read end with its own pin, or `None` when [`MAX_READERS`] are in use.
+    pub fn reader(&self) -> Option<Reader<'_>> {
+        let mut claimed = self.claimed.load(Ordering::Acquire);
+        loop {
+            let free = (0..MAX_READERS).find(|i| claimed & (1 << i) == 0)?;
+            match self.claimed.compare_exchange(
+                claimed,
+                claimed | 1 << free,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    return Some(Reader {
+                        buffer: self,
+                        pin: free,
+                    });
+                }
+                Err(now) => claimed = now,
+            }
+        }
+    }
+
+    fn lowest_pin(&self) -> u64 {
+        self.pins
+            .iter()
+            .map(|p| p.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(UNPINNED)
+    }
+}
+
+/// The single write end of a [`LatencyBuffer`].
+pub struct Producer<'a> {
+    buffer: &'a LatencyBuffer,
+}
+
+impl Producer<'_> {
+    /// The next slot to fill, or `None` if a reader still pins the frame it would overwrite
+    /// (the caller counts the frame as dropped and carries on).
+    pub fn next_slot(&mut self) -> Option<&mut [u8]> {
+        let b = self.buffer;
+        let index = b.write_index.load(Ordering::Relaxed);
+        let overwritten = index.checked_sub(b.capacity() as u64);
+        if overwritten.is_some_and(|old| b.lowest_pin() <= old) {
+            return None;
+        }
+        // SAFETY: only the producer writes slots, and no reader can read this one: it is
+        // unpublished or holds an index no pin covers (checked above, Dekker with
+        // `Reader::pin`). `&mut self` keeps the slice unique on the producer side.
+        Some(unsafe { std::slice::from_raw_parts_mut(b.slot_ptr(index), b.max_frame) })
+    }
+
+    /// Publishes the slot returned by the last [`Self::next_slot`] with its metadata.
+    pub fn publish(&mut self, meta: SlotMeta) {
+        let b = self.buffer;
+        let index = b.write_index.load(Ordering::Relaxed);
+        // SAFETY: as for `next_slot`: the slot at `index` is the producer's until published.
+        unsafe { *b.meta[(index & b.mask) as usize].get() = meta };
+        b.write_index.store(index + 1, Ordering::SeqCst);
+    }
+
+    /// The frame just published, for the observer (hit finder) running on this thread.
+    pub fn last_published(&self) -> Option<(SlotMeta, &[u8])> {
+        let b = self.buffer;
+        let index = b.write_index.load(Ordering::Relaxed).checked_sub(1)?;
+        // SAFETY: only this thread writes slots, and it is borrowed immutably here.
+        let meta = unsafe { *b.meta[(index & b.mask) as usize].get() };
+        let bytes = unsafe { std::slice::from_raw_parts(b.slot_ptr(index), meta.len as usize) };
+        Some((meta, bytes))
+    }
+}
+
+impl Drop for Producer<'_> {
+    fn drop(&mut self) {
+        self.buffer
+            .claimed
+            .fetch_and(!(1u32 << MAX_READERS), Ordering::AcqRel);
+    }
+}
+
+/// A read end of a [`LatencyBuffer`] with its own pin.
+pub struct Reader<'a> {
+    buffer: &'a LatencyBuffer,
+    pin: usize,
+}
+
+/// Frames `[first, end)` of a buffer, guaranteed not to change while this view lives.
+pub struct PinnedView<'r> {
+    buffer: &'r LatencyBuffer,
+    pub first: u64,
+    pub end: u64,
+}
+
+impl PinnedView<'_> {
+    pub fn meta(&self, index: u64) -> SlotMeta {
+        assert!(
+            (self.first..self.end).contains(&index),
+            "index outside the pinned view"
+        );
+        // SAFETY: the index is published (< end, observed with SeqCst) and pinned, so the
+        // producer does not write its slot while this view lives.
+        unsafe { *self.buffer.meta[(index & self.buffer.mask) as usize].get() }
+    }
+
+    pub fn frame(&self, index: u64) -> &[u8] {
+        let len = self.meta(index).len as usize;
+        // SAFETY: as for `meta`; `len <= max_frame` as written by the producer.
+        unsafe { std::slice::from_raw_parts(self.buffer.slot_ptr(index), len) }
+    }
+}
+
+impl Reader<'_> {
+    /// Pins `from` (clamped to the newest frame) and runs `f` over frames `[from, published)`.
+    /// `Err(oldest)` if `from` is no longer readable; `oldest` is the oldest index that is.
+    pub fn with_view<R>(
+        &mut self,
+        from: u64,
+        f: impl FnOnce(&PinnedView<'_>) -> R,
+    ) -> Result<R, u64> {
+        let b = self.buffer;
+        let pin = &b.pins[self.pin];
+        pin.store(from, Ordering::SeqCst);
+        let end = b.write_index.load(Ordering::SeqCst);
+        let oldest = (end + b.guard).saturating_sub(b.capacity() as u64);
+        let result = if from < oldest {
+            Err(oldest)
+        } else {
+            Ok(f(&PinnedView {
+                buffer: b,
+                first: from.min(end),
+                end,
+            }))
+        };
+        pin.store(UNPINNED, Ordering::SeqCst);
+        result
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        self.buffer.pins[self.pin].store(UNPINNED, Ordering::SeqCst);
+        self.buffer
+            .claimed
+            .fetch_and(!(1u32 << self.pin), Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(p: &mut Producer<'_>, ts: u64) -> bool {
+        match p.next_slot() {
+            Some(slot) => {
+                slot[..8].copy_from_slice(&ts.to_le_bytes());
+                p.publish(SlotMeta {
+                    timestamp: ts,
+                    len: 8,
+                    flags: 0,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn capacity_is_a_power_of_two_and_slots_are_cache_aligned() {
+        let b = LatencyBuffer::new(100, 7200).unwrap();
+        assert_eq!(b.capacity(), 128);
+        assert_eq!(b.slot_stride % 64, 0);
+        assert_eq!(b.slot_ptr(0) as usize % 4096, 0);
+    }
+
+    #[test]
+    fn one_producer_many_readers() {
+        let b = LatencyBuffer::new(16, 8).unwrap();
+        let p = b.producer().unwrap();
+        assert!(b.producer().is_none());
+        drop(p);
+        assert!(b.producer().is_some());
+        let readers: Vec<_> = (0..MAX_READERS).map(|_| b.reader().unwrap()).collect();
+        assert!(b.reader().is_none());
+        drop(readers);
+        assert!(b.reader().is_some());
+    }
+
+    #[test]
+    fn readers_see_published_frames_and_old_ones_expire() {
+        let b = LatencyBuffer::new(16, 8).unwrap();
+        let mut p = b.producer().unwrap();
+        let mut r = b.reader().unwrap();
+        for ts in 0..40 {
+            assert!(put(&mut p, ts * 10));
+        }
+        assert_eq!(p.last_published().unwrap().0.timestamp, 390);
+        // 40 published, capacity 16, guard 1: indices >= 25 are readable.
+        assert_eq!(r.with_view(24, |_| ()), Err(25));
+        let got = r.with_view(25, |v| {
+            (v.first..v.end)
+                .map(|i| v.meta(i).timestamp)
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(got.unwrap(), (25..40).map(|i| i * 10).collect::<Vec<_>>());
+        let bytes = r.with_view(39, |v| v.frame(39).to_vec()).unwrap();
+        assert_eq!(bytes, 390u64.to_le_bytes());
+    }
+
+    #[test]
+    fn producer_skips_instead_of_overwriting_a_pinned_slot() {
+        let b = LatencyBuffer::new(4, 8).unwrap();
+        let mut p = b.producer().unwrap();
+        let mut r = b.reader().unwrap();
+        for ts in 0..4 {
+            assert!(put(&mut p, ts));
+        }
+        // Pin index 1 (readable: 4 + guard 1 - 4 = 1) and try to write over it from inside.
+        let dropped = r
+            .with_view(1, |_| {
+                let first = put(&mut p, 4); // overwrites index 0: allowed
+                let second = put(&mut p, 5); // would overwrite index 1: pinned
+                (first, second)
+            })
+            .unwrap();
+        assert_eq!(dropped, (true, false));
+        assert!(put(&mut p, 5), "the pin is released after the view");
+    }
+
+    #[test]
+    fn concurrent_reader_never_sees_a_torn_or_stale_frame() {
+        let b = LatencyBuffer::new(64, 64).unwrap();
+        let total = 200_000u64;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut p = b.producer().unwrap();
+                let mut ts = 0;
+                while ts < total {
+                    if let Some(slot) = p.next_slot() {
+                        for chunk in slot.chunks_exact_mut(8) {
+                            chunk.copy_from_slice(&ts.to_le_bytes());
+                        }
+                        p.publish(SlotMeta {
+                            timestamp: ts,
+                            len: 64,
+                            flags: 0,
+                        });
+                        ts += 1;
+                    }
+                }
+            });
+            s.spawn(|| {
+                let mut r = b.reader().unwrap();
+                let mut checked = 0u64;
+                loop {
+                    let done = b.published() >= total;
+                    let from = b.oldest_readable();
+                    let _ = r.with_view(from, |v| {
+                        for i in v.first..v.end {
+                            let m = v.meta(i);
+                            assert_eq!(m.timestamp, i, "slot {i} holds another frame");
+                            for chunk in v.frame(i).chunks_exact(8) {
+                                assert_eq!(
+                                    u64::from_le_bytes(chunk.try_into().unwrap()),
+                                    i,
+                                    "torn frame {i}"
+                                );
+                            }
+                            checked += 1;
+                        }
+                    });
+                    if done {
+                        break;
+                    }
+                }
+                assert!(checked > 0);
+            });
+        });
+    }
+}
