@@ -166,10 +166,19 @@ impl<R: Read> RawFileReader<R> {
     /// Reads the next frame into `buf` (resized to the frame's length). `Ok(false)` at a
     /// clean end of file; a record cut short or longer than the declared frame size is an error.
     pub fn next_frame(&mut self, buf: &mut Vec<u8>) -> Result<bool, RawFileError> {
+        buf.resize(self.header.frame_size as usize, 0);
+        let len = self.read_frame_into(buf)?;
+        buf.truncate(len.unwrap_or(0));
+        Ok(len.is_some())
+    }
+
+    /// Reads the next frame straight into `out` (a latency-buffer slot, say) and returns its
+    /// length, `None` at a clean end of file. `out` must hold the declared frame size.
+    pub fn read_frame_into(&mut self, out: &mut [u8]) -> Result<Option<usize>, RawFileError> {
         let mut record = [0u8; RECORD_HEADER_SIZE];
         let got = read_up_to(&mut self.input, &mut record)?;
         if got == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         if got < RECORD_HEADER_SIZE {
             return Err(FormatError::Truncated {
@@ -179,8 +188,8 @@ impl<R: Read> RawFileReader<R> {
             }
             .into());
         }
-        let len = get_u32(&record, 0);
-        if len > self.header.frame_size {
+        let len = get_u32(&record, 0) as usize;
+        if len > self.header.frame_size as usize || len > out.len() {
             return Err(FormatError::Inconsistent {
                 what: "raw file record",
                 field: "length",
@@ -188,9 +197,8 @@ impl<R: Read> RawFileReader<R> {
             }
             .into());
         }
-        buf.resize(len as usize, 0);
-        read_full(&mut self.input, buf, "raw file frame")?;
-        Ok(true)
+        read_full(&mut self.input, &mut out[..len], "raw file frame")?;
+        Ok(Some(len))
     }
 }
 
