@@ -11,4 +11,5 @@ pub mod link;
 pub mod link_format;
 pub mod request;
 pub mod ring;
+pub mod server;
 pub mod source;
