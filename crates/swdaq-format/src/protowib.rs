@@ -243,6 +243,15 @@ impl<'a> ProtoWibFrame<'a> {
     }
 }
 
+/// Rewrites only the timestamp of an encoded frame in place (what a replaying source does).
+pub fn restamp(frame: &mut [u8], timestamp: u64) {
+    let header = WibHeader {
+        timestamp,
+        ..WibHeader::read(frame)
+    };
+    header.write(frame);
+}
+
 /// Writes a complete frame into `out` ([`FRAME_SIZE`] long), COLDATA headers zeroed.
 pub fn encode(header: &WibHeader, adcs: &[u16; NUM_CHANNELS], out: &mut [u8]) {
     assert_eq!(out.len(), FRAME_SIZE, "ProtoDUNE WIB frame buffer size");
@@ -299,6 +308,28 @@ mod tests {
                 let _ = (frame.wib_header(), frame.coldata_header(3));
             }
         }
+    }
+
+    #[test]
+    fn restamp_changes_only_the_timestamp() {
+        let header = WibHeader {
+            crate_no: 3,
+            slot_no: 2,
+            timestamp: 77,
+            ..WibHeader::default()
+        };
+        let mut buf = vec![0u8; FRAME_SIZE];
+        encode(&header, &[5; NUM_CHANNELS], &mut buf);
+        restamp(&mut buf, 1 << 40);
+        let frame = ProtoWibFrame::parse(&buf).unwrap();
+        assert_eq!(
+            frame.wib_header(),
+            WibHeader {
+                timestamp: 1 << 40,
+                ..header
+            }
+        );
+        assert_eq!(frame.adc(255), 5);
     }
 
     #[test]

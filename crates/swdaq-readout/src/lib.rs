@@ -9,6 +9,7 @@
 pub mod checks;
 pub mod link;
 pub mod link_format;
+pub mod replay;
 pub mod request;
 pub mod ring;
 pub mod server;
