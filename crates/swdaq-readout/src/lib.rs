@@ -6,6 +6,7 @@
 //! (the hit finder) read them in place. Request servers answer [`request::DataRequest`]s from
 //! pinned views of the buffer without ever blocking ingest.
 
+pub mod bench;
 pub mod checks;
 pub mod link;
 pub mod link_format;

@@ -104,6 +104,11 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
         &mut self.observer
     }
 
+    /// Ends the loop (releasing the write end) and hands back the observer.
+    pub fn into_observer(self) -> O {
+        self.observer
+    }
+
     /// Moves one frame from the source into the buffer.
     pub fn step(&mut self) -> io::Result<Poll> {
         let (slot, spilled) = match self.producer.next_slot() {
