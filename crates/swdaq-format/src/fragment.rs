@@ -182,14 +182,18 @@ impl<'a> Fragment<'a> {
         })
     }
 
-    /// Serialises a header and a payload given as a scatter list into one buffer,
-    /// setting the header's size.
-    pub fn assemble<'p>(
-        mut header: FragmentHeader,
-        payload: impl IntoIterator<Item = &'p [u8]>,
-    ) -> Vec<u8> {
-        let mut out = vec![0u8; FRAGMENT_HEADER_SIZE];
-        for part in payload {
+    /// Serialises a header and a payload given as a scatter list into one buffer of exactly
+    /// the right size (one allocation, no regrowth), setting the header's size.
+    pub fn assemble<'p, I>(mut header: FragmentHeader, payload: I) -> Vec<u8>
+    where
+        I: IntoIterator<Item = &'p [u8]>,
+        I::IntoIter: Clone,
+    {
+        let parts = payload.into_iter();
+        let len = FRAGMENT_HEADER_SIZE + parts.clone().map(<[u8]>::len).sum::<usize>();
+        let mut out = Vec::with_capacity(len);
+        out.resize(FRAGMENT_HEADER_SIZE, 0);
+        for part in parts {
             out.extend_from_slice(part);
         }
         header.size = out.len() as u64;

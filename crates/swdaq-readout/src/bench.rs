@@ -47,6 +47,31 @@ pub fn ingest<O: FrameObserver>(
     Ok((result, ingest.into_observer()))
 }
 
+/// The copy ingest cannot avoid, alone: every frame of `template` copied with
+/// `copy_from_slice` into consecutive slots of a ring the size of `buffer_seconds` of data.
+/// Returns GB/s. Ingest over this is the cost of everything but the copy.
+pub fn frame_copy_gbps(
+    template: &ReplayTemplate,
+    frames: u64,
+    buffer_seconds: f64,
+) -> std::io::Result<f64> {
+    let slots = ((buffer_seconds * template.format.frame_rate_hz()) as usize).next_power_of_two();
+    let stride = template.format.frame_size().next_multiple_of(64);
+    let mut ring = memmap2::MmapOptions::new()
+        .len(slots * stride)
+        .populate()
+        .map_anon()?;
+    let start = Instant::now();
+    let mut bytes = 0;
+    for (n, frame) in (0..frames as usize).zip(template.frames().cycle()) {
+        let at = (n % slots) * stride;
+        ring[at..at + frame.len()].copy_from_slice(frame);
+        bytes += frame.len();
+    }
+    std::hint::black_box(&ring);
+    Ok(bytes as f64 / start.elapsed().as_secs_f64() / 1e9)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RequestResult {
     pub seconds: f64,
@@ -90,8 +115,22 @@ pub fn requests(
                 .run(|| !stop.load(Ordering::Relaxed))
                 .map(|_| ingest.counts.dropped)
         });
+        // Stops ingest however this scope ends (a panic must not leave it spinning).
+        let _stop_ingest = StopOnDrop(&stop);
         let links = [link.clone()];
         let server = s.spawn(move || serve(&links, req_rx, resp_tx, config));
+        // Consume answers as they come, as a record builder would (and free their memory).
+        let collector = s.spawn(move || {
+            let (mut latencies, mut complete, mut not_complete) = (Vec::new(), 0u64, 0u64);
+            for r in resp_rx {
+                latencies.push(r.latency.as_secs_f64() * 1e6);
+                match r.outcome {
+                    Outcome::Served(RequestStatus::Complete) => complete += 1,
+                    _ => not_complete += 1,
+                }
+            }
+            (latencies, complete, not_complete)
+        });
         let start = Instant::now();
         let mut sent = 0u64;
         while start.elapsed().as_secs_f64() < seconds {
@@ -107,7 +146,7 @@ pub fn requests(
             };
             let request = DataRequest {
                 trigger_number: sent,
-                trigger_timestamp: end - window_ticks / 2,
+                trigger_timestamp: end.saturating_sub(window_ticks / 2),
                 run_number: 1,
                 sequence_number: 0,
                 source: link.source_id,
@@ -124,15 +163,7 @@ pub fn requests(
         let _ = server.join();
         stop.store(true, Ordering::Relaxed);
         let drops = ingest.join().expect("ingest thread")?;
-        let mut latencies = Vec::new();
-        let (mut complete, mut not_complete) = (0, 0);
-        for r in resp_rx.try_iter() {
-            latencies.push(r.latency.as_secs_f64() * 1e6);
-            match r.outcome {
-                Outcome::Served(RequestStatus::Complete) => complete += 1,
-                _ => not_complete += 1,
-            }
-        }
+        let (mut latencies, complete, not_complete) = collector.join().expect("collector thread");
         latencies.sort_by(f64::total_cmp);
         let pct = |p: f64| {
             latencies
@@ -151,6 +182,14 @@ pub fn requests(
             ingest_drops: drops,
         })
     })
+}
+
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 fn newest_timestamp(link: &LinkShared) -> Option<u64> {

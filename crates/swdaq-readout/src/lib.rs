@@ -15,3 +15,4 @@ pub mod request;
 pub mod ring;
 pub mod server;
 pub mod source;
+pub mod udp;

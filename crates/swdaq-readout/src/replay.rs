@@ -64,6 +64,11 @@ impl ReplayTemplate {
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
+
+    /// The frames as generated.
+    pub fn frames(&self) -> impl Iterator<Item = &[u8]> + Clone {
+        self.frames.iter().map(|&(o, l)| &self.bytes[o..o + l])
+    }
 }
 
 pub struct ReplaySource {

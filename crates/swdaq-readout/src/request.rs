@@ -60,14 +60,17 @@ pub fn lookup(
 ) -> Lookup {
     let step = format.ticks_per_frame();
     let (begin, end) = (req.window_begin, req.window_end);
-    let answer =
-        |frames: &mut dyn Iterator<Item = &[u8]>, error_bits: u32, status| Lookup::Answered {
-            fragment: Fragment::assemble(header(req, format, error_bits), frames),
-            status,
-        };
+    // `frames` are buffer indices; the fragment is sized once and filled from the slots.
+    let answer = |frames: std::ops::Range<u64>, error_bits: u32, status| Lookup::Answered {
+        fragment: Fragment::assemble(
+            header(req, format, error_bits),
+            frames.map(|i| view.frame(i)),
+        ),
+        status,
+    };
     if begin >= end || end - begin > policy.max_window_ticks {
         return answer(
-            &mut std::iter::empty(),
+            0..0,
             fragment_error::INVALID_WINDOW,
             RequestStatus::InvalidWindow,
         );
@@ -91,7 +94,7 @@ pub fn lookup(
     }
     if first == last {
         return answer(
-            &mut std::iter::empty(),
+            0..0,
             error_bits | fragment_error::DATA_NOT_FOUND,
             RequestStatus::NotFound,
         );
@@ -108,11 +111,7 @@ pub fn lookup(
         error_bits |= fragment_error::INCOMPLETE;
         RequestStatus::Partial
     };
-    answer(
-        &mut (first..last).map(|i| view.frame(i)),
-        error_bits,
-        status,
-    )
+    answer(first..last, error_bits, status)
 }
 
 /// Index of the first frame that ends after `begin`: O(1) for gap-free fixed-rate data,

@@ -10,12 +10,15 @@
 //! overwrite point, so in practice a pin never costs a frame (a reader would have to hold a
 //! pin while the producer writes `guard` more frames).
 //!
-//! Why it is sound: a slot is written only by the producer, and only when no reader can
-//! be reading it. The producer publishes index `w` by storing `write_index = w + 1` and checks
-//! the pins before overwriting index `w + 1 - capacity`; a reader stores its pin and then
-//! loads `write_index`. Both sides use `SeqCst`, so at least one of them sees the other
-//! (Dekker): either the reader sees that its index is (about to be) overwritten and backs
-//! off, or the producer sees the pin and skips the write.
+//! Why it is sound: a slot is written only by the producer, and only when no reader can be
+//! reading it. The producer publishes each frame with a release store of `write_index`;
+//! every `check_every` frames (at most `guard`) it issues a `SeqCst` fence and reads the pins,
+//! which covers the next `check_every` overwrites. A reader stores its pin and then loads
+//! `write_index`, both `SeqCst`, and only pins indices at least `guard` ahead of the
+//! overwrite point it saw. By the fence rules (Dekker), any producer check after the
+//! `write_index` value the reader saw also sees the pin, and the checks before it cover only
+//! overwrites less than `guard` frames past that point, and the pin is beyond them. A fence per frame
+//! would cost ~40% of ingest bandwidth: it waits for all of the frame's stores to land.
 
 use crossbeam_utils::CachePadded;
 use memmap2::{MmapMut, MmapOptions};
@@ -43,6 +46,7 @@ pub struct LatencyBuffer {
     slot_stride: usize,
     max_frame: usize,
     guard: u64,
+    check_every: u64,
     write_index: CachePadded<AtomicU64>,
     pins: [CachePadded<AtomicU64>; MAX_READERS],
     claimed: AtomicU32,
@@ -79,6 +83,7 @@ impl LatencyBuffer {
             slot_stride,
             max_frame,
             guard: (capacity as u64 / 16).max(1),
+            check_every: (capacity as u64 / 16).clamp(1, 64),
             write_index: CachePadded::new(AtomicU64::new(0)),
             pins: std::array::from_fn(|_| CachePadded::new(AtomicU64::new(UNPINNED))),
             claimed: AtomicU32::new(0),
@@ -114,8 +119,11 @@ impl LatencyBuffer {
     /// type system cannot see, so the buffer hands it out once.
     pub fn producer(&self) -> Option<Producer<'_>> {
         let bit = 1u32 << MAX_READERS;
-        (self.claimed.fetch_or(bit, Ordering::AcqRel) & bit == 0)
-            .then_some(Producer { buffer: self })
+        (self.claimed.fetch_or(bit, Ordering::AcqRel) & bit == 0).then_some(Producer {
+            buffer: self,
+            next_check: 0,
+            blocked_from: u64::MAX,
+        })
     }
 
     /// A read end with its own pin, or `None` when [`MAX_READERS`] are in use.
@@ -152,6 +160,10 @@ impl LatencyBuffer {
 /// The single write end of a [`LatencyBuffer`].
 pub struct Producer<'a> {
     buffer: &'a LatencyBuffer,
+    /// Write index at which the pins must be read again.
+    next_check: u64,
+    /// First write index that would overwrite a pinned frame, as of the last check.
+    blocked_from: u64,
 }
 
 impl Producer<'_> {
@@ -160,13 +172,19 @@ impl Producer<'_> {
     pub fn next_slot(&mut self) -> Option<&mut [u8]> {
         let b = self.buffer;
         let index = b.write_index.load(Ordering::Relaxed);
-        let overwritten = index.checked_sub(b.capacity() as u64);
-        if overwritten.is_some_and(|old| b.lowest_pin() <= old) {
-            return None;
+        if index >= self.next_check || index >= self.blocked_from {
+            // The fence orders our last `write_index` store before the pin loads (Dekker with
+            // `Reader::with_view`).
+            std::sync::atomic::fence(Ordering::SeqCst);
+            self.blocked_from = b.lowest_pin().saturating_add(b.capacity() as u64);
+            self.next_check = index + b.check_every;
+            if index >= self.blocked_from {
+                return None;
+            }
         }
         // SAFETY: only the producer writes slots, and no reader can read this one: it is
-        // unpublished or holds an index no pin covers (checked above, Dekker with
-        // `Reader::pin`). `&mut self` keeps the slice unique on the producer side.
+        // unpublished or holds an index no pin covers (checked above, see the module docs).
+        // `&mut self` keeps the slice unique on the producer side.
         Some(unsafe { std::slice::from_raw_parts_mut(b.slot_ptr(index), b.max_frame) })
     }
 
@@ -176,7 +194,7 @@ impl Producer<'_> {
         let index = b.write_index.load(Ordering::Relaxed);
         // SAFETY: as for `next_slot`: the slot at `index` is the producer's until published.
         unsafe { *b.meta[(index & b.mask) as usize].get() = meta };
-        b.write_index.store(index + 1, Ordering::SeqCst);
+        b.write_index.store(index + 1, Ordering::Release);
     }
 
     /// The frame just published, for the observer (hit finder) running on this thread.

@@ -1,0 +1,209 @@
+//! `swdaq bench`: the benchmarks behind every performance figure in BENCHMARKS.md. Each
+//! subcommand measures its stage and, where a ratio is claimed, its reference in the same run.
+
+use crate::{hwbench, table};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+use swdaq_readout::link_format::LinkFormat;
+use swdaq_readout::replay::ReplayTemplate;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum What {
+    /// Monitoring cost: routing threads with statistics off, swdaq's per-thread blocks, and
+    /// the paper's slow designs (shared atomics, a queue), in the same run.
+    Monitor {
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Milliseconds per trial.
+        #[arg(long, default_value_t = 500)]
+        trial_ms: u64,
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+    },
+    /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), and
+    /// data requests served while ingesting in real time.
+    Readout {
+        /// Frames to ingest flat out.
+        #[arg(long, default_value_t = 300_000)]
+        frames: u64,
+        /// Seconds of real-time ingest with requests.
+        #[arg(long, default_value_t = 10.0)]
+        request_seconds: f64,
+        #[arg(long, default_value_t = 1000.0)]
+        request_rate_hz: f64,
+        /// Request window in milliseconds.
+        #[arg(long, default_value_t = 5.0)]
+        window_ms: f64,
+    },
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    match &args.what {
+        What::Monitor {
+            threads,
+            trial_ms,
+            rounds,
+        } => {
+            anyhow::ensure!(
+                *threads >= 1 && *rounds >= 1 && *trial_ms >= 1,
+                "threads, rounds and trial-ms must be at least 1"
+            );
+            let config = swdaq_monitor::bench::BenchConfig {
+                threads: *threads,
+                trial: Duration::from_millis(*trial_ms),
+                rounds: *rounds,
+                ..Default::default()
+            };
+            let results = swdaq_monitor::bench::run(&config);
+            print_results(
+                args.json,
+                &results,
+                &["variant", "threads", "Mmsg/s", "overhead %", "counts exact"],
+                |r| {
+                    vec![
+                        format!("{:?}", r.variant),
+                        r.threads.to_string(),
+                        format!("{:.2}", r.messages_per_second / 1e6),
+                        format!("{:.1}", r.overhead_pct),
+                        r.counts_exact.to_string(),
+                    ]
+                },
+            )
+        }
+        What::Readout {
+            frames,
+            request_seconds,
+            request_rate_hz,
+            window_ms,
+        } => {
+            anyhow::ensure!(
+                *frames > 0 && *request_seconds > 0.0 && *request_rate_hz > 0.0 && *window_ms > 0.0,
+                "all readout bench parameters must be positive"
+            );
+            let result = readout(*frames, *request_seconds, *request_rate_hz, *window_ms)?;
+            print_results(
+                args.json,
+                std::slice::from_ref(&result),
+                &[
+                    "ingest GB/s",
+                    "memcpy GB/s",
+                    "ratio",
+                    "frame copy GB/s",
+                    "ratio",
+                    "drops",
+                    "req/s",
+                    "p50 us",
+                    "p99 us",
+                ],
+                |r| {
+                    vec![
+                        format!("{:.2}", r.ingest_gbps),
+                        format!("{:.2}", r.memcpy_gbps),
+                        format!("{:.2}", r.ingest_vs_memcpy),
+                        format!("{:.2}", r.frame_copy_gbps),
+                        format!("{:.2}", r.ingest_vs_frame_copy),
+                        r.drops.to_string(),
+                        format!("{:.0}", r.request_rate_hz),
+                        format!("{:.0}", r.request_latency_p50_us),
+                        format!("{:.0}", r.request_latency_p99_us),
+                    ]
+                },
+            )
+        }
+    }
+}
+
+fn print_results<T: Serialize>(
+    json: bool,
+    results: &[T],
+    header: &[&str],
+    row: impl Fn(&T) -> Vec<String>,
+) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(results)?);
+    } else {
+        print!(
+            "{}",
+            table::render(header, &results.iter().map(row).collect::<Vec<_>>())
+        );
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ReadoutResult {
+    format: &'static str,
+    ingest_gbps: f64,
+    ingest_frames_per_second: f64,
+    /// Single-core memcpy bandwidth measured in this run (the reference for ingest).
+    memcpy_gbps: f64,
+    ingest_vs_memcpy: f64,
+    /// The frame-by-frame copy alone (7200-byte copies into a ring), same run.
+    frame_copy_gbps: f64,
+    ingest_vs_frame_copy: f64,
+    /// Frames not buffered during ingest and during the request test.
+    drops: u64,
+    request_rate_hz: f64,
+    requests: u64,
+    requests_complete: u64,
+    request_latency_p50_us: f64,
+    request_latency_p99_us: f64,
+}
+
+fn readout(
+    frames: u64,
+    request_seconds: f64,
+    request_rate_hz: f64,
+    window_ms: f64,
+) -> anyhow::Result<ReadoutResult> {
+    let template = Arc::new(wibeth_template(4096));
+    let memcpy = hwbench::memcpy(256 << 20, 5);
+    let frame_copy = swdaq_readout::bench::frame_copy_gbps(&template, frames, 1.0)?;
+    let (ingest, ()) = swdaq_readout::bench::ingest(template.clone(), frames, 1.0, ())?;
+    let window_ticks = (window_ms * 62_500.0) as u64;
+    let requests =
+        swdaq_readout::bench::requests(template, request_seconds, request_rate_hz, window_ticks)?;
+    Ok(ReadoutResult {
+        format: "wibeth",
+        ingest_gbps: ingest.gbps,
+        ingest_frames_per_second: ingest.frames_per_second,
+        memcpy_gbps: memcpy.gbps,
+        ingest_vs_memcpy: ingest.gbps / memcpy.gbps,
+        frame_copy_gbps: frame_copy,
+        ingest_vs_frame_copy: ingest.gbps / frame_copy,
+        drops: ingest.drops + requests.ingest_drops,
+        request_rate_hz: requests.request_rate_hz,
+        requests: requests.requests,
+        requests_complete: requests.complete,
+        request_latency_p50_us: requests.latency_p50_us,
+        request_latency_p99_us: requests.latency_p99_us,
+    })
+}
+
+/// Consecutive WIBEth frames with varying ADCs (content does not matter to ingest).
+fn wibeth_template(frames: u64) -> ReplayTemplate {
+    use swdaq_format::daq_eth::DaqEthHeader;
+    use swdaq_format::wibeth::{self, WibEthHeader};
+    let mut bytes = vec![0u8; frames as usize * wibeth::FRAME_SIZE];
+    for (n, f) in bytes.chunks_exact_mut(wibeth::FRAME_SIZE).enumerate() {
+        let daq = DaqEthHeader {
+            timestamp: n as u64 * wibeth::TICKS_PER_FRAME,
+            seq_id: n as u16 & 0xfff,
+            ..Default::default()
+        };
+        let adcs =
+            std::array::from_fn(|s| std::array::from_fn(|c| ((n + s * 7 + c * 13) % 4096) as u16));
+        wibeth::encode(&daq, &WibEthHeader::healthy(), &adcs, f);
+    }
+    ReplayTemplate::new(LinkFormat::WibEth, bytes.chunks_exact(wibeth::FRAME_SIZE))
+}
