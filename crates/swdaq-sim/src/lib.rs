@@ -1,0 +1,22 @@
+//! The detector emulator: realistic TPC data with known truth, deterministic for a seed.
+//!
+//! Model, per channel: a pedestal (collection ~900 ADC, induction ~2350 ADC, with spread),
+//! white noise, low-frequency AR(1) noise, noise shared by groups of adjacent channels, and
+//! a slow sinusoidal drift; pulses shaped by the front-end response (unipolar on collection,
+//! bipolar on induction, [`response`]) from radiological blips (per-channel Poisson rate,
+//! exponential amplitude spectrum down to the noise) and tracks (many adjacent channels,
+//! time linear in channel, generated per time slice from `(seed, slice)` so all links agree
+//! without sharing state); pathologies (noisy, dead channels, stuck bits, saturation); frame
+//! encoding (WIBEth, ProtoDUNE WIB) with correct headers, timestamps and sequence ids; and
+//! fault injection. Every pulse and fault is recorded as [`truth`].
+
+pub mod channel_map;
+pub mod config;
+pub mod link;
+pub mod response;
+pub mod truth;
+
+pub use channel_map::Plane;
+pub use config::{ConfigError, FaultRates, SimConfig, StuckBit};
+pub use link::{Detector, FrameFormat, FrameInfo, LinkSimulator};
+pub use truth::{FaultKind, InjectedFault, PulseKind, TruePulse};
