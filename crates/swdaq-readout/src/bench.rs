@@ -44,7 +44,7 @@ pub fn ingest<O: FrameObserver>(
         frames_per_second: c.frames as f64 / seconds,
         drops: c.dropped,
     };
-    Ok((result, ingest.into_observer()))
+    Ok((result, ingest.into_parts().1))
 }
 
 /// The copy ingest cannot avoid, alone: every frame of `template` copied with

@@ -104,9 +104,9 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
         &mut self.observer
     }
 
-    /// Ends the loop (releasing the write end) and hands back the observer.
-    pub fn into_observer(self) -> O {
-        self.observer
+    /// Ends the loop (releasing the write end) and hands back the source and the observer.
+    pub fn into_parts(self) -> (S, O) {
+        (self.source, self.observer)
     }
 
     /// Moves one frame from the source into the buffer.

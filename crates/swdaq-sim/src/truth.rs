@@ -77,9 +77,36 @@ mod plane_letter {
     }
 }
 
-/// Writes records as CSV with a header line.
-pub fn write_csv<T: Serialize>(path: &Path, records: &[T]) -> Result<(), csv::Error> {
-    let mut w = csv::Writer::from_path(path)?;
+/// Truth records with a fixed CSV header, so an empty file still says what it would hold.
+pub trait CsvRecord: Serialize {
+    const COLUMNS: &'static [&'static str];
+}
+
+impl CsvRecord for TruePulse {
+    const COLUMNS: &'static [&'static str] = &[
+        "link",
+        "channel",
+        "offline_channel",
+        "plane",
+        "start_tick",
+        "peak_tick",
+        "charge",
+        "peak_adc",
+        "kind",
+    ];
+}
+
+impl CsvRecord for InjectedFault {
+    const COLUMNS: &'static [&'static str] =
+        &["link", "frame_index", "timestamp", "kind", "detail"];
+}
+
+/// Writes records as CSV with a header line (also when there are none).
+pub fn write_csv<T: CsvRecord>(path: &Path, records: &[T]) -> Result<(), csv::Error> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_path(path)?;
+    w.write_record(T::COLUMNS)?;
     for r in records {
         w.serialize(r)?;
     }
@@ -124,6 +151,11 @@ mod tests {
         assert_eq!(
             read_csv::<InjectedFault>(&dir.join("f.csv")).unwrap(),
             faults
+        );
+        write_csv::<InjectedFault>(&dir.join("empty.csv"), &[]).unwrap();
+        assert_eq!(
+            read_csv::<InjectedFault>(&dir.join("empty.csv")).unwrap(),
+            vec![]
         );
         let text = std::fs::read_to_string(dir.join("p.csv")).unwrap();
         assert!(text.starts_with(

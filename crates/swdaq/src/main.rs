@@ -2,6 +2,7 @@
 //! only wires the library crates together.
 
 mod bench;
+mod generate;
 mod hwbench;
 mod table;
 
@@ -20,6 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write emulated detector data (raw files per link) and its ground truth.
+    Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
     Bench(bench::Args),
     /// Measure this machine: memory bandwidth, CRC32C and frame-unpack speed per core.
@@ -28,6 +31,7 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),
     }
