@@ -30,6 +30,18 @@ enum What {
         #[arg(long, default_value_t = 7)]
         rounds: usize,
     },
+    /// Hit finding (`threshold`) on emulated WIBEth data: ns per channel-sample per
+    /// implementation, AVX2 against the scalar reference in the same run.
+    Tpg {
+        /// Emulated frames (replayed `passes` times).
+        #[arg(long, default_value_t = 2000)]
+        frames: u64,
+        #[arg(long, default_value_t = 5)]
+        passes: usize,
+        /// Threshold in ADC counts over the pedestal.
+        #[arg(long, default_value_t = 20)]
+        threshold: i16,
+    },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), and
     /// data requests served while ingesting in real time.
     Readout {
@@ -76,6 +88,47 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.2}", r.messages_per_second / 1e6),
                         format!("{:.1}", r.overhead_pct),
                         r.counts_exact.to_string(),
+                    ]
+                },
+            )
+        }
+        What::Tpg {
+            frames,
+            passes,
+            threshold,
+        } => {
+            anyhow::ensure!(
+                *frames > 0 && *passes > 0,
+                "frames and passes must be at least 1"
+            );
+            let config = swdaq_tpg::ThresholdConfig {
+                threshold: *threshold,
+                ..Default::default()
+            };
+            config.validate()?;
+            let data = emulated_wibeth(*frames);
+            let results = swdaq_tpg::bench::run(&data, config, *passes);
+            print_results(
+                args.json,
+                &results,
+                &[
+                    "algorithm",
+                    "format",
+                    "implementation",
+                    "ns/ch-sample",
+                    "links/core",
+                    "x scalar",
+                    "TPs",
+                ],
+                |r| {
+                    vec![
+                        r.algorithm.to_string(),
+                        r.format.to_string(),
+                        format!("{:?}", r.implementation).to_lowercase(),
+                        format!("{:.3}", r.ns_per_channel_sample),
+                        format!("{:.1}", r.links_per_core_realtime),
+                        format!("{:.2}", r.speedup_vs_scalar),
+                        r.tps.to_string(),
                     ]
                 },
             )
@@ -188,6 +241,18 @@ fn readout(
         request_latency_p50_us: requests.latency_p50_us,
         request_latency_p99_us: requests.latency_p99_us,
     })
+}
+
+/// `frames` frames of emulated link 1 (collection channels) at the emulator's defaults.
+fn emulated_wibeth(frames: u64) -> Vec<u8> {
+    let detector =
+        swdaq_sim::Detector::new(swdaq_sim::SimConfig::default()).expect("default config is valid");
+    let mut link = detector.link(1, swdaq_sim::FrameFormat::WibEth, 0);
+    let mut data = vec![0u8; frames as usize * swdaq_format::wibeth::FRAME_SIZE];
+    for f in data.chunks_exact_mut(swdaq_format::wibeth::FRAME_SIZE) {
+        link.next_frame(f);
+    }
+    data
 }
 
 /// Consecutive WIBEth frames with varying ADCs (content does not matter to ingest).

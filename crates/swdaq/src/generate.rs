@@ -41,12 +41,17 @@ enum Format {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    anyhow::ensure!(args.seconds > 0.0 && args.seconds.is_finite(), "--seconds must be positive");
+    anyhow::ensure!(
+        args.seconds > 0.0 && args.seconds.is_finite(),
+        "--seconds must be positive"
+    );
     anyhow::ensure!(args.links > 0, "--links must be at least 1");
     let mut config = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            toml::from_str::<SimConfig>(&text).with_context(|| format!("parsing {}", path.display()))?
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str::<SimConfig>(&text)
+                .with_context(|| format!("parsing {}", path.display()))?
         }
         None => SimConfig::default(),
     };
@@ -59,21 +64,31 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Format::Protowib => FrameFormat::ProtoWib,
     };
     let frames = (args.seconds * format.clock_hz() / format.ticks_per_frame() as f64).ceil() as u64;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
 
     let bars = MultiProgress::new();
-    let style = ProgressStyle::with_template("link {prefix:>3} [{bar:40}] {pos}/{len} frames {per_sec} eta {eta}")
-        .expect("valid template")
-        .progress_chars("=> ");
+    let style = ProgressStyle::with_template(
+        "link {prefix:>3} [{bar:40}] {pos}/{len} frames {per_sec} eta {eta}",
+    )
+    .expect("valid template")
+    .progress_chars("=> ");
     let results: Vec<anyhow::Result<_>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..args.links)
             .map(|link| {
-                let bar = bars.add(ProgressBar::new(frames).with_style(style.clone()).with_prefix(link.to_string()));
+                let bar = bars.add(
+                    ProgressBar::new(frames)
+                        .with_style(style.clone())
+                        .with_prefix(link.to_string()),
+                );
                 let detector = &detector;
                 s.spawn(move || write_link(detector, link, format, frames, args, &bar))
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("generator thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("generator thread"))
+            .collect()
     });
     let (mut pulses, mut faults) = (Vec::new(), Vec::new());
     for r in results {
@@ -127,13 +142,17 @@ fn write_link(
     for n in 0..frames {
         let info = sim.next_frame(&mut buf);
         if info.len > 0 {
-            writer.write_frame(&buf[..info.len]).with_context(|| format!("writing {}", path.display()))?;
+            writer
+                .write_frame(&buf[..info.len])
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         if n % 1024 == 0 {
             bar.set_position(n);
         }
     }
-    writer.finish().with_context(|| format!("writing {}", path.display()))?;
+    writer
+        .finish()
+        .with_context(|| format!("writing {}", path.display()))?;
     bar.finish();
     Ok((sim.drain_truth(), sim.drain_faults()))
 }

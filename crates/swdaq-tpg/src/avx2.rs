@@ -1,0 +1,296 @@
+//! The AVX2 twin of `HitFinder::process_row_scalar`: 16 channels per 256-bit register, the
+//! 14-bit WIBEth unpacking fused in (byte shuffle, per-lane shift, pack), and the rare lanes
+//! that are over threshold or inside a hit handed to the shared TP assembly. Every operation
+//! is the scalar reference's on 16-bit integers, so the results are bit-identical (tests in
+//! `tests/equivalence.rs`).
+
+use crate::finder::{HitFinder, LANES};
+use swdaq_format::TriggerPrimitive;
+use swdaq_format::wibeth::{self, WibEthFrame};
+
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use imp::{process_row, process_wibeth, unpack_wibeth_row};
+
+#[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn process_wibeth(
+    _: &mut HitFinder,
+    _: &WibEthFrame<'_>,
+    _: u64,
+    _: u64,
+    _: &mut Vec<TriggerPrimitive>,
+) {
+    unreachable!("AVX2 finders are not built without AVX2")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn process_row(_: &mut HitFinder, _: u64, _: &[u16], _: &mut Vec<TriggerPrimitive>) {
+    unreachable!("AVX2 finders are not built without AVX2")
+}
+
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Byte-shuffle indices and shifts for 4 channels per 128-bit half: channel `k` of a
+    /// 16-channel group starts at bit 14k; its bytes are gathered into a 32-bit lane and
+    /// shifted right by 14k mod 8. Register A covers channels 0..8 from the group's byte 0,
+    /// register B channels 8..16 from byte 12 (so the last group never reads past the row).
+    const fn shuffle(first_channel: usize, load_offset: usize) -> [i8; 32] {
+        let mut idx = [-1i8; 32];
+        let mut lane = 0;
+        while lane < 8 {
+            let k = first_channel + lane;
+            let (first_byte, last_byte) = (14 * k / 8, (14 * k + 13) / 8);
+            let half = (lane / 4) * 16;
+            let mut b = first_byte;
+            while b <= last_byte {
+                idx[half + (lane % 4) * 4 + (b - first_byte)] = (b - load_offset) as i8;
+                b += 1;
+            }
+            lane += 1;
+        }
+        idx
+    }
+
+    const fn shifts(first_channel: usize) -> [i32; 8] {
+        let mut s = [0i32; 8];
+        let mut lane = 0;
+        while lane < 8 {
+            s[lane] = ((14 * (first_channel + lane)) % 8) as i32;
+            lane += 1;
+        }
+        s
+    }
+
+    const SHUFFLE_A: [i8; 32] = shuffle(0, 0);
+    const SHUFFLE_B: [i8; 32] = shuffle(8, 12);
+    const SHIFT_A: [i32; 8] = shifts(0);
+    const SHIFT_B: [i32; 8] = shifts(8);
+
+    /// Unpacks channels 16g..16g+16 of a 112-byte WIBEth row (bytes 28g..28g+28).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn unpack_group(row: &[u8; wibeth::ROW_BYTES], g: usize) -> __m256i {
+        // SAFETY (all loads below): constant arrays of 32 bytes and row slices of exactly 16
+        // bytes taken with bounds checks; unaligned loads are allowed.
+        let (sa, sb, ha, hb) = unsafe {
+            (
+                _mm256_loadu_si256(SHUFFLE_A.as_ptr().cast()),
+                _mm256_loadu_si256(SHUFFLE_B.as_ptr().cast()),
+                _mm256_loadu_si256(SHIFT_A.as_ptr().cast()),
+                _mm256_loadu_si256(SHIFT_B.as_ptr().cast()),
+            )
+        };
+        let base = g * 28;
+        let lo: &[u8; 16] = row[base..base + 16].try_into().expect("16 bytes");
+        let hi: &[u8; 16] = row[base + 12..base + 28].try_into().expect("16 bytes");
+        let (a, b) = unsafe {
+            (
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(lo.as_ptr().cast())),
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(hi.as_ptr().cast())),
+            )
+        };
+        let mask = _mm256_set1_epi32(0x3fff);
+        let a = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(a, sa), ha), mask);
+        let b = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(b, sb), hb), mask);
+        // packus interleaves 128-bit halves: a0-3 b0-3 | a4-7 b4-7 -> reorder quadwords.
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(a, b))
+    }
+
+    /// Unpacks a 112-byte WIBEth row into four registers of 16 channels each.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub fn unpack_wibeth_row(row: &[u8; wibeth::ROW_BYTES]) -> [__m256i; 4] {
+        std::array::from_fn(|g| unpack_group(row, g))
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn process_wibeth(
+        f: &mut HitFinder,
+        frame: &WibEthFrame<'_>,
+        t0: u64,
+        ticks_per_sample: u64,
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        // All four groups' pedestals and accumulators stay in registers for the 64 samples,
+        // and the groups interleave so their dependency chains overlap.
+        let k = Constants::new(f);
+        let mut groups: [Group; 4] = std::array::from_fn(|g| Group::load(f, g));
+        for s in 0..wibeth::SAMPLES_PER_FRAME {
+            let row = frame.row(s);
+            let ts = t0 + s as u64 * ticks_per_sample;
+            for (g, group) in groups.iter_mut().enumerate() {
+                if !group.fully_masked {
+                    group.step(f, &k, unpack_group(row, g), ts, out);
+                }
+            }
+        }
+        for group in &groups {
+            group.store(f);
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn process_row(
+        f: &mut HitFinder,
+        ts: u64,
+        row: &[u16],
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        for (g, lanes) in row.chunks_exact(LANES).enumerate() {
+            let mut group = Group::load(f, g);
+            if group.fully_masked {
+                continue;
+            }
+            // SAFETY: `lanes` is exactly 16 u16 = 32 bytes.
+            let x = unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) };
+            group.step(f, &Constants::new(f), x, ts, out);
+            group.store(f);
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn load(v: &[i16]) -> __m256i {
+        let lanes: &[i16; LANES] = v.try_into().expect("16 lanes");
+        // SAFETY: 32 readable bytes.
+        unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn store(v: &mut [i16], x: __m256i) {
+        let lanes: &mut [i16; LANES] = v.try_into().expect("16 lanes");
+        // SAFETY: 32 writable bytes.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), x) }
+    }
+
+    /// Broadcast configuration values.
+    struct Constants {
+        limit: __m256i,
+        minus_limit: __m256i,
+        threshold: __m256i,
+    }
+
+    impl Constants {
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        fn new(f: &HitFinder) -> Self {
+            Self {
+                limit: _mm256_set1_epi16(f.config.accumulator_limit),
+                minus_limit: _mm256_set1_epi16(-f.config.accumulator_limit),
+                threshold: _mm256_set1_epi16(f.config.threshold),
+            }
+        }
+    }
+
+    /// One group of 16 channels' pedestal state, held in registers.
+    struct Group {
+        g: usize,
+        pedestal: __m256i,
+        accumulator: __m256i,
+        any_masked: bool,
+        fully_masked: bool,
+    }
+
+    impl Group {
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        fn load(f: &HitFinder, g: usize) -> Self {
+            let lanes = g * LANES..(g + 1) * LANES;
+            let masked = _mm256_movemask_epi8(load(&f.masked[lanes.clone()]));
+            Self {
+                g,
+                pedestal: load(&f.pedestal[lanes.clone()]),
+                accumulator: load(&f.accumulator[lanes]),
+                any_masked: masked != 0,
+                fully_masked: masked == -1,
+            }
+        }
+
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        fn store(&self, f: &mut HitFinder) {
+            let lanes = self.g * LANES..(self.g + 1) * LANES;
+            store(&mut f.pedestal[lanes.clone()], self.pedestal);
+            store(&mut f.accumulator[lanes], self.accumulator);
+        }
+
+        /// One sample of the group: the scalar reference's arithmetic, 16 lanes at once.
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        fn step(
+            &mut self,
+            f: &mut HitFinder,
+            k: &Constants,
+            x: __m256i,
+            ts: u64,
+            out: &mut Vec<TriggerPrimitive>,
+        ) {
+            let lanes = self.g * LANES..(self.g + 1) * LANES;
+            let (old_ped, old_acc) = (self.pedestal, self.accumulator);
+            // acc += (x > ped) - (x < ped); the compare masks are -1 where true.
+            let acc = _mm256_add_epi16(
+                _mm256_sub_epi16(old_acc, _mm256_cmpgt_epi16(x, old_ped)),
+                _mm256_cmpgt_epi16(old_ped, x),
+            );
+            let up = _mm256_cmpgt_epi16(acc, k.limit);
+            let down = _mm256_cmpgt_epi16(k.minus_limit, acc);
+            let ped = _mm256_add_epi16(_mm256_sub_epi16(old_ped, up), down);
+            let acc = _mm256_andnot_si256(_mm256_or_si256(up, down), acc);
+            let signal = _mm256_sub_epi16(x, ped);
+            let mut over = _mm256_cmpgt_epi16(signal, k.threshold);
+            if self.any_masked {
+                // Masked lanes keep their state and make no hits, as in the scalar path.
+                let masked = load(&f.masked[lanes.clone()]);
+                self.pedestal = _mm256_blendv_epi8(ped, old_ped, masked);
+                self.accumulator = _mm256_blendv_epi8(acc, old_acc, masked);
+                over = _mm256_andnot_si256(masked, over);
+            } else {
+                self.pedestal = ped;
+                self.accumulator = acc;
+            }
+            let open = load(&f.hits.open[lanes]);
+            let busy = _mm256_movemask_epi8(_mm256_or_si256(over, open)) as u32;
+            if busy == 0 {
+                return; // the common case: no hit anywhere in these 16 channels
+            }
+            let (mut sig, mut raw, mut ovr) = ([0i16; LANES], [0i16; LANES], [0i16; LANES]);
+            store(&mut sig, signal);
+            store(&mut raw, x);
+            store(&mut ovr, over);
+            let mut bits = busy;
+            while bits != 0 {
+                let lane = bits.trailing_zeros() as usize / 2;
+                bits &= !(0b11 << (2 * lane));
+                let c = self.g * LANES + lane;
+                f.hits.update(
+                    c,
+                    sig[lane],
+                    ovr[lane] != 0,
+                    raw[lane] as u16,
+                    ts,
+                    f.channel_ids[c],
+                    f.ctx,
+                    out,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The per-link hit finder: pedestal tracking, threshold and TP assembly over every channel
+//! of a link, frame after frame, with a scalar reference and an AVX2 path that agree bit for bit.
+
+use crate::config::{ConfigError, ThresholdConfig};
+use crate::hits::{HitState, TpContext};
+use swdaq_format::TriggerPrimitive;
+use swdaq_format::wibeth::{self, WibEthFrame};
+
+/// Which code runs the per-sample work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Implementation {
+    Scalar,
+    Avx2,
+}
+
+impl Implementation {
+    /// AVX2 where the CPU has it, the scalar reference otherwise.
+    pub fn best() -> Self {
+        if crate::avx2::available() {
+            Self::Avx2
+        } else {
+            Self::Scalar
+        }
+    }
+}
+
+/// Channels are processed in SIMD groups of this many 16-bit lanes.
+pub const LANES: usize = 16;
+
+pub struct HitFinder {
+    pub(crate) config: ThresholdConfig,
+    pub(crate) ctx: TpContext,
+    implementation: Implementation,
+    ticks_per_sample: u64,
+    pub(crate) channel_ids: Vec<u32>,
+    pub(crate) pedestal: Vec<i16>,
+    pub(crate) accumulator: Vec<i16>,
+    /// -1 for masked channels (no processing, no TPs), 0 otherwise.
+    pub(crate) masked: Vec<i16>,
+    pub(crate) hits: HitState,
+    initialised: bool,
+    row: Vec<u16>,
+}
+
+impl HitFinder {
+    /// A finder for channels with offline ids `channel_ids` (a multiple of 16 of them).
+    pub fn new(
+        config: ThresholdConfig,
+        channel_ids: Vec<u32>,
+        ticks_per_sample: u64,
+        detector_id: u8,
+        implementation: Implementation,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        if channel_ids.is_empty() || !channel_ids.len().is_multiple_of(LANES) {
+            return Err(ConfigError {
+                field: "channels",
+                reason: "need a positive multiple of 16 channels",
+            });
+        }
+        if implementation == Implementation::Avx2 && !crate::avx2::available() {
+            return Err(ConfigError {
+                field: "implementation",
+                reason: "this CPU has no AVX2",
+            });
+        }
+        let n = channel_ids.len();
+        let start = config.initial_pedestal.unwrap_or(0);
+        Ok(Self {
+            ctx: TpContext {
+                detector_id,
+                max_hit_samples: config.max_hit_samples,
+            },
+            implementation,
+            ticks_per_sample,
+            pedestal: vec![start; n],
+            accumulator: vec![0; n],
+            masked: vec![0; n],
+            hits: HitState::new(n),
+            initialised: config.initial_pedestal.is_some(),
+            row: vec![0; n],
+            channel_ids,
+            config,
+        })
+    }
+
+    pub fn channels(&self) -> usize {
+        self.channel_ids.len()
+    }
+
+    pub fn implementation(&self) -> Implementation {
+        self.implementation
+    }
+
+    /// Masks (or unmasks) channel index `c`: a masked channel is not processed and makes no
+    /// TPs; an open hit on it is closed now.
+    pub fn set_masked(&mut self, c: usize, masked: bool, out: &mut Vec<TriggerPrimitive>) {
+        if masked && self.hits.open[c] != 0 {
+            self.hits.close(c, self.channel_ids[c], self.ctx, out);
+        }
+        self.masked[c] = if masked { -1 } else { 0 };
+    }
+
+    pub fn is_masked(&self, c: usize) -> bool {
+        self.masked[c] != 0
+    }
+
+    pub fn pedestal(&self, c: usize) -> i16 {
+        self.pedestal[c]
+    }
+
+    /// Start time of the earliest hit still open: TPs starting before it are final.
+    pub fn earliest_open_hit(&self) -> Option<u64> {
+        self.hits.earliest_open()
+    }
+
+    fn initialise_from(&mut self, row: &[u16]) {
+        if !self.initialised {
+            for (p, &x) in self.pedestal.iter_mut().zip(row) {
+                *p = x as i16;
+            }
+            self.initialised = true;
+        }
+    }
+
+    /// Processes one WIBEth frame (its 64 channels must be this finder's), appending the
+    /// TPs of hits that closed to `out` (in closing order; see `TpOrderer`).
+    pub fn process_wibeth(&mut self, frame: &WibEthFrame<'_>, out: &mut Vec<TriggerPrimitive>) {
+        assert_eq!(
+            self.channels(),
+            wibeth::NUM_CHANNELS,
+            "a WIBEth finder has 64 channels"
+        );
+        let t0 = frame.timestamp();
+        if !self.initialised {
+            let mut first = [0u16; wibeth::NUM_CHANNELS];
+            wibeth::unpack_row(frame.row(0), &mut first);
+            self.initialise_from(&first);
+        }
+        match self.implementation {
+            Implementation::Scalar => {
+                let mut row = [0u16; wibeth::NUM_CHANNELS];
+                for s in 0..wibeth::SAMPLES_PER_FRAME {
+                    wibeth::unpack_row(frame.row(s), &mut row);
+                    self.process_row_scalar(t0 + s as u64 * self.ticks_per_sample, &row, out);
+                }
+            }
+            Implementation::Avx2 => {
+                // SAFETY: an Avx2 finder is only built when the CPU has AVX2 (checked in `new`).
+                unsafe { crate::avx2::process_wibeth(self, frame, t0, self.ticks_per_sample, out) }
+            }
+        }
+    }
+
+    /// Processes samples given as rows of `channels()` unpacked ADC values, the first row at
+    /// `first_timestamp` (any format: ProtoDUNE WIB frames are one row each).
+    pub fn process_rows(
+        &mut self,
+        first_timestamp: u64,
+        rows: &[u16],
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        let n = self.channels();
+        assert_eq!(rows.len() % n, 0, "rows must hold whole samples");
+        if let Some(first) = rows.get(..n) {
+            self.initialise_from(first);
+        }
+        for (s, row) in rows.chunks_exact(n).enumerate() {
+            let ts = first_timestamp + s as u64 * self.ticks_per_sample;
+            match self.implementation {
+                Implementation::Scalar => self.process_row_scalar(ts, row, out),
+                // SAFETY: an Avx2 finder is only built when the CPU has AVX2 (checked in `new`).
+                Implementation::Avx2 => unsafe { crate::avx2::process_row(self, ts, row, out) },
+            }
+        }
+    }
+
+    /// Closes every open hit (end of run): their TPs are emitted as they stand.
+    pub fn flush(&mut self, out: &mut Vec<TriggerPrimitive>) {
+        for c in 0..self.channels() {
+            if self.hits.open[c] != 0 {
+                self.hits.close(c, self.channel_ids[c], self.ctx, out);
+            }
+        }
+    }
+
+    /// The reference: frugal-streaming pedestal (updated before it is subtracted), then a
+    /// strict threshold, one channel at a time.
+    pub(crate) fn process_row_scalar(
+        &mut self,
+        timestamp: u64,
+        row: &[u16],
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        self.row.copy_from_slice(row);
+        let (limit, threshold) = (self.config.accumulator_limit, self.config.threshold);
+        for c in 0..self.channels() {
+            if self.masked[c] != 0 {
+                continue;
+            }
+            let x = self.row[c] as i16;
+            let (p, a) = (&mut self.pedestal[c], &mut self.accumulator[c]);
+            if x > *p {
+                *a += 1;
+            } else if x < *p {
+                *a -= 1;
+            }
+            if *a > limit {
+                *p += 1;
+                *a = 0;
+            } else if *a < -limit {
+                *p -= 1;
+                *a = 0;
+            }
+            let signal = x - *p;
+            self.hits.update(
+                c,
+                signal,
+                signal > threshold,
+                self.row[c],
+                timestamp,
+                self.channel_ids[c],
+                self.ctx,
+                out,
+            );
+        }
+    }
+}
