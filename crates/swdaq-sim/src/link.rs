@@ -136,6 +136,7 @@ pub struct LinkSimulator {
     timestamp_shift: u64,
     sequence_shift: u16,
     signal: Vec<f64>,
+    drift: Vec<f64>,
     adcs: Vec<u16>,
     truth: Vec<TruePulse>,
     faults: Vec<InjectedFault>,
@@ -203,6 +204,7 @@ impl LinkSimulator {
             timestamp_shift: 0,
             sequence_shift: 0,
             signal: vec![0.0; n * format.samples_per_frame()],
+            drift: vec![0.0; n],
             adcs: vec![0; n * format.samples_per_frame()],
             truth: Vec::new(),
             faults: Vec::new(),
@@ -412,6 +414,10 @@ impl LinkSimulator {
         let b = (1.0 - a * a).sqrt();
         let seconds = self.tick_of_sample(self.sample) as f64 / self.format.clock_hz();
         let drift_arg = std::f64::consts::TAU * seconds / cfg.drift_period_s;
+        // The drift is slow (seconds): one value per channel per block is exact enough.
+        for (d, ch) in self.drift.iter_mut().zip(&self.channels) {
+            *d = cfg.drift_amplitude * (drift_arg + ch.drift_phase).sin();
+        }
         let rng = &mut self.physics_rng;
         for s in 0..self.format.samples_per_frame() {
             for g in self.coherent.iter_mut() {
@@ -426,7 +432,7 @@ impl LinkSimulator {
                 ch.low_frequency = a * ch.low_frequency
                     + b * cfg.low_frequency_sigma * rng.sample::<f64, _>(StandardNormal);
                 let value = ch.pedestal
-                    + cfg.drift_amplitude * (drift_arg + ch.drift_phase).sin()
+                    + self.drift[c]
                     + ch.low_frequency
                     + self.coherent[c / group]
                     + ch.white_sigma * rng.sample::<f64, _>(StandardNormal)

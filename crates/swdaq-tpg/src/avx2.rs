@@ -271,6 +271,25 @@ mod imp {
             if busy == 0 {
                 return; // the common case: no hit anywhere in these 16 channels
             }
+            self.hit_lanes(f, busy, signal, x, over, ts, out);
+        }
+
+        /// The rare lanes over threshold or inside a hit go through the shared TP assembly.
+        /// Kept out of line so `step` stays small enough to be inlined into the sample loop.
+        #[target_feature(enable = "avx2")]
+        #[cold]
+        #[inline(never)]
+        #[allow(clippy::too_many_arguments)]
+        fn hit_lanes(
+            &self,
+            f: &mut HitFinder,
+            busy: u32,
+            signal: __m256i,
+            x: __m256i,
+            over: __m256i,
+            ts: u64,
+            out: &mut Vec<TriggerPrimitive>,
+        ) {
             let (mut sig, mut raw, mut ovr) = ([0i16; LANES], [0i16; LANES], [0i16; LANES]);
             store(&mut sig, signal);
             store(&mut raw, x);
