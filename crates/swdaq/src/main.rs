@@ -4,6 +4,7 @@
 mod bench;
 mod generate;
 mod hwbench;
+mod quality;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -25,6 +26,8 @@ enum Command {
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
     Bench(bench::Args),
+    /// Hit-finding quality against the emulator's truth, over a threshold scan.
+    TpgQuality(quality::Args),
     /// Measure this machine: memory bandwidth, CRC32C and frame-unpack speed per core.
     Hwbench(hwbench::Args),
 }
@@ -33,6 +36,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::TpgQuality(args) => quality::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),
     }
 }
