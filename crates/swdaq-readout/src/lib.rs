@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod checks;
+pub mod hit_finding;
 pub mod link;
 pub mod link_format;
 pub mod replay;

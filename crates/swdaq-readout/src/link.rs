@@ -119,6 +119,11 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
         let Poll::Frame(len) = poll else {
             return Ok(poll);
         };
+        if len > slot.len() {
+            // A source reporting more than the slot holds (an oversized datagram): not a frame.
+            self.checker.counts.bad_size += 1;
+            return Ok(poll);
+        }
         let (verdict, interval) = self.checker.check(&slot[..len]);
         if let Some(interval) = interval {
             self.shared.record_error(interval);

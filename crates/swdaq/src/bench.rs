@@ -153,6 +153,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "ratio",
                     "frame copy GB/s",
                     "ratio",
+                    "links/core w/ TPG",
                     "drops",
                     "req/s",
                     "p50 us",
@@ -165,6 +166,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.2}", r.ingest_vs_memcpy),
                         format!("{:.2}", r.frame_copy_gbps),
                         format!("{:.2}", r.ingest_vs_frame_copy),
+                        format!("{:.1}", r.links_per_core_with_tpg),
                         r.drops.to_string(),
                         format!("{:.0}", r.request_rate_hz),
                         format!("{:.0}", r.request_latency_p50_us),
@@ -204,6 +206,11 @@ struct ReadoutResult {
     /// The frame-by-frame copy alone (7200-byte copies into a ring), same run.
     frame_copy_gbps: f64,
     ingest_vs_frame_copy: f64,
+    /// Ingest with `threshold` hit finding (AVX2 where available) on emulated data.
+    ingest_with_tpg_frames_per_second: f64,
+    /// WIBEth links (30.5 kHz of frames each) one core ingests with hit finding.
+    links_per_core_with_tpg: f64,
+    tps_found: u64,
     /// Frames not buffered during ingest and during the request test.
     drops: u64,
     request_rate_hz: f64,
@@ -223,6 +230,23 @@ fn readout(
     let memcpy = hwbench::memcpy(256 << 20, 5);
     let frame_copy = swdaq_readout::bench::frame_copy_gbps(&template, frames, 1.0)?;
     let (ingest, ()) = swdaq_readout::bench::ingest(template.clone(), frames, 1.0, ())?;
+    let emulated = emulated_wibeth(4096);
+    let emulated = Arc::new(ReplayTemplate::new(
+        LinkFormat::WibEth,
+        emulated.chunks_exact(swdaq_format::wibeth::FRAME_SIZE),
+    ));
+    let finder = swdaq_tpg::HitFinder::new(
+        swdaq_tpg::ThresholdConfig::default(),
+        (0..64).collect(),
+        swdaq_format::wibeth::TICKS_PER_SAMPLE,
+        swdaq_format::DETECTOR_ID_HD_TPC as u8,
+        swdaq_tpg::Implementation::best(),
+    )?;
+    let observer = swdaq_readout::hit_finding::HitFindingObserver::new(finder);
+    let (with_tpg, mut observer) = swdaq_readout::bench::ingest(emulated, frames, 1.0, observer)?;
+    observer.finish();
+    let mut tps = Vec::new();
+    observer.take_tps(&mut tps);
     let window_ticks = (window_ms * 62_500.0) as u64;
     let requests =
         swdaq_readout::bench::requests(template, request_seconds, request_rate_hz, window_ticks)?;
@@ -234,7 +258,10 @@ fn readout(
         ingest_vs_memcpy: ingest.gbps / memcpy.gbps,
         frame_copy_gbps: frame_copy,
         ingest_vs_frame_copy: ingest.gbps / frame_copy,
-        drops: ingest.drops + requests.ingest_drops,
+        ingest_with_tpg_frames_per_second: with_tpg.frames_per_second,
+        links_per_core_with_tpg: with_tpg.frames_per_second / LinkFormat::WibEth.frame_rate_hz(),
+        tps_found: tps.len() as u64,
+        drops: ingest.drops + with_tpg.drops + requests.ingest_drops,
         request_rate_hz: requests.request_rate_hz,
         requests: requests.requests,
         requests_complete: requests.complete,

@@ -1,0 +1,62 @@
+//! Hit finding as the ingest loop's observer: each WIBEth frame is searched for hits where it
+//! lies in the latency buffer, on the link's own thread, and the TPs leave time-ordered.
+
+use crate::link::FrameObserver;
+use crate::ring::SlotMeta;
+use swdaq_format::TriggerPrimitive;
+use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_tpg::{HitFinder, TpOrderer};
+
+pub struct HitFindingObserver {
+    finder: HitFinder,
+    orderer: TpOrderer,
+    closed: Vec<TriggerPrimitive>,
+    /// Time-ordered TPs not yet taken by [`Self::take_tps`].
+    ready: Vec<TriggerPrimitive>,
+    /// Frames the finder could not read (wrong size or format): counted, skipped.
+    pub unreadable_frames: u64,
+}
+
+impl HitFindingObserver {
+    pub fn new(finder: HitFinder) -> Self {
+        Self {
+            finder,
+            orderer: TpOrderer::default(),
+            closed: Vec::new(),
+            ready: Vec::new(),
+            unreadable_frames: 0,
+        }
+    }
+
+    /// Moves the time-ordered TPs found so far into `out`.
+    pub fn take_tps(&mut self, out: &mut Vec<TriggerPrimitive>) {
+        out.append(&mut self.ready);
+    }
+
+    /// Closes open hits and releases every remaining TP (end of run).
+    pub fn finish(&mut self) {
+        self.finder.flush(&mut self.closed);
+        self.orderer.push(self.closed.drain(..));
+        self.orderer.drain(&mut self.ready);
+    }
+}
+
+impl FrameObserver for HitFindingObserver {
+    fn observe(&mut self, meta: &SlotMeta, frame: &[u8]) {
+        let Ok(frame) = WibEthFrame::parse(frame) else {
+            self.unreadable_frames += 1;
+            return;
+        };
+        self.finder.process_wibeth(&frame, &mut self.closed);
+        if !self.closed.is_empty() {
+            self.orderer.push(self.closed.drain(..));
+        }
+        let now = meta.timestamp + wibeth::TICKS_PER_FRAME;
+        if !self.orderer.is_empty() {
+            self.orderer.release(
+                self.finder.earliest_open_hit().unwrap_or(now),
+                &mut self.ready,
+            );
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Hit finding inside the ingest loop: TPs come out time-ordered, and a link fed garbage on
+//! another thread changes nothing of a good link's frames or TPs.
+
+use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
+use swdaq_readout::hit_finding::HitFindingObserver;
+use swdaq_readout::link::{Ingest, LinkShared};
+use swdaq_readout::link_format::LinkFormat;
+use swdaq_readout::source::{FrameSource, Poll};
+use swdaq_sim::{Detector, FrameFormat, SimConfig};
+use swdaq_tpg::{HitFinder, Implementation, ThresholdConfig};
+
+struct Frames(std::vec::IntoIter<Vec<u8>>);
+impl FrameSource for Frames {
+    fn next_frame(&mut self, slot: &mut [u8]) -> std::io::Result<Poll> {
+        Ok(match self.0.next() {
+            Some(f) => {
+                // Like a datagram receive: what does not fit is cut, the true length reported.
+                let n = f.len().min(slot.len());
+                slot[..n].copy_from_slice(&f[..n]);
+                Poll::Frame(f.len())
+            }
+            None => Poll::End,
+        })
+    }
+}
+
+fn emulated(frames: usize) -> Vec<Vec<u8>> {
+    let config = SimConfig {
+        blip_rate_hz: 200.0,
+        ..SimConfig::default()
+    };
+    let mut link = Detector::new(config)
+        .unwrap()
+        .link(1, FrameFormat::WibEth, 0);
+    (0..frames)
+        .map(|_| {
+            let mut b = vec![0u8; wibeth::FRAME_SIZE];
+            let info = link.next_frame(&mut b);
+            b.truncate(info.len);
+            b
+        })
+        .collect()
+}
+
+fn run_link(frames: Vec<Vec<u8>>) -> (u64, Vec<TriggerPrimitive>) {
+    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
+    let finder = HitFinder::new(
+        ThresholdConfig::default(),
+        (0..64).collect(),
+        32,
+        3,
+        Implementation::best(),
+    )
+    .unwrap();
+    let mut ingest = Ingest::new(
+        &link,
+        Frames(frames.into_iter()),
+        HitFindingObserver::new(finder),
+    )
+    .unwrap();
+    ingest.run(|| true).unwrap();
+    let frames_in = ingest.counts.frames;
+    let (_, mut observer) = ingest.into_parts();
+    observer.finish();
+    let mut tps = Vec::new();
+    observer.take_tps(&mut tps);
+    (frames_in, tps)
+}
+
+#[test]
+fn tps_are_time_ordered_and_unaffected_by_a_garbage_link() {
+    let good = emulated(600);
+    let (frames_alone, tps_alone) = run_link(good.clone());
+    assert_eq!(frames_alone, 600);
+    assert!(tps_alone.len() > 20, "only {} TPs", tps_alone.len());
+    assert!(
+        tps_alone
+            .windows(2)
+            .all(|w| w[0].time_start <= w[1].time_start)
+    );
+
+    let garbage: Vec<Vec<u8>> = (0..600u32)
+        .map(|i| (0..(i * 37) % 7300).map(|b| (b ^ i) as u8).collect())
+        .collect();
+    let (with_garbage, garbage_result) = std::thread::scope(|s| {
+        let g = s.spawn(|| run_link(good));
+        let b = s.spawn(|| run_link(garbage));
+        (g.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!(with_garbage, (frames_alone, tps_alone));
+    assert!(garbage_result.0 < 600);
+}
