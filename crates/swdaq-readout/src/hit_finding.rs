@@ -15,6 +15,7 @@ pub struct HitFindingObserver {
     ready: Vec<TriggerPrimitive>,
     /// Frames the finder could not read (wrong size or format): counted, skipped.
     pub unreadable_frames: u64,
+    found: u64,
 }
 
 impl HitFindingObserver {
@@ -25,6 +26,7 @@ impl HitFindingObserver {
             closed: Vec::new(),
             ready: Vec::new(),
             unreadable_frames: 0,
+            found: 0,
         }
     }
 
@@ -36,12 +38,17 @@ impl HitFindingObserver {
     /// Closes open hits and releases every remaining TP (end of run).
     pub fn finish(&mut self) {
         self.finder.flush(&mut self.closed);
+        self.found += self.closed.len() as u64;
         self.orderer.push(self.closed.drain(..));
         self.orderer.drain(&mut self.ready);
     }
 }
 
 impl FrameObserver for HitFindingObserver {
+    fn tps_found(&self) -> u64 {
+        self.found
+    }
+
     fn observe(&mut self, meta: &SlotMeta, frame: &[u8]) {
         let Ok(frame) = WibEthFrame::parse(frame) else {
             self.unreadable_frames += 1;
@@ -49,6 +56,7 @@ impl FrameObserver for HitFindingObserver {
         };
         self.finder.process_wibeth(&frame, &mut self.closed);
         if !self.closed.is_empty() {
+            self.found += self.closed.len() as u64;
             self.orderer.push(self.closed.drain(..));
         }
         let now = meta.timestamp + wibeth::TICKS_PER_FRAME;

@@ -11,6 +11,7 @@ pub mod checks;
 pub mod hit_finding;
 pub mod link;
 pub mod link_format;
+pub mod metrics;
 pub mod replay;
 pub mod request;
 pub mod ring;

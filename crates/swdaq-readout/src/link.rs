@@ -3,6 +3,7 @@
 
 use crate::checks::{ContinuityChecker, ErrorInterval, Verdict};
 use crate::link_format::LinkFormat;
+use crate::metrics::{LinkMetrics, PUBLISH_EVERY};
 use crate::ring::{LatencyBuffer, Producer, SlotMeta};
 use crate::source::{FrameSource, Poll};
 use std::collections::VecDeque;
@@ -55,6 +56,11 @@ impl LinkShared {
 /// Sees every published frame in place, on the ingest thread.
 pub trait FrameObserver {
     fn observe(&mut self, meta: &SlotMeta, frame: &[u8]);
+
+    /// Trigger primitives found so far, for the link's metrics.
+    fn tps_found(&self) -> u64 {
+        0
+    }
 }
 
 /// No observer: raw-data readout only.
@@ -80,6 +86,7 @@ pub struct Ingest<'a, S, O> {
     pub counts: IngestCounts,
     /// Where a frame goes when its slot is pinned: it must still leave the source.
     spill: Vec<u8>,
+    metrics: Option<LinkMetrics>,
 }
 
 impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
@@ -90,10 +97,32 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
             checker: ContinuityChecker::new(shared.format),
             counts: IngestCounts::default(),
             spill: vec![0; shared.buffer.max_frame()],
+            metrics: None,
             shared,
             source,
             observer,
         })
+    }
+
+    /// Publishes this link's counts to the monitoring registry as the loop runs.
+    pub fn with_metrics(mut self, metrics: LinkMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Pushes the counts to the metrics now (the loop does it every few hundred frames).
+    pub fn publish_metrics(&mut self) {
+        if let Some(m) = &mut self.metrics {
+            let buffer = &self.shared.buffer;
+            let filled =
+                buffer.published().min(buffer.capacity() as u64) as f64 / buffer.capacity() as f64;
+            m.publish(
+                &self.counts,
+                &self.checker.counts,
+                self.observer.tps_found(),
+                filled,
+            );
+        }
     }
 
     pub fn observer(&self) -> &O {
@@ -146,18 +175,26 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
         if let Some((meta, frame)) = self.producer.last_published() {
             self.observer.observe(&meta, frame);
         }
+        if self.counts.frames.is_multiple_of(PUBLISH_EVERY) {
+            self.publish_metrics();
+        }
         Ok(poll)
     }
 
     /// Runs until the source ends or `keep_going` says stop (checked every frame: one load).
     pub fn run(&mut self, keep_going: impl Fn() -> bool) -> io::Result<()> {
-        while keep_going() {
-            match self.step()? {
-                Poll::End => break,
-                Poll::Idle => std::hint::spin_loop(),
-                Poll::Frame(_) => {}
+        let result = loop {
+            if !keep_going() {
+                break Ok(());
             }
-        }
-        Ok(())
+            match self.step() {
+                Ok(Poll::End) => break Ok(()),
+                Ok(Poll::Idle) => std::hint::spin_loop(),
+                Ok(Poll::Frame(_)) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.publish_metrics();
+        result
     }
 }

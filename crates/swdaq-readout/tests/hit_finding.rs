@@ -3,8 +3,9 @@
 
 use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
 use swdaq_readout::hit_finding::HitFindingObserver;
-use swdaq_readout::link::{Ingest, LinkShared};
+use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
 use swdaq_readout::link_format::LinkFormat;
+use swdaq_readout::metrics::LinkMetrics;
 use swdaq_readout::source::{FrameSource, Poll};
 use swdaq_sim::{Detector, FrameFormat, SimConfig};
 use swdaq_tpg::{HitFinder, Implementation, ThresholdConfig};
@@ -89,4 +90,48 @@ fn tps_are_time_ordered_and_unaffected_by_a_garbage_link() {
     });
     assert_eq!(with_garbage, (frames_alone, tps_alone));
     assert!(garbage_result.0 < 600);
+}
+
+#[test]
+fn the_link_reports_its_counts_through_the_monitoring_registry() {
+    let registry = swdaq_monitor::Registry::new();
+    let metrics = LinkMetrics::register(&registry, "readout-1", 1, SourceId::readout(1)).unwrap();
+    let mut frames = emulated(700);
+    frames[100].truncate(50);
+    frames.remove(200);
+    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
+    let finder = HitFinder::new(
+        ThresholdConfig::default(),
+        (0..64).collect(),
+        32,
+        3,
+        Implementation::best(),
+    )
+    .unwrap();
+    let mut ingest = Ingest::new(
+        &link,
+        Frames(frames.into_iter()),
+        HitFindingObserver::new(finder),
+    )
+    .unwrap()
+    .with_metrics(metrics);
+    ingest.run(|| true).unwrap();
+    let tps = ingest.observer().tps_found();
+    let snapshot = swdaq_monitor::Collector::new(registry).collect();
+    let total = |name: &str| match &snapshot
+        .families
+        .iter()
+        .find(|f| f.name == name)
+        .expect(name)
+        .series[0]
+        .value
+    {
+        swdaq_monitor::Value::Counter { total, .. } => *total,
+        other => panic!("{name} is {other:?}"),
+    };
+    assert_eq!(total("swdaq_readout_frames_total"), 698);
+    assert_eq!(total("swdaq_readout_bad_size_frames_total"), 1);
+    assert_eq!(total("swdaq_readout_missing_frames_total"), 2);
+    assert_eq!(total("swdaq_tpg_trigger_primitives_total"), tps);
+    assert!(tps > 0);
 }
