@@ -5,7 +5,7 @@ use crate::link::FrameObserver;
 use crate::ring::SlotMeta;
 use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};
-use swdaq_tpg::{HitFinder, TpOrderer};
+use swdaq_tpg::{HitFinder, NoisyChannel, NoisyChannelDetector, NoisyConfig, TpOrderer};
 
 pub struct HitFindingObserver {
     finder: HitFinder,
@@ -16,6 +16,8 @@ pub struct HitFindingObserver {
     /// Frames the finder could not read (wrong size or format): counted, skipped.
     pub unreadable_frames: u64,
     found: u64,
+    noisy: Option<NoisyChannelDetector>,
+    noisy_found: Vec<NoisyChannel>,
 }
 
 impl HitFindingObserver {
@@ -27,7 +29,24 @@ impl HitFindingObserver {
             ready: Vec::new(),
             unreadable_frames: 0,
             found: 0,
+            noisy: None,
+            noisy_found: Vec::new(),
         }
+    }
+
+    /// Watches per-channel TP rates and reports (and, if configured, masks) noisy channels.
+    pub fn with_noisy_channel_detection(mut self, config: NoisyConfig) -> Self {
+        let watched = (0..self.finder.channels())
+            .filter(|&c| !self.finder.is_masked(c))
+            .map(|c| self.finder.channel_ids()[c])
+            .collect();
+        self.noisy = Some(NoisyChannelDetector::new(config, watched));
+        self
+    }
+
+    /// Noisy channels found so far (masked too when auto-masking is on).
+    pub fn noisy_channels(&self) -> &[NoisyChannel] {
+        &self.noisy_found
     }
 
     /// Moves the time-ordered TPs found so far into `out`.
@@ -60,11 +79,23 @@ impl FrameObserver for HitFindingObserver {
             self.orderer.push(self.closed.drain(..));
         }
         let now = meta.timestamp + wibeth::TICKS_PER_FRAME;
+        let released_from = self.ready.len();
         if !self.orderer.is_empty() {
             self.orderer.release(
                 self.finder.earliest_open_hit().unwrap_or(now),
                 &mut self.ready,
             );
+        }
+        if let Some(detector) = &mut self.noisy {
+            for noisy in detector.observe(&self.ready[released_from..], now) {
+                if detector.auto_mask()
+                    && let Some(c) = self.finder.index_of(noisy.channel)
+                {
+                    self.finder.set_masked(c, true, &mut self.closed);
+                    detector.forget(noisy.channel);
+                }
+                self.noisy_found.push(noisy);
+            }
         }
     }
 }

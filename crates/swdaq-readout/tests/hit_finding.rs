@@ -135,3 +135,62 @@ fn the_link_reports_its_counts_through_the_monitoring_registry() {
     assert_eq!(total("swdaq_tpg_trigger_primitives_total"), tps);
     assert!(tps > 0);
 }
+
+#[test]
+fn a_noisy_channel_is_found_and_masked() {
+    // Link 1 of the emulator carries offline channels 1632..1696; make 1642 noisy.
+    let config = SimConfig {
+        noisy_channels: vec![1642],
+        noisy_factor: 5.0,
+        ..SimConfig::default()
+    };
+    let mut sim = Detector::new(config)
+        .unwrap()
+        .link(1, FrameFormat::WibEth, 0);
+    let frames: Vec<Vec<u8>> = (0..3000)
+        .map(|_| {
+            let mut b = vec![0u8; wibeth::FRAME_SIZE];
+            sim.next_frame(&mut b);
+            b
+        })
+        .collect();
+    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
+    let finder = HitFinder::new(
+        ThresholdConfig::default(),
+        (1632..1696).collect(),
+        32,
+        3,
+        Implementation::best(),
+    )
+    .unwrap();
+    let noisy = swdaq_tpg::NoisyConfig {
+        window_ticks: 1000 * 2048,
+        auto_mask: true,
+        ..Default::default()
+    };
+    let observer = HitFindingObserver::new(finder).with_noisy_channel_detection(noisy);
+    let mut ingest = Ingest::new(&link, Frames(frames.into_iter()), observer).unwrap();
+    ingest.run(|| true).unwrap();
+    let (_, mut observer) = ingest.into_parts();
+    assert_eq!(
+        observer
+            .noisy_channels()
+            .iter()
+            .map(|n| n.channel)
+            .collect::<Vec<_>>(),
+        vec![1642]
+    );
+    observer.finish();
+    let mut tps = Vec::new();
+    observer.take_tps(&mut tps);
+    let last_noisy = tps
+        .iter()
+        .filter(|tp| tp.channel == 1642)
+        .map(|tp| tp.time_start)
+        .max()
+        .unwrap();
+    assert!(
+        last_noisy < 1100 * 2048,
+        "masked after the first window, yet a TP at {last_noisy}"
+    );
+}

@@ -102,6 +102,15 @@ impl HitFinder {
         self.masked[c] = if masked { -1 } else { 0 };
     }
 
+    /// Index of the channel with offline id `channel`.
+    pub fn index_of(&self, channel: u32) -> Option<usize> {
+        self.channel_ids.iter().position(|&c| c == channel)
+    }
+
+    pub fn channel_ids(&self) -> &[u32] {
+        &self.channel_ids
+    }
+
     pub fn is_masked(&self, c: usize) -> bool {
         self.masked[c] != 0
     }

@@ -21,8 +21,10 @@ pub mod bench;
 pub mod config;
 pub mod finder;
 pub mod hits;
+pub mod noisy;
 pub mod order;
 
 pub use config::{ConfigError, ThresholdConfig};
 pub use finder::{HitFinder, Implementation};
+pub use noisy::{NoisyChannel, NoisyChannelDetector, NoisyConfig};
 pub use order::TpOrderer;
