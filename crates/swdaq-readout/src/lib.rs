@@ -12,6 +12,7 @@ pub mod hit_finding;
 pub mod link;
 pub mod link_format;
 pub mod metrics;
+pub mod record;
 pub mod replay;
 pub mod request;
 pub mod ring;

@@ -32,6 +32,43 @@ pub struct Args {
     /// Timestamp of the first frame, in clock ticks.
     #[arg(long, default_value_t = 0)]
     start_timestamp: u64,
+    /// Send the frames as UDP datagrams instead of writing raw files: link K goes to this
+    /// address's port + K, paced at the link's real-time rate. The truth is still written.
+    #[arg(long)]
+    udp: Option<std::net::SocketAddr>,
+}
+
+/// Where a link's frames go.
+enum Sink {
+    File(RawFileWriter<BufWriter<File>>, PathBuf),
+    Udp(swdaq_readout::udp::UdpSender, std::time::Instant, f64),
+}
+
+impl Sink {
+    fn send(&mut self, frame: &[u8], index: u64) -> anyhow::Result<()> {
+        match self {
+            Sink::File(writer, path) => writer
+                .write_frame(frame)
+                .with_context(|| format!("writing {}", path.display())),
+            Sink::Udp(sender, start, rate) => {
+                // Deadlines from the frame index: the pace does not drift.
+                let due = *start + std::time::Duration::from_secs_f64(index as f64 / *rate);
+                while std::time::Instant::now() < due {
+                    std::hint::spin_loop();
+                }
+                sender.send(frame).context("sending a UDP datagram")
+            }
+        }
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        if let Sink::File(writer, path) = self {
+            writer
+                .finish()
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -98,8 +135,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     truth::write_csv(&args.out.join("truth_pulses.csv"), &pulses)?;
     truth::write_csv(&args.out.join("truth_faults.csv"), &faults)?;
+    let destination = match args.udp {
+        Some(addr) => format!("UDP {addr} (+ link number)"),
+        None => args.out.display().to_string(),
+    };
     println!(
-        "wrote {} links x {frames} frames to {} ({} true pulses, {} injected faults)",
+        "sent {} links x {frames} frames to {destination}, truth in {} ({} true pulses, {} injected faults)",
         args.links,
         args.out.display(),
         pulses.len(),
@@ -121,38 +162,53 @@ fn write_link(
     args: &Args,
     bar: &ProgressBar,
 ) -> anyhow::Result<(Vec<truth::TruePulse>, Vec<truth::InjectedFault>)> {
-    let path = raw_path(&args.out, link);
-    let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    let header = RawFileHeader {
-        frame_type: match format {
-            FrameFormat::WibEth => FragmentType::WIBETH,
-            FrameFormat::ProtoWib => FragmentType::PROTO_WIB,
-        },
-        frame_size: format.frame_size() as u32,
-        source_id: SourceId::readout(link),
-        run_number: args.run,
-        first_timestamp: args.start_timestamp,
-        created_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
+    let mut sink = match args.udp {
+        Some(mut addr) => {
+            addr.set_port(
+                addr.port()
+                    .checked_add(link as u16)
+                    .context("UDP port out of range")?,
+            );
+            let sender = swdaq_readout::udp::UdpSender::connect(addr)
+                .with_context(|| format!("UDP to {addr}"))?;
+            let rate = format.clock_hz() / format.ticks_per_frame() as f64;
+            Sink::Udp(sender, std::time::Instant::now(), rate)
+        }
+        None => {
+            let path = raw_path(&args.out, link);
+            let file =
+                File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            let header = RawFileHeader {
+                frame_type: match format {
+                    FrameFormat::WibEth => FragmentType::WIBETH,
+                    FrameFormat::ProtoWib => FragmentType::PROTO_WIB,
+                },
+                frame_size: format.frame_size() as u32,
+                source_id: SourceId::readout(link),
+                run_number: args.run,
+                first_timestamp: args.start_timestamp,
+                created_unix_ns: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64),
+            };
+            Sink::File(
+                RawFileWriter::new(BufWriter::with_capacity(8 << 20, file), &header)?,
+                path,
+            )
+        }
     };
-    let mut writer = RawFileWriter::new(BufWriter::with_capacity(8 << 20, file), &header)?;
     let mut sim = detector.link(link, format, args.start_timestamp);
     let mut buf = vec![0u8; format.frame_size()];
     for n in 0..frames {
         let info = sim.next_frame(&mut buf);
         if info.len > 0 {
-            writer
-                .write_frame(&buf[..info.len])
-                .with_context(|| format!("writing {}", path.display()))?;
+            sink.send(&buf[..info.len], n)?;
         }
         if n % 1024 == 0 {
             bar.set_position(n);
         }
     }
-    writer
-        .finish()
-        .with_context(|| format!("writing {}", path.display()))?;
+    sink.finish()?;
     bar.finish();
     Ok((sim.drain_truth(), sim.drain_faults()))
 }
