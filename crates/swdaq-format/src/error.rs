@@ -43,3 +43,16 @@ pub(crate) fn need(what: &'static str, bytes: &[u8], need: usize) -> Result<(), 
         Ok(())
     }
 }
+
+/// Views `bytes` as exactly `N` bytes: shorter is `Truncated`, longer is `Inconsistent`.
+pub(crate) fn exact<'a, const N: usize>(
+    what: &'static str,
+    bytes: &'a [u8],
+) -> Result<&'a [u8; N], FormatError> {
+    need(what, bytes, N)?;
+    bytes.try_into().map_err(|_| FormatError::Inconsistent {
+        what,
+        field: "length",
+        value: bytes.len() as u64,
+    })
+}

@@ -19,7 +19,7 @@
 //! [`SEGMENT_LAYOUT`]). When `z` is 0 the 15-bit `wib_counter` field carries timestamp bits
 //! 48..63.
 
-use crate::error::{FormatError, need};
+use crate::error::{FormatError, exact};
 use crate::le::{bits, get_u32, put_u32, with_bits};
 
 pub const FRAME_SIZE: usize = 464;
@@ -199,13 +199,9 @@ pub struct ProtoWibFrame<'a> {
 impl<'a> ProtoWibFrame<'a> {
     /// Views `bytes` as a frame; it must be exactly [`FRAME_SIZE`] long.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
-        need("ProtoDUNE WIB frame", bytes, FRAME_SIZE)?;
-        let bytes = bytes.try_into().map_err(|_| FormatError::Inconsistent {
-            what: "ProtoDUNE WIB frame",
-            field: "length",
-            value: bytes.len() as u64,
-        })?;
-        Ok(Self { bytes })
+        Ok(Self {
+            bytes: exact("ProtoDUNE WIB frame", bytes)?,
+        })
     }
 
     pub fn as_bytes(&self) -> &'a [u8; FRAME_SIZE] {

@@ -12,7 +12,7 @@
 //! ~30.5 kHz of frames, ~220 MB/s per link.
 
 use crate::daq_eth::{DAQ_ETH_HEADER_SIZE, DaqEthHeader};
-use crate::error::{FormatError, need};
+use crate::error::{FormatError, exact};
 use crate::le::{bits, get_u64, put_u64, with_bits};
 
 pub const FRAME_SIZE: usize = 7200;
@@ -145,13 +145,9 @@ pub struct WibEthFrame<'a> {
 impl<'a> WibEthFrame<'a> {
     /// Views `bytes` as a frame; it must be exactly [`FRAME_SIZE`] long.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
-        need("WIBEth frame", bytes, FRAME_SIZE)?;
-        let bytes: &[u8; FRAME_SIZE] = bytes.try_into().map_err(|_| FormatError::Inconsistent {
-            what: "WIBEth frame",
-            field: "length",
-            value: bytes.len() as u64,
-        })?;
-        Ok(Self { bytes })
+        Ok(Self {
+            bytes: exact("WIBEth frame", bytes)?,
+        })
     }
 
     pub fn as_bytes(&self) -> &'a [u8; FRAME_SIZE] {

@@ -5,7 +5,7 @@ use crate::checks::{ErrorInterval, frame_flags};
 use crate::link_format::LinkFormat;
 use crate::ring::PinnedView;
 use swdaq_format::fragment::fragment_error;
-use swdaq_format::{DETECTOR_ID_HD_TPC, Fragment, FragmentHeader, SourceId};
+use swdaq_format::{DETECTOR_ID_HD_TPC, Fragment, FragmentHeader, FragmentType, SourceId};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataRequest {
@@ -63,7 +63,7 @@ pub fn lookup(
     // `frames` are buffer indices; the fragment is sized once and filled from the slots.
     let answer = |frames: std::ops::Range<u64>, error_bits: u32, status| Lookup::Answered {
         fragment: Fragment::assemble(
-            header(req, format, error_bits),
+            header(req, format.fragment_type(), error_bits),
             frames.map(|i| view.frame(i)),
         ),
         status,
@@ -139,7 +139,12 @@ fn first_overlapping(view: &PinnedView<'_>, begin: u64, step: u64) -> u64 {
     lo
 }
 
-fn header(req: &DataRequest, format: LinkFormat, error_bits: u32) -> FragmentHeader {
+/// The header of the fragment answering `req`, before its size is known.
+pub(crate) fn header(
+    req: &DataRequest,
+    fragment_type: FragmentType,
+    error_bits: u32,
+) -> FragmentHeader {
     FragmentHeader {
         size: 0,
         trigger_number: req.trigger_number,
@@ -148,7 +153,7 @@ fn header(req: &DataRequest, format: LinkFormat, error_bits: u32) -> FragmentHea
         window_end: req.window_end,
         run_number: req.run_number,
         error_bits,
-        fragment_type: format.fragment_type(),
+        fragment_type,
         sequence_number: req.sequence_number,
         detector_id: DETECTOR_ID_HD_TPC,
         element_id: req.source,

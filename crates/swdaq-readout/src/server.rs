@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use swdaq_format::fragment::fragment_error;
-use swdaq_format::{DETECTOR_ID_HD_TPC, Fragment, FragmentHeader, FragmentType, SourceId};
+use swdaq_format::{Fragment, FragmentType, SourceId};
 
 #[derive(Debug, Clone, Copy)]
 pub struct ServerConfig {
@@ -154,18 +154,6 @@ fn answer(
 }
 
 fn unknown_source_fragment(req: &DataRequest) -> Vec<u8> {
-    let header = FragmentHeader {
-        size: 0,
-        trigger_number: req.trigger_number,
-        trigger_timestamp: req.trigger_timestamp,
-        window_begin: req.window_begin,
-        window_end: req.window_end,
-        run_number: req.run_number,
-        error_bits: fragment_error::DATA_NOT_FOUND,
-        fragment_type: FragmentType::UNKNOWN,
-        sequence_number: req.sequence_number,
-        detector_id: DETECTOR_ID_HD_TPC,
-        element_id: req.source,
-    };
+    let header = crate::request::header(req, FragmentType::UNKNOWN, fragment_error::DATA_NOT_FOUND);
     Fragment::assemble(header, std::iter::empty())
 }

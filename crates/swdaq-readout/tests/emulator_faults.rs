@@ -28,19 +28,6 @@ impl FrameSource for Emulated {
     }
 }
 
-fn rates(kind: FaultKind, rate: f64) -> FaultRates {
-    let mut f = FaultRates::default();
-    *match kind {
-        FaultKind::Missing => &mut f.missing,
-        FaultKind::TimestampJump => &mut f.timestamp_jump,
-        FaultKind::SequenceGap => &mut f.sequence_gap,
-        FaultKind::HeaderError => &mut f.header_error,
-        FaultKind::Corrupt => &mut f.corrupt,
-        FaultKind::Truncated => &mut f.truncated,
-    } = rate;
-    f
-}
-
 #[test]
 fn readout_counters_equal_the_emulator_truth() {
     const FRAMES: u64 = 4000;
@@ -53,7 +40,7 @@ fn readout_counters_equal_the_emulator_truth() {
         FaultKind::Truncated,
     ] {
         let config = SimConfig {
-            faults: rates(kind, 0.01),
+            faults: FaultRates::only(kind, 0.01),
             ..SimConfig::white_noise_only(4.0)
         };
         let sim = Detector::new(config)

@@ -43,25 +43,37 @@ fn emulated(frames: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn run_link(frames: Vec<Vec<u8>>) -> (u64, Vec<TriggerPrimitive>) {
-    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
+/// The default hit finder as an observer, for channels with offline ids `ids`.
+fn observer(ids: std::ops::Range<u32>) -> HitFindingObserver {
     let finder = HitFinder::new(
         ThresholdConfig::default(),
-        (0..64).collect(),
+        ids.collect(),
         32,
         3,
         Implementation::best(),
     )
     .unwrap();
-    let mut ingest = Ingest::new(
-        &link,
-        Frames(frames.into_iter()),
-        HitFindingObserver::new(finder),
-    )
-    .unwrap();
+    HitFindingObserver::new(finder)
+}
+
+/// Ingests `frames` into a fresh link with `observer`; returns the frames buffered and the
+/// observer (the link's counts go to `metrics` if given).
+fn ingest(
+    frames: Vec<Vec<u8>>,
+    observer: HitFindingObserver,
+    metrics: Option<LinkMetrics>,
+) -> (u64, HitFindingObserver) {
+    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
+    let mut ingest = Ingest::new(&link, Frames(frames.into_iter()), observer).unwrap();
+    if let Some(m) = metrics {
+        ingest = ingest.with_metrics(m);
+    }
     ingest.run(|| true).unwrap();
-    let frames_in = ingest.counts.frames;
-    let (_, mut observer) = ingest.into_parts();
+    (ingest.counts.frames, ingest.into_parts().1)
+}
+
+fn run_link(frames: Vec<Vec<u8>>) -> (u64, Vec<TriggerPrimitive>) {
+    let (frames_in, mut observer) = ingest(frames, observer(0..64), None);
     observer.finish();
     let mut tps = Vec::new();
     observer.take_tps(&mut tps);
@@ -99,24 +111,9 @@ fn the_link_reports_its_counts_through_the_monitoring_registry() {
     let mut frames = emulated(700);
     frames[100].truncate(50);
     frames.remove(200);
-    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
-    let finder = HitFinder::new(
-        ThresholdConfig::default(),
-        (0..64).collect(),
-        32,
-        3,
-        Implementation::best(),
-    )
-    .unwrap();
-    let mut ingest = Ingest::new(
-        &link,
-        Frames(frames.into_iter()),
-        HitFindingObserver::new(finder),
-    )
-    .unwrap()
-    .with_metrics(metrics);
-    ingest.run(|| true).unwrap();
-    let tps = ingest.observer().tps_found();
+    let (frames_in, observer) = ingest(frames, observer(0..64), Some(metrics));
+    let tps = observer.tps_found();
+    assert_eq!(frames_in, 698);
     let snapshot = swdaq_monitor::Collector::new(registry).collect();
     let total = |name: &str| match &snapshot
         .families
@@ -154,24 +151,16 @@ fn a_noisy_channel_is_found_and_masked() {
             b
         })
         .collect();
-    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
-    let finder = HitFinder::new(
-        ThresholdConfig::default(),
-        (1632..1696).collect(),
-        32,
-        3,
-        Implementation::best(),
-    )
-    .unwrap();
     let noisy = swdaq_tpg::NoisyConfig {
         window_ticks: 1000 * 2048,
         auto_mask: true,
         ..Default::default()
     };
-    let observer = HitFindingObserver::new(finder).with_noisy_channel_detection(noisy);
-    let mut ingest = Ingest::new(&link, Frames(frames.into_iter()), observer).unwrap();
-    ingest.run(|| true).unwrap();
-    let (_, mut observer) = ingest.into_parts();
+    let (_, mut observer) = ingest(
+        frames,
+        observer(1632..1696).with_noisy_channel_detection(noisy),
+        None,
+    );
     assert_eq!(
         observer
             .noisy_channels()

@@ -74,6 +74,23 @@ pub struct FaultRates {
     pub truncated: f64,
 }
 
+impl FaultRates {
+    /// Only faults of `kind`, at `rate` per frame.
+    pub fn only(kind: crate::FaultKind, rate: f64) -> Self {
+        use crate::FaultKind::*;
+        let mut f = Self::default();
+        *match kind {
+            Missing => &mut f.missing,
+            TimestampJump => &mut f.timestamp_jump,
+            SequenceGap => &mut f.sequence_gap,
+            HeaderError => &mut f.header_error,
+            Corrupt => &mut f.corrupt,
+            Truncated => &mut f.truncated,
+        } = rate;
+        f
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         Self {

@@ -219,15 +219,7 @@ fn faults_appear_at_their_rates_exactly_where_reported() {
         FaultKind::Corrupt,
         FaultKind::Truncated,
     ] {
-        let mut faults = FaultRates::default();
-        *match kind {
-            FaultKind::Missing => &mut faults.missing,
-            FaultKind::TimestampJump => &mut faults.timestamp_jump,
-            FaultKind::SequenceGap => &mut faults.sequence_gap,
-            FaultKind::HeaderError => &mut faults.header_error,
-            FaultKind::Corrupt => &mut faults.corrupt,
-            FaultKind::Truncated => &mut faults.truncated,
-        } = 0.02;
+        let faults = FaultRates::only(kind, 0.02);
         let det = Detector::new(SimConfig {
             faults,
             ..SimConfig::white_noise_only(4.0)
