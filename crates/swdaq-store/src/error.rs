@@ -1,0 +1,45 @@
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("HDF5 error on {path}: {source}")]
+    Hdf5 { path: PathBuf, source: hdf5::Error },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "not enough free space in {dir}: {available} bytes left, a record needs {needed} plus the {reserve}-byte reserve"
+    )]
+    NoSpace {
+        dir: PathBuf,
+        available: u64,
+        needed: u64,
+        reserve: u64,
+    },
+    #[error("{path}: malformed content: {source}")]
+    Format {
+        path: PathBuf,
+        source: swdaq_format::FormatError,
+    },
+    #[error("{path}: {what}")]
+    Layout { path: PathBuf, what: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Attaches the file path to HDF5 errors.
+pub(crate) trait AtPath<T> {
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> AtPath<T> for hdf5::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|source| StoreError::Hdf5 {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
