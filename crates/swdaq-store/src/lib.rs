@@ -6,6 +6,7 @@
 //! needs only a C compiler and CMake; no system HDF5.
 
 pub mod error;
+pub mod inspect;
 pub mod layout;
 pub mod reader;
 pub mod writer;

@@ -4,6 +4,7 @@
 mod bench;
 mod generate;
 mod hwbench;
+mod inspect;
 mod quality;
 mod table;
 
@@ -26,6 +27,8 @@ enum Command {
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
     Bench(bench::Args),
+    /// Show what an HDF5 trigger-record file holds.
+    Inspect(inspect::Args),
     /// Hit-finding quality against the emulator's truth, over a threshold scan.
     TpgQuality(quality::Args),
     /// Measure this machine: memory bandwidth, CRC32C and frame-unpack speed per core.
@@ -36,6 +39,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Inspect(args) => inspect::run(&args),
         Command::TpgQuality(args) => quality::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),
     }

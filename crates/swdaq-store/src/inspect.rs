@@ -1,0 +1,300 @@
+//! What `swdaq inspect` shows: a file's attributes and records, and one record's fragments
+//! decoded (frame headers, trigger primitives).
+
+use crate::error::Result;
+use crate::reader::{FileAttributes, RecordFileReader};
+use serde::Serialize;
+use std::path::Path;
+use swdaq_format::fragment::fragment_error;
+use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_format::{Fragment, FragmentType, TriggerPrimitive, TriggerRecord};
+
+#[derive(Debug, Serialize)]
+pub struct FileReport {
+    pub attributes: FileAttributes,
+    pub records: Vec<RecordSummary>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RecordSummary {
+    pub name: String,
+    pub trigger_number: u64,
+    pub trigger_timestamp: u64,
+    pub trigger_type: u64,
+    pub status_bits: u32,
+    pub bytes: usize,
+    pub requested_components: usize,
+    pub fragments: Vec<FragmentSummary>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FragmentSummary {
+    pub source: String,
+    pub fragment_type: &'static str,
+    pub window_begin: u64,
+    pub window_end: u64,
+    pub bytes: u64,
+    pub errors: Vec<&'static str>,
+    /// Decoded content, with `--record` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Content {
+    WibEthFrames {
+        frames: usize,
+        first_timestamp: Option<u64>,
+        last_timestamp: Option<u64>,
+        header_errors: usize,
+        bad_frames: usize,
+    },
+    TriggerPrimitives(Vec<TriggerPrimitive>),
+    Undecoded,
+}
+
+fn summarise(name: String, record: &TriggerRecord, decode: bool) -> RecordSummary {
+    let fragments = record
+        .fragments()
+        .filter_map(|f| f.ok())
+        .map(|f: Fragment<'_>| {
+            let h = f.header;
+            FragmentSummary {
+                source: h.element_id.to_string(),
+                fragment_type: h.fragment_type.name(),
+                window_begin: h.window_begin,
+                window_end: h.window_end,
+                bytes: h.size,
+                errors: fragment_error::names(h.error_bits),
+                content: decode.then(|| decode_payload(h.fragment_type, f.payload)),
+            }
+        })
+        .collect();
+    RecordSummary {
+        name,
+        trigger_number: record.header.trigger_number,
+        trigger_timestamp: record.header.trigger_timestamp,
+        trigger_type: record.header.trigger_type,
+        status_bits: record.header.status_bits,
+        bytes: record.size_bytes(),
+        requested_components: record.header.components.len(),
+        fragments,
+    }
+}
+
+fn decode_payload(kind: FragmentType, payload: &[u8]) -> Content {
+    match kind {
+        FragmentType::WIBETH => {
+            let frames: Vec<_> = payload
+                .chunks(wibeth::FRAME_SIZE)
+                .map(WibEthFrame::parse)
+                .collect();
+            let good: Vec<_> = frames.iter().filter_map(|f| f.as_ref().ok()).collect();
+            Content::WibEthFrames {
+                frames: frames.len(),
+                first_timestamp: good.first().map(|f| f.timestamp()),
+                last_timestamp: good.last().map(|f| f.timestamp()),
+                header_errors: good.iter().filter(|f| f.wib_header().has_error()).count(),
+                bad_frames: frames.len() - good.len(),
+            }
+        }
+        FragmentType::TRIGGER_PRIMITIVE => match TriggerPrimitive::decode_all(payload) {
+            Ok(tps) => Content::TriggerPrimitives(tps),
+            Err(_) => Content::Undecoded,
+        },
+        _ => Content::Undecoded,
+    }
+}
+
+/// The file's attributes and a summary of every record; `record` selects one trigger number
+/// whose fragments are also decoded.
+pub fn inspect(path: &Path, record: Option<u64>) -> Result<FileReport> {
+    let reader = RecordFileReader::open(path)?;
+    let mut records = Vec::new();
+    for name in reader.record_names()? {
+        let r = reader.read_record(&name)?;
+        let selected = record.is_none_or(|n| n == r.header.trigger_number);
+        if selected {
+            records.push(summarise(name, &r, record.is_some()));
+        }
+    }
+    Ok(FileReport {
+        attributes: reader.attributes()?,
+        records,
+    })
+}
+
+/// A human-readable rendering of a report.
+pub fn render(report: &FileReport) -> String {
+    let a = &report.attributes;
+    let mut out = format!(
+        "run {} file {} ({} by {}, layout {}), {} records, {} bytes recorded\n",
+        a.run_number,
+        a.file_index,
+        a.record_type,
+        a.application_name,
+        a.layout_version,
+        report.records.len(),
+        a.recorded_size.map_or("?".into(), |s| s.to_string())
+    );
+    for r in &report.records {
+        out += &format!(
+            "{}  trigger {} at {}  type 0x{:x}  status 0x{:x}  {} bytes  {} fragments of {} requested\n",
+            r.name,
+            r.trigger_number,
+            r.trigger_timestamp,
+            r.trigger_type,
+            r.status_bits,
+            r.bytes,
+            r.fragments.len(),
+            r.requested_components
+        );
+        for f in &r.fragments {
+            out += &format!(
+                "    {:<32} {:<18} [{}, {})  {} bytes  {}\n",
+                f.source,
+                f.fragment_type,
+                f.window_begin,
+                f.window_end,
+                f.bytes,
+                if f.errors.is_empty() {
+                    "ok".to_string()
+                } else {
+                    f.errors.join(",")
+                }
+            );
+            match &f.content {
+                Some(Content::WibEthFrames {
+                    frames,
+                    first_timestamp,
+                    last_timestamp,
+                    header_errors,
+                    bad_frames,
+                }) => {
+                    out += &format!(
+                        "        {frames} WIBEth frames, timestamps {first_timestamp:?}..{last_timestamp:?}, {header_errors} with header errors, {bad_frames} unreadable\n"
+                    );
+                }
+                Some(Content::TriggerPrimitives(tps)) => {
+                    for tp in tps {
+                        out += &format!(
+                            "        TP channel {} start {} over {} peak {} at +{} integral {} flags 0x{:x}\n",
+                            tp.channel,
+                            tp.time_start,
+                            tp.samples_over_threshold,
+                            tp.adc_peak,
+                            tp.samples_to_peak,
+                            tp.adc_integral,
+                            tp.flags
+                        );
+                    }
+                }
+                Some(Content::Undecoded) | None => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RecordFileWriter, StoreConfig};
+    use swdaq_format::daq_eth::DaqEthHeader;
+    use swdaq_format::wibeth::WibEthHeader;
+    use swdaq_format::{FragmentHeader, SourceId, Subsystem, TriggerRecordHeader};
+
+    fn fragment(kind: FragmentType, source: SourceId, payload: &[u8], error_bits: u32) -> Vec<u8> {
+        let header = FragmentHeader {
+            size: 0,
+            trigger_number: 7,
+            trigger_timestamp: 4096,
+            window_begin: 0,
+            window_end: 8192,
+            run_number: 1,
+            error_bits,
+            fragment_type: kind,
+            sequence_number: 0,
+            detector_id: 3,
+            element_id: source,
+        };
+        Fragment::assemble(header, [payload])
+    }
+
+    #[test]
+    fn a_record_is_listed_and_decoded() {
+        let dir = std::env::temp_dir().join(format!("swdaq-inspect-{}", std::process::id()));
+        let mut frames = vec![0u8; 4 * wibeth::FRAME_SIZE];
+        for (i, f) in frames.chunks_exact_mut(wibeth::FRAME_SIZE).enumerate() {
+            let daq = DaqEthHeader {
+                timestamp: i as u64 * 2048,
+                seq_id: i as u16,
+                ..Default::default()
+            };
+            wibeth::encode(&daq, &WibEthHeader::healthy(), &[[900; 64]; 64], f);
+        }
+        let tp = TriggerPrimitive {
+            channel: 1601,
+            time_start: 4096,
+            samples_over_threshold: 3,
+            adc_integral: 90,
+            adc_peak: 40,
+            ..Default::default()
+        };
+        let record = TriggerRecord {
+            header: TriggerRecordHeader {
+                trigger_number: 7,
+                trigger_timestamp: 4096,
+                run_number: 1,
+                status_bits: 0,
+                trigger_type: 2,
+                sequence_number: 0,
+                max_sequence_number: 0,
+                element_id: SourceId::new(Subsystem::TR_BUILDER, 0),
+                components: vec![],
+            },
+            fragments: vec![
+                fragment(
+                    FragmentType::WIBETH,
+                    SourceId::readout(1),
+                    &frames,
+                    fragment_error::INCOMPLETE,
+                ),
+                fragment(
+                    FragmentType::TRIGGER_PRIMITIVE,
+                    SourceId::trigger(0),
+                    &tp.to_bytes(),
+                    0,
+                ),
+            ],
+        };
+        let mut w = RecordFileWriter::new(StoreConfig {
+            directory: dir.clone(),
+            min_free_bytes: 0,
+            ..Default::default()
+        })
+        .unwrap();
+        w.write(&record).unwrap();
+        w.close().unwrap();
+        let path = w.closed_files()[0].clone();
+        let listing = inspect(&path, None).unwrap();
+        assert_eq!(listing.records.len(), 1);
+        assert!(
+            listing.records[0]
+                .fragments
+                .iter()
+                .all(|f| f.content.is_none())
+        );
+        let one = inspect(&path, Some(7)).unwrap();
+        let text = render(&one);
+        assert!(
+            text.contains("4 WIBEth frames, timestamps Some(0)..Some(6144)"),
+            "{text}"
+        );
+        assert!(text.contains("Incomplete"));
+        assert!(text.contains("TP channel 1601 start 4096 over 3 peak 40"));
+        assert!(inspect(&path, Some(8)).unwrap().records.is_empty());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
