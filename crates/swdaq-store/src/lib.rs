@@ -5,6 +5,7 @@
 //! HDF5 comes from `hdf5-metno` built from its bundled sources (static), so a fresh machine
 //! needs only a C compiler and CMake; no system HDF5.
 
+pub mod bench;
 pub mod error;
 pub mod inspect;
 pub mod layout;

@@ -42,6 +42,19 @@ enum What {
         #[arg(long, default_value_t = 20)]
         threshold: i16,
     },
+    /// Storage: HDF5 record writing against plain write(2) of the same bytes, same run.
+    Store {
+        /// Directory to write into (RAM-backed by default).
+        #[arg(long, default_value = "/dev/shm")]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value_t = 200)]
+        records: u64,
+        #[arg(long, default_value_t = 8)]
+        fragments: usize,
+        /// Bytes per fragment payload.
+        #[arg(long, default_value_t = 1 << 20)]
+        fragment_bytes: usize,
+    },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), and
     /// data requests served while ingesting in real time.
     Readout {
@@ -129,6 +142,38 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.1}", r.links_per_core_realtime),
                         format!("{:.2}", r.speedup_vs_scalar),
                         r.tps.to_string(),
+                    ]
+                },
+            )
+        }
+        What::Store {
+            dir,
+            records,
+            fragments,
+            fragment_bytes,
+        } => {
+            anyhow::ensure!(
+                *records > 0 && *fragments > 0,
+                "records and fragments must be at least 1"
+            );
+            let result = swdaq_store::bench::run(dir, *records, *fragments, *fragment_bytes)?;
+            print_results(
+                args.json,
+                std::slice::from_ref(&result),
+                &[
+                    "records",
+                    "fragments x bytes",
+                    "HDF5 GB/s",
+                    "write(2) GB/s",
+                    "ratio",
+                ],
+                |r| {
+                    vec![
+                        r.records.to_string(),
+                        format!("{} x {}", r.fragments_per_record, r.fragment_bytes),
+                        format!("{:.2}", r.hdf5_gbps),
+                        format!("{:.2}", r.raw_write_gbps),
+                        format!("{:.2}", r.hdf5_vs_raw),
                     ]
                 },
             )
