@@ -10,8 +10,10 @@ pub mod error;
 pub mod inspect;
 pub mod layout;
 pub mod reader;
+pub mod thread;
 pub mod writer;
 
 pub use error::StoreError;
 pub use reader::{FileAttributes, RecordFileReader};
+pub use thread::{StorageThread, StoreReport};
 pub use writer::{RecordFileWriter, StoreConfig};

@@ -1,0 +1,162 @@
+//! The writer thread: records arrive through a bounded queue, so a slow disk shows up as a
+//! full queue (back-pressure the record builder turns into "busy"), never as lost data.
+//! After a write error the thread stops writing, keeps accepting records and counts them as
+//! not written, and the report says why.
+
+use crate::writer::{RecordFileWriter, StoreConfig};
+use crossbeam_channel::{Sender, TrySendError, bounded};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use swdaq_format::TriggerRecord;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StoreReport {
+    pub records_written: u64,
+    pub bytes_written: u64,
+    pub files: Vec<PathBuf>,
+    pub records_not_written: u64,
+    /// The error that stopped writing, if any.
+    pub error: Option<String>,
+}
+
+pub struct StorageThread {
+    queue: Sender<TriggerRecord>,
+    thread: JoinHandle<StoreReport>,
+}
+
+impl StorageThread {
+    /// Starts a writer thread with room for `queue_depth` records in flight.
+    pub fn spawn(config: StoreConfig, queue_depth: usize) -> crate::error::Result<Self> {
+        let mut writer = RecordFileWriter::new(config)?;
+        let (queue, records) = bounded::<TriggerRecord>(queue_depth.max(1));
+        let thread = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || {
+                let mut report = StoreReport::default();
+                for record in records {
+                    if report.error.is_some() {
+                        report.records_not_written += 1;
+                        continue;
+                    }
+                    match writer.write(&record) {
+                        Ok(()) => {
+                            report.records_written += 1;
+                            report.bytes_written += record.size_bytes() as u64;
+                        }
+                        Err(e) => {
+                            report.records_not_written += 1;
+                            report.error = Some(e.to_string());
+                        }
+                    }
+                }
+                if let Err(e) = writer.close() {
+                    report.error.get_or_insert(e.to_string());
+                }
+                report.files = writer.closed_files().to_vec();
+                report
+            })
+            .map_err(|source| crate::StoreError::Io {
+                what: "cannot start the writer thread for",
+                path: PathBuf::from("store-writer"),
+                source,
+            })?;
+        Ok(Self { queue, thread })
+    }
+
+    /// Queues a record without waiting; gives it back when the queue is full (the disk is
+    /// behind: the caller holds or sheds it by its policy).
+    pub fn try_submit(&self, record: TriggerRecord) -> Result<(), TriggerRecord> {
+        self.queue.try_send(record).map_err(|e| match e {
+            TrySendError::Full(r) | TrySendError::Disconnected(r) => r,
+        })
+    }
+
+    /// Records waiting to be written.
+    pub fn backlog(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Writes what is queued, closes the files and reports.
+    pub fn finish(self) -> StoreReport {
+        drop(self.queue);
+        self.thread.join().unwrap_or_else(|_| StoreReport {
+            error: Some("the writer thread panicked".into()),
+            ..Default::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use swdaq_format::{SourceId, Subsystem, TriggerRecordHeader};
+
+    fn empty_record(trigger: u64) -> TriggerRecord {
+        TriggerRecord {
+            header: TriggerRecordHeader {
+                trigger_number: trigger,
+                trigger_timestamp: trigger,
+                run_number: 1,
+                status_bits: 0,
+                trigger_type: 0,
+                sequence_number: 0,
+                max_sequence_number: 0,
+                element_id: SourceId::new(Subsystem::TR_BUILDER, 0),
+                components: vec![],
+            },
+            fragments: vec![],
+        }
+    }
+
+    #[test]
+    fn a_full_queue_gives_the_record_back_and_everything_queued_is_written() {
+        let dir = std::env::temp_dir().join(format!("swdaq-store-thread-{}", std::process::id()));
+        let store = StorageThread::spawn(
+            StoreConfig {
+                directory: dir.clone(),
+                min_free_bytes: 0,
+                ..Default::default()
+            },
+            2,
+        )
+        .unwrap();
+        let (mut accepted, mut refused) = (0, 0);
+        for t in 1..=200 {
+            match store.try_submit(empty_record(t)) {
+                Ok(()) => accepted += 1,
+                Err(r) => {
+                    assert_eq!(r.header.trigger_number, t, "the refused record comes back");
+                    refused += 1;
+                }
+            }
+        }
+        let report = store.finish();
+        assert_eq!(report.records_written, accepted);
+        assert_eq!(accepted + refused, 200);
+        assert!(report.error.is_none());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn after_a_write_error_records_are_counted_not_written() {
+        let dir =
+            std::env::temp_dir().join(format!("swdaq-store-thread-full-{}", std::process::id()));
+        let store = StorageThread::spawn(
+            StoreConfig {
+                directory: dir.clone(),
+                min_free_bytes: u64::MAX / 2,
+                ..Default::default()
+            },
+            16,
+        )
+        .unwrap();
+        for t in 1..=5 {
+            while store.try_submit(empty_record(t)).is_err() {}
+        }
+        let report = store.finish();
+        assert_eq!((report.records_written, report.records_not_written), (0, 5));
+        assert!(report.error.unwrap().contains("not enough free space"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
