@@ -36,6 +36,10 @@ pub struct Args {
     /// address's port + K, paced at the link's real-time rate. The truth is still written.
     #[arg(long)]
     udp: Option<std::net::SocketAddr>,
+    /// Also package the data as this many consecutive trigger records (every link's frames
+    /// of each window as one fragment) in an HDF5 file in the output directory.
+    #[arg(long, conflicts_with = "udp")]
+    records: Option<u64>,
 }
 
 /// Where a link's frames go.
@@ -133,6 +137,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         pulses.extend(p);
         faults.extend(f);
     }
+    if let Some(records) = args.records {
+        let file = package_records(args, format, frames, records)?;
+        println!("wrote {records} trigger records to {}", file.display());
+    }
     truth::write_csv(&args.out.join("truth_pulses.csv"), &pulses)?;
     truth::write_csv(&args.out.join("truth_faults.csv"), &faults)?;
     let destination = match args.udp {
@@ -211,4 +219,96 @@ fn write_link(
     sink.finish()?;
     bar.finish();
     Ok((sim.drain_truth(), sim.drain_faults()))
+}
+
+/// Cuts the links' raw files into `records` consecutive windows and writes each window as one
+/// trigger record (one fragment per link) to an HDF5 file; returns its path.
+fn package_records(
+    args: &Args,
+    format: FrameFormat,
+    frames: u64,
+    records: u64,
+) -> anyhow::Result<PathBuf> {
+    use swdaq_format::rawfile::RawFileReader;
+    use swdaq_format::{
+        ComponentRequest, Fragment, FragmentHeader, Subsystem, TriggerRecord, TriggerRecordHeader,
+    };
+    anyhow::ensure!(
+        records > 0 && records <= frames,
+        "--records must be between 1 and the number of frames ({frames})"
+    );
+    let per_record = frames / records;
+    let ticks = format.ticks_per_frame();
+    let mut readers = (0..args.links)
+        .map(|link| {
+            let path = raw_path(&args.out, link);
+            let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+            Ok(RawFileReader::new(std::io::BufReader::new(file))?)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let config = swdaq_store::StoreConfig {
+        directory: args.out.clone(),
+        run_number: args.run,
+        max_records_per_file: records,
+        min_free_bytes: 0,
+        ..Default::default()
+    };
+    let mut writer = swdaq_store::RecordFileWriter::new(config)?;
+    let mut frame = Vec::new();
+    for k in 0..records {
+        let begin = args.start_timestamp + k * per_record * ticks;
+        let end = begin + per_record * ticks;
+        let trigger_number = k + 1;
+        let mut fragments = Vec::new();
+        for (link, reader) in readers.iter_mut().enumerate() {
+            let mut payload = Vec::with_capacity(per_record as usize * format.frame_size());
+            for _ in 0..per_record {
+                if !reader.next_frame(&mut frame)? {
+                    break;
+                }
+                payload.extend_from_slice(&frame);
+            }
+            let header = FragmentHeader {
+                size: 0,
+                trigger_number,
+                trigger_timestamp: begin,
+                window_begin: begin,
+                window_end: end,
+                run_number: args.run,
+                error_bits: 0,
+                fragment_type: match format {
+                    FrameFormat::WibEth => FragmentType::WIBETH,
+                    FrameFormat::ProtoWib => FragmentType::PROTO_WIB,
+                },
+                sequence_number: 0,
+                detector_id: swdaq_format::DETECTOR_ID_HD_TPC,
+                element_id: SourceId::readout(link as u32),
+            };
+            fragments.push(Fragment::assemble(header, [&payload[..]]));
+        }
+        let header = TriggerRecordHeader {
+            trigger_number,
+            trigger_timestamp: begin,
+            run_number: args.run,
+            status_bits: 0,
+            trigger_type: 0,
+            sequence_number: 0,
+            max_sequence_number: 0,
+            element_id: SourceId::new(Subsystem::TR_BUILDER, 0),
+            components: (0..args.links)
+                .map(|l| ComponentRequest {
+                    component: SourceId::readout(l),
+                    window_begin: begin,
+                    window_end: end,
+                })
+                .collect(),
+        };
+        writer.write(&TriggerRecord { header, fragments })?;
+    }
+    writer.close()?;
+    writer
+        .closed_files()
+        .last()
+        .cloned()
+        .context("no file was written")
 }
