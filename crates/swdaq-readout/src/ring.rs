@@ -203,6 +203,7 @@ impl Producer<'_> {
         let index = b.write_index.load(Ordering::Relaxed).checked_sub(1)?;
         // SAFETY: only this thread writes slots, and it is borrowed immutably here.
         let meta = unsafe { *b.meta[(index & b.mask) as usize].get() };
+        // SAFETY: the same slot, and `len <= max_frame` as the producer wrote it.
         let bytes = unsafe { std::slice::from_raw_parts(b.slot_ptr(index), meta.len as usize) };
         Some((meta, bytes))
     }

@@ -22,6 +22,8 @@ pub fn available() -> bool {
 #[cfg(target_arch = "x86_64")]
 pub use imp::{process_row, process_wibeth, unpack_wibeth_row};
 
+/// # Safety
+/// Never called: AVX2 finders are not built on other architectures.
 #[cfg(not(target_arch = "x86_64"))]
 pub unsafe fn process_wibeth(
     _: &mut HitFinder,
@@ -33,6 +35,8 @@ pub unsafe fn process_wibeth(
     unreachable!("AVX2 finders are not built without AVX2")
 }
 
+/// # Safety
+/// Never called: AVX2 finders are not built on other architectures.
 #[cfg(not(target_arch = "x86_64"))]
 pub unsafe fn process_row(_: &mut HitFinder, _: u64, _: &[u16], _: &mut Vec<TriggerPrimitive>) {
     unreachable!("AVX2 finders are not built without AVX2")
@@ -96,6 +100,7 @@ mod imp {
         let base = g * 28;
         let lo: &[u8; 16] = row[base..base + 16].try_into().expect("16 bytes");
         let hi: &[u8; 16] = row[base + 12..base + 28].try_into().expect("16 bytes");
+        // SAFETY: `lo` and `hi` are 16-byte arrays; unaligned loads are allowed.
         let (a, b) = unsafe {
             (
                 _mm256_broadcastsi128_si256(_mm_loadu_si128(lo.as_ptr().cast())),

@@ -125,6 +125,7 @@ fn simd_unpacking_equals_the_reference() {
             let groups = unsafe { swdaq_tpg::avx2::unpack_wibeth_row(frame.row(s)) };
             let got: Vec<u16> = groups
                 .iter()
+                // SAFETY: a 256-bit register is 16 u16 lanes; every bit pattern is a valid u16.
                 .flat_map(|g| unsafe { std::mem::transmute::<_, [u16; 16]>(*g) })
                 .collect();
             assert_eq!(got, adcs[s]);
