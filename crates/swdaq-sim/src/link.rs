@@ -3,7 +3,7 @@
 
 use crate::channel_map::Plane;
 use crate::config::SimConfig;
-use crate::response::{LENGTH_IN_PEAKING_TIMES, bipolar, unipolar};
+use crate::response::{BIPOLAR_PEAK, LENGTH_IN_PEAKING_TIMES, bipolar, unipolar};
 use crate::truth::{FaultKind, InjectedFault, PulseKind, TruePulse};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, Poisson, StandardNormal};
@@ -295,7 +295,7 @@ impl LinkSimulator {
                     }
             })
             .sum();
-        let peak_offset = if bipolar_pulse { tp * (1.0 - 0.5) } else { tp };
+        let peak_offset = if bipolar_pulse { tp * BIPOLAR_PEAK } else { tp };
         self.truth.push(TruePulse {
             link: self.link,
             channel: channel as u32,

@@ -16,6 +16,11 @@ pub fn unipolar(x: f64) -> f64 {
     }
 }
 
+/// Where the bipolar shape's positive lobe peaks, in peaking times: `1 - 1/sqrt(order)`.
+pub const BIPOLAR_PEAK: f64 = 0.5;
+const _: () =
+    assert!(BIPOLAR_PEAK * BIPOLAR_PEAK == (1.0 - 1.0 / 2.0) * (1.0 - 1.0 / 2.0) && ORDER == 4.0);
+
 /// Bipolar shape: minus the derivative of [`unipolar`], normalised to a maximum of 1.
 /// Positive lobe first (as the drifting charge approaches the wire), then negative.
 pub fn bipolar(x: f64) -> f64 {
@@ -24,7 +29,7 @@ pub fn bipolar(x: f64) -> f64 {
     }
     // d/dx of x^n e^{n(1-x)} = n x^{n-1} e^{n(1-x)} (1 - x); its maximum is at x = 1 - 1/sqrt(n).
     let derivative = |x: f64| ORDER * x.powf(ORDER - 1.0) * (ORDER * (1.0 - x)).exp() * (1.0 - x);
-    derivative(x) / derivative(1.0 - 1.0 / ORDER.sqrt())
+    derivative(x) / derivative(BIPOLAR_PEAK)
 }
 
 #[cfg(test)]
