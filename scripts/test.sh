@@ -20,7 +20,7 @@ cargo test --workspace
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   echo "== pytest"
   cargo build --release -p swdaq
-  SWDAQ_BIN="$PWD/target/release/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
+  SWDAQ_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
 fi
 if [[ $fuzz == 1 ]]; then
   echo "== fuzz (bounded)"

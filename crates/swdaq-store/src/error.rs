@@ -1,3 +1,5 @@
+//! The crate's error type: every failure, of the disk, of HDF5 or of the data, is one of these.
+
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +28,18 @@ pub enum StoreError {
     },
     #[error("{path}: {what}")]
     Layout { path: PathBuf, what: String },
+    #[error("{path}: {record} is already in the file")]
+    Duplicate { path: PathBuf, record: String },
+    #[error("event display: {0}")]
+    Display(String),
+}
+
+impl StoreError {
+    /// Whether the error is the record's own (malformed fragment, duplicate record): the
+    /// writer is fine and can take the next record.
+    pub fn is_record_error(&self) -> bool {
+        matches!(self, Self::Format { .. } | Self::Duplicate { .. })
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;

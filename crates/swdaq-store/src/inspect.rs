@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::reader::{FileAttributes, RecordFileReader};
 use serde::Serialize;
 use std::path::Path;
+use swdaq_format::daq_eth::SEQ_ID_MODULUS;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::wibeth::{self, WibEthFrame};
 use swdaq_format::{Fragment, FragmentType, TriggerPrimitive, TriggerRecord};
@@ -47,8 +48,13 @@ pub enum Content {
         frames: usize,
         first_timestamp: Option<u64>,
         last_timestamp: Option<u64>,
+        /// Frames whose WIB header reports an error (CRC, link, sync, not ready).
         header_errors: usize,
+        /// Frames whose timestamp or sequence id does not follow the previous frame's.
+        discontinuities: usize,
         bad_frames: usize,
+        /// Detector, crate, slot and stream of the first frame's DAQ Ethernet header.
+        address: Option<String>,
     },
     TriggerPrimitives(Vec<TriggerPrimitive>),
     Undecoded,
@@ -96,7 +102,22 @@ fn decode_payload(kind: FragmentType, payload: &[u8]) -> Content {
                 first_timestamp: good.first().map(|f| f.timestamp()),
                 last_timestamp: good.last().map(|f| f.timestamp()),
                 header_errors: good.iter().filter(|f| f.wib_header().has_error()).count(),
+                discontinuities: good
+                    .windows(2)
+                    .filter(|p| {
+                        let (a, b) = (p[0].daq_header(), p[1].daq_header());
+                        b.timestamp != a.timestamp + wibeth::TICKS_PER_FRAME
+                            || b.seq_id != (a.seq_id + 1) % SEQ_ID_MODULUS
+                    })
+                    .count(),
                 bad_frames: frames.len() - good.len(),
+                address: good.first().map(|f| {
+                    let h = f.daq_header();
+                    format!(
+                        "det {} crate {} slot {} stream {}",
+                        h.det_id, h.crate_id, h.slot_id, h.stream_id
+                    )
+                }),
             }
         }
         FragmentType::TRIGGER_PRIMITIVE => match TriggerPrimitive::decode_all(payload) {
@@ -112,11 +133,10 @@ fn decode_payload(kind: FragmentType, payload: &[u8]) -> Content {
 pub fn inspect(path: &Path, record: Option<u64>) -> Result<FileReport> {
     let reader = RecordFileReader::open(path)?;
     let mut records = Vec::new();
-    for name in reader.record_names()? {
-        let r = reader.read_record(&name)?;
-        let selected = record.is_none_or(|n| n == r.header.trigger_number);
-        if selected {
-            records.push(summarise(name, &r, record.is_some()));
+    for id in reader.record_ids()? {
+        if record.is_none_or(|n| n == id.trigger_number) {
+            let r = reader.read_record(&id)?;
+            records.push(summarise(id.group, &r, record.is_some()));
         }
     }
     Ok(FileReport {
@@ -134,7 +154,7 @@ pub fn render(report: &FileReport) -> String {
         a.file_index,
         a.record_type,
         a.application_name,
-        a.layout_version,
+        a.filelayout_version,
         report.records.len(),
         a.recorded_size.map_or("?".into(), |s| s.to_string())
     );
@@ -170,10 +190,17 @@ pub fn render(report: &FileReport) -> String {
                     first_timestamp,
                     last_timestamp,
                     header_errors,
+                    discontinuities,
                     bad_frames,
+                    address,
                 }) => {
+                    let stamps = match (first_timestamp, last_timestamp) {
+                        (Some(a), Some(b)) => format!("timestamps {a}..={b}"),
+                        _ => "no readable frame".into(),
+                    };
                     out += &format!(
-                        "        {frames} WIBEth frames, timestamps {first_timestamp:?}..{last_timestamp:?}, {header_errors} with header errors, {bad_frames} unreadable\n"
+                        "        {frames} WIBEth frames ({}), {stamps}, {header_errors} with header errors, {discontinuities} discontinuities, {bad_frames} unreadable\n",
+                        address.as_deref().unwrap_or("-")
                     );
                 }
                 Some(Content::TriggerPrimitives(tps)) => {
@@ -289,7 +316,7 @@ mod tests {
         let one = inspect(&path, Some(7)).unwrap();
         let text = render(&one);
         assert!(
-            text.contains("4 WIBEth frames, timestamps Some(0)..Some(6144)"),
+            text.contains("4 WIBEth frames (det 0 crate 0 slot 0 stream 0), timestamps 0..=6144, 0 with header errors, 0 discontinuities"),
             "{text}"
         );
         assert!(text.contains("Incomplete"));

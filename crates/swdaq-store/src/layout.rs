@@ -1,48 +1,34 @@
-//! Names and attributes of a swdaq HDF5 file, modelled on DUNE's `hdf5libs` default layout
-//! so scripts written for DUNE files find their way around ours:
+//! Names and attributes of a swdaq HDF5 file: DUNE's `hdf5libs` file layout version 5 as its
+//! `DataWriter` writes it (record numbers with 5 digits, sequence numbers with 4), so scripts
+//! and tools written for DUNE files find their way around ours:
 //!
 //! ```text
 //! /                                   attributes: run_number, file_index, creation_timestamp,
-//!                                     closing_timestamp, application_name, recorded_size,
-//!                                     record_type ("TriggerRecord"), filelayout_version
-//! /TriggerRecord00042.0000/           one group per record (trigger number . sequence number)
-//!     TriggerRecordHeader             u8 dataset: the record header (DUNE v4 layout)
+//!                                     application_name, filelayout_params, filelayout_version,
+//!                                     record_type, and once closed recorded_size, closing_timestamp
+//! /TriggerRecord00042.0000/           one group per record (trigger number . sequence number);
+//!                                     attributes record_header_source_id, source_id_path_map,
+//!                                     fragment_type_source_id_map, subdetector_source_id_map (JSON)
 //!     RawData/
-//!         Detector_Readout_0x00000001_WIBEth   u8 dataset: one whole fragment (header + payload)
+//!         TR_Builder_0x00000000_TriggerRecordHeader   the record header (DUNE v4 layout)
+//!         Detector_Readout_0x00000001_WIBEth          one whole fragment (header + payload)
 //!         Trigger_0x00000000_Trigger_Primitive
 //! ```
+//!
+//! Every dataset is `char` (HDF5 int8) with shape `[bytes, 1]`, as `hdf5libs` writes them:
+//! its reader converts any other integer type (and would clip bytes above 127).
 
-use swdaq_format::{FragmentHeader, TriggerRecordHeader};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use swdaq_format::{FragmentHeader, SourceId, TriggerRecordHeader};
 
 pub const RECORD_TYPE: &str = "TriggerRecord";
 pub const RECORD_HEADER_DATASET: &str = "TriggerRecordHeader";
 pub const RAW_DATA_GROUP: &str = "RawData";
-/// Version of this layout, stored as `filelayout_version`.
-pub const LAYOUT_VERSION: u32 = 1;
-
-/// Group name of a record: `TriggerRecord` + 5-digit trigger number + `.` + 4-digit sequence.
-pub fn record_group(header: &TriggerRecordHeader) -> String {
-    format!(
-        "{RECORD_TYPE}{:05}.{:04}",
-        header.trigger_number, header.sequence_number
-    )
-}
-
-/// Dataset name of a fragment inside `RawData`: source subsystem, hex source id, fragment type.
-pub fn fragment_dataset(header: &FragmentHeader) -> String {
-    let s = header.element_id;
-    format!(
-        "{}_0x{:08x}_{}",
-        s.subsystem.name(),
-        s.id,
-        header.fragment_type.name()
-    )
-}
-
-/// File name of file `index` of run `run`.
-pub fn file_name(prefix: &str, run: u32, index: u32) -> String {
-    format!("{prefix}_run{run:06}_{index:04}.hdf5")
-}
+/// `hdf5libs` file layout version whose names and attributes these are.
+pub const LAYOUT_VERSION: u32 = 5;
+const DIGITS_FOR_RECORD_NUMBER: usize = 5;
+const DIGITS_FOR_SEQUENCE_NUMBER: usize = 4;
 
 pub mod attr {
     pub const RUN_NUMBER: &str = "run_number";
@@ -53,4 +39,160 @@ pub mod attr {
     pub const RECORDED_SIZE: &str = "recorded_size";
     pub const RECORD_TYPE: &str = "record_type";
     pub const LAYOUT_VERSION: &str = "filelayout_version";
+    pub const LAYOUT_PARAMS: &str = "filelayout_params";
+    pub const RECORD_HEADER_SOURCE_ID: &str = "record_header_source_id";
+    pub const SOURCE_ID_PATH_MAP: &str = "source_id_path_map";
+    pub const FRAGMENT_TYPE_MAP: &str = "fragment_type_source_id_map";
+    pub const SUBDETECTOR_MAP: &str = "subdetector_source_id_map";
+}
+
+/// Group name of a record: `TriggerRecord` + 5-digit trigger number + `.` + 4-digit sequence.
+pub fn record_group(header: &TriggerRecordHeader) -> String {
+    format!(
+        "{RECORD_TYPE}{:0w$}.{:0s$}",
+        header.trigger_number,
+        header.sequence_number,
+        w = DIGITS_FOR_RECORD_NUMBER,
+        s = DIGITS_FOR_SEQUENCE_NUMBER
+    )
+}
+
+/// `hdf5libs` spelling of a source id (`SourceID::to_string`): `Detector_Readout_0x00000005`.
+pub fn source_name(source: SourceId) -> String {
+    format!("{}_0x{:08x}", source.subsystem.name(), source.id)
+}
+
+/// Dataset name of the record header inside `RawData`.
+pub fn record_header_dataset(header: &TriggerRecordHeader) -> String {
+    format!("{}_{RECORD_HEADER_DATASET}", source_name(header.element_id))
+}
+
+/// Dataset name of a fragment inside `RawData`: source id and fragment type.
+pub fn fragment_dataset(header: &FragmentHeader) -> String {
+    format!(
+        "{}_{}",
+        source_name(header.element_id),
+        header.fragment_type.name()
+    )
+}
+
+/// File name of file `index` of run `run`.
+pub fn file_name(prefix: &str, run: u32, index: u32) -> String {
+    format!("{prefix}_run{run:06}_{index:04}.hdf5")
+}
+
+/// The `filelayout_params` attribute: the parameters `hdf5libs` rebuilds its layout from.
+pub fn layout_params() -> String {
+    let group = |kind: &str, name: &str| {
+        json!({"detector_group_type": kind, "detector_group_name": name,
+               "element_name_prefix": "Element", "digits_for_element_number": 5})
+    };
+    json!({
+        "record_name_prefix": RECORD_TYPE,
+        "digits_for_record_number": DIGITS_FOR_RECORD_NUMBER,
+        "digits_for_sequence_number": DIGITS_FOR_SEQUENCE_NUMBER,
+        "record_header_dataset_name": RECORD_HEADER_DATASET,
+        "raw_data_group_name": RAW_DATA_GROUP,
+        "view_group_name": "Views",
+        "path_param_list": [group("Detector_Readout", "TPC"), group("Trigger", "Trigger")],
+    })
+    .to_string()
+}
+
+fn sid(s: SourceId) -> Value {
+    json!({"subsys": s.subsystem.0, "id": s.id})
+}
+
+/// The record group's JSON attributes (`HDF5SourceIDHandler`), by name.
+pub fn record_attributes(
+    group: &str,
+    header: &TriggerRecordHeader,
+    fragments: &[FragmentHeader],
+) -> [(&'static str, String); 4] {
+    let mut paths = vec![
+        json!({"subsys": header.element_id.subsystem.0, "id": header.element_id.id,
+        "path": format!("/{group}/{RAW_DATA_GROUP}/{}", record_header_dataset(header))}),
+    ];
+    let mut by_type: BTreeMap<u32, Vec<Value>> = BTreeMap::new();
+    let mut by_detector: BTreeMap<u32, Vec<Value>> = BTreeMap::new();
+    for f in fragments {
+        let s = f.element_id;
+        paths.push(json!({"subsys": s.subsystem.0, "id": s.id,
+            "path": format!("/{group}/{RAW_DATA_GROUP}/{}", fragment_dataset(f))}));
+        by_type.entry(f.fragment_type.0).or_default().push(sid(s));
+        by_detector
+            .entry(u32::from(f.detector_id))
+            .or_default()
+            .push(sid(s));
+    }
+    let entries = |key: &str, map: BTreeMap<_, Vec<Value>>| {
+        let list: Vec<Value> = map
+            .into_iter()
+            .map(|(k, ids)| json!({key: k, "sourceids": ids}))
+            .collect();
+        json!({ "map_entries": list }).to_string()
+    };
+    [
+        (
+            attr::RECORD_HEADER_SOURCE_ID,
+            sid(header.element_id).to_string(),
+        ),
+        (
+            attr::SOURCE_ID_PATH_MAP,
+            json!({ "map_entries": paths }).to_string(),
+        ),
+        (attr::FRAGMENT_TYPE_MAP, entries("fragment_type", by_type)),
+        (attr::SUBDETECTOR_MAP, entries("subdetector", by_detector)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use swdaq_format::{FragmentType, Subsystem};
+
+    #[test]
+    fn names_follow_hdf5libs() {
+        let header = TriggerRecordHeader {
+            trigger_number: 42,
+            trigger_timestamp: 0,
+            run_number: 1,
+            status_bits: 0,
+            trigger_type: 0,
+            sequence_number: 0,
+            max_sequence_number: 0,
+            element_id: SourceId::new(Subsystem::TR_BUILDER, 0),
+            components: vec![],
+        };
+        assert_eq!(record_group(&header), "TriggerRecord00042.0000");
+        assert_eq!(
+            record_header_dataset(&header),
+            "TR_Builder_0x00000000_TriggerRecordHeader"
+        );
+        let fragment = FragmentHeader {
+            size: 72,
+            trigger_number: 42,
+            trigger_timestamp: 0,
+            window_begin: 0,
+            window_end: 0,
+            run_number: 1,
+            error_bits: 0,
+            fragment_type: FragmentType::WIBETH,
+            sequence_number: 0,
+            detector_id: 3,
+            element_id: SourceId::readout(100),
+        };
+        assert_eq!(
+            fragment_dataset(&fragment),
+            "Detector_Readout_0x00000064_WIBEth"
+        );
+        let [_, (_, paths), (_, types), _] =
+            record_attributes("TriggerRecord00042.0000", &header, &[fragment]);
+        assert!(paths.contains(
+            r#""path":"/TriggerRecord00042.0000/RawData/Detector_Readout_0x00000064_WIBEth""#
+        ));
+        assert!(types.contains(r#""fragment_type":12"#));
+        let params: Value = serde_json::from_str(&layout_params()).unwrap();
+        assert_eq!(params["digits_for_sequence_number"], 4);
+    }
 }

@@ -1,35 +1,56 @@
-//! Reads swdaq HDF5 files back: file attributes, record names, whole records.
+//! Reads swdaq (and hdf5libs-layout) HDF5 files back: file attributes, records in trigger
+//! order, whole records with their header decoded; [`decode`] helpers turn fragment payloads
+//! into WIBEth frames and trigger primitives. Corrupt or foreign files give typed errors.
 
 use crate::error::{AtPath, Result, StoreError};
 use crate::layout::{self, attr};
 use hdf5::types::VarLenUnicode;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use swdaq_format::{TriggerRecord, TriggerRecordHeader};
+use swdaq_format::{FragmentHeader, TriggerRecord, TriggerRecordHeader};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileAttributes {
     pub run_number: u32,
-    pub file_index: u32,
-    pub creation_timestamp_ms: u64,
+    pub file_index: u64,
+    /// Milliseconds since the Unix epoch.
+    pub creation_timestamp: u64,
     /// Absent while a file is still being written.
-    pub closing_timestamp_ms: Option<u64>,
+    pub closing_timestamp: Option<u64>,
+    /// Bytes of records (headers and fragments); absent while a file is still being written.
     pub recorded_size: Option<u64>,
     pub application_name: String,
     pub record_type: String,
-    pub layout_version: u32,
+    pub filelayout_version: u32,
+}
+
+/// A record's place in a file: its group name and the numbers the name encodes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RecordId {
+    pub trigger_number: u64,
+    pub sequence_number: u16,
+    pub group: String,
 }
 
 pub struct RecordFileReader {
     file: hdf5::File,
     path: PathBuf,
+    file_len: u64,
 }
 
 impl RecordFileReader {
     pub fn open(path: &Path) -> Result<Self> {
+        let file_len = std::fs::metadata(path)
+            .map_err(|source| StoreError::Io {
+                what: "cannot open",
+                path: path.to_path_buf(),
+                source,
+            })?
+            .len();
         Ok(Self {
             file: hdf5::File::open(path).at(path)?,
             path: path.to_path_buf(),
+            file_len,
         })
     }
 
@@ -45,46 +66,90 @@ impl RecordFileReader {
     }
 
     pub fn attributes(&self) -> Result<FileAttributes> {
+        let closed = self.file.attr(attr::CLOSING_TIMESTAMP).is_ok();
         Ok(FileAttributes {
             run_number: self.scalar(attr::RUN_NUMBER)?,
             file_index: self.scalar(attr::FILE_INDEX)?,
-            creation_timestamp_ms: self.scalar(attr::CREATION_TIMESTAMP)?,
-            closing_timestamp_ms: self.scalar(attr::CLOSING_TIMESTAMP).ok(),
-            recorded_size: self.scalar(attr::RECORDED_SIZE).ok(),
+            creation_timestamp: self.scalar(attr::CREATION_TIMESTAMP)?,
+            closing_timestamp: closed
+                .then(|| self.scalar(attr::CLOSING_TIMESTAMP))
+                .transpose()?,
+            recorded_size: closed
+                .then(|| self.scalar(attr::RECORDED_SIZE))
+                .transpose()?,
             application_name: self.text(attr::APPLICATION_NAME)?,
             record_type: self.text(attr::RECORD_TYPE)?,
-            layout_version: self.scalar(attr::LAYOUT_VERSION)?,
+            filelayout_version: self.scalar(attr::LAYOUT_VERSION)?,
         })
     }
 
-    /// Record group names, in trigger-number order.
-    pub fn record_names(&self) -> Result<Vec<String>> {
-        let mut names = self.file.member_names().at(&self.path)?;
-        names.retain(|n| n.starts_with(layout::RECORD_TYPE));
-        names.sort();
-        Ok(names)
+    /// The records in the file, in trigger then sequence number order (group names that do
+    /// not parse as `TriggerRecordNNNNN.SSSS` are not records and are skipped).
+    pub fn record_ids(&self) -> Result<Vec<RecordId>> {
+        let mut ids: Vec<RecordId> = self
+            .file
+            .member_names()
+            .at(&self.path)?
+            .into_iter()
+            .filter_map(|group| {
+                let numbers = group.strip_prefix(layout::RECORD_TYPE)?;
+                let (trigger, sequence) = numbers.split_once('.')?;
+                Some(RecordId {
+                    trigger_number: trigger.parse().ok()?,
+                    sequence_number: sequence.parse().ok()?,
+                    group,
+                })
+            })
+            .collect();
+        ids.sort();
+        Ok(ids)
     }
 
-    /// Reads record `name` whole: its header and every fragment, each checked to parse.
-    pub fn read_record(&self, name: &str) -> Result<TriggerRecord> {
-        let group = self.file.group(name).at(&self.path)?;
-        let header_bytes = group
-            .dataset(layout::RECORD_HEADER_DATASET)
-            .and_then(|d| d.read_raw::<u8>())
+    /// Every record in order, read whole.
+    pub fn records(&self) -> Result<impl Iterator<Item = Result<TriggerRecord>> + '_> {
+        Ok(self
+            .record_ids()?
+            .into_iter()
+            .map(|id| self.read_record(&id)))
+    }
+
+    /// Reads one record whole: its header, and its fragments ordered by source id and type,
+    /// each checked to parse and to belong to the record.
+    pub fn read_record(&self, id: &RecordId) -> Result<TriggerRecord> {
+        let raw = self
+            .file
+            .group(&format!("{}/{}", id.group, layout::RAW_DATA_GROUP))
             .at(&self.path)?;
-        let header =
-            TriggerRecordHeader::decode(&header_bytes).map_err(|source| self.format(source))?;
-        let raw = group.group(layout::RAW_DATA_GROUP).at(&self.path)?;
+        let mut header = None;
         let mut fragments = Vec::new();
-        for dataset in raw.member_names().at(&self.path)? {
-            let bytes = raw
-                .dataset(&dataset)
-                .and_then(|d| d.read_raw::<u8>())
-                .at(&self.path)?;
-            swdaq_format::Fragment::parse(&bytes).map_err(|source| self.format(source))?;
-            fragments.push(bytes);
+        for name in raw.member_names().at(&self.path)? {
+            let bytes = self.read_bytes(&raw, &name)?;
+            if name.ends_with(layout::RECORD_HEADER_DATASET) {
+                header = Some(TriggerRecordHeader::decode(&bytes).map_err(|e| self.format(e))?);
+            } else {
+                let h = swdaq_format::Fragment::parse(&bytes)
+                    .map_err(|e| self.format(e))?
+                    .header;
+                fragments.push((fragment_key(&h), bytes));
+            }
         }
-        Ok(TriggerRecord { header, fragments })
+        let header =
+            header.ok_or_else(|| self.layout(format!("{} has no record header", id.group)))?;
+        fragments.sort_by_key(|(key, _)| *key);
+        Ok(TriggerRecord {
+            header,
+            fragments: fragments.into_iter().map(|(_, bytes)| bytes).collect(),
+        })
+    }
+
+    fn read_bytes(&self, group: &hdf5::Group, name: &str) -> Result<Vec<u8>> {
+        let dataset = group.dataset(name).at(&self.path)?;
+        // A corrupt dataspace could claim any size: bound the allocation by the file.
+        if dataset.size() as u64 > self.file_len || dataset.dtype().at(&self.path)?.size() != 1 {
+            return Err(self.layout(format!("{name} is not a byte dataset within the file")));
+        }
+        let bytes = dataset.read_raw::<i8>().at(&self.path)?;
+        Ok(bytes.into_iter().map(|b| b as u8).collect())
     }
 
     fn format(&self, source: swdaq_format::FormatError) -> StoreError {
@@ -92,5 +157,46 @@ impl RecordFileReader {
             path: self.path.clone(),
             source,
         }
+    }
+
+    fn layout(&self, what: String) -> StoreError {
+        StoreError::Layout {
+            path: self.path.clone(),
+            what,
+        }
+    }
+}
+
+/// The order fragments come back in: by source (subsystem, id), then fragment type.
+pub fn fragment_key(h: &FragmentHeader) -> (u16, u32, u32) {
+    (h.element_id.subsystem.0, h.element_id.id, h.fragment_type.0)
+}
+
+/// Decoding helpers for fragment payloads.
+pub mod decode {
+    use swdaq_format::wibeth::{self, WibEthAdcs, WibEthFrame};
+    use swdaq_format::{FormatError, TriggerPrimitive};
+
+    /// The WIBEth frames of a payload; a trailing partial frame is an error item.
+    pub fn wibeth_frames(
+        payload: &[u8],
+    ) -> impl Iterator<Item = Result<WibEthFrame<'_>, FormatError>> {
+        payload.chunks(wibeth::FRAME_SIZE).map(WibEthFrame::parse)
+    }
+
+    /// Every ADC of every frame, `[frame][sample][channel]`.
+    pub fn wibeth_adcs(payload: &[u8]) -> Result<Vec<WibEthAdcs>, FormatError> {
+        wibeth_frames(payload)
+            .map(|frame| {
+                let mut adcs = [[0; wibeth::NUM_CHANNELS]; wibeth::SAMPLES_PER_FRAME];
+                frame?.unpack(&mut adcs);
+                Ok(adcs)
+            })
+            .collect()
+    }
+
+    /// The trigger primitives of a TP payload.
+    pub fn trigger_primitives(payload: &[u8]) -> Result<Vec<TriggerPrimitive>, FormatError> {
+        TriggerPrimitive::decode_all(payload)
     }
 }

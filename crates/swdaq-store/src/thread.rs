@@ -1,12 +1,17 @@
 //! The writer thread: records arrive through a bounded queue, so a slow disk shows up as a
-//! full queue (back-pressure the record builder turns into "busy"), never as lost data.
-//! After a write error the thread stops writing, keeps accepting records and counts them as
-//! not written, and the report says why.
+//! full queue (back-pressure: [`StorageThread::try_submit`] gives the record back and the
+//! record builder answers "busy", or [`StorageThread::submit`] waits, by the caller's policy),
+//! never as lost data. A malformed or duplicate record is refused and counted; after any other
+//! error (disk, HDF5, free space) the thread stops writing, keeps accepting records and counts
+//! them as not written; [`StorageThread::failed`] tells at once, the report says why.
+//! Several writers (distinct `file_prefix`es) spread records over threads and disks.
 
 use crate::writer::{RecordFileWriter, StoreConfig};
 use crossbeam_channel::{Sender, TrySendError, bounded};
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use swdaq_format::TriggerRecord;
 
@@ -16,6 +21,8 @@ pub struct StoreReport {
     pub bytes_written: u64,
     pub files: Vec<PathBuf>,
     pub records_not_written: u64,
+    /// The first record refused for its own fault (malformed, duplicate); writing went on.
+    pub first_rejected: Option<String>,
     /// The error that stopped writing, if any.
     pub error: Option<String>,
 }
@@ -23,6 +30,7 @@ pub struct StoreReport {
 pub struct StorageThread {
     queue: Sender<TriggerRecord>,
     thread: JoinHandle<StoreReport>,
+    failed: Arc<AtomicBool>,
 }
 
 impl StorageThread {
@@ -30,6 +38,8 @@ impl StorageThread {
     pub fn spawn(config: StoreConfig, queue_depth: usize) -> crate::error::Result<Self> {
         let mut writer = RecordFileWriter::new(config)?;
         let (queue, records) = bounded::<TriggerRecord>(queue_depth.max(1));
+        let failed = Arc::new(AtomicBool::new(false));
+        let failed_flag = Arc::clone(&failed);
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
@@ -44,9 +54,14 @@ impl StorageThread {
                             report.records_written += 1;
                             report.bytes_written += record.size_bytes() as u64;
                         }
+                        Err(e) if e.is_record_error() => {
+                            report.records_not_written += 1;
+                            report.first_rejected.get_or_insert(e.to_string());
+                        }
                         Err(e) => {
                             report.records_not_written += 1;
                             report.error = Some(e.to_string());
+                            failed_flag.store(true, Ordering::Relaxed);
                         }
                     }
                 }
@@ -61,7 +76,22 @@ impl StorageThread {
                 path: PathBuf::from("store-writer"),
                 source,
             })?;
-        Ok(Self { queue, thread })
+        Ok(Self {
+            queue,
+            thread,
+            failed,
+        })
+    }
+
+    /// Queues a record, waiting while the queue is full; gives it back only if the writer
+    /// thread is gone.
+    pub fn submit(&self, record: TriggerRecord) -> Result<(), TriggerRecord> {
+        self.queue.send(record).map_err(|e| e.0)
+    }
+
+    /// Whether writing has stopped on an error (records are then counted, not written).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Queues a record without waiting; gives it back when the queue is full (the disk is
@@ -152,11 +182,39 @@ mod tests {
         )
         .unwrap();
         for t in 1..=5 {
-            while store.try_submit(empty_record(t)).is_err() {}
+            store.submit(empty_record(t)).unwrap();
         }
+        while store.backlog() > 0 {
+            std::thread::yield_now();
+        }
+        assert!(store.failed());
         let report = store.finish();
         assert_eq!((report.records_written, report.records_not_written), (0, 5));
         assert!(report.error.unwrap().contains("not enough free space"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_malformed_record_is_refused_and_writing_goes_on() {
+        let dir =
+            std::env::temp_dir().join(format!("swdaq-store-thread-bad-{}", std::process::id()));
+        let store = StorageThread::spawn(
+            StoreConfig {
+                directory: dir.clone(),
+                min_free_bytes: 0,
+                ..Default::default()
+            },
+            4,
+        )
+        .unwrap();
+        let mut bad = empty_record(1);
+        bad.fragments.push(vec![0; 10]);
+        store.submit(bad).unwrap();
+        store.submit(empty_record(2)).unwrap();
+        let report = store.finish();
+        assert_eq!((report.records_written, report.records_not_written), (1, 1));
+        assert!(report.first_rejected.unwrap().contains("fragment header"));
+        assert!(report.error.is_none());
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

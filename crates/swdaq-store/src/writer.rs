@@ -1,6 +1,7 @@
 //! Writes trigger records to HDF5 files: each file is written as `<name>.writing` and renamed
 //! when closed, so a file with its final name is always complete; files roll over by size or
-//! record count; free space is checked before each record.
+//! record count; free space is checked before each record, and a record that fails half-way
+//! is unlinked again so the file only ever holds whole records.
 
 use crate::error::{AtPath, Result, StoreError};
 use crate::layout::{self, attr};
@@ -21,7 +22,8 @@ pub struct StoreConfig {
     pub max_file_bytes: u64,
     /// ... or this many records.
     pub max_records_per_file: u64,
-    /// Free space that must remain after a record is written.
+    /// Free space that must remain after a record is written: a record that would leave
+    /// less is refused with [`StoreError::NoSpace`] before anything is written.
     pub min_free_bytes: u64,
 }
 
@@ -47,7 +49,7 @@ struct OpenFile {
     records: u64,
 }
 
-/// Synchronous record writer (the writer thread owns one).
+/// Synchronous record writer; [`crate::StorageThread`] runs one on its own thread.
 pub struct RecordFileWriter {
     config: StoreConfig,
     current: Option<OpenFile>,
@@ -73,16 +75,28 @@ fn write_attr<T: hdf5::H5Type>(
         .at(path)
 }
 
+fn write_text(loc: &hdf5::Location, name: &str, value: &str, path: &Path) -> Result<()> {
+    let value: VarLenUnicode = value.parse().map_err(|e| StoreError::Layout {
+        path: path.to_path_buf(),
+        what: format!("attribute {name}: {e}"),
+    })?;
+    write_attr(loc, name, &value, path)
+}
+
+/// One contiguous (unchunked, unfiltered) `char` dataset of shape `[len, 1]`, like hdf5libs:
+/// HDF5 hands the whole buffer to a single `write(2)`.
 fn write_bytes(group: &hdf5::Group, name: &str, bytes: &[u8], path: &Path) -> Result<()> {
-    let ds = group
-        .new_dataset::<u8>()
-        .shape(bytes.len())
+    let bytes: &[i8] = bytemuck::cast_slice(bytes);
+    group
+        .new_dataset::<i8>()
+        .shape((bytes.len(), 1))
         .create(name)
-        .at(path)?;
-    ds.write_raw(bytes).at(path)
+        .and_then(|ds| ds.write_raw(bytes))
+        .at(path)
 }
 
 impl RecordFileWriter {
+    /// Creates the output directory if needed; files are opened with the first record.
     pub fn new(config: StoreConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.directory).map_err(|source| StoreError::Io {
             what: "cannot create the output directory",
@@ -110,9 +124,28 @@ impl RecordFileWriter {
         );
         let done = self.config.directory.join(&name);
         let writing = self.config.directory.join(format!("{name}.writing"));
+        // Creating it first turns a read-only or missing directory into a plain I/O error
+        // instead of an HDF5 error stack.
+        std::fs::File::create(&writing).map_err(|source| StoreError::Io {
+            what: "cannot create",
+            path: writing.clone(),
+            source,
+        })?;
+        // Default file-format bounds, as hdf5libs: measured as fast as the newest formats
+        // (`libver_bounds`, a larger metadata block) and readable by any HDF5 1.8+.
         let file = hdf5::File::create(&writing).at(&writing)?;
+        let text_attrs = [
+            (attr::APPLICATION_NAME, self.config.application_name.clone()),
+            (attr::LAYOUT_PARAMS, layout::layout_params()),
+            (attr::RECORD_TYPE, layout::RECORD_TYPE.to_string()),
+        ];
         write_attr(&file, attr::RUN_NUMBER, &self.config.run_number, &writing)?;
-        write_attr(&file, attr::FILE_INDEX, &self.next_index, &writing)?;
+        write_attr(
+            &file,
+            attr::FILE_INDEX,
+            &u64::from(self.next_index),
+            &writing,
+        )?;
         write_attr(&file, attr::CREATION_TIMESTAMP, &now_ms(), &writing)?;
         write_attr(
             &file,
@@ -120,15 +153,8 @@ impl RecordFileWriter {
             &layout::LAYOUT_VERSION,
             &writing,
         )?;
-        for (name, value) in [
-            (attr::APPLICATION_NAME, &self.config.application_name[..]),
-            (attr::RECORD_TYPE, layout::RECORD_TYPE),
-        ] {
-            let value: VarLenUnicode = value.parse().map_err(|e| StoreError::Layout {
-                path: writing.clone(),
-                what: format!("attribute {name}: {e}"),
-            })?;
-            write_attr(&file, name, &value, &writing)?;
+        for (name, value) in text_attrs {
+            write_text(&file, name, &value, &writing)?;
         }
         self.next_index += 1;
         Ok(self.current.insert(OpenFile {
@@ -140,10 +166,20 @@ impl RecordFileWriter {
         }))
     }
 
-    /// Writes one record, opening or rolling over files as needed.
+    /// Writes one record, opening or rolling over files as needed. A malformed fragment, a
+    /// duplicate record or too little free space is an error and nothing of the record stays.
     pub fn write(&mut self, record: &TriggerRecord) -> Result<()> {
         let size = record.size_bytes() as u64;
         self.check_space(size)?;
+        let headers = record
+            .fragments
+            .iter()
+            .map(|f| FragmentHeader::decode(f))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|source| StoreError::Format {
+                path: self.config.directory.clone(),
+                source,
+            })?;
         if self.current.as_ref().is_some_and(|f| {
             f.records >= self.config.max_records_per_file
                 || f.bytes + size > self.config.max_file_bytes && f.records > 0
@@ -154,25 +190,19 @@ impl RecordFileWriter {
             Some(ref mut f) => f,
             None => self.open_next()?,
         };
-        let path = open.writing.clone();
-        let group = open
-            .file
-            .create_group(&layout::record_group(&record.header))
-            .at(&path)?;
-        write_bytes(
-            &group,
-            layout::RECORD_HEADER_DATASET,
-            &record.header.to_bytes(),
-            &path,
-        )?;
-        let raw = group.create_group(layout::RAW_DATA_GROUP).at(&path)?;
-        for fragment in &record.fragments {
-            let header = FragmentHeader::decode(fragment).map_err(|source| StoreError::Format {
-                path: path.clone(),
-                source,
-            })?;
-            write_bytes(&raw, &layout::fragment_dataset(&header), fragment, &path)?;
+        let name = layout::record_group(&record.header);
+        if open.file.link_exists(&name) {
+            return Err(StoreError::Duplicate {
+                path: open.writing.clone(),
+                record: name,
+            });
         }
+        let written = write_record(open, &name, record, &headers);
+        if written.is_err() {
+            // Best effort: the error being reported is the one that matters.
+            let _ = open.file.unlink(&name);
+        }
+        written?;
         open.bytes += size;
         open.records += 1;
         Ok(())
@@ -202,13 +232,13 @@ impl RecordFileWriter {
         let Some(open) = self.current.take() else {
             return Ok(());
         };
+        write_attr(&open.file, attr::RECORDED_SIZE, &open.bytes, &open.writing)?;
         write_attr(
             &open.file,
             attr::CLOSING_TIMESTAMP,
             &now_ms(),
             &open.writing,
         )?;
-        write_attr(&open.file, attr::RECORDED_SIZE, &open.bytes, &open.writing)?;
         open.file.flush().at(&open.writing)?;
         drop(open.file);
         std::fs::rename(&open.writing, &open.done).map_err(|source| StoreError::Io {
@@ -219,6 +249,30 @@ impl RecordFileWriter {
         self.closed.push(open.done);
         Ok(())
     }
+}
+
+fn write_record(
+    open: &OpenFile,
+    name: &str,
+    record: &TriggerRecord,
+    headers: &[FragmentHeader],
+) -> Result<()> {
+    let path = &open.writing;
+    let group = open.file.create_group(name).at(path)?;
+    let raw = group.create_group(layout::RAW_DATA_GROUP).at(path)?;
+    write_bytes(
+        &raw,
+        &layout::record_header_dataset(&record.header),
+        &record.header.to_bytes(),
+        path,
+    )?;
+    for (fragment, header) in record.fragments.iter().zip(headers) {
+        write_bytes(&raw, &layout::fragment_dataset(header), fragment, path)?;
+    }
+    for (attribute, value) in layout::record_attributes(name, &record.header, headers) {
+        write_text(&group, attribute, &value, path)?;
+    }
+    Ok(())
 }
 
 impl Drop for RecordFileWriter {

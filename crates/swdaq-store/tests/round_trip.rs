@@ -7,6 +7,7 @@ use swdaq_format::{
     ComponentRequest, Fragment, FragmentHeader, FragmentType, SourceId, Subsystem, TriggerRecord,
     TriggerRecordHeader,
 };
+use swdaq_store::reader::fragment_key;
 use swdaq_store::{RecordFileReader, RecordFileWriter, StoreConfig, StoreError};
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -69,40 +70,78 @@ fn record(trigger: u64, payloads: &[(u32, Vec<u8>)]) -> TriggerRecord {
 
 fn read_all(path: &Path) -> Vec<TriggerRecord> {
     let r = RecordFileReader::open(path).unwrap();
-    r.record_names()
-        .unwrap()
-        .iter()
-        .map(|n| r.read_record(n).unwrap())
-        .collect()
+    r.records().unwrap().map(Result::unwrap).collect()
+}
+
+prop_compose! {
+    /// A fragment from one of a few sources and types, with arbitrary header fields.
+    fn arb_fragment()(subsystem in 1u16..4, id in 0u32..4, kind in prop::sample::select(vec![1u32, 6, 12, 99]),
+                      words in any::<[u64; 4]>(), small in any::<(u32, u32, u16)>(),
+                      payload in prop::collection::vec(any::<u8>(), 0..3000)) -> Vec<u8> {
+        let header = FragmentHeader {
+            size: 0,
+            trigger_number: words[0],
+            trigger_timestamp: words[1],
+            window_begin: words[2],
+            window_end: words[3],
+            run_number: small.0,
+            error_bits: small.1,
+            fragment_type: FragmentType(kind),
+            sequence_number: small.2,
+            detector_id: 3,
+            element_id: SourceId::new(Subsystem(subsystem), id),
+        };
+        Fragment::assemble(header, [&payload[..]])
+    }
+}
+
+prop_compose! {
+    fn arb_record()(sequence in 0u16..3, words in any::<[u64; 2]>(), small in any::<(u32, u32)>(),
+                    components in prop::collection::vec((0u32..100, any::<u64>(), any::<u64>()), 0..5),
+                    fragments in prop::collection::vec(arb_fragment(), 0..6)) -> TriggerRecord {
+        // One fragment per source and type, as record building produces (they name datasets).
+        let mut fragments: Vec<Vec<u8>> = fragments;
+        fragments.sort_by_key(|f| fragment_key(&Fragment::parse(f).unwrap().header));
+        fragments.dedup_by_key(|f| fragment_key(&Fragment::parse(f).unwrap().header));
+        TriggerRecord {
+            header: TriggerRecordHeader {
+                trigger_number: 0,
+                trigger_timestamp: words[0],
+                run_number: small.0,
+                status_bits: small.1,
+                trigger_type: words[1],
+                sequence_number: sequence,
+                max_sequence_number: 2,
+                element_id: SourceId::new(Subsystem::TR_BUILDER, 0),
+                components: components
+                    .into_iter()
+                    .map(|(id, window_begin, window_end)| ComponentRequest {
+                        component: SourceId::readout(id),
+                        window_begin,
+                        window_end,
+                    })
+                    .collect(),
+            },
+            fragments,
+        }
+    }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(ProptestConfig::with_cases(16))]
     #[test]
-    fn records_round_trip_byte_for_byte(payloads in proptest::collection::vec(proptest::collection::vec((0u32..6, proptest::collection::vec(any::<u8>(), 0..3000)), 1..5), 1..6)) {
+    fn records_round_trip_byte_for_byte(mut records in prop::collection::vec(arb_record(), 1..6)) {
         let dir = temp_dir("prop");
         let mut w = RecordFileWriter::new(config(&dir)).unwrap();
-        let records: Vec<TriggerRecord> = payloads
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                // One fragment per source, as record building produces.
-                let mut by_source: Vec<(u32, Vec<u8>)> = Vec::new();
-                for (s, bytes) in p {
-                    if !by_source.iter().any(|(t, _)| t == s) {
-                        by_source.push((*s, bytes.clone()));
-                    }
-                }
-                by_source.sort_by_key(|(s, _)| *s);
-                record(i as u64 + 1, &by_source)
-            })
-            .collect();
-        for r in &records {
+        for (i, r) in records.iter_mut().enumerate() {
+            // Trigger numbers past 99999 widen the name: order must still be numeric.
+            r.header.trigger_number = [7, 99_999, 100_000, 3, 12, 1_000_001][i];
             w.write(r).unwrap();
         }
         w.close().unwrap();
         let files = w.closed_files().to_vec();
         prop_assert_eq!(files.len(), 1);
+        records.sort_by_key(|r| (r.header.trigger_number, r.header.sequence_number));
         prop_assert_eq!(read_all(&files[0]), records);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -143,12 +182,15 @@ fn files_roll_over_and_are_renamed_when_closed() {
         ),
         (1, 1, "TriggerRecord", "swdaq")
     );
-    assert!(a.closing_timestamp_ms.is_some() && a.recorded_size.unwrap() > 300);
+    assert!(a.closing_timestamp.is_some() && a.recorded_size.unwrap() > 300);
     assert!(files[0].ends_with("swdaq_run000001_0000.hdf5"));
-    let names = RecordFileReader::open(&files[0])
+    let names: Vec<String> = RecordFileReader::open(&files[0])
         .unwrap()
-        .record_names()
-        .unwrap();
+        .record_ids()
+        .unwrap()
+        .into_iter()
+        .map(|id| id.group)
+        .collect();
     assert_eq!(
         names,
         vec![
@@ -224,13 +266,78 @@ fn truncated_or_foreign_files_are_errors_not_panics() {
     let bytes = std::fs::read(&good).unwrap();
     let cut = dir.join("cut.hdf5");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    let result = RecordFileReader::open(&cut).and_then(|r| {
-        let names = r.record_names()?;
-        names
-            .iter()
-            .map(|n| r.read_record(n))
-            .collect::<Result<Vec<_>, _>>()
-    });
+    let result =
+        RecordFileReader::open(&cut).and_then(|r| r.records()?.collect::<Result<Vec<_>, _>>());
     assert!(result.is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A directory the writer cannot create files in: read-only by its mode for an ordinary user;
+/// root ignores modes, so for root a sysfs directory, which refuses new files to everyone.
+fn read_only_dir(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    if std::fs::File::create(dir.join("probe")).is_ok() {
+        PathBuf::from("/sys/kernel")
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+#[test]
+fn a_read_only_directory_is_one_clear_error_and_closed_files_stay_valid() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("readonly");
+    let mut w = RecordFileWriter::new(StoreConfig {
+        max_records_per_file: 1,
+        ..config(&dir)
+    })
+    .unwrap();
+    w.write(&record(1, &[(1, vec![1; 100])])).unwrap();
+    w.close().unwrap();
+    let closed = w.closed_files()[0].clone();
+    let target = read_only_dir(&dir);
+    let mut w = RecordFileWriter::new(config(&target)).unwrap();
+    let err = w.write(&record(2, &[(1, vec![2; 100])])).unwrap_err();
+    let text = err.to_string();
+    match err {
+        StoreError::Io { .. } => assert!(
+            text.starts_with("cannot create") && text.contains("Permission denied"),
+            "{text}"
+        ),
+        // sysfs reports no free blocks: the space check refuses first.
+        StoreError::NoSpace { .. } => assert!(text.contains("/sys/kernel"), "{text}"),
+        other => panic!("not one clear error: {other}"),
+    }
+    drop(w);
+    assert_eq!(read_all(&closed)[0].header.trigger_number, 1);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_refused_record_leaves_nothing_behind() {
+    let dir = temp_dir("refused");
+    let mut w = RecordFileWriter::new(config(&dir)).unwrap();
+    let first = record(1, &[(1, vec![1; 100])]);
+    w.write(&first).unwrap();
+    let err = w.write(&record(1, &[(2, vec![2; 100])])).unwrap_err();
+    assert!(err.is_record_error(), "{err}");
+    assert!(
+        err.to_string()
+            .contains("TriggerRecord00001.0000 is already in the file")
+    );
+    // Two fragments with the same source and type cannot both be stored.
+    let err = w
+        .write(&record(2, &[(1, vec![3; 100]), (1, vec![4; 100])]))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Hdf5 { .. }), "{err}");
+    let mut bad = record(3, &[(1, vec![5; 100])]);
+    bad.fragments[0][0] ^= 0xff;
+    assert!(matches!(w.write(&bad), Err(StoreError::Format { .. })));
+    let last = record(4, &[(1, vec![6; 100])]);
+    w.write(&last).unwrap();
+    w.close().unwrap();
+    assert_eq!(read_all(&w.closed_files()[0]), vec![first, last]);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -2,6 +2,7 @@
 //! only wires the library crates together.
 
 mod bench;
+mod display;
 mod generate;
 mod hwbench;
 mod inspect;
@@ -27,6 +28,8 @@ enum Command {
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
     Bench(bench::Args),
+    /// Draw one trigger record: channel vs time per plane, with its TPs.
+    Display(display::Args),
     /// Show what an HDF5 trigger-record file holds.
     Inspect(inspect::Args),
     /// Hit-finding quality against the emulator's truth, over a threshold scan.
@@ -39,6 +42,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Display(args) => display::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::TpgQuality(args) => quality::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),

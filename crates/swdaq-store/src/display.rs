@@ -1,0 +1,400 @@
+//! Event display (library side of `swdaq display`): one record's WIBEth data as channel versus
+//! time, pedestal-subtracted ADC (per-channel median) as colour, one panel per plane, with the
+//! record's trigger primitives drawn on top as translucent boxes. PNG output; text is drawn with an
+//! embedded DejaVu Sans (the `dejavu` crate; Bitstream Vera licence), so no system font is
+//! needed.
+
+use crate::error::{Result, StoreError};
+use crate::reader::{RecordFileReader, decode};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Once;
+use swdaq_format::wibeth::{NUM_CHANNELS, SAMPLES_PER_FRAME, TICKS_PER_SAMPLE};
+use swdaq_format::{Fragment, FragmentType, SourceId, TriggerPrimitive, TriggerRecord};
+
+/// Microseconds per 62.5 MHz tick.
+const US_PER_TICK: f64 = 0.016;
+/// Longest record drawn, in samples (~67 ms): bounds memory on corrupt timestamps.
+const MAX_SAMPLES: u64 = 1 << 17;
+
+pub struct DisplayOptions {
+    pub width: u32,
+    pub height: u32,
+    /// Offline channel of channel `c` (0..64) of the WIBEth fragment from `source`.
+    pub channel_of: Box<dyn Fn(SourceId, usize) -> u32>,
+    /// Panel (plane) of an offline channel; panels are drawn top to bottom in name order.
+    pub plane_of: Box<dyn Fn(u32) -> String>,
+}
+
+impl Default for DisplayOptions {
+    /// 1600 x 900; channel `c` of source id `s` is offline channel `64 s + c`; one panel.
+    fn default() -> Self {
+        Self {
+            width: 1600,
+            height: 900,
+            channel_of: Box::new(|s, c| s.id * NUM_CHANNELS as u32 + c as u32),
+            plane_of: Box::new(|_| "all channels".into()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PanelSummary {
+    pub plane: String,
+    pub channels: usize,
+    pub first_channel: u32,
+    pub last_channel: u32,
+    pub tps: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DisplaySummary {
+    pub trigger_number: u64,
+    pub samples: usize,
+    /// The ADC deviation drawn at full colour.
+    pub adc_scale: f32,
+    pub panels: Vec<PanelSummary>,
+}
+
+/// A rendered display: RGB pixels, row by row.
+pub struct EventImage {
+    pub width: u32,
+    pub height: u32,
+    pub rgb: Vec<u8>,
+    pub summary: DisplaySummary,
+}
+
+impl EventImage {
+    pub fn pixel(&self, x: u32, y: u32) -> [u8; 3] {
+        let at = 3 * (y as usize * self.width as usize + x as usize);
+        [self.rgb[at], self.rgb[at + 1], self.rgb[at + 2]]
+    }
+
+    pub fn save_png(&self, path: &Path) -> Result<()> {
+        let io = |source| StoreError::Io {
+            what: "cannot write",
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = std::fs::File::create(path).map_err(io)?;
+        let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), self.width, self.height);
+        encoder.set_color(png::ColorType::Rgb);
+        encoder.set_depth(png::BitDepth::Eight);
+        encoder
+            .write_header()
+            .and_then(|mut w| w.write_image_data(&self.rgb))
+            .map_err(|e| match e {
+                png::EncodingError::IoError(source) => io(source),
+                other => StoreError::Display(other.to_string()),
+            })
+    }
+}
+
+/// Renders record `trigger` (sequence 0) of `file` into a PNG at `out`.
+pub fn display_file(
+    file: &Path,
+    trigger: u64,
+    out: &Path,
+    options: &DisplayOptions,
+) -> Result<DisplaySummary> {
+    let reader = RecordFileReader::open(file)?;
+    let id = reader
+        .record_ids()?
+        .into_iter()
+        .find(|id| id.trigger_number == trigger)
+        .ok_or_else(|| {
+            StoreError::Display(format!("{} has no record {trigger}", file.display()))
+        })?;
+    let image = render(&reader.read_record(&id)?, options)?;
+    image.save_png(out)?;
+    Ok(image.summary)
+}
+
+/// One plane's channels: pedestal-subtracted samples on the record's common time grid.
+struct Panel {
+    plane: String,
+    channels: BTreeMap<u32, Vec<f32>>,
+    tps: Vec<TriggerPrimitive>,
+}
+
+fn median(values: &mut [f32]) -> f32 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mid = values.len() / 2;
+    *values.select_nth_unstable_by(mid, f32::total_cmp).1
+}
+
+/// Collects the record's WIBEth samples per offline channel and its TPs, by plane.
+fn collect(record: &TriggerRecord, options: &DisplayOptions) -> Result<(Vec<Panel>, u64, usize)> {
+    let fragments: Vec<Fragment<'_>> = record.fragments().filter_map(|f| f.ok()).collect();
+    let frames: Vec<(SourceId, _)> = fragments
+        .iter()
+        .filter(|f| f.header.fragment_type == FragmentType::WIBETH)
+        .flat_map(|f| {
+            decode::wibeth_frames(f.payload)
+                .filter_map(|fr| fr.ok())
+                .map(move |fr| (f.header.element_id, fr))
+        })
+        .collect();
+    let t0 = frames
+        .iter()
+        .map(|(_, f)| f.timestamp())
+        .min()
+        .ok_or_else(|| {
+            StoreError::Display(format!(
+                "record {} has no WIBEth frame to display",
+                record.header.trigger_number
+            ))
+        })?;
+    let end = frames
+        .iter()
+        .map(|(_, f)| f.timestamp())
+        .max()
+        .unwrap_or(t0);
+    let samples = (end - t0) / TICKS_PER_SAMPLE + SAMPLES_PER_FRAME as u64;
+    if samples > MAX_SAMPLES {
+        return Err(StoreError::Display(format!(
+            "record {} spans {samples} samples, more than the {MAX_SAMPLES} drawn",
+            record.header.trigger_number
+        )));
+    }
+    let samples = samples as usize;
+    let mut panels: BTreeMap<String, Panel> = BTreeMap::new();
+    fn panel<'p>(
+        panels: &'p mut BTreeMap<String, Panel>,
+        options: &DisplayOptions,
+        channel: u32,
+    ) -> &'p mut Panel {
+        let plane = (options.plane_of)(channel);
+        panels.entry(plane.clone()).or_insert_with(|| Panel {
+            plane,
+            channels: BTreeMap::new(),
+            tps: Vec::new(),
+        })
+    }
+    for (source, frame) in &frames {
+        let first = ((frame.timestamp() - t0) / TICKS_PER_SAMPLE) as usize;
+        for c in 0..NUM_CHANNELS {
+            let channel = (options.channel_of)(*source, c);
+            let row = panel(&mut panels, options, channel)
+                .channels
+                .entry(channel)
+                .or_insert_with(|| vec![f32::NAN; samples]);
+            for s in 0..SAMPLES_PER_FRAME {
+                row[first + s] = f32::from(frame.adc(s, c));
+            }
+        }
+    }
+    for f in fragments
+        .iter()
+        .filter(|f| f.header.fragment_type == FragmentType::TRIGGER_PRIMITIVE)
+    {
+        for tp in decode::trigger_primitives(f.payload).unwrap_or_default() {
+            panel(&mut panels, options, tp.channel).tps.push(tp);
+        }
+    }
+    let mut panels: Vec<Panel> = panels
+        .into_values()
+        .filter(|p| !p.channels.is_empty())
+        .collect();
+    for p in &mut panels {
+        for row in p.channels.values_mut() {
+            let mut present: Vec<f32> = row.iter().copied().filter(|v| !v.is_nan()).collect();
+            let pedestal = median(&mut present);
+            row.iter_mut().for_each(|v| *v -= pedestal);
+        }
+    }
+    Ok((panels, t0, samples))
+}
+
+/// Full-colour deviation: the 99.9th percentile of |ADC - pedestal| (at least 10 ADC), so a
+/// few hot samples do not wash out a track.
+fn adc_scale(panels: &[Panel]) -> f32 {
+    let mut all: Vec<f32> = panels
+        .iter()
+        .flat_map(|p| p.channels.values().flatten())
+        .filter(|v| !v.is_nan())
+        .map(|v| v.abs())
+        .collect();
+    let at = ((all.len() as f64 * 0.999) as usize).min(all.len().saturating_sub(1));
+    let q = if all.is_empty() {
+        0.0
+    } else {
+        *all.select_nth_unstable_by(at, f32::total_cmp).1
+    };
+    q.max(10.0)
+}
+
+/// White at the pedestal, red above, blue below; grey where there is no data.
+fn colour(v: f32, scale: f32) -> RGBColor {
+    if v.is_nan() {
+        return RGBColor(225, 225, 225);
+    }
+    let x = (v / scale).clamp(-1.0, 1.0);
+    let fade = (255.0 * (1.0 - x.abs())) as u8;
+    if x >= 0.0 {
+        RGBColor(255, fade, fade)
+    } else {
+        RGBColor(fade, fade, 255)
+    }
+}
+
+fn register_fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Both are valid TrueType fonts shipped in the crate; a failure would leave text
+        // undrawn and surface as a drawing error, not a panic.
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Bold, dejavu::sans::bold());
+    });
+}
+
+fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> StoreError {
+    StoreError::Display(format!("drawing failed: {e}"))
+}
+
+/// Draws the record into an RGB image.
+pub fn render(record: &TriggerRecord, options: &DisplayOptions) -> Result<EventImage> {
+    register_fonts();
+    let (panels, t0, samples) = collect(record, options)?;
+    let scale = adc_scale(&panels);
+    let (width, height) = (options.width.max(200), options.height.max(150));
+    let mut rgb = vec![255u8; 3 * width as usize * height as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let h = &record.header;
+        let title = format!(
+            "run {}  trigger {}  timestamp {}  |  colour: ADC - pedestal, full at \u{b1}{scale:.0}",
+            h.run_number, h.trigger_number, h.trigger_timestamp
+        );
+        let body = root
+            .titled(&title, ("sans-serif", 22).into_font())
+            .map_err(draw_err)?;
+        let areas = body.split_evenly((panels.len(), 1));
+        let t_of = |sample: f64| {
+            (t0 as f64 + sample * TICKS_PER_SAMPLE as f64 - h.trigger_timestamp as f64)
+                * US_PER_TICK
+        };
+        for (panel, area) in panels.iter().zip(&areas) {
+            draw_panel(panel, area, scale, Grid { t0, samples }, &t_of)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    Ok(EventImage {
+        width,
+        height,
+        rgb,
+        summary: DisplaySummary {
+            trigger_number: record.header.trigger_number,
+            samples,
+            adc_scale: scale,
+            panels: panels
+                .iter()
+                .map(|p| PanelSummary {
+                    plane: p.plane.clone(),
+                    channels: p.channels.len(),
+                    first_channel: p.channels.keys().next().copied().unwrap_or(0),
+                    last_channel: p.channels.keys().next_back().copied().unwrap_or(0),
+                    tps: p.tps.len(),
+                })
+                .collect(),
+        },
+    })
+}
+
+/// The record's common time grid: first sample's timestamp and number of samples.
+#[derive(Clone, Copy)]
+struct Grid {
+    t0: u64,
+    samples: usize,
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    panel: &Panel,
+    area: &DrawingArea<DB, Shift>,
+    scale: f32,
+    grid: Grid,
+    t_of: &dyn Fn(f64) -> f64,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let first = *panel.channels.keys().next().unwrap_or(&0);
+    let last = *panel.channels.keys().next_back().unwrap_or(&0);
+    let (lo, hi) = (f64::from(first), f64::from(last) + 1.0);
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!("{}: channels {first}..={last}", panel.plane),
+            ("sans-serif", 18).into_font(),
+        )
+        .margin(8)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(t_of(0.0)..t_of(grid.samples as f64), lo..hi)
+        .map_err(draw_err)?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("time since trigger [\u{b5}s]")
+        .y_desc("offline channel")
+        .label_style(("sans-serif", 14))
+        .x_label_formatter(&|t| format!("{t:.0}"))
+        .y_label_formatter(&|c| format!("{c:.0}"))
+        .axis_desc_style(("sans-serif", 16))
+        .draw()
+        .map_err(draw_err)?;
+    // The heat map pixel by pixel: each pixel shows its channel's largest deviation over the
+    // samples that fall in its column, so narrow pulses survive downsampling.
+    let plot = chart.plotting_area();
+    let (xs, ys) = plot.get_pixel_range();
+    let (w, h) = (
+        (xs.end - xs.start).max(1) as usize,
+        (ys.end - ys.start).max(1) as usize,
+    );
+    let pixels = plot.strip_coord_spec();
+    for j in 0..h {
+        let channel = lo + (h - 1 - j) as f64 * (hi - lo) / h as f64;
+        let Some(row) = panel.channels.get(&(channel as u32)) else {
+            continue;
+        };
+        for i in 0..w {
+            let a = i * grid.samples / w;
+            let b = ((i + 1) * grid.samples / w).clamp(a + 1, grid.samples);
+            let v = row[a.min(b - 1)..b]
+                .iter()
+                .copied()
+                .filter(|v| !v.is_nan())
+                .max_by(|x, y| x.abs().total_cmp(&y.abs()))
+                .unwrap_or(f32::NAN);
+            pixels
+                .draw_pixel((i as i32, j as i32), &colour(v, scale))
+                .map_err(draw_err)?;
+        }
+    }
+    // TPs: a translucent outline around the samples over threshold of the TP's channel row
+    // (at least 3 pixels tall), so the pulse stays visible inside it.
+    let half = (1.5 * (hi - lo) / h as f64).max(0.5);
+    let ticks = |t: u64| t_of((t as f64 - grid.t0 as f64) / TICKS_PER_SAMPLE as f64);
+    let outline = BLACK.mix(0.6).stroke_width(1);
+    chart
+        .draw_series(panel.tps.iter().map(|tp| {
+            let y = f64::from(tp.channel) + 0.5;
+            let end = tp.time_end(TICKS_PER_SAMPLE) + TICKS_PER_SAMPLE;
+            Rectangle::new(
+                [(ticks(tp.time_start), y - half), (ticks(end), y + half)],
+                outline,
+            )
+        }))
+        .map_err(draw_err)?;
+    Ok(())
+}

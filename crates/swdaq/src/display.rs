@@ -1,0 +1,44 @@
+//! `swdaq display`: an event display of one trigger record: channel versus time with the
+//! pedestal-subtracted ADC as colour, one panel per plane, the record's TPs drawn on top.
+
+use std::path::PathBuf;
+use swdaq_sim::{Plane, SimConfig};
+use swdaq_store::display::{DisplayOptions, display_file};
+
+#[derive(clap::Args)]
+pub struct Args {
+    file: PathBuf,
+    /// Trigger number of the record to draw.
+    #[arg(long)]
+    record: u64,
+    #[arg(short, long, default_value = "event.png")]
+    output: PathBuf,
+    /// Offline channel of link 0's first channel (the emulator's channel map by default).
+    #[arg(long, default_value_t = SimConfig::default().first_channel)]
+    first_channel: u32,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let first = args.first_channel;
+    let options = DisplayOptions {
+        channel_of: Box::new(move |source, c| first + 64 * source.id + c as u32),
+        plane_of: Box::new(|channel| {
+            match Plane::of(channel) {
+                Plane::U => "U (induction)",
+                Plane::V => "V (induction)",
+                Plane::X => "X (collection)",
+            }
+            .to_string()
+        }),
+        ..DisplayOptions::default()
+    };
+    let summary = display_file(&args.file, args.record, &args.output, &options)?;
+    println!(
+        "wrote {} (trigger {}, {} samples, {} panels)",
+        args.output.display(),
+        summary.trigger_number,
+        summary.samples,
+        summary.panels.len()
+    );
+    Ok(())
+}
