@@ -15,7 +15,9 @@ pub const SOURCE_ID_VERSION: u16 = 2;
 
 /// The DAQ subsystem a source belongs to. Unknown codes from newer writers are kept as
 /// they are, so a record is never rejected for a name this build does not know.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Subsystem(pub u16);
 
 impl Subsystem {
@@ -37,7 +39,9 @@ impl Subsystem {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct SourceId {
     pub subsystem: Subsystem,
     pub id: u32,

@@ -29,7 +29,9 @@ pub mod tp_flags {
     pub const NOISY_CHANNEL: u8 = 1 << 2;
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct TriggerPrimitive {
     pub flags: u8,
     pub detector_id: u8,

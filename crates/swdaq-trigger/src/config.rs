@@ -1,0 +1,204 @@
+//! Trigger configuration (TOML-friendly: unknown keys are errors, every field has a default).
+
+use serde::{Deserialize, Serialize};
+
+/// Data-time ticks per second (62.5 MHz).
+pub const TICKS_PER_SECOND: f64 = 62.5e6;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TriggerConfig {
+    /// Readout window around each decision's timestamp: `[t - before, t + after)`.
+    pub window_before_ticks: u64,
+    pub window_after_ticks: u64,
+    /// How long (wall clock) the merged TP stream waits for a link that stopped advancing
+    /// before going on without it; its TPs older than what was released are late (dropped, counted).
+    pub late_link_wait_ms: u64,
+    /// What happens to a decision while the record builder has no credit (is busy).
+    pub inhibit: InhibitPolicy,
+    /// With `hold`: decisions waiting for credit beyond this are dropped (and counted).
+    pub max_held_decisions: usize,
+    pub multiplicity: Option<ActivityConfig>,
+    pub adc_sum: Option<ActivityConfig>,
+    pub track: Option<TrackConfig>,
+    pub periodic: Option<PeriodicConfig>,
+    pub random: Option<RandomConfig>,
+}
+
+impl Default for TriggerConfig {
+    fn default() -> Self {
+        Self {
+            window_before_ticks: 62_500,
+            window_after_ticks: 250_000,
+            late_link_wait_ms: 100,
+            inhibit: InhibitPolicy::Hold,
+            max_held_decisions: 64,
+            multiplicity: Some(ActivityConfig::default()),
+            adc_sum: None,
+            track: Some(TrackConfig::default()),
+            periodic: Some(PeriodicConfig::default()),
+            random: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InhibitPolicy {
+    /// Keep decisions (up to `max_held_decisions`) until credit comes back.
+    Hold,
+    /// Drop decisions made while busy.
+    Drop,
+}
+
+/// Multiplicity (TP count) or ADC-sum activity in a sliding window per channel group.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActivityConfig {
+    /// Channels per group (consecutive offline channel numbers).
+    pub group_channels: u32,
+    pub window_ticks: u64,
+    /// TPs in the window (multiplicity) or sum of ADC integrals (adc-sum) needed to fire.
+    pub threshold: u64,
+    /// Keep one candidate in `prescale`.
+    pub prescale: u32,
+}
+
+impl Default for ActivityConfig {
+    fn default() -> Self {
+        Self {
+            group_channels: 64,
+            window_ticks: 6_250,
+            threshold: 12,
+            prescale: 1,
+        }
+    }
+}
+
+/// Track-like activity: hits on many adjacent channels within a short time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrackConfig {
+    pub window_ticks: u64,
+    /// Adjacent channels hit (a run of channel numbers) needed to fire.
+    pub min_adjacent_channels: u32,
+    /// Missing channels tolerated inside a run (dead or masked wires).
+    pub max_channel_gap: u32,
+    pub prescale: u32,
+}
+
+impl Default for TrackConfig {
+    fn default() -> Self {
+        Self {
+            window_ticks: 31_250,
+            min_adjacent_channels: 16,
+            max_channel_gap: 2,
+            prescale: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PeriodicConfig {
+    pub rate_hz: f64,
+    pub prescale: u32,
+}
+
+impl Default for PeriodicConfig {
+    fn default() -> Self {
+        Self {
+            rate_hz: 1.0,
+            prescale: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RandomConfig {
+    /// Mean rate of a Poisson process in data time.
+    pub rate_hz: f64,
+    pub seed: u64,
+    pub prescale: u32,
+}
+
+impl Default for RandomConfig {
+    fn default() -> Self {
+        Self {
+            rate_hz: 1.0,
+            seed: 1,
+            prescale: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("trigger.{key}: {reason}")]
+pub struct ConfigError {
+    pub key: &'static str,
+    pub reason: String,
+}
+
+fn check(ok: bool, key: &'static str, reason: impl Into<String>) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError {
+            key,
+            reason: reason.into(),
+        })
+    }
+}
+
+impl TriggerConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check(
+            self.window_before_ticks + self.window_after_ticks > 0,
+            "window_after_ticks",
+            "the readout window is empty (before + after must be > 0)",
+        )?;
+        check(
+            self.inhibit == InhibitPolicy::Drop || self.max_held_decisions > 0,
+            "max_held_decisions",
+            "must be > 0 with inhibit = \"hold\"",
+        )?;
+        for (key, a) in [
+            ("multiplicity", &self.multiplicity),
+            ("adc_sum", &self.adc_sum),
+        ] {
+            if let Some(a) = a {
+                check(a.group_channels > 0, key, "group_channels must be > 0")?;
+                check(a.window_ticks > 0, key, "window_ticks must be > 0")?;
+                check(a.threshold > 0, key, "threshold must be > 0")?;
+                check(a.prescale > 0, key, "prescale must be > 0")?;
+            }
+        }
+        if let Some(t) = &self.track {
+            check(t.window_ticks > 0, "track", "window_ticks must be > 0")?;
+            check(
+                t.min_adjacent_channels > 1,
+                "track",
+                "min_adjacent_channels must be > 1",
+            )?;
+            check(t.prescale > 0, "track", "prescale must be > 0")?;
+        }
+        if let Some(p) = &self.periodic {
+            check(
+                p.rate_hz > 0.0 && p.rate_hz.is_finite() && p.rate_hz <= 1e5,
+                "periodic",
+                format!("rate_hz must be in (0, 100000], not {}", p.rate_hz),
+            )?;
+            check(p.prescale > 0, "periodic", "prescale must be > 0")?;
+        }
+        if let Some(r) = &self.random {
+            check(
+                r.rate_hz > 0.0 && r.rate_hz.is_finite() && r.rate_hz <= 1e5,
+                "random",
+                format!("rate_hz must be in (0, 100000], not {}", r.rate_hz),
+            )?;
+            check(r.prescale > 0, "random", "prescale must be > 0")?;
+        }
+        Ok(())
+    }
+}
