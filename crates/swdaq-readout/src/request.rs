@@ -140,11 +140,7 @@ fn first_overlapping(view: &PinnedView<'_>, begin: u64, step: u64) -> u64 {
 }
 
 /// The header of the fragment answering `req`, before its size is known.
-pub(crate) fn header(
-    req: &DataRequest,
-    fragment_type: FragmentType,
-    error_bits: u32,
-) -> FragmentHeader {
+pub fn header(req: &DataRequest, fragment_type: FragmentType, error_bits: u32) -> FragmentHeader {
     FragmentHeader {
         size: 0,
         trigger_number: req.trigger_number,

@@ -151,6 +151,12 @@ impl Trigger {
         self.held.len()
     }
 
+    /// Gives up on the decisions held for credit (end of run): they are counted as dropped.
+    pub fn drop_held(&mut self) {
+        self.counts.dropped_busy += self.held.len() as u64;
+        self.held.clear();
+    }
+
     /// Data-time-to-decision latencies of the decisions issued so far.
     pub fn latencies(&self) -> &[Duration] {
         &self.latencies
