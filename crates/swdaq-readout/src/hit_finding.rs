@@ -16,6 +16,10 @@ pub struct HitFindingObserver {
     /// Frames the finder could not read (wrong size or format): counted, skipped.
     pub unreadable_frames: u64,
     found: u64,
+    /// Every TP starting before this tick has been released to `ready`.
+    horizon: u64,
+    /// End of the last frame seen.
+    data_end: u64,
     noisy: Option<NoisyChannelDetector>,
     noisy_found: Vec<NoisyChannel>,
 }
@@ -29,6 +33,8 @@ impl HitFindingObserver {
             ready: Vec::new(),
             unreadable_frames: 0,
             found: 0,
+            horizon: 0,
+            data_end: 0,
             noisy: None,
             noisy_found: Vec::new(),
         }
@@ -49,6 +55,11 @@ impl HitFindingObserver {
         &self.noisy_found
     }
 
+    /// Every TP of this link starting before this tick has been released (to [`Self::take_tps`]).
+    pub fn horizon(&self) -> u64 {
+        self.horizon
+    }
+
     /// Moves the time-ordered TPs found so far into `out`.
     pub fn take_tps(&mut self, out: &mut Vec<TriggerPrimitive>) {
         out.append(&mut self.ready);
@@ -60,6 +71,7 @@ impl HitFindingObserver {
         self.found += self.closed.len() as u64;
         self.orderer.push(self.closed.drain(..));
         self.orderer.drain(&mut self.ready);
+        self.horizon = self.data_end;
     }
 }
 
@@ -79,12 +91,12 @@ impl FrameObserver for HitFindingObserver {
             self.orderer.push(self.closed.drain(..));
         }
         let now = meta.timestamp + wibeth::TICKS_PER_FRAME;
+        self.data_end = now;
         let released_from = self.ready.len();
+        // Hits still open started at or after the earliest open one; new ones start from now.
+        self.horizon = self.finder.earliest_open_hit().unwrap_or(now).min(now);
         if !self.orderer.is_empty() {
-            self.orderer.release(
-                self.finder.earliest_open_hit().unwrap_or(now),
-                &mut self.ready,
-            );
+            self.orderer.release(self.horizon, &mut self.ready);
         }
         if let Some(detector) = &mut self.noisy {
             for noisy in detector.observe(&self.ready[released_from..], now) {

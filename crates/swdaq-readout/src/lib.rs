@@ -18,4 +18,5 @@ pub mod request;
 pub mod ring;
 pub mod server;
 pub mod source;
+pub mod thread;
 pub mod udp;
