@@ -18,6 +18,8 @@ pub enum TriggerInput {
     LinkEnded(usize),
     /// The record builder can take this many more records.
     Credits(u64),
+    /// Run stop: take no new candidates, issue the open decision once its data is in, end.
+    Stop,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -27,8 +29,10 @@ pub struct TriggerReport {
     pub latencies: Vec<Duration>,
 }
 
-/// Runs the trigger until every one of its `links` has ended, then issues what is left:
+/// Runs the trigger until every one of its `links` has ended or a [`TriggerInput::Stop`] has
+/// been carried out, then issues what is left:
 /// held decisions wait up to `drain_wait` for credit, after which they are dropped (counted).
+/// `observe(trigger, last)` runs after every poll (for monitoring), `last` at the end.
 pub fn run_trigger(
     mut trigger: Trigger,
     links: usize,
@@ -36,13 +40,14 @@ pub fn run_trigger(
     decisions: impl Outbox<TriggerDecision>,
     poll: Duration,
     drain_wait: Duration,
+    mut observe: impl FnMut(&Trigger, bool),
 ) -> TriggerReport {
     let mut ended = vec![false; links];
     let mut out = Vec::new();
     let send_all =
         |out: &mut Vec<TriggerDecision>| out.drain(..).all(|d| decisions.send(d).is_ok());
     let mut listening = true;
-    while listening && !ended.iter().all(|&e| e) {
+    while listening && !ended.iter().all(|&e| e) && !trigger.is_stopped() {
         match input.receive(poll) {
             Received::Message(TriggerInput::Tps(batch)) => trigger.on_tps(batch, Instant::now()),
             Received::Message(TriggerInput::LinkEnded(link)) => {
@@ -54,11 +59,13 @@ pub fn run_trigger(
             Received::Message(TriggerInput::Credits(n)) => {
                 trigger.add_credits(n, Instant::now(), &mut out)
             }
+            Received::Message(TriggerInput::Stop) => trigger.stop(),
             Received::Nothing => {}
             Received::Closed => listening = false,
         }
         trigger.poll(Instant::now(), &mut out);
         listening &= send_all(&mut out);
+        observe(&trigger, false);
     }
     trigger.finish(Instant::now(), &mut out);
     let deadline = Instant::now() + drain_wait;
@@ -72,6 +79,7 @@ pub fn run_trigger(
         }
     }
     trigger.drop_held();
+    observe(&trigger, true);
     TriggerReport {
         counts: trigger.counts(),
         latencies: trigger.latencies().to_vec(),

@@ -94,6 +94,11 @@ impl StorageThread {
         self.failed.load(Ordering::Relaxed)
     }
 
+    /// A flag that turns on when writing stops on an error, for watchers on other threads.
+    pub fn failure_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.failed)
+    }
+
     /// Queues a record without waiting; gives it back when the queue is full (the disk is
     /// behind: the caller holds or sheds it by its policy).
     pub fn try_submit(&self, record: TriggerRecord) -> Result<(), TriggerRecord> {

@@ -28,8 +28,9 @@ pub struct TriggerConfig {
 impl Default for TriggerConfig {
     fn default() -> Self {
         Self {
-            window_before_ticks: 62_500,
-            window_after_ticks: 250_000,
+            // 0.5 ms before, 2.5 ms after: a full drift (2.25 ms in DUNE's far detector) fits.
+            window_before_ticks: 31_250,
+            window_after_ticks: 156_250,
             late_link_wait_ms: 100,
             inhibit: InhibitPolicy::Hold,
             max_held_decisions: 64,
@@ -69,7 +70,7 @@ impl Default for ActivityConfig {
         Self {
             group_channels: 64,
             window_ticks: 6_250,
-            threshold: 12,
+            threshold: 24,
             prescale: 1,
         }
     }

@@ -62,6 +62,8 @@ pub struct Trigger {
     latencies: Vec<Duration>,
     scratch_tps: Vec<TriggerPrimitive>,
     scratch_candidates: Vec<Candidate>,
+    /// The run is stopping: no new candidates are taken.
+    stopping: bool,
 }
 
 impl Trigger {
@@ -122,6 +124,7 @@ impl Trigger {
             latencies: Vec::new(),
             scratch_tps: Vec::new(),
             scratch_candidates: Vec::new(),
+            stopping: false,
         })
     }
 
@@ -149,6 +152,17 @@ impl Trigger {
     /// Decisions held for credit right now.
     pub fn held(&self) -> usize {
         self.held.len()
+    }
+
+    /// Run stop: no new candidates from now on; the open decision is still issued once the
+    /// data has passed its window (see [`Self::is_stopped`]).
+    pub fn stop(&mut self) {
+        self.stopping = true;
+    }
+
+    /// Stopping, and nothing left to issue but decisions held for credit.
+    pub fn is_stopped(&self) -> bool {
+        self.stopping && self.open.is_none()
     }
 
     /// Gives up on the decisions held for credit (end of run): they are counted as dropped.
@@ -201,7 +215,8 @@ impl Trigger {
                 }
             }
         }
-        for cal in &mut self.calibration {
+        // Calibration triggers start with the data (horizon 0: no link has reported yet).
+        for cal in self.calibration.iter_mut().filter(|_| horizon > 0) {
             let from = candidates.len();
             cal.inner.advance(horizon, &mut candidates);
             let proposed = candidates.len() - from;
@@ -212,6 +227,9 @@ impl Trigger {
                 index <= from || cal.prescale.keep()
             });
             self.counts.prescaled_away += (from + proposed - candidates.len()) as u64;
+        }
+        if self.stopping {
+            candidates.clear();
         }
         candidates.sort_by_key(|c| c.timestamp);
         for c in candidates.drain(..) {

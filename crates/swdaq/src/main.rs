@@ -24,6 +24,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the whole chain: emulated links, readout with hit finding, self-trigger, record
+    /// building and HDF5 storage (built-in default configuration; see --print-config).
+    Run(swdaq::run::Args),
     /// Write emulated detector data (raw files per link) and its ground truth.
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
@@ -40,6 +43,7 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Run(args) => swdaq::run::run(&args),
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Display(args) => display::run(&args),

@@ -3,6 +3,7 @@
 
 use crate::table;
 use serde::Serialize;
+use swdaq::truth_match::matches;
 use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};
 use swdaq_sim::{Detector, FrameFormat, SimConfig, TruePulse};
@@ -162,14 +163,6 @@ pub fn scan(
         .collect()
 }
 
-/// A TP matches a true pulse on its channel when the pulse peaks within the TP's span
-/// (widened by two samples each side).
-fn matches(tp: &TriggerPrimitive, p: &TruePulse) -> bool {
-    let margin = 2 * wibeth::TICKS_PER_SAMPLE;
-    let end = tp.time_start + tp.samples_over_threshold as u64 * wibeth::TICKS_PER_SAMPLE;
-    tp.channel == p.channel && p.peak_tick + margin >= tp.time_start && p.peak_tick <= end + margin
-}
-
 fn evaluate(
     threshold: i16,
     threshold_sigma: f64,
@@ -185,7 +178,7 @@ fn evaluate(
     let found = |p: &TruePulse| {
         by_channel[p.channel as usize]
             .iter()
-            .find(|tp| matches(tp, p))
+            .find(|tp| matches(tp, tp.channel, p))
             .copied()
     };
     let significance = |p: &TruePulse| p.peak_adc / sigma[p.channel as usize];
@@ -202,7 +195,7 @@ fn evaluate(
     };
     let fakes = tps
         .iter()
-        .filter(|tp| !truth.iter().any(|p| matches(tp, p)))
+        .filter(|tp| !truth.iter().any(|p| matches(tp, tp.channel, p)))
         .count();
     let (mut dt, mut q) = (Vec::new(), Vec::new());
     for p in truth.iter().filter(|p| significance(p) >= 5.0) {

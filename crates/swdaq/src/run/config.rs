@@ -1,0 +1,355 @@
+//! `swdaq run`'s configuration: one TOML document, every key with a built-in default, unknown
+//! keys refused. `swdaq run --print-config` prints the effective configuration.
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use swdaq_dataflow::StorageFailurePolicy;
+use swdaq_sim::SimConfig;
+use swdaq_tpg::{NoisyConfig, ThresholdConfig};
+use swdaq_trigger::TriggerConfig;
+use swdaq_trigger::config::TICKS_PER_SECOND;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    pub run: RunSection,
+    pub emulator: EmulatorSection,
+    pub readout: ReadoutSection,
+    pub hit_finding: HitFindingSection,
+    pub trigger: TriggerConfig,
+    pub dataflow: DataflowSection,
+    pub storage: StorageSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunSection {
+    pub number: u32,
+    /// Seconds of data taking; 0 runs until Ctrl-C.
+    pub duration_s: f64,
+    pub output_dir: PathBuf,
+    /// Seconds between status updates (live view, log lines).
+    pub status_interval_s: f64,
+    /// Prometheus `/metrics` address while the run lasts; empty turns it off.
+    pub metrics_addr: String,
+}
+
+impl Default for RunSection {
+    fn default() -> Self {
+        Self {
+            number: 1,
+            duration_s: 10.0,
+            output_dir: PathBuf::from("swdaq-data"),
+            status_interval_s: 1.0,
+            metrics_addr: "127.0.0.1:9464".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmulatorSection {
+    /// WIBEth links (64 channels each, 2 MHz sampling, 220 MB/s each).
+    pub links: u32,
+    /// Seconds of data generated per link at start and replayed in a loop (timestamps and
+    /// sequence ids continue across passes).
+    pub template_s: f64,
+    /// Pace the links at the detector's real rate (otherwise as fast as readout takes them).
+    pub real_time: bool,
+    /// Links made to stop sending part-way through the run (a fault drill).
+    pub stop_links: Vec<StopLink>,
+    pub sim: SimConfig,
+}
+
+impl Default for EmulatorSection {
+    fn default() -> Self {
+        Self {
+            links: 4,
+            template_s: 0.1,
+            real_time: true,
+            stop_links: Vec::new(),
+            sim: SimConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopLink {
+    pub link: u32,
+    pub after_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReadoutSection {
+    pub links_per_thread: u32,
+    /// Core for each readout thread in order (empty: no pinning).
+    pub pin_cores: Vec<usize>,
+    /// Latency buffer depth per link, in seconds of data.
+    pub buffer_s: f64,
+    /// How long a data request waits for data that has not arrived before it is answered
+    /// as it stands (flagged).
+    pub request_timeout_ms: u64,
+    /// Sleep of a readout thread when none of its links had a frame (real-time pacing).
+    pub idle_sleep_us: u64,
+}
+
+impl Default for ReadoutSection {
+    fn default() -> Self {
+        Self {
+            links_per_thread: 4,
+            pin_cores: Vec::new(),
+            buffer_s: 1.0,
+            request_timeout_ms: 500,
+            idle_sleep_us: 200,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HitFindingSection {
+    pub enabled: bool,
+    pub threshold: ThresholdConfig,
+    /// Offline channel numbers never processed.
+    pub masked_channels: Vec<u32>,
+    pub noisy: Option<NoisyConfig>,
+}
+
+impl Default for HitFindingSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            threshold: ThresholdConfig::default(),
+            masked_channels: Vec::new(),
+            noisy: Some(NoisyConfig::default()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataflowSection {
+    /// Records requested but not yet accepted by storage (the trigger's credits).
+    pub max_records_in_flight: u32,
+    /// A record still missing fragments after this long is stored Incomplete.
+    pub record_timeout_ms: u64,
+}
+
+impl Default for DataflowSection {
+    fn default() -> Self {
+        Self {
+            max_records_in_flight: 8,
+            record_timeout_ms: 2000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSection {
+    pub enabled: bool,
+    pub max_file_mb: u64,
+    pub max_records_per_file: u64,
+    /// Free space to leave on the output file system; records that would eat into it are
+    /// refused (a clear error, not a half-written file).
+    pub min_free_mb: u64,
+    pub queue_depth: usize,
+    pub on_failure: StorageFailurePolicy,
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_file_mb: 1024,
+            max_records_per_file: 100,
+            min_free_mb: 256,
+            queue_depth: 4,
+            on_failure: StorageFailurePolicy::Stop,
+        }
+    }
+}
+
+fn ensure(ok: bool, key: &str, reason: impl std::fmt::Display) -> anyhow::Result<()> {
+    if !ok {
+        bail!("invalid configuration: {key}: {reason}");
+    }
+    Ok(())
+}
+
+impl RunConfig {
+    /// Reads a TOML file; unknown keys and wrong types name the key.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {}", e.message()))
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("the configuration is always representable in TOML")
+    }
+
+    /// Checks every value that could stop the run half-way, before anything starts.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let (run, emu, ro) = (&self.run, &self.emulator, &self.readout);
+        ensure(
+            run.duration_s >= 0.0 && run.duration_s.is_finite(),
+            "run.duration_s",
+            "must be >= 0 (0: until Ctrl-C)",
+        )?;
+        ensure(
+            run.status_interval_s >= 0.05 && run.status_interval_s <= 3600.0,
+            "run.status_interval_s",
+            "must be in [0.05, 3600]",
+        )?;
+        if !run.metrics_addr.is_empty() {
+            run.metrics_addr
+                .parse::<std::net::SocketAddr>()
+                .map_err(|e| anyhow::anyhow!("invalid configuration: run.metrics_addr: {e}"))?;
+        }
+        ensure(
+            (1..=64).contains(&emu.links),
+            "emulator.links",
+            "must be 1..=64",
+        )?;
+        ensure(
+            emu.template_s >= 0.01 && emu.template_s <= 10.0,
+            "emulator.template_s",
+            "must be in [0.01, 10]",
+        )?;
+        for s in &emu.stop_links {
+            ensure(
+                s.link < emu.links,
+                "emulator.stop_links.link",
+                format!("link {} does not exist ({} links)", s.link, emu.links),
+            )?;
+            ensure(
+                s.after_s >= 0.0 && s.after_s.is_finite(),
+                "emulator.stop_links.after_s",
+                "must be >= 0",
+            )?;
+        }
+        emu.sim
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: emulator.sim: {e}"))?;
+        ensure(
+            ro.links_per_thread >= 1,
+            "readout.links_per_thread",
+            "must be >= 1",
+        )?;
+        let threads = emu.links.div_ceil(ro.links_per_thread) as usize;
+        ensure(
+            ro.pin_cores.is_empty() || ro.pin_cores.len() >= threads,
+            "readout.pin_cores",
+            format!("{threads} readout threads need {threads} cores, or none to not pin"),
+        )?;
+        let window = self.trigger.window_before_ticks + self.trigger.window_after_ticks;
+        let buffer_ticks = ro.buffer_s * TICKS_PER_SECOND;
+        ensure(
+            ro.buffer_s.is_finite() && buffer_ticks >= 4.0 * window as f64 && ro.buffer_s <= 60.0,
+            "readout.buffer_s",
+            format!(
+                "must hold at least 4 readout windows ({:.4} s) and at most 60 s",
+                4.0 * window as f64 / TICKS_PER_SECOND
+            ),
+        )?;
+        ensure(
+            ro.request_timeout_ms >= 1,
+            "readout.request_timeout_ms",
+            "must be >= 1",
+        )?;
+        ensure(
+            ro.idle_sleep_us <= 10_000,
+            "readout.idle_sleep_us",
+            "must be <= 10000",
+        )?;
+        self.hit_finding
+            .threshold
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: hit_finding.threshold: {e}"))?;
+        self.trigger
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        ensure(
+            self.dataflow.max_records_in_flight >= 1,
+            "dataflow.max_records_in_flight",
+            "must be >= 1",
+        )?;
+        ensure(
+            self.dataflow.record_timeout_ms > ro.request_timeout_ms,
+            "dataflow.record_timeout_ms",
+            "must be longer than readout.request_timeout_ms, so links answer before records time out",
+        )?;
+        ensure(
+            self.storage.queue_depth >= 1,
+            "storage.queue_depth",
+            "must be >= 1",
+        )?;
+        ensure(
+            self.storage.max_file_mb >= 1,
+            "storage.max_file_mb",
+            "must be >= 1",
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_valid_and_survives_a_toml_round_trip() {
+        let c = RunConfig::default();
+        c.validate().unwrap();
+        assert_eq!(RunConfig::parse(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let e = RunConfig::parse("[readout]\nlinks_per_thred = 2\n").unwrap_err();
+        assert!(e.to_string().contains("links_per_thred"), "{e}");
+        let mut c = RunConfig::default();
+        c.emulator.links = 0;
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("emulator.links"), "{e}");
+        let mut c = RunConfig::default();
+        c.run.metrics_addr = "localhost".into();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("run.metrics_addr")
+        );
+        let mut c = RunConfig::default();
+        c.readout.buffer_s = 0.001;
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("readout.buffer_s")
+        );
+        let mut c = RunConfig::default();
+        c.emulator.stop_links.push(StopLink {
+            link: 9,
+            after_s: 1.0,
+        });
+        assert!(c.validate().unwrap_err().to_string().contains("stop_links"));
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let e = RunConfig::load(Path::new("/nonexistent/swdaq.toml")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("/nonexistent/swdaq.toml"),
+            "{e:#}"
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! `swdaq run`: the whole chain on one machine — emulated links, readout with hit finding,
+//! self-trigger, record building, HDF5 storage — from a built-in default configuration.
+
+pub mod chain;
+pub mod config;
+pub mod emulator;
+pub mod metrics;
+pub mod sink;
+pub mod view;
+
+use anyhow::Context;
+use config::RunConfig;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Configuration file (TOML); keys not in it keep their built-in defaults.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print the effective configuration (TOML) and exit.
+    #[arg(long)]
+    print_config: bool,
+    /// Seconds of data taking (0: until Ctrl-C); overrides `run.duration_s`.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Number of emulated links; overrides `emulator.links`.
+    #[arg(long)]
+    links: Option<u32>,
+    /// Output directory; overrides `run.output_dir`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run number; overrides `run.number`.
+    #[arg(long)]
+    run: Option<u32>,
+    /// `/metrics` address, or "" to turn it off; overrides `run.metrics_addr`.
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Print the closing summary as JSON (on stdout) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    fn config(&self) -> anyhow::Result<RunConfig> {
+        let mut c = match &self.config {
+            Some(path) => RunConfig::load(path)?,
+            None => RunConfig::default(),
+        };
+        if let Some(d) = self.duration {
+            c.run.duration_s = d;
+        }
+        if let Some(n) = self.links {
+            c.emulator.links = n;
+        }
+        if let Some(out) = &self.out {
+            c.run.output_dir = out.clone();
+        }
+        if let Some(n) = self.run {
+            c.run.number = n;
+        }
+        if let Some(m) = &self.metrics {
+            c.run.metrics_addr = m.clone();
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let config = args.config()?;
+    if args.print_config {
+        print!("{}", config.to_toml());
+        return Ok(());
+    }
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupt);
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("cannot install the Ctrl-C handler")?;
+    eprintln!(
+        "swdaq run {}: {} emulated WIBEth links, {} s{}, writing to {}{}",
+        config.run.number,
+        config.emulator.links,
+        config.run.duration_s,
+        if config.run.duration_s == 0.0 {
+            " (until Ctrl-C)"
+        } else {
+            " (Ctrl-C ends it early)"
+        },
+        config.run.output_dir.display(),
+        if config.run.metrics_addr.is_empty() {
+            String::new()
+        } else {
+            format!(", metrics on http://{}/metrics", config.run.metrics_addr)
+        },
+    );
+    let mut view = view::LiveView::default();
+    let quiet = args.json;
+    let report = chain::run_chain(&config, &interrupt, |status| {
+        if !quiet {
+            view.show(status)
+        }
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", view::summary(&report));
+    }
+    if let chain::StopReason::StorageFailed(e) = &report.stop_reason {
+        anyhow::bail!("{e}");
+    }
+    Ok(())
+}

@@ -1,0 +1,64 @@
+//! Storage behind the record builder: the HDF5 writer thread, or nothing (storage off).
+
+use super::config::RunConfig;
+use anyhow::Context;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use swdaq_dataflow::{RecordSink, SinkError};
+use swdaq_format::TriggerRecord;
+use swdaq_store::{StorageThread, StoreConfig, StoreReport};
+
+pub struct StorageSink {
+    writer: Option<StorageThread>,
+    /// Set by the writer when it stops on an error; off forever without storage.
+    failed: Arc<AtomicBool>,
+}
+
+impl StorageSink {
+    pub fn start(config: &RunConfig) -> anyhow::Result<Self> {
+        let s = &config.storage;
+        if !s.enabled {
+            return Ok(Self {
+                writer: None,
+                failed: Arc::default(),
+            });
+        }
+        let store = StoreConfig {
+            directory: config.run.output_dir.clone(),
+            file_prefix: "swdaq".into(),
+            application_name: "swdaq run".into(),
+            run_number: config.run.number,
+            max_file_bytes: s.max_file_mb << 20,
+            max_records_per_file: s.max_records_per_file,
+            min_free_bytes: s.min_free_mb << 20,
+        };
+        let writer = StorageThread::spawn(store, s.queue_depth).with_context(|| {
+            format!(
+                "run.output_dir = {:?}: cannot start storage",
+                config.run.output_dir
+            )
+        })?;
+        Ok(Self {
+            failed: writer.failure_flag(),
+            writer: Some(writer),
+        })
+    }
+
+    pub fn failure_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.failed)
+    }
+
+    /// Writes what is queued, closes the files and reports (`None` without storage).
+    pub fn finish(self) -> Option<StoreReport> {
+        self.writer.map(StorageThread::finish)
+    }
+}
+
+impl RecordSink for StorageSink {
+    fn offer(&mut self, record: TriggerRecord) -> Result<(), SinkError> {
+        match &self.writer {
+            None => Ok(()),
+            Some(w) => w.try_submit(record).map_err(SinkError::Full),
+        }
+    }
+}

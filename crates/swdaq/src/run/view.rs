@@ -1,0 +1,277 @@
+//! What `swdaq run` prints: a live view on a terminal (plain periodic lines otherwise), and
+//! the closing summary.
+
+use super::chain::{RunReport, Status, StopReason};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+use swdaq_dataflow::builder::source_list;
+use swdaq_format::SourceId;
+use swdaq_monitor::{Snapshot, Value};
+
+/// Sum over series of a counter: (total, rate per second).
+fn counter(snapshot: &Snapshot, name: &str) -> (u64, f64) {
+    let mut out = (0, 0.0);
+    for f in snapshot.families.iter().filter(|f| f.name == name) {
+        for s in &f.series {
+            if let Value::Counter {
+                total,
+                rate_per_second,
+                ..
+            } = s.value
+            {
+                out.0 += total;
+                out.1 += rate_per_second;
+            }
+        }
+    }
+    out
+}
+
+/// Per link (label `link`): the counter's rate or the gauge's value.
+fn per_link(snapshot: &Snapshot, name: &str) -> BTreeMap<u32, f64> {
+    let mut out = BTreeMap::new();
+    for f in snapshot.families.iter().filter(|f| f.name == name) {
+        for s in &f.series {
+            let Some(link) = s.labels.get("link").and_then(|l| l.parse().ok()) else {
+                continue;
+            };
+            let v = match s.value {
+                Value::Counter {
+                    rate_per_second, ..
+                } => rate_per_second,
+                Value::Gauge { value } => value,
+                Value::Histogram { .. } => continue,
+            };
+            out.insert(link, v);
+        }
+    }
+    out
+}
+
+const ERROR_COUNTERS: [&str; 5] = [
+    "swdaq_readout_missing_frames_total",
+    "swdaq_readout_timestamp_jumps_total",
+    "swdaq_readout_sequence_errors_total",
+    "swdaq_readout_header_errors_total",
+    "swdaq_readout_bad_size_frames_total",
+];
+
+fn totals_line(status: &Status<'_>) -> String {
+    let s = status.snapshot;
+    let (frames, frame_rate) = counter(s, "swdaq_readout_frames_total");
+    let (_, tp_rate) = counter(s, "swdaq_tpg_trigger_primitives_total");
+    let (triggers, _) = counter(s, "swdaq_trigger_decisions_total");
+    let (records, _) = counter(s, "swdaq_dataflow_records_total");
+    let (_, record_bytes_rate) = counter(s, "swdaq_dataflow_record_bytes_total");
+    let drops = counter(s, "swdaq_readout_dropped_frames_total").0
+        + counter(s, "swdaq_trigger_dropped_busy_total").0;
+    let errors: u64 = ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum();
+    format!(
+        "t={:.1}s frames={frames} ({:.0}/s) TPs/s={:.0} triggers={triggers} records={records} ({:.1} MB/s) drops={drops} errors={errors}",
+        status.elapsed.as_secs_f64(),
+        frame_rate,
+        tp_rate,
+        record_bytes_rate / 1e6,
+    )
+}
+
+/// Prints status updates: a redrawn table on a terminal, one line each time otherwise.
+pub struct LiveView {
+    terminal: bool,
+    drawn_lines: usize,
+}
+
+impl Default for LiveView {
+    fn default() -> Self {
+        Self {
+            terminal: std::io::stdout().is_terminal(),
+            drawn_lines: 0,
+        }
+    }
+}
+
+impl LiveView {
+    pub fn show(&mut self, status: &Status<'_>) {
+        let mut out = std::io::stdout().lock();
+        if !self.terminal {
+            let _ = writeln!(out, "{}", totals_line(status));
+            return;
+        }
+        let s = status.snapshot;
+        let rate = per_link(s, "swdaq_readout_frames_total");
+        let bytes = per_link(s, "swdaq_readout_bytes_total");
+        let filled = per_link(s, "swdaq_readout_buffer_filled_ratio");
+        let tps = per_link(s, "swdaq_tpg_trigger_primitives_total");
+        let mut text = format!(
+            "{}\n link   frames/s      MB/s  buffer     TPs/s\n",
+            totals_line(status)
+        );
+        for link in 0..status.links as u32 {
+            let get = |m: &BTreeMap<u32, f64>| m.get(&link).copied().unwrap_or(0.0);
+            let _ = writeln!(
+                text,
+                "{link:>5} {:>10.0} {:>9.1} {:>6.0}% {:>9.0}",
+                get(&rate),
+                get(&bytes) / 1e6,
+                get(&filled) * 100.0,
+                get(&tps)
+            );
+        }
+        if self.drawn_lines > 0 {
+            // Back over the previous table, and clear it.
+            let _ = write!(out, "\x1b[{}A\x1b[J", self.drawn_lines);
+        }
+        self.drawn_lines = text.lines().count();
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+    }
+}
+
+fn quantile(values: &[Duration], q: f64) -> Option<Duration> {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v.get(i).copied()
+}
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or("-".into(), |d| format!("{:.2} ms", d.as_secs_f64() * 1e3))
+}
+
+/// The closing summary: totals, rates, drops, errors, files, hit-finding quality.
+pub fn summary(r: &RunReport) -> String {
+    let mut s = String::new();
+    let why = match &r.stop_reason {
+        StopReason::Duration => "duration reached".to_string(),
+        StopReason::Interrupted => "interrupted".to_string(),
+        StopReason::AllLinksEnded => "every link ended".to_string(),
+        StopReason::StorageFailed(e) => format!("storage failed: {e}"),
+    };
+    let _ = writeln!(s, "Run ended after {:.1} s ({why}).", r.seconds);
+    let frames: u64 = r.links.iter().map(|l| l.frames).sum();
+    let bytes: u64 = r.links.iter().map(|l| l.bytes).sum();
+    let dropped: u64 = r.links.iter().map(|l| l.dropped).sum();
+    let tps: u64 = r.links.iter().map(|l| l.trigger_primitives).sum();
+    let tp_batches_dropped: u64 = r.links.iter().map(|l| l.tp_batches_dropped).sum();
+    let _ = writeln!(
+        s,
+        "Readout   {} links: {frames} frames, {:.2} GB ({:.0} MB/s), {dropped} frames dropped; {tps} TPs ({:.0}/s), {tp_batches_dropped} TP batches dropped",
+        r.links.len(),
+        bytes as f64 / 1e9,
+        bytes as f64 / 1e6 / r.seconds,
+        tps as f64 / r.seconds,
+    );
+    for l in &r.links {
+        let c = &l.checks;
+        let errors =
+            c.missing_frames + c.timestamp_jumps + c.sequence_errors + c.header_errors + c.bad_size;
+        if errors > 0 || l.ended_early || l.error.is_some() || !l.noisy_channels.is_empty() {
+            let _ = writeln!(
+                s,
+                "  link 0x{:08x}: {} missing, {} timestamp jumps, {} sequence errors, {} header errors, {} bad size{}{}{}",
+                l.source_id,
+                c.missing_frames,
+                c.timestamp_jumps,
+                c.sequence_errors,
+                c.header_errors,
+                c.bad_size,
+                if l.ended_early {
+                    "; ended before the run"
+                } else {
+                    ""
+                },
+                l.error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("; error: {e}")),
+                if l.noisy_channels.is_empty() {
+                    String::new()
+                } else {
+                    format!("; noisy channels {:?}", l.noisy_channels)
+                },
+            );
+        }
+    }
+    let t = &r.trigger.counts;
+    let _ = writeln!(
+        s,
+        "Trigger   {} decisions ({:.2} Hz) from {} candidates: {} merged, {} vetoed as overlapping, {} prescaled away, {} dropped while busy; {} late TPs; latency p50 {} p99 {}",
+        t.issued,
+        t.issued as f64 / r.seconds,
+        t.candidates,
+        t.merged,
+        t.vetoed_overlapping,
+        t.prescaled_away,
+        t.dropped_busy,
+        t.merge.late_tps,
+        ms(quantile(&r.trigger.latencies, 0.5)),
+        ms(quantile(&r.trigger.latencies, 0.99)),
+    );
+    let b = &r.builder.counts;
+    let _ = writeln!(
+        s,
+        "Records   {} built: {} complete, {} with data missing, {} timed out; {} late fragments; build latency p50 {} p99 {}",
+        b.complete + b.data_missing + b.timed_out,
+        b.complete,
+        b.data_missing,
+        b.timed_out,
+        b.late_fragments,
+        ms(quantile(&r.builder.latencies, 0.5)),
+        ms(quantile(&r.builder.latencies, 0.99)),
+    );
+    let named = |m: &BTreeMap<SourceId, u64>| {
+        m.iter()
+            .map(|(src, n)| format!("{} ({n})", source_list(&[*src])))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !b.missing_by_source.is_empty() {
+        let _ = writeln!(
+            s,
+            "  fragments missing from: {}",
+            named(&b.missing_by_source)
+        );
+    }
+    if !b.lacking_by_source.is_empty() {
+        let _ = writeln!(
+            s,
+            "  fragments lacking data from: {}",
+            named(&b.lacking_by_source)
+        );
+    }
+    match &r.storage {
+        None => {
+            let _ = writeln!(
+                s,
+                "Storage   off (storage.enabled = false): nothing written"
+            );
+        }
+        Some(st) => {
+            let _ = writeln!(
+                s,
+                "Storage   {} records written ({:.1} MB), {} not written{}",
+                st.records_written,
+                st.bytes_written as f64 / 1e6,
+                st.records_not_written + r.builder.not_stored,
+                st.error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("; error: {e}")),
+            );
+            for f in &st.files {
+                let _ = writeln!(s, "  {}", f.display());
+            }
+        }
+    }
+    let h = &r.hit_finding;
+    if h.pulses_5_sigma > 0 {
+        let _ = writeln!(
+            s,
+            "Hit finding vs truth (collection channels, first replay pass): {:.1}% of {} pulses >= 5 sigma found, {:.2} fake hits/s per channel",
+            100.0 * h.efficiency_5_sigma(),
+            h.pulses_5_sigma,
+            h.fake_rate_hz_per_channel(),
+        );
+    }
+    s
+}

@@ -1,0 +1,217 @@
+//! The whole chain end to end (`swdaq run`'s engine), checked against what the emulator
+//! produced: one record per decision, each fragment exactly its window's frames; a stopped
+//! link; storage that fills up.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use swdaq::run::chain::{RunReport, StopReason, run_chain};
+use swdaq::run::config::{RunConfig, StopLink};
+use swdaq::run::emulator::emulate;
+use swdaq_format::fragment::fragment_error;
+use swdaq_format::trigger_record::record_status;
+use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_format::{Fragment, SourceId, TriggerRecord};
+use swdaq_readout::replay::ReplaySource;
+use swdaq_readout::source::{FrameSource, Poll};
+use swdaq_store::RecordFileReader;
+use swdaq_trigger::config::PeriodicConfig;
+
+fn config(dir: &Path, seconds: f64) -> RunConfig {
+    let mut c = RunConfig::default();
+    c.run.duration_s = seconds;
+    c.run.output_dir = dir.to_path_buf();
+    c.run.metrics_addr = String::new();
+    c.run.status_interval_s = 0.5;
+    c.emulator.links = 2;
+    c.emulator.template_s = 0.05;
+    c.readout.buffer_s = 1.0;
+    // A fixed 20 Hz on top of the self-trigger, so every run has decisions to check.
+    c.trigger.periodic = Some(PeriodicConfig {
+        rate_hz: 20.0,
+        prescale: 1,
+    });
+    c
+}
+
+/// The runs take data in real time on a 2-core machine: one at a time, or they starve each
+/// other and the checks would measure the test harness, not the chain.
+static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn run(c: &RunConfig) -> RunReport {
+    let _running = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    run_chain(c, &AtomicBool::new(false), |_| {}).expect("the run starts and ends cleanly")
+}
+
+fn read_records(dir: &Path) -> Vec<TriggerRecord> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        files
+            .iter()
+            .all(|f| f.extension().is_some_and(|e| e == "hdf5")),
+        "only closed HDF5 files are left: {files:?}"
+    );
+    let mut records = Vec::new();
+    for f in files {
+        let reader = RecordFileReader::open(&f).unwrap();
+        for r in reader.records().unwrap() {
+            records.push(r.unwrap());
+        }
+    }
+    records.sort_by_key(|r| r.header.trigger_number);
+    records
+}
+
+/// Every frame each link delivers, by timestamp, replayed the way the emulator source does.
+fn emulator_frames(c: &RunConfig, frames_per_link: usize) -> Vec<HashMap<u64, Vec<u8>>> {
+    emulate(&c.emulator)
+        .unwrap()
+        .into_iter()
+        .map(|link| {
+            let mut source = ReplaySource::new(link.template, None, None);
+            let mut slot = vec![0u8; wibeth::FRAME_SIZE];
+            let mut by_time = HashMap::new();
+            for _ in 0..frames_per_link {
+                let Poll::Frame(len) = source.next_frame(&mut slot).unwrap() else {
+                    panic!("the replay never ends")
+                };
+                let ts = WibEthFrame::parse(&slot[..len]).unwrap().timestamp();
+                by_time.insert(ts, slot[..len].to_vec());
+            }
+            by_time
+        })
+        .collect()
+}
+
+#[test]
+fn every_decision_gives_one_record_holding_exactly_its_windows_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), 2.0);
+    let report = run(&c);
+    assert_eq!(report.stop_reason, StopReason::Duration);
+    assert!(report.links.iter().all(|l| l.dropped == 0 && l.frames > 0));
+    let records = read_records(dir.path());
+    let issued = report.trigger.counts.issued;
+    assert!(issued >= 30, "20 Hz periodic for 2 s and more: {issued}");
+    let numbers: Vec<u64> = records.iter().map(|r| r.header.trigger_number).collect();
+    assert_eq!(
+        numbers,
+        (1..=issued).collect::<Vec<_>>(),
+        "one record per decision"
+    );
+    assert_eq!(report.builder.counts.complete, issued);
+
+    let most_frames = report.links.iter().map(|l| l.frames).max().unwrap() as usize;
+    let expected = emulator_frames(&c, most_frames);
+    for record in &records {
+        assert_eq!(record.header.status_bits, 0);
+        assert_eq!(record.fragments.len(), 2);
+        for (request, bytes) in record.header.components.iter().zip(&record.fragments) {
+            let fragment = Fragment::parse(bytes).unwrap();
+            assert_eq!(fragment.header.element_id, request.component);
+            assert_eq!(fragment.header.error_bits, 0);
+            let link = request.component.id as usize;
+            let (begin, end) = (request.window_begin, request.window_end);
+            // Exactly the frames that overlap [begin, end), in time order.
+            let mut times: Vec<u64> = expected[link]
+                .keys()
+                .copied()
+                .filter(|&ts| ts + wibeth::TICKS_PER_FRAME > begin && ts < end)
+                .collect();
+            times.sort_unstable();
+            assert!(!times.is_empty());
+            let want: Vec<&[u8]> = times
+                .iter()
+                .map(|ts| expected[link][ts].as_slice())
+                .collect();
+            let got: Vec<&[u8]> = fragment.payload.chunks(wibeth::FRAME_SIZE).collect();
+            assert_eq!(
+                got.len(),
+                want.len(),
+                "record {}",
+                record.header.trigger_number
+            );
+            assert!(
+                got == want,
+                "record {} link {link}: frames differ",
+                record.header.trigger_number
+            );
+        }
+    }
+}
+
+#[test]
+fn a_stopped_link_makes_its_records_incomplete_naming_it_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), 2.5);
+    c.emulator.stop_links.push(StopLink {
+        link: 1,
+        after_s: 0.5,
+    });
+    c.readout.request_timeout_ms = 100;
+    c.dataflow.record_timeout_ms = 500;
+    let report = run(&c);
+    assert_eq!(report.stop_reason, StopReason::Duration);
+    assert!(report.links[1].ended_early && !report.links[0].ended_early);
+    let stopped = SourceId::readout(1);
+    let counts = &report.builder.counts;
+    let flagged = counts.lacking_by_source.get(&stopped).copied().unwrap_or(0)
+        + counts.missing_by_source.get(&stopped).copied().unwrap_or(0);
+    assert!(
+        flagged >= 20,
+        "records after the stop name link 1: {flagged}"
+    );
+    assert!(!counts.lacking_by_source.contains_key(&SourceId::readout(0)));
+    let records = read_records(dir.path());
+    assert_eq!(records.len() as u64, report.trigger.counts.issued);
+    let incomplete: Vec<&TriggerRecord> = records
+        .iter()
+        .filter(|r| r.header.status_bits & record_status::INCOMPLETE != 0)
+        .collect();
+    assert_eq!(incomplete.len() as u64, flagged);
+    for r in incomplete {
+        let link1 = Fragment::parse(&r.fragments[1]).unwrap();
+        assert_eq!(link1.header.element_id, stopped);
+        let absent = fragment_error::DATA_NOT_FOUND | fragment_error::INCOMPLETE;
+        assert_ne!(link1.header.error_bits & absent, 0);
+        let link0 = Fragment::parse(&r.fragments[0]).unwrap();
+        assert_eq!(link0.header.error_bits, 0, "the running link is untouched");
+    }
+}
+
+#[test]
+fn storage_that_fills_up_stops_the_run_cleanly_and_what_was_written_stays_readable() {
+    let base = if Path::new("/dev/shm").is_dir() {
+        tempfile::tempdir_in("/dev/shm").unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+    let mut c = config(base.path(), 30.0);
+    c.storage.max_records_per_file = 3;
+    // Leave room for about 10 MB of records (a record here is ~1.3 MB): then the disk is "full".
+    let free_mb = fs4::available_space(base.path()).unwrap() >> 20;
+    c.storage.min_free_mb = free_mb.saturating_sub(10);
+    let report = run(&c);
+    assert!(
+        matches!(report.stop_reason, StopReason::StorageFailed(_)),
+        "{:?}",
+        report.stop_reason
+    );
+    assert!(report.seconds < 20.0, "the run stopped at the failure");
+    let storage = report.storage.as_ref().unwrap();
+    let error = storage.error.as_deref().unwrap_or_default();
+    assert!(error.contains("space"), "{error}");
+    assert!(storage.records_not_written > 0);
+    let records = read_records(base.path());
+    assert_eq!(records.len() as u64, storage.records_written);
+    assert_eq!(
+        storage.records_written + storage.records_not_written + report.builder.not_stored,
+        report.trigger.counts.issued,
+        "every decision is accounted for"
+    );
+}
