@@ -76,16 +76,13 @@ pub struct LinkReport {
     pub error: Option<String>,
 }
 
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug)]
 pub struct RunReport {
     pub seconds: f64,
     pub stop_reason: StopReason,
     pub links: Vec<LinkReport>,
-    #[serde(skip)]
     pub trigger: TriggerReport,
-    #[serde(skip)]
     pub builder: BuilderReport,
-    #[serde(skip)]
     pub server: ServerCounts,
     pub storage: Option<StoreReport>,
     /// Hit finding against the emulator's truth, over each link's first replay pass.

@@ -103,7 +103,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
     })?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&view::summary_json(&report))?
+        );
     } else {
         print!("{}", view::summary(&report));
     }

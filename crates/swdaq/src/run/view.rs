@@ -275,3 +275,48 @@ pub fn summary(r: &RunReport) -> String {
     }
     s
 }
+
+/// The closing summary as JSON (`swdaq run --json`): the same facts as [`summary`].
+pub fn summary_json(r: &RunReport) -> serde_json::Value {
+    let t = &r.trigger.counts;
+    let b = &r.builder.counts;
+    let by_source = |m: &BTreeMap<SourceId, u64>| -> serde_json::Map<String, serde_json::Value> {
+        m.iter()
+            .map(|(s, n)| (source_list(&[*s]), (*n).into()))
+            .collect()
+    };
+    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+    serde_json::json!({
+        "seconds": r.seconds,
+        "stop_reason": r.stop_reason,
+        "links": r.links,
+        "trigger": {
+            "decisions": t.issued,
+            "candidates": t.candidates,
+            "merged": t.merged,
+            "vetoed_overlapping": t.vetoed_overlapping,
+            "prescaled_away": t.prescaled_away,
+            "dropped_busy": t.dropped_busy,
+            "late_tps": t.merge.late_tps,
+            "latency_p50_ms": ms(quantile(&r.trigger.latencies, 0.5)),
+            "latency_p99_ms": ms(quantile(&r.trigger.latencies, 0.99)),
+        },
+        "records": {
+            "complete": b.complete,
+            "data_missing": b.data_missing,
+            "timed_out": b.timed_out,
+            "late_fragments": b.late_fragments,
+            "missing_by_source": by_source(&b.missing_by_source),
+            "lacking_data_by_source": by_source(&b.lacking_by_source),
+            "not_stored": r.builder.not_stored,
+            "build_latency_p50_ms": ms(quantile(&r.builder.latencies, 0.5)),
+            "build_latency_p99_ms": ms(quantile(&r.builder.latencies, 0.99)),
+        },
+        "storage": r.storage,
+        "hit_finding": {
+            "pulses_5_sigma": r.hit_finding.pulses_5_sigma,
+            "efficiency_5_sigma": r.hit_finding.efficiency_5_sigma(),
+            "fake_rate_hz_per_channel": r.hit_finding.fake_rate_hz_per_channel(),
+        },
+    })
+}
