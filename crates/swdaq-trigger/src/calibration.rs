@@ -83,6 +83,7 @@ mod tests {
     #[test]
     fn periodic_fires_every_period_of_data_time() {
         let mut p = Periodic::new(&PeriodicConfig {
+            enabled: true,
             rate_hz: 1000.0,
             prescale: 1,
         });
@@ -97,6 +98,7 @@ mod tests {
     #[test]
     fn random_has_the_configured_mean_rate_and_is_reproducible() {
         let config = RandomConfig {
+            enabled: true,
             rate_hz: 100.0,
             seed: 7,
             prescale: 1,

@@ -18,11 +18,12 @@ pub struct TriggerConfig {
     pub inhibit: InhibitPolicy,
     /// With `hold`: decisions waiting for credit beyond this are dropped (and counted).
     pub max_held_decisions: usize,
-    pub multiplicity: Option<ActivityConfig>,
-    pub adc_sum: Option<ActivityConfig>,
-    pub track: Option<TrackConfig>,
-    pub periodic: Option<PeriodicConfig>,
-    pub random: Option<RandomConfig>,
+    /// Each maker and calibration trigger runs when its `enabled` is true.
+    pub multiplicity: ActivityConfig,
+    pub adc_sum: ActivityConfig,
+    pub track: TrackConfig,
+    pub periodic: PeriodicConfig,
+    pub random: RandomConfig,
 }
 
 impl Default for TriggerConfig {
@@ -34,11 +35,15 @@ impl Default for TriggerConfig {
             late_link_wait_ms: 100,
             inhibit: InhibitPolicy::Hold,
             max_held_decisions: 64,
-            multiplicity: Some(ActivityConfig::default()),
-            adc_sum: None,
-            track: Some(TrackConfig::default()),
-            periodic: Some(PeriodicConfig::default()),
-            random: None,
+            multiplicity: ActivityConfig::default(),
+            adc_sum: ActivityConfig {
+                enabled: false,
+                threshold: 5_000,
+                ..ActivityConfig::default()
+            },
+            track: TrackConfig::default(),
+            periodic: PeriodicConfig::default(),
+            random: RandomConfig::default(),
         }
     }
 }
@@ -56,6 +61,7 @@ pub enum InhibitPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ActivityConfig {
+    pub enabled: bool,
     /// Channels per group (consecutive offline channel numbers).
     pub group_channels: u32,
     pub window_ticks: u64,
@@ -68,6 +74,7 @@ pub struct ActivityConfig {
 impl Default for ActivityConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             group_channels: 64,
             window_ticks: 6_250,
             threshold: 24,
@@ -80,6 +87,7 @@ impl Default for ActivityConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrackConfig {
+    pub enabled: bool,
     pub window_ticks: u64,
     /// Adjacent channels hit (a run of channel numbers) needed to fire.
     pub min_adjacent_channels: u32,
@@ -91,6 +99,7 @@ pub struct TrackConfig {
 impl Default for TrackConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             window_ticks: 31_250,
             min_adjacent_channels: 16,
             max_channel_gap: 2,
@@ -102,6 +111,7 @@ impl Default for TrackConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PeriodicConfig {
+    pub enabled: bool,
     pub rate_hz: f64,
     pub prescale: u32,
 }
@@ -109,6 +119,7 @@ pub struct PeriodicConfig {
 impl Default for PeriodicConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             rate_hz: 1.0,
             prescale: 1,
         }
@@ -118,6 +129,7 @@ impl Default for PeriodicConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RandomConfig {
+    pub enabled: bool,
     /// Mean rate of a Poisson process in data time.
     pub rate_hz: f64,
     pub seed: u64,
@@ -127,6 +139,7 @@ pub struct RandomConfig {
 impl Default for RandomConfig {
     fn default() -> Self {
         Self {
+            enabled: false,
             rate_hz: 1.0,
             seed: 1,
             prescale: 1,
@@ -168,14 +181,15 @@ impl TriggerConfig {
             ("multiplicity", &self.multiplicity),
             ("adc_sum", &self.adc_sum),
         ] {
-            if let Some(a) = a {
+            if a.enabled {
                 check(a.group_channels > 0, key, "group_channels must be > 0")?;
                 check(a.window_ticks > 0, key, "window_ticks must be > 0")?;
                 check(a.threshold > 0, key, "threshold must be > 0")?;
                 check(a.prescale > 0, key, "prescale must be > 0")?;
             }
         }
-        if let Some(t) = &self.track {
+        let t = &self.track;
+        if t.enabled {
             check(t.window_ticks > 0, "track", "window_ticks must be > 0")?;
             check(
                 t.min_adjacent_channels > 1,
@@ -184,7 +198,8 @@ impl TriggerConfig {
             )?;
             check(t.prescale > 0, "track", "prescale must be > 0")?;
         }
-        if let Some(p) = &self.periodic {
+        let p = &self.periodic;
+        if p.enabled {
             check(
                 p.rate_hz > 0.0 && p.rate_hz.is_finite() && p.rate_hz <= 1e5,
                 "periodic",
@@ -192,7 +207,8 @@ impl TriggerConfig {
             )?;
             check(p.prescale > 0, "periodic", "prescale must be > 0")?;
         }
-        if let Some(r) = &self.random {
+        let r = &self.random;
+        if r.enabled {
             check(
                 r.rate_hz > 0.0 && r.rate_hz.is_finite() && r.rate_hz <= 1e5,
                 "random",

@@ -78,32 +78,37 @@ impl Trigger {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let mut makers: Vec<Source<Box<dyn ActivityMaker>>> = Vec::new();
-        if let Some(c) = config.multiplicity {
+        let c = config.multiplicity;
+        if c.enabled {
             makers.push(Source {
                 inner: Box::new(GroupActivity::new(c, Measure::Multiplicity)),
                 prescale: Prescale::new(c.prescale),
             });
         }
-        if let Some(c) = config.adc_sum {
+        let c = config.adc_sum;
+        if c.enabled {
             makers.push(Source {
                 inner: Box::new(GroupActivity::new(c, Measure::AdcSum)),
                 prescale: Prescale::new(c.prescale),
             });
         }
-        if let Some(c) = config.track {
+        let c = config.track;
+        if c.enabled {
             makers.push(Source {
                 inner: Box::new(TrackMaker::new(c)),
                 prescale: Prescale::new(c.prescale),
             });
         }
         let mut calibration: Vec<Source<Box<dyn CalibrationTrigger>>> = Vec::new();
-        if let Some(c) = &config.periodic {
+        let c = &config.periodic;
+        if c.enabled {
             calibration.push(Source {
                 inner: Box::new(Periodic::new(c)),
                 prescale: Prescale::new(c.prescale),
             });
         }
-        if let Some(c) = &config.random {
+        let c = &config.random;
+        if c.enabled {
             calibration.push(Source {
                 inner: Box::new(Random::new(c)),
                 prescale: Prescale::new(c.prescale),

@@ -174,6 +174,7 @@ mod tests {
     fn activity(measure: Measure, threshold: u64) -> GroupActivity {
         GroupActivity::new(
             ActivityConfig {
+                enabled: true,
                 group_channels: 10,
                 window_ticks: 100,
                 threshold,
@@ -220,6 +221,7 @@ mod tests {
     #[test]
     fn track_needs_a_run_of_adjacent_channels_gaps_allowed_up_to_the_limit() {
         let config = TrackConfig {
+            enabled: true,
             window_ticks: 1000,
             min_adjacent_channels: 5,
             max_channel_gap: 1,
@@ -239,6 +241,7 @@ mod tests {
     #[test]
     fn track_ignores_hits_spread_over_longer_than_the_window() {
         let config = TrackConfig {
+            enabled: true,
             window_ticks: 100,
             min_adjacent_channels: 3,
             max_channel_gap: 0,

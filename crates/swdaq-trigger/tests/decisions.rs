@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 use swdaq_format::{SourceId, TriggerPrimitive};
-use swdaq_trigger::config::{ActivityConfig, PeriodicConfig};
+use swdaq_trigger::config::{ActivityConfig, PeriodicConfig, RandomConfig, TrackConfig};
 use swdaq_trigger::{
     InhibitPolicy, TpBatch, Trigger, TriggerConfig, TriggerDecision, trigger_type,
 };
@@ -17,16 +17,30 @@ fn config(inhibit: InhibitPolicy) -> TriggerConfig {
         late_link_wait_ms: 60_000,
         inhibit,
         max_held_decisions: 2,
-        multiplicity: Some(ActivityConfig {
+        multiplicity: ActivityConfig {
+            enabled: true,
             group_channels: 1000,
             window_ticks: 50,
             threshold: 3,
             prescale: 1,
-        }),
-        adc_sum: None,
-        track: None,
-        periodic: None,
-        random: None,
+        },
+        adc_sum: off(ActivityConfig::default()),
+        track: TrackConfig {
+            enabled: false,
+            ..Default::default()
+        },
+        periodic: PeriodicConfig {
+            enabled: false,
+            ..Default::default()
+        },
+        random: RandomConfig::default(),
+    }
+}
+
+fn off(c: ActivityConfig) -> ActivityConfig {
+    ActivityConfig {
+        enabled: false,
+        ..c
     }
 }
 
@@ -144,10 +158,11 @@ fn with_the_drop_policy_busy_decisions_are_dropped_at_once() {
 #[test]
 fn periodic_triggers_follow_data_time_and_merge_with_activity() {
     let mut c = config(InhibitPolicy::Hold);
-    c.periodic = Some(PeriodicConfig {
+    c.periodic = PeriodicConfig {
+        enabled: true,
         rate_hz: 62.5e6 / 50_000.0,
         prescale: 1,
-    });
+    };
     let mut t = Trigger::new(c, 1, sources(), 100, Instant::now()).unwrap();
     feed(&mut t, vec![], 1);
     let out = feed(&mut t, burst(50_500), 200_000);

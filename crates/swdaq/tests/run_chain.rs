@@ -28,10 +28,11 @@ fn config(dir: &Path, seconds: f64) -> RunConfig {
     c.emulator.template_s = 0.05;
     c.readout.buffer_s = 1.0;
     // A fixed 20 Hz on top of the self-trigger, so every run has decisions to check.
-    c.trigger.periodic = Some(PeriodicConfig {
+    c.trigger.periodic = PeriodicConfig {
+        enabled: true,
         rate_hz: 20.0,
         prescale: 1,
-    });
+    };
     c
 }
 

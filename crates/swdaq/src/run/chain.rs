@@ -118,7 +118,8 @@ pub fn run_chain(
             ));
         }
     }
-    let interval = Duration::from_secs_f64(config.run.status_interval_s);
+    // Snapshots at least every second, so a status line is never more than 1 s stale.
+    let interval = Duration::from_secs_f64(config.run.status_interval_s.min(1.0));
     let registry = Registry::new();
     let stats = StatsThread::spawn(registry.clone(), interval)?;
     let metrics_server =
