@@ -74,8 +74,9 @@ def test_run_serves_metrics_stops_on_ctrl_c_and_writes_files_h5py_reads(tmp_path
             assert h5.attrs["run_number"] == 1 and "closing_timestamp" in h5.attrs
         for _, fragments in read_records.records(str(f)):
             seen += 1
-            assert len(fragments) == 2
-            for header, payload in fragments.values():
+            raw = {name: f for name, f in fragments.items() if name.endswith("_WIBEth")}
+            assert len(raw) == 2 and len(fragments) == 4  # raw data and TPs of both links
+            for header, payload in raw.values():
                 adcs = read_records.wibeth_adcs(payload)
                 stamps = read_records.wibeth_timestamps(payload)
                 assert adcs.shape[1:] == (64, 64) and np.all(np.diff(stamps) == 2048)

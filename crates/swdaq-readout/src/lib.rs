@@ -19,4 +19,5 @@ pub mod ring;
 pub mod server;
 pub mod source;
 pub mod thread;
+pub mod tp_buffer;
 pub mod udp;

@@ -5,6 +5,7 @@
 use crate::link::LinkShared;
 use crate::request::{DataRequest, Lookup, RequestPolicy, RequestStatus, lookup};
 use crate::ring::Reader;
+use crate::tp_buffer::TpBuffer;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -70,9 +71,11 @@ impl RecentRequests {
     }
 }
 
-/// Serves `requests` for `links` until the request channel closes and nothing waits.
+/// Serves `requests` for `links` (raw data) and `tp_buffers` (their trigger primitives)
+/// until the request channel closes and nothing waits.
 pub fn serve(
     links: &[Arc<LinkShared>],
+    tp_buffers: &[Arc<TpBuffer>],
     requests: Receiver<DataRequest>,
     responses: Sender<DataResponse>,
     config: ServerConfig,
@@ -81,6 +84,8 @@ pub fn serve(
         .iter()
         .filter_map(|l| Some((l.source_id, (&**l, l.buffer.reader()?))))
         .collect();
+    let tps: HashMap<SourceId, &TpBuffer> =
+        tp_buffers.iter().map(|b| (b.source_id, &**b)).collect();
     let mut waiting: VecDeque<(DataRequest, Instant)> = VecDeque::new();
     let mut recent = RecentRequests {
         order: VecDeque::new(),
@@ -104,8 +109,16 @@ pub fn serve(
             // Once the request channel is closed nothing more is coming: answer what is there.
             let timed_out = !open || received.elapsed() >= config.timeout;
             let answer = match readers.get_mut(&req.source) {
-                None => Some((unknown_source_fragment(&req), Outcome::UnknownSource)),
                 Some((link, reader)) => answer(link, reader, &req, config.policy, timed_out),
+                None => match tps.get(&req.source) {
+                    Some(buffer) => match buffer.lookup(&req, config.policy, timed_out) {
+                        Lookup::NotYet => None,
+                        Lookup::Answered { fragment, status } => {
+                            Some((fragment, Outcome::Served(status)))
+                        }
+                    },
+                    None => Some((unknown_source_fragment(&req), Outcome::UnknownSource)),
+                },
             };
             match answer {
                 None => still_waiting.push_back((req, received)),

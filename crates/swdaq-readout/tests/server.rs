@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use swdaq_format::daq_eth::DaqEthHeader;
 use swdaq_format::wibeth::{self, WibEthHeader};
-use swdaq_format::{Fragment, SourceId};
+use swdaq_format::{Fragment, SourceId, TriggerPrimitive};
 use swdaq_readout::link::{Ingest, LinkShared};
 use swdaq_readout::link_format::LinkFormat;
 use swdaq_readout::request::{DataRequest, RequestPolicy, RequestStatus};
 use swdaq_readout::server::{Outcome, ServerConfig, serve};
 use swdaq_readout::source::{FrameSource, Poll};
+use swdaq_readout::tp_buffer::TpBuffer;
 
 const STEP: u64 = 2048;
 
@@ -53,6 +54,7 @@ fn request(trigger: u64, source: SourceId, first: u64, last_excl: u64) -> DataRe
 #[test]
 fn requests_wait_for_data_time_out_and_name_unknown_sources() {
     let link = Arc::new(LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.05).unwrap());
+    let tps = Arc::new(TpBuffer::new(SourceId::trigger(1), 1 << 30, 0));
     let (frames_tx, frames_rx) = unbounded();
     let (req_tx, req_rx) = unbounded();
     let (resp_tx, resp_rx) = unbounded();
@@ -72,7 +74,8 @@ fn requests_wait_for_data_time_out_and_name_unknown_sources() {
                 .unwrap()
         });
         let links = [link.clone()];
-        let server = s.spawn(move || serve(&links, req_rx, resp_tx, config));
+        let tp_buffers = [tps.clone()];
+        let server = s.spawn(move || serve(&links, &tp_buffers, req_rx, resp_tx, config));
 
         for n in 0..10 {
             frames_tx.send(n).unwrap();
@@ -92,6 +95,21 @@ fn requests_wait_for_data_time_out_and_name_unknown_sources() {
             resp_rx.recv_timeout(Duration::from_millis(50)).is_err(),
             "trigger 1 must still wait"
         );
+        // The link's TPs are served from its TP buffer, once they are in.
+        req_tx.send(request(4, SourceId::trigger(1), 0, 5)).unwrap();
+        assert!(resp_rx.recv_timeout(Duration::from_millis(50)).is_err());
+        let hit = TriggerPrimitive {
+            time_start: 2 * STEP,
+            ..Default::default()
+        };
+        tps.push(&[hit], 6 * STEP);
+        let r = resp_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            (r.request.trigger_number, r.outcome),
+            (4, Outcome::Served(RequestStatus::Complete))
+        );
+        let payload = Fragment::parse(&r.fragment).unwrap().payload.to_vec();
+        assert_eq!(TriggerPrimitive::decode_all(&payload).unwrap(), [hit]);
         for n in 10..25 {
             frames_tx.send(n).unwrap();
         }
@@ -126,7 +144,7 @@ fn requests_wait_for_data_time_out_and_name_unknown_sources() {
         assert_eq!((counts.duplicates, counts.timed_out), (1, 1));
         assert_eq!(
             counts.by_outcome[&Outcome::Served(RequestStatus::Complete)],
-            2
+            3
         );
     });
 }

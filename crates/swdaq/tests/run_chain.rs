@@ -12,7 +12,7 @@ use swdaq::run::emulator::emulate;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::trigger_record::record_status;
 use swdaq_format::wibeth::{self, WibEthFrame};
-use swdaq_format::{Fragment, SourceId, TriggerRecord};
+use swdaq_format::{Fragment, FragmentType, SourceId, TriggerPrimitive, TriggerRecord};
 use swdaq_readout::replay::ReplaySource;
 use swdaq_readout::source::{FrameSource, Poll};
 use swdaq_store::RecordFileReader;
@@ -109,15 +109,23 @@ fn every_decision_gives_one_record_holding_exactly_its_windows_frames() {
 
     let most_frames = report.links.iter().map(|l| l.frames).max().unwrap() as usize;
     let expected = emulator_frames(&c, most_frames);
+    let mut tps_in_records = 0;
     for record in &records {
         assert_eq!(record.header.status_bits, 0);
-        assert_eq!(record.fragments.len(), 2);
+        assert_eq!(record.fragments.len(), 4, "raw data and TPs of both links");
         for (request, bytes) in record.header.components.iter().zip(&record.fragments) {
             let fragment = Fragment::parse(bytes).unwrap();
             assert_eq!(fragment.header.element_id, request.component);
             assert_eq!(fragment.header.error_bits, 0);
             let link = request.component.id as usize;
             let (begin, end) = (request.window_begin, request.window_end);
+            if fragment.header.fragment_type == FragmentType::TRIGGER_PRIMITIVE {
+                let tps = TriggerPrimitive::decode_all(fragment.payload).unwrap();
+                assert!(tps.iter().all(|tp| (begin..end).contains(&tp.time_start)));
+                assert!(tps.is_sorted_by_key(|tp| tp.time_start));
+                tps_in_records += tps.len();
+                continue;
+            }
             // Exactly the frames that overlap [begin, end), in time order.
             let mut times: Vec<u64> = expected[link]
                 .keys()
@@ -144,6 +152,7 @@ fn every_decision_gives_one_record_holding_exactly_its_windows_frames() {
             );
         }
     }
+    assert!(tps_in_records > 0, "the records carry the links' TPs");
 }
 
 #[test]

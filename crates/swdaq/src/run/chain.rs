@@ -41,8 +41,10 @@ use swdaq_readout::replay::ReplaySource;
 use swdaq_readout::request::{DataRequest, RequestPolicy};
 use swdaq_readout::server::{DataResponse, ServerConfig, ServerCounts, serve};
 use swdaq_readout::thread::{LinkState, pin_current_thread, run_links};
+use swdaq_readout::tp_buffer::TpBuffer;
 use swdaq_store::StoreReport;
 use swdaq_tpg::{HitFinder, Implementation};
+use swdaq_trigger::config::TICKS_PER_SECOND;
 use swdaq_trigger::{TpBatch, Trigger};
 
 /// A link's TPs go to the trigger at least this often in data time (about 1 ms).
@@ -96,6 +98,9 @@ pub struct Status<'a> {
     pub links: usize,
 }
 
+/// A link's two buffers: raw frames and trigger primitives.
+type LinkBuffers = (Arc<LinkShared>, Arc<TpBuffer>);
+
 /// Start gate for the readout threads: all links start their clocks together, or none run.
 const WAIT: u8 = 0;
 const GO: u8 = 1;
@@ -136,13 +141,17 @@ pub fn run_chain(
     let storage_failed = sink.failure_flag();
     let emulated = emulate(&config.emulator)?;
     let n = emulated.len();
-    let sources: Vec<SourceId> = (0..n as u32).map(SourceId::readout).collect();
+    // Each link is read out twice per decision: its raw frames and its TPs.
+    let sources: Vec<SourceId> = (0..n as u32)
+        .map(SourceId::readout)
+        .chain((0..n as u32).map(SourceId::trigger))
+        .collect();
 
     let (tp_tx, tp_rx) = local::<TriggerInput>(1 << 16);
     let (decision_tx, decision_rx) = local(1024);
     let (request_tx, request_rx) = local::<DataRequest>(1 << 14);
     let (response_tx, response_rx) = local::<DataResponse>(1 << 14);
-    let (setup_tx, setup_rx) = crossbeam_channel::unbounded::<(usize, Arc<LinkShared>)>();
+    let (setup_tx, setup_rx) = crossbeam_channel::unbounded::<(usize, LinkBuffers)>();
     let gate = AtomicU8::new(WAIT);
     let readout_running = AtomicBool::new(true);
     let credits = config.dataflow.max_records_in_flight as u64;
@@ -188,9 +197,9 @@ pub fn run_chain(
             );
         }
         drop(setup_tx);
-        let mut shared: Vec<Option<Arc<LinkShared>>> = vec![None; n];
-        for (i, link) in setup_rx.iter().take(n) {
-            shared[i] = Some(link);
+        let mut shared: Vec<Option<LinkBuffers>> = vec![None; n];
+        for (i, buffers) in setup_rx.iter().take(n) {
+            shared[i] = Some(buffers);
         }
         if shared.iter().any(Option::is_none) {
             gate.store(ABORT, Ordering::Release);
@@ -200,7 +209,7 @@ pub fn run_chain(
                 .collect();
             return Err(anyhow!("readout did not start: {}", errors.join("; ")));
         }
-        let shared: Vec<Arc<LinkShared>> = shared.into_iter().flatten().collect();
+        let (raw, tps): (Vec<_>, Vec<_>) = shared.into_iter().flatten().unzip();
 
         let server_config = ServerConfig {
             policy: RequestPolicy {
@@ -213,7 +222,7 @@ pub fn run_chain(
         let server = std::thread::Builder::new()
             .name("request-server".into())
             .spawn_scoped(s, move || {
-                serve(&shared, request_rx, response_tx, server_config)
+                serve(&raw, &tps, request_rx, response_tx, server_config)
             })?;
         let drain_wait = Duration::from_millis(config.dataflow.record_timeout_ms) * 2;
         let trigger_thread = std::thread::Builder::new()
@@ -323,7 +332,7 @@ struct ReadoutThread<'a> {
     core: Option<usize>,
     registry: &'a Registry,
     name: String,
-    setup: Sender<(usize, Arc<LinkShared>)>,
+    setup: Sender<(usize, LinkBuffers)>,
     gate: &'a AtomicU8,
     running: &'a AtomicBool,
     tps: Sender<TriggerInput>,
@@ -348,10 +357,15 @@ impl ReadoutThread<'_> {
                 self.config.readout.buffer_s,
             )
             .with_context(|| format!("allocating the latency buffer of link {i}"))?;
-            shared.push(Arc::new(link));
+            let tps = TpBuffer::new(
+                SourceId::trigger(i as u32),
+                (self.config.readout.buffer_s * TICKS_PER_SECOND) as u64,
+                START_TIMESTAMP,
+            );
+            shared.push((Arc::new(link), Arc::new(tps)));
         }
-        for (&i, link) in self.links.iter().zip(&shared) {
-            self.setup.send((i, Arc::clone(link)))?;
+        for (&i, buffers) in self.links.iter().zip(&shared) {
+            self.setup.send((i, buffers.clone()))?;
         }
         loop {
             match self.gate.load(Ordering::Acquire) {
@@ -362,7 +376,7 @@ impl ReadoutThread<'_> {
         }
         let mut ingests = Vec::new();
         let mut taps = Vec::new();
-        for (&i, link) in self.links.iter().zip(&shared) {
+        for (&i, (link, tp_buffer)) in self.links.iter().zip(&shared) {
             let emulated = &self.emulated[i];
             let ingest = Ingest::new(link, self.source(i), self.hit_finder(emulated)?)
                 .expect("one ingest loop per link")
@@ -375,6 +389,7 @@ impl ReadoutThread<'_> {
             ingests.push(ingest);
             taps.push(TpTap {
                 link: i,
+                buffer: Arc::clone(tp_buffer),
                 sent_horizon: 0,
                 first_pass: Vec::new(),
                 first_pass_end: START_TIMESTAMP + emulated.truth.span_ticks,
@@ -439,6 +454,8 @@ impl ReadoutThread<'_> {
 /// Hands one link's TPs to the trigger, keeping the first replay pass's for the summary.
 struct TpTap {
     link: usize,
+    /// The link's requestable TP buffer.
+    buffer: Arc<TpBuffer>,
     sent_horizon: u64,
     first_pass: Vec<TriggerPrimitive>,
     first_pass_end: u64,
@@ -466,6 +483,7 @@ impl TpTap {
         }
         let mut tps = Vec::new();
         observer.take_tps(&mut tps);
+        self.buffer.push(&tps, horizon);
         let end = self.first_pass_end;
         self.first_pass
             .extend(tps.iter().filter(|tp| tp.time_start < end));
