@@ -198,23 +198,28 @@ impl TriggerConfig {
             )?;
             check(t.prescale > 0, "track", "prescale must be > 0")?;
         }
-        let p = &self.periodic;
-        if p.enabled {
-            check(
-                p.rate_hz > 0.0 && p.rate_hz.is_finite() && p.rate_hz <= 1e5,
+        for (key, enabled, rate_hz, prescale) in [
+            (
                 "periodic",
-                format!("rate_hz must be in (0, 100000], not {}", p.rate_hz),
-            )?;
-            check(p.prescale > 0, "periodic", "prescale must be > 0")?;
-        }
-        let r = &self.random;
-        if r.enabled {
-            check(
-                r.rate_hz > 0.0 && r.rate_hz.is_finite() && r.rate_hz <= 1e5,
+                self.periodic.enabled,
+                self.periodic.rate_hz,
+                self.periodic.prescale,
+            ),
+            (
                 "random",
-                format!("rate_hz must be in (0, 100000], not {}", r.rate_hz),
-            )?;
-            check(r.prescale > 0, "random", "prescale must be > 0")?;
+                self.random.enabled,
+                self.random.rate_hz,
+                self.random.prescale,
+            ),
+        ] {
+            if enabled {
+                check(
+                    rate_hz > 0.0 && rate_hz.is_finite() && rate_hz <= 1e5,
+                    key,
+                    format!("rate_hz must be in (0, 100000], not {rate_hz}"),
+                )?;
+                check(prescale > 0, key, "prescale must be > 0")?;
+            }
         }
         Ok(())
     }

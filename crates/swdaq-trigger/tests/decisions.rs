@@ -44,6 +44,10 @@ fn off(c: ActivityConfig) -> ActivityConfig {
     }
 }
 
+fn trigger(config: TriggerConfig, links: usize, credits: u64) -> Trigger {
+    Trigger::new(config, links, sources(), credits, Instant::now()).unwrap()
+}
+
 fn sources() -> Vec<SourceId> {
     vec![SourceId::readout(0), SourceId::readout(1)]
 }
@@ -77,14 +81,7 @@ fn feed(trigger: &mut Trigger, tps: Vec<TriggerPrimitive>, horizon: u64) -> Vec<
 
 #[test]
 fn a_decision_reads_every_source_around_its_time_once_its_window_has_passed() {
-    let mut t = Trigger::new(
-        config(InhibitPolicy::Hold),
-        1,
-        sources(),
-        10,
-        Instant::now(),
-    )
-    .unwrap();
+    let mut t = trigger(config(InhibitPolicy::Hold), 1, 10);
     assert!(
         feed(&mut t, burst(10_000), 10_500).is_empty(),
         "window still open"
@@ -105,14 +102,7 @@ fn a_decision_reads_every_source_around_its_time_once_its_window_has_passed() {
 
 #[test]
 fn candidates_inside_an_open_window_merge_and_later_ones_make_new_decisions() {
-    let mut t = Trigger::new(
-        config(InhibitPolicy::Hold),
-        1,
-        sources(),
-        10,
-        Instant::now(),
-    )
-    .unwrap();
+    let mut t = trigger(config(InhibitPolicy::Hold), 1, 10);
     let mut tps = burst(10_000);
     tps.extend(burst(10_500));
     tps.extend(burst(20_000));
@@ -127,7 +117,7 @@ fn candidates_inside_an_open_window_merge_and_later_ones_make_new_decisions() {
 
 #[test]
 fn without_credit_decisions_are_held_up_to_the_limit_then_dropped_and_counted() {
-    let mut t = Trigger::new(config(InhibitPolicy::Hold), 1, sources(), 1, Instant::now()).unwrap();
+    let mut t = trigger(config(InhibitPolicy::Hold), 1, 1);
     let tps: Vec<_> = (1..=4).flat_map(|k| burst(k * 10_000)).collect();
     let out = feed(&mut t, tps, 100_000);
     assert_eq!(out.len(), 1, "one credit");
@@ -149,7 +139,7 @@ fn without_credit_decisions_are_held_up_to_the_limit_then_dropped_and_counted() 
 
 #[test]
 fn with_the_drop_policy_busy_decisions_are_dropped_at_once() {
-    let mut t = Trigger::new(config(InhibitPolicy::Drop), 1, sources(), 0, Instant::now()).unwrap();
+    let mut t = trigger(config(InhibitPolicy::Drop), 1, 0);
     let tps: Vec<_> = (1..=3).flat_map(|k| burst(k * 10_000)).collect();
     assert!(feed(&mut t, tps, 100_000).is_empty());
     assert_eq!((t.held(), t.counts().dropped_busy), (0, 3));

@@ -344,6 +344,26 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("stop_links"));
     }
 
+    proptest::proptest! {
+        /// Whatever the file holds — garbage, or the default with a line cut or a value
+        /// changed — parsing and checking give a value or an error, never a panic.
+        #[test]
+        fn any_text_is_a_config_or_an_error(
+            garbage in ".{0,200}",
+            cut in 0usize..200,
+            value in "[-0-9.a-z\"]{0,12}",
+        ) {
+            let _ = RunConfig::parse(&garbage).map(|c| c.validate());
+            let text = RunConfig::default().to_toml();
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            let at = cut % lines.len();
+            if let Some((key, _)) = lines[at].clone().split_once(" = ") {
+                lines[at] = format!("{key} = {value}");
+            }
+            let _ = RunConfig::parse(&lines.join("\n")).map(|c| c.validate());
+        }
+    }
+
     #[test]
     fn a_missing_file_is_named() {
         let e = RunConfig::load(Path::new("/nonexistent/swdaq.toml")).unwrap_err();
