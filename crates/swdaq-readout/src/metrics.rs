@@ -4,8 +4,11 @@
 
 use crate::checks::CheckCounts;
 use crate::link::IngestCounts;
+use crate::request::RequestStatus;
+use crate::server::Outcome;
+use std::time::Duration;
 use swdaq_format::SourceId;
-use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
+use swdaq_monitor::{Counter, Gauge, Histogram, MonitorError, Registry};
 
 pub const PUBLISH_EVERY: u64 = 256;
 
@@ -93,5 +96,50 @@ impl LinkMetrics {
             *last = value;
         }
         self.occupancy.set(buffer_filled);
+    }
+}
+
+/// A request server's counters: requests answered by status, and answer latency.
+pub struct ServerMetrics {
+    /// Complete, partial, not found, invalid window, unknown source.
+    by_status: [Counter; 5],
+    latency: Histogram,
+}
+
+impl ServerMetrics {
+    pub fn register(registry: &Registry, thread: &str) -> Result<Self, MonitorError> {
+        let status = |name: &str| {
+            registry.block(thread, &[("status", name)]).counter(
+                "swdaq_readout_requests_total",
+                "Data requests answered, by status",
+            )
+        };
+        let by_status = [
+            status("complete")?,
+            status("partial")?,
+            status("not_found")?,
+            status("invalid_window")?,
+            status("unknown_source")?,
+        ];
+        let latency = registry.block(thread, &[]).histogram(
+            "swdaq_readout_request_latency_seconds",
+            "Data request received to answered",
+            &[
+                1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0,
+            ],
+        )?;
+        Ok(Self { by_status, latency })
+    }
+
+    pub fn answered(&self, outcome: Outcome, latency: Duration) {
+        let i = match outcome {
+            Outcome::Served(RequestStatus::Complete) => 0,
+            Outcome::Served(RequestStatus::Partial) => 1,
+            Outcome::Served(RequestStatus::NotFound) => 2,
+            Outcome::Served(RequestStatus::InvalidWindow) => 3,
+            Outcome::UnknownSource => 4,
+        };
+        self.by_status[i].inc();
+        self.latency.observe(latency.as_secs_f64());
     }
 }

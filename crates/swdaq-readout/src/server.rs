@@ -3,6 +3,7 @@
 //! arrival order, until it has or until the time-out; ingest is never blocked.
 
 use crate::link::LinkShared;
+use crate::metrics::ServerMetrics;
 use crate::request::{DataRequest, Lookup, RequestPolicy, RequestStatus, lookup};
 use crate::ring::Reader;
 use crate::tp_buffer::TpBuffer;
@@ -79,6 +80,7 @@ pub fn serve(
     requests: Receiver<DataRequest>,
     responses: Sender<DataResponse>,
     config: ServerConfig,
+    metrics: Option<ServerMetrics>,
 ) -> ServerCounts {
     let mut readers: HashMap<SourceId, (&LinkShared, Reader<'_>)> = links
         .iter()
@@ -131,6 +133,9 @@ pub fn serve(
                         outcome,
                         latency: received.elapsed(),
                     };
+                    if let Some(m) = &metrics {
+                        m.answered(outcome, response.latency);
+                    }
                     if responses.send(response).is_err() {
                         return counts; // nobody listens any more
                     }

@@ -6,8 +6,10 @@ use std::time::Duration;
 use swdaq_format::daq_eth::DaqEthHeader;
 use swdaq_format::wibeth::{self, WibEthHeader};
 use swdaq_format::{Fragment, SourceId, TriggerPrimitive};
+use swdaq_monitor::{Collector, Registry, Value};
 use swdaq_readout::link::{Ingest, LinkShared};
 use swdaq_readout::link_format::LinkFormat;
+use swdaq_readout::metrics::ServerMetrics;
 use swdaq_readout::request::{DataRequest, RequestPolicy, RequestStatus};
 use swdaq_readout::server::{Outcome, ServerConfig, serve};
 use swdaq_readout::source::{FrameSource, Poll};
@@ -55,6 +57,8 @@ fn request(trigger: u64, source: SourceId, first: u64, last_excl: u64) -> DataRe
 fn requests_wait_for_data_time_out_and_name_unknown_sources() {
     let link = Arc::new(LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.05).unwrap());
     let tps = Arc::new(TpBuffer::new(SourceId::trigger(1), 1 << 30, 0));
+    let registry = Registry::new();
+    let metrics = ServerMetrics::register(&registry, "request-server").unwrap();
     let (frames_tx, frames_rx) = unbounded();
     let (req_tx, req_rx) = unbounded();
     let (resp_tx, resp_rx) = unbounded();
@@ -75,7 +79,8 @@ fn requests_wait_for_data_time_out_and_name_unknown_sources() {
         });
         let links = [link.clone()];
         let tp_buffers = [tps.clone()];
-        let server = s.spawn(move || serve(&links, &tp_buffers, req_rx, resp_tx, config));
+        let server =
+            s.spawn(move || serve(&links, &tp_buffers, req_rx, resp_tx, config, Some(metrics)));
 
         for n in 0..10 {
             frames_tx.send(n).unwrap();
@@ -147,4 +152,21 @@ fn requests_wait_for_data_time_out_and_name_unknown_sources() {
             3
         );
     });
+    // The same counts reach the monitoring registry.
+    let snapshot = Collector::new(registry).collect();
+    let requests = |status: &str| {
+        snapshot
+            .families
+            .iter()
+            .filter(|f| f.name == "swdaq_readout_requests_total")
+            .flat_map(|f| &f.series)
+            .find(|s| s.labels.get("status").map(String::as_str) == Some(status))
+            .map(|s| match s.value {
+                Value::Counter { total, .. } => total,
+                _ => panic!("a counter"),
+            })
+    };
+    assert_eq!(requests("complete"), Some(3));
+    assert_eq!(requests("partial"), Some(1));
+    assert_eq!(requests("unknown_source"), Some(1));
 }

@@ -36,7 +36,7 @@ use swdaq_readout::checks::CheckCounts;
 use swdaq_readout::hit_finding::HitFindingObserver;
 use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
 use swdaq_readout::link_format::LinkFormat;
-use swdaq_readout::metrics::LinkMetrics;
+use swdaq_readout::metrics::{LinkMetrics, ServerMetrics};
 use swdaq_readout::replay::ReplaySource;
 use swdaq_readout::request::{DataRequest, RequestPolicy};
 use swdaq_readout::server::{DataResponse, ServerConfig, ServerCounts, serve};
@@ -219,10 +219,18 @@ pub fn run_chain(
             timeout: Duration::from_millis(config.readout.request_timeout_ms),
             poll: NODE_POLL,
         };
+        let server_metrics = ServerMetrics::register(&registry, "request-server")?;
         let server = std::thread::Builder::new()
             .name("request-server".into())
             .spawn_scoped(s, move || {
-                serve(&raw, &tps, request_rx, response_tx, server_config)
+                serve(
+                    &raw,
+                    &tps,
+                    request_rx,
+                    response_tx,
+                    server_config,
+                    Some(server_metrics),
+                )
             })?;
         let drain_wait = Duration::from_millis(config.dataflow.record_timeout_ms) * 2;
         let trigger_thread = std::thread::Builder::new()

@@ -9,6 +9,8 @@ use std::time::Duration;
 use swdaq_dataflow::builder::source_list;
 use swdaq_format::SourceId;
 use swdaq_monitor::{Snapshot, Value};
+use swdaq_readout::request::RequestStatus;
+use swdaq_readout::server::Outcome;
 
 /// Sum over series of a counter: (total, rate per second).
 fn counter(snapshot: &Snapshot, name: &str) -> (u64, f64) {
@@ -219,6 +221,18 @@ pub fn summary(r: &RunReport) -> String {
         b.late_fragments,
         ms(quantile(&r.builder.latencies, 0.5)),
         ms(quantile(&r.builder.latencies, 0.99)),
+    );
+    let served = |o: Outcome| r.server.by_outcome.get(&o).copied().unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "Requests  {} complete, {} partial, {} not found, {} invalid, {} unknown source; {} timed out waiting for data, {} duplicates",
+        served(Outcome::Served(RequestStatus::Complete)),
+        served(Outcome::Served(RequestStatus::Partial)),
+        served(Outcome::Served(RequestStatus::NotFound)),
+        served(Outcome::Served(RequestStatus::InvalidWindow)),
+        served(Outcome::UnknownSource),
+        r.server.timed_out,
+        r.server.duplicates,
     );
     let named = |m: &BTreeMap<SourceId, u64>| {
         m.iter()
