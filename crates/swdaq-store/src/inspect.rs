@@ -8,7 +8,7 @@ use std::path::Path;
 use swdaq_format::daq_eth::SEQ_ID_MODULUS;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::wibeth::{self, WibEthFrame};
-use swdaq_format::{Fragment, FragmentType, TriggerPrimitive, TriggerRecord};
+use swdaq_format::{FragmentHeader, FragmentType, TriggerPrimitive, TriggerRecordHeader};
 
 #[derive(Debug, Serialize)]
 pub struct FileReport {
@@ -60,31 +60,31 @@ pub enum Content {
     Undecoded,
 }
 
-fn summarise(name: String, record: &TriggerRecord, decode: bool) -> RecordSummary {
-    let fragments = record
-        .fragments()
-        .filter_map(|f| f.ok())
-        .map(|f: Fragment<'_>| {
-            let h = f.header;
-            FragmentSummary {
-                source: h.element_id.to_string(),
-                fragment_type: h.fragment_type.name(),
-                window_begin: h.window_begin,
-                window_end: h.window_end,
-                bytes: h.size,
-                errors: fragment_error::names(h.error_bits),
-                content: decode.then(|| decode_payload(h.fragment_type, f.payload)),
-            }
-        })
-        .collect();
+fn fragment_summary(h: &FragmentHeader, payload: Option<&[u8]>) -> FragmentSummary {
+    FragmentSummary {
+        source: h.element_id.to_string(),
+        fragment_type: h.fragment_type.name(),
+        window_begin: h.window_begin,
+        window_end: h.window_end,
+        bytes: h.size,
+        errors: fragment_error::names(h.error_bits),
+        content: payload.map(|p| decode_payload(h.fragment_type, p)),
+    }
+}
+
+fn summarise(
+    name: String,
+    header: &TriggerRecordHeader,
+    fragments: Vec<FragmentSummary>,
+) -> RecordSummary {
     RecordSummary {
         name,
-        trigger_number: record.header.trigger_number,
-        trigger_timestamp: record.header.trigger_timestamp,
-        trigger_type: record.header.trigger_type,
-        status_bits: record.header.status_bits,
-        bytes: record.size_bytes(),
-        requested_components: record.header.components.len(),
+        trigger_number: header.trigger_number,
+        trigger_timestamp: header.trigger_timestamp,
+        trigger_type: header.trigger_type,
+        status_bits: header.status_bits,
+        bytes: header.encoded_len() + fragments.iter().map(|f| f.bytes as usize).sum::<usize>(),
+        requested_components: header.components.len(),
         fragments,
     }
 }
@@ -134,9 +134,27 @@ pub fn inspect(path: &Path, record: Option<u64>) -> Result<FileReport> {
     let reader = RecordFileReader::open(path)?;
     let mut records = Vec::new();
     for id in reader.record_ids()? {
-        if record.is_none_or(|n| n == id.trigger_number) {
-            let r = reader.read_record(&id)?;
-            records.push(summarise(id.group, &r, record.is_some()));
+        match record {
+            // Listing: headers only, however large the records.
+            None => {
+                let h = reader.read_headers(&id)?;
+                let fragments = h
+                    .fragments
+                    .iter()
+                    .map(|f| fragment_summary(f, None))
+                    .collect();
+                records.push(summarise(id.group, &h.header, fragments));
+            }
+            Some(n) if n == id.trigger_number => {
+                let r = reader.read_record(&id)?;
+                let fragments = r
+                    .fragments()
+                    .filter_map(|f| f.ok())
+                    .map(|f| fragment_summary(&f.header, Some(f.payload)))
+                    .collect();
+                records.push(summarise(id.group, &r.header, fragments));
+            }
+            Some(_) => {}
         }
     }
     Ok(FileReport {
@@ -230,7 +248,7 @@ mod tests {
     use crate::{RecordFileWriter, StoreConfig};
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::wibeth::WibEthHeader;
-    use swdaq_format::{FragmentHeader, SourceId, Subsystem, TriggerRecordHeader};
+    use swdaq_format::{Fragment, SourceId, Subsystem, TriggerRecord};
 
     fn fragment(kind: FragmentType, source: SourceId, payload: &[u8], error_bits: u32) -> Vec<u8> {
         let header = FragmentHeader {

@@ -35,6 +35,6 @@ pub mod thread;
 pub mod writer;
 
 pub use error::StoreError;
-pub use reader::{FileAttributes, RecordFileReader, RecordId};
+pub use reader::{FileAttributes, RecordFileReader, RecordHeaders, RecordId};
 pub use thread::{StorageThread, StoreReport};
 pub use writer::{RecordFileWriter, StoreConfig};

@@ -7,6 +7,7 @@ use crate::layout::{self, attr};
 use hdf5::types::VarLenUnicode;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use swdaq_format::fragment::FRAGMENT_HEADER_SIZE;
 use swdaq_format::{FragmentHeader, TriggerRecord, TriggerRecordHeader};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -142,6 +143,61 @@ impl RecordFileReader {
         })
     }
 
+    /// One record's header and its fragments' headers, reading only the first bytes of each
+    /// fragment (listing a file of large records costs a few kB per record, not the records).
+    pub fn read_headers(&self, id: &RecordId) -> Result<RecordHeaders> {
+        let raw = self
+            .file
+            .group(&format!("{}/{}", id.group, layout::RAW_DATA_GROUP))
+            .at(&self.path)?;
+        let mut header = None;
+        let mut fragments = Vec::new();
+        for name in raw.member_names().at(&self.path)? {
+            if name.ends_with(layout::RECORD_HEADER_DATASET) {
+                let bytes = self.read_bytes(&raw, &name)?;
+                header = Some(TriggerRecordHeader::decode(&bytes).map_err(|e| self.format(e))?);
+            } else {
+                let (prefix, len) = self.read_prefix(&raw, &name, FRAGMENT_HEADER_SIZE)?;
+                let h = FragmentHeader::decode(&prefix).map_err(|e| self.format(e))?;
+                if h.size != len {
+                    return Err(self.layout(format!(
+                        "{name}: the fragment header says {} bytes, the dataset holds {len}",
+                        h.size
+                    )));
+                }
+                fragments.push(h);
+            }
+        }
+        let header =
+            header.ok_or_else(|| self.layout(format!("{} has no record header", id.group)))?;
+        fragments.sort_by_key(fragment_key);
+        Ok(RecordHeaders { header, fragments })
+    }
+
+    /// The first `n` bytes of a byte dataset, and its whole length.
+    fn read_prefix(&self, group: &hdf5::Group, name: &str, n: usize) -> Result<(Vec<u8>, u64)> {
+        let dataset = group.dataset(name).at(&self.path)?;
+        let shape = dataset.shape();
+        let len = dataset.size();
+        if len as u64 > self.file_len || dataset.dtype().at(&self.path)?.size() != 1 {
+            return Err(self.layout(format!("{name} is not a byte dataset within the file")));
+        }
+        let take = len.min(n);
+        let bytes: Vec<i8> = match shape.as_slice() {
+            [_, 1] => dataset
+                .read_slice_2d::<i8, _>(ndarray::s![0..take, ..])
+                .at(&self.path)?
+                .into_iter()
+                .collect(),
+            [_] => dataset
+                .read_slice_1d::<i8, _>(0..take)
+                .at(&self.path)?
+                .to_vec(),
+            _ => return Err(self.layout(format!("{name} has shape {shape:?}, not [n] or [n, 1]"))),
+        };
+        Ok((bytes.into_iter().map(|b| b as u8).collect(), len as u64))
+    }
+
     fn read_bytes(&self, group: &hdf5::Group, name: &str) -> Result<Vec<u8>> {
         let dataset = group.dataset(name).at(&self.path)?;
         // A corrupt dataspace could claim any size: bound the allocation by the file.
@@ -165,6 +221,13 @@ impl RecordFileReader {
             what,
         }
     }
+}
+
+/// A record's header and its fragments' headers (see [`RecordFileReader::read_headers`]).
+#[derive(Debug, Clone)]
+pub struct RecordHeaders {
+    pub header: TriggerRecordHeader,
+    pub fragments: Vec<FragmentHeader>,
 }
 
 /// The order fragments come back in: by source (subsystem, id), then fragment type.

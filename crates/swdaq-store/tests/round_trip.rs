@@ -142,7 +142,15 @@ proptest! {
         let files = w.closed_files().to_vec();
         prop_assert_eq!(files.len(), 1);
         records.sort_by_key(|r| (r.header.trigger_number, r.header.sequence_number));
-        prop_assert_eq!(read_all(&files[0]), records);
+        prop_assert_eq!(&read_all(&files[0]), &records);
+        // Reading headers only gives the same headers as reading the records whole.
+        let reader = RecordFileReader::open(&files[0]).unwrap();
+        for (id, r) in reader.record_ids().unwrap().iter().zip(&records) {
+            let headers = reader.read_headers(id).unwrap();
+            prop_assert_eq!(&headers.header, &r.header);
+            let whole: Vec<_> = r.fragments().map(|f| f.unwrap().header).collect();
+            prop_assert_eq!(headers.fragments, whole);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
