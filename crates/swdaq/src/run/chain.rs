@@ -31,6 +31,7 @@ use swdaq_dataflow::{
     TriggerReport,
 };
 use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
+use swdaq_monitor::proc::{ThreadStat, USER_HZ, read_threads};
 use swdaq_monitor::{MetricsServer, Registry, Snapshot, StatsThread};
 use swdaq_readout::checks::CheckCounts;
 use swdaq_readout::hit_finding::HitFindingObserver;
@@ -89,6 +90,8 @@ pub struct RunReport {
     pub storage: Option<StoreReport>,
     /// Hit finding against the emulator's truth, over each link's first replay pass.
     pub hit_finding: Score,
+    /// Share of one core each thread used while data was taken (from /proc), by name.
+    pub thread_cpu: Vec<(String, f64)>,
 }
 
 /// What the status view shows, read from the monitoring snapshot.
@@ -279,6 +282,7 @@ pub fn run_chain(
 
         gate.store(GO, Ordering::Release);
         let started = Instant::now();
+        let threads_at_start = read_threads();
         let watch = Supervisor {
             config,
             interrupt,
@@ -288,6 +292,7 @@ pub fn run_chain(
             links: n,
         };
         let stop_reason = watch.run(&readout, &mut on_status);
+        let thread_cpu = cpu_shares(&threads_at_start, started.elapsed());
         // Stop in data-flow order: the trigger first (its open decision still goes out once
         // its data is in), then the builder finishes every record, then readout stops.
         let _ = stop_tx.send(TriggerInput::Stop);
@@ -323,6 +328,7 @@ pub fn run_chain(
             server,
             storage,
             hit_finding: score(&emulated, &first_pass),
+            thread_cpu,
         })
     });
     if let Some(m) = metrics_server {
@@ -655,4 +661,19 @@ fn score(emulated: &[EmulatedLink], first_pass: &[(usize, Vec<TriggerPrimitive>,
         ));
     }
     total
+}
+
+/// Each thread's CPU use since `before` was read, as a share of one core over `elapsed`.
+fn cpu_shares(before: &[ThreadStat], elapsed: Duration) -> Vec<(String, f64)> {
+    read_threads()
+        .into_iter()
+        .map(|t| {
+            let start = before
+                .iter()
+                .find(|b| b.tid == t.tid)
+                .map_or(0, |b| b.cpu_ticks);
+            let seconds = t.cpu_ticks.saturating_sub(start) as f64 / USER_HZ;
+            (t.name, seconds / elapsed.as_secs_f64())
+        })
+        .collect()
 }

@@ -277,6 +277,19 @@ pub fn summary(r: &RunReport) -> String {
             }
         }
     }
+    let busy: Vec<String> = r
+        .thread_cpu
+        .iter()
+        .filter(|(_, share)| *share >= 0.05)
+        .map(|(name, share)| format!("{name} {:.0}%", 100.0 * share))
+        .collect();
+    if !busy.is_empty() {
+        let _ = writeln!(
+            s,
+            "CPU       share of one core over the run (threads above 5%): {}",
+            busy.join(", ")
+        );
+    }
     let h = &r.hit_finding;
     if h.pulses_5_sigma > 0 {
         let _ = writeln!(
@@ -327,6 +340,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "build_latency_p99_ms": ms(quantile(&r.builder.latencies, 0.99)),
         },
         "storage": r.storage,
+        "thread_cpu_share": r.thread_cpu,
         "hit_finding": {
             "pulses_5_sigma": r.hit_finding.pulses_5_sigma,
             "efficiency_5_sigma": r.hit_finding.efficiency_5_sigma(),
