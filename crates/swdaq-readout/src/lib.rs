@@ -18,6 +18,7 @@ pub mod request;
 pub mod ring;
 pub mod server;
 pub mod source;
+pub mod stream_copy;
 pub mod thread;
 pub mod tp_buffer;
 pub mod udp;

@@ -6,6 +6,7 @@
 
 use crate::link_format::LinkFormat;
 use crate::source::{FrameSource, Poll};
+use crate::stream_copy::copy_streaming;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,6 +80,8 @@ pub struct ReplaySource {
     pace: Option<(Instant, f64)>,
     delivered: u64,
     limit: Option<u64>,
+    /// Land frames with streaming stores, as DMA would (see [`crate::stream_copy`]).
+    streaming: bool,
 }
 
 impl ReplaySource {
@@ -92,7 +95,15 @@ impl ReplaySource {
             pace: rate_hz.map(|r| (Instant::now(), r)),
             delivered: 0,
             limit,
+            streaming: false,
         }
+    }
+
+    /// Writes frames into their slots with streaming stores: they reach memory without
+    /// passing through this core's cache, like a front-end card's DMA.
+    pub fn with_streaming_stores(mut self) -> Self {
+        self.streaming = true;
+        self
     }
 
     /// Restarts the pacing clock (call when the run starts, after set-up).
@@ -118,7 +129,12 @@ impl FrameSource for ReplaySource {
         }
         let (offset, len) = t.frames[self.next];
         let out = &mut slot[..len];
-        out.copy_from_slice(&t.bytes[offset..offset + len]);
+        let frame = &t.bytes[offset..offset + len];
+        if self.streaming {
+            copy_streaming(out, frame);
+        } else {
+            out.copy_from_slice(frame);
+        }
         if self.pass > 0
             && let Some(header) = t.format.header(out)
         {

@@ -440,7 +440,9 @@ impl ReadoutThread<'_> {
             .find(|s| s.link as usize == link)
             .map(|s| (s.after_s * rate).round() as u64);
         let pace = self.config.emulator.real_time.then_some(rate);
+        // Frames land in memory as a front-end card's DMA would put them (not in cache).
         ReplaySource::new(Arc::clone(&self.emulated[link].template), pace, limit)
+            .with_streaming_stores()
     }
 
     fn hit_finder(&self, emulated: &EmulatedLink) -> anyhow::Result<HitFindingObserver> {
