@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 use swdaq::run::chain::{RunReport, StopReason, run_chain};
 use swdaq::run::config::{RunConfig, StopLink};
 use swdaq::run::emulator::emulate;
+use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::trigger_record::record_status;
 use swdaq_format::wibeth::{self, WibEthFrame};
@@ -194,25 +195,20 @@ fn a_stopped_link_makes_its_records_incomplete_naming_it_and_the_run_goes_on() {
     }
 }
 
-#[test]
-fn storage_that_fills_up_stops_the_run_cleanly_and_what_was_written_stays_readable() {
+/// A run whose storage has room for about 10 MB of records (a record here is ~1.3 MB), on
+/// RAM-backed storage where other processes do not eat the space.
+fn run_until_the_disk_fills(seconds: f64, on_failure: StorageFailurePolicy) -> RunReport {
     let base = if Path::new("/dev/shm").is_dir() {
         tempfile::tempdir_in("/dev/shm").unwrap()
     } else {
         tempfile::tempdir().unwrap()
     };
-    let mut c = config(base.path(), 30.0);
+    let mut c = config(base.path(), seconds);
     c.storage.max_records_per_file = 3;
-    // Leave room for about 10 MB of records (a record here is ~1.3 MB): then the disk is "full".
+    c.storage.on_failure = on_failure;
     let free_mb = fs4::available_space(base.path()).unwrap() >> 20;
     c.storage.min_free_mb = free_mb.saturating_sub(10);
     let report = run(&c);
-    assert!(
-        matches!(report.stop_reason, StopReason::StorageFailed(_)),
-        "{:?}",
-        report.stop_reason
-    );
-    assert!(report.seconds < 20.0, "the run stopped at the failure");
     let storage = report.storage.as_ref().unwrap();
     let error = storage.error.as_deref().unwrap_or_default();
     assert!(error.contains("space"), "{error}");
@@ -224,4 +220,23 @@ fn storage_that_fills_up_stops_the_run_cleanly_and_what_was_written_stays_readab
         report.trigger.counts.issued,
         "every decision is accounted for"
     );
+    report
+}
+
+#[test]
+fn storage_that_fills_up_sheds_records_by_policy_and_the_run_goes_on() {
+    let report = run_until_the_disk_fills(3.0, StorageFailurePolicy::Shed);
+    assert_eq!(report.stop_reason, StopReason::Duration);
+    assert!(report.links.iter().all(|l| l.dropped == 0));
+}
+
+#[test]
+fn storage_that_fills_up_stops_the_run_cleanly_and_what_was_written_stays_readable() {
+    let report = run_until_the_disk_fills(30.0, StorageFailurePolicy::Stop);
+    assert!(
+        matches!(report.stop_reason, StopReason::StorageFailed(_)),
+        "{:?}",
+        report.stop_reason
+    );
+    assert!(report.seconds < 20.0, "the run stopped at the failure");
 }
