@@ -460,9 +460,10 @@ impl ReadoutThread<'_> {
             }
         }
         let observer = HitFindingObserver::new(finder);
-        Ok(match hf.noisy {
-            Some(noisy) => observer.with_noisy_channel_detection(noisy),
-            None => observer,
+        Ok(if hf.detect_noisy_channels {
+            observer.with_noisy_channel_detection(hf.noisy)
+        } else {
+            observer
         })
     }
 }

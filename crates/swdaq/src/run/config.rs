@@ -111,20 +111,21 @@ impl Default for ReadoutSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HitFindingSection {
-    pub enabled: bool,
     pub threshold: ThresholdConfig,
     /// Offline channel numbers never processed.
     pub masked_channels: Vec<u32>,
-    pub noisy: Option<NoisyConfig>,
+    /// Report channels whose TP rate stands far above their link's (see `noisy`).
+    pub detect_noisy_channels: bool,
+    pub noisy: NoisyConfig,
 }
 
 impl Default for HitFindingSection {
     fn default() -> Self {
         Self {
-            enabled: true,
             threshold: ThresholdConfig::default(),
             masked_channels: Vec::new(),
-            noisy: Some(NoisyConfig::default()),
+            detect_noisy_channels: true,
+            noisy: NoisyConfig::default(),
         }
     }
 }
