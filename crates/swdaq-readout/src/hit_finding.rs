@@ -81,10 +81,8 @@ impl FrameObserver for HitFindingObserver {
         let now = meta.timestamp + wibeth::TICKS_PER_FRAME;
         let released_from = self.ready.len();
         if !self.orderer.is_empty() {
-            self.orderer.release(
-                self.finder.earliest_open_hit().unwrap_or(now),
-                &mut self.ready,
-            );
+            self.orderer
+                .release(self.finder.release_horizon(now), &mut self.ready);
         }
         if let Some(detector) = &mut self.noisy {
             for noisy in detector.observe(&self.ready[released_from..], now) {

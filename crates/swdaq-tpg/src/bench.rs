@@ -72,7 +72,7 @@ pub fn run_algorithm(
                     finder.process_wibeth(&frame, &mut closed);
                     orderer.push(closed.drain(..));
                     let now = frame.timestamp() + wibeth::TICKS_PER_FRAME;
-                    orderer.release(finder.earliest_open_hit().unwrap_or(now), &mut ordered);
+                    orderer.release(finder.release_horizon(now), &mut ordered);
                     tps += ordered.len() as u64;
                     ordered.clear();
                     std::hint::black_box((pass, n));

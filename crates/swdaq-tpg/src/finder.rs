@@ -181,6 +181,21 @@ impl HitFinder {
         self.hits.earliest_open()
     }
 
+    /// TPs starting before this are final, once every sample before `now` (ticks) has been
+    /// processed: the earliest open hit's start, or `now` less the longest FIR delay (a hit
+    /// opening on the next sample is dated that much earlier).
+    pub fn release_horizon(&self, now: u64) -> u64 {
+        let delay = self
+            .kernels
+            .iter()
+            .flatten()
+            .map(Kernel::delay_samples)
+            .max()
+            .unwrap_or(0);
+        let settled = now.saturating_sub(delay * self.ticks_per_sample);
+        self.earliest_open_hit().map_or(settled, |t| t.min(settled))
+    }
+
     fn initialise_from(&mut self, row: &[u16]) {
         if !self.initialised {
             for (p, &x) in self.pedestal.iter_mut().zip(row) {

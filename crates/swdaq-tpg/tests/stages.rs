@@ -10,7 +10,7 @@ use swdaq_format::TriggerPrimitive;
 use swdaq_format::tp::tp_flags;
 use swdaq_tpg::{
     AbsRunSumConfig, Algorithm, Implementation, ProtoDuneConfig, RoiBuilder, RoiConfig,
-    ThresholdConfig,
+    ThresholdConfig, TpOrderer,
 };
 
 fn flat(samples: usize, value: u16) -> Vec<[u16; N]> {
@@ -97,6 +97,40 @@ fn abs_running_sum_finds_bipolar_pulses_and_integrates_the_sum() {
     assert_eq!(tps[0].time_start, T0 + 41 * 32);
     assert!(tps[0].samples_over_threshold >= 15);
     assert!(tps[0].adc_peak > 300);
+}
+
+#[test]
+fn delayed_tps_still_leave_in_time_order() {
+    // protodune dates hits 3 samples before they are seen, so a `threshold` TP closed at the
+    // end of one frame must wait for a protodune hit seen at the start of the next.
+    let mut rows = flat(192, 1000);
+    rows[62][40] = 1500; // threshold channel: one sample, closed at 63
+    for row in &mut rows[64..70] {
+        row[3] = 3000; // protodune channel: seen at 64, dated 61
+    }
+    let setup = Setup::mixed(
+        ThresholdConfig::default(),
+        protodune(5.0),
+        Algorithm::Threshold,
+    );
+    let mut finder = setup.finder(Implementation::best());
+    let mut orderer = TpOrderer::default();
+    let (mut closed, mut released) = (Vec::new(), Vec::new());
+    for bytes in frames_of(&rows) {
+        let frame = swdaq_format::wibeth::WibEthFrame::parse(&bytes).unwrap();
+        finder.process_wibeth(&frame, &mut closed);
+        orderer.push(closed.drain(..));
+        let now = frame.timestamp() + swdaq_format::wibeth::TICKS_PER_FRAME;
+        orderer.release(finder.release_horizon(now), &mut released);
+    }
+    finder.flush(&mut closed);
+    orderer.push(closed.drain(..));
+    orderer.drain(&mut released);
+    let starts: Vec<(u32, u64)> = released
+        .iter()
+        .map(|tp| (tp.channel, (tp.time_start - T0) / 32))
+        .collect();
+    assert_eq!(starts, [(103, 61), (140, 62)]);
 }
 
 /// Sum of 12 uniforms: Gaussian enough for noise, mean 0, sigma 1.
@@ -205,7 +239,7 @@ fn rois_cover_the_hits() {
         finder.process_wibeth(&frame, &mut tps);
         roi.push(&tps[from..], &mut rois);
         let now = frame.timestamp() + swdaq_format::wibeth::TICKS_PER_FRAME;
-        roi.release(finder.earliest_open_hit().unwrap_or(now), &mut rois);
+        roi.release(finder.release_horizon(now), &mut rois);
     }
     roi.flush(&mut rois);
     // Channel 120 is in group 7; blocks of 12 samples (384 ticks) aligned to absolute time,
