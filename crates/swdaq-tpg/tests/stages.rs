@@ -93,8 +93,9 @@ fn abs_running_sum_finds_bipolar_pulses_and_integrates_the_sum() {
         &[],
     );
     assert_eq!(tps.len(), 1);
-    // RS: 80, 144, 195, ... towards 400: over 100 from the second sample, through both lobes.
-    assert_eq!(tps[0].time_start, T0 + 41 * 32);
+    // RS: 80, 144, 195, ... towards 400: over 45 from the first sample, through both lobes
+    // and the decay after them.
+    assert_eq!(tps[0].time_start, T0 + 40 * 32);
     assert!(tps[0].samples_over_threshold >= 15);
     assert!(tps[0].adc_peak > 300);
 }
