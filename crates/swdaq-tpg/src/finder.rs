@@ -46,6 +46,8 @@ pub struct HitFinder {
     pub(crate) kernels: Vec<Option<Kernel>>,
     /// Per group: the state of those stages (unused by `threshold` groups).
     pub(crate) stages: Vec<StageState>,
+    /// Working rows of the AVX2 stages, allocated once (empty when no group needs them).
+    pub(crate) scratch: Vec<stages::Lanes>,
     initialised: bool,
     row: Vec<u16>,
 }
@@ -133,6 +135,11 @@ impl HitFinder {
             accumulator: vec![0; n],
             masked: vec![0; n],
             hits: HitState::new(n),
+            scratch: if kernels.iter().any(Option::is_some) {
+                vec![[0; LANES]; stages::SCRATCH_ROWS]
+            } else {
+                Vec::new()
+            },
             kernels,
             stages,
             initialised: config.initial_pedestal.is_some(),

@@ -2,7 +2,9 @@
 //! same compares, the same exact i32 sums saturated the same way), so TPs are bit-identical.
 //! A group's state stays in registers for all the samples of a WIBEth frame.
 
-use super::{AbsRunSumParams, Kernel, ProtoDuneParams, Q25, Q75, StageState};
+use super::{
+    AbsRunSumParams, Kernel, MAX_SAMPLES, PAIR_ROWS, ProtoDuneParams, Q25, Q75, StageState,
+};
 use crate::avx2::imp::{FrugalLimits, HitLanes, hit_lanes, load, store, unpack_group};
 use crate::config::MAX_FIR_TAPS;
 use crate::finder::{HitFinder, LANES};
@@ -11,9 +13,6 @@ use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};
 
 const HISTORY: usize = MAX_FIR_TAPS - 1;
-
-/// Samples a frame holds: the most a call processes.
-const MAX_SAMPLES: usize = wibeth::SAMPLES_PER_FRAME;
 
 /// Two i16 values as the (low, high) halves of every i32 lane, for `_mm256_madd_epi16`.
 #[target_feature(enable = "avx2")]
@@ -98,7 +97,8 @@ impl GroupRun {
 
 /// `protodune` in three passes over the samples, each with few enough live values to stay
 /// in registers: pedestal, FIR, then noise, threshold and hits. The passes hand over through
-/// small buffers that stay in L1.
+/// the finder's scratch rows, which stay in L1 (taken out of the finder meanwhile, so TP
+/// assembly can borrow it).
 #[target_feature(enable = "avx2")]
 #[inline]
 fn run_protodune(
@@ -114,21 +114,28 @@ fn run_protodune(
 
     // Pass 1: median pedestal. `pairs[HISTORY - 1 + s]` interleaves sample s's signal with
     // the one before (low and high 128-bit halves' unpacks), ready for the FIR's madds.
-    let mut pairs_lo = [zero; HISTORY - 1 + MAX_SAMPLES];
-    let mut pairs_hi = [zero; HISTORY - 1 + MAX_SAMPLES];
+    let mut scratch = std::mem::take(&mut f.scratch);
+    let (pairs_lo, rest) = scratch.split_at_mut(PAIR_ROWS);
+    let (pairs_hi, rest) = rest.split_at_mut(PAIR_ROWS);
+    let (signals, fine) = rest.split_at_mut(MAX_SAMPLES);
     let old_history: [__m256i; HISTORY] = std::array::from_fn(|k| load(&f.stages[g].history[k]));
     let mut previous = old_history[HISTORY - 1];
     for k in (0..HISTORY - 1).rev() {
         let j = HISTORY - 2 - k;
-        pairs_lo[j] = _mm256_unpacklo_epi16(old_history[k], previous);
-        pairs_hi[j] = _mm256_unpackhi_epi16(old_history[k], previous);
+        store(
+            &mut pairs_lo[j],
+            _mm256_unpacklo_epi16(old_history[k], previous),
+        );
+        store(
+            &mut pairs_hi[j],
+            _mm256_unpackhi_epi16(old_history[k], previous),
+        );
         previous = old_history[k];
     }
     let (mut pedestal, mut accumulator) = (
         load(&f.pedestal[lanes.clone()]),
         load(&f.accumulator[lanes.clone()]),
     );
-    let mut signals = [zero; MAX_SAMPLES];
     for s in 0..n {
         let x = input(s);
         let (ped, acc) = r.frugal.median(pedestal, accumulator, x);
@@ -141,9 +148,15 @@ fn run_protodune(
             (ped, acc)
         };
         let signal = _mm256_sub_epi16(x, pedestal);
-        signals[s] = signal;
-        pairs_lo[HISTORY - 1 + s] = _mm256_unpacklo_epi16(signal, previous);
-        pairs_hi[HISTORY - 1 + s] = _mm256_unpackhi_epi16(signal, previous);
+        store(&mut signals[s], signal);
+        store(
+            &mut pairs_lo[HISTORY - 1 + s],
+            _mm256_unpacklo_epi16(signal, previous),
+        );
+        store(
+            &mut pairs_hi[HISTORY - 1 + s],
+            _mm256_unpackhi_epi16(signal, previous),
+        );
         previous = signal;
     }
     store(&mut f.pedestal[lanes.clone()], pedestal);
@@ -151,7 +164,7 @@ fn run_protodune(
     // The newest HISTORY signals, from this call and (if it was shorter) the previous ones.
     let history: [__m256i; HISTORY] = std::array::from_fn(|k| {
         let new = if k < n {
-            signals[n - 1 - k]
+            load(&signals[n - 1 - k])
         } else {
             old_history[k - n]
         };
@@ -173,8 +186,8 @@ fn run_protodune(
         let j = HISTORY - 1 + s;
         let (mut lo, mut hi) = (zero, zero);
         for (k, t) in taps.iter().enumerate() {
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(pairs_lo[j - 2 * k], *t));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(pairs_hi[j - 2 * k], *t));
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(load(&pairs_lo[j - 2 * k]), *t));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(load(&pairs_hi[j - 2 * k]), *t));
         }
         shift_pack(lo, hi, shift)
     };
@@ -182,9 +195,8 @@ fn run_protodune(
         _mm_cvtsi32_si128(p.shift as i32),
         _mm_cvtsi32_si128(p.fine_shift as i32),
     );
-    let mut fine = [zero; MAX_SAMPLES];
     for (s, v) in fine.iter_mut().enumerate().take(n) {
-        *v = fir(s, fine_shift);
+        store(v, fir(s, fine_shift));
     }
 
     // Pass 3: quartiles of the fine signal, threshold = max(sat16(iqr x mult >> 8), min)
@@ -195,7 +207,8 @@ fn run_protodune(
     let mult = pair(p.mult_q8, 0);
     let min_threshold = _mm256_set1_epi16(p.min_threshold);
     let (top, q8) = (_mm256_set1_epi16(i16::MAX), _mm_cvtsi32_si128(8));
-    for (s, &x) in fine.iter().enumerate().take(n) {
+    for (s, x) in fine.iter().enumerate().take(n) {
+        let x = load(x);
         let (e25, a25) = quantile(&r.frugal, Q25, q25, q25_acc, x);
         let (e75, a75) = quantile(&r.frugal, Q75, q75, q75_acc, x);
         if r.any_masked {
@@ -225,6 +238,7 @@ fn run_protodune(
     store(&mut st.q25_acc, q25_acc);
     store(&mut st.q75, q75);
     store(&mut st.q75_acc, q75_acc);
+    f.scratch = scratch;
 }
 
 /// `abs-running-sum`: pedestal and running sum in one pass (few live values).

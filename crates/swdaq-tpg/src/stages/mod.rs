@@ -12,6 +12,15 @@ use crate::finder::LANES;
 
 pub type Lanes = [i16; LANES];
 
+/// Samples a frame holds: the most one AVX2 call processes.
+pub const MAX_SAMPLES: usize = swdaq_format::wibeth::SAMPLES_PER_FRAME;
+/// Rows of FIR input pairs (a sample with the one before) per call: the earlier samples the
+/// taps reach, then the call's own.
+pub const PAIR_ROWS: usize = MAX_FIR_TAPS - 2 + MAX_SAMPLES;
+/// Scratch rows `protodune`'s AVX2 passes hand over through: pairs (low and high halves),
+/// pedestal-subtracted signals, fine filtered signals.
+pub const SCRATCH_ROWS: usize = 2 * PAIR_ROWS + 2 * MAX_SAMPLES;
+
 /// What one group of channels runs after the pedestal, as the integers the per-sample code
 /// uses (`threshold` groups have none).
 #[derive(Debug, Clone, Copy, PartialEq)]
