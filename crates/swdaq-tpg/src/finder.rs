@@ -47,7 +47,7 @@ pub struct HitFinder {
     /// Per group: the state of those stages (unused by `threshold` groups).
     pub(crate) stages: Vec<StageState>,
     /// Working rows of the AVX2 stages, allocated once (empty when no group needs them).
-    pub(crate) scratch: Vec<stages::Lanes>,
+    pub(crate) scratch: Vec<stages::ScratchRow>,
     initialised: bool,
     row: Vec<u16>,
 }
@@ -136,7 +136,7 @@ impl HitFinder {
             masked: vec![0; n],
             hits: HitState::new(n),
             scratch: if kernels.iter().any(Option::is_some) {
-                vec![[0; LANES]; stages::SCRATCH_ROWS]
+                vec![stages::ScratchRow::default(); stages::SCRATCH_ROWS]
             } else {
                 Vec::new()
             },

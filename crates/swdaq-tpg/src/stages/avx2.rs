@@ -1,6 +1,7 @@
 //! AVX2 twins of the scalar stages: 16 lanes per register, the same integer arithmetic (the
 //! same compares, the same exact i32 sums saturated the same way), so TPs are bit-identical.
-//! A group's state stays in registers for all the samples of a WIBEth frame.
+//! A group's state stays in registers for all the samples of a WIBEth frame (`protodune`'s
+//! for each of its passes).
 
 use super::{
     AbsRunSumParams, Kernel, MAX_SAMPLES, PAIR_ROWS, ProtoDuneParams, Q25, Q75, StageState,
@@ -123,11 +124,11 @@ fn run_protodune(
     for k in (0..HISTORY - 1).rev() {
         let j = HISTORY - 2 - k;
         store(
-            &mut pairs_lo[j],
+            &mut pairs_lo[j].0,
             _mm256_unpacklo_epi16(old_history[k], previous),
         );
         store(
-            &mut pairs_hi[j],
+            &mut pairs_hi[j].0,
             _mm256_unpackhi_epi16(old_history[k], previous),
         );
         previous = old_history[k];
@@ -148,13 +149,13 @@ fn run_protodune(
             (ped, acc)
         };
         let signal = _mm256_sub_epi16(x, pedestal);
-        store(&mut signals[s], signal);
+        store(&mut signals[s].0, signal);
         store(
-            &mut pairs_lo[HISTORY - 1 + s],
+            &mut pairs_lo[HISTORY - 1 + s].0,
             _mm256_unpacklo_epi16(signal, previous),
         );
         store(
-            &mut pairs_hi[HISTORY - 1 + s],
+            &mut pairs_hi[HISTORY - 1 + s].0,
             _mm256_unpackhi_epi16(signal, previous),
         );
         previous = signal;
@@ -164,7 +165,7 @@ fn run_protodune(
     // The newest HISTORY signals, from this call and (if it was shorter) the previous ones.
     let history: [__m256i; HISTORY] = std::array::from_fn(|k| {
         let new = if k < n {
-            load(&signals[n - 1 - k])
+            load(&signals[n - 1 - k].0)
         } else {
             old_history[k - n]
         };
@@ -186,8 +187,8 @@ fn run_protodune(
         let j = HISTORY - 1 + s;
         let (mut lo, mut hi) = (zero, zero);
         for (k, t) in taps.iter().enumerate() {
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(load(&pairs_lo[j - 2 * k]), *t));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(load(&pairs_hi[j - 2 * k]), *t));
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(load(&pairs_lo[j - 2 * k].0), *t));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(load(&pairs_hi[j - 2 * k].0), *t));
         }
         shift_pack(lo, hi, shift)
     };
@@ -196,7 +197,7 @@ fn run_protodune(
         _mm_cvtsi32_si128(p.fine_shift as i32),
     );
     for (s, v) in fine.iter_mut().enumerate().take(n) {
-        store(v, fir(s, fine_shift));
+        store(&mut v.0, fir(s, fine_shift));
     }
 
     // Pass 3: quartiles of the fine signal, threshold = max(sat16(iqr x mult >> 8), min)
@@ -208,7 +209,7 @@ fn run_protodune(
     let min_threshold = _mm256_set1_epi16(p.min_threshold);
     let (top, q8) = (_mm256_set1_epi16(i16::MAX), _mm_cvtsi32_si128(8));
     for (s, x) in fine.iter().enumerate().take(n) {
-        let x = load(x);
+        let x = load(&x.0);
         let (e25, a25) = quantile(&r.frugal, Q25, q25, q25_acc, x);
         let (e75, a75) = quantile(&r.frugal, Q75, q75, q75_acc, x);
         if r.any_masked {

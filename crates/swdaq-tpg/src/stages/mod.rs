@@ -21,6 +21,11 @@ pub const PAIR_ROWS: usize = MAX_FIR_TAPS - 2 + MAX_SAMPLES;
 /// pedestal-subtracted signals, fine filtered signals.
 pub const SCRATCH_ROWS: usize = 2 * PAIR_ROWS + 2 * MAX_SAMPLES;
 
+/// One scratch row, aligned so that no AVX2 load of it straddles two cache lines.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(32))]
+pub struct ScratchRow(pub Lanes);
+
 /// What one group of channels runs after the pedestal, as the integers the per-sample code
 /// uses (`threshold` groups have none).
 #[derive(Debug, Clone, Copy, PartialEq)]
