@@ -93,8 +93,8 @@ impl FrameObserver for HitFindingObserver {
         let now = meta.timestamp + wibeth::TICKS_PER_FRAME;
         self.data_end = now;
         let released_from = self.ready.len();
-        // Hits still open started at or after the earliest open one; new ones start from now.
-        self.horizon = self.finder.earliest_open_hit().unwrap_or(now).min(now);
+        // Hits still open, and hits an algorithm with a filter delay may still date earlier.
+        self.horizon = self.finder.release_horizon(now);
         if !self.orderer.is_empty() {
             self.orderer.release(self.horizon, &mut self.ready);
         }

@@ -43,8 +43,9 @@ pub unsafe fn process_row(_: &mut HitFinder, _: u64, _: &[u16], _: &mut Vec<Trig
 }
 
 #[cfg(target_arch = "x86_64")]
-mod imp {
+pub(crate) mod imp {
     use super::*;
+    use crate::hits::ADC_FULL_SCALE;
     use std::arch::x86_64::*;
 
     /// Byte-shuffle indices and shifts for 4 channels per 128-bit half: channel `k` of a
@@ -86,7 +87,7 @@ mod imp {
     /// Unpacks channels 16g..16g+16 of a 112-byte WIBEth row (bytes 28g..28g+28).
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn unpack_group(row: &[u8; wibeth::ROW_BYTES], g: usize) -> __m256i {
+    pub(crate) fn unpack_group(row: &[u8; wibeth::ROW_BYTES], g: usize) -> __m256i {
         // SAFETY (all loads below): constant arrays of 32 bytes and row slices of exactly 16
         // bytes taken with bounds checks; unaligned loads are allowed.
         let (sa, sb, ha, hb) = unsafe {
@@ -141,13 +142,26 @@ mod imp {
             let row = frame.row(s);
             let ts = t0 + s as u64 * ticks_per_sample;
             for (g, group) in groups.iter_mut().enumerate() {
-                if !group.fully_masked {
+                if !group.skipped {
                     group.step(f, &k, unpack_group(row, g), ts, out);
                 }
             }
         }
         for group in &groups {
             group.store(f);
+        }
+        for g in 0..groups.len() {
+            if let Some(kernel) = f.kernels[g] {
+                crate::stages::avx2::process_wibeth_group(
+                    f,
+                    g,
+                    &kernel,
+                    frame,
+                    t0,
+                    ticks_per_sample,
+                    out,
+                );
+            }
         }
     }
 
@@ -161,57 +175,93 @@ mod imp {
         out: &mut Vec<TriggerPrimitive>,
     ) {
         for (g, lanes) in row.chunks_exact(LANES).enumerate() {
-            let mut group = Group::load(f, g);
-            if group.fully_masked {
-                continue;
-            }
             // SAFETY: `lanes` is exactly 16 u16 = 32 bytes.
             let x = unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) };
+            if let Some(kernel) = f.kernels[g] {
+                crate::stages::avx2::process_row_group(f, g, &kernel, x, ts, out);
+                continue;
+            }
+            let mut group = Group::load(f, g);
+            if group.skipped {
+                continue;
+            }
             group.step(f, &Constants::new(f), x, ts, out);
             group.store(f);
         }
     }
 
     #[target_feature(enable = "avx2")]
-    fn load(v: &[i16]) -> __m256i {
+    #[inline]
+    pub(crate) fn load(v: &[i16]) -> __m256i {
         let lanes: &[i16; LANES] = v.try_into().expect("16 lanes");
         // SAFETY: 32 readable bytes.
         unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) }
     }
 
     #[target_feature(enable = "avx2")]
-    fn store(v: &mut [i16], x: __m256i) {
+    #[inline]
+    pub(crate) fn store(v: &mut [i16], x: __m256i) {
         let lanes: &mut [i16; LANES] = v.try_into().expect("16 lanes");
         // SAFETY: 32 writable bytes.
         unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), x) }
     }
 
-    /// Broadcast configuration values.
-    struct Constants {
+    /// The accumulator bounds of the frugal trackers, broadcast.
+    #[derive(Clone, Copy)]
+    pub(crate) struct FrugalLimits {
         limit: __m256i,
         minus_limit: __m256i,
-        threshold: __m256i,
     }
 
-    impl Constants {
+    impl FrugalLimits {
         #[target_feature(enable = "avx2")]
         #[inline]
-        fn new(f: &HitFinder) -> Self {
+        pub(crate) fn new(limit: i16) -> Self {
             Self {
-                limit: _mm256_set1_epi16(f.config.accumulator_limit),
-                minus_limit: _mm256_set1_epi16(-f.config.accumulator_limit),
-                threshold: _mm256_set1_epi16(f.config.threshold),
+                limit: _mm256_set1_epi16(limit),
+                minus_limit: _mm256_set1_epi16(-limit),
             }
+        }
+
+        /// Moves `estimate` by 1 where `acc` is strictly beyond the limits, resetting `acc`
+        /// there: (estimate, acc).
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        pub(crate) fn settle(&self, estimate: __m256i, acc: __m256i) -> (__m256i, __m256i) {
+            let up = _mm256_cmpgt_epi16(acc, self.limit);
+            let down = _mm256_cmpgt_epi16(self.minus_limit, acc);
+            (
+                _mm256_add_epi16(_mm256_sub_epi16(estimate, up), down),
+                _mm256_andnot_si256(_mm256_or_si256(up, down), acc),
+            )
+        }
+
+        /// The median pedestal's step (`frugal_step` with weights 1, 1): (pedestal, acc).
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        pub(crate) fn median(
+            &self,
+            pedestal: __m256i,
+            acc: __m256i,
+            x: __m256i,
+        ) -> (__m256i, __m256i) {
+            // acc += (x > ped) - (x < ped); the compare masks are -1 where true.
+            let acc = _mm256_add_epi16(
+                _mm256_sub_epi16(acc, _mm256_cmpgt_epi16(x, pedestal)),
+                _mm256_cmpgt_epi16(pedestal, x),
+            );
+            self.settle(pedestal, acc)
         }
     }
 
-    /// One group of 16 channels' pedestal state, held in registers.
+    /// One group of 16 `threshold` channels' pedestal state, held in registers.
     struct Group {
         g: usize,
         pedestal: __m256i,
         accumulator: __m256i,
         any_masked: bool,
-        fully_masked: bool,
+        /// Fully masked, or running another algorithm: the threshold loop passes it by.
+        skipped: bool,
     }
 
     impl Group {
@@ -225,7 +275,7 @@ mod imp {
                 pedestal: load(&f.pedestal[lanes.clone()]),
                 accumulator: load(&f.accumulator[lanes]),
                 any_masked: masked != 0,
-                fully_masked: masked == -1,
+                skipped: masked == -1 || f.kernels[g].is_some(),
             }
         }
 
@@ -250,15 +300,7 @@ mod imp {
         ) {
             let lanes = self.g * LANES..(self.g + 1) * LANES;
             let (old_ped, old_acc) = (self.pedestal, self.accumulator);
-            // acc += (x > ped) - (x < ped); the compare masks are -1 where true.
-            let acc = _mm256_add_epi16(
-                _mm256_sub_epi16(old_acc, _mm256_cmpgt_epi16(x, old_ped)),
-                _mm256_cmpgt_epi16(old_ped, x),
-            );
-            let up = _mm256_cmpgt_epi16(acc, k.limit);
-            let down = _mm256_cmpgt_epi16(k.minus_limit, acc);
-            let ped = _mm256_add_epi16(_mm256_sub_epi16(old_ped, up), down);
-            let acc = _mm256_andnot_si256(_mm256_or_si256(up, down), acc);
+            let (ped, acc) = k.frugal.median(old_ped, old_acc, x);
             let signal = _mm256_sub_epi16(x, ped);
             let mut over = _mm256_cmpgt_epi16(signal, k.threshold);
             if self.any_masked {
@@ -276,45 +318,79 @@ mod imp {
             if busy == 0 {
                 return; // the common case: no hit anywhere in these 16 channels
             }
-            self.hit_lanes(f, busy, signal, x, over, ts, out);
+            let lanes = HitLanes {
+                value: signal,
+                x,
+                over,
+                clipped: _mm256_setzero_si256(),
+            };
+            hit_lanes(f, self.g, busy, &lanes, ts, out);
         }
+    }
 
-        /// The rare lanes over threshold or inside a hit go through the shared TP assembly.
-        /// Kept out of line so `step` stays small enough to be inlined into the sample loop.
+    /// Broadcast configuration values of `threshold`.
+    struct Constants {
+        frugal: FrugalLimits,
+        threshold: __m256i,
+    }
+
+    impl Constants {
         #[target_feature(enable = "avx2")]
-        #[cold]
-        #[inline(never)]
-        #[allow(clippy::too_many_arguments)]
-        fn hit_lanes(
-            &self,
-            f: &mut HitFinder,
-            busy: u32,
-            signal: __m256i,
-            x: __m256i,
-            over: __m256i,
-            ts: u64,
-            out: &mut Vec<TriggerPrimitive>,
-        ) {
-            let (mut sig, mut raw, mut ovr) = ([0i16; LANES], [0i16; LANES], [0i16; LANES]);
-            store(&mut sig, signal);
-            store(&mut raw, x);
-            store(&mut ovr, over);
-            let mut bits = busy;
-            while bits != 0 {
-                let lane = bits.trailing_zeros() as usize / 2;
-                bits &= !(0b11 << (2 * lane));
-                let c = self.g * LANES + lane;
-                f.hits.update(
-                    c,
-                    sig[lane],
-                    ovr[lane] != 0,
-                    raw[lane] as u16,
-                    ts,
-                    f.channel_ids[c],
-                    f.ctx,
-                    out,
-                );
+        #[inline]
+        fn new(f: &HitFinder) -> Self {
+            Self {
+                frugal: FrugalLimits::new(f.config.accumulator_limit),
+                threshold: _mm256_set1_epi16(f.config.threshold),
             }
+        }
+    }
+
+    /// One sample of a group as TP assembly needs it.
+    pub(crate) struct HitLanes {
+        /// What the TP integrates (pedestal-subtracted, filtered, or running sum).
+        pub value: __m256i,
+        /// Raw ADC, for the saturation flag.
+        pub x: __m256i,
+        pub over: __m256i,
+        /// Lanes where a 16-bit value saturated.
+        pub clipped: __m256i,
+    }
+
+    /// The rare lanes (`busy`, a movemask) over threshold or inside a hit go through the
+    /// shared TP assembly. Kept out of line so the steps stay small enough to be inlined
+    /// into the sample loops.
+    #[target_feature(enable = "avx2")]
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn hit_lanes(
+        f: &mut HitFinder,
+        g: usize,
+        busy: u32,
+        lanes: &HitLanes,
+        ts: u64,
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        let rail = _mm256_cmpgt_epi16(lanes.x, _mm256_set1_epi16(ADC_FULL_SCALE as i16 - 1));
+        let saturated = _mm256_or_si256(rail, lanes.clipped);
+        let (mut value, mut over, mut sat) = ([0i16; LANES], [0i16; LANES], [0i16; LANES]);
+        store(&mut value, lanes.value);
+        store(&mut over, lanes.over);
+        store(&mut sat, saturated);
+        let mut bits = busy;
+        while bits != 0 {
+            let lane = bits.trailing_zeros() as usize / 2;
+            bits &= !(0b11 << (2 * lane));
+            let c = g * LANES + lane;
+            f.hits.update(
+                c,
+                value[lane],
+                over[lane] != 0,
+                sat[lane] != 0,
+                ts,
+                f.channel_ids[c],
+                f.ctx,
+                out,
+            );
         }
     }
 }

@@ -1,8 +1,11 @@
 //! The per-link hit finder: pedestal tracking, threshold and TP assembly over every channel
 //! of a link, frame after frame, with a scalar reference and an AVX2 path that agree bit for bit.
+//! Each group of 16 channels runs its plane's algorithm: `threshold` on the finder's own path,
+//! the others through `crate::stages`.
 
-use crate::config::{ConfigError, ThresholdConfig};
-use crate::hits::{HitState, TpContext};
+use crate::config::{ConfigError, Plane, PlaneAlgorithms, ThresholdConfig};
+use crate::hits::{ADC_FULL_SCALE, HitState, TpContext};
+use crate::stages::{self, Kernel, StageState};
 use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};
 
@@ -32,19 +35,25 @@ pub struct HitFinder {
     pub(crate) config: ThresholdConfig,
     pub(crate) ctx: TpContext,
     implementation: Implementation,
-    ticks_per_sample: u64,
+    pub(crate) ticks_per_sample: u64,
     pub(crate) channel_ids: Vec<u32>,
     pub(crate) pedestal: Vec<i16>,
     pub(crate) accumulator: Vec<i16>,
     /// -1 for masked channels (no processing, no TPs), 0 otherwise.
     pub(crate) masked: Vec<i16>,
     pub(crate) hits: HitState,
+    /// Per group of 16 channels: the stages after the pedestal (`None`: `threshold`).
+    pub(crate) kernels: Vec<Option<Kernel>>,
+    /// Per group: the state of those stages (unused by `threshold` groups).
+    pub(crate) stages: Vec<StageState>,
+    /// Working rows of the AVX2 stages, allocated once (empty when no group needs them).
+    pub(crate) scratch: Vec<stages::ScratchRow>,
     initialised: bool,
     row: Vec<u16>,
 }
 
 impl HitFinder {
-    /// A finder for channels with offline ids `channel_ids` (a multiple of 16 of them).
+    /// A `threshold` finder for channels with offline ids `channel_ids` (a multiple of 16 of them).
     pub fn new(
         config: ThresholdConfig,
         channel_ids: Vec<u32>,
@@ -52,13 +61,61 @@ impl HitFinder {
         detector_id: u8,
         implementation: Implementation,
     ) -> Result<Self, ConfigError> {
+        let planes = vec![Plane::Collection; channel_ids.len()];
+        Self::with_algorithms(
+            config,
+            &PlaneAlgorithms::default(),
+            &planes,
+            channel_ids,
+            ticks_per_sample,
+            detector_id,
+            implementation,
+        )
+    }
+
+    /// A finder running each channel's plane's algorithm, `planes[c]` being the plane of
+    /// `channel_ids[c]`. The 16 channels of each SIMD group must share a plane. `config`
+    /// holds the pedestal and TP settings of every algorithm (and `threshold`'s threshold).
+    pub fn with_algorithms(
+        config: ThresholdConfig,
+        algorithms: &PlaneAlgorithms,
+        planes: &[Plane],
+        channel_ids: Vec<u32>,
+        ticks_per_sample: u64,
+        detector_id: u8,
+        implementation: Implementation,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
+        algorithms.validate()?;
         if channel_ids.is_empty() || !channel_ids.len().is_multiple_of(LANES) {
             return Err(ConfigError {
                 field: "channels",
                 reason: "need a positive multiple of 16 channels",
             });
         }
+        if planes.len() != channel_ids.len() {
+            return Err(ConfigError {
+                field: "planes",
+                reason: "need one plane per channel",
+            });
+        }
+        if planes
+            .chunks_exact(LANES)
+            .any(|group| group.iter().any(|&p| p != group[0]))
+        {
+            return Err(ConfigError {
+                field: "planes",
+                reason: "each group of 16 channels must be on one plane",
+            });
+        }
+        let kernels: Vec<Option<Kernel>> = planes
+            .chunks_exact(LANES)
+            .map(|group| Kernel::new(&algorithms.of(group[0])))
+            .collect();
+        let stages = kernels
+            .iter()
+            .map(|k| k.as_ref().map(StageState::new).unwrap_or_default())
+            .collect();
         if implementation == Implementation::Avx2 && !crate::avx2::available() {
             return Err(ConfigError {
                 field: "implementation",
@@ -78,6 +135,13 @@ impl HitFinder {
             accumulator: vec![0; n],
             masked: vec![0; n],
             hits: HitState::new(n),
+            scratch: if kernels.iter().any(Option::is_some) {
+                vec![stages::ScratchRow::default(); stages::SCRATCH_ROWS]
+            } else {
+                Vec::new()
+            },
+            kernels,
+            stages,
             initialised: config.initial_pedestal.is_some(),
             row: vec![0; n],
             channel_ids,
@@ -122,6 +186,21 @@ impl HitFinder {
     /// Start time of the earliest hit still open: TPs starting before it are final.
     pub fn earliest_open_hit(&self) -> Option<u64> {
         self.hits.earliest_open()
+    }
+
+    /// TPs starting before this are final, once every sample before `now` (ticks) has been
+    /// processed: the earliest open hit's start, or `now` less the longest FIR delay (a hit
+    /// opening on the next sample is dated that much earlier).
+    pub fn release_horizon(&self, now: u64) -> u64 {
+        let delay = self
+            .kernels
+            .iter()
+            .flatten()
+            .map(Kernel::delay_samples)
+            .max()
+            .unwrap_or(0);
+        let settled = now.saturating_sub(delay * self.ticks_per_sample);
+        self.earliest_open_hit().map_or(settled, |t| t.min(settled))
     }
 
     fn initialise_from(&mut self, row: &[u16]) {
@@ -195,7 +274,7 @@ impl HitFinder {
     }
 
     /// The reference: frugal-streaming pedestal (updated before it is subtracted), then a
-    /// strict threshold, one channel at a time.
+    /// strict threshold or the group's stages, one channel at a time.
     pub(crate) fn process_row_scalar(
         &mut self,
         timestamp: u64,
@@ -209,26 +288,36 @@ impl HitFinder {
                 continue;
             }
             let x = self.row[c] as i16;
-            let (p, a) = (&mut self.pedestal[c], &mut self.accumulator[c]);
-            if x > *p {
-                *a += 1;
-            } else if x < *p {
-                *a -= 1;
-            }
-            if *a > limit {
-                *p += 1;
-                *a = 0;
-            } else if *a < -limit {
-                *p -= 1;
-                *a = 0;
-            }
-            let signal = x - *p;
+            let pedestal = stages::scalar::frugal_step(
+                &mut self.pedestal[c],
+                &mut self.accumulator[c],
+                x,
+                1,
+                1,
+                limit,
+            );
+            let signal = x - pedestal;
+            let rail = self.row[c] >= ADC_FULL_SCALE;
+            let (g, lane) = (c / LANES, c % LANES);
+            let (value, over, saturated, ts) = match &self.kernels[g] {
+                None => (signal, signal > threshold, rail, timestamp),
+                Some(kernel) => {
+                    let o = stages::scalar::step(kernel, &mut self.stages[g], lane, signal, limit);
+                    let delay = kernel.delay_samples() * self.ticks_per_sample;
+                    (
+                        o.value,
+                        o.over,
+                        rail || o.clipped,
+                        timestamp.saturating_sub(delay),
+                    )
+                }
+            };
             self.hits.update(
                 c,
-                signal,
-                signal > threshold,
-                self.row[c],
-                timestamp,
+                value,
+                over,
+                saturated,
+                ts,
                 self.channel_ids[c],
                 self.ctx,
                 out,

@@ -40,7 +40,8 @@ impl HitState {
         }
     }
 
-    /// Feeds one pedestal-subtracted sample of channel `c` (at `timestamp`, raw value `adc`).
+    /// Feeds one sample of channel `c` at `timestamp`: `signal` is what the hit integrates
+    /// (pedestal-subtracted, filtered or running sum), `saturated` flags the hit.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn update(
@@ -48,7 +49,7 @@ impl HitState {
         c: usize,
         signal: i16,
         over: bool,
-        adc: u16,
+        saturated: bool,
         timestamp: u64,
         channel_id: u32,
         ctx: TpContext,
@@ -72,7 +73,7 @@ impl HitState {
             }
             self.integral[c] = self.integral[c].saturating_add(value as u32);
             self.samples[c] += 1;
-            if adc >= ADC_FULL_SCALE {
+            if saturated {
                 self.flags[c] |= tp_flags::SATURATED;
             }
             if self.samples[c] >= ctx.max_hit_samples {

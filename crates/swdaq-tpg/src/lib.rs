@@ -13,6 +13,12 @@
 //! 32-bit integral of pedestal-subtracted ADC, peak), with flags for hits cut at the maximum
 //! length and for saturated ADCs. [`order::TpOrderer`] releases TPs time-ordered.
 //!
+//! Algorithms `protodune` and `abs-running-sum` (see [`config::Algorithm`]) follow the same
+//! pedestal with more stages (module `stages`): a FIR, quartile noise trackers and a noise-scaled
+//! threshold; or a running sum of |signal| for bipolar induction pulses. Each plane
+//! (collection, induction) runs its own algorithm, per group of 16 channels; `threshold`
+//! groups keep their own fast path. [`roi::RoiBuilder`] turns TPs into regions of interest.
+//!
 //! Two implementations do the per-sample work: the scalar reference and an AVX2 path
 //! (16 channels per instruction, WIBEth 14-bit unpacking fused in) that gives identical TPs.
 
@@ -23,8 +29,14 @@ pub mod finder;
 pub mod hits;
 pub mod noisy;
 pub mod order;
+pub mod roi;
+mod stages;
 
-pub use config::{ConfigError, ThresholdConfig};
+pub use config::{
+    AbsRunSumConfig, Algorithm, ConfigError, Plane, PlaneAlgorithms, ProtoDuneConfig,
+    ThresholdConfig,
+};
 pub use finder::{HitFinder, Implementation};
 pub use noisy::{NoisyChannel, NoisyChannelDetector, NoisyConfig};
 pub use order::TpOrderer;
+pub use roi::{RegionOfInterest, RoiBuilder, RoiConfig};

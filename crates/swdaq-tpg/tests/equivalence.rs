@@ -1,112 +1,28 @@
-//! The AVX2 path gives the scalar reference's TPs bit for bit, on random and adversarial
-//! input; and the reference itself does what the algorithm says.
+//! The AVX2 path gives the scalar reference's TPs bit for bit for every algorithm, on random
+//! and adversarial input, through both input paths; and the `threshold` reference itself
+//! does what the algorithm says (the other algorithms' semantics: `tests/stages.rs`).
 
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use swdaq_format::TriggerPrimitive;
-use swdaq_format::daq_eth::DaqEthHeader;
 use swdaq_format::tp::tp_flags;
-use swdaq_format::wibeth::{self, WibEthAdcs, WibEthFrame, WibEthHeader};
-use swdaq_tpg::{HitFinder, Implementation, ThresholdConfig, TpOrderer};
+use swdaq_format::wibeth::{WibEthAdcs, WibEthFrame};
+use swdaq_tpg::{
+    AbsRunSumConfig, Algorithm, HitFinder, Implementation, Plane, PlaneAlgorithms, ProtoDuneConfig,
+    ThresholdConfig, TpOrderer,
+};
 
-const N: usize = wibeth::NUM_CHANNELS;
+mod common;
 
-fn frame_bytes(index: u64, adcs: &WibEthAdcs) -> Vec<u8> {
-    let mut b = vec![0u8; wibeth::FRAME_SIZE];
-    let daq = DaqEthHeader {
-        timestamp: 1_000_000 + index * 2048,
-        seq_id: index as u16 & 0xfff,
-        ..Default::default()
-    };
-    wibeth::encode(&daq, &WibEthHeader::healthy(), adcs, &mut b);
-    b
-}
-
-fn finder(config: ThresholdConfig, implementation: Implementation) -> HitFinder {
-    HitFinder::new(
-        config,
-        (100..100 + N as u32).collect(),
-        32,
-        3,
-        implementation,
-    )
-    .unwrap()
-}
-
-/// TPs and final pedestals of running `frames` through one implementation, with `masked` channels.
-fn run(
-    frames: &[Vec<u8>],
-    config: ThresholdConfig,
-    implementation: Implementation,
-    masked: &[usize],
-) -> (Vec<TriggerPrimitive>, Vec<i16>) {
-    let mut f = finder(config, implementation);
-    let mut tps = Vec::new();
-    for &c in masked {
-        f.set_masked(c, true, &mut tps);
-    }
-    for bytes in frames {
-        f.process_wibeth(&WibEthFrame::parse(bytes).unwrap(), &mut tps);
-    }
-    f.flush(&mut tps);
-    // Hits close in an order that depends on the loop order; TPs are compared time-ordered.
-    let mut orderer = TpOrderer::default();
-    orderer.push(tps);
-    let mut ordered = Vec::new();
-    orderer.drain(&mut ordered);
-    (ordered, (0..N).map(|c| f.pedestal(c)).collect())
-}
+use common::{N, Setup, adversarial_frames, agree, frame_bytes, frames_of};
 
 fn both_agree(
     frames: &[Vec<u8>],
     config: ThresholdConfig,
     masked: &[usize],
 ) -> Vec<TriggerPrimitive> {
-    let scalar = run(frames, config, Implementation::Scalar, masked);
-    if swdaq_tpg::avx2::available() {
-        let avx2 = run(frames, config, Implementation::Avx2, masked);
-        assert_eq!(avx2.1, scalar.1, "pedestals differ");
-        assert_eq!(avx2.0, scalar.0, "TPs differ");
-    }
-    scalar.0
-}
-
-/// Noisy pedestals with pulses, steps and extremes, from a seed.
-fn adversarial_frames(seed: u64, count: u64) -> Vec<Vec<u8>> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let base: Vec<i32> = (0..N)
-        .map(|c| if c % 3 == 0 { 900 } else { 2350 })
-        .collect();
-    let mut step = vec![0i32; N];
-    (0..count)
-        .map(|i| {
-            let mut adcs: WibEthAdcs = [[0; N]; 64];
-            for (s, row) in adcs.iter_mut().enumerate() {
-                for (c, v) in row.iter_mut().enumerate() {
-                    if rng.random_ratio(1, 2000) {
-                        step[c] += rng.random_range(-300..300); // pedestal step
-                    }
-                    let mut x = base[c] + step[c] + rng.random_range(-6..=6);
-                    let t = i as usize * 64 + s;
-                    if (t + 7 * c) % 97 < 6 {
-                        x += 40 * ((t + 7 * c) % 97) as i32; // short pulses
-                    }
-                    if c == 5 && (60..200).contains(&t) {
-                        x = 16383; // saturated hit longer than a frame
-                    }
-                    if c == 6 && t % 64 == 63 {
-                        x += 500; // single-sample hits at frame boundaries
-                    }
-                    if c == 7 {
-                        x = if rng.random_ratio(1, 3) { 0 } else { 16383 }; // rail to rail
-                    }
-                    *v = x.clamp(0, 16383) as u16;
-                }
-            }
-            frame_bytes(i, &adcs)
-        })
-        .collect()
+    agree(frames, &Setup::threshold(config), masked)
 }
 
 #[test]
@@ -175,6 +91,123 @@ fn implementations_agree_on_adversarial_input() {
     }
 }
 
+/// The other algorithms at settings that reach their edges: defaults, hair triggers, taps
+/// and factors whose 32-bit sums must saturate to 16 bits, thresholds nothing passes.
+fn stage_algorithms() -> Vec<Algorithm> {
+    let protodune = ProtoDuneConfig::default();
+    let running_sum = AbsRunSumConfig::default();
+    vec![
+        Algorithm::ProtoDune(protodune),
+        Algorithm::ProtoDune(ProtoDuneConfig {
+            threshold_sigmas: 0.5,
+            min_threshold: 0.0,
+            initial_sigma: 0.0,
+            taps: [-4, 8, 24, 8, -4, 0, 0, 0],
+        }),
+        Algorithm::ProtoDune(ProtoDuneConfig {
+            threshold_sigmas: 169.0,
+            taps: [1, 0, 0, 0, 0, 0, 0, 0],
+            ..protodune
+        }),
+        Algorithm::ProtoDune(ProtoDuneConfig {
+            taps: [16384, 16384, 0, 0, 0, 0, 0, 0],
+            ..protodune
+        }),
+        Algorithm::AbsRunningSum(running_sum),
+        Algorithm::AbsRunningSum(AbsRunSumConfig {
+            threshold: 1,
+            memory_factor: 10,
+            memory_divisor: 1,
+            scale_factor: 10,
+            scale_divisor: 1,
+        }),
+        Algorithm::AbsRunningSum(AbsRunSumConfig {
+            threshold: i16::MAX,
+            memory_factor: 0,
+            ..running_sum
+        }),
+    ]
+}
+
+#[test]
+fn every_algorithm_agrees_on_adversarial_input() {
+    let configs = [
+        ThresholdConfig::default(),
+        ThresholdConfig {
+            accumulator_limit: 1,
+            initial_pedestal: Some(0),
+            max_hit_samples: 50,
+            ..Default::default()
+        },
+    ];
+    let whole_group: Vec<usize> = (16..32).collect();
+    for seed in 0..2 {
+        let frames = adversarial_frames(seed, 40);
+        for algorithm in stage_algorithms() {
+            for config in configs {
+                let setup = Setup::uniform(config, algorithm);
+                let tps = agree(&frames, &setup, &[]);
+                let passable =
+                    !matches!(algorithm, Algorithm::AbsRunningSum(c) if c.threshold == i16::MAX);
+                assert_eq!(!tps.is_empty(), passable, "{algorithm:?}");
+                let masked = agree(&frames, &setup, &[0, 5, 17, 63]);
+                assert!(
+                    masked
+                        .iter()
+                        .all(|tp| ![100, 105, 117, 163].contains(&tp.channel))
+                );
+                agree(&frames, &setup, &whole_group);
+            }
+        }
+    }
+}
+
+#[test]
+fn planes_run_their_own_algorithms_and_agree() {
+    let frames = adversarial_frames(7, 40);
+    let config = ThresholdConfig::default();
+    let [threshold, protodune, running_sum] = Algorithm::all();
+    for (collection, induction) in [
+        (protodune, running_sum),
+        (threshold, running_sum),
+        (protodune, threshold),
+    ] {
+        let mixed = agree(&frames, &Setup::mixed(config, collection, induction), &[3]);
+        // Each plane's TPs are exactly those of its algorithm run alone.
+        for (algorithm, channels) in [(collection, 100..132), (induction, 132..164)] {
+            let alone = agree(&frames, &Setup::uniform(config, algorithm), &[3]);
+            let on = |tps: &[TriggerPrimitive]| -> Vec<TriggerPrimitive> {
+                tps.iter()
+                    .filter(|tp| channels.contains(&tp.channel))
+                    .copied()
+                    .collect()
+            };
+            assert_eq!(on(&mixed), on(&alone), "{}", algorithm.name());
+        }
+    }
+}
+
+#[test]
+fn a_group_of_16_must_share_a_plane() {
+    let mut planes = vec![Plane::Collection; N];
+    planes[20] = Plane::Induction;
+    let make = |planes: &[Plane]| {
+        HitFinder::with_algorithms(
+            ThresholdConfig::default(),
+            &PlaneAlgorithms::default(),
+            planes,
+            (0..N as u32).collect(),
+            32,
+            3,
+            Implementation::Scalar,
+        )
+    };
+    assert_eq!(make(&planes).err().map(|e| e.field), Some("planes"));
+    assert_eq!(make(&planes[..10]).err().map(|e| e.field), Some("planes"));
+    planes[16..32].fill(Plane::Induction);
+    assert!(make(&planes).is_ok());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
@@ -185,6 +218,31 @@ proptest! {
             .map(|(i, v)| frame_bytes(i as u64, &std::array::from_fn(|s| std::array::from_fn(|c| v[s * 64 + c]))))
             .collect();
         both_agree(&frames, ThresholdConfig { threshold, accumulator_limit: limit, ..Default::default() }, &[]);
+    }
+
+    #[test]
+    fn every_algorithm_agrees_on_random_frames(
+        values in proptest::collection::vec(0u16..=16383, 64 * 64 * 2),
+        smooth in proptest::bool::ANY,
+        algorithm in 0usize..7,
+        limit in 1i16..20,
+        initial_pedestal in proptest::option::of(0i16..=16383),
+    ) {
+        // Smooth frames (a random walk) keep the trackers near the signal, so hits open and close.
+        let mut level = 8000i32;
+        let rows: Vec<[u16; N]> = values
+            .chunks_exact(N)
+            .map(|v| std::array::from_fn(|c| {
+                if smooth {
+                    level = (level + (v[c] as i32 - 8191) / 512).clamp(0, 16383);
+                    (level + (v[c] % 64) as i32).min(16383) as u16
+                } else {
+                    v[c]
+                }
+            }))
+            .collect();
+        let config = ThresholdConfig { accumulator_limit: limit, initial_pedestal, ..Default::default() };
+        agree(&frames_of(&rows), &Setup::uniform(config, stage_algorithms()[algorithm]), &[1, 40]);
     }
 }
 
@@ -231,7 +289,7 @@ fn frugal_pedestal_follows_a_step_one_count_per_limit_plus_one_samples() {
         accumulator_limit: 10,
         ..Default::default()
     };
-    let mut f = finder(config, Implementation::Scalar);
+    let mut f = Setup::threshold(config).finder(Implementation::Scalar);
     f.process_wibeth(
         &WibEthFrame::parse(&frame_bytes(0, &adcs)).unwrap(),
         &mut Vec::new(),

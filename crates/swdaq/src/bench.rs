@@ -30,15 +30,16 @@ enum What {
         #[arg(long, default_value_t = 7)]
         rounds: usize,
     },
-    /// Hit finding (`threshold`) on emulated WIBEth data: ns per channel-sample per
-    /// implementation, AVX2 against the scalar reference in the same run.
+    /// Hit finding on emulated WIBEth data: ns per channel-sample per algorithm (`threshold`,
+    /// `protodune`, `abs-running-sum`) and implementation, AVX2 against the scalar reference
+    /// in the same run.
     Tpg {
         /// Emulated frames (replayed `passes` times).
         #[arg(long, default_value_t = 2000)]
         frames: u64,
         #[arg(long, default_value_t = 5)]
         passes: usize,
-        /// Threshold in ADC counts over the pedestal.
+        /// `threshold`'s threshold in ADC counts over the pedestal.
         #[arg(long, default_value_t = 20)]
         threshold: i16,
     },
