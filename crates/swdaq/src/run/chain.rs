@@ -44,7 +44,7 @@ use swdaq_readout::server::{DataResponse, ServerConfig, ServerCounts, serve};
 use swdaq_readout::thread::{LinkState, pin_current_thread, run_links};
 use swdaq_readout::tp_buffer::TpBuffer;
 use swdaq_store::StoreReport;
-use swdaq_tpg::{HitFinder, Implementation};
+use swdaq_tpg::{HitFinder, Implementation, Plane};
 use swdaq_trigger::config::TICKS_PER_SECOND;
 use swdaq_trigger::{TpBatch, Trigger};
 
@@ -447,8 +447,22 @@ impl ReadoutThread<'_> {
 
     fn hit_finder(&self, emulated: &EmulatedLink) -> anyhow::Result<HitFindingObserver> {
         let hf = &self.config.hit_finding;
-        let mut finder = HitFinder::new(
+        let planes: Vec<Plane> = emulated
+            .truth
+            .collection
+            .iter()
+            .map(|&c| {
+                if c {
+                    Plane::Collection
+                } else {
+                    Plane::Induction
+                }
+            })
+            .collect();
+        let mut finder = HitFinder::with_algorithms(
             hf.threshold,
+            &hf.algorithms,
+            &planes,
             emulated.channel_ids.clone(),
             wibeth::TICKS_PER_SAMPLE,
             swdaq_format::DETECTOR_ID_HD_TPC as u8,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_sim::SimConfig;
-use swdaq_tpg::{NoisyConfig, ThresholdConfig};
+use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, ThresholdConfig};
 use swdaq_trigger::TriggerConfig;
 use swdaq_trigger::config::TICKS_PER_SECOND;
 
@@ -111,6 +111,9 @@ impl Default for ReadoutSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HitFindingSection {
+    /// The algorithm of each plane (`threshold`, `protodune`, `abs-running-sum`).
+    pub algorithms: PlaneAlgorithms,
+    /// Pedestal, hit length and the `threshold` algorithm's threshold.
     pub threshold: ThresholdConfig,
     /// Offline channel numbers never processed.
     pub masked_channels: Vec<u32>,
@@ -122,6 +125,7 @@ pub struct HitFindingSection {
 impl Default for HitFindingSection {
     fn default() -> Self {
         Self {
+            algorithms: PlaneAlgorithms::uniform(Algorithm::Threshold),
             threshold: ThresholdConfig::default(),
             masked_channels: Vec::new(),
             detect_noisy_channels: true,
@@ -275,6 +279,10 @@ impl RunConfig {
             .threshold
             .validate()
             .map_err(|e| anyhow::anyhow!("invalid configuration: hit_finding.threshold: {e}"))?;
+        self.hit_finding
+            .algorithms
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: hit_finding.algorithms: {e}"))?;
         self.trigger
             .validate()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
@@ -363,6 +371,19 @@ mod tests {
             }
             let _ = RunConfig::parse(&lines.join("\n")).map(|c| c.validate());
         }
+    }
+
+    #[test]
+    fn each_plane_can_have_its_own_algorithm() {
+        let c = RunConfig::parse(
+            "[hit_finding.algorithms.collection]\nalgorithm = \"protodune\"\n\
+             [hit_finding.algorithms.induction]\nalgorithm = \"abs-running-sum\"\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.hit_finding.algorithms.collection.name(), "protodune");
+        assert_eq!(c.hit_finding.algorithms.induction.name(), "abs-running-sum");
+        assert_eq!(RunConfig::parse(&c.to_toml()).unwrap(), c);
     }
 
     #[test]
