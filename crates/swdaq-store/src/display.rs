@@ -75,23 +75,28 @@ impl EventImage {
     }
 
     pub fn save_png(&self, path: &Path) -> Result<()> {
-        let io = |source| StoreError::Io {
-            what: "cannot write",
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = std::fs::File::create(path).map_err(io)?;
-        let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), self.width, self.height);
-        encoder.set_color(png::ColorType::Rgb);
-        encoder.set_depth(png::BitDepth::Eight);
-        encoder
-            .write_header()
-            .and_then(|mut w| w.write_image_data(&self.rgb))
-            .map_err(|e| match e {
-                png::EncodingError::IoError(source) => io(source),
-                other => StoreError::Display(other.to_string()),
-            })
+        save_rgb_png(path, self.width, self.height, &self.rgb)
     }
+}
+
+/// Writes 8-bit RGB pixels (`3 * width * height` bytes, rows top down) as a PNG file.
+pub fn save_rgb_png(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Result<()> {
+    let io = |source| StoreError::Io {
+        what: "cannot write",
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder
+        .write_header()
+        .and_then(|mut w| w.write_image_data(rgb))
+        .map_err(|e| match e {
+            png::EncodingError::IoError(source) => io(source),
+            other => StoreError::Display(other.to_string()),
+        })
 }
 
 /// Renders record `trigger` (sequence 0) of `file` into a PNG at `out`.
@@ -244,7 +249,9 @@ fn colour(v: f32, scale: f32) -> RGBColor {
     }
 }
 
-fn register_fonts() {
+/// Makes the embedded DejaVu Sans the `sans-serif` font of every plotters drawing in this
+/// process (the event display's and any other), so no system font is needed.
+pub fn register_fonts() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // Both are valid TrueType fonts shipped in the crate; a failure would leave text

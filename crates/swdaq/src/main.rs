@@ -7,6 +7,7 @@ mod generate;
 mod hwbench;
 mod inspect;
 mod quality;
+mod quality_plot;
 mod table;
 
 use clap::{Parser, Subcommand};

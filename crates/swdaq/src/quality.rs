@@ -26,6 +26,10 @@ pub struct Args {
     thresholds: Option<Vec<f64>>,
     #[arg(long)]
     json: bool,
+    /// Where to write the PNG plot of efficiency and fake rate (default:
+    /// tpg-quality-<algorithm>.png in the current directory).
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// The algorithm a scan varies the threshold of (its other settings are the defaults).
@@ -91,7 +95,7 @@ impl Scanned {
 }
 
 /// Bins of true peak amplitude in units of the channel's noise sigma.
-const BINS: [(f64, f64); 7] = [
+pub const BINS: [(f64, f64); 7] = [
     (2.0, 3.0),
     (3.0, 4.0),
     (4.0, 5.0),
@@ -134,10 +138,22 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.algorithm,
         &thresholds,
     )?;
+    let algorithm = rows.first().map_or("none", |r| r.algorithm);
+    let plot = args
+        .plot
+        .clone()
+        .unwrap_or_else(|| format!("tpg-quality-{algorithm}.png").into());
+    let title = format!(
+        "{algorithm} hit finding on emulated {:?} channels vs truth ({} s per threshold)",
+        args.algorithm.plane(),
+        args.seconds
+    );
+    crate::quality_plot::write(&plot, &rows, &title)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
+    eprintln!("wrote {}", plot.display());
     let header: Vec<String> = [
         "threshold",
         "sigma",
