@@ -264,11 +264,11 @@ impl RecordBuilder {
     }
 }
 
-/// Sources' names for messages: `0x00000003, 0x00000007`.
+/// Sources' names for messages: `Detector_Readout:0x00000003, Trigger:0x00000003`.
 pub fn source_list(sources: &[SourceId]) -> String {
     sources
         .iter()
-        .map(|s| format!("0x{:08x}", s.id))
+        .map(SourceId::to_string)
         .collect::<Vec<_>>()
         .join(", ")
 }
