@@ -5,7 +5,7 @@ use crate::checks::{ContinuityChecker, ErrorInterval, Verdict};
 use crate::link_format::LinkFormat;
 use crate::metrics::{LinkMetrics, PUBLISH_EVERY};
 use crate::ring::{LatencyBuffer, Producer, SlotMeta};
-use crate::source::{FrameSource, Poll};
+use crate::source::{Batch, FrameSource, Poll};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Mutex;
@@ -86,6 +86,10 @@ pub struct Ingest<'a, S, O> {
     pub counts: IngestCounts,
     /// Where a frame goes when its slot is pinned: it must still leave the source.
     spill: Vec<u8>,
+    /// Lengths of the frames of one batch (as many as the source's batch size).
+    lens: Vec<usize>,
+    /// The batch's frames that pass the checks, published once the batch is judged.
+    kept: Vec<SlotMeta>,
     metrics: Option<LinkMetrics>,
 }
 
@@ -97,6 +101,8 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
             checker: ContinuityChecker::new(shared.format),
             counts: IngestCounts::default(),
             spill: vec![0; shared.buffer.max_frame()],
+            lens: vec![0; source.batch_size().max(1)],
+            kept: Vec::with_capacity(source.batch_size()),
             metrics: None,
             shared,
             source,
@@ -138,47 +144,54 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
         (self.source, self.observer)
     }
 
-    /// Moves one frame from the source into the buffer.
-    pub fn step(&mut self) -> io::Result<Poll> {
-        let (slot, spilled) = match self.producer.next_slot() {
-            Some(slot) => (slot, false),
-            None => (&mut self.spill[..], true),
+    /// Moves the source's next frames (one, or a batch for a batching source) into the
+    /// buffer. Frames land in consecutive slots; a rejected frame's slot is refilled by moving
+    /// the batch's later frames down, a copy paid only when a frame is bad.
+    pub fn step(&mut self) -> io::Result<Batch> {
+        let Some(mut run) = self.producer.next_slots(self.lens.len()) else {
+            return self.spill_one();
         };
-        let poll = self.source.next_frame(slot)?;
-        let Poll::Frame(len) = poll else {
-            return Ok(poll);
+        let batch = self.source.next_frames(&mut run, &mut self.lens)?;
+        let Batch::Frames(received) = batch else {
+            return Ok(batch);
         };
-        if len > slot.len() {
-            // A source reporting more than the slot holds (an oversized datagram): not a frame.
-            self.checker.counts.bad_size += 1;
-            return Ok(poll);
+        self.kept.clear();
+        for (i, &len) in self.lens[..received].iter().enumerate() {
+            if let Some(meta) = judge(&mut self.checker, self.shared, run.slot(i), len) {
+                run.move_frame(i, self.kept.len(), len);
+                self.kept.push(meta);
+            }
         }
-        let (verdict, interval) = self.checker.check(&slot[..len]);
-        if let Some(interval) = interval {
-            self.shared.record_error(interval);
+        // The run's borrow of the producer ends here: the kept frames are published in order.
+        for k in 0..self.kept.len() {
+            self.publish_frame(self.kept[k]);
         }
-        let Verdict::Keep { header, flags, .. } = verdict else {
-            return Ok(poll);
-        };
-        if spilled {
+        Ok(batch)
+    }
+
+    /// The next slot is pinned: the frame still leaves the source (into the spill buffer), is
+    /// checked, and counts as dropped if it was good.
+    fn spill_one(&mut self) -> io::Result<Batch> {
+        let poll = self.source.next_frame(&mut self.spill)?;
+        if let Poll::Frame(len) = poll
+            && judge(&mut self.checker, self.shared, &self.spill, len).is_some()
+        {
             self.counts.dropped += 1;
-            return Ok(poll);
         }
-        let meta = SlotMeta {
-            timestamp: header.timestamp,
-            len: len as u32,
-            flags,
-        };
+        Ok(poll.into())
+    }
+
+    /// Publishes the frame in the next slot and lets the observer see it in place.
+    fn publish_frame(&mut self, meta: SlotMeta) {
         self.producer.publish(meta);
         self.counts.frames += 1;
-        self.counts.bytes += len as u64;
+        self.counts.bytes += u64::from(meta.len);
         if let Some((meta, frame)) = self.producer.last_published() {
             self.observer.observe(&meta, frame);
         }
         if self.counts.frames.is_multiple_of(PUBLISH_EVERY) {
             self.publish_metrics();
         }
-        Ok(poll)
     }
 
     /// Runs until the source ends or `keep_going` says stop (checked every frame: one load).
@@ -188,13 +201,40 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
                 break Ok(());
             }
             match self.step() {
-                Ok(Poll::End) => break Ok(()),
-                Ok(Poll::Idle) => std::hint::spin_loop(),
-                Ok(Poll::Frame(_)) => {}
+                Ok(Batch::End) => break Ok(()),
+                Ok(Batch::Idle) => std::hint::spin_loop(),
+                Ok(Batch::Frames(_)) => {}
                 Err(e) => break Err(e),
             }
         };
         self.publish_metrics();
         result
     }
+}
+
+/// Checks a frame of `len` bytes received into `slot` and records its bad interval, if any.
+/// `Some` if it is to be kept. A source reporting more than the slot holds (an oversized
+/// datagram) delivered no frame: it counts as bad size.
+fn judge(
+    checker: &mut ContinuityChecker,
+    shared: &LinkShared,
+    slot: &[u8],
+    len: usize,
+) -> Option<SlotMeta> {
+    if len > slot.len() {
+        checker.counts.bad_size += 1;
+        return None;
+    }
+    let (verdict, interval) = checker.check(&slot[..len]);
+    if let Some(interval) = interval {
+        shared.record_error(interval);
+    }
+    let Verdict::Keep { header, flags, .. } = verdict else {
+        return None;
+    };
+    Some(SlotMeta {
+        timestamp: header.timestamp,
+        len: len as u32,
+        flags,
+    })
 }

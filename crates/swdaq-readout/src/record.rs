@@ -84,7 +84,7 @@ mod tests {
     use super::*;
     use crate::link::Ingest;
     use crate::link_format::LinkFormat;
-    use crate::source::{FileSource, FrameSource, Poll};
+    use crate::source::{Batch, FileSource, FrameSource, Poll};
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::wibeth::{self, WibEthHeader};
     use swdaq_format::{FragmentType, SourceId};
@@ -133,7 +133,7 @@ mod tests {
             .unwrap();
         let mut ingest = Ingest::new(&link, Generated(0, 500), ()).unwrap();
         // Record while ingesting, a few frames behind.
-        while ingest.step().unwrap() != Poll::End {
+        while ingest.step().unwrap() != Batch::End {
             if ingest.counts.frames.is_multiple_of(37) {
                 recorder.step().unwrap();
             }

@@ -172,20 +172,40 @@ impl Producer<'_> {
     pub fn next_slot(&mut self) -> Option<&mut [u8]> {
         let b = self.buffer;
         let index = b.write_index.load(Ordering::Relaxed);
-        if index >= self.next_check || index >= self.blocked_from {
+        // SAFETY: `writable` cleared this slot for writing (see the module docs); `&mut self`
+        // keeps the slice unique on the producer side.
+        (self.writable(1) == 1)
+            .then(|| unsafe { std::slice::from_raw_parts_mut(b.slot_ptr(index), b.max_frame) })
+    }
+
+    /// Up to `max` consecutive slots from the next one, for a source that fills several per
+    /// call (`recvmmsg`); `None` if a reader pins the next slot. Fill them in order and
+    /// [`Self::publish`] each kept frame after the run is dropped.
+    pub fn next_slots(&mut self, max: usize) -> Option<SlotRun<'_>> {
+        let first = self.buffer.write_index.load(Ordering::Relaxed);
+        let len = self.writable(max as u64) as usize;
+        (len > 0).then_some(SlotRun {
+            buffer: self.buffer,
+            first,
+            len,
+        })
+    }
+
+    /// How many slots from the next one (at most `max`) no reader can be reading, so the
+    /// producer may write them. Reads the pins again whenever the run would reach past the
+    /// last check's cover; checking early only costs a fence.
+    fn writable(&mut self, max: u64) -> u64 {
+        let b = self.buffer;
+        let index = b.write_index.load(Ordering::Relaxed);
+        if index + max > self.next_check || index + max > self.blocked_from {
             // The fence orders our last `write_index` store before the pin loads (Dekker with
             // `Reader::with_view`).
             std::sync::atomic::fence(Ordering::SeqCst);
             self.blocked_from = b.lowest_pin().saturating_add(b.capacity() as u64);
             self.next_check = index + b.check_every;
-            if index >= self.blocked_from {
-                return None;
-            }
         }
-        // SAFETY: only the producer writes slots, and no reader can read this one: it is
-        // unpublished or holds an index no pin covers (checked above, see the module docs).
-        // `&mut self` keeps the slice unique on the producer side.
-        Some(unsafe { std::slice::from_raw_parts_mut(b.slot_ptr(index), b.max_frame) })
+        max.min(self.next_check - index)
+            .min(self.blocked_from.saturating_sub(index))
     }
 
     /// Publishes the slot returned by the last [`Self::next_slot`] with its metadata.
@@ -214,6 +234,62 @@ impl Drop for Producer<'_> {
         self.buffer
             .claimed
             .fetch_and(!(1u32 << MAX_READERS), Ordering::AcqRel);
+    }
+}
+
+/// Consecutive unpublished slots, cleared for writing by [`Producer::next_slots`]. Slot `i`
+/// becomes frame `published() + i` if it is the `i`-th frame published after the run ends.
+pub struct SlotRun<'p> {
+    buffer: &'p LatencyBuffer,
+    first: u64,
+    len: usize,
+}
+
+impl SlotRun<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes each slot holds.
+    pub fn slot_len(&self) -> usize {
+        self.buffer.max_frame
+    }
+
+    fn slot_ptr(&self, i: usize) -> *mut u8 {
+        assert!(i < self.len, "slot {i} outside a run of {}", self.len);
+        self.buffer.slot_ptr(self.first + i as u64)
+    }
+
+    pub fn slot(&self, i: usize) -> &[u8] {
+        // SAFETY: the slot is in the run, which the producer owns (`next_slots` borrowed it
+        // mutably), and no reader reads it; `&self` rules out a live `&mut` to it.
+        unsafe { std::slice::from_raw_parts(self.slot_ptr(i), self.slot_len()) }
+    }
+
+    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+        // SAFETY: as for `slot`; `&mut self` makes the slice unique.
+        unsafe { std::slice::from_raw_parts_mut(self.slot_ptr(i), self.slot_len()) }
+    }
+
+    /// Raw pointers to every slot, for a system call that fills them (each is `slot_len()`
+    /// bytes, writable while the run is mutably borrowed, and no two overlap).
+    pub fn slot_ptrs(&mut self) -> impl Iterator<Item = *mut u8> + '_ {
+        (0..self.len).map(|i| self.slot_ptr(i))
+    }
+
+    /// Moves the first `len` bytes of slot `from` into slot `to` (closing the gap a rejected
+    /// frame leaves, so kept frames stay consecutive).
+    pub fn move_frame(&mut self, from: usize, to: usize, len: usize) {
+        assert!(len <= self.slot_len());
+        if from != to {
+            // SAFETY: both slots are in the run (asserted by `slot_ptr`), distinct slots never
+            // overlap, and `len` fits a slot.
+            unsafe { std::ptr::copy_nonoverlapping(self.slot_ptr(from), self.slot_ptr(to), len) }
+        }
     }
 }
 
@@ -363,6 +439,52 @@ mod tests {
             .unwrap();
         assert_eq!(dropped, (true, false));
         assert!(put(&mut p, 5), "the pin is released after the view");
+    }
+
+    #[test]
+    fn a_slot_run_fills_consecutive_frames_and_stops_short_of_a_pin() {
+        // Capacity 64: guard and check_every are 4.
+        let b = LatencyBuffer::new(64, 8).unwrap();
+        let mut p = b.producer().unwrap();
+        let mut r = b.reader().unwrap();
+        let mut run = p.next_slots(3).unwrap();
+        assert_eq!((run.len(), run.slot_len()), (3, 8));
+        for (i, ptr) in run.slot_ptrs().enumerate() {
+            // SAFETY: each pointer is a distinct writable slot of `slot_len()` = 8 bytes.
+            unsafe { ptr.cast::<u64>().write_unaligned(i as u64 * 10) };
+        }
+        // Frame 1 is "rejected": frame 2 closes the gap.
+        run.move_frame(2, 1, 8);
+        assert_eq!(run.slot(1), 20u64.to_le_bytes());
+        run.slot_mut(2).fill(0);
+        for ts in [0, 20] {
+            p.publish(SlotMeta {
+                timestamp: ts,
+                len: 8,
+                flags: 0,
+            });
+        }
+        let frames = r.with_view(0, |v| {
+            (v.first..v.end)
+                .map(|i| v.frame(i).to_vec())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(frames.unwrap(), [0u64.to_le_bytes(), 20u64.to_le_bytes()]);
+        // Fill to 64 frames, then pin index 4 (64 + guard 4 - 64): the producer may write
+        // indices 64..68 (over frames 0..4) but not 68.
+        for ts in 2..64 {
+            assert!(put(&mut p, ts));
+        }
+        r.with_view(4, |_| {
+            assert_eq!(p.next_slots(8).map(|run| run.len()), Some(4));
+            for _ in 0..4 {
+                p.publish(SlotMeta::default());
+            }
+            assert!(p.next_slots(8).is_none());
+        })
+        .unwrap();
+        let run = p.next_slots(64).map(|run| run.len());
+        assert_eq!(run, Some(4), "check_every caps a run");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Where a link's frames come from. The readout sees only [`FrameSource`]: it hands the
-//! source the next latency-buffer slot and the source writes one frame straight into it.
+//! source the next latency-buffer slot and the source writes one frame straight into it, or,
+//! for a source that receives several frames per call (UDP with `recvmmsg`), a run of
+//! consecutive slots that it fills in order.
 
+use crate::ring::SlotRun;
 use std::io;
 
 /// What a source did when asked for a frame.
@@ -14,9 +17,44 @@ pub enum Poll {
     End,
 }
 
+/// What a source did when asked for a batch of frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batch {
+    /// This many frames (at least one) are in the first slots, their lengths in `lens`.
+    Frames(usize),
+    Idle,
+    End,
+}
+
+impl From<Poll> for Batch {
+    fn from(poll: Poll) -> Self {
+        match poll {
+            Poll::Frame(_) => Batch::Frames(1),
+            Poll::Idle => Batch::Idle,
+            Poll::End => Batch::End,
+        }
+    }
+}
+
 pub trait FrameSource: Send {
     /// Writes the next frame into `slot` (which is at least the format's frame size).
     fn next_frame(&mut self, slot: &mut [u8]) -> io::Result<Poll>;
+
+    /// Most frames [`Self::next_frames`] fills per call; fixed for the source's life.
+    fn batch_size(&self) -> usize {
+        1
+    }
+
+    /// Writes the next frames into slots `0..k` of `run` (`k <= run.len()`, at most
+    /// [`Self::batch_size`]) and their lengths into `lens[..k]`, each possibly larger than a
+    /// slot when the frame did not fit (an oversized datagram: the checks count it).
+    fn next_frames(&mut self, run: &mut SlotRun<'_>, lens: &mut [usize]) -> io::Result<Batch> {
+        let poll = self.next_frame(run.slot_mut(0))?;
+        if let Poll::Frame(len) = poll {
+            lens[0] = len;
+        }
+        Ok(poll.into())
+    }
 }
 
 /// Replays a raw file written by `swdaq gen` or by recording.

@@ -8,7 +8,7 @@
 //! these tests run on) this changes nothing measurable; the pinning itself is tested.
 
 use crate::link::{FrameObserver, Ingest};
-use crate::source::{FrameSource, Poll};
+use crate::source::{Batch, FrameSource};
 use std::io;
 use std::time::Duration;
 
@@ -60,9 +60,9 @@ pub fn run_links<S: FrameSource, O: FrameObserver>(
             let mut ended = None;
             for _ in 0..BURST_FRAMES {
                 match ingest.step() {
-                    Ok(Poll::Frame(_)) => moved += 1,
-                    Ok(Poll::Idle) => break,
-                    Ok(Poll::End) => {
+                    Ok(Batch::Frames(n)) => moved += n,
+                    Ok(Batch::Idle) => break,
+                    Ok(Batch::End) => {
                         ended = Some(Ok(()));
                         break;
                     }
@@ -98,6 +98,7 @@ mod tests {
     use super::*;
     use crate::link::LinkShared;
     use crate::link_format::LinkFormat;
+    use crate::source::Poll;
     use swdaq_format::SourceId;
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::wibeth::{self, WibEthHeader};
