@@ -448,21 +448,25 @@ impl LinkSimulator {
             for (g, z) in self.coherent.iter_mut().zip(coherent_normals) {
                 *g = a * *g + coherent_step * z;
             }
-            let channels = self
+            // Group by group: no division per sample to find a channel's group.
+            let blocks = self
                 .channels
-                .iter_mut()
-                .zip(&self.drift)
-                .zip(channel_normals.chunks_exact(2));
-            for (c, (((ch, baseline), z), (s, adc))) in
-                channels.zip(signal.iter().zip(adcs.iter_mut())).enumerate()
-            {
-                ch.low_frequency = a * ch.low_frequency + low_frequency_step * z[0];
-                let value = baseline
-                    + ch.low_frequency
-                    + self.coherent[c / group]
-                    + ch.white_sigma * z[1]
-                    + s;
-                *adc = (to_adc(value) & ch.keep) | ch.force;
+                .chunks_mut(group)
+                .zip(self.drift.chunks(group))
+                .zip(channel_normals.chunks(2 * group))
+                .zip(signal.chunks(group).zip(adcs.chunks_mut(group)))
+                .zip(&self.coherent);
+            for ((((channels, baselines), normals), (signals, adcs)), coherent) in blocks {
+                let samples = channels
+                    .iter_mut()
+                    .zip(baselines)
+                    .zip(normals.chunks_exact(2))
+                    .zip(signals.iter().zip(adcs.iter_mut()));
+                for (((ch, baseline), z), (s, adc)) in samples {
+                    ch.low_frequency = a * ch.low_frequency + low_frequency_step * z[0];
+                    let value = baseline + ch.low_frequency + coherent + ch.white_sigma * z[1] + s;
+                    *adc = (to_adc(value) & ch.keep) | ch.force;
+                }
             }
             for (ch, adc) in self.channels.iter().zip(adcs.iter_mut()) {
                 if ch.dead {
