@@ -617,9 +617,9 @@ mod tests {
     #[test]
     fn rounding_matches_round_then_clamp() {
         for v in [
-            -3.0, -0.5, -0.4, 0.0, 0.49, 0.5, 2.5, 2.49, 16382.6, 16383.4, 1e9,
+            -3.0_f64, -0.5, -0.4, 0.0, 0.49, 0.5, 2.5, 2.49, 16382.6, 16383.4, 1e9,
         ] {
-            let reference = (v as f64).round().clamp(0.0, ADC_MAX) as u16;
+            let reference = v.round().clamp(0.0, ADC_MAX) as u16;
             assert_eq!(to_adc(v), reference, "{v}");
         }
         assert_eq!(to_adc(f64::NAN), 0);
