@@ -13,6 +13,7 @@
 pub mod channel_map;
 pub mod config;
 pub mod link;
+mod normal;
 pub mod response;
 pub mod truth;
 

@@ -18,6 +18,12 @@ use swdaq_format::{DETECTOR_ID_HD_TPC, protowib};
 const TRACK_SLICE_TICKS: u64 = 1 << 17;
 const ADC_MAX: f64 = 16383.0;
 
+/// Rounds to the nearest ADC count within the 14-bit range (NaN reads 0). Adding 0.5 to the
+/// clamped, non-negative value and truncating rounds it without a libm call.
+fn to_adc(value: f64) -> u16 {
+    (value.clamp(0.0, ADC_MAX) + 0.5) as u16
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameFormat {
     WibEth,
@@ -136,7 +142,10 @@ pub struct LinkSimulator {
     timestamp_shift: u64,
     sequence_shift: u16,
     signal: Vec<f64>,
+    /// Pedestal plus drift, per channel, for the current block.
     drift: Vec<f64>,
+    /// Standard normal deviates of the current block.
+    normals: Vec<f64>,
     adcs: Vec<u16>,
     truth: Vec<TruePulse>,
     faults: Vec<InjectedFault>,
@@ -205,6 +214,7 @@ impl LinkSimulator {
             sequence_shift: 0,
             signal: vec![0.0; n * format.samples_per_frame()],
             drift: vec![0.0; n],
+            normals: Vec::new(),
             adcs: vec![0; n * format.samples_per_frame()],
             truth: Vec::new(),
             faults: Vec::new(),
@@ -410,35 +420,58 @@ impl LinkSimulator {
         let cfg = &self.config;
         let n = self.channels.len();
         let group = cfg.coherent_group_size as usize;
+        let groups = self.coherent.len();
+        let samples = self.format.samples_per_frame();
         let a = (-1.0 / cfg.low_frequency_samples).exp();
         let b = (1.0 - a * a).sqrt();
+        let (coherent_step, low_frequency_step) =
+            (b * cfg.coherent_sigma, b * cfg.low_frequency_sigma);
         let seconds = self.tick_of_sample(self.sample) as f64 / self.format.clock_hz();
         let drift_arg = std::f64::consts::TAU * seconds / cfg.drift_period_s;
         // The drift is slow (seconds): one value per channel per block is exact enough.
         for (d, ch) in self.drift.iter_mut().zip(&self.channels) {
-            *d = cfg.drift_amplitude * (drift_arg + ch.drift_phase).sin();
+            *d = ch.pedestal + cfg.drift_amplitude * (drift_arg + ch.drift_phase).sin();
         }
-        let rng = &mut self.physics_rng;
-        for s in 0..self.format.samples_per_frame() {
-            for g in self.coherent.iter_mut() {
-                *g = a * *g + b * cfg.coherent_sigma * rng.sample::<f64, _>(StandardNormal);
+        // Every standard normal deviate of the block in one tight loop (the hot spot):
+        // per sample, one per coherent group, then one low-frequency and one white per
+        // channel (dead channels' are drawn and unused, so the stream never depends on them).
+        let per_sample = groups + 2 * n;
+        self.normals.resize(samples * per_sample, 0.0);
+        crate::normal::fill_standard_normal(&mut self.physics_rng, &mut self.normals);
+        let rows = self
+            .normals
+            .chunks_exact(per_sample)
+            .zip(self.signal.chunks_exact(n))
+            .zip(self.adcs.chunks_exact_mut(n));
+        for ((normals, signal), adcs) in rows {
+            let (coherent_normals, channel_normals) = normals.split_at(groups);
+            for (g, z) in self.coherent.iter_mut().zip(coherent_normals) {
+                *g = a * *g + coherent_step * z;
             }
-            for (c, ch) in self.channels.iter_mut().enumerate() {
-                let i = s * n + c;
-                if ch.dead {
-                    self.adcs[i] = ch.pedestal.round().clamp(0.0, ADC_MAX) as u16;
-                    continue;
+            // Group by group: no division per sample to find a channel's group.
+            let blocks = self
+                .channels
+                .chunks_mut(group)
+                .zip(self.drift.chunks(group))
+                .zip(channel_normals.chunks(2 * group))
+                .zip(signal.chunks(group).zip(adcs.chunks_mut(group)))
+                .zip(&self.coherent);
+            for ((((channels, baselines), normals), (signals, adcs)), coherent) in blocks {
+                let samples = channels
+                    .iter_mut()
+                    .zip(baselines)
+                    .zip(normals.chunks_exact(2))
+                    .zip(signals.iter().zip(adcs.iter_mut()));
+                for (((ch, baseline), z), (s, adc)) in samples {
+                    ch.low_frequency = a * ch.low_frequency + low_frequency_step * z[0];
+                    let value = baseline + ch.low_frequency + coherent + ch.white_sigma * z[1] + s;
+                    *adc = (to_adc(value) & ch.keep) | ch.force;
                 }
-                ch.low_frequency = a * ch.low_frequency
-                    + b * cfg.low_frequency_sigma * rng.sample::<f64, _>(StandardNormal);
-                let value = ch.pedestal
-                    + self.drift[c]
-                    + ch.low_frequency
-                    + self.coherent[c / group]
-                    + ch.white_sigma * rng.sample::<f64, _>(StandardNormal)
-                    + self.signal[i];
-                let adc = value.round().clamp(0.0, ADC_MAX) as u16;
-                self.adcs[i] = (adc & ch.keep) | ch.force;
+            }
+            for (ch, adc) in self.channels.iter().zip(adcs.iter_mut()) {
+                if ch.dead {
+                    *adc = to_adc(ch.pedestal);
+                }
             }
         }
     }
@@ -574,5 +607,21 @@ impl LinkSimulator {
                 protowib::encode(&header, &adcs, out);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_matches_round_then_clamp() {
+        for v in [
+            -3.0_f64, -0.5, -0.4, 0.0, 0.49, 0.5, 2.5, 2.49, 16382.6, 16383.4, 1e9,
+        ] {
+            let reference = v.round().clamp(0.0, ADC_MAX) as u16;
+            assert_eq!(to_adc(v), reference, "{v}");
+        }
+        assert_eq!(to_adc(f64::NAN), 0);
     }
 }
