@@ -117,25 +117,15 @@ impl RecordFileReader {
     /// Reads one record whole: its header, and its fragments ordered by source id and type,
     /// each checked to parse and to belong to the record.
     pub fn read_record(&self, id: &RecordId) -> Result<TriggerRecord> {
-        let raw = self
-            .file
-            .group(&format!("{}/{}", id.group, layout::RAW_DATA_GROUP))
-            .at(&self.path)?;
-        let mut header = None;
         let mut fragments = Vec::new();
-        for name in raw.member_names().at(&self.path)? {
-            let bytes = self.read_bytes(&raw, &name)?;
-            if name.ends_with(layout::RECORD_HEADER_DATASET) {
-                header = Some(TriggerRecordHeader::decode(&bytes).map_err(|e| self.format(e))?);
-            } else {
-                let h = swdaq_format::Fragment::parse(&bytes)
-                    .map_err(|e| self.format(e))?
-                    .header;
-                fragments.push((fragment_key(&h), bytes));
-            }
-        }
-        let header =
-            header.ok_or_else(|| self.layout(format!("{} has no record header", id.group)))?;
+        let header = self.walk_record(id, |raw, name| {
+            let bytes = self.read_bytes(raw, name)?;
+            let h = swdaq_format::Fragment::parse(&bytes)
+                .map_err(|e| self.format(e))?
+                .header;
+            fragments.push((fragment_key(&h), bytes));
+            Ok(())
+        })?;
         fragments.sort_by_key(|(key, _)| *key);
         Ok(TriggerRecord {
             header,
@@ -146,32 +136,44 @@ impl RecordFileReader {
     /// One record's header and its fragments' headers, reading only the first bytes of each
     /// fragment (listing a file of large records costs a few kB per record, not the records).
     pub fn read_headers(&self, id: &RecordId) -> Result<RecordHeaders> {
+        let mut fragments = Vec::new();
+        let header = self.walk_record(id, |raw, name| {
+            let (prefix, len) = self.read_prefix(raw, name, FRAGMENT_HEADER_SIZE)?;
+            let h = FragmentHeader::decode(&prefix).map_err(|e| self.format(e))?;
+            if h.size != len {
+                return Err(self.layout(format!(
+                    "{name}: the fragment header says {} bytes, the dataset holds {len}",
+                    h.size
+                )));
+            }
+            fragments.push(h);
+            Ok(())
+        })?;
+        fragments.sort_by_key(fragment_key);
+        Ok(RecordHeaders { header, fragments })
+    }
+
+    /// Walks one record's `RawData` group: decodes the record header and hands the name of
+    /// every other dataset (a fragment) to `fragment`.
+    fn walk_record(
+        &self,
+        id: &RecordId,
+        mut fragment: impl FnMut(&hdf5::Group, &str) -> Result<()>,
+    ) -> Result<TriggerRecordHeader> {
         let raw = self
             .file
             .group(&format!("{}/{}", id.group, layout::RAW_DATA_GROUP))
             .at(&self.path)?;
         let mut header = None;
-        let mut fragments = Vec::new();
         for name in raw.member_names().at(&self.path)? {
             if name.ends_with(layout::RECORD_HEADER_DATASET) {
                 let bytes = self.read_bytes(&raw, &name)?;
                 header = Some(TriggerRecordHeader::decode(&bytes).map_err(|e| self.format(e))?);
             } else {
-                let (prefix, len) = self.read_prefix(&raw, &name, FRAGMENT_HEADER_SIZE)?;
-                let h = FragmentHeader::decode(&prefix).map_err(|e| self.format(e))?;
-                if h.size != len {
-                    return Err(self.layout(format!(
-                        "{name}: the fragment header says {} bytes, the dataset holds {len}",
-                        h.size
-                    )));
-                }
-                fragments.push(h);
+                fragment(&raw, &name)?;
             }
         }
-        let header =
-            header.ok_or_else(|| self.layout(format!("{} has no record header", id.group)))?;
-        fragments.sort_by_key(fragment_key);
-        Ok(RecordHeaders { header, fragments })
+        header.ok_or_else(|| self.layout(format!("{} has no record header", id.group)))
     }
 
     /// The first `n` bytes of a byte dataset, and its whole length.

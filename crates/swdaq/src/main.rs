@@ -42,7 +42,19 @@ enum Command {
     Hwbench(hwbench::Args),
 }
 
+/// Ends quietly when stdout is closed early (`swdaq inspect FILE | head`), as command-line
+/// tools do, instead of panicking in `print!`: Rust starts programs with SIGPIPE ignored.
+fn die_quietly_on_closed_stdout() {
+    #[cfg(unix)]
+    // SAFETY: runs first in `main`, before any other thread exists, and only sets SIGPIPE's
+    // disposition back to the default; no memory is touched.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> anyhow::Result<()> {
+    die_quietly_on_closed_stdout();
     match Cli::parse().command {
         Command::Run(args) => swdaq::run::run(&args),
         Command::Gen(args) => generate::run(&args),

@@ -4,6 +4,7 @@
 
 use crate::quality::{BINS, QualityRow};
 use anyhow::{Context, anyhow};
+use plotters::chart::SeriesLabelStyle;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -16,6 +17,18 @@ fn bin_centre((lo, hi): (f64, f64)) -> f64 {
     } else {
         lo + 2.0
     }
+}
+
+/// The legend's look, the same on both panels.
+fn legend<'s, 'a, 'b, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    labels: &'s mut SeriesLabelStyle<'a, 'b, DB, CT>,
+    position: SeriesLabelPosition,
+) -> &'s mut SeriesLabelStyle<'a, 'b, DB, CT> {
+    labels
+        .position(position)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
 }
 
 fn draw_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> anyhow::Error {
@@ -74,14 +87,12 @@ where
             .draw_series(points.iter().map(|&p| Circle::new(p, 4, colour.filled())))
             .map_err(draw_error)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(draw_error)?;
+    legend(
+        &mut chart.configure_series_labels(),
+        SeriesLabelPosition::LowerRight,
+    )
+    .draw()
+    .map_err(draw_error)?;
     Ok(())
 }
 
@@ -172,14 +183,12 @@ where
         .map_err(draw_error)?
         .label("efficiency goal, 95% (left)")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE.mix(0.5)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(draw_error)?;
+    legend(
+        &mut chart.configure_series_labels(),
+        SeriesLabelPosition::LowerLeft,
+    )
+    .draw()
+    .map_err(draw_error)?;
     Ok(())
 }
 
