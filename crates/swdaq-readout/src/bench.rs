@@ -1,10 +1,13 @@
 //! Readout benchmarks (library side of `swdaq bench readout`): ingest throughput into the
-//! latency buffer with all checks, and request serving while ingesting in real time.
+//! latency buffer with all checks, UDP receive over loopback, and request serving while
+//! ingesting in real time.
 
 use crate::link::{FrameObserver, Ingest, LinkShared};
 use crate::replay::{ReplaySource, ReplayTemplate};
 use crate::request::{DataRequest, RequestPolicy, RequestStatus};
 use crate::server::{Outcome, ServerConfig, serve};
+use crate::source::{Batch, FrameSource, Poll};
+use crate::udp::{UdpSender, UdpSource};
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +81,169 @@ pub fn frame_copy_gbps(
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct UdpReceiveResult {
+    /// Datagrams asked for per receive call (1: one `recvmsg` each, the baseline).
+    pub batch: usize,
+    pub sent: u64,
+    /// Frames buffered (checked and published in the latency buffer).
+    pub received: u64,
+    /// Sent but never buffered: dropped by the kernel or rejected by the checks.
+    pub lost: u64,
+    /// Time spent receiving only; the sender was idle meanwhile.
+    pub receive_seconds: f64,
+    /// Per core: this one thread did all the receiving.
+    pub datagrams_per_second: f64,
+    pub gbps: f64,
+    /// The same thread's rate while sending the bursts (the kernel's send path).
+    pub send_datagrams_per_second: f64,
+}
+
+/// One core's UDP receive rate over loopback with every check on. This thread sends a burst
+/// of `burst` WIBEth datagrams (few enough to wait in the socket buffer), then receives them
+/// through a [`UdpSource`] taking `batch` per call into a latency buffer, and repeats until
+/// `datagrams` are sent. Only receiving is timed, so the figure is the receive path alone,
+/// free of wake-ups and of scheduling between cores.
+pub fn udp_receive(
+    template: Arc<ReplayTemplate>,
+    datagrams: u64,
+    batch: usize,
+    burst: u64,
+) -> std::io::Result<UdpReceiveResult> {
+    let link = LinkShared::new(SourceId::readout(0), template.format, 0.1)?;
+    let source = UdpSource::bind(loopback())?.with_batch_size(batch);
+    let mut sender = StreamSender::new(template, source.local_addr()?)?;
+    let mut ingest = Ingest::new(&link, source, ()).expect("a new link has no producer yet");
+    let (mut sent, mut send_seconds, mut receive_seconds) = (0, 0.0, 0.0);
+    while sent < datagrams {
+        let n = burst.min(datagrams - sent);
+        let start = Instant::now();
+        for _ in 0..n {
+            sender.send_next()?;
+        }
+        send_seconds += start.elapsed().as_secs_f64();
+        sent += n;
+        let start = Instant::now();
+        let mut last_frame = start;
+        // Until the burst is in; a time-out means the rest was lost (the sum shows it).
+        while ingest.counts.frames + ingest.checker.counts.bad_size < sent {
+            match ingest.step()? {
+                Batch::Frames(_) => last_frame = Instant::now(),
+                Batch::Idle | Batch::End => break,
+            }
+        }
+        receive_seconds += (last_frame - start).as_secs_f64();
+    }
+    let c = ingest.counts;
+    Ok(UdpReceiveResult {
+        batch: ingest.into_parts().0.batch_size(),
+        sent,
+        received: c.frames,
+        lost: sent - c.frames,
+        receive_seconds,
+        datagrams_per_second: c.frames as f64 / receive_seconds,
+        gbps: c.bytes as f64 / receive_seconds / 1e9,
+        send_datagrams_per_second: sent as f64 / send_seconds,
+    })
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpStreamResult {
+    pub batch: usize,
+    pub sent: u64,
+    pub received: u64,
+    /// Sent but never buffered: the receiver fell behind and the socket buffer overflowed,
+    /// or the checks rejected them.
+    pub lost: u64,
+    /// From the first send to the last frame buffered.
+    pub seconds: f64,
+    pub datagrams_per_second: f64,
+    pub gbps: f64,
+    /// Share of a core the receiving thread used (it sleeps in the kernel when idle).
+    pub receiver_core_share: f64,
+}
+
+/// Loopback end to end: one thread sends `datagrams` WIBEth datagrams as fast as it can while
+/// another receives them (`batch` per call) into a latency buffer. On a 2-core machine the
+/// sender is the ceiling; what the receiver keeps up with, and at what share of its core,
+/// is the figure.
+pub fn udp_stream(
+    template: Arc<ReplayTemplate>,
+    datagrams: u64,
+    batch: usize,
+) -> std::io::Result<UdpStreamResult> {
+    let link = LinkShared::new(SourceId::readout(0), template.format, 0.1)?;
+    let source = UdpSource::bind(loopback())?.with_batch_size(batch);
+    let mut sender = StreamSender::new(template, source.local_addr()?)?;
+    let sent_all = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let start = Instant::now();
+        let sent = s.spawn(|| {
+            let _done = SetOnDrop(&sent_all);
+            for _ in 0..datagrams {
+                sender.send_next()?;
+            }
+            Ok::<_, std::io::Error>(())
+        });
+        let mut ingest = Ingest::new(&link, source, ()).expect("a new link has no producer yet");
+        let cpu = cpu_time::ThreadTime::now();
+        let mut last_frame = start;
+        loop {
+            match ingest.step()? {
+                Batch::Frames(_) => last_frame = Instant::now(),
+                // A receive time-out after the sender finished: all that will arrive has.
+                Batch::Idle | Batch::End if sent_all.load(Ordering::Acquire) => break,
+                Batch::Idle | Batch::End => {}
+            }
+        }
+        let receiver_cpu = cpu.elapsed().as_secs_f64();
+        sent.join().expect("sender thread")?;
+        let seconds = (last_frame - start).as_secs_f64();
+        let c = ingest.counts;
+        Ok(UdpStreamResult {
+            batch: ingest.into_parts().0.batch_size(),
+            sent: datagrams,
+            received: c.frames,
+            lost: datagrams - c.frames,
+            seconds,
+            datagrams_per_second: c.frames as f64 / seconds,
+            gbps: c.bytes as f64 / seconds / 1e9,
+            receiver_core_share: receiver_cpu / start.elapsed().as_secs_f64(),
+        })
+    })
+}
+
+fn loopback() -> std::net::SocketAddr {
+    (std::net::Ipv4Addr::LOCALHOST, 0).into()
+}
+
+/// Sends a template's frames as one continuous stream (timestamps and sequence ids rewritten
+/// each pass, as the replay source does), so the receiver's checks see a healthy link.
+struct StreamSender {
+    frames: ReplaySource,
+    frame: Vec<u8>,
+    socket: UdpSender,
+}
+
+impl StreamSender {
+    fn new(template: Arc<ReplayTemplate>, dest: std::net::SocketAddr) -> std::io::Result<Self> {
+        Ok(Self {
+            frame: vec![0; template.format.frame_size()],
+            frames: ReplaySource::new(template, None, None),
+            socket: UdpSender::connect(dest)?,
+        })
+    }
+
+    fn send_next(&mut self) -> std::io::Result<()> {
+        match self.frames.next_frame(&mut self.frame)? {
+            Poll::Frame(len) => self.socket.send(&self.frame[..len]),
+            Poll::Idle | Poll::End => {
+                unreachable!("an unpaced, unlimited replay always has a frame")
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct RequestResult {
     pub seconds: f64,
     pub requests: u64,
@@ -121,7 +287,7 @@ pub fn requests(
                 .map(|_| ingest.counts.dropped)
         });
         // Stops ingest however this scope ends (a panic must not leave it spinning).
-        let _stop_ingest = StopOnDrop(&stop);
+        let _stop_ingest = SetOnDrop(&stop);
         let links = [link.clone()];
         let server = s.spawn(move || serve(&links, &[], req_rx, resp_tx, config, None));
         // Consume answers as they come, as a record builder would (and free their memory).
@@ -189,9 +355,10 @@ pub fn requests(
     })
 }
 
-struct StopOnDrop<'a>(&'a AtomicBool);
+/// Sets its flag when dropped, however the scope holding it ends (a panic included).
+struct SetOnDrop<'a>(&'a AtomicBool);
 
-impl Drop for StopOnDrop<'_> {
+impl Drop for SetOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
@@ -244,6 +411,26 @@ mod tests {
             );
             assert!(r.gbps > 0.0);
         }
+    }
+
+    #[test]
+    fn udp_receive_bench_buffers_every_datagram_of_every_burst() {
+        for batch in [1, 16] {
+            let r = udp_receive(template(64), 1000, batch, 300).unwrap();
+            assert_eq!(
+                (r.batch, r.sent, r.received, r.lost),
+                (batch, 1000, 1000, 0)
+            );
+            assert!(r.datagrams_per_second > 0.0 && r.gbps > 0.0);
+        }
+    }
+
+    #[test]
+    fn udp_stream_bench_accounts_for_every_datagram() {
+        let r = udp_stream(template(64), 2000, 16).unwrap();
+        assert_eq!(r.received + r.lost, 2000);
+        assert!(r.received > 0, "nothing arrived over loopback");
+        assert!(r.receiver_core_share > 0.0 && r.receiver_core_share <= 1.5);
     }
 
     #[test]

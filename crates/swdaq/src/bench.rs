@@ -56,12 +56,19 @@ enum What {
         #[arg(long, default_value_t = 1 << 20)]
         fragment_bytes: usize,
     },
-    /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), and
-    /// data requests served while ingesting in real time.
+    /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), UDP
+    /// receive over loopback (batched vs one `recvmsg` per datagram, same run), and data
+    /// requests served while ingesting in real time.
     Readout {
         /// Frames to ingest flat out.
         #[arg(long, default_value_t = 300_000)]
         frames: u64,
+        /// Datagrams per UDP measurement.
+        #[arg(long, default_value_t = 200_000)]
+        udp_datagrams: u64,
+        /// Datagrams sent before each receive phase (they must fit the socket buffer).
+        #[arg(long, default_value_t = 512)]
+        udp_burst: u64,
         /// Seconds of real-time ingest with requests.
         #[arg(long, default_value_t = 10.0)]
         request_seconds: f64,
@@ -181,15 +188,26 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         What::Readout {
             frames,
+            udp_datagrams,
+            udp_burst,
             request_seconds,
             request_rate_hz,
             window_ms,
         } => {
             anyhow::ensure!(
-                *frames > 0 && *request_seconds > 0.0 && *request_rate_hz > 0.0 && *window_ms > 0.0,
+                *frames > 0
+                    && *udp_datagrams > 0
+                    && *udp_burst > 0
+                    && *request_seconds > 0.0
+                    && *request_rate_hz > 0.0
+                    && *window_ms > 0.0,
                 "all readout bench parameters must be positive"
             );
-            let result = readout(*frames, *request_seconds, *request_rate_hz, *window_ms)?;
+            let udp = UdpParams {
+                datagrams: *udp_datagrams,
+                burst: *udp_burst,
+            };
+            let result = readout(*frames, udp, *request_seconds, *request_rate_hz, *window_ms)?;
             print_results(
                 args.json,
                 std::slice::from_ref(&result),
@@ -201,6 +219,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "frame copy GB/s",
                     "ratio",
                     "links/core w/ TPG",
+                    "UDP Mdgram/s",
+                    "UDP GB/s",
+                    "x recvmsg",
                     "drops",
                     "req/s",
                     "p50 us",
@@ -215,6 +236,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.2}", r.frame_copy_gbps),
                         format!("{:.2}", r.ingest_vs_frame_copy),
                         format!("{:.1}", r.links_per_core_with_tpg),
+                        format!("{:.3}", r.udp.receive.datagrams_per_second / 1e6),
+                        format!("{:.2}", r.udp.receive.gbps),
+                        format!("{:.2}", r.udp.batched_vs_per_datagram),
                         r.drops.to_string(),
                         format!("{:.0}", r.request_rate_hz),
                         format!("{:.0}", r.request_latency_p50_us),
@@ -263,6 +287,7 @@ struct ReadoutResult {
     /// WIBEth links (30.5 kHz of frames each) one core ingests with hit finding.
     links_per_core_with_tpg: f64,
     tps_found: u64,
+    udp: UdpSummary,
     /// Frames not buffered during ingest and during the request test.
     drops: u64,
     request_rate_hz: f64,
@@ -272,8 +297,48 @@ struct ReadoutResult {
     request_latency_p99_us: f64,
 }
 
+/// UDP receive over loopback, one core.
+#[derive(Serialize)]
+struct UdpSummary {
+    /// Batched receive (`recvmmsg`, the source's default batch).
+    receive: swdaq_readout::bench::UdpReceiveResult,
+    /// The baseline: one `recvmsg` per datagram, same run.
+    receive_per_datagram: swdaq_readout::bench::UdpReceiveResult,
+    batched_vs_per_datagram: f64,
+    /// Sender and receiver on separate threads at once, batched receive.
+    stream: swdaq_readout::bench::UdpStreamResult,
+}
+
+#[derive(Clone, Copy)]
+struct UdpParams {
+    datagrams: u64,
+    burst: u64,
+}
+
+fn udp_loopback(template: &Arc<ReplayTemplate>, p: UdpParams) -> anyhow::Result<UdpSummary> {
+    use swdaq_readout::bench::{udp_receive, udp_stream};
+    use swdaq_readout::udp::DEFAULT_BATCH;
+    let receive = udp_receive(template.clone(), p.datagrams, DEFAULT_BATCH, p.burst)?;
+    let per_datagram = udp_receive(template.clone(), p.datagrams, 1, p.burst)?;
+    anyhow::ensure!(
+        receive.lost + per_datagram.lost == 0,
+        "{} of {} loopback datagrams were lost: --udp-burst {} overflows this host's socket \
+         buffer (net.core.rmem_max); use a smaller burst",
+        receive.lost + per_datagram.lost,
+        2 * p.datagrams,
+        p.burst
+    );
+    Ok(UdpSummary {
+        batched_vs_per_datagram: receive.datagrams_per_second / per_datagram.datagrams_per_second,
+        stream: udp_stream(template.clone(), p.datagrams, DEFAULT_BATCH)?,
+        receive,
+        receive_per_datagram: per_datagram,
+    })
+}
+
 fn readout(
     frames: u64,
+    udp: UdpParams,
     request_seconds: f64,
     request_rate_hz: f64,
     window_ms: f64,
@@ -303,6 +368,7 @@ fn readout(
     observer.finish();
     let mut tps = Vec::new();
     observer.take_tps(&mut tps);
+    let udp = udp_loopback(&template, udp)?;
     let window_ticks = (window_ms * 62_500.0) as u64;
     let requests =
         swdaq_readout::bench::requests(template, request_seconds, request_rate_hz, window_ticks)?;
@@ -318,6 +384,7 @@ fn readout(
         ingest_with_tpg_frames_per_second: with_tpg.frames_per_second,
         links_per_core_with_tpg: with_tpg.frames_per_second / LinkFormat::WibEth.frame_rate_hz(),
         tps_found: tps.len() as u64,
+        udp,
         drops: ingest.drops + cached.drops + with_tpg.drops + requests.ingest_drops,
         request_rate_hz: requests.request_rate_hz,
         requests: requests.requests,
