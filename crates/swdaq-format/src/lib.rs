@@ -11,6 +11,7 @@ pub mod crc;
 pub mod daq_eth;
 mod error;
 pub mod fragment;
+pub mod frame_format;
 mod le;
 pub mod protowib;
 pub mod rawfile;
@@ -21,6 +22,7 @@ pub mod wibeth;
 
 pub use error::FormatError;
 pub use fragment::{Fragment, FragmentHeader, FragmentType};
+pub use frame_format::FrameFormat;
 pub use source_id::{SourceId, Subsystem};
 pub use tp::TriggerPrimitive;
 pub use trigger_record::{ComponentRequest, TriggerRecord, TriggerRecordHeader};

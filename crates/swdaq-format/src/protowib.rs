@@ -170,8 +170,13 @@ fn locate(channel: usize) -> (usize, (u32, u32, u32)) {
     let (block, in_block) = (channel / 64, channel % 64);
     let (adc, k) = (in_block / 8, in_block % 8);
     let segment = (adc / 2) * 2 + k / 4;
-    let at = HEADER_SIZE + block * BLOCK_SIZE + HEADER_SIZE + segment * SEGMENT_SIZE;
-    (at, SEGMENT_LAYOUT[adc % 2][k % 4])
+    (segment_at(block, segment), SEGMENT_LAYOUT[adc % 2][k % 4])
+}
+
+/// Byte offset of segment 0..8 of COLDATA block 0..4 (each block opens with a 16-byte
+/// COLDATA header).
+pub const fn segment_at(block: usize, segment: usize) -> usize {
+    HEADER_SIZE + block * BLOCK_SIZE + 16 + segment * SEGMENT_SIZE
 }
 
 /// Reads `width` bits at bit `offset` of a segment (bits never straddle the 12 bytes).

@@ -378,7 +378,7 @@ fn newest_timestamp(link: &LinkShared) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link_format::LinkFormat;
+    use swdaq_format::FrameFormat;
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::wibeth::{self, WibEthHeader};
 
@@ -396,7 +396,7 @@ mod tests {
             })
             .collect();
         Arc::new(ReplayTemplate::new(
-            LinkFormat::WibEth,
+            FrameFormat::WibEth,
             frames.iter().map(|f| &f[..]),
         ))
     }

@@ -2,7 +2,7 @@
 //! and 12-bit sequence id with wrap-around. Each finding is counted and, where it affects
 //! data in a time range, recorded as an interval so fragments covering it carry an error flag.
 
-use crate::link_format::{FrameHeader, LinkFormat};
+use swdaq_format::frame_format::{FrameFormat, FrameHeader};
 
 /// Per-frame findings stored in the latency buffer beside the frame.
 pub mod frame_flags {
@@ -52,13 +52,13 @@ pub struct ErrorInterval {
 
 /// Checks one link's frames in arrival order.
 pub struct ContinuityChecker {
-    format: LinkFormat,
+    format: FrameFormat,
     previous: Option<FrameHeader>,
     pub counts: CheckCounts,
 }
 
 impl ContinuityChecker {
-    pub fn new(format: LinkFormat) -> Self {
+    pub fn new(format: FrameFormat) -> Self {
         Self {
             format,
             previous: None,
@@ -154,7 +154,7 @@ mod tests {
     }
 
     fn run(frames: &[Vec<u8>]) -> (ContinuityChecker, Vec<Option<ErrorInterval>>) {
-        let mut c = ContinuityChecker::new(LinkFormat::WibEth);
+        let mut c = ContinuityChecker::new(FrameFormat::WibEth);
         let intervals = frames.iter().map(|f| c.check(f).1).collect();
         (c, intervals)
     }
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn wrong_size_is_rejected_and_counted() {
-        let mut c = ContinuityChecker::new(LinkFormat::WibEth);
+        let mut c = ContinuityChecker::new(FrameFormat::WibEth);
         let good = frame(0, 0, true);
         assert_eq!(c.check(&good[..100]).0, Verdict::Reject);
         assert_eq!(

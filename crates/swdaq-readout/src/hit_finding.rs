@@ -1,14 +1,15 @@
-//! Hit finding as the ingest loop's observer: each WIBEth frame is searched for hits where it
-//! lies in the latency buffer, on the link's own thread, and the TPs leave time-ordered.
+//! Hit finding as the ingest loop's observer: each frame (WIBEth or ProtoDUNE WIB) is searched
+//! for hits where it lies in the latency buffer, on the link's own thread, and the TPs leave
+//! time-ordered.
 
 use crate::link::FrameObserver;
 use crate::ring::SlotMeta;
-use swdaq_format::TriggerPrimitive;
-use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_format::{FrameFormat, TriggerPrimitive};
 use swdaq_tpg::{HitFinder, NoisyChannel, NoisyChannelDetector, NoisyConfig, TpOrderer};
 
 pub struct HitFindingObserver {
     finder: HitFinder,
+    format: FrameFormat,
     orderer: TpOrderer,
     closed: Vec<TriggerPrimitive>,
     /// Time-ordered TPs not yet taken by [`Self::take_tps`].
@@ -25,9 +26,11 @@ pub struct HitFindingObserver {
 }
 
 impl HitFindingObserver {
-    pub fn new(finder: HitFinder) -> Self {
+    /// Runs `finder` (built for the link's channels and ADC width) on frames of `format`.
+    pub fn new(finder: HitFinder, format: FrameFormat) -> Self {
         Self {
             finder,
+            format,
             orderer: TpOrderer::default(),
             closed: Vec::new(),
             ready: Vec::new(),
@@ -80,17 +83,18 @@ impl FrameObserver for HitFindingObserver {
         self.found
     }
 
-    fn observe(&mut self, meta: &SlotMeta, frame: &[u8]) {
-        let Ok(frame) = WibEthFrame::parse(frame) else {
+    fn observe(&mut self, _meta: &SlotMeta, frame: &[u8]) {
+        let Ok(now) = self
+            .finder
+            .process_frame(self.format, frame, &mut self.closed)
+        else {
             self.unreadable_frames += 1;
             return;
         };
-        self.finder.process_wibeth(&frame, &mut self.closed);
         if !self.closed.is_empty() {
             self.found += self.closed.len() as u64;
             self.orderer.push(self.closed.drain(..));
         }
-        let now = meta.timestamp + wibeth::TICKS_PER_FRAME;
         self.data_end = now;
         let released_from = self.ready.len();
         // Hits still open, and hits an algorithm with a filter delay may still date earlier.

@@ -10,7 +10,6 @@ pub mod bench;
 pub mod checks;
 pub mod hit_finding;
 pub mod link;
-pub mod link_format;
 pub mod metrics;
 pub mod record;
 pub mod replay;

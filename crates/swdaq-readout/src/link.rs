@@ -2,13 +2,13 @@
 //! (the hit finder, on the same thread, reading the frame where it lies).
 
 use crate::checks::{ContinuityChecker, ErrorInterval, Verdict};
-use crate::link_format::LinkFormat;
 use crate::metrics::{LinkMetrics, PUBLISH_EVERY};
 use crate::ring::{LatencyBuffer, Producer, SlotMeta};
 use crate::source::{Batch, FrameSource, Poll};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Mutex;
+use swdaq_format::FrameFormat;
 use swdaq_format::SourceId;
 
 /// How many bad intervals a link remembers; older ones fall off (and are counted).
@@ -17,7 +17,7 @@ pub const ERROR_LOG_CAPACITY: usize = 4096;
 /// What the ingest thread shares with request servers.
 pub struct LinkShared {
     pub source_id: SourceId,
-    pub format: LinkFormat,
+    pub format: FrameFormat,
     pub buffer: LatencyBuffer,
     /// Touched only when a frame is bad and when a request is served: never per good frame.
     errors: Mutex<VecDeque<ErrorInterval>>,
@@ -25,7 +25,7 @@ pub struct LinkShared {
 
 impl LinkShared {
     /// A link whose latency buffer holds `seconds` of frames at the format's nominal rate.
-    pub fn new(source_id: SourceId, format: LinkFormat, seconds: f64) -> io::Result<Self> {
+    pub fn new(source_id: SourceId, format: FrameFormat, seconds: f64) -> io::Result<Self> {
         let frames = (seconds * format.frame_rate_hz()).ceil().max(2.0) as usize;
         Ok(Self {
             source_id,

@@ -83,8 +83,8 @@ impl<'a, W: Write> Recorder<'a, W> {
 mod tests {
     use super::*;
     use crate::link::Ingest;
-    use crate::link_format::LinkFormat;
     use crate::source::{Batch, FileSource, FrameSource, Poll};
+    use swdaq_format::FrameFormat;
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::wibeth::{self, WibEthHeader};
     use swdaq_format::{FragmentType, SourceId};
@@ -127,7 +127,7 @@ mod tests {
 
     #[test]
     fn recording_then_replaying_gives_back_the_same_frames() {
-        let link = LinkShared::new(SourceId::readout(4), LinkFormat::WibEth, 0.05).unwrap();
+        let link = LinkShared::new(SourceId::readout(4), FrameFormat::WibEth, 0.05).unwrap();
         let mut recorder = Recorder::start(&link, Vec::new(), &header())
             .unwrap()
             .unwrap();
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_recorder_that_falls_behind_counts_what_it_lost() {
-        let link = LinkShared::new(SourceId::readout(4), LinkFormat::WibEth, 0.01).unwrap();
+        let link = LinkShared::new(SourceId::readout(4), FrameFormat::WibEth, 0.01).unwrap();
         let mut recorder = Recorder::start(&link, Vec::new(), &header())
             .unwrap()
             .unwrap();

@@ -4,18 +4,18 @@
 //! truth; later passes shift timestamps and sequence ids by whole passes so the stream
 //! continues seamlessly.
 
-use crate::link_format::LinkFormat;
 use crate::source::{FrameSource, Poll};
 use crate::stream_copy::copy_streaming;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use swdaq_format::FrameFormat;
 use swdaq_format::daq_eth::{DaqEthHeader, SEQ_ID_MODULUS};
 use swdaq_format::protowib;
 
 /// Frames generated once and shared by every replay of them.
 pub struct ReplayTemplate {
-    pub format: LinkFormat,
+    pub format: FrameFormat,
     bytes: Vec<u8>,
     /// (offset, length) of each frame in `bytes`.
     frames: Vec<(usize, usize)>,
@@ -27,7 +27,7 @@ pub struct ReplayTemplate {
 impl ReplayTemplate {
     /// Builds a template from frames in arrival order (lengths may differ: truncated frames
     /// are replayed as they are). The span of a pass is taken from the first and last frames.
-    pub fn new<'f>(format: LinkFormat, frames: impl IntoIterator<Item = &'f [u8]>) -> Self {
+    pub fn new<'f>(format: FrameFormat, frames: impl IntoIterator<Item = &'f [u8]>) -> Self {
         let mut bytes = Vec::new();
         let mut index = Vec::new();
         for f in frames {
@@ -142,13 +142,13 @@ impl FrameSource for ReplaySource {
                 .timestamp
                 .wrapping_add(self.pass.wrapping_mul(t.ts_span));
             match t.format {
-                LinkFormat::WibEth => {
+                FrameFormat::WibEth => {
                     let modulus = SEQ_ID_MODULUS as u64;
                     let shift = self.pass % modulus * t.seq_span as u64;
                     let seq = (header.seq_id.unwrap_or(0) as u64 + shift) % modulus;
                     DaqEthHeader::restamp(out, timestamp, seq as u16);
                 }
-                LinkFormat::ProtoWib => protowib::restamp(out, timestamp),
+                FrameFormat::ProtoWib => protowib::restamp(out, timestamp),
             }
         }
         self.next += 1;
@@ -191,11 +191,11 @@ mod tests {
     fn passes_join_seamlessly_across_sequence_wrap() {
         let f = frames(4000..4150);
         let t = Arc::new(ReplayTemplate::new(
-            LinkFormat::WibEth,
+            FrameFormat::WibEth,
             f.iter().map(|v| &v[..]),
         ));
         let mut src = ReplaySource::new(t, None, Some(150 * 40));
-        let mut checker = ContinuityChecker::new(LinkFormat::WibEth);
+        let mut checker = ContinuityChecker::new(FrameFormat::WibEth);
         let mut slot = vec![0u8; wibeth::FRAME_SIZE];
         let mut n = 0;
         while let Poll::Frame(len) = src.next_frame(&mut slot).unwrap() {
@@ -210,11 +210,11 @@ mod tests {
     fn first_pass_keeps_faults_as_generated() {
         let f = frames((0..50).filter(|&n| n != 20));
         let t = Arc::new(ReplayTemplate::new(
-            LinkFormat::WibEth,
+            FrameFormat::WibEth,
             f.iter().map(|v| &v[..]),
         ));
         let mut src = ReplaySource::new(t, None, Some(49));
-        let mut checker = ContinuityChecker::new(LinkFormat::WibEth);
+        let mut checker = ContinuityChecker::new(FrameFormat::WibEth);
         let mut slot = vec![0u8; wibeth::FRAME_SIZE];
         while let Poll::Frame(len) = src.next_frame(&mut slot).unwrap() {
             checker.check(&slot[..len]);
@@ -226,7 +226,7 @@ mod tests {
     fn pacing_holds_frames_until_due() {
         let f = frames(0..4);
         let t = Arc::new(ReplayTemplate::new(
-            LinkFormat::WibEth,
+            FrameFormat::WibEth,
             f.iter().map(|v| &v[..]),
         ));
         let mut src = ReplaySource::new(t, Some(100.0), None);

@@ -2,8 +2,8 @@
 //! `[begin, end)` and gets exactly one fragment back, flagged when it is not complete.
 
 use crate::checks::{ErrorInterval, frame_flags};
-use crate::link_format::LinkFormat;
 use crate::ring::PinnedView;
+use swdaq_format::FrameFormat;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::{DETECTOR_ID_HD_TPC, Fragment, FragmentHeader, FragmentType, SourceId};
 
@@ -52,7 +52,7 @@ pub struct RequestPolicy {
 /// empty answer flagged `TIMED_OUT`; `errors` are the link's known bad intervals.
 pub fn lookup(
     view: &PinnedView<'_>,
-    format: LinkFormat,
+    format: FrameFormat,
     req: &DataRequest,
     policy: RequestPolicy,
     errors: &[ErrorInterval],
@@ -226,7 +226,7 @@ mod tests {
             .with_view(from, |v| {
                 lookup(
                     v,
-                    LinkFormat::WibEth,
+                    FrameFormat::WibEth,
                     &request(begin, end),
                     POLICY,
                     errors,

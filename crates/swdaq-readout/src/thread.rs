@@ -97,8 +97,8 @@ pub fn run_links<S: FrameSource, O: FrameObserver>(
 mod tests {
     use super::*;
     use crate::link::LinkShared;
-    use crate::link_format::LinkFormat;
     use crate::source::Poll;
+    use swdaq_format::FrameFormat;
     use swdaq_format::SourceId;
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::wibeth::{self, WibEthHeader};
@@ -142,7 +142,7 @@ mod tests {
 
     fn links(n: u32) -> Vec<LinkShared> {
         (0..n)
-            .map(|i| LinkShared::new(SourceId::readout(i), LinkFormat::WibEth, 0.01).unwrap())
+            .map(|i| LinkShared::new(SourceId::readout(i), FrameFormat::WibEth, 0.01).unwrap())
             .collect()
     }
 

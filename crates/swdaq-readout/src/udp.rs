@@ -195,8 +195,8 @@ impl UdpSender {
 mod tests {
     use super::*;
     use crate::link::{Ingest, LinkShared};
-    use crate::link_format::LinkFormat;
     use std::time::Instant;
+    use swdaq_format::FrameFormat;
     use swdaq_format::SourceId;
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::wibeth::{self, WibEthHeader};
@@ -227,7 +227,7 @@ mod tests {
             .with_batch_size(batch);
         assert_eq!(source.batch_size(), batch);
         let sender = UdpSender::connect(source.local_addr().unwrap()).unwrap();
-        let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.01).unwrap();
+        let link = LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.01).unwrap();
         let mut ingest = Ingest::new(&link, source, ()).unwrap();
         // Few enough to wait in the socket buffer: everything is queued before the first
         // receive, so batches come out full.
@@ -308,7 +308,7 @@ mod tests {
             let source = UdpSource::bind("127.0.0.1:0".parse().unwrap())
                 .unwrap()
                 .with_batch_size(batch);
-            let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.01).unwrap();
+            let link = LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.01).unwrap();
             let mut ingest = Ingest::new(&link, source, ()).unwrap();
             let start = Instant::now();
             assert_eq!(ingest.step().unwrap(), Batch::Idle);

@@ -1,11 +1,11 @@
 //! Every fault the emulator injects is detected and counted exactly: readout counters are
 //! compared with the emulator's truth, one fault kind at a time.
 
+use swdaq_format::FrameFormat;
 use swdaq_format::SourceId;
 use swdaq_readout::link::{Ingest, LinkShared};
-use swdaq_readout::link_format::LinkFormat;
 use swdaq_readout::source::{FrameSource, Poll};
-use swdaq_sim::{Detector, FaultKind, FaultRates, FrameFormat, LinkSimulator, SimConfig};
+use swdaq_sim::{Detector, FaultKind, FaultRates, LinkSimulator, SimConfig};
 
 /// Feeds the emulator's frames straight to the readout; missing frames are simply not sent.
 struct Emulated {
@@ -46,7 +46,7 @@ fn readout_counters_equal_the_emulator_truth() {
         let sim = Detector::new(config)
             .unwrap()
             .link(0, FrameFormat::WibEth, 1 << 20);
-        let link = LinkShared::new(SourceId::readout(0), LinkFormat::WibEth, 0.2).unwrap();
+        let link = LinkShared::new(SourceId::readout(0), FrameFormat::WibEth, 0.2).unwrap();
         let mut ingest = Ingest::new(&link, Emulated { sim, left: FRAMES }, ()).unwrap();
         ingest.run(|| true).unwrap();
         let (counts, frames_out) = (ingest.checker.counts, ingest.counts.frames);

@@ -1,13 +1,13 @@
-//! Hit finding inside the ingest loop: TPs come out time-ordered, and a link fed garbage on
-//! another thread changes nothing of a good link's frames or TPs.
+//! Hit finding inside the ingest loop: TPs come out time-ordered (WIBEth and ProtoDUNE WIB
+//! links), and a link fed garbage on another thread changes nothing of a good link's frames
+//! or TPs.
 
-use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
+use swdaq_format::{FrameFormat, SourceId, TriggerPrimitive, protowib, wibeth};
 use swdaq_readout::hit_finding::HitFindingObserver;
 use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
-use swdaq_readout::link_format::LinkFormat;
 use swdaq_readout::metrics::LinkMetrics;
 use swdaq_readout::source::{FrameSource, Poll};
-use swdaq_sim::{Detector, FrameFormat, SimConfig};
+use swdaq_sim::{Detector, SimConfig};
 use swdaq_tpg::{HitFinder, Implementation, ThresholdConfig};
 
 struct Frames(std::vec::IntoIter<Vec<u8>>);
@@ -26,16 +26,18 @@ impl FrameSource for Frames {
 }
 
 fn emulated(frames: usize) -> Vec<Vec<u8>> {
+    emulated_as(FrameFormat::WibEth, frames)
+}
+
+fn emulated_as(format: FrameFormat, frames: usize) -> Vec<Vec<u8>> {
     let config = SimConfig {
         blip_rate_hz: 200.0,
         ..SimConfig::default()
     };
-    let mut link = Detector::new(config)
-        .unwrap()
-        .link(1, FrameFormat::WibEth, 0);
+    let mut link = Detector::new(config).unwrap().link(1, format, 0);
     (0..frames)
         .map(|_| {
-            let mut b = vec![0u8; wibeth::FRAME_SIZE];
+            let mut b = vec![0u8; format.frame_size()];
             let info = link.next_frame(&mut b);
             b.truncate(info.len);
             b
@@ -53,7 +55,7 @@ fn observer(ids: std::ops::Range<u32>) -> HitFindingObserver {
         Implementation::best(),
     )
     .unwrap();
-    HitFindingObserver::new(finder)
+    HitFindingObserver::new(finder, FrameFormat::WibEth)
 }
 
 /// Ingests `frames` into a fresh link with `observer`; returns the frames buffered and the
@@ -63,7 +65,7 @@ fn ingest(
     observer: HitFindingObserver,
     metrics: Option<LinkMetrics>,
 ) -> (u64, HitFindingObserver) {
-    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.1).unwrap();
+    let link = LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.1).unwrap();
     let mut ingest = Ingest::new(&link, Frames(frames.into_iter()), observer).unwrap();
     if let Some(m) = metrics {
         ingest = ingest.with_metrics(m);
@@ -102,6 +104,47 @@ fn tps_are_time_ordered_and_unaffected_by_a_garbage_link() {
     });
     assert_eq!(with_garbage, (frames_alone, tps_alone));
     assert!(garbage_result.0 < 600);
+}
+
+#[test]
+fn a_protodune_wib_link_gives_the_finders_own_tps_time_ordered() {
+    let frames = emulated_as(FrameFormat::ProtoWib, 40_000);
+    let finder = || {
+        HitFinder::new(
+            ThresholdConfig::default(),
+            (0..protowib::NUM_CHANNELS as u32).collect(),
+            protowib::TICKS_PER_SAMPLE,
+            3,
+            Implementation::best(),
+        )
+        .and_then(|f| f.with_adc_bits(protowib::BITS_PER_ADC))
+        .unwrap()
+    };
+    let link = LinkShared::new(SourceId::readout(1), FrameFormat::ProtoWib, 0.1).unwrap();
+    let observer = HitFindingObserver::new(finder(), FrameFormat::ProtoWib);
+    let mut ingest = Ingest::new(&link, Frames(frames.clone().into_iter()), observer).unwrap();
+    ingest.run(|| true).unwrap();
+    assert_eq!(ingest.counts.frames, 40_000);
+    let mut observer = ingest.into_parts().1;
+    assert_eq!(observer.unreadable_frames, 0);
+    observer.finish();
+    let mut tps = Vec::new();
+    observer.take_tps(&mut tps);
+    assert!(tps.len() > 20, "only {} TPs", tps.len());
+    assert!(tps.windows(2).all(|w| w[0].time_start <= w[1].time_start));
+
+    let mut direct = finder();
+    let mut expected = Vec::new();
+    for f in &frames {
+        direct
+            .process_frame(FrameFormat::ProtoWib, f, &mut expected)
+            .unwrap();
+    }
+    direct.flush(&mut expected);
+    let key = |tp: &TriggerPrimitive| (tp.time_start, tp.channel);
+    expected.sort_by_key(key);
+    tps.sort_by_key(key);
+    assert_eq!(tps, expected);
 }
 
 #[test]

@@ -1,11 +1,11 @@
 //! Ingest from a raw file through checks into the latency buffer, then requests against it.
 
+use swdaq_format::FrameFormat;
 use swdaq_format::daq_eth::DaqEthHeader;
 use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
 use swdaq_format::wibeth::{self, WibEthFrame, WibEthHeader};
 use swdaq_format::{Fragment, FragmentType, SourceId};
 use swdaq_readout::link::{Ingest, LinkShared};
-use swdaq_readout::link_format::LinkFormat;
 use swdaq_readout::request::{DataRequest, Lookup, RequestPolicy, RequestStatus, lookup};
 use swdaq_readout::ring::SlotMeta;
 use swdaq_readout::source::FileSource;
@@ -71,7 +71,7 @@ fn faults_are_counted_exactly_and_good_data_is_kept() {
     items.insert(10, Item::Truncated(10)); // a truncated copy arriving before frame 10
     items[20] = Item::BadHeader(19);
     let file = raw_file(&items);
-    let link = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.01).unwrap();
+    let link = LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.01).unwrap();
     let mut ingest = Ingest::new(
         &link,
         FileSource::new(&file[..]).unwrap(),
@@ -141,8 +141,8 @@ fn a_garbage_link_leaves_a_good_link_untouched() {
         garbage.extend_from_slice(&[0; 4]);
         garbage.extend((0..len).map(|b| (b * i) as u8));
     }
-    let good = LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.01).unwrap();
-    let bad = LinkShared::new(SourceId::readout(2), LinkFormat::WibEth, 0.01).unwrap();
+    let good = LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.01).unwrap();
+    let bad = LinkShared::new(SourceId::readout(2), FrameFormat::WibEth, 0.01).unwrap();
     let (good_seen, bad_result) = std::thread::scope(|s| {
         let g = s.spawn(|| {
             let mut i = Ingest::new(

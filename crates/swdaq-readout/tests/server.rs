@@ -3,12 +3,12 @@
 use crossbeam_channel::{Receiver, unbounded};
 use std::sync::Arc;
 use std::time::Duration;
+use swdaq_format::FrameFormat;
 use swdaq_format::daq_eth::DaqEthHeader;
 use swdaq_format::wibeth::{self, WibEthHeader};
 use swdaq_format::{Fragment, SourceId, TriggerPrimitive};
 use swdaq_monitor::{Collector, Registry, Value};
 use swdaq_readout::link::{Ingest, LinkShared};
-use swdaq_readout::link_format::LinkFormat;
 use swdaq_readout::metrics::ServerMetrics;
 use swdaq_readout::request::{DataRequest, RequestPolicy, RequestStatus};
 use swdaq_readout::server::{Outcome, ServerConfig, serve};
@@ -55,7 +55,7 @@ fn request(trigger: u64, source: SourceId, first: u64, last_excl: u64) -> DataRe
 
 #[test]
 fn requests_wait_for_data_time_out_and_name_unknown_sources() {
-    let link = Arc::new(LinkShared::new(SourceId::readout(1), LinkFormat::WibEth, 0.05).unwrap());
+    let link = Arc::new(LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.05).unwrap());
     let tps = Arc::new(TpBuffer::new(SourceId::trigger(1), 1 << 30, 0));
     let registry = Registry::new();
     let metrics = ServerMetrics::register(&registry, "request-server").unwrap();

@@ -24,52 +24,7 @@ fn to_adc(value: f64) -> u16 {
     (value.clamp(0.0, ADC_MAX) + 0.5) as u16
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameFormat {
-    WibEth,
-    ProtoWib,
-}
-
-impl FrameFormat {
-    pub fn channels(self) -> usize {
-        match self {
-            Self::WibEth => wibeth::NUM_CHANNELS,
-            Self::ProtoWib => protowib::NUM_CHANNELS,
-        }
-    }
-
-    pub fn samples_per_frame(self) -> usize {
-        match self {
-            Self::WibEth => wibeth::SAMPLES_PER_FRAME,
-            Self::ProtoWib => 1,
-        }
-    }
-
-    pub fn ticks_per_sample(self) -> u64 {
-        match self {
-            Self::WibEth => wibeth::TICKS_PER_SAMPLE,
-            Self::ProtoWib => protowib::TICKS_PER_SAMPLE,
-        }
-    }
-
-    pub fn ticks_per_frame(self) -> u64 {
-        self.ticks_per_sample() * self.samples_per_frame() as u64
-    }
-
-    pub fn clock_hz(self) -> f64 {
-        match self {
-            Self::WibEth => 62.5e6,
-            Self::ProtoWib => 50e6,
-        }
-    }
-
-    pub fn frame_size(self) -> usize {
-        match self {
-            Self::WibEth => wibeth::FRAME_SIZE,
-            Self::ProtoWib => protowib::FRAME_SIZE,
-        }
-    }
-}
+pub use swdaq_format::FrameFormat;
 
 /// The emulated detector: a validated configuration that hands out link simulators.
 #[derive(Debug, Clone)]

@@ -1,11 +1,13 @@
 //! The AVX2 twin of `HitFinder::process_row_scalar`: 16 channels per 256-bit register, the
-//! 14-bit WIBEth unpacking fused in (byte shuffle, per-lane shift, pack), and the rare lanes
+//! 14-bit WIBEth and 12-bit ProtoDUNE WIB unpacking fused in (byte shuffles, shifts, masks),
+//! and the rare lanes
 //! that are over threshold or inside a hit handed to the shared TP assembly. Every operation
 //! is the scalar reference's on 16-bit integers, so the results are bit-identical (tests in
 //! `tests/equivalence.rs`).
 
 use crate::finder::{HitFinder, LANES};
 use swdaq_format::TriggerPrimitive;
+use swdaq_format::protowib;
 use swdaq_format::wibeth::{self, WibEthFrame};
 
 pub fn available() -> bool {
@@ -20,7 +22,7 @@ pub fn available() -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use imp::{process_row, process_wibeth, unpack_wibeth_row};
+pub use imp::{process_protowib, process_row, process_wibeth, unpack_protowib, unpack_wibeth_row};
 
 /// # Safety
 /// Never called: AVX2 finders are not built on other architectures.
@@ -38,6 +40,18 @@ pub unsafe fn process_wibeth(
 /// # Safety
 /// Never called: AVX2 finders are not built on other architectures.
 #[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn process_protowib(
+    _: &mut HitFinder,
+    _: &[u8; protowib::FRAME_SIZE],
+    _: u64,
+    _: &mut Vec<TriggerPrimitive>,
+) {
+    unreachable!("AVX2 finders are not built without AVX2")
+}
+
+/// # Safety
+/// Never called: AVX2 finders are not built on other architectures.
+#[cfg(not(target_arch = "x86_64"))]
 pub unsafe fn process_row(_: &mut HitFinder, _: u64, _: &[u16], _: &mut Vec<TriggerPrimitive>) {
     unreachable!("AVX2 finders are not built without AVX2")
 }
@@ -45,7 +59,6 @@ pub unsafe fn process_row(_: &mut HitFinder, _: u64, _: &[u16], _: &mut Vec<Trig
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod imp {
     use super::*;
-    use crate::hits::ADC_FULL_SCALE;
     use std::arch::x86_64::*;
 
     /// Byte-shuffle indices and shifts for 4 channels per 128-bit half: channel `k` of a
@@ -165,6 +178,84 @@ pub(crate) mod imp {
         }
     }
 
+    /// Byte-shuffle indices for one 128-bit half of a ProtoDUNE WIB channel group: each
+    /// 16-bit lane gathers the two bytes holding one 12-bit value, the even ADC's channels
+    /// first. `offset`: where the half's segment starts in its 16-byte load.
+    const fn protowib_shuffle(offset: i8) -> [i8; 16] {
+        // (low byte, high byte) per lane: even-ADC channels k..k+4, then odd-ADC ones
+        // (`protowib::SEGMENT_LAYOUT`, byte-aligned: values start at bit 0 or 4 of a byte).
+        const PAIRS: [(i8, i8); 8] = [
+            (0, 2),
+            (2, 4),
+            (6, 8),
+            (8, 10),
+            (1, 3),
+            (3, 5),
+            (7, 9),
+            (9, 11),
+        ];
+        let mut idx = [0i8; 16];
+        let mut lane = 0;
+        while lane < 8 {
+            idx[2 * lane] = PAIRS[lane].0 + offset;
+            idx[2 * lane + 1] = PAIRS[lane].1 + offset;
+            lane += 1;
+        }
+        idx
+    }
+
+    /// Lower half: the group's first segment (bytes 0..12, loaded from byte 0); upper half:
+    /// its second (bytes 12..24, loaded from byte 8 so the last group stays in the frame).
+    const PROTOWIB_SHUFFLE: [[i8; 16]; 2] = [protowib_shuffle(0), protowib_shuffle(4)];
+
+    /// Unpacks channels 16g..16g+16 of a ProtoDUNE WIB frame: two 12-byte COLDATA segments
+    /// holding 8 channels of an even ADC and 8 of the odd one.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn unpack_protowib_group(frame: &[u8; protowib::FRAME_SIZE], g: usize) -> __m256i {
+        let base = protowib::segment_at(g / 4, (g % 4) * 2);
+        let lo: &[u8; 16] = frame[base..base + 16].try_into().expect("16 bytes");
+        let hi: &[u8; 16] = frame[base + 8..base + 24].try_into().expect("16 bytes");
+        // SAFETY: 16-byte arrays and a constant 32-byte table; unaligned loads are allowed.
+        let (bytes, shuffle) = unsafe {
+            (
+                _mm256_loadu2_m128i(hi.as_ptr().cast(), lo.as_ptr().cast()),
+                _mm256_loadu_si256(PROTOWIB_SHUFFLE.as_ptr().cast()),
+            )
+        };
+        let pairs = _mm256_shuffle_epi8(bytes, shuffle);
+        // Even lanes: the value's low 8 bits, then 4 in the next byte's low nibble. Odd
+        // lanes: the low 4 bits in a byte's high nibble, then 8 in the next byte.
+        let low_first = _mm256_and_si256(pairs, _mm256_set1_epi16(0x0fff));
+        let nibble_first = _mm256_srli_epi16::<4>(pairs);
+        let values = _mm256_blend_epi16::<0b1010_1010>(low_first, nibble_first);
+        // Halves hold even k0-3, odd k0-3 | even k4-7, odd k4-7: bring the even ADC first.
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(values)
+    }
+
+    /// Unpacks a ProtoDUNE WIB frame's 256 channels into sixteen registers.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub fn unpack_protowib(frame: &[u8; protowib::FRAME_SIZE]) -> [__m256i; 16] {
+        std::array::from_fn(|g| unpack_protowib_group(frame, g))
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn process_protowib(
+        f: &mut HitFinder,
+        frame: &[u8; protowib::FRAME_SIZE],
+        ts: u64,
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        for g in 0..protowib::NUM_CHANNELS / LANES {
+            process_group(f, g, unpack_protowib_group(frame, g), ts, out);
+        }
+    }
+
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
@@ -177,17 +268,30 @@ pub(crate) mod imp {
         for (g, lanes) in row.chunks_exact(LANES).enumerate() {
             // SAFETY: `lanes` is exactly 16 u16 = 32 bytes.
             let x = unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) };
-            if let Some(kernel) = f.kernels[g] {
-                crate::stages::avx2::process_row_group(f, g, &kernel, x, ts, out);
-                continue;
-            }
-            let mut group = Group::load(f, g);
-            if group.skipped {
-                continue;
-            }
-            group.step(f, &Constants::new(f), x, ts, out);
-            group.store(f);
+            process_group(f, g, x, ts, out);
         }
+    }
+
+    /// One sample `x` of group `g`, whichever algorithm the group runs.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn process_group(
+        f: &mut HitFinder,
+        g: usize,
+        x: __m256i,
+        ts: u64,
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        if let Some(kernel) = f.kernels[g] {
+            crate::stages::avx2::process_row_group(f, g, &kernel, x, ts, out);
+            return;
+        }
+        let mut group = Group::load(f, g);
+        if group.skipped {
+            return;
+        }
+        group.step(f, &Constants::new(f), x, ts, out);
+        group.store(f);
     }
 
     #[target_feature(enable = "avx2")]
@@ -370,7 +474,7 @@ pub(crate) mod imp {
         ts: u64,
         out: &mut Vec<TriggerPrimitive>,
     ) {
-        let rail = _mm256_cmpgt_epi16(lanes.x, _mm256_set1_epi16(ADC_FULL_SCALE as i16 - 1));
+        let rail = _mm256_cmpgt_epi16(lanes.x, _mm256_set1_epi16(f.adc_full_scale as i16 - 1));
         let saturated = _mm256_or_si256(rail, lanes.clipped);
         let (mut value, mut over, mut sat) = ([0i16; LANES], [0i16; LANES], [0i16; LANES]);
         store(&mut value, lanes.value);

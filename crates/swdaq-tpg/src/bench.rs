@@ -1,12 +1,19 @@
 //! Hit-finding benchmark (library side of `swdaq bench tpg`): ns per channel-sample on one
-//! core, each algorithm and implementation on the same frames in the same run.
+//! core, each algorithm, frame format and implementation on the same frames in the same run.
 
 use crate::{
     Algorithm, HitFinder, Implementation, Plane, PlaneAlgorithms, ThresholdConfig, TpOrderer,
 };
 use serde::Serialize;
 use std::time::Instant;
-use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_format::FrameFormat;
+
+/// Concatenated frames of one link.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkFrames<'a> {
+    pub format: FrameFormat,
+    pub bytes: &'a [u8],
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchResult {
@@ -15,29 +22,32 @@ pub struct BenchResult {
     pub implementation: Implementation,
     pub ns_per_channel_sample: f64,
     pub channel_samples_per_second: f64,
-    /// WIBEth links (64 channels at 1.953 MHz) one core keeps up with.
+    /// Channels one core keeps up with at the format's sample rate.
+    pub channels_per_core_realtime: f64,
+    /// Links of this format (64 WIBEth or 256 ProtoDUNE WIB channels) one core keeps up with.
     pub links_per_core_realtime: f64,
     pub tps: u64,
-    /// The AVX2 result's speed-up over the same algorithm's scalar one in this run (scalar rows: 1).
+    /// The AVX2 result's speed-up over the same algorithm's scalar one on the same format in
+    /// this run (scalar rows: 1).
     pub speedup_vs_scalar: f64,
 }
 
-/// Channel-samples per second of one WIBEth link.
-pub const WIBETH_LINK_RATE: f64 = 64.0 * 62.5e6 / 32.0;
-
 /// Runs each algorithm (defaults, on every channel; `config` for the pedestal and
-/// `threshold`) over `frames` (concatenated WIBEth frames of one link) `passes` times with
-/// each available implementation.
-pub fn run(frames: &[u8], config: ThresholdConfig, passes: usize) -> Vec<BenchResult> {
+/// `threshold`) over each link's frames `passes` times with each available implementation.
+pub fn run(links: &[LinkFrames<'_>], config: ThresholdConfig, passes: usize) -> Vec<BenchResult> {
     Algorithm::all()
         .iter()
-        .flat_map(|algorithm| run_algorithm(frames, config, algorithm, passes))
+        .flat_map(|algorithm| {
+            links
+                .iter()
+                .flat_map(move |link| run_algorithm(*link, config, algorithm, passes))
+        })
         .collect()
 }
 
-/// One algorithm, each available implementation.
+/// One algorithm on one link's frames, each available implementation.
 pub fn run_algorithm(
-    frames: &[u8],
+    link: LinkFrames<'_>,
     config: ThresholdConfig,
     algorithm: &Algorithm,
     passes: usize,
@@ -46,32 +56,33 @@ pub fn run_algorithm(
     if crate::avx2::available() {
         impls.push(Implementation::Avx2);
     }
-    let channel_ids: Vec<u32> = (0..wibeth::NUM_CHANNELS as u32).collect();
-    let planes = [Plane::Collection; wibeth::NUM_CHANNELS];
-    let frame_count = frames.len() / wibeth::FRAME_SIZE;
+    let format = link.format;
+    let channels = format.channels();
+    let frame_count = link.bytes.len() / format.frame_size();
     let mut results: Vec<BenchResult> = impls
         .into_iter()
         .map(|implementation| {
             let mut finder = HitFinder::with_algorithms(
                 config,
                 &PlaneAlgorithms::uniform(*algorithm),
-                &planes,
-                channel_ids.clone(),
-                wibeth::TICKS_PER_SAMPLE,
+                &vec![Plane::Collection; channels],
+                (0..channels as u32).collect(),
+                format.ticks_per_sample(),
                 3,
                 implementation,
             )
+            .and_then(|f| f.with_adc_bits(format.adc_bits()))
             .expect("valid bench configuration");
             let mut orderer = TpOrderer::default();
             let (mut closed, mut ordered) = (Vec::new(), Vec::new());
             let mut tps = 0u64;
             let start = Instant::now();
             for pass in 0..passes {
-                for (n, bytes) in frames.chunks_exact(wibeth::FRAME_SIZE).enumerate() {
-                    let frame = WibEthFrame::parse(bytes).expect("benchmark frames are whole");
-                    finder.process_wibeth(&frame, &mut closed);
+                for (n, bytes) in link.bytes.chunks_exact(format.frame_size()).enumerate() {
+                    let now = finder
+                        .process_frame(format, bytes, &mut closed)
+                        .expect("benchmark frames are whole");
                     orderer.push(closed.drain(..));
-                    let now = frame.timestamp() + wibeth::TICKS_PER_FRAME;
                     orderer.release(finder.release_horizon(now), &mut ordered);
                     tps += ordered.len() as u64;
                     ordered.clear();
@@ -80,15 +91,17 @@ pub fn run_algorithm(
             }
             let seconds = start.elapsed().as_secs_f64();
             let channel_samples =
-                (passes * frame_count * wibeth::NUM_CHANNELS * wibeth::SAMPLES_PER_FRAME) as f64;
+                (passes * frame_count * channels * format.samples_per_frame()) as f64;
             let rate = channel_samples / seconds;
+            let channels_per_core = rate / format.sample_rate_hz();
             BenchResult {
                 algorithm: algorithm.name(),
-                format: "wibeth",
+                format: format.name(),
                 implementation,
                 ns_per_channel_sample: 1e9 / rate,
                 channel_samples_per_second: rate,
-                links_per_core_realtime: rate / WIBETH_LINK_RATE,
+                channels_per_core_realtime: channels_per_core,
+                links_per_core_realtime: channels_per_core / channels as f64,
                 tps,
                 speedup_vs_scalar: 1.0,
             }

@@ -6,8 +6,9 @@
 use crate::config::{ConfigError, Plane, PlaneAlgorithms, ThresholdConfig};
 use crate::hits::{ADC_FULL_SCALE, HitState, TpContext};
 use crate::stages::{self, Kernel, StageState};
-use swdaq_format::TriggerPrimitive;
+use swdaq_format::protowib::{self, ProtoWibFrame};
 use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_format::{FormatError, FrameFormat, TriggerPrimitive};
 
 /// Which code runs the per-sample work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -36,6 +37,8 @@ pub struct HitFinder {
     pub(crate) ctx: TpContext,
     implementation: Implementation,
     pub(crate) ticks_per_sample: u64,
+    /// The ADC's highest code: a sample there saturates and flags its hit.
+    pub(crate) adc_full_scale: u16,
     pub(crate) channel_ids: Vec<u32>,
     pub(crate) pedestal: Vec<i16>,
     pub(crate) accumulator: Vec<i16>,
@@ -44,6 +47,9 @@ pub struct HitFinder {
     pub(crate) hits: HitState,
     /// Per group of 16 channels: the stages after the pedestal (`None`: `threshold`).
     pub(crate) kernels: Vec<Option<Kernel>>,
+    /// The longest filter delay of any group, in ticks: how much earlier than "now" a hit
+    /// opening on the next sample may be dated.
+    max_delay_ticks: u64,
     /// Per group: the state of those stages (unused by `threshold` groups).
     pub(crate) stages: Vec<StageState>,
     /// Working rows of the AVX2 stages, allocated once (empty when no group needs them).
@@ -131,6 +137,7 @@ impl HitFinder {
             },
             implementation,
             ticks_per_sample,
+            adc_full_scale: ADC_FULL_SCALE,
             pedestal: vec![start; n],
             accumulator: vec![0; n],
             masked: vec![0; n],
@@ -140,6 +147,13 @@ impl HitFinder {
             } else {
                 Vec::new()
             },
+            max_delay_ticks: kernels
+                .iter()
+                .flatten()
+                .map(Kernel::delay_samples)
+                .max()
+                .unwrap_or(0)
+                * ticks_per_sample,
             kernels,
             stages,
             initialised: config.initial_pedestal.is_some(),
@@ -147,6 +161,19 @@ impl HitFinder {
             channel_ids,
             config,
         })
+    }
+
+    /// For ADCs of `bits` bits (14 by default, as WIBEth; ProtoDUNE WIB is 12): a sample at
+    /// the highest code flags its hit as saturated.
+    pub fn with_adc_bits(mut self, bits: u32) -> Result<Self, ConfigError> {
+        if !(1..=14).contains(&bits) {
+            return Err(ConfigError {
+                field: "adc_bits",
+                reason: "must be 1 to 14",
+            });
+        }
+        self.adc_full_scale = (1 << bits) - 1;
+        Ok(self)
     }
 
     pub fn channels(&self) -> usize {
@@ -192,14 +219,7 @@ impl HitFinder {
     /// processed: the earliest open hit's start, or `now` less the longest FIR delay (a hit
     /// opening on the next sample is dated that much earlier).
     pub fn release_horizon(&self, now: u64) -> u64 {
-        let delay = self
-            .kernels
-            .iter()
-            .flatten()
-            .map(Kernel::delay_samples)
-            .max()
-            .unwrap_or(0);
-        let settled = now.saturating_sub(delay * self.ticks_per_sample);
+        let settled = now.saturating_sub(self.max_delay_ticks);
         self.earliest_open_hit().map_or(settled, |t| t.min(settled))
     }
 
@@ -210,6 +230,29 @@ impl HitFinder {
             }
             self.initialised = true;
         }
+    }
+
+    /// Processes one frame of `format` (see [`Self::process_wibeth`],
+    /// [`Self::process_protowib`]); returns the time (ticks) just past its last sample.
+    pub fn process_frame(
+        &mut self,
+        format: FrameFormat,
+        bytes: &[u8],
+        out: &mut Vec<TriggerPrimitive>,
+    ) -> Result<u64, FormatError> {
+        let timestamp = match format {
+            FrameFormat::WibEth => {
+                let frame = WibEthFrame::parse(bytes)?;
+                self.process_wibeth(&frame, out);
+                frame.timestamp()
+            }
+            FrameFormat::ProtoWib => {
+                let frame = ProtoWibFrame::parse(bytes)?;
+                self.process_protowib(&frame, out);
+                frame.timestamp()
+            }
+        };
+        Ok(timestamp + format.ticks_per_frame())
     }
 
     /// Processes one WIBEth frame (its 64 channels must be this finder's), appending the
@@ -241,8 +284,40 @@ impl HitFinder {
         }
     }
 
+    /// Processes one ProtoDUNE WIB frame (one sample of its 256 channels, which must be this
+    /// finder's; 12-bit ADCs, see [`Self::with_adc_bits`]), appending the TPs of hits that
+    /// closed to `out`. On AVX2 the 12-bit unpacking is fused in, 16 channels at a time.
+    pub fn process_protowib(&mut self, frame: &ProtoWibFrame<'_>, out: &mut Vec<TriggerPrimitive>) {
+        assert_eq!(
+            self.channels(),
+            protowib::NUM_CHANNELS,
+            "a ProtoDUNE WIB finder has 256 channels"
+        );
+        assert_eq!(
+            self.adc_full_scale,
+            protowib::ADC_MAX,
+            "a ProtoDUNE WIB finder is built `with_adc_bits(12)`"
+        );
+        let ts = frame.timestamp();
+        let mut row = [0u16; protowib::NUM_CHANNELS];
+        if !self.initialised {
+            frame.unpack(&mut row);
+            self.initialise_from(&row);
+        }
+        match self.implementation {
+            Implementation::Scalar => {
+                frame.unpack(&mut row);
+                self.process_row_scalar(ts, &row, out);
+            }
+            // SAFETY: an Avx2 finder is only built when the CPU has AVX2 (checked in `new`).
+            Implementation::Avx2 => unsafe {
+                crate::avx2::process_protowib(self, frame.as_bytes(), ts, out)
+            },
+        }
+    }
+
     /// Processes samples given as rows of `channels()` unpacked ADC values, the first row at
-    /// `first_timestamp` (any format: ProtoDUNE WIB frames are one row each).
+    /// `first_timestamp` (any format).
     pub fn process_rows(
         &mut self,
         first_timestamp: u64,
@@ -297,7 +372,7 @@ impl HitFinder {
                 limit,
             );
             let signal = x - pedestal;
-            let rail = self.row[c] >= ADC_FULL_SCALE;
+            let rail = self.row[c] >= self.adc_full_scale;
             let (g, lane) = (c / LANES, c % LANES);
             let (value, over, saturated, ts) = match &self.kernels[g] {
                 None => (signal, signal > threshold, rail, timestamp),

@@ -9,7 +9,9 @@ use swdaq_format::tp::tp_flags;
 #[derive(Debug, Clone)]
 pub struct HitState {
     /// 0 or -1 (all ones) per channel.
-    pub open: Vec<i16>,
+    pub(crate) open: Vec<i16>,
+    /// Channels with a hit open, so finding the earliest costs nothing when none is.
+    open_count: usize,
     start: Vec<u64>,
     samples: Vec<u16>,
     integral: Vec<u32>,
@@ -31,6 +33,7 @@ impl HitState {
     pub fn new(channels: usize) -> Self {
         Self {
             open: vec![0; channels],
+            open_count: 0,
             start: vec![0; channels],
             samples: vec![0; channels],
             integral: vec![0; channels],
@@ -58,6 +61,7 @@ impl HitState {
         if over {
             if self.open[c] == 0 {
                 self.open[c] = -1;
+                self.open_count += 1;
                 self.start[c] = timestamp;
                 self.samples[c] = 0;
                 self.integral[c] = 0;
@@ -93,7 +97,9 @@ impl HitState {
         ctx: TpContext,
         out: &mut Vec<TriggerPrimitive>,
     ) {
+        debug_assert!(self.open[c] != 0, "closing a hit that is not open");
         self.open[c] = 0;
+        self.open_count -= 1;
         out.push(TriggerPrimitive {
             flags: self.flags[c],
             detector_id: ctx.detector_id,
@@ -108,6 +114,9 @@ impl HitState {
 
     /// Start time of the earliest open hit, if any.
     pub fn earliest_open(&self) -> Option<u64> {
+        if self.open_count == 0 {
+            return None;
+        }
         self.open
             .iter()
             .zip(&self.start)

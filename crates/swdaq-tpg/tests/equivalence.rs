@@ -9,13 +9,12 @@ use swdaq_format::TriggerPrimitive;
 use swdaq_format::tp::tp_flags;
 use swdaq_format::wibeth::{WibEthAdcs, WibEthFrame};
 use swdaq_tpg::{
-    AbsRunSumConfig, Algorithm, HitFinder, Implementation, Plane, PlaneAlgorithms, ProtoDuneConfig,
-    ThresholdConfig, TpOrderer,
+    Algorithm, HitFinder, Implementation, Plane, PlaneAlgorithms, ThresholdConfig, TpOrderer,
 };
 
 mod common;
 
-use common::{N, Setup, adversarial_frames, agree, frame_bytes, frames_of};
+use common::{N, Setup, adversarial_frames, agree, frame_bytes, frames_of, stage_algorithms};
 
 fn both_agree(
     frames: &[Vec<u8>],
@@ -89,44 +88,6 @@ fn implementations_agree_on_adversarial_input() {
             &(16..32).collect::<Vec<_>>(),
         );
     }
-}
-
-/// The other algorithms at settings that reach their edges: defaults, hair triggers, taps
-/// and factors whose 32-bit sums must saturate to 16 bits, thresholds nothing passes.
-fn stage_algorithms() -> Vec<Algorithm> {
-    let protodune = ProtoDuneConfig::default();
-    let running_sum = AbsRunSumConfig::default();
-    vec![
-        Algorithm::ProtoDune(protodune),
-        Algorithm::ProtoDune(ProtoDuneConfig {
-            threshold_sigmas: 0.5,
-            min_threshold: 0.0,
-            initial_sigma: 0.0,
-            taps: [-4, 8, 24, 8, -4, 0, 0, 0],
-        }),
-        Algorithm::ProtoDune(ProtoDuneConfig {
-            threshold_sigmas: 169.0,
-            taps: [1, 0, 0, 0, 0, 0, 0, 0],
-            ..protodune
-        }),
-        Algorithm::ProtoDune(ProtoDuneConfig {
-            taps: [16384, 16384, 0, 0, 0, 0, 0, 0],
-            ..protodune
-        }),
-        Algorithm::AbsRunningSum(running_sum),
-        Algorithm::AbsRunningSum(AbsRunSumConfig {
-            threshold: 1,
-            memory_factor: 10,
-            memory_divisor: 1,
-            scale_factor: 10,
-            scale_divisor: 1,
-        }),
-        Algorithm::AbsRunningSum(AbsRunSumConfig {
-            threshold: i16::MAX,
-            memory_factor: 0,
-            ..running_sum
-        }),
-    ]
 }
 
 #[test]

@@ -5,7 +5,7 @@ use crate::{hwbench, table};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
-use swdaq_readout::link_format::LinkFormat;
+use swdaq_format::FrameFormat;
 use swdaq_readout::replay::ReplayTemplate;
 
 #[derive(clap::Args)]
@@ -30,11 +30,12 @@ enum What {
         #[arg(long, default_value_t = 7)]
         rounds: usize,
     },
-    /// Hit finding on emulated WIBEth data: ns per channel-sample per algorithm (`threshold`,
-    /// `protodune`, `abs-running-sum`) and implementation, AVX2 against the scalar reference
-    /// in the same run.
+    /// Hit finding on emulated data: ns per channel-sample per algorithm (`threshold`,
+    /// `protodune`, `abs-running-sum`), frame format (WIBEth, ProtoDUNE WIB) and
+    /// implementation, AVX2 against the scalar reference in the same run.
     Tpg {
-        /// Emulated frames (replayed `passes` times).
+        /// Emulated WIBEth frames (replayed `passes` times); ProtoDUNE WIB gets as many
+        /// channel-samples.
         #[arg(long, default_value_t = 2000)]
         frames: u64,
         #[arg(long, default_value_t = 5)]
@@ -127,8 +128,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 ..Default::default()
             };
             config.validate()?;
-            let data = emulated_wibeth(*frames);
-            let results = swdaq_tpg::bench::run(&data, config, *passes);
+            let wibeth = emulated(FrameFormat::WibEth, *frames);
+            let protowib = emulated(FrameFormat::ProtoWib, *frames * 16);
+            let links = [
+                (FrameFormat::WibEth, &wibeth),
+                (FrameFormat::ProtoWib, &protowib),
+            ]
+            .map(|(format, bytes)| swdaq_tpg::bench::LinkFrames { format, bytes });
+            let results = swdaq_tpg::bench::run(&links, config, *passes);
             print_results(
                 args.json,
                 &results,
@@ -137,6 +144,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "format",
                     "implementation",
                     "ns/ch-sample",
+                    "channels/core",
                     "links/core",
                     "x scalar",
                     "TPs",
@@ -147,6 +155,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         r.format.to_string(),
                         format!("{:?}", r.implementation).to_lowercase(),
                         format!("{:.3}", r.ns_per_channel_sample),
+                        format!("{:.0}", r.channels_per_core_realtime),
                         format!("{:.1}", r.links_per_core_realtime),
                         format!("{:.2}", r.speedup_vs_scalar),
                         r.tps.to_string(),
@@ -350,9 +359,9 @@ fn readout(
     // through this core's cache (ordinary stores).
     let (ingest, ()) = swdaq_readout::bench::ingest(template.clone(), frames, 1.0, true, ())?;
     let (cached, ()) = swdaq_readout::bench::ingest(template.clone(), frames, 1.0, false, ())?;
-    let emulated = emulated_wibeth(4096);
+    let emulated = emulated(FrameFormat::WibEth, 4096);
     let emulated = Arc::new(ReplayTemplate::new(
-        LinkFormat::WibEth,
+        FrameFormat::WibEth,
         emulated.chunks_exact(swdaq_format::wibeth::FRAME_SIZE),
     ));
     let finder = swdaq_tpg::HitFinder::new(
@@ -362,7 +371,7 @@ fn readout(
         swdaq_format::DETECTOR_ID_HD_TPC as u8,
         swdaq_tpg::Implementation::best(),
     )?;
-    let observer = swdaq_readout::hit_finding::HitFindingObserver::new(finder);
+    let observer = swdaq_readout::hit_finding::HitFindingObserver::new(finder, FrameFormat::WibEth);
     let (with_tpg, mut observer) =
         swdaq_readout::bench::ingest(emulated, frames, 1.0, true, observer)?;
     observer.finish();
@@ -382,7 +391,7 @@ fn readout(
         frame_copy_gbps: frame_copy,
         ingest_vs_frame_copy: ingest.gbps / frame_copy,
         ingest_with_tpg_frames_per_second: with_tpg.frames_per_second,
-        links_per_core_with_tpg: with_tpg.frames_per_second / LinkFormat::WibEth.frame_rate_hz(),
+        links_per_core_with_tpg: with_tpg.frames_per_second / FrameFormat::WibEth.frame_rate_hz(),
         tps_found: tps.len() as u64,
         udp,
         drops: ingest.drops + cached.drops + with_tpg.drops + requests.ingest_drops,
@@ -395,12 +404,12 @@ fn readout(
 }
 
 /// `frames` frames of emulated link 1 (collection channels) at the emulator's defaults.
-fn emulated_wibeth(frames: u64) -> Vec<u8> {
+fn emulated(format: FrameFormat, frames: u64) -> Vec<u8> {
     let detector =
         swdaq_sim::Detector::new(swdaq_sim::SimConfig::default()).expect("default config is valid");
-    let mut link = detector.link(1, swdaq_sim::FrameFormat::WibEth, 0);
-    let mut data = vec![0u8; frames as usize * swdaq_format::wibeth::FRAME_SIZE];
-    for f in data.chunks_exact_mut(swdaq_format::wibeth::FRAME_SIZE) {
+    let mut link = detector.link(1, format, 0);
+    let mut data = vec![0u8; frames as usize * format.frame_size()];
+    for f in data.chunks_exact_mut(format.frame_size()) {
         link.next_frame(f);
     }
     data
@@ -421,5 +430,5 @@ fn wibeth_template(frames: u64) -> ReplayTemplate {
             std::array::from_fn(|s| std::array::from_fn(|c| ((n + s * 7 + c * 13) % 4096) as u16));
         wibeth::encode(&daq, &WibEthHeader::healthy(), &adcs, f);
     }
-    ReplayTemplate::new(LinkFormat::WibEth, bytes.chunks_exact(wibeth::FRAME_SIZE))
+    ReplayTemplate::new(FrameFormat::WibEth, bytes.chunks_exact(wibeth::FRAME_SIZE))
 }

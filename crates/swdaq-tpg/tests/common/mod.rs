@@ -7,9 +7,11 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use swdaq_format::TriggerPrimitive;
 use swdaq_format::daq_eth::DaqEthHeader;
+use swdaq_format::protowib::{self, ProtoWibFrame};
 use swdaq_format::wibeth::{self, WibEthAdcs, WibEthFrame, WibEthHeader};
 use swdaq_tpg::{
-    Algorithm, HitFinder, Implementation, Plane, PlaneAlgorithms, ThresholdConfig, TpOrderer,
+    AbsRunSumConfig, Algorithm, HitFinder, Implementation, Plane, PlaneAlgorithms, ProtoDuneConfig,
+    ThresholdConfig, TpOrderer,
 };
 
 pub const N: usize = wibeth::NUM_CHANNELS;
@@ -34,12 +36,40 @@ pub fn frames_of(rows: &[[u16; N]]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// What a finder runs: the common settings, each plane's algorithm, each channel's plane.
+/// ProtoDUNE WIB frames, one per row of 256 channels, 25 ticks apart from `T0`.
+pub fn protowib_frames(rows: &[u16]) -> Vec<Vec<u8>> {
+    rows.chunks_exact(protowib::NUM_CHANNELS)
+        .enumerate()
+        .map(|(i, row)| {
+            let header = protowib::WibHeader {
+                timestamp: T0 + i as u64 * protowib::TICKS_PER_SAMPLE,
+                z: 1,
+                ..Default::default()
+            };
+            let mut b = vec![0u8; protowib::FRAME_SIZE];
+            protowib::encode(&header, row.try_into().expect("256 channels"), &mut b);
+            b
+        })
+        .collect()
+}
+
+/// The frame format a [`Setup`] reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Format {
+    /// 64 channels, 64 samples per frame, 14-bit ADCs.
+    WibEth,
+    /// 256 channels, one sample per frame, 12-bit ADCs.
+    ProtoWib,
+}
+
+/// What a finder runs: the common settings, each plane's algorithm, each channel's plane
+/// (one per channel of the format).
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub config: ThresholdConfig,
     pub algorithms: PlaneAlgorithms,
     pub planes: Vec<Plane>,
+    pub format: Format,
 }
 
 impl Setup {
@@ -52,7 +82,24 @@ impl Setup {
             config,
             algorithms: PlaneAlgorithms::uniform(algorithm),
             planes: vec![Plane::Collection; N],
+            format: Format::WibEth,
         }
+    }
+
+    /// The same setup on ProtoDUNE WIB frames: 256 channels, the 64 planes repeated.
+    pub fn on_protowib(self) -> Self {
+        let planes = (0..protowib::NUM_CHANNELS)
+            .map(|c| self.planes[c % self.planes.len()])
+            .collect();
+        Self {
+            planes,
+            format: Format::ProtoWib,
+            ..self
+        }
+    }
+
+    pub fn channels(&self) -> usize {
+        self.planes.len()
     }
 
     /// Channels 0..32 on the collection plane, 32..64 on the induction plane.
@@ -72,27 +119,71 @@ impl Setup {
                     }
                 })
                 .collect(),
+            format: Format::WibEth,
         }
     }
 
     pub fn finder(&self, implementation: Implementation) -> HitFinder {
+        let (ticks_per_sample, adc_bits) = match self.format {
+            Format::WibEth => (32, 14),
+            Format::ProtoWib => (protowib::TICKS_PER_SAMPLE, protowib::BITS_PER_ADC),
+        };
         HitFinder::with_algorithms(
             self.config,
             &self.algorithms,
             &self.planes,
-            (100..100 + N as u32).collect(),
-            32,
+            (100..100 + self.channels() as u32).collect(),
+            ticks_per_sample,
             3,
             implementation,
         )
+        .and_then(|f| f.with_adc_bits(adc_bits))
         .unwrap()
     }
+}
+
+/// The other algorithms at settings that reach their edges: defaults, hair triggers, taps
+/// and factors whose 32-bit sums must saturate to 16 bits, thresholds nothing passes.
+pub fn stage_algorithms() -> Vec<Algorithm> {
+    let protodune = ProtoDuneConfig::default();
+    let running_sum = AbsRunSumConfig::default();
+    vec![
+        Algorithm::ProtoDune(protodune),
+        Algorithm::ProtoDune(ProtoDuneConfig {
+            threshold_sigmas: 0.5,
+            min_threshold: 0.0,
+            initial_sigma: 0.0,
+            taps: [-4, 8, 24, 8, -4, 0, 0, 0],
+        }),
+        Algorithm::ProtoDune(ProtoDuneConfig {
+            threshold_sigmas: 169.0,
+            taps: [1, 0, 0, 0, 0, 0, 0, 0],
+            ..protodune
+        }),
+        Algorithm::ProtoDune(ProtoDuneConfig {
+            taps: [16384, 16384, 0, 0, 0, 0, 0, 0],
+            ..protodune
+        }),
+        Algorithm::AbsRunningSum(running_sum),
+        Algorithm::AbsRunningSum(AbsRunSumConfig {
+            threshold: 1,
+            memory_factor: 10,
+            memory_divisor: 1,
+            scale_factor: 10,
+            scale_divisor: 1,
+        }),
+        Algorithm::AbsRunningSum(AbsRunSumConfig {
+            threshold: i16::MAX,
+            memory_factor: 0,
+            ..running_sum
+        }),
+    ]
 }
 
 /// How frames reach the finder.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Path {
-    /// `process_wibeth` (unpacking fused in on AVX2).
+    /// `process_wibeth` or `process_protowib` (unpacking fused in on AVX2).
     Frames,
     /// `process_rows` on unpacked rows.
     Rows,
@@ -113,15 +204,30 @@ pub fn run(
         f.set_masked(c, true, &mut tps);
     }
     for bytes in frames {
-        let frame = WibEthFrame::parse(bytes).unwrap();
-        match path {
-            Path::Frames => f.process_wibeth(&frame, &mut tps),
-            Path::Rows => {
-                let mut rows = vec![0u16; N * wibeth::SAMPLES_PER_FRAME];
-                for (s, row) in rows.chunks_exact_mut(N).enumerate() {
-                    wibeth::unpack_row(frame.row(s), row.try_into().unwrap());
+        match setup.format {
+            Format::WibEth => {
+                let frame = WibEthFrame::parse(bytes).unwrap();
+                match path {
+                    Path::Frames => f.process_wibeth(&frame, &mut tps),
+                    Path::Rows => {
+                        let mut rows = vec![0u16; N * wibeth::SAMPLES_PER_FRAME];
+                        for (s, row) in rows.chunks_exact_mut(N).enumerate() {
+                            wibeth::unpack_row(frame.row(s), row.try_into().unwrap());
+                        }
+                        f.process_rows(frame.timestamp(), &rows, &mut tps);
+                    }
                 }
-                f.process_rows(frame.timestamp(), &rows, &mut tps);
+            }
+            Format::ProtoWib => {
+                let frame = ProtoWibFrame::parse(bytes).unwrap();
+                match path {
+                    Path::Frames => f.process_protowib(&frame, &mut tps),
+                    Path::Rows => {
+                        let mut row = [0u16; protowib::NUM_CHANNELS];
+                        frame.unpack(&mut row);
+                        f.process_rows(frame.timestamp(), &row, &mut tps);
+                    }
+                }
             }
         }
     }
@@ -131,7 +237,7 @@ pub fn run(
     orderer.push(tps);
     let mut ordered = Vec::new();
     orderer.drain(&mut ordered);
-    (ordered, (0..N).map(|c| f.pedestal(c)).collect())
+    (ordered, (0..f.channels()).map(|c| f.pedestal(c)).collect())
 }
 
 /// The scalar reference's TPs, after checking that AVX2 (where available) and the row path
@@ -162,48 +268,64 @@ pub fn agree(frames: &[Vec<u8>], setup: &Setup, masked: &[usize]) -> Vec<Trigger
     scalar.0
 }
 
-/// Noisy pedestals with pulses, steps and extremes, from a seed: pedestal steps, short
-/// pulses, a saturated hit longer than a frame (channel 5), single-sample hits at frame
-/// boundaries (6), a rail-to-rail channel (7), bipolar pulses (8) and a channel stuck at
-/// 0 (9).
-pub fn adversarial_frames(seed: u64, count: u64) -> Vec<Vec<u8>> {
+/// Noisy pedestals with pulses, steps and extremes, from a seed, `samples` rows of
+/// `channels` ADCs up to `full_scale`: pedestal steps, short pulses, a saturated hit longer
+/// than a WIBEth frame (channel 5), single-sample hits every 64th sample (6), a rail-to-rail
+/// channel (7), bipolar pulses (8) and a channel stuck at 0 (9).
+pub fn adversarial_rows(seed: u64, samples: usize, channels: usize, full_scale: i32) -> Vec<u16> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let base: Vec<i32> = (0..N)
-        .map(|c| if c % 3 == 0 { 900 } else { 2350 })
-        .collect();
-    let mut step = vec![0i32; N];
-    (0..count)
-        .map(|i| {
-            let mut adcs: WibEthAdcs = [[0; N]; 64];
-            for (s, row) in adcs.iter_mut().enumerate() {
-                for (c, v) in row.iter_mut().enumerate() {
-                    if rng.random_ratio(1, 2000) {
-                        step[c] += rng.random_range(-300..300); // pedestal step
-                    }
-                    let mut x = base[c] + step[c] + rng.random_range(-6..=6);
-                    let t = i as usize * 64 + s;
-                    if (t + 7 * c) % 97 < 6 {
-                        x += 40 * ((t + 7 * c) % 97) as i32; // short pulses
-                    }
-                    if c == 5 && (60..200).contains(&t) {
-                        x = 16383; // saturated hit longer than a frame
-                    }
-                    if c == 6 && t % 64 == 63 {
-                        x += 500; // single-sample hits at frame boundaries
-                    }
-                    if c == 7 {
-                        x = if rng.random_ratio(1, 3) { 0 } else { 16383 }; // rail to rail
-                    }
-                    if c == 8 && t % 150 < 20 {
-                        x += if t % 150 < 10 { 300 } else { -300 }; // bipolar
-                    }
-                    if c == 9 {
-                        x = 0;
-                    }
-                    *v = x.clamp(0, 16383) as u16;
-                }
+    // Pedestals as a fraction of full scale: low (900 of 16383) and mid (2350).
+    let base: Vec<i32> = (0..channels)
+        .map(|c| {
+            if c % 3 == 0 {
+                full_scale * 900 / 16383
+            } else {
+                full_scale * 2350 / 16383
             }
-            frame_bytes(i, &adcs)
         })
-        .collect()
+        .collect();
+    let mut step = vec![0i32; channels];
+    let mut rows = vec![0u16; samples * channels];
+    for (t, row) in rows.chunks_exact_mut(channels).enumerate() {
+        for (c, v) in row.iter_mut().enumerate() {
+            if rng.random_ratio(1, 2000) {
+                step[c] += rng.random_range(-300..300); // pedestal step
+            }
+            let mut x = base[c] + step[c] + rng.random_range(-6..=6);
+            if (t + 7 * c) % 97 < 6 {
+                x += 40 * ((t + 7 * c) % 97) as i32; // short pulses
+            }
+            if c == 5 && (60..200).contains(&t) {
+                x = full_scale; // saturated hit longer than a frame
+            }
+            if c == 6 && t % 64 == 63 {
+                x += 500; // single-sample hits at WIBEth frame boundaries
+            }
+            if c == 7 {
+                x = if rng.random_ratio(1, 3) {
+                    0
+                } else {
+                    full_scale
+                }; // rail to rail
+            }
+            if c == 8 && t % 150 < 20 {
+                x += if t % 150 < 10 { 300 } else { -300 }; // bipolar
+            }
+            if c == 9 {
+                x = 0;
+            }
+            *v = x.clamp(0, full_scale) as u16;
+        }
+    }
+    rows
+}
+
+/// [`adversarial_rows`] as `count` WIBEth frames.
+pub fn adversarial_frames(seed: u64, count: u64) -> Vec<Vec<u8>> {
+    let rows = adversarial_rows(seed, count as usize * 64, N, 16383);
+    let rows: Vec<[u16; N]> = rows
+        .chunks_exact(N)
+        .map(|r| r.try_into().expect("64 channels"))
+        .collect();
+    frames_of(&rows)
 }

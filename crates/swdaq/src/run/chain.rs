@@ -30,13 +30,13 @@ use swdaq_dataflow::{
     BuildOutcome, BuilderConfig, BuilderReport, RecordBuilder, StorageFailurePolicy, TriggerInput,
     TriggerReport,
 };
+use swdaq_format::FrameFormat;
 use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
 use swdaq_monitor::proc::{ThreadStat, USER_HZ, read_threads};
 use swdaq_monitor::{MetricsServer, Registry, Snapshot, StatsThread};
 use swdaq_readout::checks::CheckCounts;
 use swdaq_readout::hit_finding::HitFindingObserver;
 use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
-use swdaq_readout::link_format::LinkFormat;
 use swdaq_readout::metrics::{LinkMetrics, ServerMetrics};
 use swdaq_readout::replay::ReplaySource;
 use swdaq_readout::request::{DataRequest, RequestPolicy};
@@ -367,7 +367,7 @@ impl ReadoutThread<'_> {
         for &i in &self.links {
             let link = LinkShared::new(
                 SourceId::readout(i as u32),
-                LinkFormat::WibEth,
+                FrameFormat::WibEth,
                 self.config.readout.buffer_s,
             )
             .with_context(|| format!("allocating the latency buffer of link {i}"))?;
@@ -431,7 +431,7 @@ impl ReadoutThread<'_> {
     }
 
     fn source(&self, link: usize) -> ReplaySource {
-        let rate = LinkFormat::WibEth.frame_rate_hz();
+        let rate = FrameFormat::WibEth.frame_rate_hz();
         let limit = self
             .config
             .emulator
@@ -473,7 +473,7 @@ impl ReadoutThread<'_> {
                 finder.set_masked(c, true, &mut Vec::new());
             }
         }
-        let observer = HitFindingObserver::new(finder);
+        let observer = HitFindingObserver::new(finder, FrameFormat::WibEth);
         Ok(if hf.detect_noisy_channels {
             observer.with_noisy_channel_detection(hf.noisy)
         } else {

@@ -3,10 +3,10 @@
 
 use super::config::EmulatorSection;
 use std::sync::Arc;
+use swdaq_format::FrameFormat;
 use swdaq_format::wibeth;
-use swdaq_readout::link_format::LinkFormat;
 use swdaq_readout::replay::ReplayTemplate;
-use swdaq_sim::{Detector, FrameFormat, TruePulse};
+use swdaq_sim::{Detector, TruePulse};
 
 /// Data time of the first frame: one second in, so windows before early triggers exist.
 pub const START_TIMESTAMP: u64 = 62_500_000;
@@ -66,7 +66,7 @@ fn emulate_link(detector: &Detector, link: u32, frames: usize) -> EmulatedLink {
     let channels = wibeth::NUM_CHANNELS;
     EmulatedLink {
         template: Arc::new(ReplayTemplate::new(
-            LinkFormat::WibEth,
+            FrameFormat::WibEth,
             bytes.chunks_exact(wibeth::FRAME_SIZE),
         )),
         channel_ids: (0..channels).map(|c| sim.channel_info(c).0).collect(),
