@@ -19,8 +19,6 @@ pub struct HitFindingObserver {
     found: u64,
     /// Every TP starting before this tick has been released to `ready`.
     horizon: u64,
-    /// End of the last frame seen.
-    data_end: u64,
     noisy: Option<NoisyChannelDetector>,
     noisy_found: Vec<NoisyChannel>,
 }
@@ -37,7 +35,6 @@ impl HitFindingObserver {
             unreadable_frames: 0,
             found: 0,
             horizon: 0,
-            data_end: 0,
             noisy: None,
             noisy_found: Vec::new(),
         }
@@ -74,7 +71,7 @@ impl HitFindingObserver {
         self.found += self.closed.len() as u64;
         self.orderer.push(self.closed.drain(..));
         self.orderer.drain(&mut self.ready);
-        self.horizon = self.data_end;
+        self.horizon = self.finder.processed_until();
     }
 }
 
@@ -95,7 +92,6 @@ impl FrameObserver for HitFindingObserver {
             self.found += self.closed.len() as u64;
             self.orderer.push(self.closed.drain(..));
         }
-        self.data_end = now;
         let released_from = self.ready.len();
         // Hits still open, and hits an algorithm with a filter delay may still date earlier.
         self.horizon = self.finder.release_horizon(now);

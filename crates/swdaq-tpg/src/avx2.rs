@@ -22,7 +22,9 @@ pub fn available() -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use imp::{process_protowib, process_row, process_wibeth, unpack_protowib, unpack_wibeth_row};
+pub use imp::{
+    process_protowib_block, process_row, process_wibeth, unpack_protowib, unpack_wibeth_row,
+};
 
 /// # Safety
 /// Never called: AVX2 finders are not built on other architectures.
@@ -40,9 +42,9 @@ pub unsafe fn process_wibeth(
 /// # Safety
 /// Never called: AVX2 finders are not built on other architectures.
 #[cfg(not(target_arch = "x86_64"))]
-pub unsafe fn process_protowib(
+pub unsafe fn process_protowib_block(
     _: &mut HitFinder,
-    _: &[u8; protowib::FRAME_SIZE],
+    _: &[u8],
     _: u64,
     _: &mut Vec<TriggerPrimitive>,
 ) {
@@ -212,7 +214,7 @@ pub(crate) mod imp {
     /// holding 8 channels of an even ADC and 8 of the odd one.
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn unpack_protowib_group(frame: &[u8; protowib::FRAME_SIZE], g: usize) -> __m256i {
+    pub(crate) fn unpack_protowib_group(frame: &[u8; protowib::FRAME_SIZE], g: usize) -> __m256i {
         let base = protowib::segment_at(g / 4, (g % 4) * 2);
         let lo: &[u8; 16] = frame[base..base + 16].try_into().expect("16 bytes");
         let hi: &[u8; 16] = frame[base + 8..base + 24].try_into().expect("16 bytes");
@@ -242,17 +244,42 @@ pub(crate) mod imp {
         std::array::from_fn(|g| unpack_protowib_group(frame, g))
     }
 
+    /// Frame `s` of consecutive ProtoDUNE WIB frames.
+    pub(crate) fn protowib_frame(frames: &[u8], s: usize) -> &[u8; protowib::FRAME_SIZE] {
+        frames[s * protowib::FRAME_SIZE..(s + 1) * protowib::FRAME_SIZE]
+            .try_into()
+            .expect("a whole frame")
+    }
+
+    /// Runs `frames` (consecutive ProtoDUNE WIB frames, one sample each, the first at `t0`)
+    /// group by group, each group's state in registers for all the samples.
+    ///
     /// # Safety
     /// The CPU must support AVX2.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn process_protowib(
+    pub unsafe fn process_protowib_block(
         f: &mut HitFinder,
-        frame: &[u8; protowib::FRAME_SIZE],
-        ts: u64,
+        frames: &[u8],
+        t0: u64,
         out: &mut Vec<TriggerPrimitive>,
     ) {
+        let n = frames.len() / protowib::FRAME_SIZE;
+        let ticks_per_sample = f.ticks_per_sample;
         for g in 0..protowib::NUM_CHANNELS / LANES {
-            process_group(f, g, unpack_protowib_group(frame, g), ts, out);
+            if let Some(kernel) = f.kernels[g] {
+                crate::stages::avx2::process_protowib_group(f, g, &kernel, frames, t0, out);
+                continue;
+            }
+            let mut group = Group::load(f, g);
+            if group.skipped {
+                continue;
+            }
+            let k = Constants::new(f);
+            for s in 0..n {
+                let x = unpack_protowib_group(protowib_frame(frames, s), g);
+                group.step(f, &k, x, t0 + s as u64 * ticks_per_sample, out);
+            }
+            group.store(f);
         }
     }
 
@@ -268,30 +295,17 @@ pub(crate) mod imp {
         for (g, lanes) in row.chunks_exact(LANES).enumerate() {
             // SAFETY: `lanes` is exactly 16 u16 = 32 bytes.
             let x = unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) };
-            process_group(f, g, x, ts, out);
+            if let Some(kernel) = f.kernels[g] {
+                crate::stages::avx2::process_row_group(f, g, &kernel, x, ts, out);
+                continue;
+            }
+            let mut group = Group::load(f, g);
+            if group.skipped {
+                continue;
+            }
+            group.step(f, &Constants::new(f), x, ts, out);
+            group.store(f);
         }
-    }
-
-    /// One sample `x` of group `g`, whichever algorithm the group runs.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    fn process_group(
-        f: &mut HitFinder,
-        g: usize,
-        x: __m256i,
-        ts: u64,
-        out: &mut Vec<TriggerPrimitive>,
-    ) {
-        if let Some(kernel) = f.kernels[g] {
-            crate::stages::avx2::process_row_group(f, g, &kernel, x, ts, out);
-            return;
-        }
-        let mut group = Group::load(f, g);
-        if group.skipped {
-            return;
-        }
-        group.step(f, &Constants::new(f), x, ts, out);
-        group.store(f);
     }
 
     #[target_feature(enable = "avx2")]

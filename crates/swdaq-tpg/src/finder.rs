@@ -56,7 +56,30 @@ pub struct HitFinder {
     pub(crate) scratch: Vec<stages::ScratchRow>,
     initialised: bool,
     row: Vec<u16>,
+    /// ProtoDUNE WIB frames waiting to be processed as one block (one sample each).
+    staged: ProtoWibBlock,
+    /// Every sample before this time (ticks) has been processed.
+    processed_until: u64,
 }
+
+/// Consecutive ProtoDUNE WIB frames gathered so the per-group state stays in registers for
+/// up to [`PROTOWIB_BLOCK`] samples, as it does for a WIBEth frame's 64.
+#[derive(Default)]
+struct ProtoWibBlock {
+    bytes: Vec<u8>,
+    first_timestamp: u64,
+}
+
+impl ProtoWibBlock {
+    fn frames(&self) -> usize {
+        self.bytes.len() / protowib::FRAME_SIZE
+    }
+}
+
+/// ProtoDUNE WIB frames per block: 32 samples, 16 us of data. The block (15 KB) stays in
+/// L1 while each group of 16 channels walks it; 64 frames measured slower for `threshold`.
+pub const PROTOWIB_BLOCK: usize = 32;
+const _: () = assert!(PROTOWIB_BLOCK <= stages::MAX_SAMPLES);
 
 impl HitFinder {
     /// A `threshold` finder for channels with offline ids `channel_ids` (a multiple of 16 of them).
@@ -158,6 +181,8 @@ impl HitFinder {
             stages,
             initialised: config.initial_pedestal.is_some(),
             row: vec![0; n],
+            staged: ProtoWibBlock::default(),
+            processed_until: 0,
             channel_ids,
             config,
         })
@@ -233,26 +258,25 @@ impl HitFinder {
     }
 
     /// Processes one frame of `format` (see [`Self::process_wibeth`],
-    /// [`Self::process_protowib`]); returns the time (ticks) just past its last sample.
+    /// [`Self::process_protowib`]); returns the time (ticks) up to which samples have been
+    /// processed ([`Self::processed_until`]).
     pub fn process_frame(
         &mut self,
         format: FrameFormat,
         bytes: &[u8],
         out: &mut Vec<TriggerPrimitive>,
     ) -> Result<u64, FormatError> {
-        let timestamp = match format {
-            FrameFormat::WibEth => {
-                let frame = WibEthFrame::parse(bytes)?;
-                self.process_wibeth(&frame, out);
-                frame.timestamp()
-            }
-            FrameFormat::ProtoWib => {
-                let frame = ProtoWibFrame::parse(bytes)?;
-                self.process_protowib(&frame, out);
-                frame.timestamp()
-            }
-        };
-        Ok(timestamp + format.ticks_per_frame())
+        match format {
+            FrameFormat::WibEth => self.process_wibeth(&WibEthFrame::parse(bytes)?, out),
+            FrameFormat::ProtoWib => self.process_protowib(&ProtoWibFrame::parse(bytes)?, out),
+        }
+        Ok(self.processed_until)
+    }
+
+    /// Every sample before this time (ticks) has been processed: the "now" to give
+    /// [`Self::release_horizon`].
+    pub fn processed_until(&self) -> u64 {
+        self.processed_until
     }
 
     /// Processes one WIBEth frame (its 64 channels must be this finder's), appending the
@@ -282,11 +306,15 @@ impl HitFinder {
                 unsafe { crate::avx2::process_wibeth(self, frame, t0, self.ticks_per_sample, out) }
             }
         }
+        self.processed_until = t0 + wibeth::SAMPLES_PER_FRAME as u64 * self.ticks_per_sample;
     }
 
-    /// Processes one ProtoDUNE WIB frame (one sample of its 256 channels, which must be this
-    /// finder's; 12-bit ADCs, see [`Self::with_adc_bits`]), appending the TPs of hits that
-    /// closed to `out`. On AVX2 the 12-bit unpacking is fused in, 16 channels at a time.
+    /// Takes one ProtoDUNE WIB frame (one sample of its 256 channels, which must be this
+    /// finder's; 12-bit ADCs, see [`Self::with_adc_bits`]). Frames are gathered into blocks of
+    /// up to [`PROTOWIB_BLOCK`] consecutive samples (a copy of 464 bytes each) and processed
+    /// when the block is full or the next frame does not follow on, so TPs lag by at most a
+    /// block (16 us; [`Self::processed_until`] says how far processing got, [`Self::flush`]
+    /// processes the rest). TPs of hits that closed go to `out`.
     pub fn process_protowib(&mut self, frame: &ProtoWibFrame<'_>, out: &mut Vec<TriggerPrimitive>) {
         assert_eq!(
             self.channels(),
@@ -298,22 +326,57 @@ impl HitFinder {
             protowib::ADC_MAX,
             "a ProtoDUNE WIB finder is built `with_adc_bits(12)`"
         );
-        let ts = frame.timestamp();
+        let timestamp = frame.timestamp();
+        let staged = self.staged.frames() as u64;
+        if staged > 0 && timestamp != self.staged.first_timestamp + staged * self.ticks_per_sample {
+            self.process_staged(out);
+        }
+        if self.staged.bytes.is_empty() {
+            self.staged.first_timestamp = timestamp;
+            // Once per finder: the block's room.
+            self.staged
+                .bytes
+                .reserve_exact(PROTOWIB_BLOCK * protowib::FRAME_SIZE);
+        }
+        self.staged.bytes.extend_from_slice(frame.as_bytes());
+        if self.staged.frames() == PROTOWIB_BLOCK {
+            self.process_staged(out);
+        }
+    }
+
+    /// Processes the staged ProtoDUNE WIB block, 16 channels at a time with the 12-bit
+    /// unpacking fused in on AVX2.
+    fn process_staged(&mut self, out: &mut Vec<TriggerPrimitive>) {
+        let mut block = std::mem::take(&mut self.staged.bytes);
+        let t0 = self.staged.first_timestamp;
+        let frames = || {
+            block
+                .chunks_exact(protowib::FRAME_SIZE)
+                .map(|bytes| ProtoWibFrame::parse(bytes).expect("staged frames are whole"))
+        };
         let mut row = [0u16; protowib::NUM_CHANNELS];
-        if !self.initialised {
-            frame.unpack(&mut row);
+        if !self.initialised
+            && let Some(first) = frames().next()
+        {
+            first.unpack(&mut row);
             self.initialise_from(&row);
         }
         match self.implementation {
             Implementation::Scalar => {
-                frame.unpack(&mut row);
-                self.process_row_scalar(ts, &row, out);
+                for (s, frame) in frames().enumerate() {
+                    frame.unpack(&mut row);
+                    self.process_row_scalar(t0 + s as u64 * self.ticks_per_sample, &row, out);
+                }
             }
             // SAFETY: an Avx2 finder is only built when the CPU has AVX2 (checked in `new`).
             Implementation::Avx2 => unsafe {
-                crate::avx2::process_protowib(self, frame.as_bytes(), ts, out)
+                crate::avx2::process_protowib_block(self, &block, t0, out)
             },
         }
+        let samples = (block.len() / protowib::FRAME_SIZE) as u64;
+        self.processed_until = t0 + samples * self.ticks_per_sample;
+        block.clear();
+        self.staged.bytes = block;
     }
 
     /// Processes samples given as rows of `channels()` unpacked ADC values, the first row at
@@ -336,11 +399,16 @@ impl HitFinder {
                 // SAFETY: an Avx2 finder is only built when the CPU has AVX2 (checked in `new`).
                 Implementation::Avx2 => unsafe { crate::avx2::process_row(self, ts, row, out) },
             }
+            self.processed_until = ts + self.ticks_per_sample;
         }
     }
 
-    /// Closes every open hit (end of run): their TPs are emitted as they stand.
+    /// Processes any staged frames, then closes every open hit (end of run): their TPs are
+    /// emitted as they stand.
     pub fn flush(&mut self, out: &mut Vec<TriggerPrimitive>) {
+        if !self.staged.bytes.is_empty() {
+            self.process_staged(out);
+        }
         for c in 0..self.channels() {
             if self.hits.open[c] != 0 {
                 self.hits.close(c, self.channel_ids[c], self.ctx, out);

@@ -20,7 +20,10 @@
 //! groups keep their own fast path. [`roi::RoiBuilder`] turns TPs into regions of interest.
 //!
 //! Two implementations do the per-sample work: the scalar reference and an AVX2 path
-//! (16 channels per instruction, WIBEth 14-bit unpacking fused in) that gives identical TPs.
+//! (16 channels per instruction, the 14-bit WIBEth and 12-bit ProtoDUNE WIB unpacking fused
+//! in) that gives identical TPs. ProtoDUNE WIB frames carry one sample each, so the finder
+//! gathers up to 32 consecutive ones into a block before processing (see
+//! [`finder::PROTOWIB_BLOCK`]).
 
 pub mod avx2;
 pub mod bench;

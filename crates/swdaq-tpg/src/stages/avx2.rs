@@ -6,12 +6,15 @@
 use super::{
     AbsRunSumParams, Kernel, MAX_SAMPLES, PAIR_ROWS, ProtoDuneParams, Q25, Q75, StageState,
 };
-use crate::avx2::imp::{FrugalLimits, HitLanes, hit_lanes, load, store, unpack_group};
+use crate::avx2::imp::{
+    FrugalLimits, HitLanes, hit_lanes, load, protowib_frame, store, unpack_group,
+    unpack_protowib_group,
+};
 use crate::config::MAX_FIR_TAPS;
 use crate::finder::{HitFinder, LANES};
 use std::arch::x86_64::*;
-use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_format::{TriggerPrimitive, protowib};
 
 const HISTORY: usize = MAX_FIR_TAPS - 1;
 
@@ -351,6 +354,26 @@ pub fn process_wibeth_group(
         ticks_per_sample,
         out,
     );
+}
+
+/// Group `g` of consecutive ProtoDUNE WIB frames (at most [`MAX_SAMPLES`], the first at
+/// `t0`), unpacking fused in.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub fn process_protowib_group(
+    f: &mut HitFinder,
+    g: usize,
+    kernel: &Kernel,
+    frames: &[u8],
+    t0: u64,
+    out: &mut Vec<TriggerPrimitive>,
+) {
+    let n = frames.len() / protowib::FRAME_SIZE;
+    let input = |s| unpack_protowib_group(protowib_frame(frames, s), g);
+    let ticks_per_sample = f.ticks_per_sample;
+    run(f, g, kernel, n, input, t0, ticks_per_sample, out);
 }
 
 /// One sample `x` of group `g`.
