@@ -109,9 +109,7 @@ pub fn udp_receive(
     batch: usize,
     burst: u64,
 ) -> std::io::Result<UdpReceiveResult> {
-    let link = LinkShared::new(SourceId::readout(0), template.format, 0.1)?;
-    let source = UdpSource::bind(loopback())?.with_batch_size(batch);
-    let mut sender = StreamSender::new(template, source.local_addr()?)?;
+    let (link, source, mut sender) = udp_loopback_link(template, batch)?;
     let mut ingest = Ingest::new(&link, source, ()).expect("a new link has no producer yet");
     let (mut sent, mut send_seconds, mut receive_seconds) = (0, 0.0, 0.0);
     while sent < datagrams {
@@ -171,9 +169,7 @@ pub fn udp_stream(
     datagrams: u64,
     batch: usize,
 ) -> std::io::Result<UdpStreamResult> {
-    let link = LinkShared::new(SourceId::readout(0), template.format, 0.1)?;
-    let source = UdpSource::bind(loopback())?.with_batch_size(batch);
-    let mut sender = StreamSender::new(template, source.local_addr()?)?;
+    let (link, source, mut sender) = udp_loopback_link(template, batch)?;
     let sent_all = AtomicBool::new(false);
     std::thread::scope(|s| {
         let start = Instant::now();
@@ -212,8 +208,16 @@ pub fn udp_stream(
     })
 }
 
-fn loopback() -> std::net::SocketAddr {
-    (std::net::Ipv4Addr::LOCALHOST, 0).into()
+/// A link, a UDP source on a free loopback port taking `batch` datagrams per call, and a
+/// sender of `template`'s frames to it.
+fn udp_loopback_link(
+    template: Arc<ReplayTemplate>,
+    batch: usize,
+) -> std::io::Result<(LinkShared, UdpSource, StreamSender)> {
+    let link = LinkShared::new(SourceId::readout(0), template.format, 0.1)?;
+    let source = UdpSource::bind((std::net::Ipv4Addr::LOCALHOST, 0).into())?.with_batch_size(batch);
+    let sender = StreamSender::new(template, source.local_addr()?)?;
+    Ok((link, source, sender))
 }
 
 /// Sends a template's frames as one continuous stream (timestamps and sequence ids rewritten

@@ -264,23 +264,8 @@ pub(crate) mod imp {
         out: &mut Vec<TriggerPrimitive>,
     ) {
         let n = frames.len() / protowib::FRAME_SIZE;
-        let ticks_per_sample = f.ticks_per_sample;
-        for g in 0..protowib::NUM_CHANNELS / LANES {
-            if let Some(kernel) = f.kernels[g] {
-                crate::stages::avx2::process_protowib_group(f, g, &kernel, frames, t0, out);
-                continue;
-            }
-            let mut group = Group::load(f, g);
-            if group.skipped {
-                continue;
-            }
-            let k = Constants::new(f);
-            for s in 0..n {
-                let x = unpack_protowib_group(protowib_frame(frames, s), g);
-                group.step(f, &k, x, t0 + s as u64 * ticks_per_sample, out);
-            }
-            group.store(f);
-        }
+        let input = |g, s| unpack_protowib_group(protowib_frame(frames, s), g);
+        process_groups(f, n, input, t0, out);
     }
 
     /// # Safety
@@ -292,18 +277,42 @@ pub(crate) mod imp {
         row: &[u16],
         out: &mut Vec<TriggerPrimitive>,
     ) {
-        for (g, lanes) in row.chunks_exact(LANES).enumerate() {
-            // SAFETY: `lanes` is exactly 16 u16 = 32 bytes.
-            let x = unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) };
+        let input = |g: usize, _| {
+            let lanes: &[u16; LANES] = row[g * LANES..(g + 1) * LANES]
+                .try_into()
+                .expect("16 lanes");
+            // SAFETY: 16 u16 = 32 readable bytes; unaligned loads are allowed.
+            unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) }
+        };
+        process_groups(f, 1, input, ts, out);
+    }
+
+    /// Runs every group of 16 channels through `n` samples, `input(g, s)` giving group `g`'s
+    /// sample `s` (the first at `t0`), each group's state in registers meanwhile.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn process_groups(
+        f: &mut HitFinder,
+        n: usize,
+        input: impl Fn(usize, usize) -> __m256i,
+        t0: u64,
+        out: &mut Vec<TriggerPrimitive>,
+    ) {
+        let ticks_per_sample = f.ticks_per_sample;
+        for g in 0..f.channels() / LANES {
             if let Some(kernel) = f.kernels[g] {
-                crate::stages::avx2::process_row_group(f, g, &kernel, x, ts, out);
+                let input = |s| input(g, s);
+                crate::stages::avx2::run(f, g, &kernel, n, input, t0, ticks_per_sample, out);
                 continue;
             }
             let mut group = Group::load(f, g);
             if group.skipped {
                 continue;
             }
-            group.step(f, &Constants::new(f), x, ts, out);
+            let k = Constants::new(f);
+            for s in 0..n {
+                group.step(f, &k, input(g, s), t0 + s as u64 * ticks_per_sample, out);
+            }
             group.store(f);
         }
     }

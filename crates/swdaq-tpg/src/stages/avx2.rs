@@ -6,15 +6,12 @@
 use super::{
     AbsRunSumParams, Kernel, MAX_SAMPLES, PAIR_ROWS, ProtoDuneParams, Q25, Q75, StageState,
 };
-use crate::avx2::imp::{
-    FrugalLimits, HitLanes, hit_lanes, load, protowib_frame, store, unpack_group,
-    unpack_protowib_group,
-};
+use crate::avx2::imp::{FrugalLimits, HitLanes, hit_lanes, load, store, unpack_group};
 use crate::config::MAX_FIR_TAPS;
 use crate::finder::{HitFinder, LANES};
 use std::arch::x86_64::*;
+use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};
-use swdaq_format::{TriggerPrimitive, protowib};
 
 const HISTORY: usize = MAX_FIR_TAPS - 1;
 
@@ -294,11 +291,12 @@ fn run_abs_run_sum(
     store(&mut f.stages[r.g].run_sum, run_sum);
 }
 
-/// Runs group `g` through `n` (at most a frame's) samples from `input`, the first at `t0`.
+/// Runs group `g` through `n` (at most [`MAX_SAMPLES`]) samples from `input`, the first at
+/// `t0`.
 #[target_feature(enable = "avx2")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-fn run(
+pub(crate) fn run(
     f: &mut HitFinder,
     g: usize,
     kernel: &Kernel,
@@ -354,41 +352,4 @@ pub fn process_wibeth_group(
         ticks_per_sample,
         out,
     );
-}
-
-/// Group `g` of consecutive ProtoDUNE WIB frames (at most [`MAX_SAMPLES`], the first at
-/// `t0`), unpacking fused in.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
-pub fn process_protowib_group(
-    f: &mut HitFinder,
-    g: usize,
-    kernel: &Kernel,
-    frames: &[u8],
-    t0: u64,
-    out: &mut Vec<TriggerPrimitive>,
-) {
-    let n = frames.len() / protowib::FRAME_SIZE;
-    let input = |s| unpack_protowib_group(protowib_frame(frames, s), g);
-    let ticks_per_sample = f.ticks_per_sample;
-    run(f, g, kernel, n, input, t0, ticks_per_sample, out);
-}
-
-/// One sample `x` of group `g`.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[target_feature(enable = "avx2")]
-pub fn process_row_group(
-    f: &mut HitFinder,
-    g: usize,
-    kernel: &Kernel,
-    x: __m256i,
-    ts: u64,
-    out: &mut Vec<TriggerPrimitive>,
-) {
-    let ticks_per_sample = f.ticks_per_sample;
-    run(f, g, kernel, 1, |_| x, ts, ticks_per_sample, out);
 }

@@ -268,6 +268,29 @@ pub fn agree(frames: &[Vec<u8>], setup: &Setup, masked: &[usize]) -> Vec<Trigger
     scalar.0
 }
 
+/// [`agree`] without masks (TPs must come out unless the algorithm's threshold cannot be
+/// passed), with the channel indices `masked` masked (none of their TPs come out), and with
+/// a whole group of 16 masked.
+pub fn agree_with_and_without_masks(
+    frames: &[Vec<u8>],
+    setup: &Setup,
+    masked: &[usize],
+    whole_group: &[usize],
+) {
+    let tps = agree(frames, setup, &[]);
+    let algorithm = setup.algorithms.collection;
+    let passable = !matches!(algorithm, Algorithm::AbsRunningSum(c) if c.threshold == i16::MAX);
+    assert_eq!(!tps.is_empty(), passable, "{algorithm:?}");
+    let masked_ids: Vec<u32> = masked.iter().map(|&c| 100 + c as u32).collect();
+    let with_masks = agree(frames, setup, masked);
+    assert!(
+        with_masks
+            .iter()
+            .all(|tp| !masked_ids.contains(&tp.channel))
+    );
+    agree(frames, setup, whole_group);
+}
+
 /// Noisy pedestals with pulses, steps and extremes, from a seed, `samples` rows of
 /// `channels` ADCs up to `full_scale`: pedestal steps, short pulses, a saturated hit longer
 /// than a WIBEth frame (channel 5), single-sample hits every 64th sample (6), a rail-to-rail
