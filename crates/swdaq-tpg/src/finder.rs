@@ -333,7 +333,7 @@ impl HitFinder {
         }
         if self.staged.bytes.is_empty() {
             self.staged.first_timestamp = timestamp;
-            // Once per finder: the block's room.
+            // Allocates for the first block only; the capacity stays (`process_staged` clears).
             self.staged
                 .bytes
                 .reserve_exact(PROTOWIB_BLOCK * protowib::FRAME_SIZE);
