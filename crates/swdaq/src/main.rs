@@ -27,7 +27,7 @@ struct Cli {
 enum Command {
     /// Run the whole chain: emulated links, readout with hit finding, self-trigger, record
     /// building and HDF5 storage (built-in default configuration; see --print-config).
-    Run(swdaq::run::Args),
+    Run(swdaq_app::run::Args),
     /// Write emulated detector data (raw files per link) and its ground truth.
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
@@ -56,7 +56,7 @@ fn die_quietly_on_closed_stdout() {
 fn main() -> anyhow::Result<()> {
     die_quietly_on_closed_stdout();
     match Cli::parse().command {
-        Command::Run(args) => swdaq::run::run(&args),
+        Command::Run(args) => swdaq_app::run::run(&args),
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Display(args) => display::run(&args),

@@ -4,7 +4,7 @@
 
 use crate::table;
 use serde::Serialize;
-use swdaq::truth_match::matches;
+use swdaq_app::truth_match::matches;
 use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};
 use swdaq_sim::{Detector, FrameFormat, SimConfig, TruePulse};

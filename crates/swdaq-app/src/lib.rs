@@ -1,0 +1,6 @@
+//! swdaq's application logic as a library: what `swdaq run` starts and how it stops (`run`:
+//! the whole chain in one process), and truth matching for hit-finding quality. The `swdaq`
+//! binary only parses the command line and calls in here.
+
+pub mod run;
+pub mod truth_match;
