@@ -126,6 +126,7 @@ impl RecordBuilder {
                 source: w.source,
                 window_begin: w.begin,
                 window_end: w.end,
+                destination: self.config.element,
             })
             .collect();
         self.counts.requests += requests.len() as u64;

@@ -11,9 +11,11 @@
 
 pub mod builder;
 pub mod nodes;
+pub mod orchestrator;
 pub mod transport;
 
 pub use builder::{BuildOutcome, BuilderConfig, BuilderCounts, BuiltRecord, RecordBuilder};
 pub use nodes::{
-    BuilderReport, RecordSink, SinkError, StorageFailurePolicy, TriggerInput, TriggerReport,
+    BuilderReport, CreditsToTrigger, RecordDone, RecordSink, SinkError, StorageFailurePolicy,
+    TriggerInput, TriggerReport,
 };

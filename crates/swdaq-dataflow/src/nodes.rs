@@ -122,12 +122,29 @@ pub struct BuilderReport {
     pub latencies: Vec<Duration>,
 }
 
+/// A record has left the builder (stored, or counted as not stored): the builder's credit
+/// goes back to whoever hands out decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordDone {
+    pub trigger_number: u64,
+}
+
+/// In one process the builder's credits go straight to the trigger.
+pub struct CreditsToTrigger<O>(pub O);
+
+impl<O: Outbox<TriggerInput>> Outbox<RecordDone> for CreditsToTrigger<O> {
+    fn send(&self, _: RecordDone) -> Result<(), crate::transport::Disconnected> {
+        self.0.send(TriggerInput::Credits(1))
+    }
+}
+
 /// The builder node's connections.
 pub struct BuilderPorts<D, Q, R, C> {
     pub decisions: D,
     /// Where each source's requests go.
     pub routes: HashMap<SourceId, Q>,
     pub responses: R,
+    /// Where each finished record's credit goes.
     pub credits: C,
 }
 
@@ -145,7 +162,7 @@ where
     D: Inbox<TriggerDecision>,
     Q: Outbox<DataRequest>,
     R: Inbox<DataResponse>,
-    C: Outbox<TriggerInput>,
+    C: Outbox<RecordDone>,
 {
     let BuilderPorts {
         decisions,
@@ -198,6 +215,7 @@ where
         }
         while let Some(built) = to_store.pop_front() {
             let started = built.started;
+            let trigger_number = built.record.header.trigger_number;
             match sink.offer(built.record) {
                 Ok(()) => {
                     report.stored += 1;
@@ -210,7 +228,7 @@ where
                 Err(SinkError::Closed(_)) => report.not_stored += 1,
             }
             // The record has left the builder: the trigger may send another.
-            let _ = credits.send(TriggerInput::Credits(1));
+            let _ = credits.send(RecordDone { trigger_number });
         }
         if routes.is_none() && builder.in_flight() == 0 {
             if to_store.is_empty() {

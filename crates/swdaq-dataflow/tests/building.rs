@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use swdaq_dataflow::nodes::{BuilderPorts, run_builder};
 use swdaq_dataflow::transport::local;
 use swdaq_dataflow::{
-    BuildOutcome, BuilderConfig, RecordBuilder, RecordSink, SinkError, TriggerInput,
+    BuildOutcome, BuilderConfig, RecordBuilder, RecordDone, RecordSink, SinkError,
 };
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::trigger_record::record_status;
@@ -160,7 +160,7 @@ fn the_node_answers_every_decision_with_a_record_and_returns_one_credit_per_stor
     let (decision_tx, decision_rx) = local::<TriggerDecision>(16);
     let (request_tx, request_rx) = local::<DataRequest>(64);
     let (response_tx, response_rx) = local::<DataResponse>(64);
-    let (credit_tx, credit_rx) = local::<TriggerInput>(64);
+    let (credit_tx, credit_rx) = local::<RecordDone>(64);
     // A stand-in request server: answers every request for source 1; source 2 never answers.
     let server = std::thread::spawn(move || {
         for req in request_rx {
@@ -219,13 +219,12 @@ fn the_node_answers_every_decision_with_a_record_and_returns_one_credit_per_stor
     assert_eq!(numbers, [1, 2, 3, 4, 5], "exactly one record per decision");
     assert_eq!(incomplete, [(4, vec![SourceId::readout(2)])]);
     assert_eq!((report.stored, report.not_stored), (5, 0));
-    let credits: u64 = credit_rx
-        .try_iter()
-        .map(|m| match m {
-            TriggerInput::Credits(n) => n,
-            other => panic!("unexpected {other:?}"),
-        })
-        .sum();
-    assert_eq!(credits, 5);
+    let mut done: Vec<u64> = credit_rx.try_iter().map(|d| d.trigger_number).collect();
+    done.sort_unstable();
+    assert_eq!(
+        done,
+        [1, 2, 3, 4, 5],
+        "one credit back per record, naming it"
+    );
     assert_eq!(report.latencies.len(), 5);
 }

@@ -327,6 +327,7 @@ pub fn requests(
                 source: link.source_id,
                 window_begin: end.saturating_sub(window_ticks),
                 window_end: end,
+                destination: 0,
             };
             if req_tx.send(request).is_err() {
                 break;

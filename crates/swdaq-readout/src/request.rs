@@ -7,7 +7,7 @@ use swdaq_format::FrameFormat;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::{DETECTOR_ID_HD_TPC, Fragment, FragmentHeader, FragmentType, SourceId};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DataRequest {
     pub trigger_number: u64,
     pub trigger_timestamp: u64,
@@ -16,10 +16,13 @@ pub struct DataRequest {
     pub source: SourceId,
     pub window_begin: u64,
     pub window_end: u64,
+    /// The record builder that wants the answer (its element id), so a readout application
+    /// serving several builders knows where the fragment goes; 0 in one process.
+    pub destination: u32,
 }
 
 /// How a request was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum RequestStatus {
     /// Every frame of the window is in the fragment.
     Complete,
@@ -210,6 +213,7 @@ mod tests {
             source: SourceId::readout(3),
             window_begin: begin,
             window_end: end,
+            destination: 0,
         }
     }
 

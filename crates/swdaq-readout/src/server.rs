@@ -33,7 +33,7 @@ pub struct DataResponse {
     pub latency: Duration,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     Served(RequestStatus),
     /// This server has no link with the requested source id: an empty `DataNotFound` fragment.

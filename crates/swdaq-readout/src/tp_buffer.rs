@@ -133,6 +133,7 @@ mod tests {
             source: SourceId::trigger(0),
             window_begin: begin,
             window_end: end,
+            destination: 0,
         }
     }
 

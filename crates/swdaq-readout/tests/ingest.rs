@@ -98,6 +98,7 @@ fn faults_are_counted_exactly_and_good_data_is_kept() {
         source: link.source_id,
         window_begin: begin,
         window_end: end,
+        destination: 0,
     };
     let mut reader = link.buffer.reader().unwrap();
     let mut ask = |begin: u64, end: u64| {

@@ -50,6 +50,7 @@ fn request(trigger: u64, source: SourceId, first: u64, last_excl: u64) -> DataRe
         source,
         window_begin: first * STEP,
         window_end: last_excl * STEP,
+        destination: 0,
     }
 }
 

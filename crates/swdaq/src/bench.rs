@@ -44,6 +44,15 @@ enum What {
         #[arg(long, default_value_t = 20)]
         threshold: i16,
     },
+    /// Transport: fragments of 4 KiB, 64 KiB and 1 MiB through swdaq's ZeroMQ transport
+    /// against bare ZeroMQ PUSH/PULL over TCP loopback, same run.
+    Transport {
+        /// MiB moved per measurement and size.
+        #[arg(long, default_value_t = 512)]
+        mib_per_round: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
     /// Storage: HDF5 record writing against plain write(2) of the same bytes, same run.
     Store {
         /// Directory to write into (RAM-backed by default).
@@ -159,6 +168,42 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.1}", r.links_per_core_realtime),
                         format!("{:.2}", r.speedup_vs_scalar),
                         r.tps.to_string(),
+                    ]
+                },
+            )
+        }
+        What::Transport {
+            mib_per_round,
+            rounds,
+        } => {
+            anyhow::ensure!(
+                *mib_per_round > 0 && *rounds > 0,
+                "mib-per-round and rounds must be at least 1"
+            );
+            let results = swdaq_net::bench::run(&swdaq_net::bench::TransportBenchConfig {
+                bytes_per_round: mib_per_round << 20,
+                rounds: *rounds,
+                ..Default::default()
+            })?;
+            print_results(
+                args.json,
+                &results,
+                &[
+                    "fragment bytes",
+                    "swdaq msg/s",
+                    "swdaq GB/s",
+                    "bare ZeroMQ msg/s",
+                    "bare GB/s",
+                    "ratio",
+                ],
+                |r| {
+                    vec![
+                        r.fragment_bytes.to_string(),
+                        format!("{:.0}", r.swdaq_messages_per_s),
+                        format!("{:.2}", r.swdaq_gb_per_s),
+                        format!("{:.0}", r.bare_zmq_messages_per_s),
+                        format!("{:.2}", r.bare_zmq_gb_per_s),
+                        format!("{:.2}", r.ratio),
                     ]
                 },
             )

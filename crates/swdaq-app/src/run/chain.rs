@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 use swdaq_dataflow::nodes::{BuilderPorts, run_builder, run_trigger};
 use swdaq_dataflow::transport::local;
 use swdaq_dataflow::{
-    BuildOutcome, BuilderConfig, BuilderReport, RecordBuilder, StorageFailurePolicy, TriggerInput,
-    TriggerReport,
+    BuildOutcome, BuilderConfig, BuilderReport, CreditsToTrigger, RecordBuilder,
+    StorageFailurePolicy, TriggerInput, TriggerReport,
 };
 use swdaq_format::FrameFormat;
 use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
@@ -264,7 +264,7 @@ pub fn run_chain(
                         decisions: decision_rx,
                         routes,
                         responses: response_rx,
-                        credits: credit_tx,
+                        credits: CreditsToTrigger(credit_tx),
                     },
                     &mut sink,
                     NODE_POLL,

@@ -1,0 +1,164 @@
+//! `swdaq bench transport`: fragments through swdaq's ZeroMQ transport (header encoding,
+//! checks, zero-copy payload) against bare ZeroMQ PUSH/PULL of the same sizes, over TCP
+//! loopback, in the same run. Each sender makes a fresh buffer per message (a fragment is
+//! assembled per request), so both sides copy the same bytes once.
+
+use crate::socket::{Inlet, NetOptions, Outlet};
+use crate::wire::Message;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+use swdaq_format::SourceId;
+use swdaq_readout::request::{DataRequest, RequestStatus};
+use swdaq_readout::server::Outcome;
+
+#[derive(Debug, Clone, Copy)]
+pub struct TransportBenchConfig {
+    pub sizes: &'static [usize],
+    /// Bytes moved per measurement and size.
+    pub bytes_per_round: usize,
+    /// Alternating rounds of each transport; the median is reported.
+    pub rounds: usize,
+}
+
+impl Default for TransportBenchConfig {
+    fn default() -> Self {
+        Self {
+            sizes: &[4 << 10, 64 << 10, 1 << 20],
+            bytes_per_round: 512 << 20,
+            rounds: 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportResult {
+    pub fragment_bytes: usize,
+    pub messages: usize,
+    pub swdaq_messages_per_s: f64,
+    pub swdaq_gb_per_s: f64,
+    pub bare_zmq_messages_per_s: f64,
+    pub bare_zmq_gb_per_s: f64,
+    /// swdaq over bare ZeroMQ, medians of the same run.
+    pub ratio: f64,
+}
+
+pub fn run(config: &TransportBenchConfig) -> Result<Vec<TransportResult>, crate::NetError> {
+    let mut out = Vec::new();
+    for &size in config.sizes {
+        let messages = (config.bytes_per_round / size).max(1000);
+        let (mut ours, mut bare) = (Vec::new(), Vec::new());
+        for _ in 0..config.rounds {
+            ours.push(swdaq_round(size, messages)?);
+            bare.push(bare_round(size, messages)?);
+        }
+        let (ours, bare) = (median(ours), median(bare));
+        let rate = |s: f64| messages as f64 / s;
+        let gb = |s: f64| (messages * size) as f64 / s / 1e9;
+        out.push(TransportResult {
+            fragment_bytes: size,
+            messages,
+            swdaq_messages_per_s: rate(ours),
+            swdaq_gb_per_s: gb(ours),
+            bare_zmq_messages_per_s: rate(bare),
+            bare_zmq_gb_per_s: gb(bare),
+            ratio: bare / ours,
+        });
+    }
+    Ok(out)
+}
+
+fn median(mut seconds: Vec<f64>) -> f64 {
+    seconds.sort_by(f64::total_cmp);
+    seconds[seconds.len() / 2]
+}
+
+/// Seconds to move `messages` fragments of `size` bytes through an outlet into an inlet.
+fn swdaq_round(size: usize, messages: usize) -> Result<f64, crate::NetError> {
+    let context = zmq::Context::new();
+    let mut inlet = Inlet::bind(&context, "tcp://127.0.0.1:0")?;
+    let outlet = Outlet::connect(&context, inlet.endpoint(), 1, &NetOptions::default())?;
+    let template = vec![0x5au8; size];
+    let request = DataRequest {
+        trigger_number: 0,
+        trigger_timestamp: 0,
+        run_number: 1,
+        sequence_number: 0,
+        source: SourceId::readout(0),
+        window_begin: 0,
+        window_end: 1,
+        destination: 0,
+    };
+    warm_up(
+        || outlet.send(&Message::End).is_ok(),
+        || inlet.receive(Duration::from_secs(10)).is_some(),
+    );
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for n in 0..messages as u64 {
+                let meta = Message::Fragment {
+                    request: DataRequest {
+                        trigger_number: n,
+                        ..request
+                    },
+                    outcome: Outcome::Served(RequestStatus::Complete),
+                    latency_us: 0,
+                };
+                outlet
+                    .send_fragment(&meta, template.clone())
+                    .expect("the bench's receiver is alive");
+            }
+        });
+        let mut received = 0;
+        while received < messages {
+            let d = inlet
+                .receive(Duration::from_secs(10))
+                .expect("the bench's sender is alive");
+            assert_eq!(d.payload.map(|p| p.len()), Some(size));
+            received += 1;
+        }
+    });
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// The same over bare PUSH/PULL sockets: one frame per message, no header, no checks.
+fn bare_round(size: usize, messages: usize) -> Result<f64, crate::NetError> {
+    let context = zmq::Context::new();
+    let pull = context.socket(zmq::PULL)?;
+    pull.bind("tcp://127.0.0.1:0")?;
+    let endpoint = pull.get_last_endpoint()?.unwrap_or_default();
+    let push = context.socket(zmq::PUSH)?;
+    push.set_sndhwm(NetOptions::default().queue_messages)?;
+    push.connect(&endpoint)?;
+    let template = vec![0x5au8; size];
+    warm_up(
+        || push.send(&b"x"[..], 0).is_ok(),
+        || pull.poll(zmq::POLLIN, 10_000).unwrap_or(0) > 0 && pull.recv_msg(0).is_ok(),
+    );
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            for _ in 0..messages {
+                push.send(zmq::Message::from(template.clone()), 0)
+                    .expect("the bench's receiver is alive");
+            }
+        });
+        for _ in 0..messages {
+            let m = pull.recv_msg(0).expect("the bench's sender is alive");
+            assert_eq!(m.len(), size);
+        }
+    });
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Sends one message and waits for it, so connecting is not timed.
+fn warm_up(mut send: impl FnMut() -> bool, received: impl FnOnce() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !send() {
+        assert!(
+            Instant::now() < deadline,
+            "no loopback connection within 10 s"
+        );
+    }
+    assert!(received(), "the warm-up message did not arrive within 10 s");
+}

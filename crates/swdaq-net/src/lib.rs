@@ -1,0 +1,18 @@
+//! swdaq between processes and hosts, over ZeroMQ.
+//!
+//! * [`wire`]: the dataflow's messages on the wire — a fixed header (magic, protocol
+//!   version, frame count, sender) and a `postcard` body; fragments' bytes travel as a second
+//!   frame without a copy. A peer speaking another version, or garbage, is refused and counted.
+//! * [`socket`]: one [`Inlet`] (PULL) per application, one [`Outlet`] (PUSH) per peer it
+//!   sends to; outlets implement the dataflow's `Outbox`, so the node loops run unchanged.
+//! * [`liveness`]: heartbeats on every outlet, and peers declared gone after a silence.
+//! * [`bench`]: fragment throughput through this transport against bare ZeroMQ.
+
+pub mod bench;
+pub mod liveness;
+pub mod socket;
+pub mod wire;
+
+pub use liveness::{Heartbeat, Liveness};
+pub use socket::{Delivery, Inlet, InletCounts, NetError, NetOptions, Outlet, SendError};
+pub use wire::{AppId, Message, PROTOCOL_VERSION, WireError};

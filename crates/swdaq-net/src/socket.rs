@@ -1,0 +1,319 @@
+//! ZeroMQ endpoints: every application binds one [`Inlet`] (a PULL socket) where all its
+//! peers send, and holds one [`Outlet`] (a PUSH socket) per peer it sends to. One inbox per
+//! application keeps the topology to one address per application; the message kind in the
+//! header says what each message is for.
+//!
+//! Outlets never wait for ever: a send that a peer does not take within the send time-out
+//! (peer gone, or too slow) fails and is counted, so a dead peer costs its own data, never
+//! the sender's progress. Inlets refuse what is not ours (wrong magic, another protocol
+//! version, a malformed body) with a counter and a line on stderr, and remember when each
+//! peer was last heard from (liveness; see `crate::liveness`).
+
+use crate::wire::{self, AppId, Message, WireError};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use swdaq_dataflow::transport::{Disconnected, Outbox};
+
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NetOptions {
+    /// How long a send may wait for a peer that does not take the message.
+    pub send_timeout: Duration,
+    /// Messages queued per peer before sends wait (ZeroMQ high-water mark).
+    pub queue_messages: i32,
+    /// How long queued messages still go out after an outlet is dropped.
+    pub linger: Duration,
+}
+
+impl Default for NetOptions {
+    fn default() -> Self {
+        Self {
+            send_timeout: Duration::from_millis(1000),
+            queue_messages: 1000,
+            linger: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("cannot bind {endpoint}: {source}")]
+    Bind {
+        endpoint: String,
+        source: zmq::Error,
+    },
+    #[error("cannot connect to {endpoint}: {source}")]
+    Connect {
+        endpoint: String,
+        source: zmq::Error,
+    },
+    #[error("ZeroMQ: {0}")]
+    Zmq(#[from] zmq::Error),
+}
+
+/// Why a send failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("the peer did not take the message in time (gone, or too slow)")]
+    TimedOut,
+    #[error("the ZeroMQ context is closing")]
+    Closing,
+}
+
+struct OutletInner {
+    socket: Mutex<zmq::Socket>,
+    sender: AppId,
+    endpoint: String,
+    sent: AtomicU64,
+    undelivered: AtomicU64,
+}
+
+/// A PUSH socket connected to one peer's inbox; cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Outlet(Arc<OutletInner>);
+
+impl Outlet {
+    /// Connects (in the background: the peer need not be up yet) to `endpoint`, sending as
+    /// application `sender`.
+    pub fn connect(
+        context: &zmq::Context,
+        endpoint: &str,
+        sender: AppId,
+        options: &NetOptions,
+    ) -> Result<Self, NetError> {
+        let socket = context.socket(zmq::PUSH)?;
+        socket.set_sndhwm(options.queue_messages)?;
+        socket.set_sndtimeo(options.send_timeout.as_millis() as i32)?;
+        socket.set_linger(options.linger.as_millis() as i32)?;
+        // Queue only for a connected peer: messages for one that is gone fail (counted)
+        // instead of piling up for a reconnection that may never come.
+        socket.set_immediate(true)?;
+        socket
+            .connect(endpoint)
+            .map_err(|source| NetError::Connect {
+                endpoint: endpoint.into(),
+                source,
+            })?;
+        Ok(Self(Arc::new(OutletInner {
+            socket: Mutex::new(socket),
+            sender,
+            endpoint: endpoint.into(),
+            sent: AtomicU64::new(0),
+            undelivered: AtomicU64::new(0),
+        })))
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.0.endpoint
+    }
+
+    /// Messages sent, and messages the peer did not take.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.0.sent.load(Ordering::Relaxed),
+            self.0.undelivered.load(Ordering::Relaxed),
+        )
+    }
+
+    pub fn send(&self, message: &Message) -> Result<(), SendError> {
+        self.send_frames(message, None, 0)
+    }
+
+    /// Sends without waiting at all: fails at once when the peer's queue is full.
+    pub fn try_send(&self, message: &Message) -> Result<(), SendError> {
+        self.send_frames(message, None, zmq::DONTWAIT)
+    }
+
+    /// A fragment: its metadata, then its bytes as a second frame, handed over without a copy.
+    pub fn send_fragment(&self, message: &Message, bytes: Vec<u8>) -> Result<(), SendError> {
+        self.send_frames(message, Some(bytes), 0)
+    }
+
+    fn send_frames(
+        &self,
+        message: &Message,
+        payload: Option<Vec<u8>>,
+        flags: i32,
+    ) -> Result<(), SendError> {
+        let head = wire::encode(self.0.sender, message, payload.is_some() as u16);
+        let socket = self.0.socket.lock().unwrap_or_else(|e| e.into_inner());
+        let result = match payload {
+            None => socket.send(head, flags),
+            // A multipart message is atomic in ZeroMQ: the first frame waits (or times out)
+            // for room, the second then always goes.
+            Some(bytes) => socket
+                .send(head, flags | zmq::SNDMORE)
+                .and_then(|()| socket.send(zmq::Message::from(bytes), flags)),
+        };
+        match result {
+            Ok(()) => {
+                self.0.sent.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.0.undelivered.fetch_add(1, Ordering::Relaxed);
+                Err(if e == zmq::Error::ETERM {
+                    SendError::Closing
+                } else {
+                    SendError::TimedOut
+                })
+            }
+        }
+    }
+}
+
+/// Dataflow nodes send through outlets as through any other transport.
+impl<T: Into<Message> + Send> Outbox<T> for Outlet {
+    fn send(&self, message: T) -> Result<(), Disconnected> {
+        Outlet::send(self, &message.into()).map_err(|_| Disconnected)
+    }
+}
+
+/// One message as received, checked.
+#[derive(Debug)]
+pub struct Delivery {
+    pub sender: AppId,
+    pub message: Message,
+    /// A fragment's bytes, as ZeroMQ received them (no copy made yet).
+    pub payload: Option<zmq::Message>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InletCounts {
+    pub received: u64,
+    /// Messages refused, by reason: `garbage`, `version`, `malformed`.
+    pub refused: BTreeMap<String, u64>,
+}
+
+/// An application's inbox: a PULL socket every peer sends to.
+pub struct Inlet {
+    socket: zmq::Socket,
+    endpoint: String,
+    counts: InletCounts,
+    last_seen: HashMap<AppId, Instant>,
+    refusals_logged: u32,
+}
+
+/// Refusals written to stderr per inlet; the rest are only counted.
+const REFUSALS_LOGGED: u32 = 10;
+
+impl Inlet {
+    pub fn bind(context: &zmq::Context, endpoint: &str) -> Result<Self, NetError> {
+        let socket = context.socket(zmq::PULL)?;
+        socket.set_rcvhwm(NetOptions::default().queue_messages)?;
+        socket.set_linger(0)?;
+        socket.bind(endpoint).map_err(|source| NetError::Bind {
+            endpoint: endpoint.into(),
+            source,
+        })?;
+        let endpoint = socket
+            .get_last_endpoint()?
+            .unwrap_or_else(|raw| String::from_utf8_lossy(&raw).into_owned());
+        Ok(Self {
+            socket,
+            endpoint,
+            counts: InletCounts::default(),
+            last_seen: HashMap::new(),
+            refusals_logged: 0,
+        })
+    }
+
+    /// The bound address (with the port the system chose, for `tcp://127.0.0.1:0`).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub fn counts(&self) -> &InletCounts {
+        &self.counts
+    }
+
+    /// When `peer` was last heard from (any message, heartbeats included).
+    pub fn last_seen(&self, peer: AppId) -> Option<Instant> {
+        self.last_seen.get(&peer).copied()
+    }
+
+    /// The next valid message other than a heartbeat, waiting at most `wait`. Refused
+    /// messages are counted and skipped.
+    pub fn receive(&mut self, wait: Duration) -> Option<Delivery> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ready = self
+                .socket
+                .poll(zmq::POLLIN, left.as_millis().min(i64::MAX as u128) as i64)
+                .unwrap_or(0);
+            if ready == 0 {
+                return None;
+            }
+            if let Some(d) = self.receive_one() {
+                return Some(d);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+        }
+    }
+
+    /// Reads one whole multipart message; `None` if it was refused or a heartbeat.
+    fn receive_one(&mut self) -> Option<Delivery> {
+        let mut frames = Vec::with_capacity(2);
+        loop {
+            match self.socket.recv_msg(zmq::DONTWAIT) {
+                Ok(frame) => {
+                    let more = frame.get_more();
+                    frames.push(frame);
+                    if !more {
+                        break;
+                    }
+                }
+                Err(_) if frames.is_empty() => return None,
+                // ZeroMQ delivers multipart messages whole: the rest is there.
+                Err(_) => continue,
+            }
+        }
+        let decoded = match wire::decode(&frames[0]) {
+            Ok(d) if d.frames_after as usize == frames.len() - 1 => d,
+            Ok(d) => {
+                self.refuse(WireError::Malformed {
+                    sender: d.sender,
+                    what: "message",
+                    reason: format!(
+                        "header announces {} more frames, {} came",
+                        d.frames_after,
+                        frames.len() - 1
+                    ),
+                });
+                return None;
+            }
+            Err(e) => {
+                self.refuse(e);
+                return None;
+            }
+        };
+        self.counts.received += 1;
+        self.last_seen.insert(decoded.sender, Instant::now());
+        if decoded.message == Message::Heartbeat {
+            return None;
+        }
+        let mut frames = frames.into_iter();
+        frames.next();
+        Some(Delivery {
+            sender: decoded.sender,
+            message: decoded.message,
+            payload: frames.next(),
+        })
+    }
+
+    fn refuse(&mut self, error: WireError) {
+        *self
+            .counts
+            .refused
+            .entry(error.reason().to_string())
+            .or_default() += 1;
+        if self.refusals_logged < REFUSALS_LOGGED {
+            self.refusals_logged += 1;
+            eprintln!("swdaq: {}: refused a message: {error}", self.endpoint);
+        }
+    }
+}

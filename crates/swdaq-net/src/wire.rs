@@ -1,0 +1,384 @@
+//! The dataflow's messages on the wire.
+//!
+//! Every ZeroMQ message starts with one frame holding a fixed 12-byte header and the
+//! message body:
+//!
+//! | bytes | field | meaning |
+//! |---|---|---|
+//! | 0..4 | magic | `SWDQ`: anything else is not ours and is refused |
+//! | 4..6 | version | [`PROTOCOL_VERSION`], little endian: another version is refused, never guessed at |
+//! | 6..8 | frames | frames that follow this one (0, or 1 for a fragment's bytes) |
+//! | 8..12 | sender | the sending application's index in the topology |
+//! | 12.. | body | the [`Message`], `postcard`-encoded |
+//!
+//! A fragment travels as a second frame holding its bytes as they are, handed to ZeroMQ
+//! without a copy. Bodies are encoded with `postcard` (a compact, well-kept serde format);
+//! the version field is what makes a change of any message a refused peer, not a misread one.
+
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use swdaq_dataflow::TriggerInput;
+use swdaq_format::TriggerPrimitive;
+use swdaq_readout::request::DataRequest;
+use swdaq_readout::server::Outcome;
+use swdaq_trigger::{TpBatch, TriggerDecision};
+
+pub const MAGIC: [u8; 4] = *b"SWDQ";
+/// Bump on any change to [`Message`] or the header.
+pub const PROTOCOL_VERSION: u16 = 1;
+pub const HEADER_SIZE: usize = 12;
+
+/// An application's index in the topology (`[[topology.apps]]`, in order).
+pub type AppId = u32;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    /// "I am alive": sent on every outgoing link when it has been idle.
+    Heartbeat,
+    /// No more messages of this stream: the trigger's decisions (to the orchestrator), the
+    /// orchestrator's decisions (to a builder).
+    End,
+    /// A link's TPs, readout to trigger.
+    Tps(WireTpBatch),
+    /// A link's TP stream has ended, readout to trigger.
+    LinkEnded { link: u32 },
+    /// The trigger may issue this many more decisions, orchestrator to trigger.
+    Credits { n: u64 },
+    /// Trigger to orchestrator, and orchestrator to the builder it chose.
+    Decision(TriggerDecision),
+    /// A builder can take this many more records, builder to orchestrator.
+    BuilderCredits { n: u64 },
+    /// A builder has handed this record to storage (it is the builder's credit back).
+    RecordDone { trigger_number: u64 },
+    /// Builder to readout.
+    Request(DataRequest),
+    /// Readout to builder; followed by a frame with the fragment's bytes.
+    Fragment {
+        request: DataRequest,
+        outcome: Outcome,
+        latency_us: u64,
+    },
+}
+
+impl Message {
+    /// The message's name, for counters and errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Heartbeat => "heartbeat",
+            Message::End => "end",
+            Message::Tps(_) => "tps",
+            Message::LinkEnded { .. } => "link-ended",
+            Message::Credits { .. } => "credits",
+            Message::Decision(_) => "decision",
+            Message::BuilderCredits { .. } => "builder-credits",
+            Message::RecordDone { .. } => "record-done",
+            Message::Request(_) => "request",
+            Message::Fragment { .. } => "fragment",
+        }
+    }
+}
+
+/// A [`TpBatch`] on the wire: the release time travels as wall-clock time (hosts' clocks
+/// are assumed synchronised, as a DAQ's are; on one host it is exact).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireTpBatch {
+    pub link: u32,
+    pub horizon: u64,
+    pub released_unix_ns: u64,
+    pub tps: Vec<TriggerPrimitive>,
+}
+
+fn unix_ns(at: Instant) -> u64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .saturating_sub(at.elapsed());
+    since_epoch.as_nanos() as u64
+}
+
+fn instant_of(unix_ns: u64) -> Instant {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let age = now.saturating_sub(Duration::from_nanos(unix_ns));
+    Instant::now().checked_sub(age).unwrap_or_else(Instant::now)
+}
+
+impl From<TpBatch> for WireTpBatch {
+    fn from(b: TpBatch) -> Self {
+        Self {
+            link: b.link as u32,
+            horizon: b.horizon,
+            released_unix_ns: unix_ns(b.released_at),
+            tps: b.tps,
+        }
+    }
+}
+
+impl From<WireTpBatch> for TpBatch {
+    fn from(b: WireTpBatch) -> Self {
+        Self {
+            link: b.link as usize,
+            tps: b.tps,
+            horizon: b.horizon,
+            released_at: instant_of(b.released_unix_ns),
+        }
+    }
+}
+
+impl From<TriggerInput> for Message {
+    fn from(input: TriggerInput) -> Self {
+        match input {
+            TriggerInput::Tps(b) => Message::Tps(b.into()),
+            TriggerInput::LinkEnded(link) => Message::LinkEnded { link: link as u32 },
+            TriggerInput::Credits(n) => Message::Credits { n },
+            // The trigger application is stopped by its launcher, never over the wire.
+            TriggerInput::Stop => Message::End,
+        }
+    }
+}
+
+impl From<TriggerDecision> for Message {
+    fn from(d: TriggerDecision) -> Self {
+        Message::Decision(d)
+    }
+}
+
+impl From<DataRequest> for Message {
+    fn from(r: DataRequest) -> Self {
+        Message::Request(r)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("{0} bytes: shorter than the {HEADER_SIZE}-byte header")]
+    Truncated(usize),
+    #[error("not a swdaq message (starts {0:02x?})")]
+    BadMagic([u8; 4]),
+    #[error(
+        "peer {sender} speaks protocol version {version}, this swdaq speaks {PROTOCOL_VERSION}"
+    )]
+    Version { sender: AppId, version: u16 },
+    #[error("peer {sender}: malformed {what}: {reason}")]
+    Malformed {
+        sender: AppId,
+        what: &'static str,
+        reason: String,
+    },
+}
+
+impl WireError {
+    /// The counter this refusal is counted under.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WireError::Truncated(_) | WireError::BadMagic(_) => "garbage",
+            WireError::Version { .. } => "version",
+            WireError::Malformed { .. } => "malformed",
+        }
+    }
+}
+
+/// The first frame of a message from `sender`.
+pub fn encode(sender: AppId, message: &Message, frames_after: u16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    out.extend_from_slice(&frames_after.to_le_bytes());
+    out.extend_from_slice(&sender.to_le_bytes());
+    postcard::to_io(message, &mut out).expect("writing to a Vec cannot fail");
+    out
+}
+
+/// A checked first frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    pub sender: AppId,
+    pub message: Message,
+    pub frames_after: u16,
+}
+
+/// Checks and decodes a message's first frame; never panics on any input.
+pub fn decode(frame: &[u8]) -> Result<Decoded, WireError> {
+    if frame.len() < HEADER_SIZE {
+        return Err(WireError::Truncated(frame.len()));
+    }
+    let word = |at: usize| [frame[at], frame[at + 1], frame[at + 2], frame[at + 3]];
+    if word(0) != MAGIC {
+        return Err(WireError::BadMagic(word(0)));
+    }
+    let version = u16::from_le_bytes([frame[4], frame[5]]);
+    let frames_after = u16::from_le_bytes([frame[6], frame[7]]);
+    let sender = u32::from_le_bytes(word(8));
+    if version != PROTOCOL_VERSION {
+        return Err(WireError::Version { sender, version });
+    }
+    let malformed = |reason: String| WireError::Malformed {
+        sender,
+        what: "body",
+        reason,
+    };
+    let (message, rest) = postcard::take_from_bytes::<Message>(&frame[HEADER_SIZE..])
+        .map_err(|e| malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(malformed(format!("{} bytes after the message", rest.len())));
+    }
+    let expected = matches!(message, Message::Fragment { .. }) as u16;
+    if frames_after != expected {
+        return Err(WireError::Malformed {
+            sender,
+            what: "frame count",
+            reason: format!(
+                "a {} is followed by {expected} frames, not {frames_after}",
+                message.kind()
+            ),
+        });
+    }
+    Ok(Decoded {
+        sender,
+        message,
+        frames_after,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use swdaq_format::SourceId;
+    use swdaq_readout::request::RequestStatus;
+    use swdaq_trigger::decision::ReadoutWindow;
+
+    fn request() -> DataRequest {
+        DataRequest {
+            trigger_number: 7,
+            trigger_timestamp: 1000,
+            run_number: 3,
+            sequence_number: 0,
+            source: SourceId::readout(2),
+            window_begin: 900,
+            window_end: 1100,
+            destination: 1,
+        }
+    }
+
+    fn every_kind() -> Vec<Message> {
+        vec![
+            Message::Heartbeat,
+            Message::End,
+            Message::Tps(WireTpBatch {
+                link: 3,
+                horizon: 99,
+                released_unix_ns: 12345,
+                tps: vec![TriggerPrimitive::default(); 3],
+            }),
+            Message::LinkEnded { link: 1 },
+            Message::Credits { n: 8 },
+            Message::Decision(TriggerDecision {
+                trigger_number: 1,
+                timestamp: 2,
+                trigger_type: 3,
+                candidates: 1,
+                windows: vec![ReadoutWindow {
+                    source: SourceId::readout(0),
+                    begin: 1,
+                    end: 2,
+                }],
+            }),
+            Message::BuilderCredits { n: 4 },
+            Message::RecordDone { trigger_number: 5 },
+            Message::Request(request()),
+            Message::Fragment {
+                request: request(),
+                outcome: Outcome::Served(RequestStatus::Complete),
+                latency_us: 17,
+            },
+        ]
+    }
+
+    #[test]
+    fn every_message_survives_the_round_trip() {
+        for m in every_kind() {
+            let frames = matches!(m, Message::Fragment { .. }) as u16;
+            let d = decode(&encode(9, &m, frames)).unwrap();
+            assert_eq!((d.sender, &d.message, d.frames_after), (9, &m, frames));
+        }
+    }
+
+    #[test]
+    fn another_version_is_refused_naming_both() {
+        let mut frame = encode(4, &Message::Heartbeat, 0);
+        frame[4] = 2;
+        let e = decode(&frame).unwrap_err();
+        assert_eq!(
+            e,
+            WireError::Version {
+                sender: 4,
+                version: 2
+            }
+        );
+        assert!(e.to_string().contains("version 2"), "{e}");
+        assert_eq!(e.reason(), "version");
+    }
+
+    #[test]
+    fn a_fragment_without_its_bytes_frame_is_refused() {
+        let m = Message::Fragment {
+            request: request(),
+            outcome: Outcome::UnknownSource,
+            latency_us: 0,
+        };
+        assert_eq!(decode(&encode(0, &m, 0)).unwrap_err().reason(), "malformed");
+        assert_eq!(
+            decode(&encode(0, &Message::End, 1)).unwrap_err().reason(),
+            "malformed"
+        );
+    }
+
+    #[test]
+    fn garbage_and_short_frames_are_refused() {
+        assert_eq!(
+            decode(b"GET / HTTP/1.1\r\n").unwrap_err().reason(),
+            "garbage"
+        );
+        assert_eq!(decode(b"SWDQ").unwrap_err(), WireError::Truncated(4));
+        let mut trailing = encode(0, &Message::Heartbeat, 0);
+        trailing.push(0);
+        assert_eq!(decode(&trailing).unwrap_err().reason(), "malformed");
+    }
+
+    #[test]
+    fn tp_batches_keep_their_release_time() {
+        let released_at = Instant::now() - Duration::from_millis(250);
+        let wire = WireTpBatch::from(TpBatch {
+            link: 2,
+            tps: vec![],
+            horizon: 5,
+            released_at,
+        });
+        let back = TpBatch::from(wire);
+        let error = back.released_at.elapsed().as_secs_f64() - 0.25;
+        assert!(error.abs() < 0.05, "{error}");
+    }
+
+    proptest! {
+        /// Any bytes, and any valid message cut or with a byte changed: a message or an
+        /// error, never a panic.
+        #[test]
+        fn any_bytes_decode_or_fail_cleanly(
+            bytes in proptest::collection::vec(any::<u8>(), 0..256),
+            pick in 0usize..10,
+            cut in 0usize..512,
+            flip in any::<(usize, u8)>(),
+        ) {
+            let _ = decode(&bytes);
+            let m = &every_kind()[pick];
+            let mut frame = encode(1, m, matches!(m, Message::Fragment { .. }) as u16);
+            let at = flip.0 % frame.len();
+            frame[at] ^= flip.1;
+            let _ = decode(&frame);
+            frame.truncate(cut % (frame.len() + 1));
+            let _ = decode(&frame);
+        }
+    }
+}
