@@ -14,7 +14,7 @@ pub fn matches(tp: &TriggerPrimitive, channel: u32, p: &TruePulse) -> bool {
 }
 
 /// Hit-finding quality on collection channels against the truth of one stretch of data.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Score {
     /// True collection pulses with peak >= 5 noise sigma, and how many have a matching TP.
     pub pulses_5_sigma: u64,

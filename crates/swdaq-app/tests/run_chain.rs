@@ -71,9 +71,10 @@ fn read_records(dir: &Path) -> Vec<TriggerRecord> {
 
 /// Every frame each link delivers, by timestamp, replayed the way the emulator source does.
 fn emulator_frames(c: &RunConfig, frames_per_link: usize) -> Vec<HashMap<u64, Vec<u8>>> {
-    emulate(&c.emulator)
+    let links: Vec<u32> = (0..c.emulator.links).collect();
+    emulate(&c.emulator, &links)
         .unwrap()
-        .into_iter()
+        .into_values()
         .map(|link| {
             let mut source = ReplaySource::new(link.template, None, None);
             let mut slot = vec![0u8; wibeth::FRAME_SIZE];

@@ -51,7 +51,7 @@ pub struct BuiltRecord {
     pub started: Instant,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BuilderCounts {
     pub decisions: u64,
     /// Decisions whose trigger number was already being built or built: ignored.

@@ -22,7 +22,7 @@ pub enum TriggerInput {
     Stop,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct TriggerReport {
     pub counts: TriggerCounts,
     /// Data time to decision, for every decision issued.
@@ -110,7 +110,7 @@ pub enum StorageFailurePolicy {
     Shed,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct BuilderReport {
     pub counts: crate::BuilderCounts,
     pub stored: u64,

@@ -17,7 +17,7 @@ pub mod frame_flags {
 }
 
 /// What a check found, counted by kind. One frame can add to several.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CheckCounts {
     pub frames_ok: u64,
     /// Frames that never arrived, inferred from timestamp (and sequence) steps.

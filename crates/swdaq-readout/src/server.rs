@@ -40,7 +40,7 @@ pub enum Outcome {
     UnknownSource,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ServerCounts {
     pub by_outcome: HashMap<Outcome, u64>,
     /// Requests for a (trigger, sequence, source) already answered: answered again.

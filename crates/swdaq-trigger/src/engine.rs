@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use swdaq_format::{SourceId, TriggerPrimitive};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TriggerCounts {
     pub merge: MergeCounts,
     /// Candidates proposed (before prescale) and kept (after).

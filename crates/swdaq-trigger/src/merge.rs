@@ -34,7 +34,7 @@ struct LinkInput {
     stale: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MergeCounts {
     pub tps_in: u64,
     /// TPs that arrived after the merged stream had passed their time (a late link).

@@ -10,6 +10,8 @@ use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, ThresholdConfig};
 use swdaq_trigger::TriggerConfig;
 use swdaq_trigger::config::TICKS_PER_SECOND;
 
+use super::topology::TopologySection;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunConfig {
@@ -20,6 +22,8 @@ pub struct RunConfig {
     pub trigger: TriggerConfig,
     pub dataflow: DataflowSection,
     pub storage: StorageSection,
+    /// Applications in several processes and hosts; empty: the chain in one process.
+    pub topology: TopologySection,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -306,7 +310,7 @@ impl RunConfig {
             "storage.max_file_mb",
             "must be >= 1",
         )?;
-        Ok(())
+        self.topology.validate(emu.links)
     }
 }
 

@@ -2,6 +2,7 @@
 //! `swdaq-sim`, with its truth) and replayed in a loop by the readout's emulator source.
 
 use super::config::EmulatorSection;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use swdaq_format::FrameFormat;
 use swdaq_format::wibeth;
@@ -28,13 +29,20 @@ pub struct EmulatedLink {
     pub truth: LinkTruth,
 }
 
-/// Generates every link's template, spreading links over the machine's cores.
-pub fn emulate(config: &EmulatorSection) -> anyhow::Result<Vec<EmulatedLink>> {
+/// Emulated links by link number.
+pub type Emulated = BTreeMap<usize, EmulatedLink>;
+
+/// Generates the templates of `links` (each link's data depends only on the configuration
+/// and its number, so applications that share the configuration agree on every link),
+/// spreading links over the machine's cores.
+pub fn emulate(config: &EmulatorSection, links: &[u32]) -> anyhow::Result<Emulated> {
     let detector = Detector::new(config.sim.clone())?;
     let frames = (config.template_s * 62.5e6 / wibeth::TICKS_PER_FRAME as f64).ceil() as usize;
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let links: Vec<u32> = (0..config.links).collect();
-    let mut out: Vec<Option<EmulatedLink>> = (0..links.len()).map(|_| None).collect();
+    let mut out = Emulated::new();
+    if links.is_empty() {
+        return Ok(out);
+    }
     std::thread::scope(|s| {
         let handles: Vec<_> = links
             .chunks(links.len().div_ceil(workers))
@@ -50,11 +58,11 @@ pub fn emulate(config: &EmulatorSection) -> anyhow::Result<Vec<EmulatedLink>> {
             .collect();
         for h in handles {
             for (link, emulated) in h.join().expect("emulator thread") {
-                out[link as usize] = Some(emulated);
+                out.insert(link as usize, emulated);
             }
         }
     });
-    Ok(out.into_iter().map(|l| l.expect("every link")).collect())
+    Ok(out)
 }
 
 fn emulate_link(detector: &Detector, link: u32, frames: usize) -> EmulatedLink {

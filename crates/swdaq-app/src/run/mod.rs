@@ -5,7 +5,9 @@ pub mod chain;
 pub mod config;
 pub mod emulator;
 pub mod metrics;
+pub mod readout;
 pub mod sink;
+pub mod topology;
 pub mod view;
 
 use anyhow::Context;

@@ -15,7 +15,9 @@ pub struct StorageSink {
 }
 
 impl StorageSink {
-    pub fn start(config: &RunConfig) -> anyhow::Result<Self> {
+    /// Files are named `PREFIX_runNNNNNN_NNNN.hdf5` and carry `application` as their
+    /// `application_name` attribute.
+    pub fn start(config: &RunConfig, prefix: &str, application: &str) -> anyhow::Result<Self> {
         let s = &config.storage;
         if !s.enabled {
             return Ok(Self {
@@ -25,8 +27,8 @@ impl StorageSink {
         }
         let store = StoreConfig {
             directory: config.run.output_dir.clone(),
-            file_prefix: "swdaq".into(),
-            application_name: "swdaq run".into(),
+            file_prefix: prefix.into(),
+            application_name: application.into(),
             run_number: config.run.number,
             max_file_bytes: s.max_file_mb << 20,
             max_records_per_file: s.max_records_per_file,

@@ -1,0 +1,450 @@
+//! The readout side of `swdaq run`, shared by the one-process chain and the readout
+//! application: one thread per group of links (latency buffer, emulated source, hit
+//! finding), each link's TPs handed to the trigger in batches with a horizon, and the
+//! link reports and hit-finding score at the end.
+
+use super::config::RunConfig;
+use super::emulator::{Emulated, EmulatedLink, START_TIMESTAMP};
+use crate::truth_match::Score;
+use anyhow::{Context, anyhow};
+use crossbeam_channel::{Sender, TrySendError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::thread::{Scope, ScopedJoinHandle};
+use std::time::{Duration, Instant};
+use swdaq_dataflow::TriggerInput;
+use swdaq_format::FrameFormat;
+use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
+use swdaq_monitor::Registry;
+use swdaq_readout::checks::CheckCounts;
+use swdaq_readout::hit_finding::HitFindingObserver;
+use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
+use swdaq_readout::metrics::LinkMetrics;
+use swdaq_readout::replay::ReplaySource;
+use swdaq_readout::thread::{LinkState, pin_current_thread, run_links};
+use swdaq_readout::tp_buffer::TpBuffer;
+use swdaq_tpg::{HitFinder, Implementation, Plane};
+use swdaq_trigger::TpBatch;
+use swdaq_trigger::config::TICKS_PER_SECOND;
+
+/// A link's TPs go to the trigger at least this often in data time (about 1 ms).
+const TP_BATCH_TICKS: u64 = 65_536;
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct LinkReport {
+    pub source_id: u32,
+    pub frames: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+    #[serde(skip)]
+    pub checks: CheckCounts,
+    pub trigger_primitives: u64,
+    /// TP batches the trigger's queue could not take (counted, never silent).
+    pub tp_batches_dropped: u64,
+    pub noisy_channels: Vec<u32>,
+    /// The source ended before the run did (a stopped link), or failed (the error).
+    pub ended_early: bool,
+    pub error: Option<String>,
+}
+
+/// A link's two buffers: raw frames and trigger primitives.
+type LinkBuffers = (Arc<LinkShared>, Arc<TpBuffer>);
+
+/// Start gate for the readout threads: all links start their clocks together, or none run;
+/// and the stop flag.
+pub struct ReadoutControl {
+    gate: AtomicU8,
+    running: AtomicBool,
+}
+
+const WAIT: u8 = 0;
+const GO: u8 = 1;
+const ABORT: u8 = 2;
+
+impl Default for ReadoutControl {
+    fn default() -> Self {
+        Self {
+            gate: AtomicU8::new(WAIT),
+            running: AtomicBool::new(true),
+        }
+    }
+}
+
+impl ReadoutControl {
+    /// Every link starts taking data.
+    pub fn go(&self) {
+        self.gate.store(GO, Ordering::Release);
+    }
+
+    /// Every link stops (after `go`), or never starts (before it).
+    pub fn stop(&self) {
+        self.running.store(false, Ordering::Release);
+        let _ = self
+            .gate
+            .compare_exchange(WAIT, ABORT, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+/// The readout threads of a set of links, started and waiting at the gate.
+pub struct ReadoutSet<'scope> {
+    threads: Vec<ScopedJoinHandle<'scope, anyhow::Result<Vec<LinkOutput>>>>,
+    /// Each link's latency buffer and TP buffer, for the request server.
+    pub raw: Vec<Arc<LinkShared>>,
+    pub tps: Vec<Arc<TpBuffer>>,
+}
+
+/// What the readout reports at the end.
+pub struct ReadoutOutcome {
+    pub links: Vec<LinkReport>,
+    pub hit_finding: Score,
+}
+
+/// Starts the readout threads of the `emulated` links (`readout.links_per_thread` each),
+/// whose TPs go to `tps`; they create their buffers and wait for `control.go()`.
+pub fn start_readout<'scope, 'env>(
+    s: &'scope Scope<'scope, 'env>,
+    config: &'env RunConfig,
+    emulated: &'env Emulated,
+    control: &'env ReadoutControl,
+    registry: &'env Registry,
+    tps: Sender<TriggerInput>,
+) -> anyhow::Result<ReadoutSet<'scope>> {
+    let links: Vec<usize> = emulated.keys().copied().collect();
+    let (setup_tx, setup_rx) = crossbeam_channel::unbounded::<(usize, LinkBuffers)>();
+    let mut threads = Vec::new();
+    for (k, group) in links
+        .chunks(config.readout.links_per_thread as usize)
+        .enumerate()
+    {
+        let ctx = ReadoutThread {
+            config,
+            emulated,
+            links: group.to_vec(),
+            core: config.readout.pin_cores.get(k).copied(),
+            registry,
+            name: format!("readout-{k}"),
+            setup: setup_tx.clone(),
+            control,
+            tps: tps.clone(),
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(ctx.name.clone())
+                .spawn_scoped(s, move || ctx.run())?,
+        );
+    }
+    drop(setup_tx);
+    let mut shared: HashMap<usize, LinkBuffers> = setup_rx.iter().take(links.len()).collect();
+    if shared.len() < links.len() {
+        control.stop();
+        let errors: Vec<String> = threads
+            .into_iter()
+            .filter_map(|h| h.join().ok()?.err().map(|e| format!("{e:#}")))
+            .collect();
+        return Err(anyhow!("readout did not start: {}", errors.join("; ")));
+    }
+    let (raw, tps) = links
+        .iter()
+        .map(|i| shared.remove(i).expect("every link reported"))
+        .unzip();
+    Ok(ReadoutSet { threads, raw, tps })
+}
+
+impl ReadoutSet<'_> {
+    /// Every link has ended (sources finished or failed).
+    pub fn all_ended(&self) -> bool {
+        self.threads.iter().all(|h| h.is_finished())
+    }
+
+    /// Waits for the threads (after `control.stop()`) and scores their hit finding.
+    pub fn join(self, emulated: &Emulated) -> anyhow::Result<ReadoutOutcome> {
+        let mut links = Vec::new();
+        let mut first_pass = Vec::new();
+        for h in self.threads {
+            let out = h
+                .join()
+                .map_err(|_| anyhow!("a readout thread panicked"))??;
+            for (i, report, tps, horizon) in out {
+                links.push((i, report));
+                first_pass.push((i, tps, horizon));
+            }
+        }
+        links.sort_by_key(|(i, _)| *i);
+        Ok(ReadoutOutcome {
+            links: links.into_iter().map(|(_, r)| r).collect(),
+            hit_finding: score(emulated, &first_pass),
+        })
+    }
+}
+
+/// One readout thread: its links' buffers, sources, hit finders and TP forwarding.
+struct ReadoutThread<'a> {
+    config: &'a RunConfig,
+    emulated: &'a Emulated,
+    links: Vec<usize>,
+    core: Option<usize>,
+    registry: &'a Registry,
+    name: String,
+    setup: Sender<(usize, LinkBuffers)>,
+    control: &'a ReadoutControl,
+    tps: Sender<TriggerInput>,
+}
+
+/// Per link: the link's report, its first-pass TPs and how far its data got.
+type LinkOutput = (usize, LinkReport, Vec<TriggerPrimitive>, u64);
+
+impl ReadoutThread<'_> {
+    fn run(self) -> anyhow::Result<Vec<LinkOutput>> {
+        if let Some(core) = self.core {
+            pin_current_thread(core)
+                .with_context(|| format!("readout.pin_cores: {}", self.name))?;
+        }
+        // Created here, after pinning, so the buffers' pages are first touched (and placed)
+        // on this core's NUMA node.
+        let mut shared = Vec::new();
+        for &i in &self.links {
+            let link = LinkShared::new(
+                SourceId::readout(i as u32),
+                FrameFormat::WibEth,
+                self.config.readout.buffer_s,
+            )
+            .with_context(|| format!("allocating the latency buffer of link {i}"))?;
+            let tps = TpBuffer::new(
+                SourceId::trigger(i as u32),
+                (self.config.readout.buffer_s * TICKS_PER_SECOND) as u64,
+                START_TIMESTAMP,
+            );
+            shared.push((Arc::new(link), Arc::new(tps)));
+        }
+        for (&i, buffers) in self.links.iter().zip(&shared) {
+            self.setup.send((i, buffers.clone()))?;
+        }
+        loop {
+            match self.control.gate.load(Ordering::Acquire) {
+                GO => break,
+                ABORT => return Ok(Vec::new()),
+                _ => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        let mut ingests = Vec::new();
+        let mut taps = Vec::new();
+        for (&i, (link, tp_buffer)) in self.links.iter().zip(&shared) {
+            let emulated = &self.emulated[&i];
+            let ingest = Ingest::new(link, self.source(i), self.hit_finder(emulated)?)
+                .expect("one ingest loop per link")
+                .with_metrics(LinkMetrics::register(
+                    self.registry,
+                    &self.name,
+                    i as u32,
+                    link.source_id,
+                )?);
+            ingests.push(ingest);
+            taps.push(TpTap {
+                link: i,
+                buffer: Arc::clone(tp_buffer),
+                sent_horizon: 0,
+                first_pass: Vec::new(),
+                first_pass_end: START_TIMESTAMP + emulated.truth.span_ticks,
+                batches_dropped: 0,
+                ended: false,
+            });
+        }
+        let idle = Duration::from_micros(self.config.readout.idle_sleep_us);
+        let results = run_links(
+            &mut ingests,
+            || self.control.running.load(Ordering::Acquire),
+            idle,
+            |k, ingest, state| taps[k].forward(ingest.observer_mut(), state, &self.tps),
+        );
+        let mut out = Vec::new();
+        for ((mut ingest, mut tap), result) in ingests.into_iter().zip(taps).zip(results) {
+            // A link that ended inside the loop did so before the run was told to stop.
+            let ended_early = tap.ended;
+            if !ended_early {
+                tap.forward(ingest.observer_mut(), LinkState::Ended, &self.tps);
+            }
+            out.push(tap.report(ingest, result, ended_early));
+        }
+        Ok(out)
+    }
+
+    fn source(&self, link: usize) -> ReplaySource {
+        let rate = FrameFormat::WibEth.frame_rate_hz();
+        let limit = self
+            .config
+            .emulator
+            .stop_links
+            .iter()
+            .find(|s| s.link as usize == link)
+            .map(|s| (s.after_s * rate).round() as u64);
+        let pace = self.config.emulator.real_time.then_some(rate);
+        // Frames land in memory as a front-end card's DMA would put them (not in cache).
+        ReplaySource::new(Arc::clone(&self.emulated[&link].template), pace, limit)
+            .with_streaming_stores()
+    }
+
+    fn hit_finder(&self, emulated: &EmulatedLink) -> anyhow::Result<HitFindingObserver> {
+        let hf = &self.config.hit_finding;
+        let planes: Vec<Plane> = emulated
+            .truth
+            .collection
+            .iter()
+            .map(|&c| {
+                if c {
+                    Plane::Collection
+                } else {
+                    Plane::Induction
+                }
+            })
+            .collect();
+        let mut finder = HitFinder::with_algorithms(
+            hf.threshold,
+            &hf.algorithms,
+            &planes,
+            emulated.channel_ids.clone(),
+            wibeth::TICKS_PER_SAMPLE,
+            swdaq_format::DETECTOR_ID_HD_TPC as u8,
+            Implementation::best(),
+        )?;
+        for &channel in &hf.masked_channels {
+            if let Some(c) = finder.index_of(channel) {
+                finder.set_masked(c, true, &mut Vec::new());
+            }
+        }
+        let observer = HitFindingObserver::new(finder, FrameFormat::WibEth);
+        Ok(if hf.detect_noisy_channels {
+            observer.with_noisy_channel_detection(hf.noisy)
+        } else {
+            observer
+        })
+    }
+}
+
+/// Hands one link's TPs to the trigger, keeping the first replay pass's for the summary.
+struct TpTap {
+    link: usize,
+    /// The link's requestable TP buffer.
+    buffer: Arc<TpBuffer>,
+    sent_horizon: u64,
+    first_pass: Vec<TriggerPrimitive>,
+    first_pass_end: u64,
+    batches_dropped: u64,
+    ended: bool,
+}
+
+impl TpTap {
+    fn forward(
+        &mut self,
+        observer: &mut HitFindingObserver,
+        state: LinkState,
+        trigger: &Sender<TriggerInput>,
+    ) {
+        if self.ended {
+            return;
+        }
+        let ending = state == LinkState::Ended;
+        if ending {
+            observer.finish();
+        }
+        let horizon = observer.horizon();
+        if !ending && horizon < self.sent_horizon + TP_BATCH_TICKS {
+            return;
+        }
+        let mut tps = Vec::new();
+        observer.take_tps(&mut tps);
+        self.buffer.push(&tps, horizon);
+        let end = self.first_pass_end;
+        self.first_pass
+            .extend(tps.iter().filter(|tp| tp.time_start < end));
+        let batch = TpBatch {
+            link: self.link,
+            tps,
+            horizon,
+            released_at: Instant::now(),
+        };
+        // Never block ingest on the trigger: a full queue costs the batch, counted. (Once the
+        // trigger has ended at run stop, nobody listens: nothing is lost.)
+        if let Err(TrySendError::Full(_)) = trigger.try_send(TriggerInput::Tps(batch)) {
+            self.batches_dropped += 1;
+        }
+        self.sent_horizon = horizon;
+        if ending {
+            self.ended = true;
+            // The end must arrive (the trigger waits for it); the trigger always drains.
+            let _ = trigger.send(TriggerInput::LinkEnded(self.link));
+        }
+    }
+
+    fn report(
+        self,
+        ingest: Ingest<'_, ReplaySource, HitFindingObserver>,
+        result: std::io::Result<()>,
+        ended_early: bool,
+    ) -> LinkOutput {
+        let observer = ingest.observer();
+        let report = LinkReport {
+            source_id: self.link as u32,
+            frames: ingest.counts.frames,
+            bytes: ingest.counts.bytes,
+            dropped: ingest.counts.dropped,
+            checks: ingest.checker.counts,
+            trigger_primitives: observer.tps_found(),
+            tp_batches_dropped: self.batches_dropped,
+            noisy_channels: observer
+                .noisy_channels()
+                .iter()
+                .map(|n| n.channel)
+                .collect(),
+            ended_early,
+            error: result.err().map(|e| e.to_string()),
+        };
+        (self.link, report, self.first_pass, observer.horizon())
+    }
+}
+
+/// Hit finding against truth over each link's first pass (as far as the run got).
+fn score(emulated: &Emulated, first_pass: &[(usize, Vec<TriggerPrimitive>, u64)]) -> Score {
+    let mut total = Score::default();
+    for (link, tps, horizon) in first_pass {
+        let e = &emulated[link];
+        let end = (*horizon).min(START_TIMESTAMP + e.truth.span_ticks);
+        if end <= START_TIMESTAMP {
+            continue;
+        }
+        // Pulses too close to where the data stopped may not have closed their hits.
+        let margin = 64 * wibeth::TICKS_PER_SAMPLE;
+        let pulses: Vec<_> = e
+            .truth
+            .pulses
+            .iter()
+            .filter(|p| p.peak_tick + margin < end)
+            .copied()
+            .collect();
+        let index: HashMap<u32, u32> = e
+            .channel_ids
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as u32))
+            .collect();
+        let local: Vec<TriggerPrimitive> = tps
+            .iter()
+            .filter(|tp| tp.time_start + margin < end)
+            .filter_map(|tp| {
+                Some(TriggerPrimitive {
+                    channel: *index.get(&tp.channel)?,
+                    ..*tp
+                })
+            })
+            .collect();
+        let seconds = (end - margin - START_TIMESTAMP) as f64 / 62.5e6;
+        total.add(&Score::of(
+            &pulses,
+            &local,
+            &e.truth.sigma,
+            &e.truth.collection,
+            seconds,
+        ));
+    }
+    total
+}

@@ -1,0 +1,355 @@
+//! The `[topology]` section of `swdaq run`'s configuration: which applications run the chain,
+//! on which hosts, at which addresses. Empty (the default), the chain runs in one process.
+//!
+//! ```toml
+//! [[topology.hosts]]
+//! name = "daq3"
+//! launcher = ["ssh", "daq3"]          # or ["ip", "netns", "exec", "h2"]; [] runs it here
+//! [[topology.apps]]
+//! name = "readout-0"
+//! kind = "readout"                    # readout, trigger, dfo, builder
+//! host = "daq3"                       # "" (default): this machine, no launcher
+//! address = "tcp://192.0.2.3:7100"    # where the application binds its inbox
+//! links = [0, 1, 2, 3]
+//! ```
+
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopologySection {
+    /// Heartbeat period on every connection between applications.
+    pub heartbeat_ms: u64,
+    /// A peer not heard from for this long is declared gone (and what it owed is counted).
+    pub peer_timeout_ms: u64,
+    /// How long a send waits for a peer that does not take the message.
+    pub send_timeout_ms: u64,
+    /// How long `swdaq run` waits for every application to be ready.
+    pub start_timeout_s: f64,
+    /// How long `swdaq run` waits for each stage to finish at the stop before it kills it.
+    pub stop_timeout_s: f64,
+    pub hosts: Vec<Host>,
+    pub apps: Vec<App>,
+}
+
+impl Default for TopologySection {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: 200,
+            peer_timeout_ms: 2000,
+            send_timeout_ms: 1000,
+            start_timeout_s: 60.0,
+            stop_timeout_s: 60.0,
+            hosts: Vec::new(),
+            apps: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    pub name: String,
+    /// Command prefix that runs a program on the host.
+    #[serde(default)]
+    pub launcher: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppKind {
+    /// Links, hit finding, request serving, the TP stream.
+    Readout,
+    /// The self-trigger.
+    Trigger,
+    /// The dataflow orchestrator: hands decisions to builders by credit.
+    Dfo,
+    /// Requests, builds and writes records.
+    Builder,
+}
+
+impl AppKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AppKind::Readout => "readout",
+            AppKind::Trigger => "trigger",
+            AppKind::Dfo => "dfo",
+            AppKind::Builder => "builder",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct App {
+    /// Names its log, its files and its series; letters, digits, `-` and `_`.
+    pub name: String,
+    pub kind: AppKind,
+    #[serde(default)]
+    pub host: String,
+    /// ZeroMQ endpoint where the application binds its inbox, e.g. `tcp://127.0.0.1:7100`.
+    pub address: String,
+    /// A readout application's links.
+    #[serde(default)]
+    pub links: Vec<u32>,
+    /// A builder's record stream for online monitoring (a ZeroMQ PUB endpoint), or "".
+    #[serde(default)]
+    pub record_stream: String,
+    /// Publish every Nth record on the stream.
+    #[serde(default = "every_record")]
+    pub record_stream_every: u64,
+    /// The application's own `/metrics` address, or "".
+    #[serde(default)]
+    pub metrics_addr: String,
+}
+
+fn every_record() -> u64 {
+    1
+}
+
+fn ensure(ok: bool, key: &str, reason: impl std::fmt::Display) -> anyhow::Result<()> {
+    if !ok {
+        bail!("invalid configuration: topology.{key}: {reason}");
+    }
+    Ok(())
+}
+
+impl TopologySection {
+    /// Applications in more than one process.
+    pub fn is_distributed(&self) -> bool {
+        !self.apps.is_empty()
+    }
+
+    pub fn of_kind(&self, kind: AppKind) -> impl Iterator<Item = (u32, &App)> {
+        self.apps
+            .iter()
+            .enumerate()
+            .filter(move |(_, a)| a.kind == kind)
+            .map(|(i, a)| (i as u32, a))
+    }
+
+    /// The one application of a kind there is one of (checked by `validate`).
+    pub fn single(&self, kind: AppKind) -> (u32, &App) {
+        self.of_kind(kind).next().expect("validated topology")
+    }
+
+    pub fn find(&self, name: &str) -> Option<(u32, &App)> {
+        self.apps
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.name == name)
+            .map(|(i, a)| (i as u32, a))
+    }
+
+    pub fn host(&self, name: &str) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+
+    /// Checks the topology against the run's `links`; nothing to check when empty.
+    pub fn validate(&self, links: u32) -> anyhow::Result<()> {
+        if !self.is_distributed() {
+            return Ok(());
+        }
+        ensure(self.heartbeat_ms >= 10, "heartbeat_ms", "must be >= 10")?;
+        ensure(
+            self.peer_timeout_ms >= 3 * self.heartbeat_ms,
+            "peer_timeout_ms",
+            "must be at least 3 heartbeats",
+        )?;
+        ensure(self.send_timeout_ms >= 1, "send_timeout_ms", "must be >= 1")?;
+        for (key, v) in [
+            ("start_timeout_s", self.start_timeout_s),
+            ("stop_timeout_s", self.stop_timeout_s),
+        ] {
+            ensure(v.is_finite() && v >= 1.0, key, "must be >= 1")?;
+        }
+        let mut names = BTreeSet::new();
+        for h in &self.hosts {
+            ensure(
+                names.insert(h.name.as_str()),
+                "hosts.name",
+                format!("{:?} appears twice", h.name),
+            )?;
+        }
+        let mut names = BTreeSet::new();
+        let mut addresses = BTreeSet::new();
+        let mut covered = BTreeSet::new();
+        for a in &self.apps {
+            ensure(
+                !a.name.is_empty()
+                    && a.name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                "apps.name",
+                format!("{:?}: use letters, digits, '-' and '_'", a.name),
+            )?;
+            ensure(
+                names.insert(a.name.as_str()),
+                "apps.name",
+                format!("{:?} appears twice", a.name),
+            )?;
+            ensure(
+                a.host.is_empty() || self.host(&a.host).is_some(),
+                "apps.host",
+                format!("{}: no host {:?} in topology.hosts", a.name, a.host),
+            )?;
+            ensure(
+                a.address.starts_with("tcp://") && a.address.rsplit_once(':').is_some(),
+                "apps.address",
+                format!("{}: {:?} is not tcp://HOST:PORT", a.name, a.address),
+            )?;
+            ensure(
+                addresses.insert(a.address.as_str()),
+                "apps.address",
+                format!("{} is used twice", a.address),
+            )?;
+            ensure(
+                a.kind == AppKind::Readout || a.links.is_empty(),
+                "apps.links",
+                format!("{}: only readout applications have links", a.name),
+            )?;
+            ensure(
+                a.kind == AppKind::Builder || a.record_stream.is_empty(),
+                "apps.record_stream",
+                format!("{}: only builders publish records", a.name),
+            )?;
+            ensure(
+                a.record_stream_every >= 1,
+                "apps.record_stream_every",
+                "must be >= 1",
+            )?;
+            for &l in &a.links {
+                ensure(
+                    l < links,
+                    "apps.links",
+                    format!("{}: link {l} does not exist ({links} links)", a.name),
+                )?;
+                ensure(
+                    covered.insert(l),
+                    "apps.links",
+                    format!("link {l} is read out twice"),
+                )?;
+            }
+        }
+        ensure(
+            covered.len() == links as usize,
+            "apps.links",
+            format!(
+                "links {:?} are read out by no application",
+                (0..links)
+                    .filter(|l| !covered.contains(l))
+                    .collect::<Vec<_>>()
+            ),
+        )?;
+        for (kind, at_least, at_most) in [
+            (AppKind::Readout, 1, usize::MAX),
+            (AppKind::Trigger, 1, 1),
+            (AppKind::Dfo, 1, 1),
+            (AppKind::Builder, 1, usize::MAX),
+        ] {
+            let n = self.of_kind(kind).count();
+            ensure(
+                (at_least..=at_most).contains(&n),
+                "apps",
+                format!(
+                    "{n} {} applications; there must be {}",
+                    kind.name(),
+                    if at_most == 1 {
+                        "exactly one"
+                    } else {
+                        "at least one"
+                    }
+                ),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(name: &str, kind: AppKind, port: u16, links: &[u32]) -> App {
+        App {
+            name: name.into(),
+            kind,
+            host: String::new(),
+            address: format!("tcp://127.0.0.1:{port}"),
+            links: links.to_vec(),
+            record_stream: String::new(),
+            record_stream_every: 1,
+            metrics_addr: String::new(),
+        }
+    }
+
+    fn topology() -> TopologySection {
+        TopologySection {
+            apps: vec![
+                app("ro-0", AppKind::Readout, 7100, &[0, 1]),
+                app("ro-1", AppKind::Readout, 7101, &[2, 3]),
+                app("trigger", AppKind::Trigger, 7102, &[]),
+                app("dfo", AppKind::Dfo, 7103, &[]),
+                app("builder-0", AppKind::Builder, 7104, &[]),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_complete_topology_is_valid_and_empty_means_one_process() {
+        topology().validate(4).unwrap();
+        assert!(!TopologySection::default().is_distributed());
+        TopologySection::default().validate(4).unwrap();
+    }
+
+    #[test]
+    fn every_mistake_names_its_key() {
+        let cases: Vec<(Box<dyn Fn(&mut TopologySection)>, &str)> = vec![
+            (
+                Box::new(|t| t.apps[1].links = vec![1, 2, 3]),
+                "read out twice",
+            ),
+            (
+                Box::new(|t| t.apps[1].links = vec![2]),
+                "read out by no application",
+            ),
+            (
+                Box::new(|t| t.apps[1].links = vec![2, 3, 9]),
+                "does not exist",
+            ),
+            (
+                Box::new(|t| t.apps.remove(3).name.clear()),
+                "dfo applications",
+            ),
+            (
+                Box::new(|t| t.apps[2].name = "ro-0".into()),
+                "appears twice",
+            ),
+            (Box::new(|t| t.apps[2].name = "a b".into()), "apps.name"),
+            (
+                Box::new(|t| t.apps[3].address = t.apps[2].address.clone()),
+                "used twice",
+            ),
+            (
+                Box::new(|t| t.apps[3].address = "127.0.0.1:1".into()),
+                "apps.address",
+            ),
+            (Box::new(|t| t.apps[4].host = "nowhere".into()), "no host"),
+            (Box::new(|t| t.apps[2].links = vec![0]), "only readout"),
+            (
+                Box::new(|t| t.apps[0].record_stream = "tcp://x:1".into()),
+                "only builders",
+            ),
+            (Box::new(|t| t.peer_timeout_ms = 100), "peer_timeout_ms"),
+        ];
+        for (change, expected) in cases {
+            let mut t = topology();
+            change(&mut t);
+            let e = t.validate(4).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e:?} should say {expected:?}");
+        }
+    }
+}
