@@ -307,7 +307,8 @@ mod tests {
 
     #[test]
     fn every_mistake_names_its_key() {
-        let cases: Vec<(Box<dyn Fn(&mut TopologySection)>, &str)> = vec![
+        type Change = Box<dyn Fn(&mut TopologySection)>;
+        let cases: Vec<(Change, &str)> = vec![
             (
                 Box::new(|t| t.apps[1].links = vec![1, 2, 3]),
                 "read out twice",
