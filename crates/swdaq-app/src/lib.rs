@@ -2,5 +2,6 @@
 //! the whole chain in one process), and truth matching for hit-finding quality. The `swdaq`
 //! binary only parses the command line and calls in here.
 
+pub mod apps;
 pub mod run;
 pub mod truth_match;

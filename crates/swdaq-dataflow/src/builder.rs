@@ -71,6 +71,28 @@ pub struct BuilderCounts {
     pub lacking_by_source: BTreeMap<SourceId, u64>,
 }
 
+impl BuilderCounts {
+    pub fn add(&mut self, o: &BuilderCounts) {
+        self.decisions += o.decisions;
+        self.duplicate_decisions += o.duplicate_decisions;
+        self.requests += o.requests;
+        self.fragments += o.fragments;
+        self.late_fragments += o.late_fragments;
+        self.unexpected_fragments += o.unexpected_fragments;
+        self.complete += o.complete;
+        self.data_missing += o.data_missing;
+        self.timed_out += o.timed_out;
+        for (map, other) in [
+            (&mut self.missing_by_source, &o.missing_by_source),
+            (&mut self.lacking_by_source, &o.lacking_by_source),
+        ] {
+            for (s, n) in other {
+                *map.entry(*s).or_default() += n;
+            }
+        }
+    }
+}
+
 pub struct RecordBuilder {
     config: BuilderConfig,
     pending: BTreeMap<u64, Pending>,

@@ -138,6 +138,17 @@ impl<O: Outbox<TriggerInput>> Outbox<RecordDone> for CreditsToTrigger<O> {
     }
 }
 
+impl BuilderReport {
+    /// Adds another builder's report (several builder applications, one summary).
+    pub fn add(&mut self, other: BuilderReport) {
+        self.counts.add(&other.counts);
+        self.stored += other.stored;
+        self.not_stored += other.not_stored;
+        self.unrouted_requests += other.unrouted_requests;
+        self.latencies.extend(other.latencies);
+    }
+}
+
 /// The builder node's connections.
 pub struct BuilderPorts<D, Q, R, C> {
     pub decisions: D,

@@ -3,7 +3,7 @@
 //! once, so that what it owed is timed out and counted rather than waited for.
 
 use crate::socket::Outlet;
-use crate::wire::{AppId, Message};
+use crate::wire::AppId;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,8 +25,7 @@ impl Heartbeat {
             .spawn(move || {
                 while flag.load(Ordering::Relaxed) {
                     for o in &outlets {
-                        // A full queue already tells the peer we are alive.
-                        let _ = o.try_send(&Message::Heartbeat);
+                        o.heartbeat();
                     }
                     let until = Instant::now() + every;
                     while flag.load(Ordering::Relaxed) && Instant::now() < until {

@@ -125,6 +125,17 @@ impl Outlet {
         self.send_frames(message, None, zmq::DONTWAIT)
     }
 
+    /// A heartbeat, unless another thread is sending right now (then that message, once it
+    /// goes, says as much); never waits.
+    pub fn heartbeat(&self) {
+        let Ok(socket) = self.0.socket.try_lock() else {
+            return;
+        };
+        let head = wire::encode(self.0.sender, &Message::Heartbeat, 0);
+        // A full queue already tells the peer we are alive.
+        let _ = socket.send(head, zmq::DONTWAIT);
+    }
+
     /// A fragment: its metadata, then its bytes as a second frame, handed over without a copy.
     pub fn send_fragment(&self, message: &Message, bytes: Vec<u8>) -> Result<(), SendError> {
         self.send_frames(message, Some(bytes), 0)

@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use swdaq_dataflow::TriggerInput;
+use swdaq_dataflow::{RecordDone, TriggerInput};
 use swdaq_format::TriggerPrimitive;
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::Outcome;
@@ -141,6 +141,14 @@ impl From<TriggerInput> for Message {
 impl From<TriggerDecision> for Message {
     fn from(d: TriggerDecision) -> Self {
         Message::Decision(d)
+    }
+}
+
+impl From<RecordDone> for Message {
+    fn from(d: RecordDone) -> Self {
+        Message::RecordDone {
+            trigger_number: d.trigger_number,
+        }
     }
 }
 

@@ -48,6 +48,16 @@ pub struct ServerCounts {
     pub timed_out: u64,
 }
 
+impl ServerCounts {
+    pub fn add(&mut self, o: &ServerCounts) {
+        for (outcome, n) in &o.by_outcome {
+            *self.by_outcome.entry(*outcome).or_default() += n;
+        }
+        self.duplicates += o.duplicates;
+        self.timed_out += o.timed_out;
+    }
+}
+
 /// Remembers recently answered requests to spot duplicates, in bounded memory.
 struct RecentRequests {
     order: VecDeque<(u64, u16, SourceId)>,

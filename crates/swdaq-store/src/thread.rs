@@ -27,6 +27,18 @@ pub struct StoreReport {
     pub error: Option<String>,
 }
 
+impl StoreReport {
+    /// Adds another writer's report (several builders, one summary).
+    pub fn add(&mut self, o: StoreReport) {
+        self.records_written += o.records_written;
+        self.bytes_written += o.bytes_written;
+        self.files.extend(o.files);
+        self.records_not_written += o.records_not_written;
+        self.first_rejected = self.first_rejected.take().or(o.first_rejected);
+        self.error = self.error.take().or(o.error);
+    }
+}
+
 pub struct StorageThread {
     queue: Sender<TriggerRecord>,
     thread: JoinHandle<StoreReport>,

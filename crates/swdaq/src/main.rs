@@ -28,6 +28,9 @@ enum Command {
     /// Run the whole chain: emulated links, readout with hit finding, self-trigger, record
     /// building and HDF5 storage (built-in default configuration; see --print-config).
     Run(swdaq_app::run::Args),
+    /// One application of a multi-process run (`readout`, `trigger`, `dfo`, `builder`), as
+    /// `swdaq run --config TOPOLOGY.toml` starts them.
+    App(swdaq_app::apps::Args),
     /// Write emulated detector data (raw files per link) and its ground truth.
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
@@ -57,6 +60,7 @@ fn main() -> anyhow::Result<()> {
     die_quietly_on_closed_stdout();
     match Cli::parse().command {
         Command::Run(args) => swdaq_app::run::run(&args),
+        Command::App(args) => swdaq_app::apps::run_app(&args),
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Display(args) => display::run(&args),

@@ -52,6 +52,8 @@ pub enum StopReason {
     Interrupted,
     AllLinksEnded,
     StorageFailed(String),
+    /// An application the run cannot go on without ended.
+    AppFailed(String),
 }
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]

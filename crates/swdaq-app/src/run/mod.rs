@@ -81,9 +81,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("cannot install the Ctrl-C handler")?;
     eprintln!(
-        "swdaq run {}: {} emulated WIBEth links, {} s{}, writing to {}{}",
+        "swdaq run {}: {} emulated WIBEth links{}, {} s{}, writing to {}{}",
         config.run.number,
         config.emulator.links,
+        if config.topology.is_distributed() {
+            format!(" in {} applications", config.topology.apps.len())
+        } else {
+            String::new()
+        },
         config.run.duration_s,
         if config.run.duration_s == 0.0 {
             " (until Ctrl-C)"
@@ -91,19 +96,24 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             " (Ctrl-C ends it early)"
         },
         config.run.output_dir.display(),
-        if config.run.metrics_addr.is_empty() {
+        if config.run.metrics_addr.is_empty() || config.topology.is_distributed() {
             String::new()
         } else {
             format!(", metrics on http://{}/metrics", config.run.metrics_addr)
         },
     );
-    let mut view = view::LiveView::default();
-    let quiet = args.json;
-    let report = chain::run_chain(&config, &interrupt, |status| {
-        if !quiet {
-            view.show(status)
-        }
-    })?;
+    let report = if config.topology.is_distributed() {
+        let exe = crate::apps::launch::current_exe()?;
+        crate::apps::launch::run_distributed(&config, &exe, &interrupt)?
+    } else {
+        let mut view = view::LiveView::default();
+        let quiet = args.json;
+        chain::run_chain(&config, &interrupt, |status| {
+            if !quiet {
+                view.show(status)
+            }
+        })?
+    };
     if args.json {
         println!(
             "{}",

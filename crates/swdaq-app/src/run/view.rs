@@ -150,6 +150,7 @@ pub fn summary(r: &RunReport) -> String {
         StopReason::Interrupted => "interrupted".to_string(),
         StopReason::AllLinksEnded => "every link ended".to_string(),
         StopReason::StorageFailed(e) => format!("storage failed: {e}"),
+        StopReason::AppFailed(e) => e.clone(),
     };
     let _ = writeln!(s, "Run ended after {:.1} s ({why}).", r.seconds);
     let frames: u64 = r.links.iter().map(|l| l.frames).sum();
@@ -254,6 +255,29 @@ pub fn summary(r: &RunReport) -> String {
             named(&b.lacking_by_source)
         );
     }
+    if let Some(d) = &r.dataflow {
+        let _ = writeln!(
+            s,
+            "Dataflow  {} decisions handed to builders {:?} (done {:?}); builders gone: {:?}; re-assigned: {}; lost: {}",
+            d.decisions,
+            d.assigned,
+            d.done,
+            d.builders_gone,
+            numbers(&d.reassigned),
+            numbers(&d.lost),
+        );
+    }
+    for a in &r.apps {
+        if let Some(f) = &a.failure {
+            let _ = writeln!(
+                s,
+                "  application {} ({}): {f}; log {}",
+                a.name,
+                a.kind,
+                a.log.display()
+            );
+        }
+    }
     match &r.storage {
         None => {
             let _ = writeln!(
@@ -303,6 +327,16 @@ pub fn summary(r: &RunReport) -> String {
     s
 }
 
+/// Trigger numbers for a summary line: `none`, or the count and the numbers.
+fn numbers(list: &[u64]) -> String {
+    if list.is_empty() {
+        return "none".into();
+    }
+    let shown: Vec<String> = list.iter().take(20).map(u64::to_string).collect();
+    let more = if list.len() > 20 { ", ..." } else { "" };
+    format!("{} ({}{more})", list.len(), shown.join(", "))
+}
+
 /// The closing summary as JSON (`swdaq run --json`): the same facts as [`summary`].
 pub fn summary_json(r: &RunReport) -> serde_json::Value {
     let t = &r.trigger.counts;
@@ -340,6 +374,8 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "build_latency_p99_ms": ms(quantile(&r.builder.latencies, 0.99)),
         },
         "storage": r.storage,
+        "dataflow": r.dataflow,
+        "apps": r.apps,
         "thread_cpu_share": r.thread_cpu,
         "hit_finding": {
             "pulses_5_sigma": r.hit_finding.pulses_5_sigma,

@@ -1,0 +1,184 @@
+//! How `swdaq run` drives its applications: over the child's standard streams, which work the
+//! same through any launcher prefix (`ssh`, `ip netns exec`) and end with the launcher.
+//!
+//! - stdin, launcher to application: `config N` and N bytes of TOML (the run's effective
+//!   configuration), then command lines `start` and `stop`. End of input means `stop`, so an
+//!   application never outlives a launcher that died.
+//! - stdout, application to launcher: `ready` once its sockets are bound and its data are
+//!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded) at the end.
+//! - stderr: the application's log.
+
+use crate::run::chain::RunReport;
+use crate::run::config::RunConfig;
+use anyhow::{Context, bail};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Start,
+    Stop,
+}
+
+/// Reads the configuration, then the commands, from `input` (stdin).
+pub fn read_config(input: &mut impl BufRead) -> anyhow::Result<RunConfig> {
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    let Some(len) = line
+        .trim_end()
+        .strip_prefix("config ")
+        .and_then(|n| n.parse::<usize>().ok())
+    else {
+        bail!(
+            "expected `config N` from the launcher, got {:?}",
+            line.trim_end()
+        );
+    };
+    let mut text = vec![0u8; len];
+    input
+        .read_exact(&mut text)
+        .context("the launcher's configuration ended early")?;
+    RunConfig::parse(std::str::from_utf8(&text).context("configuration is not UTF-8")?)
+}
+
+/// The launcher's commands as they come, and a flag that is set once `stop` has come.
+pub struct Commands {
+    receiver: Receiver<Command>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Commands {
+    /// Reads command lines from `input` on a thread of its own.
+    pub fn spawn(input: impl BufRead + Send + 'static) -> anyhow::Result<Self> {
+        let (tx, receiver) = crossbeam_channel::unbounded();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                for line in input.lines() {
+                    let command = match line.as_deref().map(str::trim) {
+                        Ok("start") => Command::Start,
+                        Ok("stop") | Err(_) => break,
+                        Ok(other) => {
+                            eprintln!("swdaq app: ignored an unknown command {other:?}");
+                            continue;
+                        }
+                    };
+                    if tx.send(command).is_err() {
+                        return;
+                    }
+                }
+                flag.store(true, Ordering::Release);
+                let _ = tx.send(Command::Stop);
+            })?;
+        Ok(Self { receiver, stop })
+    }
+
+    /// Waits for `start`; false if `stop` (or the end of input) came first.
+    pub fn wait_for_start(&self) -> bool {
+        matches!(self.receiver.recv(), Ok(Command::Start))
+    }
+
+    /// Waits up to `wait` for `stop`; true once it has come.
+    pub fn wait_for_stop(&self, wait: Duration) -> bool {
+        match self.receiver.recv_timeout(wait) {
+            Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => true,
+            Ok(Command::Start) | Err(RecvTimeoutError::Timeout) => self.stop_requested(),
+        }
+    }
+
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// The flag, for threads that only need to look.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+}
+
+/// Tells the launcher this application is ready.
+pub fn say_ready() -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()
+}
+
+/// Sends this application's part of the summary to the launcher.
+pub fn send_report(report: &RunReport) -> anyhow::Result<()> {
+    let bytes = postcard::to_stdvec(report).context("encoding the report")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "report {}", hex::encode(bytes))?;
+    out.flush()?;
+    Ok(())
+}
+
+/// What the launcher reads from an application's stdout.
+#[derive(Debug)]
+pub enum Event {
+    Ready,
+    Report(Box<RunReport>),
+}
+
+/// Parses one stdout line of an application (`None` for anything else, e.g. stray output).
+pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
+    match line.trim_end() {
+        "ready" => Some(Ok(Event::Ready)),
+        l => {
+            let hex = l.strip_prefix("report ")?;
+            Some((|| {
+                let bytes = hex::decode(hex).context("report: not hex")?;
+                let report = postcard::from_bytes(&bytes).context("report: not a run report")?;
+                Ok(Event::Report(Box::new(report)))
+            })())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_configuration_and_commands_are_read_in_order() {
+        let toml = RunConfig::default().to_toml();
+        let input = format!("config {}\n{toml}start\nstop\n", toml.len());
+        let mut reader = std::io::BufReader::new(std::io::Cursor::new(input.into_bytes()));
+        assert_eq!(read_config(&mut reader).unwrap(), RunConfig::default());
+        let commands = Commands::spawn(reader).unwrap();
+        assert!(commands.wait_for_start());
+        assert!(commands.wait_for_stop(Duration::from_secs(5)));
+        assert!(commands.stop_requested());
+    }
+
+    #[test]
+    fn the_end_of_input_means_stop() {
+        let commands = Commands::spawn(std::io::Cursor::new(Vec::new())).unwrap();
+        assert!(!commands.wait_for_start());
+        assert!(commands.wait_for_stop(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn a_bad_first_line_is_refused_and_reports_survive_the_round_trip() {
+        let mut input = std::io::Cursor::new(b"hello\n".to_vec());
+        assert!(read_config(&mut input).is_err());
+        let report = RunReport {
+            seconds: 2.5,
+            ..Default::default()
+        };
+        let line = format!(
+            "report {}",
+            hex::encode(postcard::to_stdvec(&report).unwrap())
+        );
+        let Some(Ok(Event::Report(back))) = parse_event(&line) else {
+            panic!("not parsed")
+        };
+        assert_eq!(back.seconds, 2.5);
+        assert!(parse_event("report zz").unwrap().is_err());
+        assert!(parse_event("something else").is_none());
+    }
+}

@@ -1,0 +1,454 @@
+//! `swdaq run` with a topology: starts every application as a child process (through its
+//! host's launcher prefix), hands each the run's configuration, waits until all are ready,
+//! starts them together, and at the end stops them in data-flow order — trigger, then the
+//! orchestrator (once it has placed every decision), then the builders (once they have
+//! stored every record), then readout — and merges their reports into one summary.
+//!
+//! An application that dies during the run is logged and named in the summary; the others
+//! go on (the orchestrator re-assigns a dead builder's records, records lacking a dead
+//! readout's links come out Incomplete naming them). The launcher only ever signals the
+//! processes it started, and kills one only when it outlives the stop time-out.
+
+use super::control::{self, Event};
+use crate::run::chain::{AppOutcome, RunReport, StopReason};
+use crate::run::config::RunConfig;
+use crate::run::topology::{App, AppKind};
+use anyhow::{Context, anyhow, bail};
+use crossbeam_channel::{Receiver, Sender};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// One running application.
+struct Running {
+    outcome: AppOutcome,
+    kind: AppKind,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    ready: bool,
+    report: Option<RunReport>,
+    /// Set when it exited before it was told to stop.
+    died: bool,
+}
+
+impl Running {
+    fn command(&mut self, line: &str) {
+        if let Some(stdin) = &mut self.stdin
+            && writeln!(stdin, "{line}")
+                .and_then(|()| stdin.flush())
+                .is_err()
+        {
+            self.stdin = None;
+        }
+    }
+
+    /// Whether the process has ended (and how, if it failed).
+    fn poll_exit(&mut self) -> bool {
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                if !status.success() && self.outcome.failure.is_none() {
+                    self.outcome.failure = Some(describe(status));
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                self.outcome.failure = Some(format!("cannot wait for it: {e}"));
+                true
+            }
+        }
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        _ => status.to_string(),
+    }
+}
+
+/// Where application logs go: `<output_dir>/run<NNNNNN>-logs/<app>.log`.
+pub fn log_dir(config: &RunConfig) -> PathBuf {
+    config
+        .run
+        .output_dir
+        .join(format!("run{:06}-logs", config.run.number))
+}
+
+/// Runs the topology's applications; `exe` is the `swdaq` program to start them with.
+pub fn run_distributed(
+    config: &RunConfig,
+    exe: &Path,
+    interrupt: &AtomicBool,
+) -> anyhow::Result<RunReport> {
+    config.validate()?;
+    ignore_sigpipe();
+    let logs = log_dir(config);
+    std::fs::create_dir_all(&logs)
+        .with_context(|| format!("cannot create the log directory {}", logs.display()))?;
+    let toml = config.to_toml();
+    let (events_tx, events_rx) = crossbeam_channel::unbounded();
+    let mut apps: Vec<Running> = Vec::new();
+    for (index, app) in config.topology.apps.iter().enumerate() {
+        match spawn(config, app, exe, &logs, &toml, index, events_tx.clone()) {
+            Ok(r) => apps.push(r),
+            Err(e) => {
+                stop_all(&mut apps, Duration::from_secs(5));
+                return Err(e.context(format!("starting {}", app.name)));
+            }
+        }
+    }
+    drop(events_tx);
+    let t = &config.topology;
+    if let Err(e) = wait_ready(
+        &mut apps,
+        &events_rx,
+        Duration::from_secs_f64(t.start_timeout_s),
+    ) {
+        stop_all(&mut apps, Duration::from_secs(5));
+        return Err(e);
+    }
+    for a in &mut apps {
+        a.command("start");
+    }
+    let started = Instant::now();
+    eprintln!(
+        "swdaq run {}: {} applications started; logs in {}",
+        config.run.number,
+        apps.len(),
+        logs.display()
+    );
+    let stop_reason = supervise(config, &mut apps, &events_rx, interrupt, started);
+    let seconds = started.elapsed().as_secs_f64();
+    let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
+    for stage in [
+        AppKind::Trigger,
+        AppKind::Dfo,
+        AppKind::Builder,
+        AppKind::Readout,
+    ] {
+        stop_stage(&mut apps, stage, &events_rx, stop_timeout);
+    }
+    let mut report = merge(
+        apps.iter_mut()
+            .filter_map(|a| Some((a.kind, a.report.take()?))),
+    );
+    report.seconds = seconds;
+    report.stop_reason = stop_reason;
+    report.apps = apps.into_iter().map(|a| a.outcome).collect();
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn spawn(
+    config: &RunConfig,
+    app: &App,
+    exe: &Path,
+    logs: &Path,
+    toml: &str,
+    index: usize,
+    events: Sender<(usize, anyhow::Result<Event>)>,
+) -> anyhow::Result<Running> {
+    let launcher = match app.host.as_str() {
+        "" => &[][..],
+        host => &config.topology.host(host).expect("validated").launcher[..],
+    };
+    let log_path = logs.join(format!("{}.log", app.name));
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let mut argv: Vec<String> = launcher.to_vec();
+    argv.push(exe.display().to_string());
+    argv.extend(["app".into(), "--name".into(), app.name.clone()]);
+    let mut command = Command::new(&argv[0]);
+    command
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log);
+    // Its own process group: a Ctrl-C at the terminal reaches only `swdaq run`, which then
+    // stops the applications in order.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("cannot run {:?}", argv.join(" ")))?;
+    eprintln!(
+        "swdaq run: {} ({}) started as pid {}{}",
+        app.name,
+        app.kind.name(),
+        child.id(),
+        if app.host.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", app.host)
+        }
+    );
+    let mut stdin = child.stdin.take().expect("piped");
+    write!(stdin, "config {}\n{toml}", toml.len())?;
+    stdin.flush()?;
+    let stdout = child.stdout.take().expect("piped");
+    std::thread::Builder::new()
+        .name(format!("watch-{}", app.name))
+        .spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(event) = control::parse_event(&line)
+                    && events.send((index, event)).is_err()
+                {
+                    break;
+                }
+            }
+        })?;
+    Ok(Running {
+        outcome: AppOutcome {
+            name: app.name.clone(),
+            kind: app.kind.name().into(),
+            host: app.host.clone(),
+            reported: false,
+            failure: None,
+            log: log_path,
+        },
+        kind: app.kind,
+        child,
+        stdin: Some(stdin),
+        ready: false,
+        report: None,
+        died: false,
+    })
+}
+
+fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::Result<Event>)) {
+    let a = &mut apps[index];
+    match event {
+        Ok(Event::Ready) => a.ready = true,
+        Ok(Event::Report(r)) => {
+            a.report = Some(*r);
+            a.outcome.reported = true;
+        }
+        Err(e) => a.outcome.failure = Some(format!("{e:#}")),
+    }
+}
+
+fn wait_ready(
+    apps: &mut [Running],
+    events: &Receiver<(usize, anyhow::Result<Event>)>,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !apps.iter().all(|a| a.ready) {
+        if let Ok(e) = events.recv_timeout(Duration::from_millis(50)) {
+            take_event(apps, e);
+        }
+        for a in apps.iter_mut().filter(|a| !a.ready) {
+            if a.poll_exit() {
+                bail!(
+                    "{} ended before it was ready ({}); see {}",
+                    a.outcome.name,
+                    a.outcome.failure.as_deref().unwrap_or("exited"),
+                    a.outcome.log.display()
+                );
+            }
+        }
+        if Instant::now() >= deadline {
+            let late: Vec<&str> = apps
+                .iter()
+                .filter(|a| !a.ready)
+                .map(|a| a.outcome.name.as_str())
+                .collect();
+            bail!("not ready after {timeout:?}: {}", late.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// Watches the run until its duration, an interrupt, or the end of the trigger or the
+/// orchestrator (without which no record can be made).
+fn supervise(
+    config: &RunConfig,
+    apps: &mut [Running],
+    events: &Receiver<(usize, anyhow::Result<Event>)>,
+    interrupt: &AtomicBool,
+    started: Instant,
+) -> StopReason {
+    let duration =
+        (config.run.duration_s > 0.0).then(|| Duration::from_secs_f64(config.run.duration_s));
+    let status = Duration::from_secs_f64(config.run.status_interval_s);
+    let mut next_status = started + status;
+    loop {
+        if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
+            take_event(apps, e);
+        }
+        for a in apps.iter_mut().filter(|a| !a.died) {
+            if a.poll_exit() {
+                a.died = true;
+                a.outcome.failure.get_or_insert_with(|| "exited".into());
+                eprintln!(
+                    "swdaq run: {} ended during the run ({}); see {}",
+                    a.outcome.name,
+                    a.outcome.failure.as_deref().unwrap_or_default(),
+                    a.outcome.log.display()
+                );
+            }
+        }
+        if interrupt.load(Ordering::Relaxed) {
+            return StopReason::Interrupted;
+        }
+        let now = Instant::now();
+        if duration.is_some_and(|d| now - started >= d) {
+            return StopReason::Duration;
+        }
+        if apps
+            .iter()
+            .any(|a| a.died && matches!(a.kind, AppKind::Trigger | AppKind::Dfo))
+        {
+            return StopReason::AppFailed(
+                "the trigger or the orchestrator ended during the run".into(),
+            );
+        }
+        if apps
+            .iter()
+            .filter(|a| a.kind == AppKind::Readout)
+            .all(|a| a.died)
+        {
+            return StopReason::AllLinksEnded;
+        }
+        if now >= next_status {
+            next_status += status;
+            let alive = apps.iter().filter(|a| !a.died).count();
+            eprintln!(
+                "swdaq run: {:.0} s, {alive} of {} applications running",
+                (now - started).as_secs_f64(),
+                apps.len()
+            );
+        }
+    }
+}
+
+/// Tells every application of `kind` to stop and waits for each to end (killing one that
+/// outlives `timeout`), taking their reports.
+fn stop_stage(
+    apps: &mut [Running],
+    kind: AppKind,
+    events: &Receiver<(usize, anyhow::Result<Event>)>,
+    timeout: Duration,
+) {
+    let names: Vec<&str> = apps
+        .iter()
+        .filter(|a| a.kind == kind && !a.died)
+        .map(|a| a.outcome.name.as_str())
+        .collect();
+    if !names.is_empty() {
+        eprintln!("swdaq run: stopping {}", names.join(", "));
+    }
+    for a in apps.iter_mut().filter(|a| a.kind == kind) {
+        a.command("stop");
+    }
+    let deadline = Instant::now() + timeout;
+    loop {
+        while let Ok(e) = events.try_recv() {
+            take_event(apps, e);
+        }
+        let mut waiting = false;
+        for a in apps.iter_mut().filter(|a| a.kind == kind && !a.died) {
+            if a.poll_exit() {
+                a.died = true;
+            } else if Instant::now() >= deadline {
+                eprintln!(
+                    "swdaq run: {} did not stop within {timeout:?}: killing it",
+                    a.outcome.name
+                );
+                let _ = a.child.kill();
+                let _ = a.child.wait();
+                a.died = true;
+                a.outcome.failure = Some(format!("killed: did not stop within {timeout:?}"));
+            } else {
+                waiting = true;
+            }
+        }
+        if !waiting {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The report line comes before the exit; take what the watcher threads still hold.
+    let settle = Instant::now() + Duration::from_millis(500);
+    while apps
+        .iter()
+        .any(|a| a.kind == kind && a.outcome.failure.is_none() && !a.outcome.reported)
+        && Instant::now() < settle
+    {
+        if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
+            take_event(apps, e);
+        }
+    }
+    for a in apps.iter_mut().filter(|a| a.kind == kind) {
+        a.stdin = None;
+        if !a.outcome.reported && a.outcome.failure.is_none() {
+            a.outcome.failure = Some("ended without a report".into());
+        }
+    }
+}
+
+/// Stops whatever was started (start-up failed): end of input, then kill after `timeout`.
+fn stop_all(apps: &mut [Running], timeout: Duration) {
+    for a in apps.iter_mut() {
+        a.stdin = None;
+    }
+    let deadline = Instant::now() + timeout;
+    for a in apps.iter_mut() {
+        while !a.poll_exit() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !a.poll_exit() {
+            let _ = a.child.kill();
+            let _ = a.child.wait();
+        }
+    }
+}
+
+/// One summary from the applications' parts.
+fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
+    let mut out = RunReport::default();
+    for (kind, r) in reports {
+        match kind {
+            AppKind::Readout => {
+                out.links.extend(r.links);
+                out.server.add(&r.server);
+                out.hit_finding.add(&r.hit_finding);
+            }
+            AppKind::Trigger => out.trigger = r.trigger,
+            AppKind::Dfo => out.dataflow = r.dataflow,
+            AppKind::Builder => {
+                out.builder.add(r.builder);
+                out.storage = match (out.storage.take(), r.storage) {
+                    (Some(mut a), Some(b)) => {
+                        a.add(b);
+                        Some(a)
+                    }
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        out.thread_cpu.extend(r.thread_cpu);
+    }
+    out.links.sort_by_key(|l| l.source_id);
+    out
+}
+
+/// A command written to an application that has just died must be an error to handle, not
+/// a SIGPIPE that kills the launcher (the binary restores SIGPIPE's default for its own
+/// output pipes).
+fn ignore_sigpipe() {
+    // SAFETY: sets one signal's disposition to "ignore"; no handler runs, no memory is touched.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+/// Used by the binary: the `swdaq` executable that is running, to start the applications.
+pub fn current_exe() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().map_err(|e| anyhow!("cannot tell which swdaq program runs: {e}"))
+}

@@ -1,0 +1,123 @@
+//! The ZeroMQ transport over loopback: messages and fragments arrive whole, heartbeats keep
+//! a peer alive, silence declares it gone, foreign and garbage messages are refused and
+//! counted, and a send to a peer that is not there fails within its time-out.
+
+use std::time::{Duration, Instant};
+use swdaq_dataflow::transport::Outbox;
+use swdaq_format::SourceId;
+use swdaq_net::wire::{self, Message};
+use swdaq_net::{Heartbeat, Inlet, Liveness, NetOptions, Outlet};
+use swdaq_readout::request::{DataRequest, RequestStatus};
+use swdaq_readout::server::Outcome;
+
+fn request(n: u64) -> DataRequest {
+    DataRequest {
+        trigger_number: n,
+        trigger_timestamp: 10,
+        run_number: 1,
+        sequence_number: 0,
+        source: SourceId::readout(3),
+        window_begin: 5,
+        window_end: 15,
+        destination: 0,
+    }
+}
+
+fn pair() -> (zmq::Context, Inlet, Outlet) {
+    let context = zmq::Context::new();
+    let inlet = Inlet::bind(&context, "tcp://127.0.0.1:0").unwrap();
+    let outlet = Outlet::connect(&context, inlet.endpoint(), 7, &NetOptions::default()).unwrap();
+    (context, inlet, outlet)
+}
+
+#[test]
+fn messages_and_fragments_arrive_whole_and_in_order() {
+    let (_c, mut inlet, outlet) = pair();
+    Outbox::send(&outlet, request(1)).unwrap();
+    let bytes: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+    let meta = Message::Fragment {
+        request: request(2),
+        outcome: Outcome::Served(RequestStatus::Partial),
+        latency_us: 3,
+    };
+    outlet.send_fragment(&meta, bytes.clone()).unwrap();
+    let first = inlet.receive(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        (first.sender, first.message),
+        (7, Message::Request(request(1)))
+    );
+    let second = inlet.receive(Duration::from_secs(5)).unwrap();
+    assert_eq!(second.message, meta);
+    assert_eq!(&second.payload.unwrap()[..], &bytes[..]);
+    assert_eq!(outlet.counts(), (2, 0));
+    assert_eq!(inlet.counts().received, 2);
+}
+
+#[test]
+fn heartbeats_keep_a_peer_alive_and_silence_declares_it_gone() {
+    let (_c, mut inlet, outlet) = pair();
+    let mut liveness = Liveness::new([7], Duration::from_millis(300));
+    let heartbeat = Heartbeat::start(vec![outlet.clone()], Duration::from_millis(50)).unwrap();
+    let until = Instant::now() + Duration::from_millis(800);
+    while Instant::now() < until {
+        assert!(
+            inlet.receive(Duration::from_millis(20)).is_none(),
+            "heartbeats are not delivered"
+        );
+        assert!(
+            liveness
+                .newly_gone(|p| inlet.last_seen(p), Instant::now())
+                .is_empty()
+        );
+    }
+    drop(heartbeat);
+    let until = Instant::now() + Duration::from_secs(5);
+    let mut gone = Vec::new();
+    while gone.is_empty() && Instant::now() < until {
+        inlet.receive(Duration::from_millis(20));
+        gone = liveness.newly_gone(|p| inlet.last_seen(p), Instant::now());
+    }
+    assert_eq!(gone, [7]);
+}
+
+#[test]
+fn foreign_versions_and_garbage_are_refused_and_counted() {
+    let context = zmq::Context::new();
+    let mut inlet = Inlet::bind(&context, "tcp://127.0.0.1:0").unwrap();
+    let raw = context.socket(zmq::PUSH).unwrap();
+    raw.connect(inlet.endpoint()).unwrap();
+    let mut other_version = wire::encode(2, &Message::End, 0);
+    other_version[4] = 99;
+    raw.send(other_version, 0).unwrap();
+    raw.send(&b"\x00\x01garbage"[..], 0).unwrap();
+    // A fragment header with its bytes frame missing, then a good message.
+    let meta = Message::Fragment {
+        request: request(1),
+        outcome: Outcome::UnknownSource,
+        latency_us: 0,
+    };
+    raw.send(wire::encode(2, &meta, 1), 0).unwrap();
+    raw.send(wire::encode(2, &Message::End, 0), 0).unwrap();
+    let d = inlet.receive(Duration::from_secs(5)).unwrap();
+    assert_eq!(d.message, Message::End);
+    let refused = &inlet.counts().refused;
+    assert_eq!(refused.get("version"), Some(&1));
+    assert_eq!(refused.get("garbage"), Some(&1));
+    assert_eq!(refused.get("malformed"), Some(&1));
+    assert_eq!(inlet.counts().received, 1);
+}
+
+#[test]
+fn a_send_to_nobody_fails_within_its_time_out() {
+    let context = zmq::Context::new();
+    let options = NetOptions {
+        send_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    // Port 9 (discard) on loopback: nothing listens there in a test sandbox.
+    let outlet = Outlet::connect(&context, "tcp://127.0.0.1:9", 1, &options).unwrap();
+    let started = Instant::now();
+    assert!(outlet.send(&Message::End).is_err());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(outlet.counts(), (0, 1));
+}
