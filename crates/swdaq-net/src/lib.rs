@@ -14,5 +14,7 @@ pub mod socket;
 pub mod wire;
 
 pub use liveness::{Heartbeat, Liveness};
-pub use socket::{Delivery, Inlet, InletCounts, NetError, NetOptions, Outlet, SendError};
+pub use socket::{
+    Delivery, Immediate, Inlet, InletCounts, NetError, NetOptions, Outlet, SendError,
+};
 pub use wire::{AppId, Message, PROTOCOL_VERSION, WireError};

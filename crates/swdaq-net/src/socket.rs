@@ -181,6 +181,18 @@ impl<T: Into<Message> + Send> Outbox<T> for Outlet {
     }
 }
 
+/// An outlet whose sends never wait: a message the peer cannot take at once (gone, or
+/// its queue full) fails at once, to be counted by the sender. For requests, where a dead
+/// readout must not hold the builder up.
+#[derive(Clone)]
+pub struct Immediate(pub Outlet);
+
+impl<T: Into<Message> + Send> Outbox<T> for Immediate {
+    fn send(&self, message: T) -> Result<(), Disconnected> {
+        self.0.try_send(&message.into()).map_err(|_| Disconnected)
+    }
+}
+
 /// One message as received, checked.
 #[derive(Debug)]
 pub struct Delivery {

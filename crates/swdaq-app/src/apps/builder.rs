@@ -12,7 +12,7 @@ use crate::run::sink::StorageSink;
 use crate::run::topology::AppKind;
 use anyhow::Context;
 use crossbeam_channel::Sender;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use swdaq_dataflow::nodes::BuilderPorts;
 use swdaq_dataflow::transport::local;
 use swdaq_dataflow::{RecordBuilder, RecordSink, SinkError};
 use swdaq_format::{SourceId, TriggerRecord};
-use swdaq_net::{Inlet, Liveness, Message, Outlet};
+use swdaq_net::{Immediate, Inlet, Liveness, Message};
 use swdaq_readout::server::DataResponse;
 use swdaq_trigger::TriggerDecision;
 
@@ -36,14 +36,15 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let inlet = ctx.bind_inbox()?;
     let (dfo_id, _) = topology.single(AppKind::Dfo);
     let dfo = ctx.outlet_to(dfo_id)?;
-    // Each source's requests go to the readout application that has its link.
-    let mut routes: HashMap<SourceId, Outlet> = HashMap::new();
+    // Each source's requests go to the readout application that has its link, never waiting:
+    // a request a dead readout cannot take is counted, its fragment missing from the record.
+    let mut routes: HashMap<SourceId, Immediate> = HashMap::new();
     let mut outlets = vec![dfo.clone()];
     for (id, app) in topology.of_kind(AppKind::Readout) {
         let outlet = ctx.outlet_to(id)?;
         for &link in &app.links {
-            routes.insert(SourceId::readout(link), outlet.clone());
-            routes.insert(SourceId::trigger(link), outlet.clone());
+            routes.insert(SourceId::readout(link), Immediate(outlet.clone()));
+            routes.insert(SourceId::trigger(link), Immediate(outlet.clone()));
         }
         outlets.push(outlet);
     }
@@ -94,11 +95,12 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
             &metrics,
         );
         done.store(true, Ordering::Release);
-        demux
+        let refused_messages = demux
             .join()
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(RunReport {
             builder,
+            refused_messages,
             ..Default::default()
         })
     })?;
@@ -119,7 +121,12 @@ struct Demux {
 }
 
 impl Demux {
-    fn run(mut self, decisions: Sender<TriggerDecision>, responses: Sender<DataResponse>) {
+    /// Returns the messages the inbox refused, by reason.
+    fn run(
+        mut self,
+        decisions: Sender<TriggerDecision>,
+        responses: Sender<DataResponse>,
+    ) -> BTreeMap<String, u64> {
         let mut decisions = Some(decisions);
         let mut dfo = Liveness::new([self.dfo], self.peer_timeout);
         while !self.done.load(Ordering::Acquire) {
@@ -165,6 +172,7 @@ impl Demux {
                 decisions = None;
             }
         }
+        self.inlet.counts().refused.clone()
     }
 }
 

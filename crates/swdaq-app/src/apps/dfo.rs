@@ -96,6 +96,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     }
     let mut report = RunReport {
         dataflow: Some(orchestrator.finish()),
+        refused_messages: inlet.counts().refused.clone(),
         ..Default::default()
     };
     clock.finish(&ctx.spec.name, &mut report);

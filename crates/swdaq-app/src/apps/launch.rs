@@ -433,6 +433,9 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
             }
         }
         out.thread_cpu.extend(r.thread_cpu);
+        for (reason, n) in r.refused_messages {
+            *out.refused_messages.entry(reason).or_default() += n;
+        }
     }
     out.links.sort_by_key(|l| l.source_id);
     out

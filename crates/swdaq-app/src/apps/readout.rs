@@ -13,7 +13,7 @@ use crate::run::emulator::emulate;
 use crate::run::readout::{ReadoutControl, start_readout};
 use crate::run::topology::AppKind;
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -91,7 +91,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         let mut outcome = readout.join(&emulated)?;
         readout_ended.store(true, Ordering::Release);
         let joined = |what: &str| anyhow::anyhow!("the {what} thread panicked");
-        inbound.join().map_err(|_| joined("inbound"))?;
+        report.refused_messages = inbound.join().map_err(|_| joined("inbound"))?;
         let (tp_dropped, fragments_dropped) = outbound.join().map_err(|_| joined("outbound"))?;
         for link in &mut outcome.links {
             link.tp_batches_dropped += tp_dropped.get(&link.source_id).copied().unwrap_or(0);
@@ -127,7 +127,12 @@ struct Inbound {
 impl Inbound {
     /// Runs until the readout has ended; then dropping the request channel tells the server
     /// to answer what waits and finish.
-    fn run(mut self, requests: Sender<DataRequest>, readout_ended: &AtomicBool) {
+    /// Returns the messages the inbox refused, by reason.
+    fn run(
+        mut self,
+        requests: Sender<DataRequest>,
+        readout_ended: &AtomicBool,
+    ) -> BTreeMap<String, u64> {
         while !readout_ended.load(Ordering::Acquire) {
             if let Some(d) = self.inlet.receive(Duration::from_millis(50)) {
                 match d.message {
@@ -152,6 +157,7 @@ impl Inbound {
                 }
             }
         }
+        self.inlet.counts().refused.clone()
     }
 }
 

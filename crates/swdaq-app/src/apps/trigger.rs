@@ -87,6 +87,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     }
     let mut report = RunReport {
         trigger,
+        refused_messages: inlet.counts().refused.clone(),
         ..Default::default()
     };
     clock.finish(&ctx.spec.name, &mut report);

@@ -73,6 +73,8 @@ pub struct RunReport {
     pub dataflow: Option<OrchestratorReport>,
     /// With applications in several processes: how each one ended.
     pub apps: Vec<AppOutcome>,
+    /// Messages the applications' inboxes refused, by reason (garbage, version, malformed).
+    pub refused_messages: std::collections::BTreeMap<String, u64>,
 }
 
 /// How one application of a multi-process run ended.

@@ -214,12 +214,13 @@ pub fn summary(r: &RunReport) -> String {
     let b = &r.builder.counts;
     let _ = writeln!(
         s,
-        "Records   {} built: {} complete, {} with data missing, {} timed out; {} late fragments; build latency p50 {} p99 {}",
+        "Records   {} built: {} complete, {} with data missing, {} timed out; {} late fragments, {} requests not sent; build latency p50 {} p99 {}",
         b.complete + b.data_missing + b.timed_out,
         b.complete,
         b.data_missing,
         b.timed_out,
         b.late_fragments,
+        r.builder.unrouted_requests,
         ms(quantile(&r.builder.latencies, 0.5)),
         ms(quantile(&r.builder.latencies, 0.99)),
     );
@@ -265,6 +266,17 @@ pub fn summary(r: &RunReport) -> String {
             d.builders_gone,
             numbers(&d.reassigned),
             numbers(&d.lost),
+        );
+    }
+    if !r.refused_messages.is_empty() {
+        let _ = writeln!(
+            s,
+            "Network   messages refused by the applications' inboxes: {}",
+            r.refused_messages
+                .iter()
+                .map(|(why, n)| format!("{n} {why}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     for a in &r.apps {
@@ -367,6 +379,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "data_missing": b.data_missing,
             "timed_out": b.timed_out,
             "late_fragments": b.late_fragments,
+            "requests_not_sent": r.builder.unrouted_requests,
             "missing_by_source": by_source(&b.missing_by_source),
             "lacking_data_by_source": by_source(&b.lacking_by_source),
             "not_stored": r.builder.not_stored,
@@ -376,6 +389,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
         "storage": r.storage,
         "dataflow": r.dataflow,
         "apps": r.apps,
+        "refused_messages": r.refused_messages,
         "thread_cpu_share": r.thread_cpu,
         "hit_finding": {
             "pulses_5_sigma": r.hit_finding.pulses_5_sigma,

@@ -1,0 +1,306 @@
+//! `swdaq run` with a topology: the chain as separate processes on 127.0.0.1, started,
+//! stopped and summarised by `swdaq run`, and the faults it must survive: a builder or a
+//! readout application killed mid-run, garbage and foreign protocol versions on an inbox,
+//! SIGTERM to `swdaq run`. Each test boots a real multi-process system; they run one at a
+//! time (the machine has two cores).
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use swdaq_store::RecordFileReader;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A topology of 2 readout applications (one link each), trigger, dfo and `builders`
+/// builders on loopback, run for `duration_s` (0: until stopped).
+fn topology(dir: &Path, duration_s: f64, builders: usize, extra: &str) -> PathBuf {
+    let mut t = format!(
+        "[run]\nduration_s = {duration_s}\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
+         [emulator]\nlinks = 2\n[trigger.periodic]\nrate_hz = 20.0\n\
+         [topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n{extra}\n",
+        dir.join("data")
+    );
+    let mut app = |name: &str, kind: &str, links: &str| {
+        t += &format!(
+            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{links}\n",
+            free_port()
+        );
+    };
+    app("readout-0", "readout", "links = [0]");
+    app("readout-1", "readout", "links = [1]");
+    app("trigger", "trigger", "");
+    app("dfo", "dfo", "");
+    for b in 0..builders {
+        app(&format!("builder-{b}"), "builder", "");
+    }
+    let path = dir.join("topology.toml");
+    std::fs::write(&path, t).unwrap();
+    path
+}
+
+/// `swdaq run` on a topology, its stderr read on a thread (application pids are taken from it).
+struct Run {
+    child: Child,
+    pids: std::sync::mpsc::Receiver<(String, u32)>,
+    stderr: std::sync::Arc<Mutex<String>>,
+}
+
+impl Run {
+    fn start(config: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+            .args(["run", "--json", "--config"])
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, pids) = std::sync::mpsc::channel();
+        let stderr = std::sync::Arc::new(Mutex::new(String::new()));
+        let text = std::sync::Arc::clone(&stderr);
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                // "swdaq run: builder-1 (builder) started as pid 1234"
+                if let Some((name, pid)) = line
+                    .strip_prefix("swdaq run: ")
+                    .and_then(|l| l.split_once(" started as pid "))
+                {
+                    let name = name.split(' ').next().unwrap().to_string();
+                    let _ = tx.send((name, pid.trim().parse().unwrap()));
+                }
+                text.lock().unwrap().push_str(&(line + "\n"));
+            }
+        });
+        Self {
+            child,
+            pids,
+            stderr,
+        }
+    }
+
+    fn pid_of(&self, app: &str) -> u32 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (name, pid) = self
+                .pids
+                .recv_timeout(deadline - Instant::now())
+                .expect("the application was started");
+            if name == app {
+                return pid;
+            }
+        }
+    }
+
+    /// Waits (bounded) for the end and returns the JSON summary.
+    fn summary(mut self) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("swdaq run did not end: {}", self.stderr.lock().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut out).unwrap();
+        assert!(
+            status.success(),
+            "swdaq run failed ({status}): {}",
+            self.stderr.lock().unwrap()
+        );
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+}
+
+fn signal(pid: u32, signal: i32) {
+    // SAFETY: sends a signal to a process this test started (through `swdaq run`).
+    assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
+}
+
+/// Every record in the run's HDF5 files (closed ones), by trigger number.
+fn records_in(dir: &Path) -> Vec<(String, u64, u32)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir.join("data")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "hdf5") {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            for r in RecordFileReader::open(&path).unwrap().records().unwrap() {
+                let h = r.unwrap().header;
+                out.push((name.clone(), h.trigger_number, h.status_bits));
+            }
+        }
+    }
+    out.sort_by_key(|r| r.1);
+    out
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn applications_on_loopback_build_every_record_once_each_builder_its_own_files() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let s = Run::start(&topology(dir.path(), 4.0, 2, "")).summary();
+    let decisions = u(&s["trigger"]["decisions"]);
+    assert!(decisions >= 40, "{s}");
+    assert_eq!(u(&s["records"]["complete"]), decisions, "{s}");
+    let d = &s["dataflow"];
+    let assigned: Vec<u64> = d["assigned"].as_array().unwrap().iter().map(u).collect();
+    assert!(assigned.iter().all(|&n| n > 0), "both builders work: {d}");
+    assert_eq!(assigned.iter().sum::<u64>(), decisions);
+    assert!(d["lost"].as_array().unwrap().is_empty());
+    let records = records_in(dir.path());
+    let numbers: Vec<u64> = records.iter().map(|r| r.1).collect();
+    assert_eq!(
+        numbers,
+        (1..=decisions).collect::<Vec<_>>(),
+        "one record per decision"
+    );
+    for b in ["builder-0", "builder-1"] {
+        assert!(
+            records
+                .iter()
+                .any(|r| r.0.starts_with(&format!("swdaq_{b}_run")))
+        );
+    }
+    assert!(records.iter().all(|r| r.2 == 0), "every record complete");
+    let logs = dir.path().join("data/run000001-logs");
+    for app in [
+        "readout-0",
+        "readout-1",
+        "trigger",
+        "dfo",
+        "builder-0",
+        "builder-1",
+    ] {
+        let log = std::fs::read_to_string(logs.join(format!("{app}.log"))).unwrap();
+        assert!(
+            log.contains(&format!("swdaq app {app}: done")),
+            "{app}: {log}"
+        );
+    }
+}
+
+#[test]
+fn a_killed_builder_loses_no_record_silently_and_the_run_goes_on() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let run = Run::start(&topology(dir.path(), 7.0, 2, ""));
+    let victim = run.pid_of("builder-1");
+    std::thread::sleep(Duration::from_secs(4));
+    signal(victim, libc::SIGKILL);
+    let s = run.summary();
+    let d = &s["dataflow"];
+    assert_eq!(d["builders_gone"], serde_json::json!([1]), "{d}");
+    let done: u64 = d["done"].as_array().unwrap().iter().map(u).sum();
+    let lost = d["lost"].as_array().unwrap().len() as u64;
+    let decisions = u(&s["trigger"]["decisions"]);
+    assert_eq!(
+        done + lost,
+        decisions,
+        "every decision stored or counted lost: {d}"
+    );
+    let builder1 = s["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "builder-1")
+        .unwrap();
+    assert!(
+        builder1["failure"].as_str().unwrap().contains("signal 9"),
+        "{builder1}"
+    );
+    // Builder 0 went on and took over: its records are after the kill too.
+    let after_kill = u(&d["assigned"][0]) > u(&d["done"][1]);
+    assert!(after_kill, "{d}");
+}
+
+#[test]
+fn a_killed_readout_makes_later_records_incomplete_naming_its_links() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let run = Run::start(&topology(dir.path(), 7.0, 1, ""));
+    let victim = run.pid_of("readout-1");
+    std::thread::sleep(Duration::from_secs(4));
+    signal(victim, libc::SIGKILL);
+    let s = run.summary();
+    let r = &s["records"];
+    assert!(
+        u(&r["complete"]) > 0,
+        "records before the kill are complete: {r}"
+    );
+    let incomplete = u(&r["timed_out"]) + u(&r["data_missing"]);
+    assert!(incomplete > 0, "{r}");
+    let missing = r["missing_by_source"].as_object().unwrap();
+    assert!(
+        missing.keys().all(|k| k.ends_with("0x00000001")),
+        "only link 1's sources are missing: {r}"
+    );
+    assert!(missing.contains_key("Detector_Readout:0x00000001"), "{r}");
+    let decisions = u(&s["trigger"]["decisions"]);
+    assert_eq!(u(&r["complete"]) + incomplete, decisions, "{s}");
+}
+
+#[test]
+fn sigterm_stops_every_application_cleanly_and_garbage_is_refused() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let config = topology(dir.path(), 0.0, 1, "");
+    let trigger_address = std::fs::read_to_string(&config)
+        .unwrap()
+        .split("name = \"trigger\"")
+        .nth(1)
+        .and_then(|t| t.split('"').nth(3).map(str::to_owned))
+        .unwrap();
+    let run = Run::start(&config);
+    run.pid_of("builder-0");
+    std::thread::sleep(Duration::from_secs(3));
+    let context = zmq::Context::new();
+    let raw = context.socket(zmq::PUSH).unwrap();
+    raw.set_linger(1000).unwrap();
+    raw.connect(&trigger_address).unwrap();
+    raw.send(&b"GET / HTTP/1.1\r\n\r\n"[..], 0).unwrap();
+    let mut foreign = b"SWDQ".to_vec();
+    foreign.extend_from_slice(&[99, 0, 0, 0, 1, 0, 0, 0, 0]);
+    raw.send(foreign, 0).unwrap();
+    drop(raw);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(run.child.id(), libc::SIGTERM);
+    let s = run.summary();
+    assert_eq!(s["stop_reason"], "Interrupted");
+    assert_eq!(u(&s["refused_messages"]["garbage"]), 1, "{s}");
+    assert_eq!(u(&s["refused_messages"]["version"]), 1, "{s}");
+    assert!(
+        s["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["failure"].is_null()),
+        "{s}"
+    );
+    let decisions = u(&s["trigger"]["decisions"]);
+    assert_eq!(u(&s["records"]["complete"]), decisions, "{s}");
+    assert_eq!(records_in(dir.path()).len() as u64, decisions);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("data"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().to_string_lossy().ends_with(".writing"))
+        .collect();
+    assert!(leftovers.is_empty(), "every file closed and renamed");
+}
