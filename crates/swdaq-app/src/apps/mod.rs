@@ -85,7 +85,8 @@ impl AppContext {
 
     /// This application's monitoring, with `/metrics` where its entry asks for it.
     pub fn monitoring(&self) -> anyhow::Result<Monitoring> {
-        Monitoring::serving(&self.config, &self.spec.metrics_addr)
+        let key = format!("topology.apps.metrics_addr ({})", self.spec.name);
+        Monitoring::serving(&self.config, &self.spec.metrics_addr, &key)
     }
 
     /// The builders, in topology order: a builder's index here is its element id.

@@ -259,11 +259,11 @@ pub struct Monitoring {
 
 impl Monitoring {
     pub fn start(config: &RunConfig) -> anyhow::Result<Self> {
-        Self::serving(config, &config.run.metrics_addr)
+        Self::serving(config, &config.run.metrics_addr, "run.metrics_addr")
     }
 
-    /// Serves `/metrics` at `addr` ("" for none).
-    pub fn serving(config: &RunConfig, addr: &str) -> anyhow::Result<Self> {
+    /// Serves `/metrics` at `addr` ("" for none), which configuration `key` gave.
+    pub fn serving(config: &RunConfig, addr: &str, key: &str) -> anyhow::Result<Self> {
         // Snapshots at least every second, so a status line is never more than 1 s stale.
         let interval = Duration::from_secs_f64(config.run.status_interval_s.min(1.0));
         let registry = Registry::new();
@@ -273,10 +273,10 @@ impl Monitoring {
             addr => {
                 let parsed = addr
                     .parse()
-                    .with_context(|| format!("metrics address {addr:?}"))?;
+                    .with_context(|| format!("invalid configuration: {key} = {addr:?}"))?;
                 Some(
                     MetricsServer::start(parsed, stats.cell())
-                        .with_context(|| format!("{addr}: cannot serve /metrics"))?,
+                        .with_context(|| format!("{key} = {addr:?}: cannot serve /metrics"))?,
                 )
             }
         };
