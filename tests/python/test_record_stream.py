@@ -3,26 +3,14 @@ loopback topology, a subscriber decoding every published record's header and fra
 (examples/record_stream.py), checked against the run's own summary."""
 
 import json
-import os
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import zmq
+from swdaq_paths import SWDAQ, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-import record_stream  # noqa: E402
-
-SWDAQ = os.environ.get("SWDAQ_BIN", str(ROOT / "target" / "release" / "swdaq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+import record_stream  # noqa: E402  (examples/, put on the path by swdaq_paths)
 
 
 def topology(tmp_path: Path, stream: str) -> Path:

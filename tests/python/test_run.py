@@ -2,30 +2,18 @@
 text), Ctrl-C ends it cleanly, and h5py opens the records it wrote."""
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import h5py
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
+from swdaq_paths import SWDAQ, free_port
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-import read_records  # noqa: E402
-
-SWDAQ = os.environ.get("SWDAQ_BIN", str(ROOT / "target" / "release" / "swdaq"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+import read_records  # noqa: E402  (examples/, put on the path by swdaq_paths)
 
 
 def scrape(url: str, deadline: float) -> str:

@@ -19,10 +19,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let (trigger_id, _) = config.topology.single(AppKind::Trigger);
     let trigger = ctx.outlet_to(trigger_id)?;
     let builder_ids = ctx.builders();
-    let builders = builder_ids
-        .iter()
-        .map(|&b| ctx.outlet_to(b))
-        .collect::<anyhow::Result<Vec<Outlet>>>()?;
+    let builders = ctx.outlets_to(&builder_ids)?;
     let mut everyone = builders.clone();
     everyone.push(trigger.clone());
     let _heartbeat = swdaq_net::Heartbeat::start(everyone, ctx.heartbeat_every())?;

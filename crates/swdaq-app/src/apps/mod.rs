@@ -75,6 +75,11 @@ impl AppContext {
         )?)
     }
 
+    /// Outlets to each of `peers`, in order.
+    pub fn outlets_to(&self, peers: &[u32]) -> anyhow::Result<Vec<Outlet>> {
+        peers.iter().map(|&p| self.outlet_to(p)).collect()
+    }
+
     pub fn heartbeat_every(&self) -> Duration {
         Duration::from_millis(self.config.topology.heartbeat_ms)
     }

@@ -31,10 +31,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let (trigger, _) = ctx.config.topology.single(AppKind::Trigger);
     let trigger = ctx.outlet_to(trigger)?;
     let builder_ids = ctx.builders();
-    let builders = builder_ids
-        .iter()
-        .map(|&b| ctx.outlet_to(b))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let builders = ctx.outlets_to(&builder_ids)?;
     let mut everyone = builders.clone();
     everyone.push(trigger.clone());
     let _heartbeat = swdaq_net::Heartbeat::start(everyone, ctx.heartbeat_every())?;

@@ -29,11 +29,12 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let inlet = ctx.bind_inbox()?;
     let (dfo, _) = config.topology.single(AppKind::Dfo);
     let decisions = ctx.outlet_to(dfo)?;
-    let readouts = config
+    let readout_ids: Vec<u32> = config
         .topology
         .of_kind(AppKind::Readout)
-        .map(|(id, _)| ctx.outlet_to(id))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .map(|(id, _)| id)
+        .collect();
+    let readouts = ctx.outlets_to(&readout_ids)?;
     let mut everyone = readouts.clone();
     everyone.push(decisions.clone());
     let _heartbeat = swdaq_net::Heartbeat::start(everyone, ctx.heartbeat_every())?;
