@@ -1,4 +1,5 @@
-//! swdaq between processes and hosts, over ZeroMQ.
+//! swdaq between processes and hosts, over ZeroMQ. Without the default `zmq` feature only
+//! the wire format is built (for its fuzz target).
 //!
 //! * [`wire`]: the dataflow's messages on the wire — a fixed header (magic, protocol
 //!   version, frame count, sender) and a `postcard` body; fragments' bytes travel as a second
@@ -8,12 +9,17 @@
 //! * [`liveness`]: heartbeats on every outlet, and peers declared gone after a silence.
 //! * [`bench`]: fragment throughput through this transport against bare ZeroMQ.
 
+#[cfg(feature = "zmq")]
 pub mod bench;
+#[cfg(feature = "zmq")]
 pub mod liveness;
+#[cfg(feature = "zmq")]
 pub mod socket;
 pub mod wire;
 
+#[cfg(feature = "zmq")]
 pub use liveness::{Heartbeat, Liveness};
+#[cfg(feature = "zmq")]
 pub use socket::{
     Delivery, Immediate, Inlet, InletCounts, NetError, NetOptions, Outlet, SendError,
 };
