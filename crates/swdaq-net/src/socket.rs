@@ -218,13 +218,18 @@ pub struct Inlet {
     refusals_logged: u32,
 }
 
+/// Messages an inlet queues per sending peer before that peer's sends wait.
+pub const INLET_QUEUE_MESSAGES: i32 = 1 << 16;
+
 /// Refusals written to stderr per inlet; the rest are only counted.
 const REFUSALS_LOGGED: u32 = 10;
 
 impl Inlet {
     pub fn bind(context: &zmq::Context, endpoint: &str) -> Result<Self, NetError> {
         let socket = context.socket(zmq::PULL)?;
-        socket.set_rcvhwm(NetOptions::default().queue_messages)?;
+        // Per sending peer. Deep enough for a burst of small messages (TP batches while the
+        // trigger is busy); large ones (fragments) are bounded by the builders' credits.
+        socket.set_rcvhwm(INLET_QUEUE_MESSAGES)?;
         socket.set_linger(0)?;
         socket.bind(endpoint).map_err(|source| NetError::Bind {
             endpoint: endpoint.into(),

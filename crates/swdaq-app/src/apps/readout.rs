@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
 use swdaq_dataflow::transport::local;
-use swdaq_net::{AppId, Inlet, Liveness, Message, Outlet};
+use swdaq_net::{AppId, Inlet, Liveness, Message, NetOptions, Outlet};
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::DataResponse;
 
@@ -29,7 +29,18 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
     let (trigger, _) = ctx.config.topology.single(AppKind::Trigger);
-    let trigger = ctx.outlet_to(trigger)?;
+    // TP batches are small and must not be refused while the trigger catches up: queue as
+    // many as the one-process chain does.
+    let tp_options = NetOptions {
+        queue_messages: TP_QUEUE as i32,
+        ..ctx.options
+    };
+    let trigger = Outlet::connect(
+        &ctx.zmq,
+        &config.topology.apps[trigger as usize].address,
+        ctx.me,
+        &tp_options,
+    )?;
     let builder_ids = ctx.builders();
     let builders = ctx.outlets_to(&builder_ids)?;
     let mut everyone = builders.clone();
