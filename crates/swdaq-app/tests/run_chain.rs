@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
 use swdaq_app::run::chain::{RunReport, StopReason, run_chain};
 use swdaq_app::run::config::{RunConfig, StopLink};
 use swdaq_app::run::emulator::emulate;
+use swdaq_app::run::stop::StopRequest;
 use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::trigger_record::record_status;
@@ -43,7 +43,7 @@ static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn run(c: &RunConfig) -> RunReport {
     let _running = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    run_chain(c, &AtomicBool::new(false), |_| {}).expect("the run starts and ends cleanly")
+    run_chain(c, &StopRequest::default(), |_| {}).expect("the run starts and ends cleanly")
 }
 
 fn read_records(dir: &Path) -> Vec<TriggerRecord> {

@@ -12,13 +12,13 @@
 use super::control::{self, Event};
 use crate::run::chain::{AppOutcome, RunReport, StopReason};
 use crate::run::config::RunConfig;
+use crate::run::stop::StopRequest;
 use crate::run::topology::{App, AppKind};
 use anyhow::{Context, anyhow, bail};
 use crossbeam_channel::{Receiver, Sender};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// One running application.
@@ -83,7 +83,7 @@ pub fn log_dir(config: &RunConfig) -> PathBuf {
 pub fn run_distributed(
     config: &RunConfig,
     exe: &Path,
-    interrupt: &AtomicBool,
+    stop: &StopRequest,
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
     ignore_sigpipe();
@@ -122,7 +122,7 @@ pub fn run_distributed(
         apps.len(),
         logs.display()
     );
-    let stop_reason = supervise(config, &mut apps, &events_rx, interrupt, started);
+    let stop_reason = supervise(config, &mut apps, &events_rx, stop, started);
     let seconds = started.elapsed().as_secs_f64();
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
     for stage in [
@@ -131,7 +131,7 @@ pub fn run_distributed(
         AppKind::Builder,
         AppKind::Readout,
     ] {
-        stop_stage(&mut apps, stage, &events_rx, stop_timeout);
+        stop_stage(&mut apps, stage, &events_rx, stop_timeout, stop);
     }
     let mut report = merge(
         apps.iter_mut()
@@ -270,7 +270,7 @@ fn supervise(
     config: &RunConfig,
     apps: &mut [Running],
     events: &Receiver<(usize, anyhow::Result<Event>)>,
-    interrupt: &AtomicBool,
+    stop: &StopRequest,
     started: Instant,
 ) -> StopReason {
     let duration =
@@ -293,7 +293,7 @@ fn supervise(
                 );
             }
         }
-        if interrupt.load(Ordering::Relaxed) {
+        if stop.is_requested() {
             return StopReason::Interrupted;
         }
         let now = Instant::now();
@@ -334,6 +334,7 @@ fn stop_stage(
     kind: AppKind,
     events: &Receiver<(usize, anyhow::Result<Event>)>,
     timeout: Duration,
+    stop: &StopRequest,
 ) {
     let names: Vec<&str> = apps
         .iter()
@@ -342,6 +343,7 @@ fn stop_stage(
         .collect();
     if !names.is_empty() {
         eprintln!("swdaq run: stopping {}", names.join(", "));
+        stop.waiting_for(format!("{} to finish", names.join(", ")));
     }
     for a in apps.iter_mut().filter(|a| a.kind == kind) {
         a.command("stop");

@@ -18,6 +18,7 @@ use super::emulator::emulate;
 use super::metrics::{BuilderMetrics, TriggerMetrics};
 use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
 use super::sink::StorageSink;
+use super::stop::StopRequest;
 use crate::truth_match::Score;
 use anyhow::{Context, anyhow};
 use crossbeam_channel::Sender;
@@ -101,7 +102,7 @@ pub struct Status<'a> {
 /// the end of every link; `on_status` is called every status interval.
 pub fn run_chain(
     config: &RunConfig,
-    interrupt: &AtomicBool,
+    stop: &StopRequest,
     mut on_status: impl FnMut(&Status<'_>),
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
@@ -176,7 +177,7 @@ pub fn run_chain(
         let threads_at_start = read_threads();
         let watch = Supervisor {
             config,
-            interrupt,
+            stop,
             stats: &monitoring.stats,
             storage_failed: &storage_failed,
             started,
@@ -188,17 +189,21 @@ pub fn run_chain(
         // its data is in), then the builder finishes every record, then readout stops.
         let _ = stop_tx.send(TriggerInput::Stop);
         drop(stop_tx);
+        stop.waiting_for("the trigger to issue its last decision");
         let trigger = trigger_thread
             .join()
             .map_err(|_| anyhow!("the trigger thread panicked"))?;
+        stop.waiting_for("the record builder to finish its records");
         let (builder, sink) = builder_thread
             .join()
             .map_err(|_| anyhow!("the record builder panicked"))?;
+        stop.waiting_for("readout to stop");
         control.stop();
         let readout = readout.join(&emulated)?;
         let server = server
             .join()
             .map_err(|_| anyhow!("the request server panicked"))?;
+        stop.waiting_for("storage to write what is queued and close its files");
         let storage = sink.finish();
         Ok(RunReport {
             seconds: started.elapsed().as_secs_f64(),
@@ -362,7 +367,7 @@ where
 /// Watches the run from the main thread and decides when it ends.
 struct Supervisor<'a> {
     config: &'a RunConfig,
-    interrupt: &'a AtomicBool,
+    stop: &'a StopRequest,
     stats: &'a StatsThread,
     storage_failed: &'a Arc<AtomicBool>,
     started: Instant,
@@ -393,7 +398,7 @@ impl Supervisor<'_> {
                     links: self.links,
                 });
             }
-            if self.interrupt.load(Ordering::Relaxed) {
+            if self.stop.is_requested() {
                 return StopReason::Interrupted;
             }
             if duration.is_some_and(|d| elapsed >= d) {

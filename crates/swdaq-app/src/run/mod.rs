@@ -7,14 +7,13 @@ pub mod emulator;
 pub mod metrics;
 pub mod readout;
 pub mod sink;
+pub mod stop;
 pub mod topology;
 pub mod view;
 
-use anyhow::Context;
 use config::RunConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -76,10 +75,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         print!("{}", config.to_toml());
         return Ok(());
     }
-    let interrupt = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&interrupt);
-    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("cannot install the Ctrl-C handler")?;
+    let stop = Arc::new(stop::StopRequest::default());
+    stop::install(Arc::clone(&stop))?;
     eprintln!(
         "swdaq run {}: {} emulated WIBEth links{}, {} s{}, writing to {}{}",
         config.run.number,
@@ -93,7 +90,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         if config.run.duration_s == 0.0 {
             " (until Ctrl-C)"
         } else {
-            " (Ctrl-C ends it early)"
+            " (Ctrl-C or SIGTERM ends it early)"
         },
         config.run.output_dir.display(),
         if config.run.metrics_addr.is_empty() || config.topology.is_distributed() {
@@ -104,11 +101,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     let report = if config.topology.is_distributed() {
         let exe = crate::apps::launch::current_exe()?;
-        crate::apps::launch::run_distributed(&config, &exe, &interrupt)?
+        crate::apps::launch::run_distributed(&config, &exe, &stop)?
     } else {
         let mut view = view::LiveView::default();
         let quiet = args.json;
-        chain::run_chain(&config, &interrupt, |status| {
+        chain::run_chain(&config, &stop, |status| {
             if !quiet {
                 view.show(status)
             }
