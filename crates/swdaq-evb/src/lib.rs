@@ -9,6 +9,7 @@
 //! ([`files`], [`jsn`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
 //! [`system`] runs them all in one process.
 
+pub mod bench;
 pub mod bu;
 pub mod build;
 pub mod check;

@@ -152,23 +152,31 @@ impl FedEvent {
     }
 }
 
+/// Random bytes payloads are cut from: drawing every word anew costs more than the checks
+/// the emulator feeds (measured by `swdaq bench evb`), and content does not matter to them.
+const PAYLOAD_POOL_BYTES: usize = 1 << 20;
+
 pub struct FedEmulator {
     config: FedSimConfig,
     event: u64,
     trigger_ns: f64,
     timing_rng: Xoshiro256PlusPlus,
-    payload: Vec<u8>,
+    payload_pool: Vec<u8>,
 }
 
 impl FedEmulator {
     pub fn new(config: FedSimConfig) -> Result<Self, FedConfigError> {
         config.validate()?;
+        let mut pool_rng = Xoshiro256PlusPlus::seed_from_u64(mix(config.seed, 0, u64::MAX - 1));
+        let payload_pool = (0..PAYLOAD_POOL_BYTES / FED_WORD)
+            .flat_map(|_| pool_rng.random::<u64>().to_le_bytes())
+            .collect();
         Ok(Self {
             timing_rng: Xoshiro256PlusPlus::seed_from_u64(config.seed),
             config,
             event: 0,
             trigger_ns: 0.0,
-            payload: Vec::new(),
+            payload_pool,
         })
     }
 
@@ -207,8 +215,11 @@ impl FedEmulator {
             if matches!(fault, Some(FedFaultKind::Missing | FedFaultKind::Stopped)) {
                 continue;
             }
-            let size = fragment_size(spec, &mut rng);
-            fill_payload(&mut self.payload, size - FED_MIN_SIZE, &mut rng);
+            let payload = payload_slice(
+                &self.payload_pool,
+                fragment_size(spec, &mut rng) - FED_MIN_SIZE,
+                &mut rng,
+            );
             let mut l1_id = (event as u32) & FED_L1_ID_MASK;
             if fault == Some(FedFaultKind::WrongL1Id) {
                 l1_id = (l1_id + 1 + rng.random_range(0..FED_L1_ID_MASK - 1)) & FED_L1_ID_MASK;
@@ -221,12 +232,8 @@ impl FedEmulator {
                 version: 0,
                 more_headers: false,
             };
-            let range = encode_fed_fragment(
-                &mut out.bytes,
-                &header,
-                &FedTrailer::default(),
-                &self.payload,
-            );
+            let range =
+                encode_fed_fragment(&mut out.bytes, &header, &FedTrailer::default(), &payload);
             let trailer_at = range.end - FED_WORD;
             match fault {
                 // The CRC field's low byte is bits 16..24 of the trailer word.
@@ -290,12 +297,23 @@ fn fragment_size(spec: &FedSpec, rng: &mut Xoshiro256PlusPlus) -> usize {
     words as usize * FED_WORD
 }
 
-fn fill_payload(payload: &mut Vec<u8>, bytes: usize, rng: &mut Xoshiro256PlusPlus) {
-    payload.clear();
-    payload.reserve(bytes);
-    for _ in 0..bytes / FED_WORD {
-        payload.extend_from_slice(&rng.random::<u64>().to_le_bytes());
+/// `bytes` (whole words) of the pool from a random word; the pool repeats for sizes beyond it.
+fn payload_slice<'a>(
+    pool: &'a [u8],
+    bytes: usize,
+    rng: &mut Xoshiro256PlusPlus,
+) -> std::borrow::Cow<'a, [u8]> {
+    if bytes > pool.len() {
+        return pool
+            .iter()
+            .cycle()
+            .take(bytes)
+            .copied()
+            .collect::<Vec<u8>>()
+            .into();
     }
+    let start = rng.random_range(0..=(pool.len() - bytes) / FED_WORD) * FED_WORD;
+    pool[start..start + bytes].into()
 }
 
 #[cfg(test)]
