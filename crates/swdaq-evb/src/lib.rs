@@ -16,6 +16,7 @@ pub mod check;
 pub mod config;
 pub mod evm;
 pub mod files;
+pub mod inspect;
 pub mod jsn;
 pub mod message;
 pub mod metrics;
