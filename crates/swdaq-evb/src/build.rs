@@ -6,7 +6,7 @@
 //! FED fragments.
 
 use crate::message::SuperFragment;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 use swdaq_format::crc::crc32c;
 use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
@@ -55,6 +55,10 @@ pub struct EventBuilder {
     readout_units: usize,
     timeout: Duration,
     building: BTreeMap<u64, Building>,
+    /// (deadline, event) in start order, so deadlines ascend: expiry looks at the front only
+    /// instead of scanning every open event on each wake-up. Events completed meanwhile are
+    /// skipped when they reach the front.
+    deadlines: VecDeque<(Instant, u64)>,
     counts: BuildCounts,
 }
 
@@ -65,6 +69,7 @@ impl EventBuilder {
             readout_units,
             timeout,
             building: BTreeMap::new(),
+            deadlines: VecDeque::new(),
             counts: BuildCounts {
                 missing_per_ru: vec![0; readout_units],
                 ..Default::default()
@@ -97,6 +102,7 @@ impl EventBuilder {
             arrived: 0,
         };
         self.building.insert(event, building);
+        self.deadlines.push_back((now + self.timeout, event));
         self.add(event, evm_fragment, now)
     }
 
@@ -125,28 +131,29 @@ impl EventBuilder {
 
     /// Completes, flagged incomplete, every event older than the time-out.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<BuiltEvent>) {
-        let expired: Vec<u64> = self
-            .building
-            .iter()
-            .filter(|(_, b)| now.duration_since(b.started) >= self.timeout)
-            .map(|(&e, _)| e)
-            .collect();
-        for event in expired {
-            let building = self.building.remove(&event).expect("just listed");
+        while let Some(&(deadline, event)) = self.deadlines.front() {
+            if !self.building.contains_key(&event) {
+                self.deadlines.pop_front();
+                continue;
+            }
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            let building = self.building.remove(&event).expect("checked above");
             out.push(self.assemble(event, building, now));
         }
     }
 
-    /// The earliest moment an open event times out.
+    /// The earliest moment an open event times out (or a little before: the front entry may
+    /// be an event completed since).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.building
-            .values()
-            .map(|b| b.started + self.timeout)
-            .min()
+        self.deadlines.front().map(|&(deadline, _)| deadline)
     }
 
     /// Completes every open event now (end of run), flagged incomplete.
     pub fn finish_all(&mut self, now: Instant, out: &mut Vec<BuiltEvent>) {
+        self.deadlines.clear();
         for (event, building) in std::mem::take(&mut self.building) {
             out.push(self.assemble(event, building, now));
         }
