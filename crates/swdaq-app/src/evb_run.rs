@@ -27,7 +27,7 @@ impl Default for EvbRunConfig {
     fn default() -> Self {
         Self {
             duration_s: 10.0,
-            metrics_addr: "127.0.0.1:9101".into(),
+            metrics_addr: "127.0.0.1:9464".into(),
             evb: EvbConfig::default(),
         }
     }
