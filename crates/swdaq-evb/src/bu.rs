@@ -117,19 +117,24 @@ impl Bu {
             });
             loop {
                 match self.inbox.receive(wait) {
-                    Received::Message(ToBu::Assigned(a)) => {
-                        asked = asked.saturating_sub(1);
-                        new_events.push(a.event);
-                        let lumi = (self.lumi_of)(a.trigger_ns);
-                        built.extend(self.builder.start(
-                            a.event,
-                            lumi,
-                            a.evm_fragment,
-                            Instant::now(),
-                        ));
+                    Received::Message(ToBu::Assigned(batch)) => {
+                        for a in batch {
+                            asked = asked.saturating_sub(1);
+                            new_events.push(a.event);
+                            let lumi = (self.lumi_of)(a.trigger_ns);
+                            built.extend(self.builder.start(
+                                a.event,
+                                lumi,
+                                a.evm_fragment,
+                                Instant::now(),
+                            ));
+                        }
                     }
-                    Received::Message(ToBu::Fragment(sf)) => {
-                        built.extend(self.builder.add(sf.event, sf, Instant::now()));
+                    Received::Message(ToBu::Fragments(batch)) => {
+                        let now = Instant::now();
+                        for sf in batch {
+                            built.extend(self.builder.add(sf.event, sf, now));
+                        }
                     }
                     Received::Message(ToBu::EndOfRun) | Received::Closed => end = true,
                     Received::Nothing => break,

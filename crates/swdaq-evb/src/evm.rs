@@ -5,7 +5,7 @@
 //! events. A builder unit that has gone (its inbox closed) gets nothing more; what it was
 //! given and never finished is counted as lost.
 
-use crate::message::{Assignment, BuRequest, ToBu};
+use crate::message::{Assignment, BuRequest, MAX_BATCH, ToBu};
 use crate::metrics::{CounterSet, FedMetrics, PUBLISH_EVERY};
 use crate::producer::Producer;
 use std::sync::Arc;
@@ -126,6 +126,7 @@ impl Evm {
         let mut credits = BuCredits::new(self.to_bus.len() as u16);
         let mut report = EvmReport::default();
         let mut waited_for_credit = false;
+        let mut batches: Vec<Vec<Assignment>> = vec![Vec::new(); self.to_bus.len()];
         loop {
             let all_gone = drain(&*self.requests, &mut credits, Duration::ZERO);
             let (event, _) = self.producer.peek();
@@ -134,6 +135,7 @@ impl Evm {
                 break;
             }
             if let Some(wait) = self.producer.not_due_for() {
+                self.flush(&mut batches, &mut credits, &mut report);
                 drain(&*self.requests, &mut credits, wait.min(IDLE_WAIT));
                 continue;
             }
@@ -142,6 +144,7 @@ impl Evm {
                     report.throttled += 1;
                     waited_for_credit = true;
                 }
+                self.flush(&mut batches, &mut credits, &mut report);
                 drain(&*self.requests, &mut credits, IDLE_WAIT);
                 continue;
             };
@@ -153,17 +156,16 @@ impl Evm {
                 evm_fragment,
             };
             report.assigned += 1;
-            if self.to_bus[bu as usize]
-                .send(ToBu::Assigned(assignment))
-                .is_err()
-            {
-                report.lost += credits.died(bu);
+            batches[bu as usize].push(assignment);
+            if batches[bu as usize].len() >= MAX_BATCH {
+                self.flush(&mut batches, &mut credits, &mut report);
             }
             if report.assigned.is_multiple_of(PUBLISH_EVERY) {
                 fed_metrics.publish(self.producer.fed_counts());
                 counters.publish(&[report.assigned, report.throttled, report.lost]);
             }
         }
+        self.flush(&mut batches, &mut credits, &mut report);
         for (bu, outbox) in self.to_bus.iter().enumerate() {
             if credits.accounts()[bu].alive && outbox.send(ToBu::EndOfRun).is_err() {
                 report.lost += credits.died(bu as u16);
@@ -173,6 +175,26 @@ impl Evm {
         counters.publish(&[report.assigned, report.throttled, report.lost]);
         report.accounts = credits.accounts().to_vec();
         Ok((report, self.producer))
+    }
+}
+
+impl Evm {
+    /// Sends every builder unit its gathered assignments.
+    fn flush(
+        &self,
+        batches: &mut [Vec<Assignment>],
+        credits: &mut BuCredits,
+        report: &mut EvmReport,
+    ) {
+        for (bu, batch) in batches.iter_mut().enumerate() {
+            if batch.is_empty() {
+                continue;
+            }
+            let batch = std::mem::take(batch);
+            if self.to_bus[bu].send(ToBu::Assigned(batch)).is_err() {
+                report.lost += credits.died(bu as u16);
+            }
+        }
     }
 }
 

@@ -33,11 +33,13 @@ pub struct Assignment {
     pub evm_fragment: SuperFragment,
 }
 
-/// Everything a builder unit receives, on one inbox.
+/// Everything a builder unit receives, on one inbox. Assignments and super-fragments travel
+/// in batches: one message per event costs more in hand-offs than the event's checks and
+/// building together (measured by `swdaq bench evb`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToBu {
-    Assigned(Assignment),
-    Fragment(SuperFragment),
+    Assigned(Vec<Assignment>),
+    Fragments(Vec<SuperFragment>),
     /// The event manager assigns nothing more: finish what is open and stop.
     EndOfRun,
 }
@@ -48,3 +50,6 @@ pub struct FragmentRequest {
     pub bu: u16,
     pub events: Vec<u64>,
 }
+
+/// Most assignments or super-fragments a unit gathers for one builder unit before sending.
+pub const MAX_BATCH: usize = 32;

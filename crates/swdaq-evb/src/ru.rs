@@ -5,7 +5,7 @@
 //! super-fragments nobody asked for within `ru_hold_timeout` (counted: the builder unit
 //! that should have asked has gone), and stops when every builder unit has gone.
 
-use crate::message::{FragmentRequest, SuperFragment, ToBu};
+use crate::message::{FragmentRequest, MAX_BATCH, SuperFragment, ToBu};
 use crate::metrics::{CounterSet, FedMetrics, PUBLISH_EVERY, queue_gauge};
 use crate::producer::Producer;
 use std::collections::BTreeMap;
@@ -75,6 +75,7 @@ impl Ru {
         // Read in event order, so the first entry is always the oldest.
         let mut held: BTreeMap<u64, (Instant, SuperFragment)> = BTreeMap::new();
         let mut wanted: BTreeMap<u64, u16> = BTreeMap::new();
+        let mut outgoing: Vec<Vec<SuperFragment>> = vec![Vec::new(); self.to_bus.len()];
         let mut closed = false;
         let mut paused = false;
         while !closed {
@@ -88,12 +89,20 @@ impl Ru {
                 Some(not_due) => not_due.min(IDLE_WAIT),
                 None => Duration::ZERO,
             };
+            // Gathered super-fragments go out before blocking, when a batch is full, with the
+            // answers to requests, and once every request waiting for reading is answered.
+            let mut send_now = !wait.is_zero() || outgoing.iter().any(|b| b.len() >= MAX_BATCH);
             loop {
+                if send_now {
+                    self.flush(&mut outgoing, &mut report);
+                    send_now = false;
+                }
                 match self.requests.receive(wait) {
                     Received::Message(r) => {
+                        send_now = true;
                         for event in r.events {
                             match held.remove(&event) {
-                                Some((_, sf)) => self.deliver(r.bu, sf, &mut report),
+                                Some((_, sf)) => self.queue(r.bu, sf, &mut outgoing, &mut report),
                                 None if event >= next => {
                                     wanted.insert(event, r.bu);
                                 }
@@ -117,7 +126,13 @@ impl Ru {
                 let (_, sf) = self.producer.take();
                 report.read += 1;
                 match wanted.remove(&next) {
-                    Some(bu) => self.deliver(bu, sf, &mut report),
+                    Some(bu) => {
+                        self.queue(bu, sf, &mut outgoing, &mut report);
+                        // Caught up with every request: nothing more joins this batch soon.
+                        if wanted.is_empty() {
+                            self.flush(&mut outgoing, &mut report);
+                        }
+                    }
                     None => {
                         held.insert(next, (Instant::now(), sf));
                     }
@@ -136,6 +151,7 @@ impl Ru {
                 report.expired += 1;
             }
         }
+        self.flush(&mut outgoing, &mut report);
         report.left_at_end = held.len() as u64;
         fed_metrics.publish(self.producer.fed_counts());
         counters.publish(&[report.read, report.served, report.expired]);
@@ -143,14 +159,29 @@ impl Ru {
         Ok((report, self.producer))
     }
 
-    fn deliver(&self, bu: u16, sf: SuperFragment, report: &mut RuReport) {
-        match self
-            .to_bus
-            .get(bu as usize)
-            .map(|o| o.send(ToBu::Fragment(sf)))
-        {
-            Some(Ok(())) => report.served += 1,
-            _ => report.undeliverable += 1,
+    fn queue(
+        &self,
+        bu: u16,
+        sf: SuperFragment,
+        outgoing: &mut [Vec<SuperFragment>],
+        report: &mut RuReport,
+    ) {
+        match outgoing.get_mut(bu as usize) {
+            Some(batch) => batch.push(sf),
+            None => report.undeliverable += 1,
+        }
+    }
+
+    fn flush(&self, outgoing: &mut [Vec<SuperFragment>], report: &mut RuReport) {
+        for (outbox, batch) in self.to_bus.iter().zip(outgoing.iter_mut()) {
+            if batch.is_empty() {
+                continue;
+            }
+            let n = batch.len() as u64;
+            match outbox.send(ToBu::Fragments(std::mem::take(batch))) {
+                Ok(()) => report.served += n,
+                Err(_) => report.undeliverable += n,
+            }
         }
     }
 }
