@@ -168,6 +168,7 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "lost_with_dead_builder_units": s.evm.lost,
         "unwritten": s.unwritten(),
         "throttled": s.evm.throttled,
+        "max_behind_trigger_ms": s.evm.max_behind.as_secs_f64() * 1e3,
         "built_per_second": s.built() as f64 / seconds,
         "gbps": s.written_bytes() as f64 / seconds / 1e9,
         "build_time_p50_us": s.build_time_us(0.5),
@@ -180,7 +181,7 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
 pub fn summary_text(s: &EvbSummary) -> String {
     let j = summary_json(s);
     let mut out = format!(
-        "Events    {} triggered, {} built ({} incomplete), {} written ({:.3} GB), {} lost ({} with dead builder units, {} unwritten); {} throttled\n",
+        "Events    {} triggered, {} built ({} incomplete), {} written ({:.3} GB), {} lost ({} with dead builder units, {} unwritten); {} throttled, at most {:.1} ms behind the trigger clock\n",
         s.evm.assigned,
         s.built(),
         s.incomplete(),
@@ -190,6 +191,7 @@ pub fn summary_text(s: &EvbSummary) -> String {
         s.evm.lost,
         s.unwritten(),
         s.evm.throttled,
+        s.evm.max_behind.as_secs_f64() * 1e3,
     );
     out += &format!(
         "Rate      {:.0} events/s, {:.3} GB/s; build time p50 {} us p99 {} us\n",

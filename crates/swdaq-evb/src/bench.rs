@@ -36,6 +36,8 @@ pub struct RunRow {
     pub lost: u64,
     /// Events the event manager held back for want of builder-unit credit.
     pub throttled: u64,
+    /// Paced runs: the most an event was given out after its trigger time, in ms.
+    pub max_behind_trigger_ms: f64,
     pub build_time_p50_us: u64,
     pub build_time_p99_us: u64,
 }
@@ -118,6 +120,7 @@ fn row(mode: &'static str, rate: Option<f64>, s: &EvbSummary, cpu_seconds: f64) 
         incomplete: s.incomplete(),
         lost: s.lost(),
         throttled: s.evm.throttled,
+        max_behind_trigger_ms: s.evm.max_behind.as_secs_f64() * 1e3,
         build_time_p50_us: s.build_time_us(0.5),
         build_time_p99_us: s.build_time_us(0.99),
     }

@@ -90,6 +90,9 @@ pub struct EvmReport {
     pub throttled: u64,
     /// Events given to builder units that died before finishing them.
     pub lost: u64,
+    /// When paced: the most any event was given out after its trigger time. A trigger rate
+    /// holds when this stays small (the event manager keeps up with the trigger clock).
+    pub max_behind: Duration,
     pub accounts: Vec<BuAccount>,
 }
 
@@ -149,6 +152,7 @@ impl Evm {
                 continue;
             };
             waited_for_credit = false;
+            report.max_behind = report.max_behind.max(self.producer.behind());
             let (trigger_ns, evm_fragment) = self.producer.take();
             let assignment = Assignment {
                 event,

@@ -60,6 +60,15 @@ impl Producer {
             .filter(|d| !d.is_zero())
     }
 
+    /// How far the next event is behind its trigger time (zero when not paced or not due).
+    pub fn behind(&mut self) -> Duration {
+        let (_, trigger_ns) = self.peek();
+        if !self.paced {
+            return Duration::ZERO;
+        }
+        (self.start + Duration::from_nanos(trigger_ns)).elapsed()
+    }
+
     /// Checks the next event's fragments into its super-fragment and moves on.
     pub fn take(&mut self) -> (u64, SuperFragment) {
         let (_, trigger_ns) = self.peek();

@@ -349,6 +349,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         r.incomplete.to_string(),
                         r.lost.to_string(),
                         r.throttled.to_string(),
+                        format!("{:.1}", r.max_behind_trigger_ms),
                         r.build_time_p50_us.to_string(),
                         r.build_time_p99_us.to_string(),
                     ]
