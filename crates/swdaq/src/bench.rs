@@ -334,6 +334,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "incomplete",
                     "lost",
                     "throttled",
+                    "behind ms",
                     "p50 us",
                     "p99 us",
                 ],
