@@ -3,7 +3,8 @@
 //! sends its own super-fragment with the assignment. Without credit it holds the trigger
 //! (counted as throttled), so slow builder units slow the trigger down instead of losing
 //! events. A builder unit that has gone (its inbox closed) gets nothing more; what it was
-//! given and never finished is counted as lost.
+//! given and had not reported finished is counted as lost (an upper bound: its events are
+//! not re-assigned).
 
 use crate::message::{Assignment, BuRequest, MAX_BATCH, ToBu};
 use crate::metrics::{CounterSet, FedMetrics, PUBLISH_EVERY};
@@ -88,7 +89,8 @@ pub struct EvmReport {
     pub assigned: u64,
     /// Events that waited for a builder unit's credit.
     pub throttled: u64,
-    /// Events given to builder units that died before finishing them.
+    /// Events given to builder units that died, minus those they had reported finished: an
+    /// upper bound, since a unit may finish (and write) some after its last report.
     pub lost: u64,
     /// When paced: the most any event was given out after its trigger time. A trigger rate
     /// holds when this stays small (the event manager keeps up with the trigger clock).
