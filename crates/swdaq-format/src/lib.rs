@@ -5,13 +5,16 @@
 //! DUNE-compatible layouts (byte for byte): [`wibeth`] (WIBEth TPC frames), [`protowib`]
 //! (ProtoDUNE-SP WIB frames), [`tp`] (TriggerPrimitive v2), [`fragment`] (FragmentHeader v5),
 //! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). Ours:
-//! [`rawfile`] (raw link files). [`crc`] computes CRC32C.
+//! CMS-compatible: [`fed`] (FED fragments with their CRC-16), [`frd`] (FRD event header v6,
+//! `RAW_0002` file header). Ours: [`rawfile`] (raw link files). [`crc`] computes CRC32C.
 
 pub mod crc;
 pub mod daq_eth;
 mod error;
+pub mod fed;
 pub mod fragment;
 pub mod frame_format;
+pub mod frd;
 mod le;
 pub mod protowib;
 pub mod rawfile;

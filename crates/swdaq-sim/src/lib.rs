@@ -9,9 +9,13 @@
 //! without sharing state); pathologies (noisy, dead channels, stuck bits, saturation); frame
 //! encoding (WIBEth, ProtoDUNE WIB) with correct headers, timestamps and sequence ids; and
 //! fault injection. Every pulse and fault is recorded as [`truth`].
+//!
+//! [`fed`] emulates CMS-style front-end drivers instead: one FED fragment per level-1 accept,
+//! with size distributions and injected faults as truth.
 
 pub mod channel_map;
 pub mod config;
+pub mod fed;
 pub mod link;
 mod normal;
 pub mod response;

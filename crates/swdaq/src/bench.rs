@@ -88,6 +88,32 @@ enum What {
         #[arg(long, default_value_t = 5.0)]
         window_ms: f64,
     },
+    /// CMS-style event builder in one process: built events/s and GB/s flat out (and paced
+    /// at a trigger rate), against the bare in-process transport in the same run, with
+    /// per-fragment and per-event costs.
+    Evb {
+        /// Events built flat out.
+        #[arg(long, default_value_t = 200_000)]
+        events: u64,
+        #[arg(long, default_value_t = 2)]
+        rus: u16,
+        #[arg(long, default_value_t = 4)]
+        feds_per_ru: u16,
+        /// Mean FED fragment size in bytes (spread: an eighth of it).
+        #[arg(long, default_value_t = 1024)]
+        fed_bytes: u32,
+        #[arg(long, default_value_t = 2)]
+        bus: u16,
+        /// Trigger rate of the paced run in Hz.
+        #[arg(long, default_value_t = 100_000.0)]
+        rate: f64,
+        /// Seconds of the paced run (0: none).
+        #[arg(long, default_value_t = 10.0)]
+        paced_seconds: f64,
+        /// Directory for the files (RAM-backed by default); emptied after each run.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -300,6 +326,97 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     ]
                 },
             )
+        }
+        What::Evb {
+            events,
+            rus,
+            feds_per_ru,
+            fed_bytes,
+            bus,
+            rate,
+            paced_seconds,
+            dir,
+        } => {
+            anyhow::ensure!(
+                *events > 0 && *rus > 0 && *feds_per_ru > 0 && *bus > 0 && *paced_seconds >= 0.0,
+                "events, rus, feds-per-ru and bus must be at least 1"
+            );
+            let config = swdaq_evb::EvbConfig {
+                rus: (0..*rus)
+                    .map(|r| {
+                        swdaq_sim::fed::FedSimConfig::uniform(
+                            r * feds_per_ru,
+                            *feds_per_ru,
+                            *fed_bytes,
+                            fed_bytes / 8,
+                        )
+                    })
+                    .collect(),
+                builder_units: *bus,
+                trigger_rate_hz: *rate,
+                ..Default::default()
+            };
+            let dir = dir
+                .clone()
+                .unwrap_or_else(|| swdaq_evb::config::default_output().join("bench"));
+            let paced = (*paced_seconds > 0.0).then(|| Duration::from_secs_f64(*paced_seconds));
+            let result = swdaq_evb::bench::run(&config, *events, paced, &dir)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+                return Ok(());
+            }
+            print_results(
+                false,
+                &result.runs,
+                &[
+                    "mode",
+                    "rate Hz",
+                    "events",
+                    "built/s",
+                    "GB/s",
+                    "CPU s",
+                    "built/CPU s",
+                    "incomplete",
+                    "lost",
+                    "throttled",
+                    "behind ms",
+                    "p50 us",
+                    "p99 us",
+                ],
+                |r| {
+                    vec![
+                        r.mode.to_string(),
+                        r.trigger_rate_hz.map_or("-".into(), |h| format!("{h:.0}")),
+                        r.events.to_string(),
+                        format!("{:.0}", r.built_per_second),
+                        format!("{:.2}", r.written_gbps),
+                        format!("{:.1}", r.cpu_seconds),
+                        format!("{:.0}", r.built_per_cpu_second),
+                        r.incomplete.to_string(),
+                        r.lost.to_string(),
+                        r.throttled.to_string(),
+                        format!("{:.1}", r.max_behind_trigger_ms),
+                        r.build_time_p50_us.to_string(),
+                        r.build_time_p99_us.to_string(),
+                    ]
+                },
+            )?;
+            let t = &result.bare_transport;
+            let c = &result.costs;
+            println!(
+                "bare transport: {:.0} events/s of {} bytes ({:.2} GB/s); event builder / bare = {:.3}",
+                t.events_per_second, t.event_bytes, t.gbps, result.evb_vs_bare_transport
+            );
+            println!(
+                "per fragment: emulation {:.0} ns, RU checks {:.0} ns (CRC-16 {:.2} GB/s); per event: build {:.0} ns (CRC32C {:.2} GB/s), write {:.0} ns",
+                c.fed_emulation_ns_per_fragment,
+                c.ru_check_ns_per_fragment,
+                c.crc16_gbps,
+                c.bu_build_ns_per_event,
+                c.crc32c_gbps,
+                c.write_ns_per_event
+            );
+            Ok(())
         }
     }
 }

@@ -1,11 +1,13 @@
-//! `swdaq inspect`: what an HDF5 trigger-record file holds.
+//! `swdaq inspect`: what an HDF5 trigger-record file or a CMS-style FRD file (`.raw`, from
+//! the event builder) holds.
 
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     file: PathBuf,
-    /// Decode this trigger number's fragments (frame headers, trigger primitives).
+    /// Decode this trigger number's fragments (frame headers, trigger primitives); for an
+    /// FRD file, list this event's FED fragments.
     #[arg(long)]
     record: Option<u64>,
     #[arg(long)]
@@ -13,6 +15,13 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    let mut head = [0u8; swdaq_format::frd::FRD_FILE_HEADER_SIZE];
+    let is_frd = std::fs::File::open(&args.file)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| swdaq_evb::inspect::is_frd(&head));
+    if is_frd {
+        return frd(args);
+    }
     let report = swdaq_store::inspect::inspect(&args.file, args.record)?;
     if args.record.is_some() && report.records.is_empty() {
         anyhow::bail!(
@@ -26,5 +35,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     } else {
         print!("{}", swdaq_store::inspect::render(&report));
     }
+    Ok(())
+}
+
+/// An FRD file: every event's CRC32C and FED fragments checked.
+fn frd(args: &Args) -> anyhow::Result<()> {
+    let bytes = std::fs::read(&args.file)?;
+    let detail = args.record.map(u32::try_from).transpose()?;
+    let report = swdaq_evb::inspect::inspect(&bytes, detail)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", swdaq_evb::inspect::render(&report));
+    }
+    anyhow::ensure!(
+        report.bad_event_crc == 0 && report.error.is_none(),
+        "{}: {} events with a bad CRC32C{}",
+        args.file.display(),
+        report.bad_event_crc,
+        report
+            .error
+            .as_ref()
+            .map_or(String::new(), |e| format!(", {e}"))
+    );
     Ok(())
 }

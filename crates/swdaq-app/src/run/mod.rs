@@ -1,5 +1,7 @@
 //! `swdaq run`: the whole chain on one machine — emulated links, readout with hit finding,
-//! self-trigger, record building, HDF5 storage — from a built-in default configuration.
+//! self-trigger, record building, HDF5 storage — from a built-in default configuration. A
+//! configuration with an `[evb]` section runs the CMS-style event builder instead
+//! (`crate::evb_run`).
 
 pub mod chain;
 pub mod config;
@@ -70,6 +72,11 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    if let Some(path) = &args.config
+        && crate::evb_run::is_evb_config(path)?
+    {
+        return crate::evb_run::main(path, args.duration, args.json);
+    }
     let config = args.config()?;
     if args.print_config {
         print!("{}", config.to_toml());

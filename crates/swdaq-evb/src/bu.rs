@@ -1,0 +1,271 @@
+//! A builder unit: asks the event manager for events when it has room, asks every other
+//! readout unit for its super-fragments of the events it is given, builds them
+//! ([`crate::build`]) and hands them to its writer thread ([`crate::files`]). It finishes
+//! when the event manager says the run is over and nothing is open, or when its writer
+//! fails (then what it was building is counted lost).
+
+use crate::build::{BuildCounts, BuiltEvent, EventBuilder};
+use crate::files::{FileWriter, WriterCounts, WriterError};
+use crate::message::{BuRequest, FragmentRequest, ToBu};
+use crate::metrics::{CounterSet, PUBLISH_EVERY, queue_gauge};
+use hdrhistogram::Histogram;
+use std::time::{Duration, Instant};
+use swdaq_dataflow::transport::{Inbox, Outbox, Received};
+use swdaq_monitor::{MonitorError, Registry};
+
+const IDLE_WAIT: Duration = Duration::from_millis(1);
+
+#[derive(Debug, Clone)]
+pub struct BuReport {
+    pub build: BuildCounts,
+    /// Events built but never handed to the writer: its thread had gone, or it held them
+    /// when it could hand over nothing more.
+    pub unwritten: u64,
+    /// Build time (assignment to built) in microseconds.
+    pub build_time_us: Histogram<u64>,
+}
+
+pub struct Bu {
+    pub index: u16,
+    pub lumi_of: Box<dyn Fn(u64) -> u32 + Send>,
+    pub builder: EventBuilder,
+    pub request_batch: u32,
+    pub capacity: u32,
+    pub to_evm: Box<dyn Outbox<BuRequest>>,
+    /// Readout units 1.. (the event manager sends its part with the assignment).
+    pub to_rus: Vec<Box<dyn Outbox<FragmentRequest>>>,
+    pub inbox: Box<dyn Inbox<ToBu>>,
+    pub writer: crossbeam_channel::Sender<BuiltEvent>,
+    /// Fault drill: the unit dies (returns without a word) after this many events.
+    pub die_after: Option<u64>,
+}
+
+impl Bu {
+    pub fn run(mut self, registry: &Registry) -> Result<BuReport, MonitorError> {
+        let thread = format!("bu-{}", self.index);
+        let bu = self.index.to_string();
+        let labels = [("bu", bu.as_str())];
+        let mut counters = CounterSet::register(
+            registry,
+            &thread,
+            &labels,
+            &[
+                (
+                    "swdaq_evb_events_built_total",
+                    "Events built, complete or not",
+                ),
+                (
+                    "swdaq_evb_events_incomplete_total",
+                    "Events built with a readout unit missing",
+                ),
+                (
+                    "swdaq_evb_built_bytes_total",
+                    "Bytes of built events, FRD headers included",
+                ),
+                (
+                    "swdaq_evb_wrong_event_id_total",
+                    "Super-fragments carrying another event's id",
+                ),
+                (
+                    "swdaq_evb_late_superfragments_total",
+                    "Super-fragments for events no longer being built",
+                ),
+            ],
+        )?;
+        let open_gauge = queue_gauge(
+            registry,
+            &thread,
+            &labels,
+            "swdaq_evb_bu_open_events",
+            "Events being built",
+        )?;
+        let writer_gauge = queue_gauge(
+            registry,
+            &thread,
+            &labels,
+            "swdaq_evb_bu_writer_queue",
+            "Built events waiting for the writer",
+        )?;
+        let mut report = BuReport {
+            build: BuildCounts::default(),
+            unwritten: 0,
+            build_time_us: Histogram::new(3).expect("3 significant digits is valid"),
+        };
+        let mut asked: u64 = 0;
+        let mut finished: u64 = 0;
+        let mut end = false;
+        let mut writer_failed = false;
+        let mut built = Vec::new();
+        let mut new_events = Vec::new();
+        loop {
+            let in_flight = asked as usize + self.builder.open() + self.writer.len();
+            if !end && in_flight + self.request_batch as usize <= self.capacity as usize {
+                let request = BuRequest {
+                    bu: self.index,
+                    count: self.request_batch,
+                    finished,
+                };
+                if self.to_evm.send(request).is_ok() {
+                    asked += self.request_batch as u64;
+                } else {
+                    end = true;
+                }
+            }
+            let now = Instant::now();
+            let mut wait = self.builder.next_deadline().map_or(IDLE_WAIT, |d| {
+                d.saturating_duration_since(now).min(IDLE_WAIT)
+            });
+            loop {
+                match self.inbox.receive(wait) {
+                    Received::Message(ToBu::Assigned(batch)) => {
+                        for a in batch {
+                            asked = asked.saturating_sub(1);
+                            new_events.push(a.event);
+                            let lumi = (self.lumi_of)(a.trigger_ns);
+                            built.extend(self.builder.start(
+                                a.event,
+                                lumi,
+                                a.evm_fragment,
+                                Instant::now(),
+                            ));
+                        }
+                    }
+                    Received::Message(ToBu::Fragments(batch)) => {
+                        let now = Instant::now();
+                        for sf in batch {
+                            built.extend(self.builder.add(sf.event, sf, now));
+                        }
+                    }
+                    Received::Message(ToBu::EndOfRun) | Received::Closed => end = true,
+                    Received::Nothing => break,
+                }
+                if end || new_events.len() >= self.request_batch as usize {
+                    break;
+                }
+                wait = Duration::ZERO;
+            }
+            if !new_events.is_empty() {
+                for ru in &self.to_rus {
+                    // A readout unit that has gone shows as missing in every event it should have sent.
+                    let _ = ru.send(FragmentRequest {
+                        bu: self.index,
+                        events: new_events.clone(),
+                    });
+                }
+                new_events.clear();
+            }
+            self.builder.expire(Instant::now(), &mut built);
+            for event in built.drain(..) {
+                finished += 1;
+                report
+                    .build_time_us
+                    .saturating_record(event.build_time.as_micros() as u64);
+                if writer_failed || self.writer.send(event).is_err() {
+                    writer_failed = true;
+                    report.unwritten += 1;
+                }
+                if finished.is_multiple_of(PUBLISH_EVERY) {
+                    publish(&mut counters, self.builder.counts());
+                    open_gauge.set(self.builder.open() as f64);
+                    writer_gauge.set(self.writer.len() as f64);
+                }
+            }
+            if self.die_after.is_some_and(|n| finished >= n) {
+                return Ok(report);
+            }
+            if writer_failed {
+                // Without storage this unit can finish nothing more: what it holds is lost.
+                report.unwritten += self.builder.open() as u64;
+                break;
+            }
+            if end && self.builder.open() == 0 {
+                break;
+            }
+        }
+        publish(&mut counters, self.builder.counts());
+        open_gauge.set(0.0);
+        report.build = self.builder.counts().clone();
+        Ok(report)
+    }
+}
+
+fn publish(counters: &mut CounterSet, c: &BuildCounts) {
+    counters.publish(&[
+        c.complete + c.incomplete,
+        c.incomplete,
+        c.bytes,
+        c.wrong_event_id,
+        c.late,
+    ]);
+}
+
+/// The writer thread's counters, registered before the thread starts.
+pub fn writer_counters(registry: &Registry, bu: u16) -> Result<CounterSet, MonitorError> {
+    CounterSet::register(
+        registry,
+        &format!("writer-{bu}"),
+        &[("bu", &bu.to_string())],
+        &[
+            ("swdaq_evb_written_events_total", "Events written to files"),
+            ("swdaq_evb_written_files_total", "Files closed"),
+            ("swdaq_evb_written_bytes_total", "Bytes in closed files"),
+            (
+                "swdaq_evb_shed_events_total",
+                "Events dropped for want of disk space (shed policy)",
+            ),
+        ],
+    )
+}
+
+/// How a writer thread ended: its counts and, if it failed, why.
+#[derive(Debug)]
+pub struct WriterOutcome {
+    pub counts: WriterCounts,
+    pub error: Option<WriterError>,
+}
+
+/// The writer thread's loop: every built event into files until the builder unit hangs up.
+/// After a failure it keeps taking events, counting them unwritten, so none is lost
+/// uncounted in its queue; `on_failure` is called once (to stop the run).
+pub fn run_writer(
+    events: crossbeam_channel::Receiver<BuiltEvent>,
+    mut writer: FileWriter,
+    mut counters: CounterSet,
+    on_failure: impl FnOnce(),
+) -> WriterOutcome {
+    let publish =
+        |set: &mut CounterSet, c: WriterCounts| set.publish(&[c.events, c.files, c.bytes, c.shed]);
+    let mut since_publish = 0u64;
+    let mut error = None;
+    let mut unwritten = 0;
+    let mut on_failure = Some(on_failure);
+    for event in events.iter() {
+        if error.is_some() {
+            unwritten += 1;
+            continue;
+        }
+        if let Err(e) = writer.write(&event) {
+            unwritten += 1;
+            error = Some(e);
+            if let Some(stop) = on_failure.take() {
+                stop();
+            }
+            continue;
+        }
+        since_publish += 1;
+        if since_publish >= PUBLISH_EVERY {
+            since_publish = 0;
+            publish(&mut counters, writer.counts());
+        }
+    }
+    let mut counts = writer.counts();
+    match writer.finish() {
+        Ok(c) => counts = c,
+        Err(e) => {
+            error.get_or_insert(e);
+        }
+    }
+    counts.unwritten = unwritten;
+    publish(&mut counters, counts);
+    WriterOutcome { counts, error }
+}

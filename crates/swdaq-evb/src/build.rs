@@ -1,0 +1,309 @@
+//! Building events from super-fragments: one slot per readout unit, complete when every
+//! slot is filled, flagged incomplete with the missing readout units named when the time-out
+//! passes first (or the run ends). Every super-fragment must carry the event's id, and so
+//! must every FED fragment in it; one that does not is counted and left out, which makes its
+//! readout unit missing. The built event is an FRD v6 event: header with CRC32C, then the
+//! FED fragments.
+
+use crate::message::SuperFragment;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+use swdaq_format::crc::crc32c;
+use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
+use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FrdEventHeader, frd_flags};
+
+#[derive(Debug)]
+pub struct BuiltEvent {
+    pub event: u64,
+    pub lumi: u32,
+    /// FRD event header and payload.
+    pub bytes: Vec<u8>,
+    /// Readout units whose super-fragment never came (or came for another event).
+    pub missing_rus: Vec<u16>,
+    /// FEDs left out by the readout units' checks.
+    pub bad_feds: u32,
+    /// From assignment to built.
+    pub build_time: Duration,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildCounts {
+    pub complete: u64,
+    pub incomplete: u64,
+    /// Super-fragments that never came, per readout unit.
+    pub missing_per_ru: Vec<u64>,
+    /// Super-fragments (or FED fragments in them) carrying another event's id.
+    pub wrong_event_id: u64,
+    /// Super-fragments for events not being built (already timed out, or never assigned).
+    pub late: u64,
+    /// A second super-fragment from the same readout unit for the same event.
+    pub duplicate: u64,
+    /// Events with FEDs left out by the readout units.
+    pub with_bad_feds: u64,
+    pub bytes: u64,
+}
+
+struct Building {
+    lumi: u32,
+    started: Instant,
+    parts: Vec<Option<SuperFragment>>,
+    arrived: usize,
+}
+
+pub struct EventBuilder {
+    run: u32,
+    readout_units: usize,
+    timeout: Duration,
+    building: BTreeMap<u64, Building>,
+    /// (deadline, event) in start order, so deadlines ascend: expiry looks at the front only
+    /// instead of scanning every open event on each wake-up. Events completed meanwhile are
+    /// skipped when they reach the front.
+    deadlines: VecDeque<(Instant, u64)>,
+    counts: BuildCounts,
+}
+
+impl EventBuilder {
+    pub fn new(run: u32, readout_units: usize, timeout: Duration) -> Self {
+        Self {
+            run,
+            readout_units,
+            timeout,
+            building: BTreeMap::new(),
+            deadlines: VecDeque::new(),
+            counts: BuildCounts {
+                missing_per_ru: vec![0; readout_units],
+                ..Default::default()
+            },
+        }
+    }
+
+    pub fn counts(&self) -> &BuildCounts {
+        &self.counts
+    }
+
+    /// Events being built.
+    pub fn open(&self) -> usize {
+        self.building.len()
+    }
+
+    /// Starts building `event` with the event manager's super-fragment; returns it built
+    /// when that is all there is.
+    pub fn start(
+        &mut self,
+        event: u64,
+        lumi: u32,
+        evm_fragment: SuperFragment,
+        now: Instant,
+    ) -> Option<BuiltEvent> {
+        let building = Building {
+            lumi,
+            started: now,
+            parts: vec![None; self.readout_units],
+            arrived: 0,
+        };
+        self.building.insert(event, building);
+        self.deadlines.push_back((now + self.timeout, event));
+        self.add(event, evm_fragment, now)
+    }
+
+    /// Adds a readout unit's super-fragment; returns the event when it is complete.
+    pub fn add(&mut self, event: u64, fragment: SuperFragment, now: Instant) -> Option<BuiltEvent> {
+        let Some(building) = self.building.get_mut(&event) else {
+            self.counts.late += 1;
+            return None;
+        };
+        match building.parts.get_mut(fragment.ru as usize) {
+            Some(slot) if slot.is_none() => {
+                *slot = Some(fragment);
+                building.arrived += 1;
+            }
+            _ => {
+                self.counts.duplicate += 1;
+                return None;
+            }
+        }
+        if building.arrived < self.readout_units {
+            return None;
+        }
+        let building = self.building.remove(&event).expect("just seen");
+        Some(self.assemble(event, building, now))
+    }
+
+    /// Completes, flagged incomplete, every event older than the time-out.
+    pub fn expire(&mut self, now: Instant, out: &mut Vec<BuiltEvent>) {
+        while let Some(&(deadline, event)) = self.deadlines.front() {
+            if !self.building.contains_key(&event) {
+                self.deadlines.pop_front();
+                continue;
+            }
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            let building = self.building.remove(&event).expect("checked above");
+            out.push(self.assemble(event, building, now));
+        }
+    }
+
+    /// The earliest moment an open event times out (or a little before: the front entry may
+    /// be an event completed since).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.front().map(|&(deadline, _)| deadline)
+    }
+
+    /// Completes every open event now (end of run), flagged incomplete.
+    pub fn finish_all(&mut self, now: Instant, out: &mut Vec<BuiltEvent>) {
+        self.deadlines.clear();
+        for (event, building) in std::mem::take(&mut self.building) {
+            out.push(self.assemble(event, building, now));
+        }
+    }
+
+    fn assemble(&mut self, event: u64, building: Building, now: Instant) -> BuiltEvent {
+        let mut missing_rus = Vec::new();
+        let mut bad_feds = 0u32;
+        let size: usize = building.parts.iter().flatten().map(|p| p.data.len()).sum();
+        let mut bytes = Vec::with_capacity(FRD_EVENT_HEADER_SIZE + size);
+        bytes.resize(FRD_EVENT_HEADER_SIZE, 0);
+        for (ru, part) in building.parts.into_iter().enumerate() {
+            match part {
+                Some(p) if p.event == event && fragments_carry(&p.data, event) => {
+                    bad_feds += p.bad_feds as u32;
+                    bytes.extend_from_slice(&p.data);
+                }
+                Some(_) => {
+                    self.counts.wrong_event_id += 1;
+                    missing_rus.push(ru as u16);
+                }
+                None => {
+                    self.counts.missing_per_ru[ru] += 1;
+                    missing_rus.push(ru as u16);
+                }
+            }
+        }
+        let payload = &bytes[FRD_EVENT_HEADER_SIZE..];
+        let header = FrdEventHeader {
+            flags: if missing_rus.is_empty() {
+                0
+            } else {
+                frd_flags::INCOMPLETE
+            },
+            run: self.run,
+            lumi: building.lumi,
+            // The FRD header carries 32 bits of the event number.
+            event: event as u32,
+            event_size: payload.len() as u32,
+            crc32c: crc32c(payload),
+        };
+        bytes[..FRD_EVENT_HEADER_SIZE].copy_from_slice(&header.to_bytes());
+        if missing_rus.is_empty() {
+            self.counts.complete += 1;
+        } else {
+            self.counts.incomplete += 1;
+        }
+        self.counts.with_bad_feds += u64::from(bad_feds > 0);
+        self.counts.bytes += bytes.len() as u64;
+        BuiltEvent {
+            event,
+            lumi: building.lumi,
+            bytes,
+            missing_rus,
+            bad_feds,
+            build_time: now.saturating_duration_since(building.started),
+        }
+    }
+}
+
+/// Whether every FED fragment in `data` (read backwards from the last trailer) carries `event`.
+fn fragments_carry(data: &[u8], event: u64) -> bool {
+    let l1_id = (event as u32) & FED_L1_ID_MASK;
+    let mut rest = data;
+    while !rest.is_empty() {
+        match FedFragment::parse_last(rest) {
+            Ok((f, before)) if f.header.l1_id == l1_id => rest = before,
+            _ => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use swdaq_format::fed::{FedHeader, encode_fed_fragment};
+    use swdaq_format::frd::FrdEvent;
+
+    fn part(ru: u16, event: u64, l1: u32) -> SuperFragment {
+        let mut data = Vec::new();
+        for fed in 0..2u16 {
+            let header = FedHeader {
+                l1_id: l1,
+                source_id: ru * 10 + fed,
+                ..Default::default()
+            };
+            encode_fed_fragment(&mut data, &header, &Default::default(), &[ru as u8; 64]);
+        }
+        SuperFragment {
+            ru,
+            event,
+            bad_feds: 0,
+            data,
+        }
+    }
+
+    #[test]
+    fn complete_event_has_crc_and_every_fragment() {
+        let now = Instant::now();
+        let mut b = EventBuilder::new(5, 3, Duration::from_millis(10));
+        assert!(b.start(7, 1, part(0, 7, 7), now).is_none());
+        assert!(b.add(7, part(2, 7, 7), now).is_none());
+        let built = b.add(7, part(1, 7, 7), now).unwrap();
+        let (frd, rest) = FrdEvent::parse_first(&built.bytes).unwrap();
+        assert!(rest.is_empty() && frd.crc_ok());
+        assert_eq!(
+            (frd.header.run, frd.header.event, frd.header.flags),
+            (5, 7, 0)
+        );
+        assert_eq!(frd.payload.len(), 3 * 2 * (16 + 64));
+        assert_eq!(b.counts().complete, 1);
+        assert_eq!(b.open(), 0);
+    }
+
+    #[test]
+    fn time_out_names_the_missing_unit_and_late_parts_are_counted() {
+        let t0 = Instant::now();
+        let mut b = EventBuilder::new(1, 3, Duration::from_millis(10));
+        b.start(1, 1, part(0, 1, 1), t0);
+        b.add(1, part(1, 1, 1), t0);
+        let mut out = Vec::new();
+        b.expire(t0 + Duration::from_millis(5), &mut out);
+        assert!(out.is_empty());
+        b.expire(t0 + Duration::from_millis(10), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].missing_rus, vec![2]);
+        let frd = FrdEvent::parse_first(&out[0].bytes).unwrap().0;
+        assert_eq!(frd.header.flags, frd_flags::INCOMPLETE);
+        assert!(frd.crc_ok());
+        assert_eq!(b.counts().missing_per_ru, vec![0, 0, 1]);
+        assert!(b.add(1, part(2, 1, 1), t0).is_none());
+        assert_eq!(b.counts().late, 1);
+    }
+
+    #[test]
+    fn wrong_ids_and_duplicates_are_counted_never_merged() {
+        let t0 = Instant::now();
+        let mut b = EventBuilder::new(1, 3, Duration::from_millis(10));
+        b.start(4, 1, part(0, 4, 4), t0);
+        assert!(b.add(4, part(0, 4, 4), t0).is_none());
+        assert_eq!(b.counts().duplicate, 1);
+        b.add(4, part(1, 9, 4), t0); // super-fragment of another event
+        let built = b.add(4, part(2, 4, 5), t0).unwrap(); // FED fragments of another event
+        assert_eq!(built.missing_rus, vec![1, 2]);
+        assert_eq!(b.counts().wrong_event_id, 2);
+        let mut out = Vec::new();
+        b.start(5, 1, part(0, 5, 5), t0);
+        b.finish_all(t0, &mut out);
+        assert_eq!(out[0].missing_rus, vec![1, 2]);
+        assert_eq!((b.counts().complete, b.counts().incomplete), (0, 2));
+    }
+}

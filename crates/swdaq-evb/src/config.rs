@@ -1,0 +1,161 @@
+//! The event builder's settings: FEDs per readout unit, trigger, builder units, files.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+use swdaq_sim::fed::{FedFaultRates, FedSimConfig, FedSpec};
+
+/// What a writer does when the output directory's free space falls below the reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskFullPolicy {
+    /// Stop the run (the default: nothing is thrown away silently).
+    #[default]
+    Stop,
+    /// Keep running and drop built events until space returns, counting them.
+    Shed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvbConfig {
+    pub run: u32,
+    /// FEDs of each readout unit; readout unit 0 is the event manager.
+    pub rus: Vec<Vec<FedSpec>>,
+    pub trigger_rate_hz: f64,
+    pub poisson: bool,
+    /// Follow the trigger clock; `false` emulates as fast as the builder units take events.
+    pub paced: bool,
+    pub seed: u64,
+    pub faults: FedFaultRates,
+    pub builder_units: u16,
+    /// Events a builder unit asks for at a time.
+    pub request_batch: u32,
+    /// Events a builder unit holds at most (asked for, building, queued for its writer).
+    pub bu_capacity: u32,
+    /// Super-fragments a readout unit buffers before it stops reading its FEDs.
+    pub ru_capacity: usize,
+    /// How long a builder unit waits for an event's super-fragments before it writes it
+    /// flagged incomplete.
+    #[serde(with = "millis")]
+    pub build_timeout: Duration,
+    /// How long a readout unit keeps a super-fragment nobody asked for.
+    #[serde(with = "millis")]
+    pub ru_hold_timeout: Duration,
+    pub events_per_file: u32,
+    /// Lumi section length on the trigger clock (CMS: 2^18 orbits, 23.31 s).
+    #[serde(with = "millis")]
+    pub lumi_section: Duration,
+    /// Output directory; each builder unit writes under `bu{N}/`.
+    pub output: PathBuf,
+    pub min_free_bytes: u64,
+    pub disk_full: DiskFullPolicy,
+    /// Events to trigger; `None` runs until stopped.
+    pub max_events: Option<u64>,
+}
+
+/// The default output directory: RAM-backed when `/dev/shm` exists.
+pub fn default_output() -> PathBuf {
+    let shm = PathBuf::from("/dev/shm");
+    if shm.is_dir() {
+        shm.join("swdaq-evb")
+    } else {
+        std::env::temp_dir().join("swdaq-evb")
+    }
+}
+
+impl Default for EvbConfig {
+    fn default() -> Self {
+        Self {
+            run: 1,
+            rus: (0..2)
+                .map(|r| FedSimConfig::uniform(100 * (r + 1), 4, 1024, 128))
+                .collect(),
+            trigger_rate_hz: 100e3,
+            poisson: true,
+            paced: true,
+            seed: 1,
+            faults: FedFaultRates::default(),
+            builder_units: 2,
+            request_batch: 32,
+            bu_capacity: 512,
+            ru_capacity: 8192,
+            build_timeout: Duration::from_millis(500),
+            ru_hold_timeout: Duration::from_secs(5),
+            events_per_file: 100,
+            lumi_section: Duration::from_micros(23_310_000),
+            output: default_output(),
+            min_free_bytes: 256 << 20,
+            disk_full: DiskFullPolicy::Stop,
+            max_events: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvbConfigError {
+    #[error("need at least one readout unit and one builder unit")]
+    Empty,
+    #[error("request_batch ({batch}) must be at least 1 and at most bu_capacity ({capacity})")]
+    Batch { batch: u32, capacity: u32 },
+    #[error("events_per_file, ru_capacity and lumi_section must be positive")]
+    ZeroSize,
+    #[error("readout unit {ru}: {source}")]
+    Feds {
+        ru: usize,
+        source: swdaq_sim::fed::FedConfigError,
+    },
+}
+
+impl EvbConfig {
+    /// The FED emulator settings of readout unit `ru`.
+    pub fn fed_sim(&self, ru: usize) -> FedSimConfig {
+        FedSimConfig {
+            feds: self.rus[ru].clone(),
+            trigger_rate_hz: self.trigger_rate_hz,
+            poisson: self.poisson,
+            seed: self.seed,
+            faults: self.faults.clone(),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), EvbConfigError> {
+        if self.rus.is_empty() || self.builder_units == 0 {
+            return Err(EvbConfigError::Empty);
+        }
+        if self.request_batch == 0 || self.request_batch > self.bu_capacity {
+            return Err(EvbConfigError::Batch {
+                batch: self.request_batch,
+                capacity: self.bu_capacity,
+            });
+        }
+        if self.events_per_file == 0 || self.ru_capacity == 0 || self.lumi_section.is_zero() {
+            return Err(EvbConfigError::ZeroSize);
+        }
+        for ru in 0..self.rus.len() {
+            self.fed_sim(ru)
+                .validate()
+                .map_err(|source| EvbConfigError::Feds { ru, source })?;
+        }
+        Ok(())
+    }
+
+    /// Lumi section (from 1) of a trigger time.
+    pub fn lumi_of(&self, trigger_ns: u64) -> u32 {
+        1 + (trigger_ns / self.lumi_section.as_nanos().max(1) as u64) as u32
+    }
+}
+
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64() * 1e3)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(ms / 1e3).map_err(serde::de::Error::custom)
+    }
+}

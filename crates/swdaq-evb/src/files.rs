@@ -1,0 +1,405 @@
+//! A builder unit's writer: FRD events into files of `events_per_file` events (one lumi
+//! section per file), each written as `NAME.raw.tmp` under a `RAW_0002` header and renamed to
+//! `NAME.raw` when closed, then described by `NAME.jsn`; one `_EoLS.jsn` per lumi section,
+//! written when a later lumi section starts (and rewritten if a late event still arrives
+//! for it). Before each file it checks the free space: below the reserve it stops (an
+//! error) or sheds events (counted), as configured.
+
+use crate::build::BuiltEvent;
+use crate::config::DiskFullPolicy;
+use crate::jsn::{EolsJsn, FileJsn, eols_file_name, raw_file_name};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FRD_FILE_HEADER_SIZE, FrdFileHeader};
+
+/// While shedding, free space is looked at no more often than this.
+const SPACE_RECHECK: Duration = Duration::from_millis(10);
+const WRITE_BUFFER: usize = 1 << 20;
+
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    pub directory: PathBuf,
+    pub run: u32,
+    pub events_per_file: u32,
+    pub min_free_bytes: u64,
+    pub disk_full: DiskFullPolicy,
+    /// Who wrote the files (the `.jsn` `source`), e.g. `bu0`.
+    pub source: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error(
+        "{dir}: {available} bytes free, below the reserve of {reserve} plus {needed} for the next file"
+    )]
+    DiskFull {
+        dir: PathBuf,
+        available: u64,
+        needed: u64,
+        reserve: u64,
+    },
+}
+
+fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> WriterError + 'a {
+    move |source| WriterError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterCounts {
+    pub events: u64,
+    pub files: u64,
+    pub bytes: u64,
+    /// Events dropped for want of space (shed policy).
+    pub shed: u64,
+    /// Events that arrived after their lumi section's EoLS was written.
+    pub late_for_lumi: u64,
+    /// Events that reached the writer after it had failed: never written.
+    pub unwritten: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct LumiState {
+    jsn: EolsJsn,
+    next_index: u32,
+    closed: bool,
+}
+
+struct OpenFile {
+    lumi: u32,
+    name: String,
+    out: BufWriter<File>,
+    events: u32,
+    bytes: u64,
+}
+
+pub struct FileWriter {
+    config: WriterConfig,
+    open: Option<OpenFile>,
+    lumis: BTreeMap<u32, LumiState>,
+    counts: WriterCounts,
+    last_event_size: u64,
+    shedding_checked: Option<Instant>,
+}
+
+impl FileWriter {
+    pub fn new(config: WriterConfig) -> Result<Self, WriterError> {
+        std::fs::create_dir_all(&config.directory)
+            .map_err(io_error("cannot create", &config.directory))?;
+        Ok(Self {
+            config,
+            open: None,
+            lumis: BTreeMap::new(),
+            counts: WriterCounts::default(),
+            last_event_size: 0,
+            shedding_checked: None,
+        })
+    }
+
+    pub fn counts(&self) -> WriterCounts {
+        self.counts
+    }
+
+    pub fn write(&mut self, event: &BuiltEvent) -> Result<(), WriterError> {
+        let lumi = event.lumi;
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|f| f.lumi != lumi || f.events >= self.config.events_per_file)
+        {
+            self.close_file()?;
+        }
+        if self.lumis.get(&lumi).is_some_and(|l| l.closed) {
+            self.counts.late_for_lumi += 1;
+        } else {
+            self.close_lumis_before(lumi)?;
+        }
+        self.last_event_size = event.bytes.len() as u64;
+        if self.open.is_none() && !self.open_file(lumi)? {
+            self.counts.shed += 1;
+            self.lumis.entry(lumi).or_default().jsn.lost_events += 1;
+            return Ok(());
+        }
+        let file = self.open.as_mut().expect("opened above");
+        let path = self.config.directory.join(format!("{}.tmp", file.name));
+        file.out
+            .write_all(&event.bytes)
+            .map_err(io_error("cannot write", &path))?;
+        file.events += 1;
+        file.bytes += event.bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Closes the open file and writes every lumi section's EoLS.
+    pub fn finish(mut self) -> Result<WriterCounts, WriterError> {
+        self.close_file()?;
+        self.close_lumis_before(u32::MAX)?;
+        Ok(self.counts)
+    }
+
+    /// Opens a file for `lumi`; false when shedding for want of space.
+    fn open_file(&mut self, lumi: u32) -> Result<bool, WriterError> {
+        let needed = self.last_event_size * self.config.events_per_file as u64;
+        if self
+            .shedding_checked
+            .is_some_and(|t| t.elapsed() < SPACE_RECHECK)
+        {
+            return Ok(false);
+        }
+        let dir = &self.config.directory;
+        let available =
+            fs4::available_space(dir).map_err(io_error("cannot read the free space of", dir))?;
+        if available < needed.saturating_add(self.config.min_free_bytes) {
+            return match self.config.disk_full {
+                DiskFullPolicy::Stop => Err(WriterError::DiskFull {
+                    dir: dir.clone(),
+                    available,
+                    needed,
+                    reserve: self.config.min_free_bytes,
+                }),
+                DiskFullPolicy::Shed => {
+                    self.shedding_checked = Some(Instant::now());
+                    Ok(false)
+                }
+            };
+        }
+        self.shedding_checked = None;
+        let state = self.lumis.entry(lumi).or_default();
+        let name = raw_file_name(self.config.run, lumi, state.next_index);
+        state.next_index += 1;
+        let tmp = dir.join(format!("{name}.tmp"));
+        let file = File::create(&tmp).map_err(io_error("cannot create", &tmp))?;
+        let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
+        // The header is rewritten with the counts when the file closes.
+        out.write_all(&[0; FRD_FILE_HEADER_SIZE])
+            .map_err(io_error("cannot write", &tmp))?;
+        self.open = Some(OpenFile {
+            lumi,
+            name,
+            out,
+            events: 0,
+            bytes: FRD_FILE_HEADER_SIZE as u64,
+        });
+        Ok(true)
+    }
+
+    fn close_file(&mut self) -> Result<(), WriterError> {
+        let Some(open) = self.open.take() else {
+            return Ok(());
+        };
+        let dir = &self.config.directory;
+        let tmp = dir.join(format!("{}.tmp", open.name));
+        let header = FrdFileHeader {
+            data_type: FRD_DATA_TYPE_EVENTS,
+            event_count: open.events,
+            run: self.config.run,
+            lumi: open.lumi,
+            file_size: open.bytes,
+        };
+        let mut file = open
+            .out
+            .into_inner()
+            .map_err(|e| io_error("cannot write", &tmp)(e.into_error()))?;
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&header.to_bytes()))
+            .map_err(io_error("cannot write", &tmp))?;
+        drop(file);
+        let raw = dir.join(&open.name);
+        std::fs::rename(&tmp, &raw).map_err(io_error("cannot rename", &tmp))?;
+        let jsn = FileJsn {
+            events: open.events as u64,
+            bytes: open.bytes,
+        };
+        write_whole(&raw.with_extension("jsn"), &jsn.render(&self.config.source))?;
+        self.counts.files += 1;
+        self.counts.events += open.events as u64;
+        self.counts.bytes += open.bytes;
+        let state = self.lumis.entry(open.lumi).or_default();
+        state.jsn.events += open.events as u64;
+        state.jsn.files += 1;
+        state.jsn.bytes += open.bytes;
+        if state.closed {
+            self.write_eols(open.lumi)?;
+        }
+        Ok(())
+    }
+
+    fn close_lumis_before(&mut self, lumi: u32) -> Result<(), WriterError> {
+        let to_close: Vec<u32> = self
+            .lumis
+            .range(..lumi)
+            .filter(|(_, s)| !s.closed)
+            .map(|(&l, _)| l)
+            .collect();
+        for l in to_close {
+            self.lumis.get_mut(&l).expect("listed").closed = true;
+            self.write_eols(l)?;
+        }
+        Ok(())
+    }
+
+    fn write_eols(&mut self, lumi: u32) -> Result<(), WriterError> {
+        let state = self.lumis.get_mut(&lumi).expect("known lumi");
+        state.jsn.total_events = state.jsn.events + state.jsn.lost_events;
+        let path = self
+            .config
+            .directory
+            .join(eols_file_name(self.config.run, lumi));
+        write_whole(&path, &state.jsn.render(&self.config.source))
+    }
+}
+
+/// Writes `text` to `path` through a temporary name, so readers never see half a file.
+fn write_whole(path: &Path, text: &str) -> Result<(), WriterError> {
+    let tmp = path.with_extension("jsn.tmp");
+    std::fs::write(&tmp, text).map_err(io_error("cannot write", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_error("cannot rename", &tmp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use swdaq_format::frd::{FrdEventHeader, FrdFile};
+
+    fn event(event: u64, lumi: u32) -> BuiltEvent {
+        let payload = vec![event as u8; 40];
+        let header = FrdEventHeader {
+            lumi,
+            event: event as u32,
+            event_size: 40,
+            crc32c: swdaq_format::crc::crc32c(&payload),
+            ..Default::default()
+        };
+        let mut bytes = header.to_bytes().to_vec();
+        bytes.extend(payload);
+        BuiltEvent {
+            event,
+            lumi,
+            bytes,
+            missing_rus: vec![],
+            bad_feds: 0,
+            build_time: Duration::ZERO,
+        }
+    }
+
+    fn config(dir: &Path, min_free_bytes: u64, disk_full: DiskFullPolicy) -> WriterConfig {
+        WriterConfig {
+            directory: dir.to_owned(),
+            run: 3,
+            events_per_file: 4,
+            min_free_bytes,
+            disk_full,
+            source: "bu0".into(),
+        }
+    }
+
+    #[test]
+    fn files_of_n_events_per_lumi_with_jsn() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)).unwrap();
+        for e in 1..=10 {
+            w.write(&event(e, if e <= 6 { 1 } else { 2 })).unwrap();
+            if e == 6 {
+                // Lumi 1's first file is closed and renamed, its second still being written.
+                assert!(dir.path().join("run000003_ls0001_index000000.raw").exists());
+                assert!(
+                    dir.path()
+                        .join("run000003_ls0001_index000001.raw.tmp")
+                        .exists()
+                );
+            }
+        }
+        let counts = w.finish().unwrap();
+        assert_eq!((counts.events, counts.files), (10, 3));
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+        let expect_events = [
+            ("ls0001_index000000", 4),
+            ("ls0001_index000001", 2),
+            ("ls0002_index000000", 4),
+        ];
+        for (stem, n) in expect_events {
+            let raw = std::fs::read(dir.path().join(format!("run000003_{stem}.raw"))).unwrap();
+            let file = FrdFile::parse(&raw).unwrap();
+            assert_eq!(file.header.event_count, n);
+            assert!(file.events().all(|e| e.unwrap().crc_ok()));
+            let jsn = FileJsn::parse(
+                &std::fs::read_to_string(dir.path().join(format!("run000003_{stem}.jsn"))).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                jsn,
+                FileJsn {
+                    events: n as u64,
+                    bytes: raw.len() as u64
+                }
+            );
+        }
+        let eols = EolsJsn::parse(
+            &std::fs::read_to_string(dir.path().join("run000003_ls0001_EoLS.jsn")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (eols.events, eols.files, eols.total_events, eols.lost_events),
+            (6, 2, 6, 0)
+        );
+    }
+
+    #[test]
+    fn full_disk_stops_or_sheds_by_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w =
+            FileWriter::new(config(dir.path(), u64::MAX / 2, DiskFullPolicy::Stop)).unwrap();
+        assert!(matches!(
+            w.write(&event(1, 1)),
+            Err(WriterError::DiskFull { .. })
+        ));
+        let mut w =
+            FileWriter::new(config(dir.path(), u64::MAX / 2, DiskFullPolicy::Shed)).unwrap();
+        for e in 1..=5 {
+            w.write(&event(e, 1)).unwrap();
+        }
+        let counts = w.finish().unwrap();
+        assert_eq!((counts.events, counts.shed), (0, 5));
+        let eols = EolsJsn::parse(
+            &std::fs::read_to_string(dir.path().join("run000003_ls0001_EoLS.jsn")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (eols.events, eols.lost_events, eols.total_events),
+            (0, 5, 5)
+        );
+    }
+
+    #[test]
+    fn late_event_for_a_closed_lumi_rewrites_its_eols() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)).unwrap();
+        w.write(&event(1, 1)).unwrap();
+        w.write(&event(3, 2)).unwrap();
+        w.write(&event(2, 1)).unwrap();
+        let counts = w.finish().unwrap();
+        assert_eq!(counts.late_for_lumi, 1);
+        let eols = EolsJsn::parse(
+            &std::fs::read_to_string(dir.path().join("run000003_ls0001_EoLS.jsn")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!((eols.events, eols.files), (2, 2));
+    }
+}

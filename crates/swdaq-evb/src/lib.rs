@@ -1,0 +1,28 @@
+//! A CMS-style event builder (the second dataflow model beside the DUNE request-window
+//! one): FEDs send one fragment per level-1 accept; readout units check them and build one
+//! super-fragment per event ([`check`], [`ru`]); the event manager (readout unit 0, which
+//! sees the trigger) gives each event to a builder unit that has asked for work ([`evm`]);
+//! the builder unit asks every readout unit for that event's super-fragments, builds an FRD
+//! event with its CRC32C, flagging it incomplete with the missing readout units named when
+//! one does not answer in time ([`build`], [`bu`]), and its writer thread puts events into
+//! `RAW_0002` files of `events_per_file` events with the filter farm's `.jsn` bookkeeping
+//! ([`files`], [`jsn`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
+//! [`system`] runs them all in one process.
+
+pub mod bench;
+pub mod bu;
+pub mod build;
+pub mod check;
+pub mod config;
+pub mod evm;
+pub mod files;
+pub mod inspect;
+pub mod jsn;
+pub mod message;
+pub mod metrics;
+pub mod producer;
+pub mod ru;
+pub mod system;
+
+pub use config::{DiskFullPolicy, EvbConfig};
+pub use system::{Drills, EvbRun, EvbSummary};

@@ -1,0 +1,55 @@
+//! What readout units, the event manager and builder units send each other: plain `serde`
+//! data, so each link can be an in-process channel or a ZeroMQ socket
+//! (`swdaq_dataflow::transport`).
+
+use serde::{Deserialize, Serialize};
+
+/// A builder unit asks the event manager for `count` more events: it has room for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuRequest {
+    pub bu: u16,
+    pub count: u32,
+    /// Events this builder unit has finished so far (built, complete or not): lets the event
+    /// manager count what a builder unit that dies still owed.
+    pub finished: u64,
+}
+
+/// One readout unit's data of one event: its FEDs' checked fragments back to back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuperFragment {
+    pub ru: u16,
+    pub event: u64,
+    /// FEDs whose fragment failed a check or never came: left out of `data`.
+    pub bad_feds: u16,
+    pub data: Vec<u8>,
+}
+
+/// The event manager gives an event to a builder unit, with its own super-fragment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub event: u64,
+    /// Trigger time, ns since the start of the run (for the lumi section and the latency).
+    pub trigger_ns: u64,
+    pub evm_fragment: SuperFragment,
+}
+
+/// Everything a builder unit receives, on one inbox. Assignments and super-fragments travel
+/// in batches: one message per event costs more in hand-offs than the event's checks and
+/// building together (measured by `swdaq bench evb`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToBu {
+    Assigned(Vec<Assignment>),
+    Fragments(Vec<SuperFragment>),
+    /// The event manager assigns nothing more: finish what is open and stop.
+    EndOfRun,
+}
+
+/// A builder unit asks a readout unit for its super-fragments of these events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FragmentRequest {
+    pub bu: u16,
+    pub events: Vec<u64>,
+}
+
+/// Most assignments or super-fragments a unit gathers for one builder unit before sending.
+pub const MAX_BATCH: usize = 32;

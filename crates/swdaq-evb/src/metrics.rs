@@ -1,0 +1,109 @@
+//! The event builder's counters in the monitoring registry. Loops keep plain counts and
+//! publish the increments every [`PUBLISH_EVERY`] events (and at the end).
+
+use crate::check::{FedCheckFailure, FedCounts};
+use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
+
+pub const PUBLISH_EVERY: u64 = 256;
+
+/// Named counters published from plain counts.
+pub struct CounterSet {
+    counters: Vec<Counter>,
+    published: Vec<u64>,
+}
+
+impl CounterSet {
+    pub fn register(
+        registry: &Registry,
+        thread: &str,
+        labels: &[(&str, &str)],
+        names: &[(&str, &str)],
+    ) -> Result<Self, MonitorError> {
+        let mut block = registry.block(thread, labels);
+        let counters = names
+            .iter()
+            .map(|(name, help)| block.counter(name, help))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            published: vec![0; counters.len()],
+            counters,
+        })
+    }
+
+    /// Adds what grew since the last call; `values` in the order of registration.
+    pub fn publish(&mut self, values: &[u64]) {
+        for ((counter, done), &now) in self.counters.iter().zip(&mut self.published).zip(values) {
+            counter.add(now.saturating_sub(*done));
+            *done = now;
+        }
+    }
+}
+
+/// Per-FED counters of a readout unit.
+pub struct FedMetrics {
+    per_fed: Vec<CounterSet>,
+}
+
+impl FedMetrics {
+    pub fn register(
+        registry: &Registry,
+        thread: &str,
+        ru: u16,
+        feds: &[u16],
+    ) -> Result<Self, MonitorError> {
+        let names: Vec<(String, String)> = [
+            (
+                "swdaq_evb_fed_fragments_total".to_owned(),
+                "FED fragments that passed every check".to_owned(),
+            ),
+            (
+                "swdaq_evb_fed_bytes_total".to_owned(),
+                "Bytes of FED fragments that passed".to_owned(),
+            ),
+        ]
+        .into_iter()
+        .chain(FedCheckFailure::ALL.iter().map(|f| {
+            (
+                format!("swdaq_evb_fed_{}_total", f.name()),
+                format!("FED fragments that failed the check: {}", f.name()),
+            )
+        }))
+        .collect();
+        let names: Vec<(&str, &str)> = names
+            .iter()
+            .map(|(n, h)| (n.as_str(), h.as_str()))
+            .collect();
+        let ru = ru.to_string();
+        let per_fed = feds
+            .iter()
+            .map(|fed| {
+                CounterSet::register(
+                    registry,
+                    thread,
+                    &[("ru", &ru), ("fed", &fed.to_string())],
+                    &names,
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { per_fed })
+    }
+
+    pub fn publish(&mut self, counts: &[FedCounts]) {
+        for (set, c) in self.per_fed.iter_mut().zip(counts) {
+            let mut values = vec![c.good, c.bytes];
+            values.extend_from_slice(&c.failures);
+            set.publish(&values);
+        }
+    }
+}
+
+/// A queue depth as a gauge.
+pub fn queue_gauge(
+    registry: &Registry,
+    thread: &str,
+    labels: &[(&str, &str)],
+    name: &str,
+    help: &str,
+) -> Result<Gauge, MonitorError> {
+    registry.block(thread, labels).gauge(name, help)
+}

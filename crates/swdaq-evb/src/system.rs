@@ -1,0 +1,305 @@
+//! The whole event builder in one process: one thread per readout unit (readout unit 0 is
+//! the event manager), per builder unit and per builder unit's writer, linked by in-process
+//! channels behind the `swdaq_dataflow::transport` traits. Channel capacities cover the most
+//! that can be in flight (builder units never hold more than `bu_capacity` events), so no
+//! send between units ever waits on a unit that is itself waiting.
+
+use crate::bu::{Bu, BuReport, WriterOutcome, run_writer, writer_counters};
+use crate::build::EventBuilder;
+use crate::check::FedCounts;
+use crate::config::{EvbConfig, EvbConfigError};
+use crate::evm::{Evm, EvmReport};
+use crate::files::{FileWriter, WriterConfig, WriterError};
+use crate::message::{BuRequest, FragmentRequest, ToBu};
+use crate::producer::Producer;
+use crate::ru::{Ru, RuReport};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use swdaq_dataflow::transport::{Inbox, Outbox, local};
+use swdaq_monitor::{MonitorError, Registry};
+use swdaq_sim::fed::FedFaultKind;
+
+/// Queue depth between a builder unit and its writer.
+const WRITER_QUEUE: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvbError {
+    #[error(transparent)]
+    Config(#[from] EvbConfigError),
+    #[error(transparent)]
+    Monitor(#[from] MonitorError),
+    #[error(transparent)]
+    Writer(#[from] WriterError),
+    #[error("cannot start thread {name}: {source}")]
+    Spawn {
+        name: String,
+        source: std::io::Error,
+    },
+    #[error("thread {0} panicked")]
+    Panicked(String),
+}
+
+/// Fault drills that need a hand inside the process.
+#[derive(Debug, Clone, Default)]
+pub struct Drills {
+    /// (builder unit, events): that builder unit dies after finishing that many events.
+    pub kill_bu: Option<(u16, u64)>,
+}
+
+#[derive(Debug)]
+pub struct EvbSummary {
+    pub evm: EvmReport,
+    /// Readout units 1.. (the event manager's reading is in `evm`).
+    pub rus: Vec<RuReport>,
+    pub bus: Vec<BuReport>,
+    /// Per builder unit, with what stopped the writer if it failed.
+    pub writers: Vec<WriterOutcome>,
+    /// Per FED: (readout unit, FED id, counts).
+    pub feds: Vec<(u16, u16, FedCounts)>,
+    /// Faults the FED emulators injected, per (FED, kind): the truth.
+    pub injected: BTreeMap<(u16, FedFaultKind), u64>,
+    pub elapsed: Duration,
+}
+
+impl EvbSummary {
+    pub fn built(&self) -> u64 {
+        self.bus
+            .iter()
+            .map(|b| b.build.complete + b.build.incomplete)
+            .sum()
+    }
+
+    pub fn incomplete(&self) -> u64 {
+        self.bus.iter().map(|b| b.build.incomplete).sum()
+    }
+
+    pub fn written(&self) -> u64 {
+        self.writers.iter().map(|w| w.counts.events).sum()
+    }
+
+    pub fn written_bytes(&self) -> u64 {
+        self.writers.iter().map(|w| w.counts.bytes).sum()
+    }
+
+    pub fn shed(&self) -> u64 {
+        self.writers.iter().map(|w| w.counts.shed).sum()
+    }
+
+    /// Events built but never written: the writer had failed or the disk was full (shed).
+    pub fn unwritten(&self) -> u64 {
+        let at_writers: u64 = self
+            .writers
+            .iter()
+            .map(|w| w.counts.unwritten + w.counts.shed)
+            .sum();
+        at_writers + self.bus.iter().map(|b| b.unwritten).sum::<u64>()
+    }
+
+    /// Events triggered and given out that are in no file: lost with a dead builder unit,
+    /// or built and never written. Every one is counted somewhere.
+    pub fn lost(&self) -> u64 {
+        self.evm.lost + self.unwritten()
+    }
+
+    /// Build time quantile in microseconds over every builder unit.
+    pub fn build_time_us(&self, quantile: f64) -> u64 {
+        let mut all = hdrhistogram::Histogram::<u64>::new(3).expect("valid precision");
+        for b in &self.bus {
+            let _ = all.add(&b.build_time_us);
+        }
+        all.value_at_quantile(quantile)
+    }
+}
+
+type Joined<T> = JoinHandle<Result<T, MonitorError>>;
+
+pub struct EvbRun {
+    stop: Arc<AtomicBool>,
+    started: Instant,
+    evm: Joined<(EvmReport, Producer)>,
+    rus: Vec<Joined<(RuReport, Producer)>>,
+    bus: Vec<Joined<BuReport>>,
+    writers: Vec<JoinHandle<WriterOutcome>>,
+}
+
+fn spawn<T: Send + 'static>(
+    name: String,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, EvbError> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(body)
+        .map_err(|source| EvbError::Spawn { name, source })
+}
+
+fn join<T>(name: &str, handle: JoinHandle<T>) -> Result<T, EvbError> {
+    handle
+        .join()
+        .map_err(|_| EvbError::Panicked(name.to_owned()))
+}
+
+impl EvbRun {
+    pub fn start(
+        config: &EvbConfig,
+        registry: &Registry,
+        drills: &Drills,
+    ) -> Result<Self, EvbError> {
+        config.validate()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = Instant::now();
+        let n_rus = config.rus.len();
+        let n_bus = config.builder_units as usize;
+        let bu_inbox_size = config.bu_capacity as usize * n_rus + 8;
+        let ru_inbox_size = config.bu_capacity as usize * n_bus + 8;
+        let (request_tx, request_rx) = local::<BuRequest>(n_bus * 4 + 8);
+        let (to_bu_tx, to_bu_rx): (Vec<_>, Vec<_>) =
+            (0..n_bus).map(|_| local::<ToBu>(bu_inbox_size)).unzip();
+        let (to_ru_tx, to_ru_rx): (Vec<_>, Vec<_>) = (1..n_rus)
+            .map(|_| local::<FragmentRequest>(ru_inbox_size))
+            .unzip();
+        let outboxes = |txs: &Vec<crossbeam_channel::Sender<ToBu>>| -> Vec<Box<dyn Outbox<ToBu>>> {
+            txs.iter()
+                .map(|t| Box::new(t.clone()) as Box<dyn Outbox<ToBu>>)
+                .collect()
+        };
+
+        let mut writers = Vec::new();
+        let mut bus = Vec::new();
+        for (j, inbox) in to_bu_rx.into_iter().enumerate() {
+            let bu = j as u16;
+            let file_writer = FileWriter::new(WriterConfig {
+                directory: config.output.join(format!("bu{j}")),
+                run: config.run,
+                events_per_file: config.events_per_file,
+                min_free_bytes: config.min_free_bytes,
+                disk_full: config.disk_full,
+                source: format!("bu{j}"),
+            })?;
+            let counters = writer_counters(registry, bu)?;
+            let (events_tx, events_rx) = crossbeam_channel::bounded(WRITER_QUEUE);
+            let stop_on_failure = stop.clone();
+            writers.push(spawn(format!("evb-writer-{j}"), move || {
+                // A writer that cannot write stops the run (the default disk-full policy).
+                run_writer(events_rx, file_writer, counters, move || {
+                    stop_on_failure.store(true, Ordering::Relaxed)
+                })
+            })?);
+            let cfg = config.clone();
+            let unit = Bu {
+                index: bu,
+                lumi_of: Box::new(move |t| cfg.lumi_of(t)),
+                builder: EventBuilder::new(config.run, n_rus, config.build_timeout),
+                request_batch: config.request_batch,
+                capacity: config.bu_capacity,
+                to_evm: Box::new(request_tx.clone()),
+                to_rus: to_ru_tx
+                    .iter()
+                    .map(|t| Box::new(t.clone()) as Box<dyn Outbox<FragmentRequest>>)
+                    .collect(),
+                inbox: Box::new(inbox),
+                writer: events_tx,
+                die_after: drills.kill_bu.filter(|&(k, _)| k == bu).map(|(_, n)| n),
+            };
+            let registry = registry.clone();
+            bus.push(spawn(format!("evb-bu-{j}"), move || unit.run(&registry))?);
+        }
+        drop(request_tx);
+        drop(to_ru_tx);
+
+        let mut rus = Vec::new();
+        for (k, inbox) in to_ru_rx.into_iter().enumerate() {
+            let index = (k + 1) as u16;
+            let producer = Producer::new(index, config.fed_sim(k + 1), started, config.paced)
+                .map_err(|source| EvbConfigError::Feds { ru: k + 1, source })?;
+            let unit = Ru {
+                index,
+                producer,
+                requests: Box::new(inbox) as Box<dyn Inbox<FragmentRequest>>,
+                to_bus: outboxes(&to_bu_tx),
+                capacity: config.ru_capacity,
+                hold: config.ru_hold_timeout,
+                max_events: config.max_events,
+            };
+            let registry = registry.clone();
+            rus.push(spawn(format!("evb-ru-{index}"), move || {
+                unit.run(&registry)
+            })?);
+        }
+        let producer = Producer::new(0, config.fed_sim(0), started, config.paced)
+            .map_err(|source| EvbConfigError::Feds { ru: 0, source })?;
+        let evm = Evm {
+            producer,
+            requests: Box::new(request_rx),
+            to_bus: outboxes(&to_bu_tx),
+            stop: stop.clone(),
+            max_events: config.max_events,
+        };
+        drop(to_bu_tx);
+        let registry = registry.clone();
+        let evm = spawn("evb-evm".into(), move || evm.run(&registry))?;
+        Ok(Self {
+            stop,
+            started,
+            evm,
+            rus,
+            bus,
+            writers,
+        })
+    }
+
+    /// Asks the event manager to stop triggering; the rest drains and ends.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// True once every thread has ended.
+    pub fn is_finished(&self) -> bool {
+        self.evm.is_finished()
+            && self.rus.iter().all(|h| h.is_finished())
+            && self.bus.iter().all(|h| h.is_finished())
+            && self.writers.iter().all(|h| h.is_finished())
+    }
+
+    pub fn join(self) -> Result<EvbSummary, EvbError> {
+        let (evm, evm_producer) = join("evb-evm", self.evm)??;
+        let mut feds = Vec::new();
+        let mut injected = BTreeMap::new();
+        let mut absorb = |ru: u16, p: &Producer| {
+            for (&fed, &c) in p.feds().iter().zip(p.fed_counts()) {
+                feds.push((ru, fed, c));
+            }
+            for (&k, &n) in p.injected() {
+                *injected.entry(k).or_insert(0) += n;
+            }
+        };
+        absorb(0, &evm_producer);
+        let mut rus = Vec::new();
+        for (k, h) in self.rus.into_iter().enumerate() {
+            let (report, producer) = join("evb-ru", h)??;
+            absorb((k + 1) as u16, &producer);
+            rus.push(report);
+        }
+        let bus = self
+            .bus
+            .into_iter()
+            .map(|h| join("evb-bu", h)?.map_err(EvbError::from))
+            .collect::<Result<Vec<_>, _>>()?;
+        let writers = self
+            .writers
+            .into_iter()
+            .map(|h| join("evb-writer", h))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(EvbSummary {
+            evm,
+            rus,
+            bus,
+            writers,
+            feds,
+            injected,
+            elapsed: self.started.elapsed(),
+        })
+    }
+}

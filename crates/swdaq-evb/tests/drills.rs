@@ -1,0 +1,239 @@
+//! The whole event builder in one process, end to end: files read back against the
+//! emulator, and the fault drills (every injected fault in exactly one counter, a FED that
+//! stops, a builder unit that dies, a full disk under both policies).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use swdaq_evb::check::FedCheckFailure;
+use swdaq_evb::files::WriterError;
+use swdaq_evb::jsn::{EolsJsn, FileJsn};
+use swdaq_evb::{DiskFullPolicy, Drills, EvbConfig, EvbRun, EvbSummary};
+use swdaq_format::fed::FedFragment;
+use swdaq_format::frd::{FrdFile, frd_flags};
+use swdaq_monitor::Registry;
+use swdaq_sim::fed::{FedFaultKind, FedFaultRates};
+
+fn config(dir: &Path, events: u64) -> EvbConfig {
+    EvbConfig {
+        paced: false,
+        max_events: Some(events),
+        output: dir.to_owned(),
+        min_free_bytes: 0,
+        // Long enough that threads starved of the two cores by parallel tests never time out.
+        ru_hold_timeout: Duration::from_secs(20),
+        build_timeout: Duration::from_secs(10),
+        ..Default::default()
+    }
+}
+
+fn run(config: &EvbConfig, drills: &Drills) -> EvbSummary {
+    let evb = EvbRun::start(config, &Registry::new(), drills).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !evb.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the event builder did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    evb.join().unwrap()
+}
+
+/// Every event in the files under `dir`: (event number, flags, FED ids), checking CRCs and .jsn.
+fn read_back(dir: &Path) -> Vec<(u32, u16, Vec<u16>)> {
+    let mut events = Vec::new();
+    for bu in std::fs::read_dir(dir).unwrap() {
+        let bu = bu.unwrap().path();
+        let mut eols_events = 0;
+        let mut file_events = 0;
+        for entry in std::fs::read_dir(&bu).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+            assert!(!name.ends_with(".tmp"), "{name} left behind");
+            if name.ends_with("_EoLS.jsn") {
+                eols_events += EolsJsn::parse(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap()
+                    .events;
+            } else if name.ends_with(".raw") {
+                let bytes = std::fs::read(&path).unwrap();
+                let file = FrdFile::parse(&bytes).unwrap();
+                let jsn =
+                    FileJsn::parse(&std::fs::read_to_string(path.with_extension("jsn")).unwrap())
+                        .unwrap();
+                assert_eq!(
+                    jsn,
+                    FileJsn {
+                        events: file.header.event_count as u64,
+                        bytes: bytes.len() as u64
+                    }
+                );
+                file_events += jsn.events;
+                for event in file.events() {
+                    let event = event.unwrap();
+                    assert!(event.crc_ok());
+                    let mut feds = Vec::new();
+                    let mut rest = event.payload;
+                    while !rest.is_empty() {
+                        let (f, before) = FedFragment::parse_last(rest).unwrap();
+                        assert!(f.crc_ok());
+                        assert_eq!(f.header.l1_id, event.header.event);
+                        feds.push(f.header.source_id);
+                        rest = before;
+                    }
+                    feds.sort_unstable();
+                    events.push((event.header.event, event.header.flags, feds));
+                }
+            }
+        }
+        assert_eq!(eols_events, file_events);
+    }
+    events.sort_unstable();
+    events
+}
+
+#[test]
+fn clean_run_writes_every_event_once_with_every_fed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 3000);
+    let s = run(&cfg, &Drills::default());
+    assert_eq!(
+        (
+            s.evm.assigned,
+            s.built(),
+            s.written(),
+            s.incomplete(),
+            s.lost()
+        ),
+        (3000, 3000, 3000, 0, 0)
+    );
+    let events = read_back(dir.path());
+    let all_feds: Vec<u16> = cfg.rus.iter().flatten().map(|f| f.id).collect();
+    assert_eq!(events.len(), 3000);
+    for (i, (event, flags, feds)) in events.iter().enumerate() {
+        assert_eq!((*event, *flags), (i as u32 + 1, 0));
+        assert_eq!(feds, &all_feds);
+    }
+    // No builder unit was ever given more than it asked for.
+    for a in &s.evm.accounts {
+        assert!(a.assigned <= a.requested);
+    }
+}
+
+#[test]
+fn every_injected_fault_ends_in_exactly_one_counter() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 4000);
+    cfg.faults = FedFaultRates {
+        missing: 0.01,
+        wrong_l1_id: 0.01,
+        bad_crc: 0.01,
+        bad_length: 0.01,
+        stops: vec![(201, 2500)],
+    };
+    let s = run(&cfg, &Drills::default());
+    let injected = |fed: u16, kinds: &[FedFaultKind]| -> u64 {
+        kinds
+            .iter()
+            .map(|k| s.injected.get(&(fed, *k)).copied().unwrap_or(0))
+            .sum()
+    };
+    for &(_, fed, c) in &s.feds {
+        assert_eq!(
+            c.failed(FedCheckFailure::Missing),
+            injected(fed, &[FedFaultKind::Missing, FedFaultKind::Stopped])
+        );
+        assert_eq!(
+            c.failed(FedCheckFailure::WrongL1Id),
+            injected(fed, &[FedFaultKind::WrongL1Id])
+        );
+        assert_eq!(
+            c.failed(FedCheckFailure::BadCrc),
+            injected(fed, &[FedFaultKind::BadCrc])
+        );
+        assert_eq!(
+            c.failed(FedCheckFailure::BadLength),
+            injected(fed, &[FedFaultKind::BadLength])
+        );
+        assert_eq!(
+            c.failed(FedCheckFailure::Malformed) + c.failed(FedCheckFailure::WrongSourceId),
+            0
+        );
+    }
+    // The stopped FED is missing from every event from 2500 on, and only the failed FEDs are.
+    assert_eq!(injected(201, &[FedFaultKind::Stopped]), 1501);
+    let events = read_back(dir.path());
+    assert_eq!(events.len(), 4000);
+    assert!(
+        events[2499..]
+            .iter()
+            .all(|(_, _, feds)| !feds.contains(&201))
+    );
+    let left_out: u64 = events
+        .iter()
+        .map(|(_, _, feds)| (8 - feds.len()) as u64)
+        .sum();
+    let failed: u64 = s
+        .feds
+        .iter()
+        .map(|(_, _, c)| c.failures.iter().sum::<u64>())
+        .sum();
+    assert_eq!(left_out, failed);
+    // FED failures do not make an event incomplete: every readout unit answered.
+    assert_eq!(s.incomplete(), 0);
+}
+
+#[test]
+fn a_builder_unit_that_dies_loses_only_what_it_held_and_says_how_many() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 4000);
+    let s = run(
+        &cfg,
+        &Drills {
+            kill_bu: Some((1, 500)),
+        },
+    );
+    let events = read_back(dir.path());
+    let numbers: BTreeSet<u32> = events.iter().map(|e| e.0).collect();
+    assert_eq!(numbers.len(), events.len(), "an event was written twice");
+    assert!(s.evm.lost > 0);
+    // Every event triggered is in a file or counted lost (an upper bound: the dead unit may
+    // have finished some after it last reported).
+    assert!(events.len() as u64 + s.evm.lost >= s.evm.assigned);
+    assert!(events.len() as u64 >= s.evm.assigned - s.evm.lost);
+    // The surviving builder unit kept building to the end of the run.
+    assert_eq!(s.evm.assigned, 4000);
+    assert!(events.iter().all(|e| e.1 & frd_flags::INCOMPLETE == 0));
+}
+
+#[test]
+fn full_disk_stops_the_run_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), u64::MAX);
+    cfg.max_events = None;
+    cfg.min_free_bytes = u64::MAX / 4;
+    let s = run(&cfg, &Drills::default());
+    assert!(
+        s.writers
+            .iter()
+            .any(|w| matches!(w.error, Some(WriterError::DiskFull { .. })))
+    );
+    assert_eq!(s.written(), 0);
+    // Every event given out was built and counted unwritten: none vanished in a queue.
+    assert_eq!((s.evm.lost, s.built()), (0, s.evm.assigned));
+    assert_eq!(s.lost(), s.evm.assigned);
+    assert!(s.lost() > 0);
+}
+
+#[test]
+fn full_disk_sheds_by_policy_and_counts_every_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), 1000);
+    cfg.min_free_bytes = u64::MAX / 4;
+    cfg.disk_full = DiskFullPolicy::Shed;
+    let s = run(&cfg, &Drills::default());
+    assert_eq!(
+        (s.built(), s.written(), s.shed(), s.lost()),
+        (1000, 0, 1000, 1000)
+    );
+}
