@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -44,8 +45,12 @@ class ScrapedRun:
 
 
 def http_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.loads(r.read())
+    """The API's JSON reply, also on an HTTP error (a bad query), where it says what is wrong."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return json.loads(e.read())
 
 
 def prometheus_query(base: str, query: str, **params) -> dict:
@@ -68,16 +73,17 @@ def start_prometheus(tmp: Path, target_port: int):
         "  - job_name: swdaq\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{target_port}']}}]\n"
     )
-    proc = subprocess.Popen(
-        [
-            "prometheus",
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=open(tmp / "prometheus.log", "w"),
-    )
+    with open(tmp / "prometheus.log", "w") as log:
+        proc = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
