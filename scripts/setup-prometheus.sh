@@ -14,8 +14,8 @@ if [[ $(id -u) != 0 ]]; then
   echo "setup-prometheus: not root, cannot install prometheus; the Prometheus tests will skip" >&2
   exit 0
 fi
-# The package's postinst starts no service in a container without systemd; the tests start
-# their own server on a free port.
+# Where systemd runs, the package also starts its own service on :9090; the tests never use
+# it: they start their own server on a free 127.0.0.1 port.
 if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/tmp/setup-prometheus.log 2>&1; then
   echo "setup-prometheus: installing prometheus failed (see /tmp/setup-prometheus.log); the Prometheus tests will skip" >&2
 fi
