@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check swdaq has, on a fresh machine too: sets up the Python test environment
-# (h5py, prometheus_client, ...) in .venv, then format, lint, Rust tests, Python tests and a
+# (h5py, prometheus_client, ...) in .venv and Debian's prometheus package (skipped with a message
+# where apt is unavailable), then format, lint, Rust tests, Python tests and a
 # short bounded fuzz run of every parser. Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,7 @@ fuzz=1
 [[ "${1:-}" == "--no-fuzz" ]] && fuzz=0
 
 scripts/setup-python.sh
+scripts/setup-prometheus.sh
 export SWDAQ_PYTHON="$PWD/.venv/bin/python"
 
 echo "== cargo fmt"
