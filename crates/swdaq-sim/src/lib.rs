@@ -8,10 +8,12 @@
 //! time linear in channel, generated per time slice from `(seed, slice)` so all links agree
 //! without sharing state); pathologies (noisy, dead channels, stuck bits, saturation); frame
 //! encoding (WIBEth, ProtoDUNE WIB) with correct headers, timestamps and sequence ids; and
-//! fault injection. Every pulse and fault is recorded as [`truth`].
+//! fault injection. Every pulse and fault is recorded as [`truth`]. [`felix`] emulates a
+//! FELIX card in GBT mode: e-link chunks per L1 accept packed into to-host blocks.
 
 pub mod channel_map;
 pub mod config;
+pub mod felix;
 pub mod link;
 mod normal;
 pub mod response;
