@@ -54,7 +54,7 @@ pub struct FelixFaults {
     pub missing_chunk: f64,
     /// A chunk arrives cut to half its size with the truncation flag set.
     pub truncated_chunk: f64,
-    /// The block sequence number skips one (per block).
+    /// After a chunk, the card closes the block and the next block's sequence number skips one.
     pub sequence_gap: f64,
     /// A chunk is sent after the e-link's next chunk.
     pub l1id_out_of_order: f64,
@@ -166,6 +166,14 @@ impl FelixCard {
         (self.ecr_count & 0xFF) << 24 | (self.l1_count & 0x00FF_FFFF)
     }
 
+    /// Replaces the fault probabilities from now on (dead e-links stay as configured).
+    pub fn set_fault_rates(&mut self, faults: FelixFaults) {
+        self.config.faults = FelixFaults {
+            dead_elinks: std::mem::take(&mut self.config.faults.dead_elinks),
+            ..faults
+        };
+    }
+
     /// Every fault injected so far.
     pub fn faults(&self) -> &[FelixFault] {
         &self.faults
@@ -184,6 +192,12 @@ impl FelixCard {
                     if self.l1as == after {
                         self.faults
                             .push(fault(FelixFaultKind::DeadElink, elink, l1_id));
+                        // The card's block time-out sends what the e-link delivered.
+                        if let Some((chunk, flags)) = link.held.take() {
+                            link.packer
+                                .push(&chunk, flags, |b| out.extend_from_slice(b));
+                        }
+                        link.packer.flush(|b| out.extend_from_slice(b));
                     }
                     continue;
                 }
@@ -292,18 +306,14 @@ fn push(
     l1_id: u32,
     out: &mut Vec<u8>,
 ) {
-    let mut completed = 0;
     let elink = link.number;
-    link.packer.push(chunk, flags, |b| {
-        out.extend_from_slice(b);
-        completed += 1;
-    });
-    // A gap is injected between blocks: the next block's number skips one.
-    for _ in 0..completed {
-        if rng.random_bool(gap_rate) {
-            link.packer.skip_sequence(1);
-            faults.push(fault(FelixFaultKind::SequenceGap, elink, l1_id));
-        }
+    link.packer.push(chunk, flags, |b| out.extend_from_slice(b));
+    // The gap goes where a block ends at a chunk boundary (the card closes the block as on
+    // a time-out): a gap inside a chunk would also break that chunk, a second fault.
+    if rng.random_bool(gap_rate) {
+        link.packer.flush(|b| out.extend_from_slice(b));
+        link.packer.skip_sequence(1);
+        faults.push(fault(FelixFaultKind::SequenceGap, elink, l1_id));
     }
 }
 
@@ -393,7 +403,7 @@ mod tests {
             faults: FelixFaults {
                 missing_chunk: 0.01,
                 truncated_chunk: 0.01,
-                sequence_gap: 0.05,
+                sequence_gap: 0.002,
                 l1id_out_of_order: 0.01,
                 dead_elinks: vec![DeadElink {
                     elink: 3,
