@@ -307,13 +307,15 @@ pub fn chunk_record_size(len: usize) -> usize {
 #[inline(always)]
 pub fn put_chunk_record(out: &mut [u8], elink: u16, chunk: &[u8]) -> usize {
     let size = chunk_record_size(chunk.len());
+    // Zero the last word first, then write over it: the padding is zero without a memset
+    // call (for an empty chunk the last word is the header word).
+    put_u32(out, size - WORD, 0);
     put_u32(
         out,
         0,
         u32::from(elink) << 16 | (chunk.len() as u32 & 0xFFFF),
     );
     out[WORD..WORD + chunk.len()].copy_from_slice(chunk);
-    out[WORD + chunk.len()..size].fill(0);
     size
 }
 

@@ -28,9 +28,13 @@
 //! | 13..16 | type ([`SubchunkKind`]) |
 
 use crate::error::{FormatError, exact};
+use crate::fragment::FragmentType;
 use crate::le::{get_u16, put_u16};
 
 pub const BLOCK_SIZE: usize = 1024;
+/// The frame type of raw files holding FELIX blocks (one record per block): swdaq's own
+/// code, outside DUNE's fragment types ("FLX").
+pub const RAW_FILE_TYPE: FragmentType = FragmentType(0x0046_4C58);
 pub const BLOCK_HEADER_SIZE: usize = 4;
 pub const BLOCK_MARKER: u16 = 0xABCD;
 pub const TRAILER_SIZE: usize = 2;

@@ -12,6 +12,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 use swdaq_format::felix::{BlockPacker, ChunkFlags, MAX_ELINK};
 
+/// L1 accept rate of the emulated cards' e-links (the SW ROD paper's 100 kHz).
+pub const L1_RATE_HZ: f64 = 100e3;
+
 /// Bunch crossings per LHC orbit: BCIDs count modulo this.
 pub const BUNCHES_PER_ORBIT: u32 = 3564;
 
@@ -274,6 +277,10 @@ impl FelixCard {
             link.packer.flush(|b| out.extend_from_slice(b));
         }
     }
+}
+
+impl crate::truth::CsvRecord for FelixFault {
+    const COLUMNS: &'static [&'static str] = &["kind", "elink", "l1_id"];
 }
 
 fn fault(kind: FelixFaultKind, elink: u16, l1_id: u32) -> FelixFault {

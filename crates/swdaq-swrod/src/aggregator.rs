@@ -200,7 +200,7 @@ struct Slot {
 
 /// `a` is later than `b` in L1 ID order (extended L1 IDs, wrapping).
 #[inline(always)]
-fn later(a: u32, b: u32) -> bool {
+pub(crate) fn later(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
 }
 
@@ -211,6 +211,7 @@ pub struct Aggregator<I: SlotIndex> {
     /// (slot, L1 ID, opening number) of fragments in the order they opened.
     open_order: VecDeque<(usize, u32, u64)>,
     opened: u64,
+    all: ElinkSet,
     live: ElinkSet,
     live_count: usize,
     silent: ElinkSet,
@@ -228,8 +229,14 @@ impl<I: SlotIndex> Aggregator<I> {
     pub fn new(config: RobConfig, allocation: Allocation) -> Result<Self, RobConfigError> {
         config.validate()?;
         let n = config.elinks.len();
-        // Ring slots hold a buffer each; consumers hold more for a while.
-        let pool = BufferPool::new(allocation, config.buffer_size(), 2 * config.ring_slots);
+        // Open fragments hold a buffer each (up to `timeout_fragments`), consumers hold more
+        // for a while; allocated up front for the open ones.
+        let pool = BufferPool::new(
+            allocation,
+            config.buffer_size(),
+            2 * config.ring_slots,
+            config.timeout_fragments + 1,
+        );
         Ok(Self {
             index: I::new(config.ring_slots),
             slots: (0..config.ring_slots)
@@ -247,6 +254,7 @@ impl<I: SlotIndex> Aggregator<I> {
                 .collect(),
             open_order: VecDeque::with_capacity(config.ring_slots),
             opened: 0,
+            all: ElinkSet::first(n),
             live: ElinkSet::first(n),
             live_count: n,
             silent: ElinkSet::default(),
@@ -410,11 +418,10 @@ impl<I: SlotIndex> Aggregator<I> {
     }
 
     fn complete(&mut self, s: usize, timed_out: bool, out: &mut impl FnMut(BuiltFragment)) {
-        let n = self.config.elinks.len();
         let slot = &mut self.slots[s];
         slot.open = false;
         let l1_id = slot.l1_id;
-        let missing = ElinkSet::first(n).minus(&slot.received);
+        let missing = self.all.minus(&slot.received);
         let mut first_status = slot.status;
         let mut status_words = 1;
         if !missing.is_empty() {

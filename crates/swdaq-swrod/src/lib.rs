@@ -1,10 +1,14 @@
 //! An ATLAS-style software ROD (SW ROD): FELIX e-link chunks in GBT mode ([`decoder`]) are
 //! aggregated by L1 ID into eformat v5 ROB fragments ([`aggregator`]) in pooled buffers
-//! ([`pool`]).
+//! ([`pool`]) and handed down a chain of consumers ([`consumers`]): the data-request server,
+//! recording, monitoring samples.
 
 pub mod aggregator;
+pub mod bench;
+pub mod consumers;
 pub mod decoder;
 pub mod elinks;
+pub mod metrics;
 pub mod pool;
 
 pub use aggregator::{

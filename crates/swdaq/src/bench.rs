@@ -57,6 +57,21 @@ enum What {
         #[arg(long, default_value_t = 1 << 20)]
         fragment_bytes: usize,
     },
+    /// SW ROD: FELIX block decoding and aggregation into ROB fragments with all checks, one
+    /// core, with the paper's ablation in the same run (memory pool vs an allocation per
+    /// fragment, power-of-two ring index vs modulo).
+    Swrod {
+        /// E-links of the emulated card (one ROB).
+        #[arg(long, default_value_t = 192)]
+        elinks: u16,
+        /// L1 accepts emulated (before timing), decoded once per round and variant.
+        #[arg(long, default_value_t = 10_000)]
+        l1as: usize,
+        #[arg(long, default_value_t = 40)]
+        chunk_bytes: usize,
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+    },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), UDP
     /// receive over loopback (batched vs one `recvmsg` per datagram, same run), and data
     /// requests served while ingesting in real time.
@@ -191,6 +206,48 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.2}", r.hdf5_gbps),
                         format!("{:.2}", r.raw_write_gbps),
                         format!("{:.2}", r.hdf5_vs_raw),
+                    ]
+                },
+            )
+        }
+        What::Swrod {
+            elinks,
+            l1as,
+            chunk_bytes,
+            rounds,
+        } => {
+            anyhow::ensure!(
+                *elinks > 0 && *l1as > 0 && *rounds > 0,
+                "elinks, l1as and rounds must be at least 1"
+            );
+            let config = swdaq_swrod::bench::BenchConfig {
+                elinks: *elinks,
+                l1as: *l1as,
+                chunk_bytes: *chunk_bytes,
+                rounds: *rounds,
+            };
+            let results = swdaq_swrod::bench::run(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            print_results(
+                args.json,
+                &results,
+                &[
+                    "allocation",
+                    "ring index",
+                    "Mchunks/s/core",
+                    "ns/chunk",
+                    "cards/core",
+                    "x pool+pow2",
+                    "complete/fragments",
+                ],
+                |r| {
+                    vec![
+                        format!("{:?}", r.allocation).to_lowercase(),
+                        format!("{:?}", r.ring_index).to_lowercase(),
+                        format!("{:.2}", r.chunks_per_second / 1e6),
+                        format!("{:.2}", r.ns_per_chunk),
+                        format!("{:.2}", r.cards_per_core),
+                        format!("{:.2}", r.vs_pool_power_of_two),
+                        format!("{}/{}", r.complete_fragments, r.fragments),
                     ]
                 },
             )
