@@ -353,6 +353,21 @@ impl<I: SlotIndex> Aggregator<I> {
         }
     }
 
+    /// Completes every open fragment and forgets the L1 IDs, e-link states and ECR count
+    /// seen (a new run: L1 IDs start again); counts and pooled buffers are kept.
+    pub fn restart(&mut self, out: &mut impl FnMut(BuiltFragment)) {
+        self.flush(out);
+        for slot in &mut self.slots {
+            slot.used = false;
+        }
+        self.live = self.all;
+        self.live_count = self.config.elinks.len();
+        self.silent = ElinkSet::default();
+        self.last_seen.fill(None);
+        self.latest.fill(None);
+        self.epoch = None;
+    }
+
     /// Fragments open now.
     pub fn open_fragments(&self) -> usize {
         self.slots.iter().filter(|s| s.open).count()

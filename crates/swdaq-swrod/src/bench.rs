@@ -57,24 +57,8 @@ pub struct VariantResult {
 }
 
 pub fn run(config: &BenchConfig) -> Result<Vec<VariantResult>, Box<dyn std::error::Error>> {
-    let felix = FelixConfig {
-        elinks: config.elinks,
-        chunk_min: config.chunk_bytes,
-        chunk_max: config.chunk_bytes,
-        ..FelixConfig::default()
-    };
-    let mut card = FelixCard::new(felix)?;
-    let mut blocks = Vec::new();
-    for _ in 0..config.l1as {
-        card.l1_accept(&mut blocks);
-    }
-    card.flush(&mut blocks);
-    let rob = RobConfig {
-        elinks: (0..config.elinks).collect(),
-        // Buffers sized for the chunks emulated, as a detector would configure its ROB.
-        max_chunk_bytes: config.chunk_bytes,
-        ..RobConfig::default()
-    };
+    let blocks = emulate(config)?;
+    let rob = rob_config(config);
     rob.validate()?;
     let variants = [
         (Allocation::Pool, RingIndex::PowerOfTwo),
@@ -123,6 +107,116 @@ pub fn run(config: &BenchConfig) -> Result<Vec<VariantResult>, Box<dyn std::erro
             }
         })
         .collect())
+}
+
+/// Paced at the card's real rate: the emulated L1 accepts are replayed again and again (a
+/// new run each time: [`Aggregator::restart`]) for `seconds`, each block handed to the
+/// decoder no earlier than it would have arrived.
+#[derive(Debug, Clone, Serialize)]
+pub struct RealtimeResult {
+    pub seconds: f64,
+    pub chunks: u64,
+    pub chunks_per_second: f64,
+    /// Fragments built, complete ones, and every chunk-level problem counted (must be 0).
+    pub fragments: u64,
+    pub complete_fragments: u64,
+    pub problems: u64,
+    /// Largest delay of a block's processing after its arrival time.
+    pub max_lag_ms: f64,
+    /// CPU time of the processing thread over wall time (sleeps while ahead).
+    pub busy_fraction: f64,
+}
+
+pub fn realtime(
+    config: &BenchConfig,
+    seconds: f64,
+) -> Result<RealtimeResult, Box<dyn std::error::Error>> {
+    let blocks = emulate(config)?;
+    let rob = rob_config(config);
+    let mut decoder = BlockDecoder::new(&rob.elinks);
+    let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool)?;
+    let (mut fragments, mut complete) = (0u64, 0u64);
+    let mut out = |f: crate::BuiltFragment| {
+        fragments += 1;
+        complete += u64::from(f.complete);
+    };
+    let n_blocks = blocks.len() / swdaq_format::felix::BLOCK_SIZE;
+    let pass_seconds = config.l1as as f64 / L1_RATE_HZ;
+    // Blocks are released in batches of about 100 us of data.
+    let batch = (n_blocks as f64 * 1e-4 / pass_seconds).ceil().max(1.0) as usize;
+    let cpu = cpu_time::ThreadTime::now();
+    let start = std::time::Instant::now();
+    let mut max_lag = 0f64;
+    let mut released = 0u64;
+    'run: loop {
+        for (i, group) in blocks
+            .chunks(batch * swdaq_format::felix::BLOCK_SIZE)
+            .enumerate()
+        {
+            let due = released as f64 * pass_seconds
+                + (i * batch) as f64 * pass_seconds / n_blocks as f64;
+            if due >= seconds {
+                break 'run;
+            }
+            let now = start.elapsed().as_secs_f64();
+            if now < due {
+                std::thread::sleep(std::time::Duration::from_secs_f64(due - now));
+            } else {
+                max_lag = max_lag.max(now - due);
+            }
+            decoder.decode_blocks(group, |e, chunk, trailer| {
+                aggregator.add_chunk(e, chunk, trailer, &mut out)
+            });
+        }
+        released += 1;
+        aggregator.restart(&mut out);
+        decoder.restart();
+    }
+    aggregator.flush(&mut out);
+    let wall = start.elapsed().as_secs_f64();
+    let (d, a) = (decoder.counts, aggregator.counts);
+    Ok(RealtimeResult {
+        seconds: wall,
+        chunks: d.chunks,
+        chunks_per_second: d.chunks as f64 / wall,
+        fragments,
+        complete_fragments: complete,
+        problems: d.corrupt_blocks
+            + d.sequence_gaps
+            + d.broken_chunks
+            + a.late_chunks
+            + a.duplicate_chunks
+            + a.missing_chunks
+            + a.malformed_chunks
+            + a.oversized_chunks
+            + a.ring_collisions,
+        max_lag_ms: max_lag * 1e3,
+        busy_fraction: cpu.elapsed().as_secs_f64() / wall,
+    })
+}
+
+fn emulate(config: &BenchConfig) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    let mut card = FelixCard::new(FelixConfig {
+        elinks: config.elinks,
+        chunk_min: config.chunk_bytes,
+        chunk_max: config.chunk_bytes,
+        ..FelixConfig::default()
+    })?;
+    let mut blocks = Vec::new();
+    for _ in 0..config.l1as {
+        card.l1_accept(&mut blocks);
+    }
+    card.flush(&mut blocks);
+    Ok(blocks)
+}
+
+fn rob_config(config: &BenchConfig) -> RobConfig {
+    RobConfig {
+        elinks: (0..config.elinks).collect(),
+        // Buffers sized for the chunks emulated, as a detector would configure its ROB.
+        max_chunk_bytes: config.chunk_bytes,
+        ..RobConfig::default()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -82,6 +82,14 @@ impl BlockDecoder {
         }
     }
 
+    /// Forgets block sequence numbers and chunks in progress (a new run); counts are kept.
+    pub fn restart(&mut self) {
+        for state in &mut self.elinks {
+            state.next_sequence = None;
+            state.in_chunk = false;
+        }
+    }
+
     /// Decodes consecutive blocks (a DMA buffer's worth), calling `sink(e-link index in the
     /// ROB, chunk, trailer of its last subchunk)` for every whole chunk in arrival order.
     pub fn decode_blocks(

@@ -147,3 +147,39 @@ fn every_injected_fault_ends_in_exactly_one_counter() {
     }
     assert_eq!(missing_named, a.missing_chunks + (l1as as u64 - 3000));
 }
+
+#[test]
+fn a_restart_accepts_the_same_l1_ids_again() {
+    let rob = RobConfig {
+        elinks: (0..16).collect(),
+        ring_slots: 256,
+        timeout_fragments: 64,
+        ..RobConfig::default()
+    };
+    let mut card = FelixCard::new(FelixConfig {
+        elinks: 16,
+        ..FelixConfig::default()
+    })
+    .unwrap();
+    let mut blocks = Vec::new();
+    for _ in 0..300 {
+        card.l1_accept(&mut blocks);
+    }
+    card.flush(&mut blocks);
+    let mut decoder = BlockDecoder::new(&rob.elinks);
+    let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool).unwrap();
+    let mut complete = 0;
+    let mut out = |f: swdaq_swrod::BuiltFragment| complete += usize::from(f.complete);
+    for _ in 0..2 {
+        decoder.decode_blocks(&blocks, |e, chunk, trailer| {
+            aggregator.add_chunk(e, chunk, trailer, &mut out)
+        });
+        aggregator.restart(&mut out);
+        decoder.restart();
+    }
+    assert_eq!(complete, 600);
+    assert_eq!(
+        aggregator.counts.late_chunks + decoder.counts.sequence_gaps,
+        0
+    );
+}

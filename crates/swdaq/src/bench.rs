@@ -71,6 +71,10 @@ enum What {
         chunk_bytes: usize,
         #[arg(long, default_value_t = 7)]
         rounds: usize,
+        /// Then replay the card at its real rate (e-links x 100 kHz chunks) for this many
+        /// seconds on one core and report lag, CPU use and losses (0: skip).
+        #[arg(long, default_value_t = 0.0)]
+        realtime_seconds: f64,
     },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), UDP
     /// receive over loopback (batched vs one `recvmsg` per datagram, same run), and data
@@ -215,10 +219,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             l1as,
             chunk_bytes,
             rounds,
+            realtime_seconds,
         } => {
             anyhow::ensure!(
-                *elinks > 0 && *l1as > 0 && *rounds > 0,
-                "elinks, l1as and rounds must be at least 1"
+                *elinks > 0 && *l1as > 0 && *rounds > 0 && *realtime_seconds >= 0.0,
+                "elinks, l1as and rounds must be at least 1, realtime-seconds not negative"
             );
             let config = swdaq_swrod::bench::BenchConfig {
                 elinks: *elinks,
@@ -226,10 +231,30 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 chunk_bytes: *chunk_bytes,
                 rounds: *rounds,
             };
-            let results = swdaq_swrod::bench::run(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let variants = swdaq_swrod::bench::run(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let realtime = if *realtime_seconds > 0.0 {
+                Some(
+                    swdaq_swrod::bench::realtime(&config, *realtime_seconds)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?,
+                )
+            } else {
+                None
+            };
+            if args.json {
+                #[derive(Serialize)]
+                struct Report {
+                    variants: Vec<swdaq_swrod::bench::VariantResult>,
+                    realtime: Option<swdaq_swrod::bench::RealtimeResult>,
+                }
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&Report { variants, realtime })?
+                );
+                return Ok(());
+            }
             print_results(
-                args.json,
-                &results,
+                false,
+                &variants,
                 &[
                     "allocation",
                     "ring index",
@@ -250,7 +275,32 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{}/{}", r.complete_fragments, r.fragments),
                     ]
                 },
-            )
+            )?;
+            match realtime {
+                Some(r) => print_results(
+                    false,
+                    &[r],
+                    &[
+                        "real time s",
+                        "Mchunks/s",
+                        "complete/fragments",
+                        "problems",
+                        "max lag ms",
+                        "CPU busy",
+                    ],
+                    |r| {
+                        vec![
+                            format!("{:.1}", r.seconds),
+                            format!("{:.2}", r.chunks_per_second / 1e6),
+                            format!("{}/{}", r.complete_fragments, r.fragments),
+                            r.problems.to_string(),
+                            format!("{:.2}", r.max_lag_ms),
+                            format!("{:.2}", r.busy_fraction),
+                        ]
+                    },
+                ),
+                None => Ok(()),
+            }
         }
         What::Readout {
             frames,
