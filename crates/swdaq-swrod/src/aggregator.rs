@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use swdaq_format::eformat::{
     RodHeader, chunk_record_size, data_offset, encode_rob, put_chunk_record, rob_size, status,
 };
-use swdaq_format::felix::SubchunkTrailer;
+use swdaq_format::felix::{MAX_ELINK, SubchunkTrailer};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -33,7 +33,7 @@ pub struct RobConfig {
     pub bcid_offset: usize,
     /// Larger chunks are counted and dropped (fragment buffers are sized for this).
     pub max_chunk_bytes: usize,
-    /// Ring slots (a power of two for the masked index).
+    /// Ring slots, a power of two (the modulo index of the ablation uses the same size).
     pub ring_slots: usize,
     /// A fragment not complete when this many newer ones have opened is completed as is.
     pub timeout_fragments: usize,
@@ -80,6 +80,15 @@ impl RobConfig {
                 self.max_chunk_bytes
             ));
         }
+        if let Some(e) = self.elinks.iter().find(|&&e| e > MAX_ELINK) {
+            return bad(format!("e-link {e} is beyond the 11-bit e-link numbers"));
+        }
+        if !self.ring_slots.is_power_of_two() {
+            return bad(format!(
+                "ring_slots = {} must be a power of two",
+                self.ring_slots
+            ));
+        }
         if self.timeout_fragments == 0 || self.ring_slots <= self.timeout_fragments {
             return bad(format!(
                 "ring_slots = {} must exceed timeout_fragments = {} (> 0)",
@@ -120,10 +129,9 @@ pub struct PowerOfTwoIndex {
 }
 
 impl SlotIndex for PowerOfTwoIndex {
+    /// `slots` is a power of two ([`RobConfig::validate`]).
     fn new(slots: usize) -> Self {
-        Self {
-            mask: slots.next_power_of_two() - 1,
-        }
+        Self { mask: slots - 1 }
     }
     #[inline(always)]
     fn slot(&self, l1_id: u32) -> usize {
@@ -497,5 +505,50 @@ impl<I: SlotIndex> Aggregator<I> {
                 complete: missing.is_empty(),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_configs_are_errors() {
+        let bad = |c: RobConfig| c.validate().is_err();
+        assert!(RobConfig::default().validate().is_ok());
+        assert!(bad(RobConfig {
+            elinks: vec![],
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            elinks: vec![1, 1],
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            elinks: vec![0x800],
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            ring_slots: 3000,
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            timeout_fragments: 4096,
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            max_chunk_bytes: 5,
+            ..Default::default()
+        }));
+        assert!(
+            Aggregator::<PowerOfTwoIndex>::new(
+                RobConfig {
+                    ring_slots: 3000,
+                    ..Default::default()
+                },
+                Allocation::Heap
+            )
+            .is_err()
+        );
     }
 }
