@@ -4,14 +4,17 @@
 //!
 //! DUNE-compatible layouts (byte for byte): [`wibeth`] (WIBEth TPC frames), [`protowib`]
 //! (ProtoDUNE-SP WIB frames), [`tp`] (TriggerPrimitive v2), [`fragment`] (FragmentHeader v5),
-//! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). Ours:
-//! CMS-compatible: [`fed`] (FED fragments with their CRC-16), [`frd`] (FRD event header v6,
-//! `RAW_0002` file header). Ours: [`rawfile`] (raw link files). [`crc`] computes CRC32C.
+//! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). CMS-compatible:
+//! [`fed`] (FED fragments with their CRC-16), [`frd`] (FRD event header v6, `RAW_0002` file
+//! header). ATLAS: [`felix`] (FELIX to-host blocks, GBT mode), [`eformat`] (event format v5
+//! ROB/ROD). Ours: [`rawfile`] (raw link files). [`crc`] computes CRC32C.
 
 pub mod crc;
 pub mod daq_eth;
+pub mod eformat;
 mod error;
 pub mod fed;
+pub mod felix;
 pub mod fragment;
 pub mod frame_format;
 pub mod frd;

@@ -11,11 +11,13 @@
 //! fault injection. Every pulse and fault is recorded as [`truth`].
 //!
 //! [`fed`] emulates CMS-style front-end drivers instead: one FED fragment per level-1 accept,
-//! with size distributions and injected faults as truth.
+//! with size distributions and injected faults as truth. [`felix`] emulates a FELIX card in
+//! GBT mode: e-link chunks per L1 accept packed into to-host blocks.
 
 pub mod channel_map;
 pub mod config;
 pub mod fed;
+pub mod felix;
 pub mod link;
 mod normal;
 pub mod response;

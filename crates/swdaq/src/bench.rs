@@ -66,6 +66,25 @@ enum What {
         #[arg(long, default_value_t = 1 << 20)]
         fragment_bytes: usize,
     },
+    /// SW ROD: FELIX block decoding and aggregation into ROB fragments with all checks, one
+    /// core, with the paper's ablation in the same run (memory pool vs an allocation per
+    /// fragment, power-of-two ring index vs modulo).
+    Swrod {
+        /// E-links of the emulated card (one ROB).
+        #[arg(long, default_value_t = 192)]
+        elinks: u16,
+        /// L1 accepts emulated (before timing), decoded once per round and variant.
+        #[arg(long, default_value_t = 10_000)]
+        l1as: usize,
+        #[arg(long, default_value_t = 40)]
+        chunk_bytes: usize,
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+        /// Then replay the card at its real rate (e-links x 100 kHz chunks) for this many
+        /// seconds on one core and report lag, CPU use and losses (0: skip).
+        #[arg(long, default_value_t = 0.0)]
+        realtime_seconds: f64,
+    },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), UDP
     /// receive over loopback (batched vs one `recvmsg` per datagram, same run), and data
     /// requests served while ingesting in real time.
@@ -265,6 +284,94 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     ]
                 },
             )
+        }
+        What::Swrod {
+            elinks,
+            l1as,
+            chunk_bytes,
+            rounds,
+            realtime_seconds,
+        } => {
+            anyhow::ensure!(
+                *elinks > 0 && *l1as > 0 && *rounds > 0 && *realtime_seconds >= 0.0,
+                "elinks, l1as and rounds must be at least 1, realtime-seconds not negative"
+            );
+            let config = swdaq_swrod::bench::BenchConfig {
+                elinks: *elinks,
+                l1as: *l1as,
+                chunk_bytes: *chunk_bytes,
+                rounds: *rounds,
+            };
+            let variants = swdaq_swrod::bench::run(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let realtime = if *realtime_seconds > 0.0 {
+                Some(
+                    swdaq_swrod::bench::realtime(&config, *realtime_seconds)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?,
+                )
+            } else {
+                None
+            };
+            if args.json {
+                #[derive(Serialize)]
+                struct Report {
+                    variants: Vec<swdaq_swrod::bench::VariantResult>,
+                    realtime: Option<swdaq_swrod::bench::RealtimeResult>,
+                }
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&Report { variants, realtime })?
+                );
+                return Ok(());
+            }
+            print_results(
+                false,
+                &variants,
+                &[
+                    "allocation",
+                    "ring index",
+                    "Mchunks/s/core",
+                    "ns/chunk",
+                    "cards/core",
+                    "x pool+pow2",
+                    "complete/fragments",
+                ],
+                |r| {
+                    vec![
+                        format!("{:?}", r.allocation).to_lowercase(),
+                        format!("{:?}", r.ring_index).to_lowercase(),
+                        format!("{:.2}", r.chunks_per_second / 1e6),
+                        format!("{:.2}", r.ns_per_chunk),
+                        format!("{:.2}", r.cards_per_core),
+                        format!("{:.2}", r.vs_pool_power_of_two),
+                        format!("{}/{}", r.complete_fragments, r.fragments),
+                    ]
+                },
+            )?;
+            match realtime {
+                Some(r) => print_results(
+                    false,
+                    &[r],
+                    &[
+                        "real time s",
+                        "Mchunks/s",
+                        "complete/fragments",
+                        "problems",
+                        "max lag ms",
+                        "CPU busy",
+                    ],
+                    |r| {
+                        vec![
+                            format!("{:.1}", r.seconds),
+                            format!("{:.2}", r.chunks_per_second / 1e6),
+                            format!("{}/{}", r.complete_fragments, r.fragments),
+                            r.problems.to_string(),
+                            format!("{:.2}", r.max_lag_ms),
+                            format!("{:.2}", r.busy_fraction),
+                        ]
+                    },
+                ),
+                None => Ok(()),
+            }
         }
         What::Readout {
             frames,

@@ -14,7 +14,7 @@ pub struct Args {
     /// Seconds of data per link.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
-    /// Number of links.
+    /// Number of links (FELIX cards for `--format felix`).
     #[arg(long, default_value_t = 2)]
     links: u32,
     #[arg(long, value_enum, default_value_t = Format::Wibeth)]
@@ -22,7 +22,8 @@ pub struct Args {
     /// Emulator seed (overrides the config file's).
     #[arg(long)]
     seed: Option<u64>,
-    /// Emulator configuration (TOML, `SimConfig` fields); defaults otherwise.
+    /// Emulator configuration (TOML: `SimConfig` fields, `FelixConfig` fields for
+    /// `--format felix`); defaults otherwise.
     #[arg(long)]
     config: Option<PathBuf>,
     #[arg(long, default_value = "swdaq-data")]
@@ -79,6 +80,8 @@ impl Sink {
 enum Format {
     Wibeth,
     Protowib,
+    /// FELIX cards in GBT mode: 1 KiB to-host blocks of e-link chunks at 100 kHz.
+    Felix,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -87,6 +90,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "--seconds must be positive"
     );
     anyhow::ensure!(args.links > 0, "--links must be at least 1");
+    let format = match args.format {
+        Format::Wibeth => FrameFormat::WibEth,
+        Format::Protowib => FrameFormat::ProtoWib,
+        Format::Felix => return run_felix(args),
+    };
     let mut config = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -100,10 +108,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         config.seed = seed;
     }
     let detector = Detector::new(config)?;
-    let format = match args.format {
-        Format::Wibeth => FrameFormat::WibEth,
-        Format::Protowib => FrameFormat::ProtoWib,
-    };
     let frames = (args.seconds * format.clock_hz() / format.ticks_per_frame() as f64).ceil() as u64;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -153,6 +157,81 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         args.out.display(),
         pulses.len(),
         faults.len()
+    );
+    Ok(())
+}
+
+/// FELIX cards: card K's blocks (one raw-file record per block) to `card<K>.swraw`, its
+/// injected faults to `card<K>_faults.csv`.
+fn run_felix(args: &Args) -> anyhow::Result<()> {
+    use swdaq_format::felix::{BLOCK_SIZE, RAW_FILE_TYPE};
+    use swdaq_sim::felix::{FelixCard, FelixConfig, L1_RATE_HZ};
+    anyhow::ensure!(
+        args.udp.is_none() && args.records.is_none(),
+        "--udp and --records are for the TPC formats"
+    );
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str::<FelixConfig>(&text)
+                .with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => FelixConfig::default(),
+    };
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
+    let l1as = (args.seconds * L1_RATE_HZ).ceil() as u64;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let mut faults = 0;
+    for card in 0..args.links {
+        let mut emulator = FelixCard::new(FelixConfig {
+            seed: config.seed.wrapping_add(u64::from(card)),
+            ..config.clone()
+        })?;
+        let path = args.out.join(format!("card{card}.swraw"));
+        let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let header = RawFileHeader {
+            frame_type: RAW_FILE_TYPE,
+            frame_size: BLOCK_SIZE as u32,
+            source_id: SourceId::readout(card),
+            run_number: args.run,
+            first_timestamp: 0,
+            created_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        };
+        let mut writer = RawFileWriter::new(BufWriter::with_capacity(8 << 20, file), &header)?;
+        let mut blocks = Vec::new();
+        for n in 0..=l1as {
+            if n < l1as {
+                emulator.l1_accept(&mut blocks);
+            } else {
+                emulator.flush(&mut blocks);
+            }
+            for block in blocks.chunks(BLOCK_SIZE) {
+                writer
+                    .write_frame(block)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            blocks.clear();
+        }
+        writer
+            .finish()
+            .with_context(|| format!("writing {}", path.display()))?;
+        truth::write_csv(
+            &args.out.join(format!("card{card}_faults.csv")),
+            emulator.faults(),
+        )?;
+        faults += emulator.faults().len();
+    }
+    println!(
+        "wrote {} FELIX cards x {l1as} L1 accepts x {} e-links to {} ({faults} injected faults)",
+        args.links,
+        config.elinks,
+        args.out.display()
     );
     Ok(())
 }

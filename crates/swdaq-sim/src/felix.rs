@@ -1,0 +1,461 @@
+//! FELIX card emulator, GBT mode: e-links that each send one chunk per L1 accept, packed
+//! into 1 KiB to-host blocks as the card writes them to host memory
+//! ([`swdaq_format::felix`]), with injected faults recorded as truth.
+//!
+//! Chunk contents: the extended L1 ID (u32, little-endian; ECR count in the upper 8 bits,
+//! L1 accept count in the lower 24) at `l1id_offset`, the BCID (u16, 12 bits used) at
+//! `bcid_offset`, the rest a pattern derived from the e-link and L1 ID. E-link `i` of the
+//! card has e-link number `i`.
+
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+use swdaq_format::felix::{BlockPacker, ChunkFlags, MAX_ELINK};
+
+/// L1 accept rate of the emulated cards' e-links (the SW ROD paper's 100 kHz).
+pub const L1_RATE_HZ: f64 = 100e3;
+
+/// Bunch crossings per LHC orbit: BCIDs count modulo this.
+pub const BUNCHES_PER_ORBIT: u32 = 3564;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FelixConfig {
+    pub elinks: u16,
+    /// Chunk sizes are uniform in `[chunk_min, chunk_max]` bytes.
+    pub chunk_min: usize,
+    pub chunk_max: usize,
+    /// Where the L1 ID (4 bytes) and BCID (2 bytes) sit in a chunk.
+    pub l1id_offset: usize,
+    pub bcid_offset: usize,
+    /// An ECR resets the L1 accept count every this many L1 accepts (0: never).
+    pub ecr_every: u32,
+    pub seed: u64,
+    pub faults: FelixFaults,
+}
+
+impl Default for FelixConfig {
+    fn default() -> Self {
+        Self {
+            elinks: 192,
+            chunk_min: 40,
+            chunk_max: 40,
+            l1id_offset: 0,
+            bcid_offset: 4,
+            ecr_every: 0,
+            seed: 1,
+            faults: FelixFaults::default(),
+        }
+    }
+}
+
+/// Fault probabilities (per chunk or per block) and scheduled dead e-links.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FelixFaults {
+    /// A chunk is never sent.
+    pub missing_chunk: f64,
+    /// A chunk arrives cut to half its size with the truncation flag set.
+    pub truncated_chunk: f64,
+    /// After a chunk, the card closes the block and the next block's sequence number skips one.
+    pub sequence_gap: f64,
+    /// A chunk is sent after the e-link's next chunk.
+    pub l1id_out_of_order: f64,
+    /// E-links that stop sending for good.
+    pub dead_elinks: Vec<DeadElink>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadElink {
+    pub elink: u16,
+    /// The number of L1 accepts it still sends before it goes silent.
+    pub after_l1as: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FelixFaultKind {
+    MissingChunk,
+    TruncatedChunk,
+    SequenceGap,
+    L1idOutOfOrder,
+    Ecr,
+    DeadElink,
+}
+
+/// One injected fault (ECRs are listed too: they are what the SW ROD must handle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FelixFault {
+    pub kind: FelixFaultKind,
+    pub elink: u16,
+    /// The extended L1 ID of the L1 accept it happened at.
+    pub l1_id: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FelixConfigError {
+    #[error("felix: {0}")]
+    Invalid(String),
+}
+
+struct Elink {
+    number: u16,
+    packer: BlockPacker,
+    /// A chunk held back to be sent after the next one (out-of-order fault).
+    held: Option<(Vec<u8>, ChunkFlags)>,
+    dead_after: Option<u64>,
+}
+
+/// One emulated card. Call [`FelixCard::l1_accept`] per L1 accept; blocks are appended to
+/// the caller's buffer in the order the card completes them, as DMA lands them.
+pub struct FelixCard {
+    config: FelixConfig,
+    elinks: Vec<Elink>,
+    rng: Xoshiro256PlusPlus,
+    l1as: u64,
+    ecr_count: u32,
+    l1_count: u32,
+    chunk: Vec<u8>,
+    faults: Vec<FelixFault>,
+}
+
+impl FelixCard {
+    pub fn new(config: FelixConfig) -> Result<Self, FelixConfigError> {
+        let invalid = |m: String| Err(FelixConfigError::Invalid(m));
+        if config.elinks == 0 || config.elinks > MAX_ELINK + 1 {
+            return invalid(format!("elinks = {} (1..=2048)", config.elinks));
+        }
+        let need = (config.l1id_offset + 4).max(config.bcid_offset + 2);
+        if config.chunk_min < need || config.chunk_max < config.chunk_min {
+            return invalid(format!(
+                "chunk sizes {}..={} must hold the L1 ID and BCID ({need} bytes) and be ordered",
+                config.chunk_min, config.chunk_max
+            ));
+        }
+        if config.chunk_max > u16::MAX as usize {
+            return invalid(format!("chunk_max = {} (at most 65535)", config.chunk_max));
+        }
+        let elinks = (0..config.elinks)
+            .map(|e| Elink {
+                number: e,
+                packer: BlockPacker::new(e),
+                held: None,
+                dead_after: config
+                    .faults
+                    .dead_elinks
+                    .iter()
+                    .find(|d| d.elink == e)
+                    .map(|d| d.after_l1as),
+            })
+            .collect();
+        Ok(Self {
+            rng: Xoshiro256PlusPlus::seed_from_u64(config.seed),
+            elinks,
+            l1as: 0,
+            ecr_count: 0,
+            l1_count: 0,
+            chunk: Vec::with_capacity(config.chunk_max),
+            faults: Vec::new(),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &FelixConfig {
+        &self.config
+    }
+
+    /// The extended L1 ID the next L1 accept will carry.
+    pub fn next_l1_id(&self) -> u32 {
+        (self.ecr_count & 0xFF) << 24 | (self.l1_count & 0x00FF_FFFF)
+    }
+
+    /// Replaces the fault probabilities from now on (dead e-links stay as configured).
+    pub fn set_fault_rates(&mut self, faults: FelixFaults) {
+        self.config.faults = FelixFaults {
+            dead_elinks: std::mem::take(&mut self.config.faults.dead_elinks),
+            ..faults
+        };
+    }
+
+    /// Every fault injected so far.
+    pub fn faults(&self) -> &[FelixFault] {
+        &self.faults
+    }
+
+    /// Emits one L1 accept on every e-link; completed blocks are appended to `out`.
+    pub fn l1_accept(&mut self, out: &mut Vec<u8>) {
+        let l1_id = self.next_l1_id();
+        let bcid = ((self.l1as * 37) % u64::from(BUNCHES_PER_ORBIT)) as u16;
+        let f = self.config.faults.clone();
+        for e in 0..self.elinks.len() {
+            let elink = e as u16;
+            let link = &mut self.elinks[e];
+            match link.dead_after {
+                Some(after) if self.l1as >= after => {
+                    if self.l1as == after {
+                        self.faults
+                            .push(fault(FelixFaultKind::DeadElink, elink, l1_id));
+                        // The card's block time-out sends what the e-link delivered.
+                        if let Some((chunk, flags)) = link.held.take() {
+                            link.packer
+                                .push(&chunk, flags, |b| out.extend_from_slice(b));
+                        }
+                        link.packer.flush(|b| out.extend_from_slice(b));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            if self.rng.random_bool(f.missing_chunk) {
+                self.faults
+                    .push(fault(FelixFaultKind::MissingChunk, elink, l1_id));
+                release_held(
+                    link,
+                    &mut self.rng,
+                    f.sequence_gap,
+                    &mut self.faults,
+                    l1_id,
+                    out,
+                );
+                continue;
+            }
+            let size = self
+                .rng
+                .random_range(self.config.chunk_min..=self.config.chunk_max);
+            fill_chunk(&mut self.chunk, size, &self.config, l1_id, bcid, elink);
+            let mut flags = ChunkFlags::default();
+            if self.rng.random_bool(f.truncated_chunk) {
+                self.faults
+                    .push(fault(FelixFaultKind::TruncatedChunk, elink, l1_id));
+                let keep =
+                    (size / 2).max((self.config.l1id_offset + 4).max(self.config.bcid_offset + 2));
+                self.chunk.truncate(keep);
+                flags.truncated = true;
+            }
+            if link.held.is_none() && self.rng.random_bool(f.l1id_out_of_order) {
+                self.faults
+                    .push(fault(FelixFaultKind::L1idOutOfOrder, elink, l1_id));
+                link.held = Some((self.chunk.clone(), flags));
+                continue;
+            }
+            push(
+                link,
+                &self.chunk,
+                flags,
+                &mut self.rng,
+                f.sequence_gap,
+                &mut self.faults,
+                l1_id,
+                out,
+            );
+            release_held(
+                link,
+                &mut self.rng,
+                f.sequence_gap,
+                &mut self.faults,
+                l1_id,
+                out,
+            );
+        }
+        self.l1as += 1;
+        self.l1_count += 1;
+        if self.config.ecr_every > 0 && self.l1as.is_multiple_of(u64::from(self.config.ecr_every)) {
+            self.ecr_count = (self.ecr_count + 1) & 0xFF;
+            self.l1_count = 0;
+            self.faults
+                .push(fault(FelixFaultKind::Ecr, 0, self.next_l1_id()));
+        }
+    }
+
+    /// Sends held chunks and closes every e-link's partly filled block (end of run).
+    pub fn flush(&mut self, out: &mut Vec<u8>) {
+        for link in &mut self.elinks {
+            if let Some((chunk, flags)) = link.held.take() {
+                link.packer
+                    .push(&chunk, flags, |b| out.extend_from_slice(b));
+            }
+            link.packer.flush(|b| out.extend_from_slice(b));
+        }
+    }
+}
+
+impl crate::truth::CsvRecord for FelixFault {
+    const COLUMNS: &'static [&'static str] = &["kind", "elink", "l1_id"];
+}
+
+fn fault(kind: FelixFaultKind, elink: u16, l1_id: u32) -> FelixFault {
+    FelixFault { kind, elink, l1_id }
+}
+
+fn fill_chunk(
+    chunk: &mut Vec<u8>,
+    size: usize,
+    c: &FelixConfig,
+    l1_id: u32,
+    bcid: u16,
+    elink: u16,
+) {
+    chunk.clear();
+    let seed = l1_id.wrapping_mul(0x9E37_79B9) ^ u32::from(elink);
+    chunk.extend((0..size).map(|i| (seed >> ((i % 4) * 8)) as u8 ^ i as u8));
+    chunk[c.l1id_offset..c.l1id_offset + 4].copy_from_slice(&l1_id.to_le_bytes());
+    chunk[c.bcid_offset..c.bcid_offset + 2].copy_from_slice(&bcid.to_le_bytes());
+}
+
+#[allow(clippy::too_many_arguments)]
+fn push(
+    link: &mut Elink,
+    chunk: &[u8],
+    flags: ChunkFlags,
+    rng: &mut Xoshiro256PlusPlus,
+    gap_rate: f64,
+    faults: &mut Vec<FelixFault>,
+    l1_id: u32,
+    out: &mut Vec<u8>,
+) {
+    let elink = link.number;
+    link.packer.push(chunk, flags, |b| out.extend_from_slice(b));
+    // The gap goes where a block ends at a chunk boundary (the card closes the block as on
+    // a time-out): a gap inside a chunk would also break that chunk, a second fault.
+    if rng.random_bool(gap_rate) {
+        link.packer.flush(|b| out.extend_from_slice(b));
+        link.packer.skip_sequence(1);
+        faults.push(fault(FelixFaultKind::SequenceGap, elink, l1_id));
+    }
+}
+
+fn release_held(
+    link: &mut Elink,
+    rng: &mut Xoshiro256PlusPlus,
+    gap_rate: f64,
+    faults: &mut Vec<FelixFault>,
+    l1_id: u32,
+    out: &mut Vec<u8>,
+) {
+    if let Some((chunk, flags)) = link.held.take() {
+        push(link, &chunk, flags, rng, gap_rate, faults, l1_id, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use swdaq_format::felix::{BLOCK_SIZE, Block, SubchunkIndex, SubchunkKind};
+
+    /// (e-link, L1 ID) of every whole chunk in `blocks`, in arrival order.
+    fn chunks(blocks: &[u8]) -> Vec<(u16, u32)> {
+        let mut index = SubchunkIndex::default();
+        let mut partial: std::collections::HashMap<u16, Vec<u8>> = Default::default();
+        let mut out = Vec::new();
+        for b in blocks.chunks(BLOCK_SIZE) {
+            let block = Block::parse(b).unwrap();
+            block.index(&mut index).unwrap();
+            let e = block.header.elink;
+            for s in block.subchunks(&index) {
+                let whole = match s.trailer.kind {
+                    SubchunkKind::Both => Some(s.data.to_vec()),
+                    SubchunkKind::First | SubchunkKind::Middle => {
+                        partial.entry(e).or_default().extend_from_slice(s.data);
+                        None
+                    }
+                    SubchunkKind::Last => {
+                        let mut c = partial.remove(&e).unwrap();
+                        c.extend_from_slice(s.data);
+                        Some(c)
+                    }
+                    _ => None,
+                };
+                if let Some(c) = whole {
+                    out.push((e, u32::from_le_bytes(c[0..4].try_into().unwrap())));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_elink_sends_one_chunk_per_l1a_in_order() {
+        let mut card = FelixCard::new(FelixConfig {
+            elinks: 8,
+            chunk_min: 20,
+            chunk_max: 300,
+            ecr_every: 50,
+            ..FelixConfig::default()
+        })
+        .unwrap();
+        let mut out = Vec::new();
+        for _ in 0..120 {
+            card.l1_accept(&mut out);
+        }
+        card.flush(&mut out);
+        let got = chunks(&out);
+        assert_eq!(got.len(), 8 * 120);
+        for e in 0..8 {
+            let ids: Vec<u32> = got.iter().filter(|c| c.0 == e).map(|c| c.1).collect();
+            let want: Vec<u32> = (0..120u32).map(|i| (i / 50) << 24 | (i % 50)).collect();
+            assert_eq!(ids, want);
+        }
+        let ecrs = card
+            .faults()
+            .iter()
+            .filter(|f| f.kind == FelixFaultKind::Ecr)
+            .count();
+        assert_eq!(ecrs, 2);
+    }
+
+    #[test]
+    fn faults_are_recorded_and_visible_in_the_data() {
+        let mut card = FelixCard::new(FelixConfig {
+            elinks: 16,
+            faults: FelixFaults {
+                missing_chunk: 0.01,
+                truncated_chunk: 0.01,
+                sequence_gap: 0.002,
+                l1id_out_of_order: 0.01,
+                dead_elinks: vec![DeadElink {
+                    elink: 3,
+                    after_l1as: 100,
+                }],
+            },
+            ..FelixConfig::default()
+        })
+        .unwrap();
+        let mut out = Vec::new();
+        for _ in 0..1000 {
+            card.l1_accept(&mut out);
+        }
+        card.flush(&mut out);
+        let count = |k| card.faults().iter().filter(|f| f.kind == k).count();
+        let missing = count(FelixFaultKind::MissingChunk);
+        assert!(missing > 0 && count(FelixFaultKind::TruncatedChunk) > 0);
+        assert!(
+            count(FelixFaultKind::SequenceGap) > 0 && count(FelixFaultKind::L1idOutOfOrder) > 0
+        );
+        assert_eq!(count(FelixFaultKind::DeadElink), 1);
+        let got = chunks(&out);
+        assert_eq!(got.len(), 16 * 1000 - missing - 900);
+        let missing_on_3 = card
+            .faults()
+            .iter()
+            .filter(|f| f.kind == FelixFaultKind::MissingChunk && f.elink == 3)
+            .count();
+        assert_eq!(got.iter().filter(|c| c.0 == 3).count(), 100 - missing_on_3);
+    }
+
+    #[test]
+    fn impossible_configs_are_errors() {
+        let bad = |c: FelixConfig| FelixCard::new(c).is_err();
+        assert!(bad(FelixConfig {
+            elinks: 0,
+            ..Default::default()
+        }));
+        assert!(bad(FelixConfig {
+            chunk_min: 3,
+            ..Default::default()
+        }));
+        assert!(bad(FelixConfig {
+            chunk_max: 39,
+            ..Default::default()
+        }));
+    }
+}

@@ -1,0 +1,554 @@
+//! Aggregation: the chunks of all e-links of a ROB with the same L1 ID become one eformat v5
+//! ROB fragment, built in place in a pooled buffer held by a ring slot indexed by L1 ID.
+//!
+//! A fragment is complete when every live e-link has delivered. Otherwise it is completed
+//! after `timeout_fragments` newer fragments have opened (a time-out in L1 accepts, so
+//! replays at any speed give the same fragments; [`Aggregator::flush`] completes the rest
+//! when data stops) with `MISSING_ELINKS` status words naming the e-links that did not
+//! deliver. Each missing e-link is classified once: if it has already delivered a later L1
+//! ID its chunk was lost (`missing_chunks`); otherwise it has gone silent (`elinks_silent`,
+//! once until it delivers again) and later fragments stop waiting for it.
+//!
+//! L1 IDs are ATLAS extended L1 IDs (ECR count in the upper 8 bits); an ECR restarts the
+//! lower 24 bits, which index the ring, and is counted once (`ecrs`). Fragments open across
+//! an ECR complete by the same rules.
+
+use crate::elinks::{ElinkSet, MAX_ROB_ELINKS};
+use crate::pool::{Allocation, BufferPool, PooledBuf};
+use std::collections::VecDeque;
+use swdaq_format::eformat::{
+    RodHeader, chunk_record_size, data_offset, encode_rob, put_chunk_record, rob_size, status,
+};
+use swdaq_format::felix::{MAX_ELINK, SubchunkTrailer};
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RobConfig {
+    pub source_id: u32,
+    pub run_number: u32,
+    /// The ROB's e-link numbers, in the order of its status bitmask.
+    pub elinks: Vec<u16>,
+    /// Where the L1 ID (u32) and BCID (u16) sit in a chunk.
+    pub l1id_offset: usize,
+    pub bcid_offset: usize,
+    /// Larger chunks are counted and dropped (fragment buffers are sized for this).
+    pub max_chunk_bytes: usize,
+    /// Ring slots, a power of two (the modulo index of the ablation uses the same size).
+    pub ring_slots: usize,
+    /// A fragment not complete when this many newer ones have opened is completed as is.
+    pub timeout_fragments: usize,
+}
+
+impl Default for RobConfig {
+    fn default() -> Self {
+        Self {
+            source_id: 0x0071_0000,
+            run_number: 1,
+            elinks: (0..192).collect(),
+            l1id_offset: 0,
+            bcid_offset: 4,
+            max_chunk_bytes: 128,
+            ring_slots: 4096,
+            timeout_fragments: 1024,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RobConfigError {
+    #[error("rob: {0}")]
+    Invalid(String),
+}
+
+impl RobConfig {
+    pub fn validate(&self) -> Result<(), RobConfigError> {
+        let bad = |m: String| Err(RobConfigError::Invalid(m));
+        if self.elinks.is_empty() || self.elinks.len() > MAX_ROB_ELINKS {
+            return bad(format!(
+                "{} e-links (1..={MAX_ROB_ELINKS})",
+                self.elinks.len()
+            ));
+        }
+        let mut sorted = self.elinks.clone();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return bad("an e-link is listed twice".into());
+        }
+        if self.max_chunk_bytes < self.header_bytes() || self.max_chunk_bytes > 0xFFFF {
+            return bad(format!(
+                "max_chunk_bytes = {} must hold the L1 ID and BCID and be at most 65535",
+                self.max_chunk_bytes
+            ));
+        }
+        if let Some(e) = self.elinks.iter().find(|&&e| e > MAX_ELINK) {
+            return bad(format!("e-link {e} is beyond the 11-bit e-link numbers"));
+        }
+        if !self.ring_slots.is_power_of_two() {
+            return bad(format!(
+                "ring_slots = {} must be a power of two",
+                self.ring_slots
+            ));
+        }
+        if self.timeout_fragments == 0 || self.ring_slots <= self.timeout_fragments {
+            return bad(format!(
+                "ring_slots = {} must exceed timeout_fragments = {} (> 0)",
+                self.ring_slots, self.timeout_fragments
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes a chunk must have to carry its L1 ID and BCID.
+    fn header_bytes(&self) -> usize {
+        (self.l1id_offset + 4).max(self.bcid_offset + 2)
+    }
+
+    /// Status words naming missing e-links.
+    fn bitmask_words(&self) -> usize {
+        self.elinks.len().div_ceil(32)
+    }
+
+    /// Bytes of the largest fragment: every e-link with a chunk of the largest size.
+    pub fn buffer_size(&self) -> usize {
+        rob_size(
+            1 + self.bitmask_words(),
+            self.elinks.len() * chunk_record_size(self.max_chunk_bytes),
+        )
+    }
+}
+
+/// How an L1 ID picks its ring slot: the paper's `& (size - 1)` or `% size`.
+pub trait SlotIndex {
+    fn new(slots: usize) -> Self;
+    fn slot(&self, l1_id: u32) -> usize;
+}
+
+/// Masked index: the ring size must be a power of two.
+pub struct PowerOfTwoIndex {
+    mask: usize,
+}
+
+impl SlotIndex for PowerOfTwoIndex {
+    /// `slots` is a power of two ([`RobConfig::validate`]).
+    fn new(slots: usize) -> Self {
+        Self { mask: slots - 1 }
+    }
+    #[inline(always)]
+    fn slot(&self, l1_id: u32) -> usize {
+        (l1_id & 0x00FF_FFFF) as usize & self.mask
+    }
+}
+
+/// Modulo index (a division per chunk): the ablation.
+pub struct ModuloIndex {
+    slots: usize,
+}
+
+impl SlotIndex for ModuloIndex {
+    fn new(slots: usize) -> Self {
+        Self { slots }
+    }
+    #[inline(always)]
+    fn slot(&self, l1_id: u32) -> usize {
+        (l1_id & 0x00FF_FFFF) as usize % self.slots
+    }
+}
+
+/// What aggregation saw. Each injected fault of the emulator ends in exactly one of the
+/// fault counters (`missing_chunks`, `elinks_silent`, `out_of_order_chunks`,
+/// `truncated_chunks`, `ecrs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AggregatorCounts {
+    pub chunks: u64,
+    pub fragments: u64,
+    pub incomplete_fragments: u64,
+    pub timed_out_fragments: u64,
+    pub missing_chunks: u64,
+    pub elinks_silent: u64,
+    pub elinks_revived: u64,
+    pub late_chunks: u64,
+    pub duplicate_chunks: u64,
+    pub out_of_order_chunks: u64,
+    pub truncated_chunks: u64,
+    pub crc_error_chunks: u64,
+    pub malformed_chunks: u64,
+    pub oversized_chunks: u64,
+    pub bcid_mismatches: u64,
+    pub ecrs: u64,
+    pub ring_collisions: u64,
+    pub buffer_allocations: u64,
+}
+
+/// A built ROB fragment in its (pooled) buffer.
+pub struct BuiltFragment {
+    buf: PooledBuf,
+    start: usize,
+    len: usize,
+    pub l1_id: u32,
+    pub complete: bool,
+}
+
+impl BuiltFragment {
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+}
+
+struct Slot {
+    l1_id: u32,
+    open: bool,
+    used: bool,
+    received: ElinkSet,
+    count: usize,
+    bcid: u16,
+    status: u32,
+    data_len: usize,
+    buf: Option<PooledBuf>,
+}
+
+/// `a` is later than `b` in L1 ID order (extended L1 IDs, wrapping).
+#[inline(always)]
+pub(crate) fn later(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+pub struct Aggregator<I: SlotIndex> {
+    config: RobConfig,
+    index: I,
+    slots: Vec<Slot>,
+    /// (slot, L1 ID, opening number) of fragments in the order they opened.
+    open_order: VecDeque<(usize, u32, u64)>,
+    opened: u64,
+    all: ElinkSet,
+    live: ElinkSet,
+    live_count: usize,
+    silent: ElinkSet,
+    last_seen: Vec<Option<u32>>,
+    latest: Vec<Option<u32>>,
+    epoch: Option<u8>,
+    pool: BufferPool,
+    /// Where the ROD data starts in a buffer (room for the most status words before it).
+    data_at: usize,
+    header_bytes: usize,
+    pub counts: AggregatorCounts,
+}
+
+impl<I: SlotIndex> Aggregator<I> {
+    pub fn new(config: RobConfig, allocation: Allocation) -> Result<Self, RobConfigError> {
+        config.validate()?;
+        let n = config.elinks.len();
+        // Open fragments hold a buffer each (up to `timeout_fragments`), consumers hold more
+        // for a while; allocated up front for the open ones.
+        let pool = BufferPool::new(
+            allocation,
+            config.buffer_size(),
+            2 * config.ring_slots,
+            config.timeout_fragments + 1,
+        );
+        Ok(Self {
+            index: I::new(config.ring_slots),
+            slots: (0..config.ring_slots)
+                .map(|_| Slot {
+                    l1_id: 0,
+                    open: false,
+                    used: false,
+                    received: ElinkSet::default(),
+                    count: 0,
+                    bcid: 0,
+                    status: 0,
+                    data_len: 0,
+                    buf: None,
+                })
+                .collect(),
+            open_order: VecDeque::with_capacity(config.ring_slots),
+            opened: 0,
+            all: ElinkSet::first(n),
+            live: ElinkSet::first(n),
+            live_count: n,
+            silent: ElinkSet::default(),
+            last_seen: vec![None; n],
+            latest: vec![None; n],
+            epoch: None,
+            pool,
+            data_at: data_offset(1 + config.bitmask_words()),
+            header_bytes: config.header_bytes(),
+            config,
+            counts: AggregatorCounts::default(),
+        })
+    }
+
+    pub fn config(&self) -> &RobConfig {
+        &self.config
+    }
+
+    /// Adds the chunk of the ROB's e-link `e`; completed fragments go to `out`.
+    #[inline]
+    pub fn add_chunk(
+        &mut self,
+        e: usize,
+        chunk: &[u8],
+        trailer: SubchunkTrailer,
+        out: &mut impl FnMut(BuiltFragment),
+    ) {
+        self.counts.chunks += 1;
+        if chunk.len() < self.header_bytes {
+            self.counts.malformed_chunks += 1;
+            return;
+        }
+        if chunk.len() > self.config.max_chunk_bytes {
+            self.counts.oversized_chunks += 1;
+            return;
+        }
+        let at = self.config.l1id_offset;
+        let l1_id = u32::from_le_bytes([chunk[at], chunk[at + 1], chunk[at + 2], chunk[at + 3]]);
+        let at = self.config.bcid_offset;
+        let bcid = u16::from_le_bytes([chunk[at], chunk[at + 1]]) & 0x0FFF;
+        self.track_elink(e, l1_id);
+
+        let s = self.index.slot(l1_id);
+        let slot = &self.slots[s];
+        if slot.open {
+            if slot.l1_id != l1_id {
+                if !later(l1_id, slot.l1_id) {
+                    self.counts.late_chunks += 1;
+                    return;
+                }
+                self.counts.ring_collisions += 1;
+                self.complete(s, true, out);
+                self.open(s, l1_id, bcid, out);
+            }
+        } else if slot.used && !later(l1_id, slot.l1_id) {
+            self.counts.late_chunks += 1;
+            return;
+        } else {
+            self.open(s, l1_id, bcid, out);
+        }
+
+        let slot = &mut self.slots[s];
+        if slot.received.contains(e) {
+            self.counts.duplicate_chunks += 1;
+            return;
+        }
+        if slot.bcid != bcid {
+            self.counts.bcid_mismatches += 1;
+            slot.status |= status::BCID_CHECK_FAIL;
+        }
+        if trailer.truncated {
+            self.counts.truncated_chunks += 1;
+            slot.status |= status::DATA_CORRUPTION;
+        }
+        if trailer.crc_error || trailer.error {
+            self.counts.crc_error_chunks += 1;
+            slot.status |= status::DATA_CORRUPTION;
+        }
+        if let Some(buf) = slot.buf.as_mut() {
+            let at = self.data_at + slot.data_len;
+            slot.data_len += put_chunk_record(&mut buf[at..], self.config.elinks[e], chunk);
+        }
+        slot.received.insert(e);
+        slot.count += 1;
+        if slot.count >= self.live_count && slot.received.covers(&self.live) {
+            self.complete(s, false, out);
+        }
+    }
+
+    /// Completes every open fragment (end of run, or no data for a while).
+    pub fn flush(&mut self, out: &mut impl FnMut(BuiltFragment)) {
+        while let Some((s, l1_id, _)) = self.open_order.pop_front() {
+            if self.slots[s].open && self.slots[s].l1_id == l1_id {
+                self.complete(s, true, out);
+            }
+        }
+    }
+
+    /// Completes every open fragment and forgets the L1 IDs, e-link states and ECR count
+    /// seen (a new run: L1 IDs start again); counts and pooled buffers are kept.
+    pub fn restart(&mut self, out: &mut impl FnMut(BuiltFragment)) {
+        self.flush(out);
+        for slot in &mut self.slots {
+            slot.used = false;
+        }
+        self.live = self.all;
+        self.live_count = self.config.elinks.len();
+        self.silent = ElinkSet::default();
+        self.last_seen.fill(None);
+        self.latest.fill(None);
+        self.epoch = None;
+    }
+
+    /// Fragments open now.
+    pub fn open_fragments(&self) -> usize {
+        self.slots.iter().filter(|s| s.open).count()
+    }
+
+    fn track_elink(&mut self, e: usize, l1_id: u32) {
+        if let Some(last) = self.last_seen[e]
+            && !later(l1_id, last)
+            && l1_id != last
+        {
+            self.counts.out_of_order_chunks += 1;
+        }
+        self.last_seen[e] = Some(l1_id);
+        if self.latest[e].is_none_or(|l| later(l1_id, l)) {
+            self.latest[e] = Some(l1_id);
+        }
+        let epoch = (l1_id >> 24) as u8;
+        match self.epoch {
+            None => self.epoch = Some(epoch),
+            Some(current) if epoch == current.wrapping_add(1) => {
+                self.counts.ecrs += 1;
+                self.epoch = Some(epoch);
+            }
+            Some(_) => {}
+        }
+        if self.silent.contains(e) {
+            self.silent.remove(e);
+            self.live.insert(e);
+            self.live_count += 1;
+            self.counts.elinks_revived += 1;
+        }
+    }
+
+    fn open(&mut self, s: usize, l1_id: u32, bcid: u16, out: &mut impl FnMut(BuiltFragment)) {
+        let (buf, allocated) = self.pool.take();
+        self.counts.buffer_allocations += u64::from(allocated);
+        let slot = &mut self.slots[s];
+        slot.l1_id = l1_id;
+        slot.open = true;
+        slot.used = true;
+        slot.received = ElinkSet::default();
+        slot.count = 0;
+        slot.bcid = bcid;
+        slot.status = 0;
+        slot.data_len = 0;
+        slot.buf = Some(buf);
+        self.open_order.push_back((s, l1_id, self.opened));
+        self.opened += 1;
+        self.expire(out);
+    }
+
+    /// Completes fragments that `timeout_fragments` newer ones have overtaken.
+    fn expire(&mut self, out: &mut impl FnMut(BuiltFragment)) {
+        while let Some(&(s, l1_id, n)) = self.open_order.front() {
+            if n + self.config.timeout_fragments as u64 >= self.opened {
+                break;
+            }
+            self.open_order.pop_front();
+            if self.slots[s].open && self.slots[s].l1_id == l1_id {
+                self.complete(s, true, out);
+            }
+        }
+    }
+
+    fn complete(&mut self, s: usize, timed_out: bool, out: &mut impl FnMut(BuiltFragment)) {
+        let slot = &mut self.slots[s];
+        slot.open = false;
+        let l1_id = slot.l1_id;
+        let missing = self.all.minus(&slot.received);
+        let mut first_status = slot.status;
+        let mut status_words = 1;
+        if !missing.is_empty() {
+            first_status |= status::MISSING_ELINKS | if timed_out { status::TIMEOUT } else { 0 };
+            status_words += self.config.bitmask_words();
+            self.counts.incomplete_fragments += 1;
+            self.counts.timed_out_fragments += u64::from(timed_out);
+            for e in missing.iter() {
+                if self.silent.contains(e) {
+                    continue;
+                }
+                if self.latest[e].is_some_and(|l| later(l, l1_id)) {
+                    self.counts.missing_chunks += 1;
+                } else {
+                    self.silent.insert(e);
+                    self.live.remove(e);
+                    self.live_count -= 1;
+                    self.counts.elinks_silent += 1;
+                }
+            }
+        }
+        self.counts.fragments += 1;
+        let slot = &mut self.slots[s];
+        let Some(mut buf) = slot.buf.take() else {
+            return;
+        };
+        let mut words = [0u32; 1 + MAX_ROB_ELINKS / 32];
+        words[0] = first_status;
+        for (w, m) in words[1..status_words]
+            .iter_mut()
+            .zip(missing.to_words(status_words - 1))
+        {
+            *w = m;
+        }
+        let start = self.data_at - data_offset(status_words);
+        let rod = RodHeader {
+            source_id: self.config.source_id,
+            run_number: self.config.run_number,
+            l1_id,
+            bc_id: u32::from(slot.bcid),
+            l1_trigger_type: 0,
+            detector_event_type: 0,
+        };
+        // Cannot fail: the buffer is sized for every e-link's largest chunk and the most
+        // status words, and chunk records are whole words.
+        if let Ok(len) = encode_rob(
+            &mut buf[start..],
+            self.config.source_id,
+            &words[..status_words],
+            &rod,
+            slot.data_len,
+        ) {
+            out(BuiltFragment {
+                buf,
+                start,
+                len,
+                l1_id,
+                complete: missing.is_empty(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_configs_are_errors() {
+        let bad = |c: RobConfig| c.validate().is_err();
+        assert!(RobConfig::default().validate().is_ok());
+        assert!(bad(RobConfig {
+            elinks: vec![],
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            elinks: vec![1, 1],
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            elinks: vec![0x800],
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            ring_slots: 3000,
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            timeout_fragments: 4096,
+            ..Default::default()
+        }));
+        assert!(bad(RobConfig {
+            max_chunk_bytes: 5,
+            ..Default::default()
+        }));
+        assert!(
+            Aggregator::<PowerOfTwoIndex>::new(
+                RobConfig {
+                    ring_slots: 3000,
+                    ..Default::default()
+                },
+                Allocation::Heap
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! SW ROD benchmark (library side of `swdaq bench swrod`): decoding and aggregation with all
+//! checks, on one core (thread CPU time), of blocks an emulated FELIX card produced beforehand (emulation is
+//! not timed). The paper's ablation runs in the same process, rounds interleaved: the
+//! memory pool against an allocation per fragment, and the power-of-two ring index against
+//! a modulo.
+
+use crate::aggregator::{Aggregator, ModuloIndex, PowerOfTwoIndex, RobConfig, SlotIndex};
+use crate::decoder::BlockDecoder;
+use crate::pool::Allocation;
+use serde::Serialize;
+use swdaq_sim::felix::{FelixCard, FelixConfig, L1_RATE_HZ};
+
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    pub elinks: u16,
+    pub l1as: usize,
+    pub chunk_bytes: usize,
+    pub rounds: usize,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            elinks: 192,
+            l1as: 10_000,
+            chunk_bytes: 40,
+            rounds: 7,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RingIndex {
+    PowerOfTwo,
+    Modulo,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantResult {
+    pub allocation: Allocation,
+    pub ring_index: RingIndex,
+    pub elinks: u16,
+    pub chunk_bytes: usize,
+    pub chunks: u64,
+    /// Median over the rounds.
+    pub seconds: f64,
+    pub chunks_per_second: f64,
+    pub ns_per_chunk: f64,
+    /// Fragments built per pass, and how many of them were complete (all of them on clean data).
+    pub fragments: u64,
+    pub complete_fragments: u64,
+    /// FELIX cards (`elinks` e-links at 100 kHz) one core keeps up with.
+    pub cards_per_core: f64,
+    /// This variant's throughput over the paper's design (pool and power-of-two ring), same run.
+    pub vs_pool_power_of_two: f64,
+}
+
+pub fn run(config: &BenchConfig) -> Result<Vec<VariantResult>, Box<dyn std::error::Error>> {
+    let blocks = emulate(config)?;
+    let rob = rob_config(config);
+    rob.validate()?;
+    let variants = [
+        (Allocation::Pool, RingIndex::PowerOfTwo),
+        (Allocation::Heap, RingIndex::PowerOfTwo),
+        (Allocation::Pool, RingIndex::Modulo),
+        (Allocation::Heap, RingIndex::Modulo),
+    ];
+    let mut seconds = vec![Vec::new(); variants.len()];
+    let mut passes = vec![Pass::default(); variants.len()];
+    for _ in 0..config.rounds.max(1) {
+        for (i, &(allocation, ring)) in variants.iter().enumerate() {
+            let (s, pass) = match ring {
+                RingIndex::PowerOfTwo => pass::<PowerOfTwoIndex>(&blocks, &rob, allocation)?,
+                RingIndex::Modulo => pass::<ModuloIndex>(&blocks, &rob, allocation)?,
+            };
+            seconds[i].push(s);
+            passes[i] = pass;
+        }
+    }
+    let medians: Vec<f64> = seconds
+        .iter_mut()
+        .map(|s| {
+            s.sort_by(f64::total_cmp);
+            s[s.len() / 2]
+        })
+        .collect();
+    Ok(variants
+        .iter()
+        .enumerate()
+        .map(|(i, &(allocation, ring_index))| {
+            let chunks = passes[i].chunks;
+            let chunks_per_second = chunks as f64 / medians[i];
+            VariantResult {
+                allocation,
+                ring_index,
+                elinks: config.elinks,
+                chunk_bytes: config.chunk_bytes,
+                chunks,
+                seconds: medians[i],
+                chunks_per_second,
+                ns_per_chunk: medians[i] * 1e9 / chunks as f64,
+                fragments: passes[i].fragments,
+                complete_fragments: passes[i].complete,
+                cards_per_core: chunks_per_second / (f64::from(config.elinks) * L1_RATE_HZ),
+                vs_pool_power_of_two: medians[0] / medians[i],
+            }
+        })
+        .collect())
+}
+
+/// Paced at the card's real rate: the emulated L1 accepts are replayed again and again (a
+/// new run each time: [`Aggregator::restart`]) for `seconds`, each block handed to the
+/// decoder no earlier than it would have arrived.
+#[derive(Debug, Clone, Serialize)]
+pub struct RealtimeResult {
+    pub seconds: f64,
+    pub chunks: u64,
+    pub chunks_per_second: f64,
+    /// Fragments built, complete ones, and every chunk-level problem counted (must be 0).
+    pub fragments: u64,
+    pub complete_fragments: u64,
+    pub problems: u64,
+    /// Largest delay of a block's processing after its arrival time.
+    pub max_lag_ms: f64,
+    /// CPU time of the processing thread over wall time (sleeps while ahead).
+    pub busy_fraction: f64,
+}
+
+pub fn realtime(
+    config: &BenchConfig,
+    seconds: f64,
+) -> Result<RealtimeResult, Box<dyn std::error::Error>> {
+    let blocks = emulate(config)?;
+    let rob = rob_config(config);
+    let mut decoder = BlockDecoder::new(&rob.elinks);
+    let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool)?;
+    let (mut fragments, mut complete) = (0u64, 0u64);
+    let mut out = |f: crate::BuiltFragment| {
+        fragments += 1;
+        complete += u64::from(f.complete);
+    };
+    let n_blocks = blocks.len() / swdaq_format::felix::BLOCK_SIZE;
+    let pass_seconds = config.l1as as f64 / L1_RATE_HZ;
+    // Blocks are released in batches of about 100 us of data.
+    let batch = (n_blocks as f64 * 1e-4 / pass_seconds).ceil().max(1.0) as usize;
+    let cpu = cpu_time::ThreadTime::now();
+    let start = std::time::Instant::now();
+    let mut max_lag = 0f64;
+    let mut released = 0u64;
+    'run: loop {
+        for (i, group) in blocks
+            .chunks(batch * swdaq_format::felix::BLOCK_SIZE)
+            .enumerate()
+        {
+            let due = released as f64 * pass_seconds
+                + (i * batch) as f64 * pass_seconds / n_blocks as f64;
+            if due >= seconds {
+                break 'run;
+            }
+            let now = start.elapsed().as_secs_f64();
+            if now < due {
+                std::thread::sleep(std::time::Duration::from_secs_f64(due - now));
+            } else {
+                max_lag = max_lag.max(now - due);
+            }
+            decoder.decode_blocks(group, |e, chunk, trailer| {
+                aggregator.add_chunk(e, chunk, trailer, &mut out)
+            });
+        }
+        released += 1;
+        aggregator.restart(&mut out);
+        decoder.restart();
+    }
+    aggregator.flush(&mut out);
+    let wall = start.elapsed().as_secs_f64();
+    let (d, a) = (decoder.counts, aggregator.counts);
+    Ok(RealtimeResult {
+        seconds: wall,
+        chunks: d.chunks,
+        chunks_per_second: d.chunks as f64 / wall,
+        fragments,
+        complete_fragments: complete,
+        problems: d.corrupt_blocks
+            + d.sequence_gaps
+            + d.broken_chunks
+            + a.late_chunks
+            + a.duplicate_chunks
+            + a.missing_chunks
+            + a.malformed_chunks
+            + a.oversized_chunks
+            + a.ring_collisions,
+        max_lag_ms: max_lag * 1e3,
+        busy_fraction: cpu.elapsed().as_secs_f64() / wall,
+    })
+}
+
+fn emulate(config: &BenchConfig) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    let mut card = FelixCard::new(FelixConfig {
+        elinks: config.elinks,
+        chunk_min: config.chunk_bytes,
+        chunk_max: config.chunk_bytes,
+        ..FelixConfig::default()
+    })?;
+    let mut blocks = Vec::new();
+    for _ in 0..config.l1as {
+        card.l1_accept(&mut blocks);
+    }
+    card.flush(&mut blocks);
+    Ok(blocks)
+}
+
+fn rob_config(config: &BenchConfig) -> RobConfig {
+    RobConfig {
+        elinks: (0..config.elinks).collect(),
+        // Buffers sized for the chunks emulated, as a detector would configure its ROB.
+        max_chunk_bytes: config.chunk_bytes,
+        ..RobConfig::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Pass {
+    chunks: u64,
+    fragments: u64,
+    complete: u64,
+}
+
+/// One timed pass over `blocks` with a fresh decoder and aggregator (set up untimed).
+fn pass<I: SlotIndex>(
+    blocks: &[u8],
+    rob: &RobConfig,
+    allocation: Allocation,
+) -> Result<(f64, Pass), Box<dyn std::error::Error>> {
+    let mut decoder = BlockDecoder::new(&rob.elinks);
+    let mut aggregator = Aggregator::<I>::new(rob.clone(), allocation)?;
+    let mut complete = 0u64;
+    let mut out = |f: crate::BuiltFragment| complete += u64::from(f.complete);
+    // CPU time of this thread: the machine is shared, and per-core figures are the claim.
+    let start = cpu_time::ThreadTime::now();
+    decoder.decode_blocks(blocks, |e, chunk, trailer| {
+        aggregator.add_chunk(e, chunk, trailer, &mut out)
+    });
+    aggregator.flush(&mut out);
+    let seconds = start.elapsed().as_secs_f64();
+    Ok((
+        seconds,
+        Pass {
+            chunks: decoder.counts.chunks,
+            fragments: aggregator.counts.fragments,
+            complete,
+        },
+    ))
+}

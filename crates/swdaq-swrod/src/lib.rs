@@ -1,0 +1,18 @@
+//! An ATLAS-style software ROD (SW ROD): FELIX e-link chunks in GBT mode ([`decoder`]) are
+//! aggregated by L1 ID into eformat v5 ROB fragments ([`aggregator`]) in pooled buffers
+//! ([`pool`]) and handed down a chain of consumers ([`consumers`]): the data-request server,
+//! recording, monitoring samples.
+
+pub mod aggregator;
+pub mod bench;
+pub mod consumers;
+pub mod decoder;
+pub mod elinks;
+pub mod metrics;
+pub mod pool;
+
+pub use aggregator::{
+    Aggregator, AggregatorCounts, BuiltFragment, ModuloIndex, PowerOfTwoIndex, RobConfig, SlotIndex,
+};
+pub use decoder::{BlockDecoder, DecoderCounts};
+pub use pool::Allocation;

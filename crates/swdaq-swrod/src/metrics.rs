@@ -1,0 +1,248 @@
+//! A ROB's counters in the monitoring registry. The readout thread keeps plain counts
+//! ([`DecoderCounts`], [`AggregatorCounts`]) and publishes the increments now and then (per
+//! batch of blocks), so monitoring costs a few stores per batch, not per chunk.
+
+use crate::aggregator::AggregatorCounts;
+use crate::consumers::ConsumerCounts;
+use crate::decoder::DecoderCounts;
+use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
+
+/// (metric name, help, value) of every published count.
+fn values(d: &DecoderCounts, a: &AggregatorCounts) -> [(&'static str, &'static str, u64); 20] {
+    [
+        ("swdaq_swrod_blocks_total", "FELIX blocks decoded", d.blocks),
+        ("swdaq_swrod_chunks_total", "Whole chunks decoded", d.chunks),
+        (
+            "swdaq_swrod_corrupt_blocks_total",
+            "Blocks with a bad marker or trailer lengths",
+            d.corrupt_blocks,
+        ),
+        (
+            "swdaq_swrod_foreign_blocks_total",
+            "Blocks of e-links not in the ROB",
+            d.foreign_blocks,
+        ),
+        (
+            "swdaq_swrod_sequence_gaps_total",
+            "Block sequence number gaps",
+            d.sequence_gaps,
+        ),
+        (
+            "swdaq_swrod_broken_chunks_total",
+            "Chunks begun or ended without their other part",
+            d.broken_chunks,
+        ),
+        (
+            "swdaq_swrod_fragments_total",
+            "ROB fragments built",
+            a.fragments,
+        ),
+        (
+            "swdaq_swrod_incomplete_fragments_total",
+            "ROB fragments with missing e-links",
+            a.incomplete_fragments,
+        ),
+        (
+            "swdaq_swrod_timed_out_fragments_total",
+            "ROB fragments completed by the time-out",
+            a.timed_out_fragments,
+        ),
+        (
+            "swdaq_swrod_missing_chunks_total",
+            "Chunks lost (their e-link delivered later L1 IDs)",
+            a.missing_chunks,
+        ),
+        (
+            "swdaq_swrod_elinks_silent_total",
+            "E-links that went silent",
+            a.elinks_silent,
+        ),
+        (
+            "swdaq_swrod_late_chunks_total",
+            "Chunks for fragments already completed",
+            a.late_chunks,
+        ),
+        (
+            "swdaq_swrod_duplicate_chunks_total",
+            "Second chunks of an e-link for one L1 ID",
+            a.duplicate_chunks,
+        ),
+        (
+            "swdaq_swrod_out_of_order_chunks_total",
+            "Chunks with an L1 ID before their e-link's previous one",
+            a.out_of_order_chunks,
+        ),
+        (
+            "swdaq_swrod_truncated_chunks_total",
+            "Chunks flagged truncated by FELIX",
+            a.truncated_chunks,
+        ),
+        (
+            "swdaq_swrod_crc_error_chunks_total",
+            "Chunks flagged with a CRC or e-link error",
+            a.crc_error_chunks,
+        ),
+        (
+            "swdaq_swrod_malformed_chunks_total",
+            "Chunks too short or too long",
+            a.malformed_chunks + a.oversized_chunks,
+        ),
+        (
+            "swdaq_swrod_bcid_mismatches_total",
+            "Chunks whose BCID differs from their fragment's",
+            a.bcid_mismatches,
+        ),
+        (
+            "swdaq_swrod_ecrs_total",
+            "ECRs seen (L1 ID counter resets)",
+            a.ecrs,
+        ),
+        (
+            "swdaq_swrod_buffer_allocations_total",
+            "Fragment buffers allocated instead of taken from the pool",
+            a.buffer_allocations,
+        ),
+    ]
+}
+
+pub struct RobMetrics {
+    counters: Vec<Counter>,
+    published: Vec<u64>,
+    open_fragments: Gauge,
+    consumers: Vec<(Counter, Counter, ConsumerCounts)>,
+}
+
+impl RobMetrics {
+    /// Registers the ROB's metrics in a block of thread `thread`, one pair of counters per
+    /// consumer named in `consumers`.
+    pub fn register(
+        registry: &Registry,
+        thread: &str,
+        rob_source_id: u32,
+        consumers: &[&str],
+    ) -> Result<Self, MonitorError> {
+        let rob = format!("0x{rob_source_id:08x}");
+        let mut block = registry.block(thread, &[("rob", &rob)]);
+        let zero = values(&DecoderCounts::default(), &AggregatorCounts::default());
+        let counters = zero
+            .iter()
+            .map(|(name, help, _)| block.counter(name, help))
+            .collect::<Result<Vec<_>, _>>()?;
+        let open_fragments =
+            block.gauge("swdaq_swrod_open_fragments", "Fragments being aggregated")?;
+        let consumers = consumers
+            .iter()
+            .map(|c| {
+                let mut block = registry.block(thread, &[("rob", &rob), ("consumer", c)]);
+                Ok((
+                    block.counter(
+                        "swdaq_swrod_delivered_fragments_total",
+                        "Fragments given to a consumer",
+                    )?,
+                    block.counter(
+                        "swdaq_swrod_slow_consumer_drops_total",
+                        "Fragments a consumer did not get: its queue was full",
+                    )?,
+                    ConsumerCounts::default(),
+                ))
+            })
+            .collect::<Result<Vec<_>, MonitorError>>()?;
+        Ok(Self {
+            published: vec![0; counters.len()],
+            counters,
+            open_fragments,
+            consumers,
+        })
+    }
+
+    /// Adds what was counted since the last call.
+    pub fn publish(
+        &mut self,
+        decoder: &DecoderCounts,
+        aggregator: &AggregatorCounts,
+        open_fragments: usize,
+        consumers: impl IntoIterator<Item = ConsumerCounts>,
+    ) {
+        let now = values(decoder, aggregator);
+        for ((counter, last), (_, _, value)) in
+            self.counters.iter().zip(&mut self.published).zip(now)
+        {
+            counter.add(value - *last);
+            *last = value;
+        }
+        self.open_fragments.set(open_fragments as f64);
+        for ((delivered, dropped, last), now) in self.consumers.iter_mut().zip(consumers) {
+            delivered.add(now.delivered - last.delivered);
+            dropped.add(now.dropped_slow - last.dropped_slow);
+            *last = now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use swdaq_monitor::{Collector, Value};
+
+    fn total(snapshot: &swdaq_monitor::Snapshot, name: &str, consumer: Option<&str>) -> u64 {
+        let family = snapshot.families.iter().find(|f| f.name == name).unwrap();
+        family
+            .series
+            .iter()
+            .filter(|s| {
+                consumer.is_none_or(|c| s.labels.get("consumer").map(String::as_str) == Some(c))
+            })
+            .map(|s| match s.value {
+                Value::Counter { total, .. } => total,
+                _ => panic!("{name} is not a counter"),
+            })
+            .sum()
+    }
+
+    #[test]
+    fn published_increments_add_up() {
+        let registry = Registry::new();
+        let mut m = RobMetrics::register(&registry, "swrod-0", 0x71_0000, &["requests", "sampler"])
+            .unwrap();
+        let mut d = DecoderCounts {
+            blocks: 10,
+            sequence_gaps: 1,
+            ..Default::default()
+        };
+        let mut a = AggregatorCounts {
+            missing_chunks: 2,
+            ..Default::default()
+        };
+        let slow = ConsumerCounts {
+            delivered: 3,
+            dropped_slow: 4,
+        };
+        m.publish(&d, &a, 5, [ConsumerCounts::default(), slow]);
+        d.blocks = 25;
+        a.missing_chunks = 3;
+        m.publish(&d, &a, 5, [ConsumerCounts::default(), slow]);
+        let snapshot = Collector::new(registry).collect();
+        assert_eq!(total(&snapshot, "swdaq_swrod_blocks_total", None), 25);
+        assert_eq!(total(&snapshot, "swdaq_swrod_sequence_gaps_total", None), 1);
+        assert_eq!(
+            total(&snapshot, "swdaq_swrod_missing_chunks_total", None),
+            3
+        );
+        assert_eq!(
+            total(
+                &snapshot,
+                "swdaq_swrod_slow_consumer_drops_total",
+                Some("sampler")
+            ),
+            4
+        );
+        assert_eq!(
+            total(
+                &snapshot,
+                "swdaq_swrod_slow_consumer_drops_total",
+                Some("requests")
+            ),
+            0
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! The consumer chain: requests by L1 ID, recording, sampling, and slow consumers counted
+//! without holding aggregation up.
+
+use crossbeam_channel::unbounded;
+use std::sync::Arc;
+use swdaq_format::eformat::RobFragment;
+use swdaq_format::rawfile::{RawFileHeader, RawFileReader, RawFileWriter};
+use swdaq_format::{FragmentType, SourceId};
+use swdaq_sim::felix::{FelixCard, FelixConfig};
+use swdaq_swrod::consumers::{
+    ConsumerChain, FragmentStore, RobRequest, RobRequestStatus, record, serve_requests,
+};
+use swdaq_swrod::{
+    Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex, RobConfig,
+};
+
+/// Builds `l1as` fragments of a small clean card and hands each to `out`.
+fn build(l1as: usize, mut out: impl FnMut(BuiltFragment)) {
+    let rob = RobConfig {
+        elinks: (0..8).collect(),
+        // The time-out must outlast a block's worth of L1 accepts (24 chunks of 40 bytes).
+        ring_slots: 64,
+        timeout_fragments: 48,
+        ..RobConfig::default()
+    };
+    let mut card = FelixCard::new(FelixConfig {
+        elinks: 8,
+        ..FelixConfig::default()
+    })
+    .unwrap();
+    let mut blocks = Vec::new();
+    for _ in 0..l1as {
+        card.l1_accept(&mut blocks);
+    }
+    card.flush(&mut blocks);
+    let mut decoder = BlockDecoder::new(&rob.elinks);
+    let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool).unwrap();
+    decoder.decode_blocks(&blocks, |e, c, t| aggregator.add_chunk(e, c, t, &mut out));
+    aggregator.flush(&mut out);
+}
+
+#[test]
+fn requests_get_found_not_yet_gone_and_invalid() {
+    let mut store = FragmentStore::new(100, 1000);
+    build(300, |f| store.insert(Arc::new(f)));
+    let status = |l1| store.lookup(l1).0;
+    assert_eq!(status(250), RobRequestStatus::Found);
+    let (_, f) = store.lookup(299);
+    assert_eq!(
+        RobFragment::parse(f.unwrap().bytes()).unwrap().rod.l1_id,
+        299
+    );
+    assert_eq!(status(100), RobRequestStatus::Gone);
+    assert_eq!(status(400), RobRequestStatus::NotYet);
+    assert_eq!(status(5000), RobRequestStatus::Invalid);
+}
+
+#[test]
+fn chain_serves_records_samples_and_counts_a_slow_consumer() {
+    let mut chain = ConsumerChain::new();
+    let to_server = chain.add("requests", 1, 1024);
+    let to_recorder = chain.add("recording", 1, 1024);
+    let samples = chain.add("sampler", 10, 1024);
+    let stalled = chain.add("stalled", 1, 5);
+    build(200, |f| {
+        assert!(f.complete);
+        chain.deliver(f)
+    });
+    let counts: Vec<_> = chain.counts().collect();
+    assert_eq!(counts[0].1.delivered, 200);
+    assert_eq!(counts[2].1.delivered, 20);
+    assert_eq!((counts[3].1.delivered, counts[3].1.dropped_slow), (5, 195));
+    drop(chain);
+    assert_eq!(samples.iter().count(), 20);
+    assert_eq!(stalled.iter().count(), 5);
+
+    let (req_tx, req_rx) = unbounded();
+    let server = std::thread::spawn(move || {
+        serve_requests(to_server, req_rx, FragmentStore::new(1000, 100))
+    });
+    let (reply_tx, reply_rx) = unbounded();
+    for l1_id in [0, 150, 199] {
+        req_tx
+            .send(RobRequest {
+                l1_id,
+                reply: reply_tx.clone(),
+            })
+            .unwrap();
+        // The server may not have stored the fragment yet: ask until it has.
+        loop {
+            let reply = reply_rx.recv().unwrap();
+            if reply.status == RobRequestStatus::Found {
+                let fragment = reply.fragment.unwrap();
+                assert_eq!(
+                    RobFragment::parse(fragment.bytes()).unwrap().rod.l1_id,
+                    l1_id
+                );
+                break;
+            }
+            assert_eq!(reply.status, RobRequestStatus::NotYet);
+            req_tx
+                .send(RobRequest {
+                    l1_id,
+                    reply: reply_tx.clone(),
+                })
+                .unwrap();
+        }
+    }
+    drop(req_tx);
+    assert!(server.join().unwrap().found == 3);
+
+    let header = RawFileHeader {
+        frame_type: FragmentType::UNKNOWN,
+        frame_size: RobConfig::default().buffer_size() as u32,
+        source_id: SourceId::readout(0),
+        run_number: 1,
+        first_timestamp: 0,
+        created_unix_ns: 0,
+    };
+    let writer = RawFileWriter::new(Vec::new(), &header).unwrap();
+    let (written, bytes) = record(to_recorder, writer).unwrap();
+    assert_eq!(written, 200);
+    let mut reader = RawFileReader::new(&bytes[..]).unwrap();
+    let mut frame = Vec::new();
+    let mut l1_ids = Vec::new();
+    while reader.next_frame(&mut frame).unwrap() {
+        l1_ids.push(RobFragment::parse(&frame).unwrap().rod.l1_id);
+    }
+    assert_eq!(l1_ids, (0..200).collect::<Vec<u32>>());
+}
