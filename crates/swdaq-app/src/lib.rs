@@ -1,6 +1,8 @@
 //! swdaq's application logic as a library: what `swdaq run` starts and how it stops (`run`:
 //! the whole chain in one process), and truth matching for hit-finding quality. The `swdaq`
-//! binary only parses the command line and calls in here.
+//! binary only parses the command line and calls in here; `error_report` is how it prints a
+//! failure.
 
+pub mod error_report;
 pub mod run;
 pub mod truth_match;

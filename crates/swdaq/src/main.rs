@@ -53,9 +53,9 @@ fn die_quietly_on_closed_stdout() {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     die_quietly_on_closed_stdout();
-    match Cli::parse().command {
+    let result = match Cli::parse().command {
         Command::Run(args) => swdaq_app::run::run(&args),
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
@@ -63,5 +63,12 @@ fn main() -> anyhow::Result<()> {
         Command::Inspect(args) => inspect::run(&args),
         Command::TpgQuality(args) => quality::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", swdaq_app::error_report::render(&e));
+            std::process::ExitCode::FAILURE
+        }
     }
 }
