@@ -5,13 +5,14 @@ pub mod chain;
 pub mod config;
 pub mod emulator;
 pub mod metrics;
-pub mod signals;
 pub mod sink;
 pub mod view;
 
 use anyhow::Context;
 use config::RunConfig;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -73,17 +74,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         print!("{}", config.to_toml());
         return Ok(());
     }
-    let interrupt =
-        signals::install().context("cannot install the SIGINT/SIGTERM/SIGHUP handler")?;
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupt);
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("cannot install the Ctrl-C handler")?;
     eprintln!(
         "swdaq run {}: {} emulated WIBEth links, {} s{}, writing to {}{}",
         config.run.number,
         config.emulator.links,
         config.run.duration_s,
         if config.run.duration_s == 0.0 {
-            " (until Ctrl-C or SIGTERM)"
+            " (until Ctrl-C)"
         } else {
-            " (Ctrl-C or SIGTERM ends it early)"
+            " (Ctrl-C ends it early)"
         },
         config.run.output_dir.display(),
         if config.run.metrics_addr.is_empty() {
