@@ -92,4 +92,8 @@ def test_a_bad_configuration_or_a_busy_port_stops_the_start_with_one_clear_messa
             text=True,
         )
     assert r.returncode != 0 and "run.metrics_addr" in r.stderr and "panicked" not in r.stderr
+    assert "in use" in r.stderr, r.stderr  # the OS reason
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == len(set(lines)) and "Caused by" not in r.stderr, r.stderr
     assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir()), "nothing half-started"
+

@@ -5,7 +5,7 @@
 //! needed.
 
 use crate::error::{Result, StoreError};
-use crate::reader::{RecordFileReader, decode};
+use crate::reader::{BadFragment, RecordFileReader, decode};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -99,13 +99,14 @@ pub fn save_rgb_png(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Result<
         })
 }
 
-/// Renders record `trigger` (sequence 0) of `file` into a PNG at `out`.
+/// Renders record `trigger` (sequence 0) of `file` into a PNG at `out`; fragments that cannot
+/// be read are left out of the picture and returned with why.
 pub fn display_file(
     file: &Path,
     trigger: u64,
     out: &Path,
     options: &DisplayOptions,
-) -> Result<DisplaySummary> {
+) -> Result<(DisplaySummary, Vec<BadFragment>)> {
     let reader = RecordFileReader::open(file)?;
     let id = reader
         .record_ids()?
@@ -114,9 +115,10 @@ pub fn display_file(
         .ok_or_else(|| {
             StoreError::Display(format!("{} has no record {trigger}", file.display()))
         })?;
-    let image = render(&reader.read_record(&id)?, options)?;
+    let (record, bad_fragments) = reader.read_record_skipping_bad(&id)?;
+    let image = render(&record, options)?;
     image.save_png(out)?;
-    Ok(image.summary)
+    Ok((image.summary, bad_fragments))
 }
 
 /// One plane's channels: pedestal-subtracted samples on the record's common time grid.

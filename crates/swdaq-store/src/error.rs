@@ -40,6 +40,18 @@ impl StoreError {
     pub fn is_record_error(&self) -> bool {
         matches!(self, Self::Format { .. } | Self::Duplicate { .. })
     }
+
+    /// What went wrong, without the file's path (for a report that already names the file).
+    pub fn reason(&self) -> String {
+        match self {
+            Self::Hdf5 { source, .. } => source.to_string(),
+            Self::Io { what, source, .. } => format!("{what}: {source}"),
+            Self::Format { source, .. } => format!("malformed content: {source}"),
+            Self::Layout { what, .. } => what.clone(),
+            Self::Duplicate { record, .. } => format!("{record} is already in the file"),
+            Self::NoSpace { .. } | Self::Display(_) => self.to_string(),
+        }
+    }
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;

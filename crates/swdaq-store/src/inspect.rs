@@ -14,6 +14,16 @@ use swdaq_format::{FragmentHeader, FragmentType, TriggerPrimitive, TriggerRecord
 pub struct FileReport {
     pub attributes: FileAttributes,
     pub records: Vec<RecordSummary>,
+    /// Records and fragments that could not be read, each with why; the rest is listed.
+    pub problems: Vec<Problem>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    pub record: String,
+    /// The fragment dataset, when the record itself was read.
+    pub fragment: Option<String>,
+    pub reason: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -133,33 +143,59 @@ fn decode_payload(kind: FragmentType, payload: &[u8]) -> Content {
 pub fn inspect(path: &Path, record: Option<u64>) -> Result<FileReport> {
     let reader = RecordFileReader::open(path)?;
     let mut records = Vec::new();
+    let mut problems = Vec::new();
     for id in reader.record_ids()? {
-        match record {
-            // Listing: headers only, however large the records.
-            None => {
-                let h = reader.read_headers(&id)?;
-                let fragments = h
-                    .fragments
-                    .iter()
-                    .map(|f| fragment_summary(f, None))
-                    .collect();
-                records.push(summarise(id.group, &h.header, fragments));
+        if record.is_some_and(|n| n != id.trigger_number) {
+            continue;
+        }
+        // Headers first, whether listing or decoding: a bad fragment is reported by name and
+        // the record's other fragments are still shown.
+        let headers = match reader.read_headers(&id) {
+            Ok(h) => h,
+            Err(e) => {
+                problems.push(Problem {
+                    record: id.group,
+                    fragment: None,
+                    reason: e.reason(),
+                });
+                continue;
             }
-            Some(n) if n == id.trigger_number => {
-                let r = reader.read_record(&id)?;
-                let fragments = r
+        };
+        problems.extend(headers.bad_fragments.iter().map(|bad| Problem {
+            record: id.group.clone(),
+            fragment: Some(bad.dataset.clone()),
+            reason: bad.reason.clone(),
+        }));
+        let fragments = match record {
+            // Listing: headers only, however large the records.
+            None => headers
+                .fragments
+                .iter()
+                .map(|f| fragment_summary(f, None))
+                .collect(),
+            // The bad fragments were reported from the headers above.
+            Some(_) => match reader.read_record_skipping_bad(&id) {
+                Ok((r, _)) => r
                     .fragments()
                     .filter_map(|f| f.ok())
                     .map(|f| fragment_summary(&f.header, Some(f.payload)))
-                    .collect();
-                records.push(summarise(id.group, &r.header, fragments));
-            }
-            Some(_) => {}
-        }
+                    .collect(),
+                Err(e) => {
+                    problems.push(Problem {
+                        record: id.group.clone(),
+                        fragment: None,
+                        reason: e.reason(),
+                    });
+                    continue;
+                }
+            },
+        };
+        records.push(summarise(id.group, &headers.header, fragments));
     }
     Ok(FileReport {
         attributes: reader.attributes()?,
         records,
+        problems,
     })
 }
 
@@ -238,6 +274,12 @@ pub fn render(report: &FileReport) -> String {
                 Some(Content::Undecoded) | None => {}
             }
         }
+    }
+    for p in &report.problems {
+        out += &match &p.fragment {
+            Some(fragment) => format!("BAD {} fragment {}: {}\n", p.record, fragment, p.reason),
+            None => format!("BAD {}: {}\n", p.record, p.reason),
+        };
     }
     out
 }

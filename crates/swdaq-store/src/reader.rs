@@ -117,13 +117,44 @@ impl RecordFileReader {
     /// Reads one record whole: its header, and its fragments ordered by source id and type,
     /// each checked to parse and to belong to the record.
     pub fn read_record(&self, id: &RecordId) -> Result<TriggerRecord> {
+        self.collect_record(id, |_, e| Err(e))
+    }
+
+    /// Reads one record like [`Self::read_record`], but a fragment that cannot be read or
+    /// does not parse is left out and returned with the reason instead of failing the record.
+    pub fn read_record_skipping_bad(
+        &self,
+        id: &RecordId,
+    ) -> Result<(TriggerRecord, Vec<BadFragment>)> {
+        let mut bad = Vec::new();
+        let record = self.collect_record(id, |name, e| {
+            bad.push(BadFragment {
+                dataset: name.to_string(),
+                reason: e.reason(),
+            });
+            Ok(())
+        })?;
+        Ok((record, bad))
+    }
+
+    /// One record's header and good fragments; `on_bad` decides what a bad fragment does.
+    fn collect_record(
+        &self,
+        id: &RecordId,
+        mut on_bad: impl FnMut(&str, StoreError) -> Result<()>,
+    ) -> Result<TriggerRecord> {
         let mut fragments = Vec::new();
         let header = self.walk_record(id, |raw, name| {
-            let bytes = self.read_bytes(raw, name)?;
-            let h = swdaq_format::Fragment::parse(&bytes)
-                .map_err(|e| self.format(e))?
-                .header;
-            fragments.push((fragment_key(&h), bytes));
+            let parsed = self.read_bytes(raw, name).and_then(|bytes| {
+                let h = swdaq_format::Fragment::parse(&bytes)
+                    .map_err(|e| self.format(e))?
+                    .header;
+                Ok((fragment_key(&h), bytes))
+            });
+            match parsed {
+                Ok(fragment) => fragments.push(fragment),
+                Err(e) => on_bad(name, e)?,
+            }
             Ok(())
         })?;
         fragments.sort_by_key(|(key, _)| *key);
@@ -135,22 +166,39 @@ impl RecordFileReader {
 
     /// One record's header and its fragments' headers, reading only the first bytes of each
     /// fragment (listing a file of large records costs a few kB per record, not the records).
+    /// A fragment that cannot be read or decoded does not fail the record: it is listed in
+    /// `bad_fragments` with the reason, and the others are still read.
     pub fn read_headers(&self, id: &RecordId) -> Result<RecordHeaders> {
         let mut fragments = Vec::new();
+        let mut bad_fragments = Vec::new();
         let header = self.walk_record(id, |raw, name| {
-            let (prefix, len) = self.read_prefix(raw, name, FRAGMENT_HEADER_SIZE)?;
-            let h = FragmentHeader::decode(&prefix).map_err(|e| self.format(e))?;
-            if h.size != len {
-                return Err(self.layout(format!(
-                    "{name}: the fragment header says {} bytes, the dataset holds {len}",
-                    h.size
-                )));
+            match self.read_fragment_header(raw, name) {
+                Ok(h) => fragments.push(h),
+                Err(e) => bad_fragments.push(BadFragment {
+                    dataset: name.to_string(),
+                    reason: e.reason(),
+                }),
             }
-            fragments.push(h);
             Ok(())
         })?;
         fragments.sort_by_key(fragment_key);
-        Ok(RecordHeaders { header, fragments })
+        Ok(RecordHeaders {
+            header,
+            fragments,
+            bad_fragments,
+        })
+    }
+
+    fn read_fragment_header(&self, raw: &hdf5::Group, name: &str) -> Result<FragmentHeader> {
+        let (prefix, len) = self.read_prefix(raw, name, FRAGMENT_HEADER_SIZE)?;
+        let h = FragmentHeader::decode(&prefix).map_err(|e| self.format(e))?;
+        if h.size != len {
+            return Err(self.layout(format!(
+                "{name}: the fragment header says {} bytes, the dataset holds {len}",
+                h.size
+            )));
+        }
+        Ok(h)
     }
 
     /// Walks one record's `RawData` group: decodes the record header and hands the name of
@@ -230,6 +278,16 @@ impl RecordFileReader {
 pub struct RecordHeaders {
     pub header: TriggerRecordHeader,
     pub fragments: Vec<FragmentHeader>,
+    /// Fragments that could not be read or decoded, with why.
+    pub bad_fragments: Vec<BadFragment>,
+}
+
+/// A fragment dataset that could not be read or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BadFragment {
+    /// The dataset's name in the record's `RawData` group.
+    pub dataset: String,
+    pub reason: String,
 }
 
 /// The order fragments come back in: by source (subsystem, id), then fragment type.

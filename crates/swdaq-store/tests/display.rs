@@ -58,7 +58,8 @@ fn a_stored_record_is_displayed_and_a_missing_one_is_an_error() {
     w.close().unwrap();
     let file = w.closed_files()[0].clone();
     let png = dir.join("five.png");
-    let summary = display_file(&file, 5, &png, &DisplayOptions::default()).unwrap();
+    let (summary, bad) = display_file(&file, 5, &png, &DisplayOptions::default()).unwrap();
+    assert!(bad.is_empty());
     assert_eq!((summary.panels.len(), summary.samples), (1, 1280));
     assert_eq!(summary.panels[0].tps, 128);
     let err = display_file(&file, 6, &png, &DisplayOptions::default()).unwrap_err();

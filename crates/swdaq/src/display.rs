@@ -32,7 +32,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }),
         ..DisplayOptions::default()
     };
-    let summary = display_file(&args.file, args.record, &args.output, &options)?;
+    let (summary, bad_fragments) = display_file(&args.file, args.record, &args.output, &options)?;
     println!(
         "wrote {} (trigger {}, {} samples, {} panels)",
         args.output.display(),
@@ -40,5 +40,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         summary.samples,
         summary.panels.len()
     );
+    for bad in &bad_fragments {
+        eprintln!("BAD fragment {} (left out): {}", bad.dataset, bad.reason);
+    }
+    if !bad_fragments.is_empty() {
+        anyhow::bail!(
+            "{}: {} fragments of record {} could not be read",
+            args.file.display(),
+            bad_fragments.len(),
+            args.record
+        );
+    }
     Ok(())
 }

@@ -35,6 +35,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     } else {
         print!("{}", swdaq_store::inspect::render(&report));
     }
+    if !report.problems.is_empty() {
+        anyhow::bail!(
+            "{}: {} records or fragments could not be read (listed above as BAD)",
+            args.file.display(),
+            report.problems.len()
+        );
+    }
     Ok(())
 }
 

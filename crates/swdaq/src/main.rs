@@ -56,9 +56,9 @@ fn die_quietly_on_closed_stdout() {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     die_quietly_on_closed_stdout();
-    match Cli::parse().command {
+    let result = match Cli::parse().command {
         Command::Run(args) => swdaq_app::run::run(&args),
         Command::App(args) => swdaq_app::apps::run_app(&args),
         Command::Gen(args) => generate::run(&args),
@@ -67,5 +67,12 @@ fn main() -> anyhow::Result<()> {
         Command::Inspect(args) => inspect::run(&args),
         Command::TpgQuality(args) => quality::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", swdaq_app::error_report::render(&e));
+            std::process::ExitCode::FAILURE
+        }
     }
 }
