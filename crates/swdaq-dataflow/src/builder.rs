@@ -25,7 +25,21 @@ struct Pending {
     started: Instant,
     /// One slot per window of the decision, in its order.
     fragments: Vec<Option<Vec<u8>>>,
+    /// Slots whose source could not be asked (its readout is gone): nothing will come.
+    given_up: Vec<bool>,
+    /// Slots settled: arrived or given up.
     arrived: usize,
+}
+
+impl Pending {
+    /// The first slot of `source` still waiting for its fragment.
+    fn open_slot(&self, source: SourceId) -> Option<usize> {
+        (0..self.fragments.len()).find(|&k| {
+            self.decision.windows[k].source == source
+                && self.fragments[k].is_none()
+                && !self.given_up[k]
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +48,8 @@ pub enum BuildOutcome {
     Complete,
     /// Fragments arrived but some lack data (source stopped, data evicted, time-out at the link).
     DataMissing,
-    /// The record timed out (or the run ended) before every fragment arrived.
+    /// Some fragments never came: the record timed out, the run ended, or a source could not
+    /// be asked at all.
     TimedOut,
 }
 
@@ -156,6 +171,7 @@ impl RecordBuilder {
             n,
             Pending {
                 fragments: vec![None; decision.windows.len()],
+                given_up: vec![false; decision.windows.len()],
                 arrived: 0,
                 decision,
                 started: now,
@@ -176,24 +192,33 @@ impl RecordBuilder {
             self.counts.late_fragments += 1;
             return None;
         };
-        let slot = pending
-            .decision
-            .windows
-            .iter()
-            .zip(&mut pending.fragments)
-            .find(|(w, f)| w.source == source && f.is_none())
-            .map(|(_, f)| f);
-        let Some(slot) = slot else {
+        let Some(k) = pending.open_slot(source) else {
             self.counts.unexpected_fragments += 1;
             return None;
         };
-        *slot = Some(fragment);
+        pending.fragments[k] = Some(fragment);
+        self.settle(trigger)
+    }
+
+    /// `source`'s request for record `trigger` could not be sent (its readout is gone): its
+    /// fragment is given up at once rather than waited for until the time-out. Returns the
+    /// record if that was the last one open.
+    pub fn unreachable(&mut self, trigger: u64, source: SourceId) -> Option<BuiltRecord> {
+        let pending = self.pending.get_mut(&trigger)?;
+        let k = pending.open_slot(source)?;
+        pending.given_up[k] = true;
+        self.settle(trigger)
+    }
+
+    /// Counts one more slot of `trigger` settled; finishes the record when none is open.
+    fn settle(&mut self, trigger: u64) -> Option<BuiltRecord> {
+        let pending = self.pending.get_mut(&trigger)?;
         pending.arrived += 1;
         if pending.arrived < pending.fragments.len() {
             return None;
         }
         let pending = self.pending.remove(&trigger).expect("present above");
-        Some(self.finish(pending, false))
+        Some(self.finish(pending))
     }
 
     /// Completes every record older than the time-out, flagged.
@@ -207,7 +232,7 @@ impl RecordBuilder {
         let mut built = Vec::with_capacity(expired.len());
         for n in expired {
             if let Some(p) = self.pending.remove(&n) {
-                built.push(self.finish(p, true));
+                built.push(self.finish(p));
             }
         }
         built
@@ -217,11 +242,11 @@ impl RecordBuilder {
     pub fn abandon_all(&mut self) -> Vec<BuiltRecord> {
         std::mem::take(&mut self.pending)
             .into_values()
-            .map(|p| self.finish(p, true))
+            .map(|p| self.finish(p))
             .collect()
     }
 
-    fn finish(&mut self, pending: Pending, timed_out: bool) -> BuiltRecord {
+    fn finish(&mut self, pending: Pending) -> BuiltRecord {
         self.mark_finished(pending.decision.trigger_number);
         let mut missing = Vec::new();
         let mut lacking_data = Vec::new();
@@ -243,7 +268,7 @@ impl RecordBuilder {
                 }
             }
         }
-        let outcome = if timed_out && !missing.is_empty() {
+        let outcome = if !missing.is_empty() {
             self.counts.timed_out += 1;
             BuildOutcome::TimedOut
         } else if !lacking_data.is_empty() {

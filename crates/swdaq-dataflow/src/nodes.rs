@@ -194,7 +194,11 @@ where
                 Received::Message(d) => {
                     for req in builder.start(d, Instant::now()) {
                         let sent = r.get(&req.source).is_some_and(|q| q.send(req).is_ok());
-                        report.unrouted_requests += !sent as u64;
+                        if !sent {
+                            // Nobody will answer: the record need not wait for it.
+                            report.unrouted_requests += 1;
+                            finished.extend(builder.unreachable(req.trigger_number, req.source));
+                        }
                     }
                 }
                 Received::Nothing => break,

@@ -104,6 +104,32 @@ fn a_record_missing_a_fragment_at_the_time_out_is_incomplete_and_names_the_sourc
 }
 
 #[test]
+fn a_source_that_cannot_be_asked_is_given_up_at_once_not_at_the_time_out() {
+    let mut b = builder();
+    let reqs = b.start(decision(1, &[1, 2, 3]), Instant::now());
+    assert!(b.unreachable(1, reqs[1].source).is_none());
+    assert!(b.unreachable(1, reqs[1].source).is_none(), "given up once");
+    assert!(
+        b.on_fragment(1, reqs[0].source, fragment(&reqs[0], 0, b"a"))
+            .is_none()
+    );
+    let built = b
+        .on_fragment(1, reqs[2].source, fragment(&reqs[2], 0, b"c"))
+        .expect("finished with the last answer, before any time-out");
+    assert_eq!(built.outcome, BuildOutcome::TimedOut);
+    assert_eq!(built.missing, [SourceId::readout(2)]);
+    assert_eq!(built.record.header.status_bits, record_status::INCOMPLETE);
+    assert_eq!(built.record.fragments.len(), 2);
+    // A fragment from the given-up source after all is late, never a second record.
+    assert!(
+        b.on_fragment(1, reqs[1].source, fragment(&reqs[1], 0, b"b"))
+            .is_none()
+    );
+    assert_eq!(b.counts.late_fragments, 1);
+    assert_eq!(b.in_flight(), 0);
+}
+
+#[test]
 fn a_fragment_flagged_as_lacking_data_makes_the_record_incomplete() {
     let mut b = builder();
     let reqs = b.start(decision(1, &[5]), Instant::now());
