@@ -2,6 +2,7 @@
 //! one process (emulated FEDs -> readout units -> event manager -> builder units -> files),
 //! with a live line per second, Prometheus `/metrics` and a closing summary.
 
+use crate::run::chain::Monitoring;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_evb::check::FedCheckFailure;
 use swdaq_evb::{Drills, EvbConfig, EvbRun, EvbSummary};
-use swdaq_monitor::{MetricsServer, Registry, Snapshot, StatsThread, Value};
+use swdaq_monitor::{Snapshot, Value};
 
 /// An event-builder run file: the builder's settings and how long to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,21 +59,9 @@ pub fn run(
     interrupt: &AtomicBool,
     json: bool,
 ) -> anyhow::Result<EvbSummary> {
-    let registry = Registry::new();
-    let stats = StatsThread::spawn(registry.clone(), Duration::from_secs(1))?;
-    let server = match config.metrics_addr.as_str() {
-        "" => None,
-        addr => {
-            let parsed = addr
-                .parse()
-                .with_context(|| format!("metrics_addr = {addr:?}"))?;
-            Some(
-                MetricsServer::start(parsed, stats.cell())
-                    .with_context(|| format!("metrics_addr = {addr:?}: cannot serve /metrics"))?,
-            )
-        }
-    };
-    let evb = EvbRun::start(&config.evb, &registry, &Drills::default())?;
+    let monitoring =
+        Monitoring::with_interval(Duration::from_secs(1), &config.metrics_addr, "metrics_addr")?;
+    let evb = EvbRun::start(&config.evb, &monitoring.registry, &Drills::default())?;
     let started = Instant::now();
     let mut last_line = Instant::now();
     while !evb.is_finished() {
@@ -82,15 +71,12 @@ pub fn run(
         }
         if !json && last_line.elapsed() >= Duration::from_secs(1) {
             last_line = Instant::now();
-            eprintln!("{}", live_line(&stats.latest()));
+            eprintln!("{}", live_line(&monitoring.stats.latest()));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let summary = evb.join()?;
-    if let Some(server) = server {
-        server.stop();
-    }
-    stats.stop();
+    monitoring.stop();
     Ok(summary)
 }
 

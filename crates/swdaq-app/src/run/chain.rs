@@ -271,6 +271,11 @@ impl Monitoring {
     pub fn serving(config: &RunConfig, addr: &str, key: &str) -> anyhow::Result<Self> {
         // Snapshots at least every second, so a status line is never more than 1 s stale.
         let interval = Duration::from_secs_f64(config.run.status_interval_s.min(1.0));
+        Self::with_interval(interval, addr, key)
+    }
+
+    /// Snapshots every `interval`, `/metrics` at `addr` ("" for none) from configuration `key`.
+    pub fn with_interval(interval: Duration, addr: &str, key: &str) -> anyhow::Result<Self> {
         let registry = Registry::new();
         let stats = StatsThread::spawn(registry.clone(), interval)?;
         let server = match addr {
