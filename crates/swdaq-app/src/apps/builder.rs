@@ -53,7 +53,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
             .iter()
             .all(|s| routes.contains_key(s))
     );
-    let _heartbeat = swdaq_net::Heartbeat::start(outlets, ctx.heartbeat_every())?;
+    let _heartbeat = ctx.connect_and_heartbeat(outlets)?;
     let prefix = format!("swdaq_{}", ctx.spec.name);
     let storage = StorageSink::start(config, &prefix, &ctx.spec.name)?;
     let mut sink = StreamingSink {

@@ -22,7 +22,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let builders = ctx.outlets_to(&builder_ids)?;
     let mut everyone = builders.clone();
     everyone.push(trigger.clone());
-    let _heartbeat = swdaq_net::Heartbeat::start(everyone, ctx.heartbeat_every())?;
+    let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     super::control::say_ready()?;
     let clock = Clock::start();
     let started = ctx.commands.wait_for_start();

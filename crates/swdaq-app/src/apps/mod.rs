@@ -24,7 +24,7 @@ use anyhow::{Context, anyhow};
 use control::Commands;
 use std::time::{Duration, Instant};
 use swdaq_monitor::proc::{ThreadStat, read_threads};
-use swdaq_net::{AppId, Inlet, NetOptions, Outlet};
+use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
 
 /// What every application has: its configuration, its place in the topology, its sockets'
 /// context and the launcher's commands.
@@ -78,6 +78,23 @@ impl AppContext {
     /// Outlets to each of `peers`, in order.
     pub fn outlets_to(&self, peers: &[u32]) -> anyhow::Result<Vec<Outlet>> {
         peers.iter().map(|&p| self.outlet_to(p)).collect()
+    }
+
+    /// Waits until every outlet has a connection to its peer (so the first real message is
+    /// not refused for a connection still being made: "ready" means reachable), then keeps
+    /// them alive with heartbeats. Fails naming the peer after `topology.start_timeout_s`.
+    pub fn connect_and_heartbeat(&self, outlets: Vec<Outlet>) -> anyhow::Result<Heartbeat> {
+        let deadline =
+            Instant::now() + Duration::from_secs_f64(self.config.topology.start_timeout_s);
+        for o in &outlets {
+            // With "queue only for connected peers", a blocking send succeeds once connected.
+            while o.send(&Message::Heartbeat).is_err() {
+                if Instant::now() >= deadline {
+                    anyhow::bail!("{}: cannot reach {}", self.spec.name, o.endpoint());
+                }
+            }
+        }
+        Ok(Heartbeat::start(outlets, self.heartbeat_every())?)
     }
 
     pub fn heartbeat_every(&self) -> Duration {

@@ -45,7 +45,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let builders = ctx.outlets_to(&builder_ids)?;
     let mut everyone = builders.clone();
     everyone.push(trigger.clone());
-    let _heartbeat = swdaq_net::Heartbeat::start(everyone, ctx.heartbeat_every())?;
+    let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     let (tp_tx, tp_rx) = local::<TriggerInput>(TP_QUEUE);
     let (request_tx, request_rx) = local::<DataRequest>(1 << 14);
     let (response_tx, response_rx) = local::<DataResponse>(1 << 14);

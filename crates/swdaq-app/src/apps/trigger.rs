@@ -37,7 +37,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let readouts = ctx.outlets_to(&readout_ids)?;
     let mut everyone = readouts.clone();
     everyone.push(decisions.clone());
-    let _heartbeat = swdaq_net::Heartbeat::start(everyone, ctx.heartbeat_every())?;
+    let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     let trigger = Trigger::new(
         config.trigger.clone(),
         links,
