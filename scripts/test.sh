@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check swdaq has, on a fresh machine too: sets up the Python test environment
-# (h5py, prometheus_client, ...) in .venv and Debian's prometheus package (skipped with a message
+# (h5py, prometheus_client, maturin, ...) in .venv, the `swdaq` Python package (built from
+# crates/swdaq-py) and Debian's prometheus package (skipped with a message
 # where apt is unavailable), then format, lint, Rust tests, Python tests and a
 # short bounded fuzz run of every parser. Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
@@ -22,6 +23,7 @@ cargo test --workspace
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   echo "== pytest"
   cargo build --release -p swdaq
+  scripts/build-python-package.sh
   SWDAQ_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
 fi
 if [[ $fuzz == 1 ]]; then

@@ -1,7 +1,8 @@
-"""What every Python test needs to run swdaq: the binary, the examples, a free port."""
+"""What every Python test needs to run swdaq: the binary, the examples, a free port, a sample file."""
 
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,3 +16,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def write_sample(out: Path, records: int = 3) -> Path:
+    """Runs swdaq-store's write_sample example: a file of `records` synthetic records, and the
+    ADCs they carry in expected_adcs.npy."""
+    subprocess.run(
+        ["cargo", "run", "--release", "--quiet", "-p", "swdaq-store", "--example", "write_sample", "--", str(out), str(records)],
+        check=True,
+        cwd=ROOT,
+    )
+    (h5,) = out.glob("*.hdf5")
+    return h5

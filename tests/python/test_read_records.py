@@ -13,18 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples"))
 import read_records  # noqa: E402
-
-
-def write_sample(out: Path, records: int = 3) -> Path:
-    """Runs swdaq-store's write_sample example: a file of `records` synthetic records, and the
-    ADCs they carry in expected_adcs.npy."""
-    subprocess.run(
-        ["cargo", "run", "--release", "--quiet", "-p", "swdaq-store", "--example", "write_sample", "--", str(out), str(records)],
-        check=True,
-        cwd=ROOT,
-    )
-    (h5,) = out.glob("*.hdf5")
-    return h5
+from swdaq_paths import write_sample  # noqa: E402
 
 
 def test_decoded_adcs_equal_the_known_adcs(tmp_path):

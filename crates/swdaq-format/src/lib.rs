@@ -9,6 +9,7 @@
 //! header). ATLAS: [`felix`] (FELIX to-host blocks, GBT mode), [`eformat`] (event format v5
 //! ROB/ROD). Ours: [`rawfile`] (raw link files). [`crc`] computes CRC32C.
 
+pub mod adc_matrix;
 pub mod crc;
 pub mod daq_eth;
 pub mod eformat;

@@ -297,9 +297,8 @@ pub fn fragment_key(h: &FragmentHeader) -> (u16, u32, u32) {
 
 /// Decoding helpers for fragment payloads.
 pub mod decode {
-    use swdaq_format::protowib::{self, ProtoWibFrame};
     use swdaq_format::wibeth::{self, WibEthAdcs, WibEthFrame};
-    use swdaq_format::{FormatError, FragmentType, TriggerPrimitive};
+    use swdaq_format::{FormatError, TriggerPrimitive};
 
     /// The WIBEth frames of a payload; a trailing partial frame is an error item.
     pub fn wibeth_frames(
@@ -322,88 +321,5 @@ pub mod decode {
     /// The trigger primitives of a TP payload.
     pub fn trigger_primitives(payload: &[u8]) -> Result<Vec<TriggerPrimitive>, FormatError> {
         TriggerPrimitive::decode_all(payload)
-    }
-
-    /// A readout fragment's ADCs laid out the way analysis wants them: one row per channel,
-    /// samples along the row, with each sample's timestamp.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct AdcMatrix {
-        pub channels: usize,
-        pub samples: usize,
-        /// `values[c * samples + s]`: channel `c` (the frame's channel order) at sample `s`.
-        pub values: Vec<u16>,
-        /// Timestamp of each sample, in the format's clock ticks.
-        pub timestamps: Vec<u64>,
-    }
-
-    /// The ADCs of a WIBEth or ProtoDUNE WIB payload (`None`: the fragment type carries no
-    /// ADCs); a payload that is not a whole number of frames is an error.
-    pub fn adc_matrix(
-        fragment_type: FragmentType,
-        payload: &[u8],
-    ) -> Option<Result<AdcMatrix, FormatError>> {
-        match fragment_type {
-            FragmentType::WIBETH => Some(wibeth_matrix(payload)),
-            FragmentType::PROTO_WIB => Some(protowib_matrix(payload)),
-            _ => None,
-        }
-    }
-
-    /// How many frames `payload` holds; a partial last frame is `Truncated`.
-    fn whole_frames(what: &'static str, payload: &[u8], frame: usize) -> Result<usize, FormatError> {
-        if !payload.len().is_multiple_of(frame) {
-            return Err(FormatError::Truncated {
-                what,
-                need: payload.len().div_ceil(frame) * frame,
-                got: payload.len(),
-            });
-        }
-        Ok(payload.len() / frame)
-    }
-
-    fn wibeth_matrix(payload: &[u8]) -> Result<AdcMatrix, FormatError> {
-        let frames = whole_frames("WIBEth payload", payload, wibeth::FRAME_SIZE)?;
-        let samples = frames * wibeth::SAMPLES_PER_FRAME;
-        let mut values = vec![0u16; wibeth::NUM_CHANNELS * samples];
-        let mut timestamps = Vec::with_capacity(samples);
-        let mut row = [0u16; wibeth::NUM_CHANNELS];
-        for (f, bytes) in payload.chunks_exact(wibeth::FRAME_SIZE).enumerate() {
-            let frame = WibEthFrame::parse(bytes)?;
-            for s in 0..wibeth::SAMPLES_PER_FRAME {
-                wibeth::unpack_row(frame.row(s), &mut row);
-                let at = f * wibeth::SAMPLES_PER_FRAME + s;
-                for (c, &v) in row.iter().enumerate() {
-                    values[c * samples + at] = v;
-                }
-                timestamps.push(frame.timestamp() + s as u64 * wibeth::TICKS_PER_SAMPLE);
-            }
-        }
-        Ok(AdcMatrix {
-            channels: wibeth::NUM_CHANNELS,
-            samples,
-            values,
-            timestamps,
-        })
-    }
-
-    fn protowib_matrix(payload: &[u8]) -> Result<AdcMatrix, FormatError> {
-        let samples = whole_frames("ProtoDUNE WIB payload", payload, protowib::FRAME_SIZE)?;
-        let mut values = vec![0u16; protowib::NUM_CHANNELS * samples];
-        let mut timestamps = Vec::with_capacity(samples);
-        let mut row = [0u16; protowib::NUM_CHANNELS];
-        for (s, bytes) in payload.chunks_exact(protowib::FRAME_SIZE).enumerate() {
-            let frame = ProtoWibFrame::parse(bytes)?;
-            frame.unpack(&mut row);
-            for (c, &v) in row.iter().enumerate() {
-                values[c * samples + s] = v;
-            }
-            timestamps.push(frame.timestamp());
-        }
-        Ok(AdcMatrix {
-            channels: protowib::NUM_CHANNELS,
-            samples,
-            values,
-            timestamps,
-        })
     }
 }

@@ -1,12 +1,12 @@
-//! `decode::adc_matrix` lays any WIBEth or ProtoDUNE WIB payload out channel by channel with
+//! `adc_matrix` lays any WIBEth or ProtoDUNE WIB payload out channel by channel with
 //! exactly the ADCs and timestamps that were encoded, and refuses a partial frame.
 
 use proptest::prelude::*;
+use swdaq_format::adc_matrix::adc_matrix;
 use swdaq_format::daq_eth::DaqEthHeader;
 use swdaq_format::protowib::{self, WibHeader};
 use swdaq_format::wibeth::{self, WibEthAdcs, WibEthHeader};
 use swdaq_format::{FormatError, FragmentType};
-use swdaq_store::reader::decode::adc_matrix;
 
 fn wibeth_payload(frames: &[WibEthAdcs], first_timestamp: u64) -> Vec<u8> {
     let mut payload = vec![0u8; frames.len() * wibeth::FRAME_SIZE];
@@ -37,7 +37,9 @@ fn wibeth_frames(max: usize) -> impl Strategy<Value = Vec<WibEthAdcs>> {
     (prop::collection::vec(row, 1..4), any::<u64>(), 1..=max).prop_map(|(rows, seed, frames)| {
         (0..frames)
             .map(|f| {
-                std::array::from_fn(|s| rows[(seed as usize).wrapping_add(f * 7 + s * 3) % rows.len()])
+                std::array::from_fn(|s| {
+                    rows[(seed as usize).wrapping_add(f * 7 + s * 3) % rows.len()]
+                })
             })
             .collect()
     })
