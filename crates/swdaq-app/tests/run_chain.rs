@@ -1,19 +1,23 @@
 //! The whole chain end to end (`swdaq run`'s engine), checked against what the emulator
 //! produced: one record per decision, each fragment exactly its window's frames; a stopped
-//! link; storage that fills up.
+//! link; storage that fills up; raw files (as `swdaq gen` writes them) as the source, in both
+//! frame formats, and bad files refused by name.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 use swdaq_app::run::chain::{RunReport, StopReason, run_chain};
-use swdaq_app::run::config::{RunConfig, StopLink};
+use swdaq_app::run::config::{RunConfig, SourceFormat, SourceKind, StopLink};
 use swdaq_app::run::emulator::emulate;
+use swdaq_app::run::inputs::{Feed, SourceLabel};
 use swdaq_app::run::stop::StopRequest;
 use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_format::fragment::fragment_error;
+use swdaq_format::rawfile::{RawFileHeader, RawFileWriter, link_path};
 use swdaq_format::trigger_record::record_status;
-use swdaq_format::wibeth::{self, WibEthFrame};
-use swdaq_format::{Fragment, FragmentType, SourceId, TriggerPrimitive, TriggerRecord};
+use swdaq_format::{
+    Fragment, FragmentType, FrameFormat, SourceId, TriggerPrimitive, TriggerRecord,
+};
 use swdaq_readout::replay::ReplaySource;
 use swdaq_readout::source::{FrameSource, Poll};
 use swdaq_store::RecordFileReader;
@@ -72,23 +76,86 @@ fn read_records(dir: &Path) -> Vec<TriggerRecord> {
 /// Every frame each link delivers, by timestamp, replayed the way the emulator source does.
 fn emulator_frames(c: &RunConfig, frames_per_link: usize) -> Vec<HashMap<u64, Vec<u8>>> {
     let links: Vec<u32> = (0..c.emulator.links).collect();
-    emulate(&c.emulator, &links)
+    emulate(&c.emulator, FrameFormat::WibEth, &links)
         .unwrap()
         .into_values()
         .map(|link| {
-            let mut source = ReplaySource::new(link.template, None, None);
-            let mut slot = vec![0u8; wibeth::FRAME_SIZE];
+            let Feed::Replay { template, .. } = link.feed else {
+                panic!("the emulator replays a template")
+            };
+            let mut source = ReplaySource::new(template, None, None);
+            let mut slot = vec![0u8; FrameFormat::WibEth.frame_size()];
             let mut by_time = HashMap::new();
             for _ in 0..frames_per_link {
                 let Poll::Frame(len) = source.next_frame(&mut slot).unwrap() else {
                     panic!("the replay never ends")
                 };
-                let ts = WibEthFrame::parse(&slot[..len]).unwrap().timestamp();
+                let ts = FrameFormat::WibEth.header(&slot[..len]).unwrap().timestamp;
                 by_time.insert(ts, slot[..len].to_vec());
             }
             by_time
         })
         .collect()
+}
+
+/// Checks that every record is complete, and each raw fragment holds exactly the frames of
+/// `expected` (per link, by timestamp) that overlap its window, in time order; returns how
+/// many TPs the records carry.
+fn check_records(
+    records: &[TriggerRecord],
+    format: FrameFormat,
+    expected: &[HashMap<u64, Vec<u8>>],
+    links: usize,
+) -> usize {
+    let mut tps_in_records = 0;
+    for record in records {
+        assert_eq!(record.header.status_bits, 0);
+        assert_eq!(
+            record.fragments.len(),
+            2 * links,
+            "raw data and TPs of every link"
+        );
+        for (request, bytes) in record.header.components.iter().zip(&record.fragments) {
+            let fragment = Fragment::parse(bytes).unwrap();
+            assert_eq!(fragment.header.element_id, request.component);
+            assert_eq!(fragment.header.error_bits, 0);
+            let link = request.component.id as usize;
+            let (begin, end) = (request.window_begin, request.window_end);
+            if fragment.header.fragment_type == FragmentType::TRIGGER_PRIMITIVE {
+                let tps = TriggerPrimitive::decode_all(fragment.payload).unwrap();
+                assert!(tps.iter().all(|tp| (begin..end).contains(&tp.time_start)));
+                assert!(tps.is_sorted_by_key(|tp| tp.time_start));
+                tps_in_records += tps.len();
+                continue;
+            }
+            assert_eq!(fragment.header.fragment_type, format.fragment_type());
+            // Exactly the frames that overlap [begin, end), in time order.
+            let mut times: Vec<u64> = expected[link]
+                .keys()
+                .copied()
+                .filter(|&ts| ts + format.ticks_per_frame() > begin && ts < end)
+                .collect();
+            times.sort_unstable();
+            assert!(!times.is_empty());
+            let want: Vec<&[u8]> = times
+                .iter()
+                .map(|ts| expected[link][ts].as_slice())
+                .collect();
+            let got: Vec<&[u8]> = fragment.payload.chunks(format.frame_size()).collect();
+            assert_eq!(
+                got.len(),
+                want.len(),
+                "record {}",
+                record.header.trigger_number
+            );
+            assert!(
+                got == want,
+                "record {} link {link}: frames differ",
+                record.header.trigger_number
+            );
+        }
+    }
+    tps_in_records
 }
 
 #[test]
@@ -111,49 +178,7 @@ fn every_decision_gives_one_record_holding_exactly_its_windows_frames() {
 
     let most_frames = report.links.iter().map(|l| l.frames).max().unwrap() as usize;
     let expected = emulator_frames(&c, most_frames);
-    let mut tps_in_records = 0;
-    for record in &records {
-        assert_eq!(record.header.status_bits, 0);
-        assert_eq!(record.fragments.len(), 4, "raw data and TPs of both links");
-        for (request, bytes) in record.header.components.iter().zip(&record.fragments) {
-            let fragment = Fragment::parse(bytes).unwrap();
-            assert_eq!(fragment.header.element_id, request.component);
-            assert_eq!(fragment.header.error_bits, 0);
-            let link = request.component.id as usize;
-            let (begin, end) = (request.window_begin, request.window_end);
-            if fragment.header.fragment_type == FragmentType::TRIGGER_PRIMITIVE {
-                let tps = TriggerPrimitive::decode_all(fragment.payload).unwrap();
-                assert!(tps.iter().all(|tp| (begin..end).contains(&tp.time_start)));
-                assert!(tps.is_sorted_by_key(|tp| tp.time_start));
-                tps_in_records += tps.len();
-                continue;
-            }
-            // Exactly the frames that overlap [begin, end), in time order.
-            let mut times: Vec<u64> = expected[link]
-                .keys()
-                .copied()
-                .filter(|&ts| ts + wibeth::TICKS_PER_FRAME > begin && ts < end)
-                .collect();
-            times.sort_unstable();
-            assert!(!times.is_empty());
-            let want: Vec<&[u8]> = times
-                .iter()
-                .map(|ts| expected[link][ts].as_slice())
-                .collect();
-            let got: Vec<&[u8]> = fragment.payload.chunks(wibeth::FRAME_SIZE).collect();
-            assert_eq!(
-                got.len(),
-                want.len(),
-                "record {}",
-                record.header.trigger_number
-            );
-            assert!(
-                got == want,
-                "record {} link {link}: frames differ",
-                record.header.trigger_number
-            );
-        }
-    }
+    let tps_in_records = check_records(&records, FrameFormat::WibEth, &expected, 2);
     assert!(tps_in_records > 0, "the records carry the links' TPs");
 }
 
@@ -240,4 +265,140 @@ fn storage_that_fills_up_stops_the_run_cleanly_and_what_was_written_stays_readab
         report.stop_reason
     );
     assert!(report.seconds < 20.0, "the run stopped at the failure");
+}
+
+/// Writes `seconds` of every link's emulated data to raw files in `dir`, as `swdaq gen`
+/// does, and its truth to `dir/truth_pulses.csv`; returns each link's frames by timestamp.
+fn write_raw_files(
+    c: &RunConfig,
+    format: FrameFormat,
+    dir: &Path,
+    seconds: f64,
+) -> Vec<HashMap<u64, Vec<u8>>> {
+    let detector = swdaq_sim::Detector::new(c.emulator.sim.clone()).unwrap();
+    let frames = (seconds * format.frame_rate_hz()).ceil() as u64;
+    let mut pulses = Vec::new();
+    let mut expected = Vec::new();
+    for link in 0..c.emulator.links {
+        let header = RawFileHeader {
+            frame_type: format.fragment_type(),
+            frame_size: format.frame_size() as u32,
+            source_id: SourceId::readout(link),
+            run_number: 1,
+            first_timestamp: 0,
+            created_unix_ns: 0,
+        };
+        let file = std::fs::File::create(link_path(dir, link)).unwrap();
+        let mut writer = RawFileWriter::new(std::io::BufWriter::new(file), &header).unwrap();
+        let mut sim = detector.link(link, format, 0);
+        let mut frame = vec![0u8; format.frame_size()];
+        let mut by_time = HashMap::new();
+        for _ in 0..frames {
+            let info = sim.next_frame(&mut frame);
+            writer.write_frame(&frame[..info.len]).unwrap();
+            by_time.insert(info.timestamp, frame[..info.len].to_vec());
+        }
+        writer.finish().unwrap();
+        pulses.extend(sim.drain_truth());
+        expected.push(by_time);
+    }
+    swdaq_sim::truth::write_csv(&dir.join("truth_pulses.csv"), &pulses).unwrap();
+    expected
+}
+
+/// A run reading `dir`'s raw files once, in real time, scored against their truth.
+fn file_config(dir: &Path, format: FrameFormat) -> RunConfig {
+    let mut c = config(&dir.join("records"), 30.0);
+    c.source.kind = SourceKind::File;
+    c.source.format = match format {
+        FrameFormat::WibEth => SourceFormat::Wibeth,
+        FrameFormat::ProtoWib => SourceFormat::Protowib,
+    };
+    c.source.directory = dir.to_path_buf();
+    c.source.truth = dir.join("truth_pulses.csv");
+    c
+}
+
+/// `seconds` of data: a ProtoDUNE WIB link is 2 M frames/s, so its files are kept short.
+fn replaying_raw_files_gives_records_of_exactly_their_frames(format: FrameFormat, seconds: f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let c = file_config(dir.path(), format);
+    let expected = write_raw_files(&c, format, dir.path(), seconds);
+    let report = run(&c);
+    assert_eq!(report.stop_reason, StopReason::AllLinksEnded);
+    for (link, l) in report.links.iter().enumerate() {
+        assert_eq!(
+            l.frames,
+            expected[link].len() as u64,
+            "every frame read once"
+        );
+        assert_eq!(l.dropped, 0);
+        assert_eq!(l.error, None);
+        assert_eq!(
+            l.source,
+            SourceLabel::File(link_path(dir.path(), link as u32))
+        );
+    }
+    let records = read_records(&dir.path().join("records"));
+    assert!(records.len() >= 5, "{} records", records.len());
+    assert_eq!(records.len() as u64, report.trigger.counts.issued);
+    check_records(&records, format, &expected, 2);
+    let score = report
+        .hit_finding
+        .expect("the files' truth scores hit finding");
+    assert!(score.pulses_5_sigma > 0);
+    assert!(
+        score.efficiency_5_sigma() > 0.5,
+        "hit finding works on the replayed data: {score:?}"
+    );
+}
+
+#[test]
+fn replaying_wibeth_raw_files_gives_records_of_exactly_their_frames() {
+    replaying_raw_files_gives_records_of_exactly_their_frames(FrameFormat::WibEth, 1.0);
+}
+
+#[test]
+fn replaying_protodune_wib_raw_files_gives_records_of_exactly_their_frames() {
+    replaying_raw_files_gives_records_of_exactly_their_frames(FrameFormat::ProtoWib, 0.3);
+}
+
+#[test]
+fn bad_raw_files_are_refused_naming_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = file_config(dir.path(), FrameFormat::WibEth);
+    let error = |c: &RunConfig| {
+        let e = run_chain(c, &StopRequest::default(), |_| {}).expect_err("refused");
+        format!("{e:#}")
+    };
+    let e = error(&c);
+    assert!(
+        e.contains("source.directory") && e.contains("link0.swraw"),
+        "{e}"
+    );
+    write_raw_files(&c, FrameFormat::WibEth, dir.path(), 0.01);
+    // The other format than the files hold.
+    let mut protowib = c.clone();
+    protowib.source.format = SourceFormat::Protowib;
+    let e = error(&protowib);
+    assert!(e.contains("source.format"), "{e}");
+    // A file cut mid-frame.
+    let path = link_path(dir.path(), 1);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(len - 100).unwrap();
+    let e = error(&c);
+    assert!(e.contains("link1.swraw"), "{e}");
+    // Not a raw file at all.
+    std::fs::write(&path, b"garbage").unwrap();
+    let e = error(&c);
+    assert!(
+        e.contains("link1.swraw") && e.contains("not a swdaq raw file"),
+        "{e}"
+    );
+    // A truth file that is not one.
+    write_raw_files(&c, FrameFormat::WibEth, dir.path(), 0.01);
+    std::fs::write(dir.path().join("truth_pulses.csv"), b"x,y\n1").unwrap();
+    let e = error(&c);
+    assert!(e.contains("source.truth"), "{e}");
 }

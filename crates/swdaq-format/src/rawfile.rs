@@ -23,11 +23,18 @@ use crate::fragment::FragmentType;
 use crate::le::{get_u32, get_u64, put_u32, put_u64};
 use crate::source_id::SourceId;
 use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 
 pub const RAW_MAGIC: [u8; 8] = *b"SWDAQRAW";
 pub const RAW_VERSION: u32 = 1;
 pub const RAW_HEADER_SIZE: usize = 64;
 pub const RECORD_HEADER_SIZE: usize = 8;
+
+/// Where link `link`'s raw file lies in `dir`: the name `swdaq gen` writes and `swdaq run`'s
+/// file source reads.
+pub fn link_path(dir: &Path, link: u32) -> PathBuf {
+    dir.join(format!("link{link}.swraw"))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawFileHeader {

@@ -4,8 +4,8 @@ use anyhow::Context;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
-use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
+use std::path::PathBuf;
+use swdaq_format::rawfile::{RawFileHeader, RawFileWriter, link_path};
 use swdaq_format::{FragmentType, SourceId};
 use swdaq_sim::{Detector, FrameFormat, SimConfig, truth};
 
@@ -236,11 +236,6 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Path of link `link`'s raw file in `dir`.
-pub fn raw_path(dir: &Path, link: u32) -> PathBuf {
-    dir.join(format!("link{link}.swraw"))
-}
-
 fn write_link(
     detector: &Detector,
     link: u32,
@@ -262,7 +257,7 @@ fn write_link(
             Sink::Udp(sender, std::time::Instant::now(), rate)
         }
         None => {
-            let path = raw_path(&args.out, link);
+            let path = link_path(&args.out, link);
             let file =
                 File::create(&path).with_context(|| format!("creating {}", path.display()))?;
             let header = RawFileHeader {
@@ -320,7 +315,7 @@ fn package_records(
     let ticks = format.ticks_per_frame();
     let mut readers = (0..args.links)
         .map(|link| {
-            let path = raw_path(&args.out, link);
+            let path = link_path(&args.out, link);
             let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
             Ok(RawFileReader::new(std::io::BufReader::new(file))?)
         })

@@ -419,7 +419,13 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
             AppKind::Readout => {
                 out.links.extend(r.links);
                 out.server.add(&r.server);
-                out.hit_finding.add(&r.hit_finding);
+                out.hit_finding = match (out.hit_finding.take(), r.hit_finding) {
+                    (Some(mut a), Some(b)) => {
+                        a.add(&b);
+                        Some(a)
+                    }
+                    (a, b) => a.or(b),
+                };
             }
             AppKind::Trigger => out.trigger = r.trigger,
             AppKind::Dfo => out.dataflow = r.dataflow,

@@ -9,7 +9,7 @@
 
 use super::{AppContext, Clock};
 use crate::run::chain::{RunReport, TP_QUEUE, spawn_request_server};
-use crate::run::emulator::emulate;
+use crate::run::inputs::prepare;
 use crate::run::readout::{ReadoutControl, start_readout};
 use crate::run::topology::AppKind;
 use crossbeam_channel::{Receiver, Sender};
@@ -25,7 +25,7 @@ use swdaq_readout::server::DataResponse;
 
 pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
-    let emulated = emulate(&config.emulator, &ctx.spec.links)?;
+    let inputs = prepare(config, &ctx.spec.links)?;
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
     let (trigger, _) = ctx.config.topology.single(AppKind::Trigger);
@@ -55,7 +55,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let readout_ended = AtomicBool::new(false);
     let clock = Clock::start();
     let mut report = std::thread::scope(|s| -> anyhow::Result<RunReport> {
-        let readout = start_readout(s, config, &emulated, &control, &monitoring.registry, tp_tx)?;
+        let readout = start_readout(s, config, &inputs, &control, &monitoring.registry, tp_tx)?;
         let server = spawn_request_server(
             s,
             config,
@@ -96,7 +96,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
             clock.finish(&ctx.spec.name, &mut report);
         }
         control.stop();
-        let mut outcome = readout.join(&emulated)?;
+        let mut outcome = readout.join(&inputs)?;
         readout_ended.store(true, Ordering::Release);
         let joined = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         report.refused_messages = inbound.join().map_err(|_| joined("inbound"))?;

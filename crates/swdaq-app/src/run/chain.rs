@@ -14,7 +14,7 @@
 //! and storage closes its files.
 
 use super::config::RunConfig;
-use super::emulator::emulate;
+use super::inputs::prepare;
 use super::metrics::{BuilderMetrics, TriggerMetrics};
 use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
 use super::sink::StorageSink;
@@ -66,8 +66,9 @@ pub struct RunReport {
     pub builder: BuilderReport,
     pub server: ServerCounts,
     pub storage: Option<StoreReport>,
-    /// Hit finding against the emulator's truth, over each link's first replay pass.
-    pub hit_finding: Score,
+    /// Hit finding against the truth (the emulator's, or `source.truth`), over each link's
+    /// first replay pass; `None` without truth.
+    pub hit_finding: Option<Score>,
     /// Share of one core each thread used while data was taken (from /proc), by name.
     pub thread_cpu: Vec<(String, f64)>,
     /// With several builder applications: how decisions were handed out.
@@ -112,8 +113,8 @@ pub fn run_chain(
     let mut sink = StorageSink::start(config, "swdaq", "swdaq run")?;
     let storage_failed = sink.failure_flag();
     let all_links: Vec<u32> = (0..config.emulator.links).collect();
-    let emulated = emulate(&config.emulator, &all_links)?;
-    let n = emulated.len();
+    let inputs = prepare(config, &all_links)?;
+    let n = inputs.len();
     let sources = sources_of(n);
 
     let (tp_tx, tp_rx) = local::<TriggerInput>(TP_QUEUE);
@@ -134,7 +135,7 @@ pub fn run_chain(
     let builder = RecordBuilder::new(builder_config(config, 0));
 
     let result = std::thread::scope(|s| -> anyhow::Result<RunReport> {
-        let readout = start_readout(s, config, &emulated, &control, registry, tp_tx.clone())?;
+        let readout = start_readout(s, config, &inputs, &control, registry, tp_tx.clone())?;
         let server = spawn_request_server(s, config, registry, &readout, request_rx, response_tx)?;
         let drain_wait = Duration::from_millis(config.dataflow.record_timeout_ms) * 2;
         let trigger_thread = std::thread::Builder::new()
@@ -199,7 +200,7 @@ pub fn run_chain(
             .map_err(|_| anyhow!("the record builder panicked"))?;
         stop.waiting_for("readout to stop");
         control.stop();
-        let readout = readout.join(&emulated)?;
+        let readout = readout.join(&inputs)?;
         let server = server
             .join()
             .map_err(|_| anyhow!("the request server panicked"))?;

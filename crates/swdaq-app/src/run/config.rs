@@ -16,6 +16,8 @@ use super::topology::TopologySection;
 #[serde(deny_unknown_fields, default)]
 pub struct RunConfig {
     pub run: RunSection,
+    /// Where every link's frames come from (the emulator unless told otherwise).
+    pub source: SourceSection,
     pub emulator: EmulatorSection,
     pub readout: ReadoutSection,
     pub hit_finding: HitFindingSection,
@@ -51,10 +53,85 @@ impl Default for RunSection {
     }
 }
 
+/// What feeds the links.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// Data generated at start by the emulator (see `[emulator]`) and replayed in a loop.
+    #[default]
+    Emulator,
+    /// Raw files, link K from `<source.directory>/link<K>.swraw` (as `swdaq gen` writes them).
+    File,
+    /// UDP datagrams, one frame each; link K binds `source.udp_address`'s port + K (as
+    /// `swdaq gen --udp` sends them).
+    Udp,
+}
+
+/// The frame format of every link of the run (hit finding decodes it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceFormat {
+    #[default]
+    Wibeth,
+    Protowib,
+}
+
+impl SourceFormat {
+    pub fn frame_format(self) -> swdaq_format::FrameFormat {
+        match self {
+            Self::Wibeth => swdaq_format::FrameFormat::WibEth,
+            Self::Protowib => swdaq_format::FrameFormat::ProtoWib,
+        }
+    }
+}
+
+/// Where the links' frames come from. The number of links is `emulator.links` whatever the
+/// kind; the channel map (offline channel numbers, planes) is `emulator.sim`'s, as in
+/// `swdaq gen`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SourceSection {
+    /// `emulator`, `file` or `udp`.
+    pub kind: SourceKind,
+    /// `wibeth` or `protowib` (a file's header must agree).
+    pub format: SourceFormat,
+    /// `file`: the directory of the raw files (each read into memory at start).
+    pub directory: PathBuf,
+    /// `file`: pace frames at the detector's rate (otherwise as fast as readout takes them).
+    pub real_time: bool,
+    /// `file`: start again at the end, timestamps continuing (otherwise the end of every
+    /// file ends the run).
+    #[serde(rename = "loop")]
+    pub loop_files: bool,
+    /// `udp`: the address of link 0; link K binds port + K.
+    pub udp_address: String,
+    /// `udp`: data time of the first frame the front end sends (`swdaq gen --start-timestamp`).
+    pub first_timestamp: u64,
+    /// `truth_pulses.csv` of `swdaq gen` (same `emulator.sim`), to score hit finding against
+    /// for `file` and `udp`; empty: the summary says there is no truth.
+    pub truth: PathBuf,
+}
+
+impl Default for SourceSection {
+    fn default() -> Self {
+        Self {
+            kind: SourceKind::Emulator,
+            format: SourceFormat::Wibeth,
+            directory: PathBuf::from("swdaq-data"),
+            real_time: true,
+            loop_files: false,
+            udp_address: "127.0.0.1:50000".into(),
+            first_timestamp: 0,
+            truth: PathBuf::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmulatorSection {
-    /// WIBEth links (64 channels each, 2 MHz sampling, 220 MB/s each).
+    /// Links of the run, whatever `source.kind` (emulated: 64 WIBEth channels each, 2 MHz
+    /// sampling, 220 MB/s each).
     pub links: u32,
     /// Seconds of data generated per link at start and replayed in a loop (timestamps and
     /// sequence ids continue across passes).
@@ -245,6 +322,25 @@ impl RunConfig {
                 "must be >= 0",
             )?;
         }
+        if self.source.kind == SourceKind::Udp {
+            let addr: std::net::SocketAddr =
+                self.source.udp_address.parse().map_err(|e| {
+                    anyhow::anyhow!("invalid configuration: source.udp_address: {e}")
+                })?;
+            ensure(
+                u32::from(addr.port()) + emu.links <= 65_536 && addr.port() != 0,
+                "source.udp_address",
+                format!(
+                    "port + link must be a port (1..=65535) for {} links",
+                    emu.links
+                ),
+            )?;
+        }
+        ensure(
+            self.source.kind == SourceKind::Emulator || emu.stop_links.is_empty(),
+            "emulator.stop_links",
+            "only for source.kind = \"emulator\"",
+        )?;
         emu.sim
             .validate()
             .map_err(|e| anyhow::anyhow!("invalid configuration: emulator.sim: {e}"))?;

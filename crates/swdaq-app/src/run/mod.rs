@@ -6,6 +6,7 @@
 pub mod chain;
 pub mod config;
 pub mod emulator;
+pub mod inputs;
 pub mod metrics;
 pub mod readout;
 pub mod sink;

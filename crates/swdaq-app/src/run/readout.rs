@@ -1,10 +1,10 @@
 //! The readout side of `swdaq run`, shared by the one-process chain and the readout
-//! application: one thread per group of links (latency buffer, emulated source, hit
-//! finding), each link's TPs handed to the trigger in batches with a horizon, and the
+//! application: one thread per group of links (latency buffer, source as `[source]` says,
+//! hit finding), each link's TPs handed to the trigger in batches with a horizon, and the
 //! link reports and hit-finding score at the end.
 
 use super::config::RunConfig;
-use super::emulator::{Emulated, EmulatedLink, START_TIMESTAMP};
+use super::inputs::{Feed, Inputs, LinkInput, SourceLabel};
 use crate::truth_match::Score;
 use anyhow::{Context, anyhow};
 use crossbeam_channel::{Sender, TrySendError};
@@ -14,16 +14,18 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
-use swdaq_format::FrameFormat;
-use swdaq_format::{SourceId, TriggerPrimitive, wibeth};
+use swdaq_format::{SourceId, TriggerPrimitive};
 use swdaq_monitor::Registry;
 use swdaq_readout::checks::CheckCounts;
 use swdaq_readout::hit_finding::HitFindingObserver;
 use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
 use swdaq_readout::metrics::LinkMetrics;
 use swdaq_readout::replay::ReplaySource;
+use swdaq_readout::ring::SlotRun;
+use swdaq_readout::source::{Batch, FrameSource, Poll};
 use swdaq_readout::thread::{LinkState, pin_current_thread, run_links};
 use swdaq_readout::tp_buffer::TpBuffer;
+use swdaq_readout::udp::UdpSource;
 use swdaq_tpg::{HitFinder, Implementation, Plane};
 use swdaq_trigger::TpBatch;
 use swdaq_trigger::config::TICKS_PER_SECOND;
@@ -34,6 +36,8 @@ const TP_BATCH_TICKS: u64 = 65_536;
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LinkReport {
     pub source_id: u32,
+    /// Where the frames came from.
+    pub source: SourceLabel,
     pub frames: u64,
     pub bytes: u64,
     pub dropped: u64,
@@ -97,20 +101,21 @@ pub struct ReadoutSet<'scope> {
 /// What the readout reports at the end.
 pub struct ReadoutOutcome {
     pub links: Vec<LinkReport>,
-    pub hit_finding: Score,
+    /// `None` when no link has truth to score against.
+    pub hit_finding: Option<Score>,
 }
 
-/// Starts the readout threads of the `emulated` links (`readout.links_per_thread` each),
+/// Starts the readout threads of the links in `inputs` (`readout.links_per_thread` each),
 /// whose TPs go to `tps`; they create their buffers and wait for `control.go()`.
 pub fn start_readout<'scope, 'env>(
     s: &'scope Scope<'scope, 'env>,
     config: &'env RunConfig,
-    emulated: &'env Emulated,
+    inputs: &'env Inputs,
     control: &'env ReadoutControl,
     registry: &'env Registry,
     tps: Sender<TriggerInput>,
 ) -> anyhow::Result<ReadoutSet<'scope>> {
-    let links: Vec<usize> = emulated.keys().copied().collect();
+    let links: Vec<usize> = inputs.keys().copied().collect();
     let (setup_tx, setup_rx) = crossbeam_channel::unbounded::<(usize, LinkBuffers)>();
     let mut threads = Vec::new();
     for (k, group) in links
@@ -119,7 +124,7 @@ pub fn start_readout<'scope, 'env>(
     {
         let ctx = ReadoutThread {
             config,
-            emulated,
+            inputs,
             links: group.to_vec(),
             core: config.readout.pin_cores.get(k).copied(),
             registry,
@@ -158,7 +163,7 @@ impl ReadoutSet<'_> {
     }
 
     /// Waits for the threads (after `control.stop()`) and scores their hit finding.
-    pub fn join(self, emulated: &Emulated) -> anyhow::Result<ReadoutOutcome> {
+    pub fn join(self, inputs: &Inputs) -> anyhow::Result<ReadoutOutcome> {
         let mut links = Vec::new();
         let mut first_pass = Vec::new();
         for h in self.threads {
@@ -173,7 +178,7 @@ impl ReadoutSet<'_> {
         links.sort_by_key(|(i, _)| *i);
         Ok(ReadoutOutcome {
             links: links.into_iter().map(|(_, r)| r).collect(),
-            hit_finding: score(emulated, &first_pass),
+            hit_finding: score(inputs, &first_pass),
         })
     }
 }
@@ -181,7 +186,7 @@ impl ReadoutSet<'_> {
 /// One readout thread: its links' buffers, sources, hit finders and TP forwarding.
 struct ReadoutThread<'a> {
     config: &'a RunConfig,
-    emulated: &'a Emulated,
+    inputs: &'a Inputs,
     links: Vec<usize>,
     core: Option<usize>,
     registry: &'a Registry,
@@ -203,19 +208,24 @@ impl ReadoutThread<'_> {
         // Created here, after pinning, so the buffers' pages are first touched (and placed)
         // on this core's NUMA node.
         let mut shared = Vec::new();
+        let mut sources = Vec::new();
         for &i in &self.links {
+            let input = &self.inputs[&i];
             let link = LinkShared::new(
                 SourceId::readout(i as u32),
-                FrameFormat::WibEth,
+                input.format,
                 self.config.readout.buffer_s,
             )
             .with_context(|| format!("allocating the latency buffer of link {i}"))?;
             let tps = TpBuffer::new(
                 SourceId::trigger(i as u32),
                 (self.config.readout.buffer_s * TICKS_PER_SECOND) as u64,
-                START_TIMESTAMP,
+                input.first_timestamp,
             );
             shared.push((Arc::new(link), Arc::new(tps)));
+            // Before the run is ready: a UDP address taken fails the start, and datagrams
+            // sent once it is ready wait in the socket.
+            sources.push(LinkSource::open(input).with_context(|| format!("link {i}"))?);
         }
         for (&i, buffers) in self.links.iter().zip(&shared) {
             self.setup.send((i, buffers.clone()))?;
@@ -229,9 +239,10 @@ impl ReadoutThread<'_> {
         }
         let mut ingests = Vec::new();
         let mut taps = Vec::new();
-        for (&i, (link, tp_buffer)) in self.links.iter().zip(&shared) {
-            let emulated = &self.emulated[&i];
-            let ingest = Ingest::new(link, self.source(i), self.hit_finder(emulated)?)
+        for ((&i, (link, tp_buffer)), mut source) in self.links.iter().zip(&shared).zip(sources) {
+            let input = &self.inputs[&i];
+            source.start_clock();
+            let ingest = Ingest::new(link, source, self.hit_finder(input)?)
                 .expect("one ingest loop per link")
                 .with_metrics(LinkMetrics::register(
                     self.registry,
@@ -245,7 +256,12 @@ impl ReadoutThread<'_> {
                 buffer: Arc::clone(tp_buffer),
                 sent_horizon: 0,
                 first_pass: Vec::new(),
-                first_pass_end: START_TIMESTAMP + emulated.truth.span_ticks,
+                first_pass_end: input
+                    .truth
+                    .as_ref()
+                    .and_then(|t| t.span_ticks)
+                    .map_or(u64::MAX, |span| input.first_timestamp + span),
+                source: input.label.clone(),
                 batches_dropped: 0,
                 ended: false,
             });
@@ -269,25 +285,9 @@ impl ReadoutThread<'_> {
         Ok(out)
     }
 
-    fn source(&self, link: usize) -> ReplaySource {
-        let rate = FrameFormat::WibEth.frame_rate_hz();
-        let limit = self
-            .config
-            .emulator
-            .stop_links
-            .iter()
-            .find(|s| s.link as usize == link)
-            .map(|s| (s.after_s * rate).round() as u64);
-        let pace = self.config.emulator.real_time.then_some(rate);
-        // Frames land in memory as a front-end card's DMA would put them (not in cache).
-        ReplaySource::new(Arc::clone(&self.emulated[&link].template), pace, limit)
-            .with_streaming_stores()
-    }
-
-    fn hit_finder(&self, emulated: &EmulatedLink) -> anyhow::Result<HitFindingObserver> {
+    fn hit_finder(&self, input: &LinkInput) -> anyhow::Result<HitFindingObserver> {
         let hf = &self.config.hit_finding;
-        let planes: Vec<Plane> = emulated
-            .truth
+        let planes: Vec<Plane> = input
             .collection
             .iter()
             .map(|&c| {
@@ -302,17 +302,18 @@ impl ReadoutThread<'_> {
             hf.threshold,
             &hf.algorithms,
             &planes,
-            emulated.channel_ids.clone(),
-            wibeth::TICKS_PER_SAMPLE,
+            input.channel_ids.clone(),
+            input.format.ticks_per_sample(),
             swdaq_format::DETECTOR_ID_HD_TPC as u8,
             Implementation::best(),
-        )?;
+        )
+        .and_then(|f| f.with_adc_bits(input.format.adc_bits()))?;
         for &channel in &hf.masked_channels {
             if let Some(c) = finder.index_of(channel) {
                 finder.set_masked(c, true, &mut Vec::new());
             }
         }
-        let observer = HitFindingObserver::new(finder, FrameFormat::WibEth);
+        let observer = HitFindingObserver::new(finder, input.format);
         Ok(if hf.detect_noisy_channels {
             observer.with_noisy_channel_detection(hf.noisy)
         } else {
@@ -329,6 +330,7 @@ struct TpTap {
     sent_horizon: u64,
     first_pass: Vec<TriggerPrimitive>,
     first_pass_end: u64,
+    source: SourceLabel,
     batches_dropped: u64,
     ended: bool,
 }
@@ -378,13 +380,14 @@ impl TpTap {
 
     fn report(
         self,
-        ingest: Ingest<'_, ReplaySource, HitFindingObserver>,
+        ingest: Ingest<'_, LinkSource, HitFindingObserver>,
         result: std::io::Result<()>,
         ended_early: bool,
     ) -> LinkOutput {
         let observer = ingest.observer();
         let report = LinkReport {
             source_id: self.link as u32,
+            source: self.source,
             frames: ingest.counts.frames,
             bytes: ingest.counts.bytes,
             dropped: ingest.counts.dropped,
@@ -403,25 +406,33 @@ impl TpTap {
     }
 }
 
-/// Hit finding against truth over each link's first pass (as far as the run got).
-fn score(emulated: &Emulated, first_pass: &[(usize, Vec<TriggerPrimitive>, u64)]) -> Score {
-    let mut total = Score::default();
+/// Hit finding against truth over each link's first pass (as far as the run got), over
+/// the links that have truth; `None` when none has.
+fn score(inputs: &Inputs, first_pass: &[(usize, Vec<TriggerPrimitive>, u64)]) -> Option<Score> {
+    let mut total: Option<Score> = None;
     for (link, tps, horizon) in first_pass {
-        let e = &emulated[link];
-        let end = (*horizon).min(START_TIMESTAMP + e.truth.span_ticks);
-        if end <= START_TIMESTAMP {
+        let input = &inputs[link];
+        let Some(truth) = &input.truth else {
+            continue;
+        };
+        let total = total.get_or_insert_default();
+        let start = input.first_timestamp;
+        let end = match truth.span_ticks {
+            Some(span) => (*horizon).min(start + span),
+            None => *horizon,
+        };
+        // Pulses too close to where the data stopped may not have closed their hits.
+        let margin = 64 * input.format.ticks_per_sample();
+        if end <= start + margin {
             continue;
         }
-        // Pulses too close to where the data stopped may not have closed their hits.
-        let margin = 64 * wibeth::TICKS_PER_SAMPLE;
-        let pulses: Vec<_> = e
-            .truth
+        let pulses: Vec<_> = truth
             .pulses
             .iter()
             .filter(|p| p.peak_tick + margin < end)
             .copied()
             .collect();
-        let index: HashMap<u32, u32> = e
+        let index: HashMap<u32, u32> = input
             .channel_ids
             .iter()
             .enumerate()
@@ -437,14 +448,72 @@ fn score(emulated: &Emulated, first_pass: &[(usize, Vec<TriggerPrimitive>, u64)]
                 })
             })
             .collect();
-        let seconds = (end - margin - START_TIMESTAMP) as f64 / 62.5e6;
+        let seconds = (end - margin - start) as f64 / input.format.clock_hz();
         total.add(&Score::of(
             &pulses,
             &local,
-            &e.truth.sigma,
-            &e.truth.collection,
+            &truth.sigma,
+            &input.collection,
             seconds,
         ));
     }
     total
+}
+
+/// A link's source as `[source]` chose it.
+pub enum LinkSource {
+    Replay(ReplaySource),
+    Udp(UdpSource),
+}
+
+impl LinkSource {
+    fn open(input: &LinkInput) -> anyhow::Result<Self> {
+        Ok(match &input.feed {
+            Feed::Replay {
+                template,
+                real_time,
+                limit,
+            } => {
+                let pace = real_time.then_some(input.format.frame_rate_hz());
+                // Frames land in memory as a front-end card's DMA would put them (not in cache).
+                Self::Replay(
+                    ReplaySource::new(Arc::clone(template), pace, *limit).with_streaming_stores(),
+                )
+            }
+            Feed::Udp(addr) => Self::Udp(
+                UdpSource::bind(*addr)
+                    .with_context(|| format!("source.udp_address: cannot bind {addr}"))?,
+            ),
+        })
+    }
+
+    /// Paced replay counts its deadlines from now (the run's start), not from set-up.
+    fn start_clock(&mut self) {
+        if let Self::Replay(replay) = self {
+            replay.start_clock();
+        }
+    }
+}
+
+impl FrameSource for LinkSource {
+    fn next_frame(&mut self, slot: &mut [u8]) -> std::io::Result<Poll> {
+        match self {
+            Self::Replay(s) => s.next_frame(slot),
+            Self::Udp(s) => s.next_frame(slot),
+        }
+    }
+
+    fn batch_size(&self) -> usize {
+        match self {
+            Self::Replay(s) => s.batch_size(),
+            Self::Udp(s) => s.batch_size(),
+        }
+    }
+
+    fn next_frames(&mut self, run: &mut SlotRun<'_>, lens: &mut [usize]) -> std::io::Result<Batch> {
+        match self {
+            Self::Replay(s) => s.next_frames(run, lens),
+            Self::Udp(s) => s.next_frames(run, lens),
+        }
+    }
 }

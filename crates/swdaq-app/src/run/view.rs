@@ -2,6 +2,7 @@
 //! the closing summary.
 
 use super::chain::{RunReport, Status, StopReason};
+use super::inputs::SourceLabel;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -168,6 +169,22 @@ pub fn summary(r: &RunReport) -> String {
     );
     for l in &r.links {
         let c = &l.checks;
+        let _ = match l.source {
+            SourceLabel::Emulator => continue,
+            SourceLabel::File(_) => writeln!(s, "  link 0x{:08x}: {}", l.source_id, l.source),
+            SourceLabel::Udp(_) => writeln!(
+                s,
+                "  link 0x{:08x} ({}): {} datagrams received, {} malformed (wrong size), {} out of sequence",
+                l.source_id,
+                l.source,
+                l.frames + l.dropped + c.bad_size,
+                c.bad_size,
+                c.sequence_errors,
+            ),
+        };
+    }
+    for l in &r.links {
+        let c = &l.checks;
         let errors =
             c.missing_frames + c.timestamp_jumps + c.sequence_errors + c.header_errors + c.bad_size;
         if errors > 0 || l.ended_early || l.error.is_some() || !l.noisy_channels.is_empty() {
@@ -326,15 +343,23 @@ pub fn summary(r: &RunReport) -> String {
             busy.join(", ")
         );
     }
-    let h = &r.hit_finding;
-    if h.pulses_5_sigma > 0 {
-        let _ = writeln!(
-            s,
-            "Hit finding vs truth (collection channels, first replay pass): {:.1}% of {} pulses >= 5 sigma found, {:.2} fake hits/s per channel",
-            100.0 * h.efficiency_5_sigma(),
-            h.pulses_5_sigma,
-            h.fake_rate_hz_per_channel(),
-        );
+    match &r.hit_finding {
+        None => {
+            let _ = writeln!(
+                s,
+                "Hit finding not scored: no truth (source.truth is empty)"
+            );
+        }
+        Some(h) if h.pulses_5_sigma > 0 => {
+            let _ = writeln!(
+                s,
+                "Hit finding vs truth (collection channels, first replay pass): {:.1}% of {} pulses >= 5 sigma found, {:.2} fake hits/s per channel",
+                100.0 * h.efficiency_5_sigma(),
+                h.pulses_5_sigma,
+                h.fake_rate_hz_per_channel(),
+            );
+        }
+        Some(_) => {}
     }
     s
 }
@@ -391,10 +416,10 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
         "apps": r.apps,
         "refused_messages": r.refused_messages,
         "thread_cpu_share": r.thread_cpu,
-        "hit_finding": {
-            "pulses_5_sigma": r.hit_finding.pulses_5_sigma,
-            "efficiency_5_sigma": r.hit_finding.efficiency_5_sigma(),
-            "fake_rate_hz_per_channel": r.hit_finding.fake_rate_hz_per_channel(),
-        },
+        "hit_finding": r.hit_finding.map(|h| serde_json::json!({
+            "pulses_5_sigma": h.pulses_5_sigma,
+            "efficiency_5_sigma": h.efficiency_5_sigma(),
+            "fake_rate_hz_per_channel": h.fake_rate_hz_per_channel(),
+        })),
     })
 }

@@ -1,0 +1,216 @@
+//! What each link of `swdaq run` reads (`[source]`), and what is known about its data: the
+//! emulator's template, a raw file read into memory, or a UDP address; the channel map the
+//! hit finder needs; the truth to score hit finding against, when there is one.
+
+use super::config::{RunConfig, SourceKind};
+use super::emulator::emulate;
+use anyhow::{Context, ensure};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use swdaq_format::FrameFormat;
+use swdaq_format::rawfile::{RawFileReader, link_path};
+use swdaq_readout::replay::ReplayTemplate;
+use swdaq_sim::{Detector, LinkSimulator, TruePulse};
+
+/// Where a link's frames come from.
+pub enum Feed {
+    /// Frames held in memory (emulated, or read from a file), replayed in a loop with
+    /// timestamps continuing; `limit`: stop after this many frames.
+    Replay {
+        template: Arc<ReplayTemplate>,
+        real_time: bool,
+        limit: Option<u64>,
+    },
+    /// Datagrams received at this address.
+    Udp(SocketAddr),
+}
+
+/// What the hit finding of one link is scored against.
+pub struct LinkTruth {
+    pub pulses: Vec<TruePulse>,
+    /// Expected noise sigma per channel index.
+    pub sigma: Vec<f64>,
+    /// The truth covers `[first_timestamp, first_timestamp + span)`; `None`: as far as the
+    /// data goes.
+    pub span_ticks: Option<u64>,
+}
+
+pub struct LinkInput {
+    pub format: FrameFormat,
+    pub feed: Feed,
+    /// Offline channel number of each of the frame's channels, and whether it collects.
+    pub channel_ids: Vec<u32>,
+    pub collection: Vec<bool>,
+    /// Data time of the link's first frame.
+    pub first_timestamp: u64,
+    pub truth: Option<LinkTruth>,
+    pub label: SourceLabel,
+}
+
+/// Which source a link read, as the summary names it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceLabel {
+    #[default]
+    Emulator,
+    File(PathBuf),
+    Udp(SocketAddr),
+}
+
+impl std::fmt::Display for SourceLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Emulator => write!(f, "emulator"),
+            Self::File(path) => write!(f, "file {}", path.display()),
+            Self::Udp(addr) => write!(f, "udp {addr}"),
+        }
+    }
+}
+
+/// Inputs by link number.
+pub type Inputs = BTreeMap<usize, LinkInput>;
+
+/// Prepares the inputs of `links` as `config.source` says; every error names its key.
+pub fn prepare(config: &RunConfig, links: &[u32]) -> anyhow::Result<Inputs> {
+    let source = &config.source;
+    let format = source.format.frame_format();
+    if source.kind == SourceKind::Emulator {
+        return emulate(&config.emulator, format, links);
+    }
+    let detector = Detector::new(config.emulator.sim.clone())?;
+    let mut inputs = Inputs::new();
+    let mut sigmas = BTreeMap::new();
+    for &link in links {
+        // The simulator only lends its channel map and noise model here; it generates nothing.
+        let sim = detector.link(link, format, 0);
+        let (channel_ids, collection, sigma) = channel_map(&sim, format);
+        let (feed, first_timestamp, span_ticks, label) = if source.kind == SourceKind::File {
+            let (template, first) = read_file(config, format, link)?;
+            let span = template.len() as u64 * format.ticks_per_frame();
+            let label = SourceLabel::File(link_path(&source.directory, link));
+            let limit = (!source.loop_files).then_some(template.len() as u64);
+            let feed = Feed::Replay {
+                template: Arc::new(template),
+                real_time: source.real_time,
+                limit,
+            };
+            (feed, first, Some(span), label)
+        } else {
+            let addr = udp_address(&source.udp_address, link)?;
+            (
+                Feed::Udp(addr),
+                source.first_timestamp,
+                None,
+                SourceLabel::Udp(addr),
+            )
+        };
+        sigmas.insert(link, (sigma, span_ticks));
+        inputs.insert(
+            link as usize,
+            LinkInput {
+                format,
+                feed,
+                channel_ids,
+                collection,
+                first_timestamp,
+                truth: None,
+                label,
+            },
+        );
+    }
+    if let Some(mut by_link) = read_truth(config)? {
+        // Both maps hold the same links in the same order.
+        for ((&link, input), (sigma, span_ticks)) in inputs.iter_mut().zip(sigmas.into_values()) {
+            input.truth = Some(LinkTruth {
+                pulses: by_link.remove(&(link as u32)).unwrap_or_default(),
+                sigma,
+                span_ticks,
+            });
+        }
+    }
+    Ok(inputs)
+}
+
+/// Offline channel numbers, collection flags and expected noise sigmas of a link's channels.
+pub fn channel_map(sim: &LinkSimulator, format: FrameFormat) -> (Vec<u32>, Vec<bool>, Vec<f64>) {
+    let channels = 0..format.channels();
+    (
+        channels.clone().map(|c| sim.channel_info(c).0).collect(),
+        channels
+            .clone()
+            .map(|c| sim.channel_info(c).1.is_collection())
+            .collect(),
+        channels.map(|c| sim.expected_noise_sigma(c)).collect(),
+    )
+}
+
+/// Link `link`'s address: `source.udp_address` with its port + `link`.
+fn udp_address(base: &str, link: u32) -> anyhow::Result<SocketAddr> {
+    let mut addr: SocketAddr = base
+        .parse()
+        .with_context(|| format!("source.udp_address: {base:?}"))?;
+    let port = u16::try_from(u32::from(addr.port()) + link)
+        .ok()
+        .with_context(|| format!("source.udp_address: port + link {link} is not a port"))?;
+    addr.set_port(port);
+    Ok(addr)
+}
+
+/// Link `link`'s raw file, all of it, as a template; and the timestamp of its first frame.
+fn read_file(
+    config: &RunConfig,
+    format: FrameFormat,
+    link: u32,
+) -> anyhow::Result<(ReplayTemplate, u64)> {
+    let path = link_path(&config.source.directory, link);
+    let file = File::open(&path)
+        .with_context(|| format!("source.directory: cannot open {}", path.display()))?;
+    let mut reader = RawFileReader::new(BufReader::new(file))
+        .with_context(|| format!("{} is not a swdaq raw file", path.display()))?;
+    let header = *reader.header();
+    ensure!(
+        header.frame_type == format.fragment_type()
+            && header.frame_size as usize == format.frame_size(),
+        "source.format = {:?}: {} holds frames of type {} and {} bytes, not {} ({} bytes)",
+        format.name(),
+        path.display(),
+        header.frame_type.0,
+        header.frame_size,
+        format.name(),
+        format.frame_size()
+    );
+    let mut frames = Vec::new();
+    let mut frame = Vec::new();
+    while reader
+        .next_frame(&mut frame)
+        .with_context(|| format!("reading {}", path.display()))?
+    {
+        frames.push(std::mem::take(&mut frame));
+    }
+    ensure!(!frames.is_empty(), "{} holds no frames", path.display());
+    let first = frames
+        .iter()
+        .find_map(|f| format.header(f))
+        .map_or(header.first_timestamp, |h| h.timestamp);
+    let template = ReplayTemplate::new(format, frames.iter().map(Vec::as_slice));
+    Ok((template, first))
+}
+
+/// `source.truth`'s pulses by link, or `None` when there is no truth file.
+fn read_truth(config: &RunConfig) -> anyhow::Result<Option<BTreeMap<u32, Vec<TruePulse>>>> {
+    let path = &config.source.truth;
+    if path.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let pulses: Vec<TruePulse> = swdaq_sim::truth::read_csv(path)
+        .with_context(|| format!("source.truth: cannot read {}", path.display()))?;
+    let mut by_link: BTreeMap<u32, Vec<TruePulse>> = BTreeMap::new();
+    for p in pulses {
+        by_link.entry(p.link).or_default().push(p);
+    }
+    Ok(Some(by_link))
+}
