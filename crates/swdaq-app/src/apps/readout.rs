@@ -9,7 +9,7 @@
 
 use super::{AppContext, Clock};
 use crate::run::chain::{RunReport, TP_QUEUE, spawn_request_server};
-use crate::run::inputs::prepare;
+use crate::run::inputs::{prepare, truth_at_end};
 use crate::run::readout::{ReadoutControl, start_readout};
 use crate::run::topology::AppKind;
 use crossbeam_channel::{Receiver, Sender};
@@ -96,7 +96,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
             clock.finish(&ctx.spec.name, &mut report);
         }
         control.stop();
-        let mut outcome = readout.join(&inputs)?;
+        let mut outcome = readout.join(&inputs, truth_at_end(config).as_ref())?;
         readout_ended.store(true, Ordering::Release);
         let joined = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         report.refused_messages = inbound.join().map_err(|_| joined("inbound"))?;

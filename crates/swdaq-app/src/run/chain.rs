@@ -14,7 +14,7 @@
 //! and storage closes its files.
 
 use super::config::RunConfig;
-use super::inputs::prepare;
+use super::inputs::{prepare, truth_at_end};
 use super::metrics::{BuilderMetrics, TriggerMetrics};
 use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
 use super::sink::StorageSink;
@@ -200,7 +200,7 @@ pub fn run_chain(
             .map_err(|_| anyhow!("the record builder panicked"))?;
         stop.waiting_for("readout to stop");
         control.stop();
-        let readout = readout.join(&inputs)?;
+        let readout = readout.join(&inputs, truth_at_end(config).as_ref())?;
         let server = server
             .join()
             .map_err(|_| anyhow!("the request server panicked"))?;

@@ -127,6 +127,21 @@ impl Default for SourceSection {
     }
 }
 
+impl SourceSection {
+    /// Where the links' data comes from, in a few words.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            SourceKind::Emulator => "the emulator".into(),
+            SourceKind::File => format!(
+                "the raw files in {}{}",
+                self.directory.display(),
+                if self.loop_files { ", looping" } else { "" }
+            ),
+            SourceKind::Udp => format!("UDP {} (port + link)", self.udp_address),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmulatorSection {

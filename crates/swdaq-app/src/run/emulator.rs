@@ -2,7 +2,7 @@
 //! `swdaq-sim`, with its truth) and replayed in a loop by the readout's emulator source.
 
 use super::config::EmulatorSection;
-use super::inputs::{Feed, Inputs, LinkInput, LinkTruth, SourceLabel, channel_map};
+use super::inputs::{Feed, Inputs, LinkInput, SourceLabel, channel_map};
 use std::sync::Arc;
 use swdaq_format::FrameFormat;
 use swdaq_readout::replay::ReplayTemplate;
@@ -77,12 +77,10 @@ fn emulate_link(
         },
         channel_ids,
         collection,
+        sigma,
         first_timestamp: START_TIMESTAMP,
-        truth: Some(LinkTruth {
-            pulses: sim.drain_truth(),
-            sigma,
-            span_ticks: Some(frames as u64 * format.ticks_per_frame()),
-        }),
+        span_ticks: Some(frames as u64 * format.ticks_per_frame()),
+        truth: Some(sim.drain_truth()),
         label: SourceLabel::Emulator,
     }
 }

@@ -29,15 +29,8 @@ pub enum Feed {
     Udp(SocketAddr),
 }
 
-/// What the hit finding of one link is scored against.
-pub struct LinkTruth {
-    pub pulses: Vec<TruePulse>,
-    /// Expected noise sigma per channel index.
-    pub sigma: Vec<f64>,
-    /// The truth covers `[first_timestamp, first_timestamp + span)`; `None`: as far as the
-    /// data goes.
-    pub span_ticks: Option<u64>,
-}
+/// True pulses by link, from `swdaq gen`'s `truth_pulses.csv`.
+pub type TruthByLink = BTreeMap<u32, Vec<TruePulse>>;
 
 pub struct LinkInput {
     pub format: FrameFormat,
@@ -45,9 +38,15 @@ pub struct LinkInput {
     /// Offline channel number of each of the frame's channels, and whether it collects.
     pub channel_ids: Vec<u32>,
     pub collection: Vec<bool>,
+    /// Expected noise sigma per channel index.
+    pub sigma: Vec<f64>,
     /// Data time of the link's first frame.
     pub first_timestamp: u64,
-    pub truth: Option<LinkTruth>,
+    /// The data's first pass covers `[first_timestamp, first_timestamp + span)`; `None`: as
+    /// far as the data goes.
+    pub span_ticks: Option<u64>,
+    /// What its hit finding is scored against; `None`: no truth (or, for UDP, not yet).
+    pub truth: Option<Vec<TruePulse>>,
     pub label: SourceLabel,
 }
 
@@ -83,7 +82,6 @@ pub fn prepare(config: &RunConfig, links: &[u32]) -> anyhow::Result<Inputs> {
     }
     let detector = Detector::new(config.emulator.sim.clone())?;
     let mut inputs = Inputs::new();
-    let mut sigmas = BTreeMap::new();
     for &link in links {
         // The simulator only lends its channel map and noise model here; it generates nothing.
         let sim = detector.link(link, format, 0);
@@ -108,7 +106,6 @@ pub fn prepare(config: &RunConfig, links: &[u32]) -> anyhow::Result<Inputs> {
                 SourceLabel::Udp(addr),
             )
         };
-        sigmas.insert(link, (sigma, span_ticks));
         inputs.insert(
             link as usize,
             LinkInput {
@@ -116,23 +113,35 @@ pub fn prepare(config: &RunConfig, links: &[u32]) -> anyhow::Result<Inputs> {
                 feed,
                 channel_ids,
                 collection,
+                sigma,
                 first_timestamp,
+                span_ticks,
                 truth: None,
                 label,
             },
         );
     }
-    if let Some(mut by_link) = read_truth(config)? {
-        // Both maps hold the same links in the same order.
-        for ((&link, input), (sigma, span_ticks)) in inputs.iter_mut().zip(sigmas.into_values()) {
-            input.truth = Some(LinkTruth {
-                pulses: by_link.remove(&(link as u32)).unwrap_or_default(),
-                sigma,
-                span_ticks,
-            });
+    // A UDP run's truth is read when it ends: the generator writes it once it has sent all.
+    if source.kind == SourceKind::File
+        && let Some(mut by_link) = read_truth(config)?
+    {
+        for (&link, input) in &mut inputs {
+            input.truth = Some(by_link.remove(&(link as u32)).unwrap_or_default());
         }
     }
     Ok(inputs)
+}
+
+/// A UDP run's truth (`source.truth`), read as the run ends; `None` for other sources, or
+/// when it cannot be read (said on stderr: the run's data is not at fault).
+pub fn truth_at_end(config: &RunConfig) -> Option<TruthByLink> {
+    if config.source.kind != SourceKind::Udp {
+        return None;
+    }
+    read_truth(config).unwrap_or_else(|e| {
+        eprintln!("hit finding not scored: {e:#}");
+        None
+    })
 }
 
 /// Offline channel numbers, collection flags and expected noise sigmas of a link's channels.
@@ -201,14 +210,14 @@ fn read_file(
 }
 
 /// `source.truth`'s pulses by link, or `None` when there is no truth file.
-fn read_truth(config: &RunConfig) -> anyhow::Result<Option<BTreeMap<u32, Vec<TruePulse>>>> {
+fn read_truth(config: &RunConfig) -> anyhow::Result<Option<TruthByLink>> {
     let path = &config.source.truth;
     if path.as_os_str().is_empty() {
         return Ok(None);
     }
     let pulses: Vec<TruePulse> = swdaq_sim::truth::read_csv(path)
         .with_context(|| format!("source.truth: cannot read {}", path.display()))?;
-    let mut by_link: BTreeMap<u32, Vec<TruePulse>> = BTreeMap::new();
+    let mut by_link = TruthByLink::new();
     for p in pulses {
         by_link.entry(p.link).or_default().push(p);
     }

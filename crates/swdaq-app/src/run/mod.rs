@@ -86,9 +86,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let stop = Arc::new(stop::StopRequest::default());
     stop::install(Arc::clone(&stop))?;
     eprintln!(
-        "swdaq run {}: {} emulated WIBEth links{}, {} s{}, writing to {}{}",
+        "swdaq run {}: {} {} links from {}{}, {} s{}, writing to {}{}",
         config.run.number,
         config.emulator.links,
+        config.source.format.frame_format().name(),
+        config.source.describe(),
         if config.topology.is_distributed() {
             format!(" in {} applications", config.topology.apps.len())
         } else {

@@ -4,7 +4,7 @@
 //! link reports and hit-finding score at the end.
 
 use super::config::RunConfig;
-use super::inputs::{Feed, Inputs, LinkInput, SourceLabel};
+use super::inputs::{Feed, Inputs, LinkInput, SourceLabel, TruthByLink};
 use crate::truth_match::Score;
 use anyhow::{Context, anyhow};
 use crossbeam_channel::{Sender, TrySendError};
@@ -41,7 +41,7 @@ pub struct LinkReport {
     pub frames: u64,
     pub bytes: u64,
     pub dropped: u64,
-    #[serde(skip)]
+    /// Kept in the report so a readout application's counts reach the summary.
     pub checks: CheckCounts,
     pub trigger_primitives: u64,
     /// TP batches the trigger's queue could not take (counted, never silent).
@@ -162,8 +162,13 @@ impl ReadoutSet<'_> {
         self.threads.iter().all(|h| h.is_finished())
     }
 
-    /// Waits for the threads (after `control.stop()`) and scores their hit finding.
-    pub fn join(self, inputs: &Inputs) -> anyhow::Result<ReadoutOutcome> {
+    /// Waits for the threads (after `control.stop()`) and scores their hit finding against
+    /// the inputs' truth, or `truth_at_end` (see [`super::inputs::truth_at_end`]).
+    pub fn join(
+        self,
+        inputs: &Inputs,
+        truth_at_end: Option<&TruthByLink>,
+    ) -> anyhow::Result<ReadoutOutcome> {
         let mut links = Vec::new();
         let mut first_pass = Vec::new();
         for h in self.threads {
@@ -178,7 +183,7 @@ impl ReadoutSet<'_> {
         links.sort_by_key(|(i, _)| *i);
         Ok(ReadoutOutcome {
             links: links.into_iter().map(|(_, r)| r).collect(),
-            hit_finding: score(inputs, &first_pass),
+            hit_finding: score(inputs, truth_at_end, &first_pass),
         })
     }
 }
@@ -257,9 +262,7 @@ impl ReadoutThread<'_> {
                 sent_horizon: 0,
                 first_pass: Vec::new(),
                 first_pass_end: input
-                    .truth
-                    .as_ref()
-                    .and_then(|t| t.span_ticks)
+                    .span_ticks
                     .map_or(u64::MAX, |span| input.first_timestamp + span),
                 source: input.label.clone(),
                 batches_dropped: 0,
@@ -408,16 +411,21 @@ impl TpTap {
 
 /// Hit finding against truth over each link's first pass (as far as the run got), over
 /// the links that have truth; `None` when none has.
-fn score(inputs: &Inputs, first_pass: &[(usize, Vec<TriggerPrimitive>, u64)]) -> Option<Score> {
+fn score(
+    inputs: &Inputs,
+    truth_at_end: Option<&TruthByLink>,
+    first_pass: &[(usize, Vec<TriggerPrimitive>, u64)],
+) -> Option<Score> {
     let mut total: Option<Score> = None;
     for (link, tps, horizon) in first_pass {
         let input = &inputs[link];
-        let Some(truth) = &input.truth else {
+        let at_end = truth_at_end.map(|t| t.get(&(*link as u32)).map_or(&[][..], Vec::as_slice));
+        let Some(truth) = input.truth.as_deref().or(at_end) else {
             continue;
         };
         let total = total.get_or_insert_default();
         let start = input.first_timestamp;
-        let end = match truth.span_ticks {
+        let end = match input.span_ticks {
             Some(span) => (*horizon).min(start + span),
             None => *horizon,
         };
@@ -427,7 +435,6 @@ fn score(inputs: &Inputs, first_pass: &[(usize, Vec<TriggerPrimitive>, u64)]) ->
             continue;
         }
         let pulses: Vec<_> = truth
-            .pulses
             .iter()
             .filter(|p| p.peak_tick + margin < end)
             .copied()
@@ -452,7 +459,7 @@ fn score(inputs: &Inputs, first_pass: &[(usize, Vec<TriggerPrimitive>, u64)]) ->
         total.add(&Score::of(
             &pulses,
             &local,
-            &truth.sigma,
+            &input.sigma,
             &input.collection,
             seconds,
         ));
