@@ -502,6 +502,54 @@ mod tests {
     }
 
     #[test]
+    fn source_mistakes_name_the_key() {
+        let e = RunConfig::parse("[source]\nkind = \"tcp\"\n").unwrap_err();
+        assert!(e.to_string().contains("tcp"), "{e}");
+        let e = RunConfig::parse("[source]\nformat = \"wib2\"\n").unwrap_err();
+        assert!(e.to_string().contains("wib2"), "{e}");
+        let e = RunConfig::parse("[source]\ndirectry = \"x\"\n").unwrap_err();
+        assert!(e.to_string().contains("directry"), "{e}");
+        let mut c = RunConfig::parse("[source]\nkind = \"udp\"\nudp_address = \"here\"\n").unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("source.udp_address"), "{e}");
+        c.source.udp_address = "127.0.0.1:65535".into();
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("source.udp_address"), "{e}");
+        c.source.udp_address = "127.0.0.1:50000".into();
+        c.validate().unwrap();
+        c.emulator.stop_links.push(StopLink {
+            link: 0,
+            after_s: 1.0,
+        });
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("emulator.stop_links"), "{e}");
+        let c = RunConfig::parse(
+            "[source]\nkind = \"file\"\nformat = \"protowib\"\nloop = true\nreal_time = false\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert!(c.source.loop_files && !c.source.real_time);
+        assert_eq!(RunConfig::parse(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn the_shipped_source_configs_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with("source-") {
+                let c = RunConfig::load(&path).unwrap();
+                c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_ne!(c.source.kind, SourceKind::Emulator, "{name}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 4, "{checked} source configs");
+    }
+
+    #[test]
     fn a_missing_file_is_named() {
         let e = RunConfig::load(Path::new("/nonexistent/swdaq.toml")).unwrap_err();
         assert!(
