@@ -180,6 +180,27 @@ fn every_decision_gives_one_record_holding_exactly_its_windows_frames() {
     let expected = emulator_frames(&c, most_frames);
     let tps_in_records = check_records(&records, FrameFormat::WibEth, &expected, 2);
     assert!(tps_in_records > 0, "the records carry the links' TPs");
+
+    // Hit finding is scored over every pass of the 0.05 s template, not only the first.
+    let first_pass: u64 = emulate(&c.emulator, FrameFormat::WibEth, &[0, 1])
+        .unwrap()
+        .values()
+        .map(|l| {
+            let strong = |p: &&swdaq_sim::TruePulse| {
+                let c = p.channel as usize;
+                l.collection[c] && p.peak_adc / l.sigma[c] >= 5.0
+            };
+            l.truth.as_ref().unwrap().iter().filter(strong).count() as u64
+        })
+        .sum();
+    assert!(first_pass > 0);
+    let score = report.hit_finding.expect("the emulator's truth");
+    assert!(
+        score.pulses_5_sigma >= 20 * first_pass,
+        "2 s of 0.05 s passes: {} pulses scored, {first_pass} per pass",
+        score.pulses_5_sigma
+    );
+    assert!(score.efficiency_5_sigma() > 0.9, "{score:?}");
 }
 
 #[test]

@@ -96,7 +96,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
             clock.finish(&ctx.spec.name, &mut report);
         }
         control.stop();
-        let mut outcome = readout.join(&inputs, truth_at_end(config).as_ref())?;
+        let mut outcome = readout.join(truth_at_end(config).as_ref())?;
         readout_ended.store(true, Ordering::Release);
         let joined = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         report.refused_messages = inbound.join().map_err(|_| joined("inbound"))?;

@@ -66,8 +66,8 @@ pub struct RunReport {
     pub builder: BuilderReport,
     pub server: ServerCounts,
     pub storage: Option<StoreReport>,
-    /// Hit finding against the truth (the emulator's, or `source.truth`), over each link's
-    /// first replay pass; `None` without truth.
+    /// Hit finding against the truth (the emulator's, or `source.truth`), over every replay
+    /// pass; `None` without truth.
     pub hit_finding: Option<Score>,
     /// Share of one core each thread used while data was taken (from /proc), by name.
     pub thread_cpu: Vec<(String, f64)>,
@@ -200,7 +200,7 @@ pub fn run_chain(
             .map_err(|_| anyhow!("the record builder panicked"))?;
         stop.waiting_for("readout to stop");
         control.stop();
-        let readout = readout.join(&inputs, truth_at_end(config).as_ref())?;
+        let readout = readout.join(truth_at_end(config).as_ref())?;
         let server = server
             .join()
             .map_err(|_| anyhow!("the request server panicked"))?;

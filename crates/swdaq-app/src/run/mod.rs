@@ -8,6 +8,7 @@ pub mod config;
 pub mod emulator;
 pub mod inputs;
 pub mod metrics;
+pub mod pass_score;
 pub mod readout;
 pub mod sink;
 pub mod stop;

@@ -5,6 +5,7 @@
 
 use super::config::RunConfig;
 use super::inputs::{Feed, Inputs, LinkInput, SourceLabel, TruthByLink};
+use super::pass_score::PassScorer;
 use crate::truth_match::Score;
 use anyhow::{Context, anyhow};
 use crossbeam_channel::{Sender, TrySendError};
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
-use swdaq_format::{SourceId, TriggerPrimitive};
+use swdaq_format::SourceId;
 use swdaq_monitor::Registry;
 use swdaq_readout::checks::CheckCounts;
 use swdaq_readout::hit_finding::HitFindingObserver;
@@ -92,7 +93,7 @@ impl ReadoutControl {
 
 /// The readout threads of a set of links, started and waiting at the gate.
 pub struct ReadoutSet<'scope> {
-    threads: Vec<ScopedJoinHandle<'scope, anyhow::Result<Vec<LinkOutput>>>>,
+    threads: Vec<ScopedJoinHandle<'scope, anyhow::Result<Vec<LinkOutput<'scope>>>>>,
     /// Each link's latency buffer and TP buffer, for the request server.
     pub raw: Vec<Arc<LinkShared>>,
     pub tps: Vec<Arc<TpBuffer>>,
@@ -162,28 +163,28 @@ impl ReadoutSet<'_> {
         self.threads.iter().all(|h| h.is_finished())
     }
 
-    /// Waits for the threads (after `control.stop()`) and scores their hit finding against
-    /// the inputs' truth, or `truth_at_end` (see [`super::inputs::truth_at_end`]).
-    pub fn join(
-        self,
-        inputs: &Inputs,
-        truth_at_end: Option<&TruthByLink>,
-    ) -> anyhow::Result<ReadoutOutcome> {
+    /// Waits for the threads (after `control.stop()`) and completes their hit-finding score
+    /// against the inputs' truth, or `truth_at_end` (see [`super::inputs::truth_at_end`]).
+    pub fn join(self, truth_at_end: Option<&TruthByLink>) -> anyhow::Result<ReadoutOutcome> {
         let mut links = Vec::new();
-        let mut first_pass = Vec::new();
+        let mut hit_finding: Option<Score> = None;
         for h in self.threads {
             let out = h
                 .join()
                 .map_err(|_| anyhow!("a readout thread panicked"))??;
-            for (i, report, tps, horizon) in out {
+            for (i, report, scorer, horizon) in out {
                 links.push((i, report));
-                first_pass.push((i, tps, horizon));
+                let at_end =
+                    truth_at_end.map(|t| t.get(&(i as u32)).map_or(&[][..], Vec::as_slice));
+                if let Some(score) = scorer.finish(horizon, at_end) {
+                    hit_finding.get_or_insert_default().add(&score);
+                }
             }
         }
         links.sort_by_key(|(i, _)| *i);
         Ok(ReadoutOutcome {
             links: links.into_iter().map(|(_, r)| r).collect(),
-            hit_finding: score(inputs, truth_at_end, &first_pass),
+            hit_finding,
         })
     }
 }
@@ -201,11 +202,11 @@ struct ReadoutThread<'a> {
     tps: Sender<TriggerInput>,
 }
 
-/// Per link: the link's report, its first-pass TPs and how far its data got.
-type LinkOutput = (usize, LinkReport, Vec<TriggerPrimitive>, u64);
+/// Per link: the link's report, its hit-finding score so far and how far its data got.
+type LinkOutput<'a> = (usize, LinkReport, PassScorer<'a>, u64);
 
-impl ReadoutThread<'_> {
-    fn run(self) -> anyhow::Result<Vec<LinkOutput>> {
+impl<'a> ReadoutThread<'a> {
+    fn run(self) -> anyhow::Result<Vec<LinkOutput<'a>>> {
         if let Some(core) = self.core {
             pin_current_thread(core)
                 .with_context(|| format!("readout.pin_cores: {}", self.name))?;
@@ -260,10 +261,7 @@ impl ReadoutThread<'_> {
                 link: i,
                 buffer: Arc::clone(tp_buffer),
                 sent_horizon: 0,
-                first_pass: Vec::new(),
-                first_pass_end: input
-                    .span_ticks
-                    .map_or(u64::MAX, |span| input.first_timestamp + span),
+                scorer: PassScorer::new(input),
                 source: input.label.clone(),
                 batches_dropped: 0,
                 ended: false,
@@ -325,20 +323,19 @@ impl ReadoutThread<'_> {
     }
 }
 
-/// Hands one link's TPs to the trigger, keeping the first replay pass's for the summary.
-struct TpTap {
+/// Hands one link's TPs to the trigger, and to the hit-finding score.
+struct TpTap<'a> {
     link: usize,
     /// The link's requestable TP buffer.
     buffer: Arc<TpBuffer>,
     sent_horizon: u64,
-    first_pass: Vec<TriggerPrimitive>,
-    first_pass_end: u64,
+    scorer: PassScorer<'a>,
     source: SourceLabel,
     batches_dropped: u64,
     ended: bool,
 }
 
-impl TpTap {
+impl<'a> TpTap<'a> {
     fn forward(
         &mut self,
         observer: &mut HitFindingObserver,
@@ -359,9 +356,7 @@ impl TpTap {
         let mut tps = Vec::new();
         observer.take_tps(&mut tps);
         self.buffer.push(&tps, horizon);
-        let end = self.first_pass_end;
-        self.first_pass
-            .extend(tps.iter().filter(|tp| tp.time_start < end));
+        self.scorer.add(&tps, horizon);
         let batch = TpBatch {
             link: self.link,
             tps,
@@ -386,7 +381,7 @@ impl TpTap {
         ingest: Ingest<'_, LinkSource, HitFindingObserver>,
         result: std::io::Result<()>,
         ended_early: bool,
-    ) -> LinkOutput {
+    ) -> LinkOutput<'a> {
         let observer = ingest.observer();
         let report = LinkReport {
             source_id: self.link as u32,
@@ -405,66 +400,8 @@ impl TpTap {
             ended_early,
             error: result.err().map(|e| e.to_string()),
         };
-        (self.link, report, self.first_pass, observer.horizon())
+        (self.link, report, self.scorer, observer.horizon())
     }
-}
-
-/// Hit finding against truth over each link's first pass (as far as the run got), over
-/// the links that have truth; `None` when none has.
-fn score(
-    inputs: &Inputs,
-    truth_at_end: Option<&TruthByLink>,
-    first_pass: &[(usize, Vec<TriggerPrimitive>, u64)],
-) -> Option<Score> {
-    let mut total: Option<Score> = None;
-    for (link, tps, horizon) in first_pass {
-        let input = &inputs[link];
-        let at_end = truth_at_end.map(|t| t.get(&(*link as u32)).map_or(&[][..], Vec::as_slice));
-        let Some(truth) = input.truth.as_deref().or(at_end) else {
-            continue;
-        };
-        let total = total.get_or_insert_default();
-        let start = input.first_timestamp;
-        let end = match input.span_ticks {
-            Some(span) => (*horizon).min(start + span),
-            None => *horizon,
-        };
-        // Pulses too close to where the data stopped may not have closed their hits.
-        let margin = 64 * input.format.ticks_per_sample();
-        if end <= start + margin {
-            continue;
-        }
-        let pulses: Vec<_> = truth
-            .iter()
-            .filter(|p| p.peak_tick + margin < end)
-            .copied()
-            .collect();
-        let index: HashMap<u32, u32> = input
-            .channel_ids
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| (c, i as u32))
-            .collect();
-        let local: Vec<TriggerPrimitive> = tps
-            .iter()
-            .filter(|tp| tp.time_start + margin < end)
-            .filter_map(|tp| {
-                Some(TriggerPrimitive {
-                    channel: *index.get(&tp.channel)?,
-                    ..*tp
-                })
-            })
-            .collect();
-        let seconds = (end - margin - start) as f64 / input.format.clock_hz();
-        total.add(&Score::of(
-            &pulses,
-            &local,
-            &input.sigma,
-            &input.collection,
-            seconds,
-        ));
-    }
-    total
 }
 
 /// A link's source as `[source]` chose it.

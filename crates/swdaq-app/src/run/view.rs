@@ -353,7 +353,7 @@ pub fn summary(r: &RunReport) -> String {
         Some(h) if h.pulses_5_sigma > 0 => {
             let _ = writeln!(
                 s,
-                "Hit finding vs truth (collection channels, first replay pass): {:.1}% of {} pulses >= 5 sigma found, {:.2} fake hits/s per channel",
+                "Hit finding vs truth (collection channels, every replay pass): {:.1}% of {} pulses >= 5 sigma found, {:.2} fake hits/s per channel",
                 100.0 * h.efficiency_5_sigma(),
                 h.pulses_5_sigma,
                 h.fake_rate_hz_per_channel(),
