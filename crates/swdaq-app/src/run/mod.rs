@@ -30,7 +30,7 @@ pub struct Args {
     /// Seconds of data taking (0: until Ctrl-C); overrides `run.duration_s`.
     #[arg(long)]
     duration: Option<f64>,
-    /// Number of emulated links; overrides `emulator.links`.
+    /// Number of links (whatever `source.kind`); overrides `emulator.links`.
     #[arg(long)]
     links: Option<u32>,
     /// Output directory; overrides `run.output_dir`.
