@@ -122,6 +122,7 @@ impl Inbox<TriggerInput> for TriggerInbox {
                 Received::Message(TriggerInput::LinkEnded(link as usize))
             }
             Message::Credits { n } => Received::Message(TriggerInput::Credits(n)),
+            Message::TriggerControl(c) => Received::Message(TriggerInput::Control(c)),
             other => {
                 eprintln!(
                     "swdaq: trigger got an unexpected {} from application {}",
