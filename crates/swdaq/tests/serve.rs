@@ -16,10 +16,40 @@ use swdaq_store::RecordFileReader;
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn config(dir: &Path) -> PathBuf {
+    config_with(dir, "")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The chain as applications on loopback: a readout per link, trigger, dfo, one builder.
+fn topology() -> String {
+    let mut t = "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n".to_string();
+    for (name, kind, links) in [
+        ("readout-0", "readout", "links = [0]"),
+        ("readout-1", "readout", "links = [1]"),
+        ("trigger", "trigger", ""),
+        ("dfo", "dfo", ""),
+        ("builder-0", "builder", ""),
+    ] {
+        t += &format!(
+            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{links}\n",
+            free_port()
+        );
+    }
+    t
+}
+
+fn config_with(dir: &Path, extra: &str) -> PathBuf {
     let text = format!(
         "[run]\nduration_s = 0\nmetrics_addr = \"\"\nstatus_interval_s = 0.2\noutput_dir = {:?}\n\
          [emulator]\nlinks = 2\ntemplate_s = 0.05\n[readout]\nbuffer_s = 1.0\n\
-         [trigger.periodic]\nenabled = true\nrate_hz = 20.0\n",
+         [trigger.periodic]\nenabled = true\nrate_hz = 20.0\n{extra}",
         dir.join("data")
     );
     let path = dir.join("serve.toml");
@@ -36,9 +66,13 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path, extra: &[&str]) -> Self {
+        Self::with_config(&config(dir), extra)
+    }
+
+    fn with_config(config: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
             .args(["serve", "--addr", "127.0.0.1:0", "--config"])
-            .arg(config(dir))
+            .arg(config)
             .args(extra)
             .env_remove("SWDAQ_TOKEN")
             .stdout(Stdio::piped())
@@ -128,7 +162,12 @@ fn state(server: &Server) -> String {
 
 /// The closed HDF5 files of run `number`, each read through: (files, records).
 fn files_of_run(dir: &Path, number: u32) -> (usize, usize) {
-    let prefix = format!("swdaq_run{number:06}_");
+    files_named(dir, "swdaq", number)
+}
+
+/// The closed HDF5 files `<writer>_runNNNNNN_*.hdf5`, each read through: (files, records).
+fn files_named(dir: &Path, writer: &str, number: u32) -> (usize, usize) {
+    let prefix = format!("{writer}_run{number:06}_");
     let mut files = 0;
     let mut records = 0;
     for entry in std::fs::read_dir(dir.join("data")).unwrap() {
@@ -434,4 +473,48 @@ fn a_stop_during_start_stops_the_run_as_soon_as_it_is_up() {
     });
     assert_eq!(state(&server), "configured");
     assert!(server.logged("Stop: starting -> stopping"));
+}
+
+#[test]
+fn the_applications_of_a_topology_run_under_the_same_control() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::with_config(&config_with(dir.path(), &topology()), &[]);
+    let c = server.client();
+    ok(c.post("/configure", None));
+    for number in [1, 2] {
+        let started = ok(c.post("/start", Some(&json!({ "run_number": number }))));
+        assert_eq!(started["state"], "running", "{started}");
+        std::thread::sleep(Duration::from_millis(500));
+        if number == 1 {
+            ok(c.post("/pause", None));
+            std::thread::sleep(Duration::from_millis(500));
+            ok(c.post("/resume", None));
+            let change = json!({ "trigger": "periodic", "prescale": 2 });
+            ok(c.post("/trigger", Some(&change)));
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let summary = ok(c.post("/stop", None));
+        assert_eq!(summary["run_number"], number);
+        assert_eq!(summary["apps"].as_array().unwrap().len(), 5, "{summary}");
+        assert!(
+            summary["apps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a["reported"] == true)
+        );
+        if number == 1 {
+            assert!(
+                summary["trigger"]["paused_away"].as_u64().unwrap() > 0,
+                "the trigger application was paused: {summary}"
+            );
+        }
+        let records = summary["storage"]["records_written"].as_u64().unwrap();
+        assert_eq!(
+            files_named(dir.path(), "swdaq_builder-0", number).1 as u64,
+            records
+        );
+    }
+    assert!(server.logged("run 2: Ended: stopping -> configured"));
 }

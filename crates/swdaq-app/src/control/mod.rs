@@ -2,9 +2,11 @@
 //! (`http`), steered through one state machine (`fsm`, `system`); `swdaq ctl` is its
 //! client (`client`). Loopback by default; elsewhere only with a bearer token (`auth`).
 //!
-//! Each start runs the one-process chain (`run::chain`) as a new run: its number, its files;
-//! each stop answers with the run's summary. Pause and prescale or rate changes reach the
-//! running trigger through its input queue, so they take effect between two TP batches.
+//! Each start runs the one-process chain (`run::chain`), or with a `[topology]` boots the
+//! applications (`apps::launch`), as a new run: its number, its files; each stop answers
+//! with the run's summary. Pause and prescale or rate changes reach the running trigger
+//! through its input queue (in one process) or the trigger application's stdin, so they take
+//! effect between two TP batches.
 
 pub mod auth;
 pub mod client;

@@ -4,6 +4,7 @@
 //! stopping) release the lock.
 
 use super::fsm::{Event, Illegal, State, next};
+use crate::apps::launch::{self, run_distributed_with};
 use crate::error_report;
 use crate::run::chain::{RunHooks, run_chain_with};
 use crate::run::config::RunConfig;
@@ -174,11 +175,6 @@ impl RunControl {
         next(inner.state, Event::Configure)?;
         let config = (self.source)()
             .and_then(|c| {
-                if c.topology.is_distributed() {
-                    anyhow::bail!(
-                        "swdaq serve runs the one-process chain: a configuration with a [topology] is run with `swdaq run --config`"
-                    );
-                }
                 c.validate()?;
                 Ok(c)
             })
@@ -370,11 +366,17 @@ fn run_thread(shared: Arc<Shared>, config: RunConfig, stop: Arc<StopRequest>) {
         shared: Arc::clone(&shared),
         number,
     };
-    let result = run_chain_with(&config, &stop, &hooks, |status| {
-        if let Some(run) = shared.lock().run.as_mut() {
-            run.live = Some(view::status_json(status));
-        }
-    });
+    let result = if config.topology.is_distributed() {
+        // The applications are started for the run and stopped with it; their figures are
+        // on each one's /metrics, not gathered here.
+        launch::current_exe().and_then(|exe| run_distributed_with(&config, &exe, &stop, &hooks))
+    } else {
+        run_chain_with(&config, &stop, &hooks, |status| {
+            if let Some(run) = shared.lock().run.as_mut() {
+                run.live = Some(view::status_json(status));
+            }
+        })
+    };
     let who = format!("run {number}");
     let mut inner = shared.lock();
     let outcome = match result {
@@ -417,19 +419,6 @@ mod tests {
             control.start(None, "test"),
             Err(ControlError::Illegal(_))
         ));
-    }
-
-    #[test]
-    fn a_multi_process_configuration_is_refused() {
-        let control = RunControl::new(Box::new(|| {
-            RunConfig::load(std::path::Path::new(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../configs/topology-local.toml"
-            )))
-        }));
-        let e = control.configure("test").unwrap_err().to_string();
-        assert!(e.contains("one-process chain"), "{e}");
-        assert_eq!(control.state(), State::Initial);
     }
 
     #[test]
