@@ -240,7 +240,6 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
     assert_eq!(files_of_run(dir.path(), 5), (files, records));
     assert_eq!(ok(c.get("/status"))["last_summary"]["run_number"], 6);
 
-    let log = server.log();
     for change in [
         "(loopback, no token): Configure: initial -> configured",
         "(loopback, no token): Start: configured -> starting (run 5)",
@@ -251,7 +250,11 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
         "(loopback, no token): Stop: running -> stopping (run 5)",
         "run 5: Ended: stopping -> configured",
     ] {
-        assert!(server.logged(change), "{change:?} not logged:\n{log}");
+        assert!(
+            server.logged(change),
+            "{change:?} not logged:\n{}",
+            server.log()
+        );
     }
 }
 
@@ -330,16 +333,8 @@ fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
         server.raw("POST", "/configure", b"", Some("tok-123456")),
         (200, json!({ "state": "configured" }))
     );
-    assert!(
-        server
-            .log()
-            .contains("refused POST /configure: missing or wrong token")
-    );
-    assert!(
-        server
-            .log()
-            .contains("(token): Configure: initial -> configured")
-    );
+    assert!(server.logged("refused POST /configure: missing or wrong token"));
+    assert!(server.logged("(token): Configure: initial -> configured"));
 
     let ctl = |token: &Path, args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_swdaq"))

@@ -3,7 +3,7 @@
 //!
 //! - stdin, launcher to application: `config N` and N bytes of TOML (the run's effective
 //!   configuration), then command lines `start` and `stop`, and for the trigger
-//!   `trigger-control JSON` (run control: pause, resume, a prescale or rate). End of input
+//!   `trigger-control HEX` (run control: pause, resume, a prescale or rate; `postcard`). End of input
 //!   means `stop`, so an application never outlives a launcher that died.
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
 //!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded) at the end.
@@ -29,10 +29,11 @@ pub enum Command {
 
 const TRIGGER_CONTROL: &str = "trigger-control ";
 
-/// The command line that carries `control` to the trigger application.
+/// The command line that carries `control` to the trigger application (`postcard` in hex,
+/// as reports travel: a rate arrives to the last bit).
 pub fn trigger_control_line(control: &TriggerControl) -> String {
-    let json = serde_json::to_string(control).expect("a trigger control is plain data");
-    format!("{TRIGGER_CONTROL}{json}")
+    let bytes = postcard::to_stdvec(control).expect("a trigger control is plain data");
+    format!("{TRIGGER_CONTROL}{}", hex::encode(bytes))
 }
 
 /// Parses one command line; `None` for a line that is no command (logged by the caller).
@@ -40,9 +41,12 @@ fn parse_command(line: &str) -> Option<Command> {
     match line {
         "start" => Some(Command::Start),
         "stop" => Some(Command::Stop),
-        l => serde_json::from_str(l.strip_prefix(TRIGGER_CONTROL)?)
-            .ok()
-            .map(Command::TriggerControl),
+        l => {
+            let bytes = hex::decode(l.strip_prefix(TRIGGER_CONTROL)?).ok()?;
+            postcard::from_bytes(&bytes)
+                .ok()
+                .map(Command::TriggerControl)
+        }
     }
 }
 
@@ -210,6 +214,27 @@ mod tests {
             "the bad line skipped"
         );
         assert_eq!(next(), Command::Stop);
+    }
+
+    proptest::proptest! {
+        /// Any line is a command or not, never a panic; every trigger control survives its line.
+        #[test]
+        fn any_command_line_parses_or_is_skipped(
+            line in ".{0,80}",
+            prescale in proptest::option::of(proptest::num::u32::ANY),
+            rate_hz in proptest::option::of(-1e6..1e6f64),
+        ) {
+            let _ = parse_command(&line);
+            let change = TriggerControl::Change(swdaq_trigger::TriggerChange {
+                trigger: line,
+                prescale,
+                rate_hz,
+            });
+            proptest::prop_assert_eq!(
+                parse_command(&trigger_control_line(&change)),
+                Some(Command::TriggerControl(change))
+            );
+        }
     }
 
     #[test]

@@ -266,13 +266,19 @@ pub fn summary(r: &RunReport) -> String {
     let t = &r.trigger.counts;
     let _ = writeln!(
         s,
-        "Trigger   {} decisions ({:.2} Hz) from {} candidates: {} merged, {} vetoed as overlapping, {} prescaled away, {} dropped while busy; {} late TPs; latency p50 {} p99 {}",
+        "Trigger   {} decisions ({:.2} Hz) from {} candidates: {} merged, {} vetoed as overlapping, {} prescaled away, {}{} dropped while busy; {} late TPs; latency p50 {} p99 {}",
         t.issued,
         t.issued as f64 / r.seconds,
         t.candidates,
         t.merged,
         t.vetoed_overlapping,
         t.prescaled_away,
+        // Only under run control (`swdaq serve`) can triggers be paused.
+        if t.paused_away > 0 {
+            format!("{} passed over while paused, ", t.paused_away)
+        } else {
+            String::new()
+        },
         t.dropped_busy,
         t.merge.late_tps,
         ms(quantile(&r.trigger.latencies, 0.5)),
