@@ -314,6 +314,11 @@ fn bad_json_is_400_an_unknown_route_404() {
         assert_eq!(status, 404, "{method} {path}: {answer}");
     }
     assert_eq!(state(&server), "configured", "nothing changed");
+    assert_eq!(
+        ok(server.client().get("/status"))["refused_requests"],
+        json!({ "400": 6, "404": 3 }),
+        "every refusal counted"
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! | method and path | body | answer |
 //! |---|---|---|
 //! | `GET /state` | | `{"state"}` |
-//! | `GET /status` | | state, the run going on with the live view's figures, the last summary or error |
+//! | `GET /status` | | state, the run going on with the live view's figures, the last summary or error, requests refused by status code |
 //! | `POST /configure` | none or `{}` | reloads the configuration |
 //! | `POST /start` | `{"run_number": N}` (optional) | once data taking has begun: `{"state", "run_number"}` |
 //! | `POST /stop` | | once stopped: the run's summary (`swdaq run --json`'s, with `run_number`) |
@@ -19,10 +19,11 @@ use super::auth::Token;
 use super::system::{ControlError, RunControl};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use swdaq_trigger::TriggerChange;
 use tiny_http::{Header, Request, Response, Server};
@@ -154,10 +155,12 @@ impl ControlServer {
         );
         let closing = Arc::new(AtomicBool::new(false));
         let token = Arc::new(token);
+        let refused = Arc::new(Refused::default());
         let workers = (0..WORKERS)
             .map(|i| {
                 let (server, closing) = (Arc::clone(&server), Arc::clone(&closing));
                 let (token, control) = (Arc::clone(&token), Arc::clone(&control));
+                let refused = Arc::clone(&refused);
                 std::thread::Builder::new()
                     .name(format!("control-http-{i}"))
                     .spawn(move || {
@@ -165,7 +168,7 @@ impl ControlServer {
                             if let Ok(Some(request)) =
                                 server.recv_timeout(Duration::from_millis(100))
                             {
-                                handle(request, token.as_ref().as_ref(), &control);
+                                handle(request, token.as_ref().as_ref(), &control, &refused);
                             }
                         }
                     })
@@ -196,7 +199,26 @@ impl ControlServer {
     }
 }
 
-fn handle(mut request: Request, token: Option<&Token>, control: &RunControl) {
+/// Requests answered with an error since the server started, by status code (in `/status`).
+#[derive(Default)]
+struct Refused(Mutex<BTreeMap<u16, u64>>);
+
+impl Refused {
+    fn count(&self, code: u16) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(code)
+            .or_default() += 1;
+    }
+
+    fn to_json(&self) -> Value {
+        json!(*self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+fn handle(mut request: Request, token: Option<&Token>, control: &RunControl, refused: &Refused) {
     let peer = request
         .remote_addr()
         .map_or("unknown peer".into(), |a| a.to_string());
@@ -237,7 +259,14 @@ fn handle(mut request: Request, token: Option<&Token>, control: &RunControl) {
                 json!({ "error": format!("body larger than {MAX_BODY} bytes") }),
             ),
             Ok(_) => match parse_request(&method, request.url(), &body) {
-                Ok(command) => execute(control, command, &who),
+                Ok(command) => {
+                    let is_status = command == Command::Status;
+                    let (code, mut answer) = execute(control, command, &who);
+                    if is_status {
+                        answer["refused_requests"] = refused.to_json();
+                    }
+                    (code, answer)
+                }
                 Err(e) => {
                     let code = match e {
                         RequestError::NotFound { .. } => 404,
@@ -251,6 +280,9 @@ fn handle(mut request: Request, token: Option<&Token>, control: &RunControl) {
             },
         }
     };
+    if code >= 400 {
+        refused.count(code);
+    }
     respond(request, code, &answer);
 }
 
