@@ -123,7 +123,7 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Ok(answer) => (200, answer),
         Err(e) => {
             let code = match e {
-                ControlError::Illegal(_) | ControlError::Conflict { .. } => 409,
+                ControlError::Illegal(_) | ControlError::Conflict(_) => 409,
                 ControlError::BadRequest(_) => 400,
                 ControlError::Busy(_) => 503,
                 ControlError::Failed(_) => 500,

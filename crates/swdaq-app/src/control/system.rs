@@ -27,8 +27,8 @@ pub enum ControlError {
     #[error("{0}")]
     Illegal(#[from] Illegal),
     /// Legal in this state, but not with these arguments now (a run number already used).
-    #[error("{reason}")]
-    Conflict { state: State, reason: String },
+    #[error("{0}")]
+    Conflict(String),
     /// The request itself is wrong (an unknown trigger source, a bad prescale).
     #[error("{0}")]
     BadRequest(String),
@@ -201,18 +201,14 @@ impl RunControl {
         })?;
         let number = match (number, inner.last_run_number) {
             (Some(n), Some(last)) if n <= last => {
-                return Err(ControlError::Conflict {
-                    state: inner.state,
-                    reason: format!(
-                        "run numbers must increase: run {n} is not after the last run, {last}"
-                    ),
-                });
+                return Err(ControlError::Conflict(format!(
+                    "run numbers must increase: run {n} is not after the last run, {last}"
+                )));
             }
             (Some(n), _) => n,
-            (None, Some(last)) => last.checked_add(1).ok_or(ControlError::Conflict {
-                state: inner.state,
-                reason: "run numbers are used up".into(),
-            })?,
+            (None, Some(last)) => last
+                .checked_add(1)
+                .ok_or(ControlError::Conflict("run numbers are used up".into()))?,
             (None, None) => config.run.number,
         };
         config.run.number = number;
@@ -268,10 +264,9 @@ impl RunControl {
         match inner.ended.iter().find(|(n, _)| *n == number) {
             Some((_, Ok(summary))) => Ok(summary.clone()),
             Some((_, Err(e))) => Err(ControlError::Failed(e.clone())),
-            None => Err(ControlError::Conflict {
-                state: inner.state,
-                reason: format!("run {number} ended without a summary"),
-            }),
+            None => Err(ControlError::Conflict(format!(
+                "run {number} ended without a summary"
+            ))),
         }
     }
 
