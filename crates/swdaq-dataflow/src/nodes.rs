@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use swdaq_format::{SourceId, TriggerRecord};
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::DataResponse;
-use swdaq_trigger::{TpBatch, Trigger, TriggerCounts, TriggerDecision};
+use swdaq_trigger::{TpBatch, Trigger, TriggerControl, TriggerCounts, TriggerDecision};
 
 /// What the trigger node hears.
 #[derive(Debug)]
@@ -20,6 +20,8 @@ pub enum TriggerInput {
     Credits(u64),
     /// Run stop: take no new candidates, issue the open decision once its data is in, end.
     Stop,
+    /// Run control: pause or resume the triggers, change a prescale or rate.
+    Control(TriggerControl),
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -60,6 +62,10 @@ pub fn run_trigger(
                 trigger.add_credits(n, Instant::now(), &mut out)
             }
             Received::Message(TriggerInput::Stop) => trigger.stop(),
+            // A refused change is counted by the trigger and changes nothing.
+            Received::Message(TriggerInput::Control(c)) => {
+                let _ = trigger.control(&c);
+            }
             Received::Nothing => {}
             Received::Closed => listening = false,
         }

@@ -21,11 +21,11 @@ use swdaq_dataflow::{RecordDone, TriggerInput};
 use swdaq_format::TriggerPrimitive;
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::Outcome;
-use swdaq_trigger::{TpBatch, TriggerDecision};
+use swdaq_trigger::{TpBatch, TriggerControl, TriggerDecision};
 
 pub const MAGIC: [u8; 4] = *b"SWDQ";
 /// Bump on any change to [`Message`] or the header.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 pub const HEADER_SIZE: usize = 12;
 
 /// An application's index in the topology (`[[topology.apps]]`, in order).
@@ -58,6 +58,8 @@ pub enum Message {
         outcome: Outcome,
         latency_us: u64,
     },
+    /// Run control to the trigger: pause, resume, a prescale or rate.
+    TriggerControl(TriggerControl),
 }
 
 impl Message {
@@ -74,6 +76,7 @@ impl Message {
             Message::RecordDone { .. } => "record-done",
             Message::Request(_) => "request",
             Message::Fragment { .. } => "fragment",
+            Message::TriggerControl(_) => "trigger-control",
         }
     }
 }
@@ -134,6 +137,7 @@ impl From<TriggerInput> for Message {
             TriggerInput::Credits(n) => Message::Credits { n },
             // The trigger application is stopped by its launcher, never over the wire.
             TriggerInput::Stop => Message::End,
+            TriggerInput::Control(c) => Message::TriggerControl(c),
         }
     }
 }
@@ -301,6 +305,12 @@ mod tests {
                 outcome: Outcome::Served(RequestStatus::Complete),
                 latency_us: 17,
             },
+            Message::TriggerControl(TriggerControl::Pause),
+            Message::TriggerControl(TriggerControl::Change(swdaq_trigger::TriggerChange {
+                trigger: "random".into(),
+                prescale: Some(2),
+                rate_hz: Some(10.5),
+            })),
         ]
     }
 
@@ -316,16 +326,17 @@ mod tests {
     #[test]
     fn another_version_is_refused_naming_both() {
         let mut frame = encode(4, &Message::Heartbeat, 0);
-        frame[4] = 2;
+        let other = PROTOCOL_VERSION + 1;
+        frame[4..6].copy_from_slice(&other.to_le_bytes());
         let e = decode(&frame).unwrap_err();
         assert_eq!(
             e,
             WireError::Version {
                 sender: 4,
-                version: 2
+                version: other
             }
         );
-        assert!(e.to_string().contains("version 2"), "{e}");
+        assert!(e.to_string().contains(&format!("version {other}")), "{e}");
         assert_eq!(e.reason(), "version");
     }
 

@@ -9,6 +9,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 pub trait CalibrationTrigger: Send {
     /// Candidates due before `horizon`, in time order.
     fn advance(&mut self, horizon: u64, out: &mut Vec<Candidate>);
+    /// A new rate from the next candidate on (run control).
+    fn set_rate(&mut self, rate_hz: f64);
 }
 
 pub struct Periodic {
@@ -19,9 +21,13 @@ pub struct Periodic {
 impl Periodic {
     pub fn new(config: &PeriodicConfig) -> Self {
         Self {
-            period_ticks: ((TICKS_PER_SECOND / config.rate_hz).round() as u64).max(1),
+            period_ticks: Self::period_ticks(config.rate_hz),
             next: None,
         }
+    }
+
+    fn period_ticks(rate_hz: f64) -> u64 {
+        ((TICKS_PER_SECOND / rate_hz).round() as u64).max(1)
     }
 }
 
@@ -36,6 +42,10 @@ impl CalibrationTrigger for Periodic {
             });
             *next += self.period_ticks;
         }
+    }
+
+    fn set_rate(&mut self, rate_hz: f64) {
+        self.period_ticks = Self::period_ticks(rate_hz);
     }
 }
 
@@ -73,6 +83,10 @@ impl CalibrationTrigger for Random {
             });
             self.next = Some(next + self.interval());
         }
+    }
+
+    fn set_rate(&mut self, rate_hz: f64) {
+        self.mean_interval_ticks = TICKS_PER_SECOND / rate_hz;
     }
 }
 

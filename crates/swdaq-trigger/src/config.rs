@@ -165,7 +165,82 @@ fn check(ok: bool, key: &'static str, reason: impl Into<String>) -> Result<(), C
     }
 }
 
+/// The configuration keys of the trigger sources, in the order the trigger runs them.
+pub const SOURCE_KEYS: [&str; 5] = ["multiplicity", "adc_sum", "track", "periodic", "random"];
+
+/// A change to one trigger source while the system is up (run control): its prescale, and
+/// for the calibration triggers their rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerChange {
+    /// One of [`SOURCE_KEYS`].
+    pub trigger: String,
+    #[serde(default)]
+    pub prescale: Option<u32>,
+    /// `periodic` and `random` only.
+    #[serde(default)]
+    pub rate_hz: Option<f64>,
+}
+
 impl TriggerConfig {
+    /// Applies `change` and checks the result as a loaded configuration is checked; on error
+    /// nothing changes. Only an enabled source can be changed.
+    pub fn apply(&mut self, change: &TriggerChange) -> Result<(), ConfigError> {
+        let key = SOURCE_KEYS
+            .into_iter()
+            .find(|&k| k == change.trigger)
+            .ok_or_else(|| ConfigError {
+                key: "trigger",
+                reason: format!(
+                    "no trigger source {:?} (one of {})",
+                    change.trigger,
+                    SOURCE_KEYS.join(", ")
+                ),
+            })?;
+        let mut next = self.clone();
+        let (enabled, prescale, rate_hz) = match key {
+            "multiplicity" => (
+                next.multiplicity.enabled,
+                &mut next.multiplicity.prescale,
+                None,
+            ),
+            "adc_sum" => (next.adc_sum.enabled, &mut next.adc_sum.prescale, None),
+            "track" => (next.track.enabled, &mut next.track.prescale, None),
+            "periodic" => (
+                next.periodic.enabled,
+                &mut next.periodic.prescale,
+                Some(&mut next.periodic.rate_hz),
+            ),
+            _ => (
+                next.random.enabled,
+                &mut next.random.prescale,
+                Some(&mut next.random.rate_hz),
+            ),
+        };
+        check(enabled, key, "is not enabled in the configuration")?;
+        check(
+            change.prescale.is_some() || change.rate_hz.is_some(),
+            key,
+            "nothing to change: give prescale and/or rate_hz",
+        )?;
+        if let Some(p) = change.prescale {
+            *prescale = p;
+        }
+        match (change.rate_hz, rate_hz) {
+            (Some(hz), Some(rate)) => *rate = hz,
+            (Some(_), None) => {
+                return Err(ConfigError {
+                    key,
+                    reason: "has no rate (only periodic and random do)".into(),
+                });
+            }
+            (None, _) => {}
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         check(
             self.window_before_ticks + self.window_after_ticks > 0,
@@ -222,5 +297,69 @@ impl TriggerConfig {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn with_periodic() -> TriggerConfig {
+        let mut c = TriggerConfig::default();
+        c.periodic.enabled = true;
+        c
+    }
+
+    #[test]
+    fn a_change_sets_the_prescale_and_rate_of_an_enabled_source() {
+        let mut c = with_periodic();
+        let change = TriggerChange {
+            trigger: "periodic".into(),
+            prescale: Some(3),
+            rate_hz: Some(250.0),
+        };
+        c.apply(&change).unwrap();
+        assert_eq!((c.periodic.prescale, c.periodic.rate_hz), (3, 250.0));
+    }
+
+    #[test]
+    fn a_change_refused_names_why_and_changes_nothing() {
+        let mut c = with_periodic();
+        let refused = |c: &mut TriggerConfig, trigger: &str, prescale, rate_hz| {
+            let before = c.clone();
+            let e = c
+                .apply(&TriggerChange {
+                    trigger: trigger.into(),
+                    prescale,
+                    rate_hz,
+                })
+                .unwrap_err();
+            assert_eq!(*c, before);
+            e.to_string()
+        };
+        assert!(refused(&mut c, "cosmic", Some(2), None).contains("no trigger source"));
+        assert!(refused(&mut c, "random", Some(2), None).contains("not enabled"));
+        assert!(refused(&mut c, "multiplicity", None, Some(5.0)).contains("has no rate"));
+        assert!(refused(&mut c, "periodic", Some(0), None).contains("prescale must be > 0"));
+        assert!(refused(&mut c, "periodic", None, Some(-1.0)).contains("rate_hz"));
+        assert!(refused(&mut c, "periodic", None, None).contains("nothing to change"));
+    }
+
+    proptest! {
+        #[test]
+        fn a_change_is_applied_whole_and_valid_or_not_at_all(
+            source in 0..6usize,
+            prescale in proptest::option::of(0..5u32),
+            rate_hz in proptest::option::of(-10.0..2e5f64),
+        ) {
+            let mut c = with_periodic();
+            let before = c.clone();
+            let trigger = SOURCE_KEYS.get(source).copied().unwrap_or("unknown").to_string();
+            match c.apply(&TriggerChange { trigger, prescale, rate_hz }) {
+                Ok(()) => prop_assert!(c.validate().is_ok()),
+                Err(_) => prop_assert_eq!(c, before),
+            }
+        }
     }
 }

@@ -13,7 +13,7 @@
 //! are given at issue, so records stay consecutive.
 
 use crate::calibration::{CalibrationTrigger, Periodic, Random};
-use crate::config::{ConfigError, InhibitPolicy, TriggerConfig};
+use crate::config::{ConfigError, InhibitPolicy, TriggerChange, TriggerConfig};
 use crate::decision::{Candidate, ReadoutWindow, TriggerDecision};
 use crate::makers::{ActivityMaker, GroupActivity, Measure, Prescale, TrackMaker};
 use crate::merge::{MergeCounts, TpBatch, TpMerger};
@@ -34,9 +34,24 @@ pub struct TriggerCounts {
     pub dropped_busy: u64,
     /// Decisions issued only after waiting for credit.
     pub held_then_issued: u64,
+    /// Candidates not taken while triggers were paused (run control).
+    pub paused_away: u64,
+    /// Run-control changes refused (checked before they are sent, so none are expected).
+    pub refused_controls: u64,
+}
+
+/// What run control asks of a running trigger.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum TriggerControl {
+    /// Issue no new decisions (readout goes on); the open decision is still issued.
+    Pause,
+    Resume,
+    Change(TriggerChange),
 }
 
 struct Source<T> {
+    /// Its configuration key (`SOURCE_KEYS`).
+    key: &'static str,
     inner: T,
     prescale: Prescale,
 }
@@ -64,6 +79,8 @@ pub struct Trigger {
     scratch_candidates: Vec<Candidate>,
     /// The run is stopping: no new candidates are taken.
     stopping: bool,
+    /// Run control paused the triggers: no new candidates are taken until resumed.
+    paused: bool,
 }
 
 impl Trigger {
@@ -81,6 +98,7 @@ impl Trigger {
         let c = config.multiplicity;
         if c.enabled {
             makers.push(Source {
+                key: "multiplicity",
                 inner: Box::new(GroupActivity::new(c, Measure::Multiplicity)),
                 prescale: Prescale::new(c.prescale),
             });
@@ -88,6 +106,7 @@ impl Trigger {
         let c = config.adc_sum;
         if c.enabled {
             makers.push(Source {
+                key: "adc_sum",
                 inner: Box::new(GroupActivity::new(c, Measure::AdcSum)),
                 prescale: Prescale::new(c.prescale),
             });
@@ -95,6 +114,7 @@ impl Trigger {
         let c = config.track;
         if c.enabled {
             makers.push(Source {
+                key: "track",
                 inner: Box::new(TrackMaker::new(c)),
                 prescale: Prescale::new(c.prescale),
             });
@@ -103,6 +123,7 @@ impl Trigger {
         let c = &config.periodic;
         if c.enabled {
             calibration.push(Source {
+                key: "periodic",
                 inner: Box::new(Periodic::new(c)),
                 prescale: Prescale::new(c.prescale),
             });
@@ -110,6 +131,7 @@ impl Trigger {
         let c = &config.random;
         if c.enabled {
             calibration.push(Source {
+                key: "random",
                 inner: Box::new(Random::new(c)),
                 prescale: Prescale::new(c.prescale),
             });
@@ -130,6 +152,7 @@ impl Trigger {
             scratch_tps: Vec::new(),
             scratch_candidates: Vec::new(),
             stopping: false,
+            paused: false,
         })
     }
 
@@ -163,6 +186,45 @@ impl Trigger {
     /// data has passed its window (see [`Self::is_stopped`]).
     pub fn stop(&mut self) {
         self.stopping = true;
+    }
+
+    /// Carries out a run-control request; a change that does not apply is refused (counted)
+    /// and nothing changes.
+    pub fn control(&mut self, control: &TriggerControl) -> Result<(), ConfigError> {
+        match control {
+            TriggerControl::Pause => self.paused = true,
+            TriggerControl::Resume => self.paused = false,
+            TriggerControl::Change(change) => {
+                if let Err(e) = self.config.apply(change) {
+                    self.counts.refused_controls += 1;
+                    return Err(e);
+                }
+                let makers = self
+                    .makers
+                    .iter_mut()
+                    .map(|m| (m.key, &mut m.prescale, None));
+                let calibration = self.calibration.iter_mut().map(|c| {
+                    let inner: &mut dyn CalibrationTrigger = c.inner.as_mut();
+                    (c.key, &mut c.prescale, Some(inner))
+                });
+                for (_, prescale, rate) in makers
+                    .chain(calibration)
+                    .filter(|(key, ..)| *key == change.trigger)
+                {
+                    if let Some(every) = change.prescale {
+                        *prescale = Prescale::new(every);
+                    }
+                    if let (Some(hz), Some(rate)) = (change.rate_hz, rate) {
+                        rate.set_rate(hz);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// Stopping, and nothing left to issue but decisions held for credit.
@@ -233,7 +295,10 @@ impl Trigger {
             });
             self.counts.prescaled_away += (from + proposed - candidates.len()) as u64;
         }
-        if self.stopping {
+        if self.paused && !self.stopping {
+            self.counts.paused_away += candidates.len() as u64;
+        }
+        if self.stopping || self.paused {
             candidates.clear();
         }
         candidates.sort_by_key(|c| c.timestamp);

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 use swdaq_format::{SourceId, TriggerPrimitive};
 use swdaq_trigger::config::{ActivityConfig, PeriodicConfig, RandomConfig, TrackConfig};
 use swdaq_trigger::{
-    InhibitPolicy, TpBatch, Trigger, TriggerConfig, TriggerDecision, trigger_type,
+    InhibitPolicy, TpBatch, Trigger, TriggerChange, TriggerConfig, TriggerControl, TriggerDecision,
+    trigger_type,
 };
 
 const AFTER: u64 = 1_000;
@@ -165,6 +166,54 @@ fn periodic_triggers_follow_data_time_and_merge_with_activity() {
             (150_001, trigger_type::PERIODIC),
         ]
     );
+}
+
+#[test]
+fn paused_triggers_issue_nothing_new_and_count_what_they_pass_over() {
+    let mut t = trigger(config(InhibitPolicy::Hold), 1, 10);
+    assert_eq!(feed(&mut t, burst(10_000), 15_000).len(), 1);
+    t.control(&TriggerControl::Pause).unwrap();
+    assert!(feed(&mut t, burst(20_000), 25_000).is_empty());
+    assert_eq!(t.counts().paused_away, 1);
+    t.control(&TriggerControl::Resume).unwrap();
+    let out = feed(&mut t, burst(30_000), 35_000);
+    let got: Vec<(u64, u64)> = out
+        .iter()
+        .map(|d| (d.trigger_number, d.timestamp))
+        .collect();
+    assert_eq!(got, [(2, 30_000)], "numbers stay consecutive");
+}
+
+#[test]
+fn prescale_and_rate_change_while_running_and_a_bad_change_is_refused() {
+    let mut c = config(InhibitPolicy::Hold);
+    c.periodic = PeriodicConfig {
+        enabled: true,
+        rate_hz: 62.5e6 / 50_000.0,
+        prescale: 1,
+    };
+    c.multiplicity.enabled = false;
+    let mut t = Trigger::new(c, 1, sources(), 100, Instant::now()).unwrap();
+    feed(&mut t, vec![], 1);
+    assert_eq!(feed(&mut t, vec![], 200_000).len(), 3, "every 50 000 ticks");
+    let change = |prescale, rate_hz| {
+        TriggerControl::Change(TriggerChange {
+            trigger: "periodic".into(),
+            prescale,
+            rate_hz,
+        })
+    };
+    t.control(&change(None, Some(62.5e6 / 10_000.0))).unwrap();
+    assert_eq!(
+        feed(&mut t, vec![], 300_000).len(),
+        10,
+        "every 10 000 ticks"
+    );
+    t.control(&change(Some(5), None)).unwrap();
+    assert_eq!(feed(&mut t, vec![], 400_000).len(), 2, "one in five");
+    assert!(t.control(&change(Some(0), None)).is_err());
+    assert_eq!(t.counts().refused_controls, 1);
+    assert_eq!(feed(&mut t, vec![], 500_000).len(), 2, "unchanged");
 }
 
 #[test]

@@ -31,6 +31,11 @@ enum Command {
     /// One application of a multi-process run (`readout`, `trigger`, `dfo`, `builder`), as
     /// `swdaq run --config TOPOLOGY.toml` starts them.
     App(swdaq_app::apps::Args),
+    /// Keep the system up between runs under run control: an HTTP JSON API to configure,
+    /// start, stop, pause and resume runs and change prescales (see `swdaq ctl`).
+    Serve(swdaq_app::control::ServeArgs),
+    /// Send one command to `swdaq serve` and print its JSON answer.
+    Ctl(swdaq_app::control::CtlArgs),
     /// Write emulated detector data (raw files per link) and its ground truth.
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
@@ -61,6 +66,8 @@ fn main() -> std::process::ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => swdaq_app::run::run(&args),
         Command::App(args) => swdaq_app::apps::run_app(&args),
+        Command::Serve(args) => swdaq_app::control::serve(args),
+        Command::Ctl(args) => swdaq_app::control::ctl(&args),
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Display(args) => display::run(&args),

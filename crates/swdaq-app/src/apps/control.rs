@@ -2,8 +2,9 @@
 //! same through any launcher prefix (`ssh`, `ip netns exec`) and end with the launcher.
 //!
 //! - stdin, launcher to application: `config N` and N bytes of TOML (the run's effective
-//!   configuration), then command lines `start` and `stop`. End of input means `stop`, so an
-//!   application never outlives a launcher that died.
+//!   configuration), then command lines `start` and `stop`, and for the trigger
+//!   `trigger-control HEX` (run control: pause, resume, a prescale or rate; `postcard`). End of input
+//!   means `stop`, so an application never outlives a launcher that died.
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
 //!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded) at the end.
 //! - stderr: the application's log.
@@ -16,11 +17,37 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use swdaq_trigger::TriggerControl;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Start,
     Stop,
+    /// For the trigger: a run-control request (`swdaq serve`).
+    TriggerControl(TriggerControl),
+}
+
+const TRIGGER_CONTROL: &str = "trigger-control ";
+
+/// The command line that carries `control` to the trigger application (`postcard` in hex,
+/// as reports travel: a rate arrives to the last bit).
+pub fn trigger_control_line(control: &TriggerControl) -> String {
+    let bytes = postcard::to_stdvec(control).expect("a trigger control is plain data");
+    format!("{TRIGGER_CONTROL}{}", hex::encode(bytes))
+}
+
+/// Parses one command line; `None` for a line that is no command (logged by the caller).
+fn parse_command(line: &str) -> Option<Command> {
+    match line {
+        "start" => Some(Command::Start),
+        "stop" => Some(Command::Stop),
+        l => {
+            let bytes = hex::decode(l.strip_prefix(TRIGGER_CONTROL)?).ok()?;
+            postcard::from_bytes(&bytes)
+                .ok()
+                .map(Command::TriggerControl)
+        }
+    }
 }
 
 /// Reads the configuration, then the commands, from `input` (stdin).
@@ -60,11 +87,12 @@ impl Commands {
             .name("control".into())
             .spawn(move || {
                 for line in input.lines() {
-                    let command = match line.as_deref().map(str::trim) {
-                        Ok("start") => Command::Start,
-                        Ok("stop") | Err(_) => break,
-                        Ok(other) => {
-                            eprintln!("swdaq app: ignored an unknown command {other:?}");
+                    let Ok(line) = line else { break };
+                    let command = match parse_command(line.trim()) {
+                        Some(Command::Stop) => break,
+                        Some(c) => c,
+                        None => {
+                            eprintln!("swdaq app: ignored an unknown command {line:?}");
                             continue;
                         }
                     };
@@ -78,6 +106,12 @@ impl Commands {
         Ok(Self { receiver, stop })
     }
 
+    /// The commands as they come, for an application that takes run-control requests
+    /// while it runs (the trigger).
+    pub fn receiver(&self) -> Receiver<Command> {
+        self.receiver.clone()
+    }
+
     /// Waits for `start`; false if `stop` (or the end of input) came first.
     pub fn wait_for_start(&self) -> bool {
         matches!(self.receiver.recv(), Ok(Command::Start))
@@ -87,7 +121,9 @@ impl Commands {
     pub fn wait_for_stop(&self, wait: Duration) -> bool {
         match self.receiver.recv_timeout(wait) {
             Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => true,
-            Ok(Command::Start) | Err(RecvTimeoutError::Timeout) => self.stop_requested(),
+            Ok(Command::Start | Command::TriggerControl(_)) | Err(RecvTimeoutError::Timeout) => {
+                self.stop_requested()
+            }
         }
     }
 
@@ -153,6 +189,52 @@ mod tests {
         assert!(commands.wait_for_start());
         assert!(commands.wait_for_stop(Duration::from_secs(5)));
         assert!(commands.stop_requested());
+    }
+
+    #[test]
+    fn trigger_controls_come_in_order_between_start_and_stop() {
+        let change = TriggerControl::Change(swdaq_trigger::TriggerChange {
+            trigger: "random".into(),
+            prescale: Some(4),
+            rate_hz: Some(2.5),
+        });
+        let input = format!(
+            "start\n{}\ntrigger-control {{bad\n{}\nstop\n",
+            trigger_control_line(&TriggerControl::Pause),
+            trigger_control_line(&change)
+        );
+        let commands = Commands::spawn(std::io::Cursor::new(input.into_bytes())).unwrap();
+        let received = commands.receiver();
+        assert!(commands.wait_for_start());
+        let next = || received.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(next(), Command::TriggerControl(TriggerControl::Pause));
+        assert_eq!(
+            next(),
+            Command::TriggerControl(change),
+            "the bad line skipped"
+        );
+        assert_eq!(next(), Command::Stop);
+    }
+
+    proptest::proptest! {
+        /// Any line is a command or not, never a panic; every trigger control survives its line.
+        #[test]
+        fn any_command_line_parses_or_is_skipped(
+            line in ".{0,80}",
+            prescale in proptest::option::of(proptest::num::u32::ANY),
+            rate_hz in proptest::option::of(-1e6..1e6f64),
+        ) {
+            let _ = parse_command(&line);
+            let change = TriggerControl::Change(swdaq_trigger::TriggerChange {
+                trigger: line,
+                prescale,
+                rate_hz,
+            });
+            proptest::prop_assert_eq!(
+                parse_command(&trigger_control_line(&change)),
+                Some(Command::TriggerControl(change))
+            );
+        }
     }
 
     #[test]

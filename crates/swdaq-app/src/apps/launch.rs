@@ -10,7 +10,7 @@
 //! processes it started, and kills one only when it outlives the stop time-out.
 
 use super::control::{self, Event};
-use crate::run::chain::{AppOutcome, RunReport, StopReason};
+use crate::run::chain::{AppOutcome, RunHooks, RunReport, StopReason};
 use crate::run::config::RunConfig;
 use crate::run::stop::StopRequest;
 use crate::run::topology::{App, AppKind};
@@ -20,6 +20,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
+use swdaq_dataflow::TriggerInput;
 
 /// One running application.
 struct Running {
@@ -85,6 +86,20 @@ pub fn run_distributed(
     exe: &Path,
     stop: &StopRequest,
 ) -> anyhow::Result<RunReport> {
+    run_distributed_with(config, exe, stop, &())
+}
+
+/// Run-control requests waiting to be passed to the trigger application.
+const TRIGGER_CONTROL_QUEUE: usize = 64;
+
+/// [`run_distributed`], telling `hooks` when the applications have started and when the
+/// stop begins; run-control requests sent meanwhile go to the trigger application.
+pub fn run_distributed_with(
+    config: &RunConfig,
+    exe: &Path,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
+) -> anyhow::Result<RunReport> {
     config.validate()?;
     ignore_sigpipe();
     let logs = log_dir(config);
@@ -122,7 +137,10 @@ pub fn run_distributed(
         apps.len(),
         logs.display()
     );
-    let stop_reason = supervise(config, &mut apps, &events_rx, stop, started);
+    let (controls_tx, controls) = crossbeam_channel::bounded(TRIGGER_CONTROL_QUEUE);
+    hooks.started(controls_tx);
+    let stop_reason = supervise(config, &mut apps, &events_rx, &controls, stop, started);
+    hooks.stopping();
     let seconds = started.elapsed().as_secs_f64();
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
     for stage in [
@@ -270,6 +288,7 @@ fn supervise(
     config: &RunConfig,
     apps: &mut [Running],
     events: &Receiver<(usize, anyhow::Result<Event>)>,
+    controls: &Receiver<TriggerInput>,
     stop: &StopRequest,
     started: Instant,
 ) -> StopReason {
@@ -280,6 +299,13 @@ fn supervise(
     loop {
         if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
             take_event(apps, e);
+        }
+        for input in controls.try_iter() {
+            if let TriggerInput::Control(c) = input
+                && let Some(trigger) = apps.iter_mut().find(|a| a.kind == AppKind::Trigger)
+            {
+                trigger.command(&control::trigger_control_line(&c));
+            }
         }
         for a in apps.iter_mut().filter(|a| !a.died) {
             if a.poll_exit() {

@@ -3,6 +3,7 @@
 //! and sending its decisions to the orchestrator, then `End` once it has issued the last.
 //! It starts without credit: every credit is a builder's room, passed on by the orchestrator.
 
+use super::control::Command;
 use super::{AppContext, Clock};
 use crate::run::chain::{RunReport, sources_of};
 use crate::run::metrics::TriggerMetrics;
@@ -53,6 +54,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let inlet = Arc::new(Mutex::new(inlet));
     let input = TriggerInbox {
         inlet: Arc::clone(&inlet),
+        commands: ctx.commands.receiver(),
         stop: if started {
             stop
         } else {
@@ -99,6 +101,8 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
 /// The trigger's input from the inbox; the launcher's `stop` becomes the node's `Stop`.
 struct TriggerInbox {
     inlet: Arc<Mutex<Inlet>>,
+    /// The launcher's commands: run-control requests come this way.
+    commands: crossbeam_channel::Receiver<Command>,
     stop: Arc<AtomicBool>,
     stop_given: RefCell<bool>,
 }
@@ -107,6 +111,9 @@ impl Inbox<TriggerInput> for TriggerInbox {
     fn receive(&self, wait: Duration) -> Received<TriggerInput> {
         if self.stop.load(Ordering::Acquire) && !self.stop_given.replace(true) {
             return Received::Message(TriggerInput::Stop);
+        }
+        if let Ok(Command::TriggerControl(c)) = self.commands.try_recv() {
+            return Received::Message(TriggerInput::Control(c));
         }
         let received = self
             .inlet
@@ -122,6 +129,7 @@ impl Inbox<TriggerInput> for TriggerInbox {
                 Received::Message(TriggerInput::LinkEnded(link as usize))
             }
             Message::Credits { n } => Received::Message(TriggerInput::Credits(n)),
+            Message::TriggerControl(c) => Received::Message(TriggerInput::Control(c)),
             other => {
                 eprintln!(
                     "swdaq: trigger got an unexpected {} from application {}",

@@ -99,11 +99,35 @@ pub struct Status<'a> {
     pub links: usize,
 }
 
+/// What run control (`swdaq serve`) is told while a run comes up and goes down.
+pub trait RunHooks {
+    /// Data taking has begun; `trigger` reaches the running trigger (pause, prescale).
+    fn started(&self, trigger: Sender<TriggerInput>);
+    /// The stop has begun: from now on the trigger takes no run-control requests.
+    fn stopping(&self);
+}
+
+/// `swdaq run`: nobody steers the run while it goes on.
+impl RunHooks for () {
+    fn started(&self, _: Sender<TriggerInput>) {}
+    fn stopping(&self) {}
+}
+
 /// Runs the chain until the configured duration, `interrupt`, storage failure (by policy) or
 /// the end of every link; `on_status` is called every status interval.
 pub fn run_chain(
     config: &RunConfig,
     stop: &StopRequest,
+    on_status: impl FnMut(&Status<'_>),
+) -> anyhow::Result<RunReport> {
+    run_chain_with(config, stop, &(), on_status)
+}
+
+/// [`run_chain`], telling `hooks` when data taking has begun and when the stop begins.
+pub fn run_chain_with(
+    config: &RunConfig,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
     mut on_status: impl FnMut(&Status<'_>),
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
@@ -174,6 +198,7 @@ pub fn run_chain(
             })?;
 
         control.go();
+        hooks.started(stop_tx.clone());
         let started = Instant::now();
         let threads_at_start = read_threads();
         let watch = Supervisor {
@@ -188,6 +213,7 @@ pub fn run_chain(
         let thread_cpu = cpu_shares(&threads_at_start, started.elapsed());
         // Stop in data-flow order: the trigger first (its open decision still goes out once
         // its data is in), then the builder finishes every record, then readout stops.
+        hooks.stopping();
         let _ = stop_tx.send(TriggerInput::Stop);
         drop(stop_tx);
         stop.waiting_for("the trigger to issue its last decision");

@@ -61,23 +61,95 @@ const ERROR_COUNTERS: [&str; 5] = [
     "swdaq_readout_bad_size_frames_total",
 ];
 
+/// The run's totals and rates at one snapshot: the live view's first line and `/status`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Totals {
+    pub elapsed_s: f64,
+    pub frames: u64,
+    pub frames_per_s: f64,
+    pub tps_per_s: f64,
+    pub triggers: u64,
+    pub records: u64,
+    pub record_mb_per_s: f64,
+    pub drops: u64,
+    pub errors: u64,
+}
+
+impl Totals {
+    pub fn of(status: &Status<'_>) -> Self {
+        let s = status.snapshot;
+        let (frames, frames_per_s) = counter(s, "swdaq_readout_frames_total");
+        let (_, record_bytes_rate) = counter(s, "swdaq_dataflow_record_bytes_total");
+        Self {
+            elapsed_s: status.elapsed.as_secs_f64(),
+            frames,
+            frames_per_s,
+            tps_per_s: counter(s, "swdaq_tpg_trigger_primitives_total").1,
+            triggers: counter(s, "swdaq_trigger_decisions_total").0,
+            records: counter(s, "swdaq_dataflow_records_total").0,
+            record_mb_per_s: record_bytes_rate / 1e6,
+            drops: counter(s, "swdaq_readout_dropped_frames_total").0
+                + counter(s, "swdaq_trigger_dropped_busy_total").0,
+            errors: ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum(),
+        }
+    }
+}
+
 fn totals_line(status: &Status<'_>) -> String {
-    let s = status.snapshot;
-    let (frames, frame_rate) = counter(s, "swdaq_readout_frames_total");
-    let (_, tp_rate) = counter(s, "swdaq_tpg_trigger_primitives_total");
-    let (triggers, _) = counter(s, "swdaq_trigger_decisions_total");
-    let (records, _) = counter(s, "swdaq_dataflow_records_total");
-    let (_, record_bytes_rate) = counter(s, "swdaq_dataflow_record_bytes_total");
-    let drops = counter(s, "swdaq_readout_dropped_frames_total").0
-        + counter(s, "swdaq_trigger_dropped_busy_total").0;
-    let errors: u64 = ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum();
+    let t = Totals::of(status);
     format!(
-        "t={:.1}s frames={frames} ({:.0}/s) TPs/s={:.0} triggers={triggers} records={records} ({:.1} MB/s) drops={drops} errors={errors}",
-        status.elapsed.as_secs_f64(),
-        frame_rate,
-        tp_rate,
-        record_bytes_rate / 1e6,
+        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}",
+        t.elapsed_s,
+        t.frames,
+        t.frames_per_s,
+        t.tps_per_s,
+        t.triggers,
+        t.records,
+        t.record_mb_per_s,
+        t.drops,
+        t.errors,
     )
+}
+
+/// One link's row of the live view (and of `/status`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LinkFigures {
+    pub link: u32,
+    pub frames_per_s: f64,
+    pub mb_per_s: f64,
+    /// Share of the latency buffer in use, 0 to 1.
+    pub buffer_filled: f64,
+    pub tps_per_s: f64,
+}
+
+impl LinkFigures {
+    pub fn of(status: &Status<'_>) -> Vec<Self> {
+        let s = status.snapshot;
+        let rate = per_link(s, "swdaq_readout_frames_total");
+        let bytes = per_link(s, "swdaq_readout_bytes_total");
+        let filled = per_link(s, "swdaq_readout_buffer_filled_ratio");
+        let tps = per_link(s, "swdaq_tpg_trigger_primitives_total");
+        (0..status.links as u32)
+            .map(|link| {
+                let get = |m: &BTreeMap<u32, f64>| m.get(&link).copied().unwrap_or(0.0);
+                Self {
+                    link,
+                    frames_per_s: get(&rate),
+                    mb_per_s: get(&bytes) / 1e6,
+                    buffer_filled: get(&filled),
+                    tps_per_s: get(&tps),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The live view's figures as JSON (`swdaq serve`'s `/status`).
+pub fn status_json(status: &Status<'_>) -> serde_json::Value {
+    serde_json::json!({
+        "totals": Totals::of(status),
+        "links": LinkFigures::of(status),
+    })
 }
 
 /// Prints status updates: a redrawn table on a terminal, one line each time otherwise.
@@ -102,24 +174,19 @@ impl LiveView {
             let _ = writeln!(out, "{}", totals_line(status));
             return;
         }
-        let s = status.snapshot;
-        let rate = per_link(s, "swdaq_readout_frames_total");
-        let bytes = per_link(s, "swdaq_readout_bytes_total");
-        let filled = per_link(s, "swdaq_readout_buffer_filled_ratio");
-        let tps = per_link(s, "swdaq_tpg_trigger_primitives_total");
         let mut text = format!(
             "{}\n link   frames/s      MB/s  buffer     TPs/s\n",
             totals_line(status)
         );
-        for link in 0..status.links as u32 {
-            let get = |m: &BTreeMap<u32, f64>| m.get(&link).copied().unwrap_or(0.0);
+        for l in LinkFigures::of(status) {
             let _ = writeln!(
                 text,
-                "{link:>5} {:>10.0} {:>9.1} {:>6.0}% {:>9.0}",
-                get(&rate),
-                get(&bytes) / 1e6,
-                get(&filled) * 100.0,
-                get(&tps)
+                "{:>5} {:>10.0} {:>9.1} {:>6.0}% {:>9.0}",
+                l.link,
+                l.frames_per_s,
+                l.mb_per_s,
+                l.buffer_filled * 100.0,
+                l.tps_per_s
             );
         }
         if self.drawn_lines > 0 {
@@ -216,13 +283,19 @@ pub fn summary(r: &RunReport) -> String {
     let t = &r.trigger.counts;
     let _ = writeln!(
         s,
-        "Trigger   {} decisions ({:.2} Hz) from {} candidates: {} merged, {} vetoed as overlapping, {} prescaled away, {} dropped while busy; {} late TPs; latency p50 {} p99 {}",
+        "Trigger   {} decisions ({:.2} Hz) from {} candidates: {} merged, {} vetoed as overlapping, {} prescaled away, {}{} dropped while busy; {} late TPs; latency p50 {} p99 {}",
         t.issued,
         t.issued as f64 / r.seconds,
         t.candidates,
         t.merged,
         t.vetoed_overlapping,
         t.prescaled_away,
+        // Only under run control (`swdaq serve`) can triggers be paused.
+        if t.paused_away > 0 {
+            format!("{} passed over while paused, ", t.paused_away)
+        } else {
+            String::new()
+        },
         t.dropped_busy,
         t.merge.late_tps,
         ms(quantile(&r.trigger.latencies, 0.5)),
@@ -394,6 +467,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "merged": t.merged,
             "vetoed_overlapping": t.vetoed_overlapping,
             "prescaled_away": t.prescaled_away,
+            "paused_away": t.paused_away,
             "dropped_busy": t.dropped_busy,
             "late_tps": t.merge.late_tps,
             "latency_p50_ms": ms(quantile(&r.trigger.latencies, 0.5)),

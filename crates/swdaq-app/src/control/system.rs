@@ -1,0 +1,443 @@
+//! The system under run control: its state (`fsm`), its configuration, and the run going on,
+//! whose chain runs on a thread of its own. Every command goes through the state machine
+//! under one lock, so concurrent commands see one order; waits (a run coming up, a run
+//! stopping) release the lock.
+
+use super::fsm::{Event, Illegal, State, next};
+use crate::apps::launch::{self, run_distributed_with};
+use crate::error_report;
+use crate::run::chain::{RunHooks, run_chain_with};
+use crate::run::config::RunConfig;
+use crate::run::stop::StopRequest;
+use crate::run::view;
+use crossbeam_channel::{Sender, TrySendError};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+use swdaq_dataflow::TriggerInput;
+use swdaq_trigger::{TriggerChange, TriggerControl};
+
+/// How long a start waits for data taking to begin before answering.
+const START_WAIT: Duration = Duration::from_secs(60);
+
+/// Why a command was not carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{0}")]
+    Illegal(#[from] Illegal),
+    /// Legal in this state, but not with these arguments now (a run number already used).
+    #[error("{0}")]
+    Conflict(String),
+    /// The request itself is wrong (an unknown trigger source, a bad prescale).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The running trigger cannot take the request now (its input is full or closing).
+    #[error("the trigger cannot take the request now: {0}")]
+    Busy(String),
+    /// The configuration could not be loaded or the run failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Where the configuration comes from on every `configure` (the file `swdaq serve` was
+/// given, with its command-line overrides).
+pub type ConfigSource = Box<dyn Fn() -> anyhow::Result<RunConfig> + Send + Sync>;
+
+struct Run {
+    number: u32,
+    stop: Arc<StopRequest>,
+    /// The running trigger's input, from the moment data taking began until the stop.
+    trigger: Option<Sender<TriggerInput>>,
+    started_at: SystemTime,
+    /// The live view's figures, refreshed every status interval.
+    live: Option<Value>,
+}
+
+struct Inner {
+    state: State,
+    config: Option<RunConfig>,
+    run: Option<Run>,
+    last_run_number: Option<u32>,
+    /// How the last few runs ended: the summary (`swdaq run --json`'s, with its run number)
+    /// or the error, newest last; a stop finds its own run's here even if another run has
+    /// started since.
+    ended: VecDeque<(u32, Result<Value, String>)>,
+    /// Why the configuration could not be loaded or the last run failed.
+    last_error: Option<String>,
+}
+
+/// Runs whose outcome is kept.
+const ENDED_KEPT: usize = 16;
+
+struct Shared {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+pub struct RunControl {
+    shared: Arc<Shared>,
+    source: ConfigSource,
+}
+
+/// Logs a state change with who asked and when (UTC, RFC 3339).
+fn log_change(who: &str, event: Event, from: State, to: State, detail: &str) {
+    eprintln!(
+        "{} swdaq serve: {who}: {event:?}: {} -> {}{detail}",
+        humantime::format_rfc3339_millis(SystemTime::now()),
+        from.name(),
+        to.name(),
+    );
+}
+
+impl Inner {
+    /// Carries out `event` (logged), or says why not.
+    fn apply(&mut self, event: Event, who: &str, detail: &str) -> Result<State, Illegal> {
+        let from = self.state;
+        self.state = next(from, event)?;
+        log_change(who, event, from, self.state, detail);
+        Ok(self.state)
+    }
+
+    /// Sends `control` to the running trigger without ever blocking the lock holder.
+    fn send_to_trigger(&self, control: TriggerControl) -> Result<(), ControlError> {
+        let Some(tx) = self.run.as_ref().and_then(|r| r.trigger.as_ref()) else {
+            return Err(ControlError::Busy("the run is not taking data".into()));
+        };
+        tx.try_send(TriggerInput::Control(control))
+            .map_err(|e| match e {
+                TrySendError::Full(_) => ControlError::Busy("its input queue is full".into()),
+                TrySendError::Disconnected(_) => ControlError::Busy("it has ended".into()),
+            })
+    }
+}
+
+/// Tells run control how the run it started is going.
+struct Hooks {
+    shared: Arc<Shared>,
+    number: u32,
+}
+
+impl RunHooks for Hooks {
+    fn started(&self, trigger: Sender<TriggerInput>) {
+        let mut inner = self.shared.lock();
+        if let Some(run) = inner.run.as_mut().filter(|r| r.number == self.number) {
+            run.trigger = Some(trigger);
+            let _ = inner.apply(Event::Started, &format!("run {}", self.number), "");
+        }
+        self.shared.changed.notify_all();
+    }
+
+    fn stopping(&self) {
+        if let Some(run) = self
+            .shared
+            .lock()
+            .run
+            .as_mut()
+            .filter(|r| r.number == self.number)
+        {
+            run.trigger = None;
+        }
+    }
+}
+
+impl RunControl {
+    pub fn new(source: ConfigSource) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                inner: Mutex::new(Inner {
+                    state: State::Initial,
+                    config: None,
+                    run: None,
+                    last_run_number: None,
+                    ended: VecDeque::new(),
+                    last_error: None,
+                }),
+                changed: Condvar::new(),
+            }),
+            source,
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.shared.lock().state
+    }
+
+    /// (Re)loads the configuration.
+    pub fn configure(&self, who: &str) -> Result<Value, ControlError> {
+        let mut inner = self.shared.lock();
+        next(inner.state, Event::Configure)?;
+        let config = (self.source)()
+            .and_then(|c| {
+                c.validate()?;
+                Ok(c)
+            })
+            .map_err(|e| ControlError::Failed(one_line(&e)))?;
+        let detail = format!(
+            " ({} links, output to {})",
+            config.emulator.links,
+            config.run.output_dir.display()
+        );
+        inner.config = Some(config);
+        inner.last_error = None;
+        let state = inner.apply(Event::Configure, who, &detail)?;
+        Ok(json!({ "state": state }))
+    }
+
+    /// Starts run `number` (the last run's number + 1 if none is given) and answers once data
+    /// taking has begun, or the run stopped or failed first.
+    pub fn start(&self, number: Option<u32>, who: &str) -> Result<Value, ControlError> {
+        let mut inner = self.shared.lock();
+        next(inner.state, Event::Start)?;
+        let mut config = inner.config.clone().ok_or(Illegal {
+            state: inner.state,
+            event: Event::Start,
+        })?;
+        let number = match (number, inner.last_run_number) {
+            (Some(n), Some(last)) if n <= last => {
+                return Err(ControlError::Conflict(format!(
+                    "run numbers must increase: run {n} is not after the last run, {last}"
+                )));
+            }
+            (Some(n), _) => n,
+            (None, Some(last)) => last
+                .checked_add(1)
+                .ok_or(ControlError::Conflict("run numbers are used up".into()))?,
+            (None, None) => config.run.number,
+        };
+        config.run.number = number;
+        let stop = Arc::new(StopRequest::default());
+        inner.run = Some(Run {
+            number,
+            stop: Arc::clone(&stop),
+            trigger: None,
+            started_at: SystemTime::now(),
+            live: None,
+        });
+        inner.last_run_number = Some(number);
+        inner.apply(Event::Start, who, &format!(" (run {number})"))?;
+        let shared = Arc::clone(&self.shared);
+        std::thread::Builder::new()
+            .name(format!("run-{number}"))
+            .spawn(move || run_thread(shared, config, stop))
+            .map_err(|e| ControlError::Failed(format!("cannot start the run's thread: {e}")))?;
+        let (inner, _) = self
+            .shared
+            .changed
+            .wait_timeout_while(inner, START_WAIT, |i| {
+                i.state == State::Starting && i.run.as_ref().is_some_and(|r| r.number == number)
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        match inner.ended.iter().find(|(n, _)| *n == number) {
+            Some((_, Err(e))) => Err(ControlError::Failed(e.clone())),
+            _ => Ok(json!({ "state": inner.state, "run_number": number })),
+        }
+    }
+
+    /// Stops the run and answers with its summary once it has stopped.
+    pub fn stop(&self, who: &str) -> Result<Value, ControlError> {
+        let mut inner = self.shared.lock();
+        next(inner.state, Event::Stop)?;
+        let Some(run) = inner.run.as_ref() else {
+            return Err(Illegal {
+                state: inner.state,
+                event: Event::Stop,
+            }
+            .into());
+        };
+        let number = run.number;
+        run.stop.request();
+        inner.apply(Event::Stop, who, &format!(" (run {number})"))?;
+        let inner = self
+            .shared
+            .changed
+            .wait_while(inner, |i| {
+                i.run.as_ref().is_some_and(|r| r.number == number)
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        match inner.ended.iter().find(|(n, _)| *n == number) {
+            Some((_, Ok(summary))) => Ok(summary.clone()),
+            Some((_, Err(e))) => Err(ControlError::Failed(e.clone())),
+            None => Err(ControlError::Conflict(format!(
+                "run {number} ended without a summary"
+            ))),
+        }
+    }
+
+    pub fn pause(&self, who: &str) -> Result<Value, ControlError> {
+        self.switch_triggers(Event::Pause, TriggerControl::Pause, who)
+    }
+
+    pub fn resume(&self, who: &str) -> Result<Value, ControlError> {
+        self.switch_triggers(Event::Resume, TriggerControl::Resume, who)
+    }
+
+    fn switch_triggers(
+        &self,
+        event: Event,
+        control: TriggerControl,
+        who: &str,
+    ) -> Result<Value, ControlError> {
+        let mut inner = self.shared.lock();
+        next(inner.state, event)?;
+        inner.send_to_trigger(control)?;
+        let state = inner.apply(event, who, "")?;
+        Ok(json!({ "state": state }))
+    }
+
+    /// Changes a trigger source's prescale or rate: for the run going on, if any, and for
+    /// the runs after it.
+    pub fn change_trigger(&self, change: TriggerChange, who: &str) -> Result<Value, ControlError> {
+        let mut inner = self.shared.lock();
+        next(inner.state, Event::ChangeTrigger)?;
+        let Some(config) = inner.config.as_ref() else {
+            return Err(Illegal {
+                state: inner.state,
+                event: Event::ChangeTrigger,
+            }
+            .into());
+        };
+        let mut trigger = config.trigger.clone();
+        trigger
+            .apply(&change)
+            .map_err(|e| ControlError::BadRequest(e.to_string()))?;
+        if inner.state.has_run() {
+            inner.send_to_trigger(TriggerControl::Change(change.clone()))?;
+        }
+        if let Some(config) = inner.config.as_mut() {
+            config.trigger = trigger;
+        }
+        let detail = format!(
+            " ({}: prescale {:?}, rate_hz {:?})",
+            change.trigger, change.prescale, change.rate_hz
+        );
+        let state = inner.apply(Event::ChangeTrigger, who, &detail)?;
+        Ok(json!({ "state": state }))
+    }
+
+    /// The state, the run going on with its live figures, the last run's summary or error.
+    pub fn status(&self) -> Value {
+        let inner = self.shared.lock();
+        let run = inner.run.as_ref().map(|r| {
+            json!({
+                "run_number": r.number,
+                "started_at": humantime::format_rfc3339_millis(r.started_at).to_string(),
+                "live": r.live,
+            })
+        });
+        let last_summary = inner.ended.iter().rev().find_map(|(_, r)| r.as_ref().ok());
+        json!({
+            "state": inner.state,
+            "run": run,
+            "last_run_number": inner.last_run_number,
+            "last_summary": last_summary,
+            "error": inner.last_error,
+        })
+    }
+
+    /// Stops the run going on, if any, and waits until it has (the server is closing).
+    pub fn shut_down(&self, who: &str) {
+        if self.state().has_run() {
+            let _ = self.stop(who);
+        }
+    }
+}
+
+/// An error with its causes on one line, for a JSON answer.
+fn one_line(e: &anyhow::Error) -> String {
+    error_report::cause_lines(e).join(": ")
+}
+
+/// Runs one run's chain and reports how it ended to run control.
+fn run_thread(shared: Arc<Shared>, config: RunConfig, stop: Arc<StopRequest>) {
+    let number = config.run.number;
+    let hooks = Hooks {
+        shared: Arc::clone(&shared),
+        number,
+    };
+    let result = if config.topology.is_distributed() {
+        // The applications are started for the run and stopped with it; their figures are
+        // on each one's /metrics, not gathered here.
+        launch::current_exe().and_then(|exe| run_distributed_with(&config, &exe, &stop, &hooks))
+    } else {
+        run_chain_with(&config, &stop, &hooks, |status| {
+            if let Some(run) = shared.lock().run.as_mut() {
+                run.live = Some(view::status_json(status));
+            }
+        })
+    };
+    let who = format!("run {number}");
+    let mut inner = shared.lock();
+    let outcome = match result {
+        Ok(report) => {
+            let mut summary = view::summary_json(&report);
+            summary["run_number"] = number.into();
+            let reason = format!(" ({:?})", report.stop_reason);
+            let _ = inner.apply(Event::Ended, &who, &reason);
+            Ok(summary)
+        }
+        Err(e) => {
+            let message = one_line(&e);
+            let _ = inner.apply(Event::Failed, &who, &format!(": {message}"));
+            inner.last_error = Some(message.clone());
+            Err(message)
+        }
+    };
+    if inner.ended.len() == ENDED_KEPT {
+        inner.ended.pop_front();
+    }
+    inner.ended.push_back((number, outcome));
+    inner.run = None;
+    shared.changed.notify_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_that_does_not_load_leaves_the_state_and_says_why() {
+        let control = RunControl::new(Box::new(|| anyhow::bail!("run.toml: no such file")));
+        let e = control.configure("test").unwrap_err();
+        assert!(
+            matches!(&e, ControlError::Failed(m) if m.contains("no such file")),
+            "{e}"
+        );
+        assert_eq!(control.state(), State::Initial);
+        assert!(matches!(
+            control.start(None, "test"),
+            Err(ControlError::Illegal(_))
+        ));
+    }
+
+    #[test]
+    fn a_trigger_change_is_checked_and_kept_for_the_next_runs() {
+        let control = RunControl::new(Box::new(|| Ok(RunConfig::default())));
+        let change = |trigger: &str, prescale| TriggerChange {
+            trigger: trigger.into(),
+            prescale: Some(prescale),
+            rate_hz: None,
+        };
+        assert!(matches!(
+            control.change_trigger(change("multiplicity", 2), "test"),
+            Err(ControlError::Illegal(_))
+        ));
+        control.configure("test").unwrap();
+        control
+            .change_trigger(change("multiplicity", 3), "test")
+            .unwrap();
+        let e = control.change_trigger(change("multiplicity", 0), "test");
+        assert!(matches!(e, Err(ControlError::BadRequest(_))));
+        let inner = control.shared.lock();
+        assert_eq!(
+            inner.config.as_ref().unwrap().trigger.multiplicity.prescale,
+            3
+        );
+    }
+}

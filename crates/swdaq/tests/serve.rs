@@ -1,0 +1,520 @@
+//! `swdaq serve` driven over HTTP by a real client (ureq), as an operator would: the full run
+//! cycle with new run numbers and files, illegal transitions, bad requests, tokens, concurrent
+//! commands and a stop during start; `swdaq ctl` against it. Each test starts its own server
+//! on 127.0.0.1 (port chosen by the system); they run one at a time (the machine has two
+//! cores and each run takes data in real time).
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use swdaq_app::control::client::{Answer, Client};
+use swdaq_store::RecordFileReader;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn config(dir: &Path) -> PathBuf {
+    config_with(dir, "")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The chain as applications on loopback: a readout per link, trigger, dfo, one builder.
+fn topology() -> String {
+    let mut t = "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n".to_string();
+    for (name, kind, links) in [
+        ("readout-0", "readout", "links = [0]"),
+        ("readout-1", "readout", "links = [1]"),
+        ("trigger", "trigger", ""),
+        ("dfo", "dfo", ""),
+        ("builder-0", "builder", ""),
+    ] {
+        t += &format!(
+            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{links}\n",
+            free_port()
+        );
+    }
+    t
+}
+
+fn config_with(dir: &Path, extra: &str) -> PathBuf {
+    let text = format!(
+        "[run]\nduration_s = 0\nmetrics_addr = \"\"\nstatus_interval_s = 0.2\noutput_dir = {:?}\n\
+         [emulator]\nlinks = 2\ntemplate_s = 0.05\n[readout]\nbuffer_s = 1.0\n\
+         [trigger.periodic]\nenabled = true\nrate_hz = 20.0\n{extra}",
+        dir.join("data")
+    );
+    let path = dir.join("serve.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A `swdaq serve` child; killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str]) -> Self {
+        Self::with_config(&config(dir), extra)
+    }
+
+    fn with_config(config: &Path, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .args(extra)
+            .env_remove("SWDAQ_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let text = Arc::clone(&log);
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut t = text.lock().unwrap();
+                t.push_str(&line);
+                t.push('\n');
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("swdaq serve: listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Self { child, addr, log }
+    }
+
+    fn client(&self) -> Client {
+        Client::new(&self.addr, None)
+    }
+
+    /// A raw request: any method, path and body bytes.
+    fn raw(&self, method: &str, path: &str, body: &[u8], token: Option<&str>) -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let url = format!("http://{}{path}", self.addr);
+        let request = ureq::http::Request::builder().method(method).uri(url);
+        let request = match token {
+            Some(t) => request.header("Authorization", format!("Bearer {t}")),
+            None => request,
+        };
+        let mut response = agent.run(request.body(body.to_vec()).unwrap()).unwrap();
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_json().unwrap();
+        (status, body)
+    }
+
+    /// Whether the log says `text` within a few seconds (stderr is read on a thread).
+    fn logged(&self, text: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.log.lock().unwrap().contains(text) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ok(answer: anyhow::Result<Answer>) -> Value {
+    let a = answer.unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.body
+}
+
+fn state(server: &Server) -> String {
+    ok(server.client().get("/state"))["state"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The closed HDF5 files of run `number`, each read through: (files, records).
+fn files_of_run(dir: &Path, number: u32) -> (usize, usize) {
+    files_named(dir, "swdaq", number)
+}
+
+/// The closed HDF5 files `<writer>_runNNNNNN_*.hdf5`, each read through: (files, records).
+fn files_named(dir: &Path, writer: &str, number: u32) -> (usize, usize) {
+    let prefix = format!("{writer}_run{number:06}_");
+    let mut files = 0;
+    let mut records = 0;
+    for entry in std::fs::read_dir(dir.join("data")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        assert!(name.ends_with(".hdf5"), "closed and renamed: {name}");
+        files += 1;
+        let reader = RecordFileReader::open(&path).unwrap();
+        for r in reader.records().unwrap() {
+            let r = r.unwrap();
+            assert_eq!(r.header.run_number, number, "{name}");
+            records += 1;
+        }
+    }
+    (files, records)
+}
+
+#[test]
+fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let c = server.client();
+    assert_eq!(state(&server), "initial");
+    assert_eq!(ok(c.post("/configure", None))["state"], "configured");
+
+    let started = ok(c.post("/start", Some(&json!({ "run_number": 5 }))));
+    assert_eq!(started, json!({ "state": "running", "run_number": 5 }));
+    std::thread::sleep(Duration::from_millis(800));
+    let status = ok(c.get("/status"));
+    assert_eq!(status["state"], "running");
+    assert_eq!(status["run"]["run_number"], 5);
+    let live = &status["run"]["live"];
+    assert!(live["totals"]["frames"].as_u64().unwrap() > 0, "{status}");
+    assert_eq!(live["links"].as_array().unwrap().len(), 2, "{status}");
+
+    assert_eq!(ok(c.post("/pause", None))["state"], "paused");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(ok(c.post("/resume", None))["state"], "running");
+    let change = json!({ "trigger": "periodic", "rate_hz": 50.0, "prescale": 2 });
+    assert_eq!(ok(c.post("/trigger", Some(&change)))["state"], "running");
+    std::thread::sleep(Duration::from_millis(500));
+    let summary = ok(c.post("/stop", None));
+    assert_eq!(summary["run_number"], 5);
+    assert_eq!(summary["stop_reason"], "Interrupted");
+    let decisions = summary["trigger"]["decisions"].as_u64().unwrap();
+    assert!(decisions > 0, "{summary}");
+    assert!(
+        summary["trigger"]["paused_away"].as_u64().unwrap() > 0,
+        "20 Hz periodic candidates passed over during 0.5 s of pause: {summary}"
+    );
+    assert_eq!(state(&server), "configured");
+    let (files, records) = files_of_run(dir.path(), 5);
+    assert!(files >= 1);
+    assert_eq!(
+        records as u64,
+        summary["storage"]["records_written"].as_u64().unwrap()
+    );
+
+    // Again, without a number: the next one, new files; run 5's are left as they were.
+    let again = ok(c.post("/start", None));
+    assert_eq!(again["run_number"], 6);
+    std::thread::sleep(Duration::from_millis(500));
+    let summary6 = ok(c.post("/stop", None));
+    assert_eq!(summary6["run_number"], 6);
+    assert!(files_of_run(dir.path(), 6).0 >= 1);
+    assert_eq!(files_of_run(dir.path(), 5), (files, records));
+    assert_eq!(ok(c.get("/status"))["last_summary"]["run_number"], 6);
+
+    for change in [
+        "(loopback, no token): Configure: initial -> configured",
+        "(loopback, no token): Start: configured -> starting (run 5)",
+        "run 5: Started: starting -> running",
+        "(loopback, no token): Pause: running -> paused",
+        "(loopback, no token): Resume: paused -> running",
+        "(loopback, no token): ChangeTrigger: running -> running (periodic",
+        "(loopback, no token): Stop: running -> stopping (run 5)",
+        "run 5: Ended: stopping -> configured",
+    ] {
+        assert!(
+            server.logged(change),
+            "{change:?} not logged:\n{}",
+            server.log()
+        );
+    }
+}
+
+#[test]
+fn illegal_transitions_get_409_with_the_state() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let c = server.client();
+    let refused = |path: &str, body: Option<Value>, state: &str| {
+        let a = c.post(path, body.as_ref()).unwrap();
+        assert_eq!(a.status, 409, "{path}: {}", a.body);
+        assert_eq!(a.body["state"], state, "{path}: {}", a.body);
+        assert!(
+            a.body["error"].as_str().unwrap().contains(state),
+            "{}",
+            a.body
+        );
+    };
+    refused("/start", None, "initial");
+    refused("/stop", None, "initial");
+    refused("/pause", None, "initial");
+    ok(c.post("/configure", None));
+    refused("/stop", None, "configured");
+    refused("/resume", None, "configured");
+    ok(c.post("/start", Some(&json!({ "run_number": 3 }))));
+    refused("/resume", None, "running");
+    refused("/configure", None, "running");
+    refused("/start", None, "running");
+    ok(c.post("/stop", None));
+    let a = c.post("/start", Some(&json!({ "run_number": 3 }))).unwrap();
+    assert_eq!(a.status, 409, "a run number used before: {}", a.body);
+    assert!(a.body["error"].as_str().unwrap().contains("must increase"));
+    assert_eq!(state(&server), "configured");
+}
+
+#[test]
+fn bad_json_is_400_an_unknown_route_404() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    ok(server.client().post("/configure", None));
+    for (path, body) in [
+        ("/start", &b"{"[..]),
+        ("/start", br#"{"run_number": "seven"}"#),
+        ("/stop", b"please"),
+        ("/trigger", br#"{"trigger": "periodic", "prescale": -1}"#),
+        ("/trigger", br#"{"trigger": "cosmic", "prescale": 2}"#),
+        ("/trigger", br#"{"trigger": "periodic", "prescale": 0}"#),
+    ] {
+        let (status, answer) = server.raw("POST", path, body, None);
+        assert_eq!(status, 400, "{path} {body:?}: {answer}");
+        assert!(!answer["error"].as_str().unwrap().is_empty());
+    }
+    for (method, path) in [("GET", "/nothing"), ("DELETE", "/state"), ("GET", "/start")] {
+        let (status, answer) = server.raw(method, path, b"", None);
+        assert_eq!(status, 404, "{method} {path}: {answer}");
+    }
+    assert_eq!(state(&server), "configured", "nothing changed");
+    assert_eq!(
+        ok(server.client().get("/status"))["refused_requests"],
+        json!({ "400": 6, "404": 3 }),
+        "every refusal counted"
+    );
+}
+
+#[test]
+fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "tok-123456\n").unwrap();
+    let server = Server::start(dir.path(), &["--token-file", token_file.to_str().unwrap()]);
+    for token in [None, Some("tok-12345"), Some("tok-1234567"), Some("")] {
+        let (status, answer) = server.raw("POST", "/configure", b"", token);
+        assert_eq!(status, 401, "{token:?}: {answer}");
+        let (status, _) = server.raw("GET", "/state", b"", token);
+        assert_eq!(status, 401);
+    }
+    assert_eq!(
+        server.raw("POST", "/configure", b"", Some("tok-123456")),
+        (200, json!({ "state": "configured" }))
+    );
+    assert!(server.logged("refused POST /configure: missing or wrong token"));
+    assert!(server.logged("(token): Configure: initial -> configured"));
+
+    let ctl = |token: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_swdaq"))
+            .args(["ctl", "--addr", &server.addr, "--token-file"])
+            .arg(token)
+            .args(args)
+            .env_remove("SWDAQ_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let out = ctl(&token_file, &["state"]);
+    assert!(out.status.success());
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["state"], "configured");
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "nope").unwrap();
+    let out = ctl(&wrong, &["start", "--run", "9"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("missing or wrong bearer token (HTTP 401"),
+        "{err}"
+    );
+    let out = ctl(&token_file, &["pause"]);
+    assert!(!out.status.success(), "pause while configured");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HTTP 409; state configured"), "{err}");
+}
+
+#[test]
+fn listening_beyond_loopback_without_a_token_is_refused_before_binding() {
+    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["serve", "--addr", "0.0.0.0:0"])
+        .env_remove("SWDAQ_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing to listen on 0.0.0.0:0 without a token"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "never listened");
+}
+
+#[test]
+fn concurrent_starts_and_stops_keep_one_consistent_state() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    ok(server.client().post("/configure", None));
+    let started = Mutex::new(Vec::new());
+    let stopped = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let (server, started, stopped) = (&server, &started, &stopped);
+            s.spawn(move || {
+                let c = server.client();
+                for i in 0..4 {
+                    let a = if (t + i) % 2 == 0 {
+                        c.post("/start", None).unwrap()
+                    } else {
+                        c.post("/stop", None).unwrap()
+                    };
+                    match (a.status, a.body.get("run_number")) {
+                        (200, Some(n)) if a.body.get("trigger").is_none() => {
+                            started.lock().unwrap().push(n.as_u64().unwrap())
+                        }
+                        (200, Some(n)) => stopped.lock().unwrap().push(stored(n, &a.body)),
+                        (409, _) => assert!(a.body["state"].is_string(), "{}", a.body),
+                        other => panic!("unexpected answer {other:?}: {}", a.body),
+                    }
+                }
+            });
+        }
+    });
+    if state(&server) != "configured" {
+        let summary = ok(server.client().post("/stop", None));
+        stopped
+            .lock()
+            .unwrap()
+            .push(stored(&summary["run_number"], &summary));
+    }
+    let mut started = started.into_inner().unwrap();
+    let mut stopped = stopped.into_inner().unwrap();
+    started.sort();
+    stopped.sort();
+    assert!(!started.is_empty());
+    let stopped_numbers: Vec<u64> = stopped.iter().map(|s| s.0).collect();
+    assert_eq!(
+        started, stopped_numbers,
+        "every run started was stopped once"
+    );
+    let mut distinct = started.clone();
+    distinct.dedup();
+    assert_eq!(distinct, started, "run numbers are never reused");
+    assert_eq!(state(&server), "configured");
+    for (n, records) in stopped {
+        assert_eq!(
+            files_of_run(dir.path(), n as u32).1,
+            records,
+            "run {n}'s files"
+        );
+    }
+}
+
+/// A stop's answer: the run's number and the records it stored.
+fn stored(number: &Value, summary: &Value) -> (u64, usize) {
+    let records = summary["storage"]["records_written"].as_u64().unwrap();
+    (number.as_u64().unwrap(), records as usize)
+}
+
+#[test]
+fn a_stop_during_start_stops_the_run_as_soon_as_it_is_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    ok(server.client().post("/configure", None));
+    std::thread::scope(|s| {
+        let start = s.spawn(|| ok(server.client().post("/start", None)));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state(&server) != "starting" {
+            assert!(Instant::now() < deadline, "never seen starting");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let summary = ok(server.client().post("/stop", None));
+        assert_eq!(summary["stop_reason"], "Interrupted");
+        let started = start.join().unwrap();
+        assert_ne!(started["state"], "running", "{started}");
+        assert_eq!(started["run_number"], summary["run_number"]);
+    });
+    assert_eq!(state(&server), "configured");
+    assert!(server.logged("Stop: starting -> stopping"));
+}
+
+#[test]
+fn the_applications_of_a_topology_run_under_the_same_control() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::with_config(&config_with(dir.path(), &topology()), &[]);
+    let c = server.client();
+    ok(c.post("/configure", None));
+    for number in [1, 2] {
+        let started = ok(c.post("/start", Some(&json!({ "run_number": number }))));
+        assert_eq!(started["state"], "running", "{started}");
+        std::thread::sleep(Duration::from_millis(500));
+        if number == 1 {
+            ok(c.post("/pause", None));
+            std::thread::sleep(Duration::from_millis(500));
+            ok(c.post("/resume", None));
+            let change = json!({ "trigger": "periodic", "prescale": 2 });
+            ok(c.post("/trigger", Some(&change)));
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let summary = ok(c.post("/stop", None));
+        assert_eq!(summary["run_number"], number);
+        assert_eq!(summary["apps"].as_array().unwrap().len(), 5, "{summary}");
+        assert!(
+            summary["apps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a["reported"] == true)
+        );
+        if number == 1 {
+            assert!(
+                summary["trigger"]["paused_away"].as_u64().unwrap() > 0,
+                "the trigger application was paused: {summary}"
+            );
+        }
+        let records = summary["storage"]["records_written"].as_u64().unwrap();
+        assert_eq!(
+            files_named(dir.path(), "swdaq_builder-0", number).1 as u64,
+            records
+        );
+    }
+    assert!(server.logged("run 2: Ended: stopping -> configured"));
+}
