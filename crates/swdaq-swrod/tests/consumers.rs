@@ -75,8 +75,10 @@ fn chain_serves_records_samples_and_counts_a_slow_consumer() {
     assert_eq!(stalled.iter().count(), 5);
 
     let (req_tx, req_rx) = unbounded();
+    // The server takes fragments and requests in any order: a request may come before most
+    // fragments are stored, so none may look implausibly far ahead (`Invalid`).
     let server = std::thread::spawn(move || {
-        serve_requests(to_server, req_rx, FragmentStore::new(1000, 100))
+        serve_requests(to_server, req_rx, FragmentStore::new(1000, 1000))
     });
     let (reply_tx, reply_rx) = unbounded();
     for l1_id in [0, 150, 199] {
@@ -202,4 +204,21 @@ fn the_hlt_builds_every_event_and_names_the_robs_it_could_not_get() {
             .filter(|e| e.0 != 50 && e.0 != 5000)
             .all(|e| e.1 == 2 && e.2.is_empty())
     );
+}
+
+#[test]
+fn a_fragment_completed_late_is_not_yet_until_it_comes_not_gone() {
+    let mut store = FragmentStore::new(100, 1000);
+    let mut held = None;
+    build(50, |f| {
+        // Fragment 10 completes after the newer ones (as a timed-out one does).
+        if f.l1_id == 10 {
+            held = Some(f);
+        } else {
+            store.insert(Arc::new(f));
+        }
+    });
+    assert_eq!(store.lookup(10).0, RobRequestStatus::NotYet);
+    store.insert(Arc::new(held.unwrap()));
+    assert_eq!(store.lookup(10).0, RobRequestStatus::Found);
 }

@@ -91,3 +91,32 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped example, paced and stopped by its duration (the stop path every
+    /// interactive run takes), with faults on: truth and counters agree.
+    #[test]
+    fn shipped_example_config_runs_and_stops_on_time_with_faults_accounted() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod.toml");
+        assert!(is_swrod_config(&path).unwrap());
+        let mut config = load(&path).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        config.swrod.output_dir = dir.path().to_owned();
+        config.metrics_addr = "127.0.0.1:0".into();
+        config.duration_s = 1.5;
+        config.swrod.felix.faults.missing_chunk = 0.001;
+        config.swrod.felix.faults.truncated_chunk = 0.001;
+        let mut seconds = 0;
+        let report = run(&config, &StopRequest::default(), |_| seconds += 1).unwrap();
+        assert!(report.truth_ok(), "{}", summary_text(&report));
+        assert!(report.cards[0].l1as > 0);
+        assert!(report.seconds < 10.0, "the stop took {} s", report.seconds);
+        assert_eq!(report.hlt.events, report.cards[0].l1as);
+        let text = summary_text(&report);
+        assert!(text.contains("overall OK"), "{text}");
+        assert_eq!(summary_json(&report)["truth"]["ok"], true);
+    }
+}
