@@ -36,6 +36,9 @@ const BLOCK_QUEUE: usize = 256;
 const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
 
+/// A card's link to one ROB: block buffers out, emptied buffers back for reuse.
+type RobOutput = (Sender<Vec<u8>>, Receiver<Vec<u8>>);
+
 struct Shared {
     stop_at: AtomicU64,
     stopping: AtomicBool,
@@ -102,7 +105,7 @@ pub fn run_threads(
     let mut rods = Vec::new();
     let mut samplers = Vec::new();
     let mut servers = Vec::new();
-    let mut card_outputs: Vec<Vec<(Sender<Vec<u8>>, Receiver<Vec<u8>>)>> = Vec::new();
+    let mut card_outputs: Vec<Vec<RobOutput>> = Vec::new();
     for card in 0..s.cards {
         let mut outputs = Vec::new();
         for r in 0..s.robs_per_card {
@@ -254,7 +257,7 @@ fn card_thread(
     c: u16,
     s: &SwrodSettings,
     shared: &Shared,
-    outputs: Vec<(Sender<Vec<u8>>, Receiver<Vec<u8>>)>,
+    outputs: Vec<RobOutput>,
     l1_tx: Option<Sender<u32>>,
     l1as_counter: Counter,
 ) -> CardResult {
@@ -321,7 +324,7 @@ fn card_thread(
 
 /// Hands each ROB the blocks of its e-links (card e-link `i` is number `i`); returns the
 /// seconds spent waiting for a ROB's queue.
-fn route(blocks: &[u8], per_rob: usize, outputs: &[(Sender<Vec<u8>>, Receiver<Vec<u8>>)]) -> f64 {
+fn route(blocks: &[u8], per_rob: usize, outputs: &[RobOutput]) -> f64 {
     let mut buffers: Vec<Vec<u8>> = outputs
         .iter()
         .map(|(_, free)| {
