@@ -377,6 +377,8 @@ fn rod_thread(
             aggregator.open_fragments(),
             chain.counts().map(|(_, c)| c),
         );
+        // A registration failure only loses the per-e-link series; the totals stay.
+        let _ = metrics.publish_elink_errors(&aggregator.config().elinks, &aggregator.elink_errors);
     };
     for buf in blocks.iter() {
         let t = Instant::now();
