@@ -7,12 +7,13 @@
 //! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). CMS-compatible:
 //! [`fed`] (FED fragments with their CRC-16), [`frd`] (FRD event header v6, `RAW_0002` file
 //! header). ATLAS: [`felix`] (FELIX to-host blocks, GBT mode), [`eformat`] (event format v5
-//! ROB/ROD). Ours: [`rawfile`] (raw link files). [`crc`] computes CRC32C.
+//! ROB/ROD), [`eformat_event`] (full events). Ours: [`rawfile`] (raw link files). [`crc`] computes CRC32C.
 
 pub mod adc_matrix;
 pub mod crc;
 pub mod daq_eth;
 pub mod eformat;
+pub mod eformat_event;
 mod error;
 pub mod fed;
 pub mod felix;

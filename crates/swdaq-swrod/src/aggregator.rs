@@ -231,6 +231,9 @@ pub struct Aggregator<I: SlotIndex> {
     data_at: usize,
     header_bytes: usize,
     pub counts: AggregatorCounts,
+    /// Problems per e-link (ROB order): chunks lost, duplicate, out of order, truncated or
+    /// flagged, BCID mismatches, going silent. Only error paths touch it.
+    pub elink_errors: Vec<u64>,
 }
 
 impl<I: SlotIndex> Aggregator<I> {
@@ -274,6 +277,7 @@ impl<I: SlotIndex> Aggregator<I> {
             header_bytes: config.header_bytes(),
             config,
             counts: AggregatorCounts::default(),
+            elink_errors: vec![0; n],
         })
     }
 
@@ -327,18 +331,22 @@ impl<I: SlotIndex> Aggregator<I> {
         let slot = &mut self.slots[s];
         if slot.received.contains(e) {
             self.counts.duplicate_chunks += 1;
+            self.elink_errors[e] += 1;
             return;
         }
         if slot.bcid != bcid {
             self.counts.bcid_mismatches += 1;
+            self.elink_errors[e] += 1;
             slot.status |= status::BCID_CHECK_FAIL;
         }
         if trailer.truncated {
             self.counts.truncated_chunks += 1;
+            self.elink_errors[e] += 1;
             slot.status |= status::DATA_CORRUPTION;
         }
         if trailer.crc_error || trailer.error {
             self.counts.crc_error_chunks += 1;
+            self.elink_errors[e] += 1;
             slot.status |= status::DATA_CORRUPTION;
         }
         if let Some(buf) = slot.buf.as_mut() {
@@ -387,6 +395,7 @@ impl<I: SlotIndex> Aggregator<I> {
             && l1_id != last
         {
             self.counts.out_of_order_chunks += 1;
+            self.elink_errors[e] += 1;
         }
         self.last_seen[e] = Some(l1_id);
         if self.latest[e].is_none_or(|l| later(l1_id, l)) {
@@ -458,11 +467,13 @@ impl<I: SlotIndex> Aggregator<I> {
                 }
                 if self.latest[e].is_some_and(|l| later(l, l1_id)) {
                     self.counts.missing_chunks += 1;
+                    self.elink_errors[e] += 1;
                 } else {
                     self.silent.insert(e);
                     self.live.remove(e);
                     self.live_count -= 1;
                     self.counts.elinks_silent += 1;
+                    self.elink_errors[e] += 1;
                 }
             }
         }

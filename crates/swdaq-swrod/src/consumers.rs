@@ -95,6 +95,10 @@ pub struct FragmentStore {
     order: VecDeque<u32>,
     capacity: usize,
     newest: Option<u32>,
+    /// The newest L1 ID given up to make room. Fragments completed by the time-out arrive
+    /// after newer ones, so "older than the oldest kept" does not mean gone: one not yet
+    /// built is asked for again.
+    newest_evicted: Option<u32>,
     max_ahead: u32,
 }
 
@@ -107,6 +111,7 @@ impl FragmentStore {
             order: VecDeque::with_capacity(capacity + 1),
             capacity: capacity.max(1),
             newest: None,
+            newest_evicted: None,
             max_ahead,
         }
     }
@@ -123,6 +128,9 @@ impl FragmentStore {
             && let Some(old) = self.order.pop_front()
         {
             self.by_l1_id.remove(&old);
+            if self.newest_evicted.is_none_or(|e| later(old, e)) {
+                self.newest_evicted = Some(old);
+            }
         }
     }
 
@@ -130,7 +138,7 @@ impl FragmentStore {
         if let Some(f) = self.by_l1_id.get(&l1_id) {
             return (RobRequestStatus::Found, Some(f.clone()));
         }
-        let status = match (self.newest, self.order.front()) {
+        let status = match (self.newest, self.newest_evicted) {
             (Some(newest), _) if later(l1_id, newest) => {
                 if l1_id.wrapping_sub(newest) > self.max_ahead {
                     RobRequestStatus::Invalid
@@ -138,7 +146,7 @@ impl FragmentStore {
                     RobRequestStatus::NotYet
                 }
             }
-            (_, Some(&oldest)) if later(oldest, l1_id) => RobRequestStatus::Gone,
+            (_, Some(evicted)) if !later(l1_id, evicted) => RobRequestStatus::Gone,
             _ => RobRequestStatus::NotYet,
         };
         (status, None)

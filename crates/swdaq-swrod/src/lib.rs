@@ -8,6 +8,7 @@ pub mod bench;
 pub mod consumers;
 pub mod decoder;
 pub mod elinks;
+pub mod hlt;
 pub mod metrics;
 pub mod pool;
 

@@ -106,6 +106,12 @@ fn values(d: &DecoderCounts, a: &AggregatorCounts) -> [(&'static str, &'static s
 }
 
 pub struct RobMetrics {
+    registry: Registry,
+    thread: String,
+    rob: String,
+    /// Per e-link (ROB order): its error counter once it has had an error, and the count
+    /// published. Registered on the first error, so quiet e-links add no series.
+    elink_errors: Vec<Option<(Counter, u64)>>,
     counters: Vec<Counter>,
     published: Vec<u64>,
     open_fragments: Gauge,
@@ -148,6 +154,10 @@ impl RobMetrics {
             })
             .collect::<Result<Vec<_>, MonitorError>>()?;
         Ok(Self {
+            registry: registry.clone(),
+            thread: thread.to_owned(),
+            rob,
+            elink_errors: Vec::new(),
             published: vec![0; counters.len()],
             counters,
             open_fragments,
@@ -176,6 +186,38 @@ impl RobMetrics {
             dropped.add(now.dropped_slow - last.dropped_slow);
             *last = now;
         }
+    }
+
+    /// Publishes each e-link's error count (`errors[i]` of e-link `elinks[i]`) as
+    /// `swdaq_swrod_elink_errors_total{rob, elink}`, registering an e-link's series on its
+    /// first error (outside the per-chunk path: at most once per e-link).
+    pub fn publish_elink_errors(
+        &mut self,
+        elinks: &[u16],
+        errors: &[u64],
+    ) -> Result<(), MonitorError> {
+        self.elink_errors.resize_with(errors.len(), || None);
+        for ((slot, &n), &elink) in self.elink_errors.iter_mut().zip(errors).zip(elinks) {
+            if n == 0 {
+                continue;
+            }
+            if slot.is_none() {
+                let elink = elink.to_string();
+                let counter = self
+                    .registry
+                    .block(&self.thread, &[("rob", &self.rob), ("elink", &elink)])
+                    .counter(
+                        "swdaq_swrod_elink_errors_total",
+                        "Chunk problems of one e-link: lost, duplicate, out of order, truncated or flagged, BCID mismatch, gone silent",
+                    )?;
+                *slot = Some((counter, 0));
+            }
+            if let Some((counter, published)) = slot {
+                counter.add(n - *published);
+                *published = n;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -244,5 +286,29 @@ mod tests {
             ),
             0
         );
+    }
+
+    #[test]
+    fn elink_errors_get_a_series_once_they_happen() {
+        let registry = Registry::new();
+        let mut m = RobMetrics::register(&registry, "swrod-0", 0x71_0000, &[]).unwrap();
+        m.publish_elink_errors(&[7, 8, 9], &[0, 2, 0]).unwrap();
+        m.publish_elink_errors(&[7, 8, 9], &[0, 5, 1]).unwrap();
+        let snapshot = Collector::new(registry).collect();
+        let family = snapshot
+            .families
+            .iter()
+            .find(|f| f.name == "swdaq_swrod_elink_errors_total")
+            .unwrap();
+        let mut got: Vec<(String, u64)> = family
+            .series
+            .iter()
+            .map(|s| match s.value {
+                Value::Counter { total, .. } => (s.labels["elink"].clone(), total),
+                _ => panic!("not a counter"),
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, vec![("8".into(), 5), ("9".into(), 1)]);
     }
 }

@@ -75,8 +75,10 @@ fn chain_serves_records_samples_and_counts_a_slow_consumer() {
     assert_eq!(stalled.iter().count(), 5);
 
     let (req_tx, req_rx) = unbounded();
+    // The server takes fragments and requests in any order: a request may come before most
+    // fragments are stored, so none may look implausibly far ahead (`Invalid`).
     let server = std::thread::spawn(move || {
-        serve_requests(to_server, req_rx, FragmentStore::new(1000, 100))
+        serve_requests(to_server, req_rx, FragmentStore::new(1000, 1000))
     });
     let (reply_tx, reply_rx) = unbounded();
     for l1_id in [0, 150, 199] {
@@ -127,4 +129,96 @@ fn chain_serves_records_samples_and_counts_a_slow_consumer() {
         l1_ids.push(RobFragment::parse(&frame).unwrap().rod.l1_id);
     }
     assert_eq!(l1_ids, (0..200).collect::<Vec<u32>>());
+}
+
+#[test]
+fn the_hlt_builds_every_event_and_names_the_robs_it_could_not_get() {
+    use std::time::Duration;
+    use swdaq_swrod::hlt::{HltConfig, MissingRob, RobPort, assemble_events};
+    let (a_tx, a_rx) = unbounded();
+    let (b_tx, b_rx) = unbounded();
+    build(200, |f| {
+        let f = Arc::new(f);
+        a_tx.send(f.clone()).unwrap();
+        // ROB B never gets L1 ID 50.
+        if f.l1_id != 50 {
+            b_tx.send(f).unwrap();
+        }
+    });
+    drop((a_tx, b_tx));
+    let mut ports = Vec::new();
+    let mut servers = Vec::new();
+    for (source_id, fragments) in [(0xA, a_rx), (0xB, b_rx)] {
+        let (req_tx, req_rx) = unbounded();
+        ports.push(RobPort {
+            source_id,
+            requests: req_tx,
+        });
+        servers.push(std::thread::spawn(move || {
+            serve_requests(fragments, req_rx, FragmentStore::new(1000, 100))
+        }));
+    }
+    let (l1_tx, l1_rx) = unbounded();
+    for l1_id in (0..200).chain([5000]) {
+        l1_tx.send(l1_id).unwrap();
+    }
+    drop(l1_tx);
+    let config = HltConfig {
+        max_in_flight: 64,
+        retry_after: Duration::from_micros(100),
+        give_up_after: Duration::from_millis(50),
+    };
+    let mut events = Vec::new();
+    let counts = assemble_events(
+        l1_rx,
+        &ports,
+        config,
+        |e| {
+            for r in &e.robs {
+                assert_eq!(r.l1_id, e.l1_id);
+            }
+            events.push((e.l1_id, e.robs.len(), e.missing));
+        },
+        |_| {},
+    );
+    drop(ports);
+    for s in servers {
+        s.join().unwrap();
+    }
+    assert_eq!(counts.events, 201);
+    assert_eq!((counts.complete_events, counts.incomplete_events), (199, 2));
+    assert_eq!(counts.timed_out_robs, 1);
+    assert_eq!(counts.invalid, 2);
+    events.sort_by_key(|e| e.0);
+    let ids: Vec<u32> = events.iter().map(|e| e.0).collect();
+    assert_eq!(ids, (0..200).chain([5000]).collect::<Vec<_>>());
+    assert_eq!(events[50].1, 1);
+    assert_eq!(events[50].2, vec![(0xB, MissingRob::TimedOut)]);
+    assert_eq!(
+        events[200].2,
+        vec![(0xA, MissingRob::Invalid), (0xB, MissingRob::Invalid)]
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.0 != 50 && e.0 != 5000)
+            .all(|e| e.1 == 2 && e.2.is_empty())
+    );
+}
+
+#[test]
+fn a_fragment_completed_late_is_not_yet_until_it_comes_not_gone() {
+    let mut store = FragmentStore::new(100, 1000);
+    let mut held = None;
+    build(50, |f| {
+        // Fragment 10 completes after the newer ones (as a timed-out one does).
+        if f.l1_id == 10 {
+            held = Some(f);
+        } else {
+            store.insert(Arc::new(f));
+        }
+    });
+    assert_eq!(store.lookup(10).0, RobRequestStatus::NotYet);
+    store.insert(Arc::new(held.unwrap()));
+    assert_eq!(store.lookup(10).0, RobRequestStatus::Found);
 }

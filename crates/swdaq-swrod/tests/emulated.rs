@@ -12,6 +12,7 @@ struct Run {
     fragments: Vec<Vec<u8>>,
     decoder: DecoderCounts,
     aggregator: AggregatorCounts,
+    elink_errors: Vec<u64>,
     card: FelixCard,
 }
 
@@ -50,6 +51,7 @@ fn run<I: SlotIndex>(
         fragments,
         decoder: decoder.counts,
         aggregator: aggregator.counts,
+        elink_errors: aggregator.elink_errors.clone(),
         card,
     }
 }
@@ -124,6 +126,12 @@ fn every_injected_fault_ends_in_exactly_one_counter() {
         0
     );
     assert_eq!(a.elinks_revived, 0);
+    // Per e-link, the same problems add up, the dead e-link's among them.
+    assert_eq!(
+        r.elink_errors.iter().sum::<u64>(),
+        a.missing_chunks + a.truncated_chunks + a.out_of_order_chunks + a.elinks_silent
+    );
+    assert!(r.elink_errors[17] >= 1);
     assert_eq!(r.fragments.len(), l1as);
     // The fragments name the missing e-links: the dead one in every fragment after it died.
     let mut missing_named = 0;

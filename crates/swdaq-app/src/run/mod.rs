@@ -1,7 +1,8 @@
 //! `swdaq run`: the whole chain on one machine — emulated links, readout with hit finding,
 //! self-trigger, record building, HDF5 storage — from a built-in default configuration. A
 //! configuration with an `[evb]` section runs the CMS-style event builder instead
-//! (`crate::evb_run`).
+//! (`crate::evb_run`), one with a `[swrod]` section the ATLAS-style SW ROD
+//! (`crate::swrod_run`).
 
 pub mod chain;
 pub mod config;
@@ -78,6 +79,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         && crate::evb_run::is_evb_config(path)?
     {
         return crate::evb_run::main(path, args.duration, args.json);
+    }
+    if let Some(path) = &args.config
+        && crate::swrod_run::is_swrod_config(path)?
+    {
+        return crate::swrod_run::main(path, args.duration, args.json);
     }
     let config = args.config()?;
     if args.print_config {

@@ -1,0 +1,424 @@
+//! What a SW ROD run reports: the live line, and the closing summary (text or JSON) with
+//! the emulator's truth against the counters: every injected fault must end in exactly one
+//! counter, per ROB counter and over the run (events holding a ROB that misses e-links).
+
+use super::config::SwrodSettings;
+use super::storage::StoredFile;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use swdaq_monitor::{Snapshot, Value};
+use swdaq_sim::felix::{FelixFault, FelixFaultKind};
+use swdaq_swrod::consumers::{ConsumerCounts, RequestCounts};
+use swdaq_swrod::hlt::{HltCounts, MissingRob};
+use swdaq_swrod::{AggregatorCounts, DecoderCounts};
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CardResult {
+    pub l1as: u64,
+    #[serde(skip)]
+    pub faults: Vec<FelixFault>,
+    /// Seconds the card waited for a full ROB queue (the SW ROD did not keep up).
+    pub waited_for_rod_s: f64,
+    /// Seconds the card waited for the HLT's L1 ID queue (busy: the HLT did not keep up).
+    pub waited_for_hlt_s: f64,
+    /// Largest delay of an L1 accept batch behind the L1A clock.
+    pub max_lag_ms: f64,
+    pub cpu_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RodResult {
+    pub source_id: u32,
+    pub decoder: DecoderCounts,
+    pub aggregator: AggregatorCounts,
+    pub consumers: Vec<(String, ConsumerCounts)>,
+    /// CPU time of the SW ROD thread, and the wall time it spent decoding and aggregating.
+    pub cpu_s: f64,
+    pub processing_s: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SwrodReport {
+    pub seconds: f64,
+    pub settings: SwrodSettings,
+    pub cards: Vec<CardResult>,
+    pub robs: Vec<RodResult>,
+    pub requests: Vec<RequestCounts>,
+    pub hlt: HltCounts,
+    pub hlt_cpu_s: f64,
+    pub incomplete_examples: Vec<(u32, Vec<(u32, MissingRob)>)>,
+    pub samples: u64,
+    pub sample_errors: u64,
+    pub stored_events: u64,
+    pub stored_bytes: u64,
+    pub files: Vec<StoredFile>,
+    pub storage_error: Option<String>,
+}
+
+/// One fault kind: injected by the emulators, and the counter that must hold it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TruthCheck {
+    pub fault: &'static str,
+    pub injected: u64,
+    pub counter: &'static str,
+    pub counted: u64,
+    /// What the counter must read: `injected`, or for ECRs `injected` x ROBs per card (each
+    /// ROB sees every ECR of its card).
+    pub expected: u64,
+    pub ok: bool,
+}
+
+impl SwrodReport {
+    fn injected(&self, kind: FelixFaultKind) -> u64 {
+        self.cards
+            .iter()
+            .flat_map(|c| &c.faults)
+            .filter(|f| f.kind == kind)
+            .count() as u64
+    }
+
+    fn sum(&self, f: impl Fn(&RodResult) -> u64) -> u64 {
+        self.robs.iter().map(f).sum()
+    }
+
+    pub fn truth_checks(&self) -> Vec<TruthCheck> {
+        let per_card = u64::from(self.settings.robs_per_card);
+        let check = |fault, kind, counter, counted, times: u64| {
+            let injected = self.injected(kind);
+            TruthCheck {
+                fault,
+                injected,
+                counter,
+                counted,
+                expected: injected * times,
+                ok: counted == injected * times,
+            }
+        };
+        vec![
+            check(
+                "missing_chunk",
+                FelixFaultKind::MissingChunk,
+                "missing_chunks",
+                self.sum(|r| r.aggregator.missing_chunks),
+                1,
+            ),
+            check(
+                "truncated_chunk",
+                FelixFaultKind::TruncatedChunk,
+                "truncated_chunks",
+                self.sum(|r| r.aggregator.truncated_chunks),
+                1,
+            ),
+            check(
+                "sequence_gap",
+                FelixFaultKind::SequenceGap,
+                "sequence_gaps",
+                self.sum(|r| r.decoder.sequence_gaps),
+                1,
+            ),
+            check(
+                "l1id_out_of_order",
+                FelixFaultKind::L1idOutOfOrder,
+                "out_of_order_chunks",
+                self.sum(|r| r.aggregator.out_of_order_chunks),
+                1,
+            ),
+            check(
+                "dead_elink",
+                FelixFaultKind::DeadElink,
+                "elinks_silent",
+                self.sum(|r| r.aggregator.elinks_silent),
+                1,
+            ),
+            check(
+                "ecr",
+                FelixFaultKind::Ecr,
+                "ecrs",
+                self.sum(|r| r.aggregator.ecrs),
+                per_card,
+            ),
+        ]
+    }
+
+    /// Counters no injected fault leads to: each must be 0.
+    pub fn unexpected(&self) -> Vec<(&'static str, u64)> {
+        let d = |f: fn(&DecoderCounts) -> u64| self.sum(|r| f(&r.decoder));
+        let a = |f: fn(&AggregatorCounts) -> u64| self.sum(|r| f(&r.aggregator));
+        vec![
+            ("corrupt_blocks", d(|c| c.corrupt_blocks)),
+            ("foreign_blocks", d(|c| c.foreign_blocks)),
+            ("broken_chunks", d(|c| c.broken_chunks)),
+            ("late_chunks", a(|c| c.late_chunks)),
+            ("duplicate_chunks", a(|c| c.duplicate_chunks)),
+            ("crc_error_chunks", a(|c| c.crc_error_chunks)),
+            (
+                "malformed_chunks",
+                a(|c| c.malformed_chunks + c.oversized_chunks),
+            ),
+            ("bcid_mismatches", a(|c| c.bcid_mismatches)),
+            ("ring_collisions", a(|c| c.ring_collisions)),
+            ("elinks_revived", a(|c| c.elinks_revived)),
+        ]
+    }
+
+    /// Events the truth says hold a ROB fragment missing e-links: the L1 accepts with a
+    /// chunk never sent, and every L1 accept from an e-link's death on.
+    pub fn expected_events_with_incomplete_robs(&self) -> u64 {
+        let ecr_every = u64::from(self.settings.felix.ecr_every);
+        let l1as = self.cards.first().map_or(0, |c| c.l1as);
+        let index = |l1_id: u32| {
+            let epoch = u64::from(l1_id >> 24);
+            let count = u64::from(l1_id & 0x00FF_FFFF);
+            if ecr_every > 0 {
+                epoch * ecr_every + count
+            } else {
+                count
+            }
+        };
+        let faults = || self.cards.iter().flat_map(|c| &c.faults);
+        let first_death = faults()
+            .filter(|f| f.kind == FelixFaultKind::DeadElink)
+            .map(|f| index(f.l1_id))
+            .min()
+            .unwrap_or(l1as);
+        let lost: BTreeSet<u64> = faults()
+            .filter(|f| f.kind == FelixFaultKind::MissingChunk)
+            .map(|f| index(f.l1_id))
+            .filter(|&i| i < first_death)
+            .collect();
+        lost.len() as u64 + l1as.saturating_sub(first_death)
+    }
+
+    /// Every L1 accept of card 0 (whose L1 IDs the HLT is given) became one event, and every
+    /// ROB built one fragment for each of its card's L1 accepts.
+    pub fn nothing_silently_dropped(&self) -> bool {
+        let per_card = usize::from(self.settings.robs_per_card);
+        let l1as = self.cards.first().map_or(0, |c| c.l1as);
+        self.hlt.events == l1as
+            && self
+                .robs
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.aggregator.fragments == self.cards[i / per_card.max(1)].l1as)
+    }
+
+    pub fn truth_ok(&self) -> bool {
+        self.truth_checks().iter().all(|c| c.ok)
+            && self.unexpected().iter().all(|(_, n)| *n == 0)
+            && self.hlt.events_with_incomplete_robs == self.expected_events_with_incomplete_robs()
+            && self.nothing_silently_dropped()
+            && self.sample_errors == 0
+    }
+
+    fn chunks(&self) -> u64 {
+        self.sum(|r| r.decoder.chunks)
+    }
+}
+
+fn rate(s: &Snapshot, name: &str) -> f64 {
+    s.families
+        .iter()
+        .filter(|f| f.name == name)
+        .flat_map(|f| &f.series)
+        .map(|series| match series.value {
+            Value::Counter {
+                rate_per_second, ..
+            } => rate_per_second,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+/// Chunks/s, fragments/s, events/s (incomplete), e-link errors/s, and each ROB's open
+/// fragments (ring occupancy).
+pub fn live_line(s: &Snapshot) -> String {
+    let errors: f64 = [
+        "swdaq_swrod_missing_chunks_total",
+        "swdaq_swrod_truncated_chunks_total",
+        "swdaq_swrod_out_of_order_chunks_total",
+        "swdaq_swrod_sequence_gaps_total",
+        "swdaq_swrod_crc_error_chunks_total",
+        "swdaq_swrod_malformed_chunks_total",
+    ]
+    .iter()
+    .map(|n| rate(s, n))
+    .sum();
+    let open: Vec<String> = s
+        .families
+        .iter()
+        .filter(|f| f.name == "swdaq_swrod_open_fragments")
+        .flat_map(|f| &f.series)
+        .filter_map(|series| match series.value {
+            Value::Gauge { value } => Some(format!("{}={value:.0}", series.labels.get("rob")?)),
+            _ => None,
+        })
+        .collect();
+    format!(
+        "chunks {:.2} M/s  fragments {:.0}/s  events {:.0}/s (incomplete {:.0}/s)  stored {:.0}/s {:.1} MB/s  e-link errors {:.0}/s  open fragments: {}",
+        rate(s, "swdaq_swrod_chunks_total") / 1e6,
+        rate(s, "swdaq_swrod_fragments_total"),
+        rate(s, "swdaq_swrod_events_total"),
+        rate(s, "swdaq_swrod_incomplete_events_total"),
+        rate(s, "swdaq_swrod_stored_events_total"),
+        rate(s, "swdaq_swrod_stored_bytes_total") / 1e6,
+        errors,
+        open.join(" "),
+    )
+}
+
+pub fn summary_json(r: &SwrodReport) -> serde_json::Value {
+    let chunks = r.chunks();
+    let robs: Vec<serde_json::Value> = r
+        .robs
+        .iter()
+        .map(|rob| {
+            serde_json::json!({
+                "source_id": format!("0x{:08x}", rob.source_id),
+                "decoder": rob.decoder,
+                "aggregator": rob.aggregator,
+                "consumers": rob.consumers.iter().map(|(n, c)| (n.clone(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+                "cpu_s": rob.cpu_s,
+                "processing_s": rob.processing_s,
+                "chunks_per_cpu_second": rob.decoder.chunks as f64 / rob.cpu_s.max(1e-9),
+            })
+        })
+        .collect();
+    let incomplete: Vec<serde_json::Value> = r
+        .incomplete_examples
+        .iter()
+        .map(|(l1_id, missing)| {
+            serde_json::json!({
+                "l1_id": format!("0x{l1_id:08x}"),
+                "missing_robs": missing.iter().map(|(s, why)| serde_json::json!({"source_id": format!("0x{s:08x}"), "why": why})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "seconds": r.seconds,
+        "cards": r.cards,
+        "l1as": r.cards.first().map_or(0, |c| c.l1as),
+        "chunks": chunks,
+        "chunks_per_second": chunks as f64 / r.seconds,
+        "robs": robs,
+        "requests": r.requests,
+        "hlt": r.hlt,
+        "hlt_cpu_s": r.hlt_cpu_s,
+        "incomplete_events_named": incomplete,
+        "samples": r.samples,
+        "sample_errors": r.sample_errors,
+        "stored_events": r.stored_events,
+        "stored_bytes": r.stored_bytes,
+        "files": r.files,
+        "storage_error": r.storage_error,
+        "truth": {
+            "faults": r.truth_checks(),
+            "unexpected": r.unexpected().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+            "events_with_incomplete_robs": r.hlt.events_with_incomplete_robs,
+            "expected_events_with_incomplete_robs": r.expected_events_with_incomplete_robs(),
+            "nothing_silently_dropped": r.nothing_silently_dropped(),
+            "ok": r.truth_ok(),
+        },
+    })
+}
+
+pub fn summary_text(r: &SwrodReport) -> String {
+    let l1as = r.cards.first().map_or(0, |c| c.l1as);
+    let chunks = r.chunks();
+    let mut out = format!(
+        "L1As      {l1as} per card in {:.1} s ({:.0} Hz); {} chunks ({:.2} M/s)\n",
+        r.seconds,
+        l1as as f64 / r.seconds,
+        chunks,
+        chunks as f64 / r.seconds / 1e6,
+    );
+    for (i, c) in r.cards.iter().enumerate() {
+        out += &format!(
+            "Card {i:<4} waited {:.2} s for the SW ROD, {:.2} s for the HLT; at most {:.1} ms behind the L1A clock; emulator CPU {:.1} s\n",
+            c.waited_for_rod_s, c.waited_for_hlt_s, c.max_lag_ms, c.cpu_s
+        );
+    }
+    for rob in &r.robs {
+        let a = &rob.aggregator;
+        let drops: u64 = rob.consumers.iter().map(|(_, c)| c.dropped_slow).sum();
+        out += &format!(
+            "ROB 0x{:08x}: {} fragments ({} incomplete), {:.2} M chunks per CPU second ({:.1} CPU s), {} dropped by slow consumers\n",
+            rob.source_id,
+            a.fragments,
+            a.incomplete_fragments,
+            rob.decoder.chunks as f64 / rob.cpu_s.max(1e-9) / 1e6,
+            rob.cpu_s,
+            drops,
+        );
+    }
+    let h = &r.hlt;
+    out += &format!(
+        "Events    {} built ({} complete, {} with ROBs missing, {} holding ROBs that miss e-links); answers: {} found, {} not yet, {} gone, {} invalid; {} ROBs timed out\n",
+        h.events,
+        h.complete_events,
+        h.incomplete_events,
+        h.events_with_incomplete_robs,
+        h.found,
+        h.not_yet,
+        h.gone,
+        h.invalid,
+        h.timed_out_robs,
+    );
+    for (l1_id, missing) in &r.incomplete_examples {
+        let named: Vec<String> = missing
+            .iter()
+            .map(|(s, why)| format!("0x{s:08x} ({why:?})"))
+            .collect();
+        out += &format!(
+            "Incomplete event 0x{l1_id:08x}: missing {}\n",
+            named.join(", ")
+        );
+    }
+    out += &format!(
+        "Stored    {} events, {:.1} MB in {} files; sampler checked {} fragments, {} bad\n",
+        r.stored_events,
+        r.stored_bytes as f64 / 1e6,
+        r.files.len(),
+        r.samples,
+        r.sample_errors,
+    );
+    for c in r.truth_checks() {
+        out += &format!(
+            "Truth     {:<18} injected {:>6}  {:<20} {:>6}  {}\n",
+            c.fault,
+            c.injected,
+            c.counter,
+            c.counted,
+            if c.ok {
+                "ok".to_string()
+            } else {
+                format!("MISMATCH (expected {})", c.expected)
+            }
+        );
+    }
+    let unexpected: Vec<String> = r
+        .unexpected()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    out += &format!(
+        "Truth     events holding ROBs that miss e-links: {} (truth {}); every L1A one event and one fragment per ROB: {}; unexpected counts: {}; overall {}\n",
+        r.hlt.events_with_incomplete_robs,
+        r.expected_events_with_incomplete_robs(),
+        if r.nothing_silently_dropped() {
+            "yes"
+        } else {
+            "NO"
+        },
+        if unexpected.is_empty() {
+            "none".into()
+        } else {
+            unexpected.join(", ")
+        },
+        if r.truth_ok() { "OK" } else { "MISMATCH" },
+    );
+    if let Some(e) = &r.storage_error {
+        out += &format!("Storage   failed: {e}\n");
+    }
+    out
+}

@@ -1,0 +1,155 @@
+//! Storage of the SW ROD run: full events as records of swdaq raw files, a new file when the
+//! current one would pass `max_file_bytes`. A file is written as `NAME.part` and renamed when
+//! closed, so a reader never sees a file being written.
+
+use serde::Serialize;
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+use swdaq_format::SourceId;
+use swdaq_format::eformat_event::RAW_FILE_TYPE;
+use swdaq_format::rawfile::{RAW_HEADER_SIZE, RECORD_HEADER_SIZE, RawFileHeader, RawFileWriter};
+
+const WRITE_BUFFER: usize = 8 << 20;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredFile {
+    pub path: PathBuf,
+    pub events: u64,
+    pub bytes: u64,
+}
+
+pub struct EventFiles {
+    dir: PathBuf,
+    run_number: u32,
+    max_file_bytes: u64,
+    nominal_event_bytes: u32,
+    current: Option<(RawFileWriter<BufWriter<File>>, StoredFile)>,
+    pub closed: Vec<StoredFile>,
+}
+
+impl EventFiles {
+    pub fn new(
+        dir: &Path,
+        run_number: u32,
+        max_file_bytes: u64,
+        nominal_event_bytes: u32,
+    ) -> io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            run_number,
+            max_file_bytes,
+            nominal_event_bytes: nominal_event_bytes.max(1),
+            current: None,
+            closed: Vec::new(),
+        })
+    }
+
+    pub fn write(&mut self, event: &[u8]) -> io::Result<()> {
+        let size = (RECORD_HEADER_SIZE + event.len()) as u64;
+        if let Some((_, f)) = &self.current
+            && f.events > 0
+            && f.bytes + size > self.max_file_bytes
+        {
+            self.close()?;
+        }
+        if self.current.is_none() {
+            self.open()?;
+        }
+        if let Some((writer, f)) = &mut self.current {
+            writer.write_frame(event)?;
+            f.events += 1;
+            f.bytes += size;
+        }
+        Ok(())
+    }
+
+    fn open(&mut self) -> io::Result<()> {
+        let path = self.dir.join(format!(
+            "swrod_run{:06}_{:04}.raw",
+            self.run_number,
+            self.closed.len()
+        ));
+        let file = File::create(part(&path))?;
+        let header = RawFileHeader {
+            frame_type: RAW_FILE_TYPE,
+            frame_size: self.nominal_event_bytes,
+            source_id: SourceId::readout(0),
+            run_number: self.run_number,
+            first_timestamp: 0,
+            created_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        };
+        let writer = RawFileWriter::new(BufWriter::with_capacity(WRITE_BUFFER, file), &header)?;
+        self.current = Some((
+            writer,
+            StoredFile {
+                path,
+                events: 0,
+                bytes: RAW_HEADER_SIZE as u64,
+            },
+        ));
+        Ok(())
+    }
+
+    fn close(&mut self) -> io::Result<()> {
+        if let Some((writer, f)) = self.current.take() {
+            let file = writer.finish()?.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            std::fs::rename(part(&f.path), &f.path)?;
+            self.closed.push(f);
+        }
+        Ok(())
+    }
+
+    /// Closes the open file; the files written.
+    pub fn finish(mut self) -> io::Result<Vec<StoredFile>> {
+        self.close()?;
+        Ok(self.closed)
+    }
+}
+
+fn part(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".part");
+    PathBuf::from(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use swdaq_format::rawfile::RawFileReader;
+
+    #[test]
+    fn files_roll_over_and_hold_every_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = EventFiles::new(dir.path(), 3, 1000, 100).unwrap();
+        for i in 0..25u8 {
+            files.write(&[i; 96]).unwrap();
+        }
+        let written = files.finish().unwrap();
+        // 64-byte file header, then 104 bytes a record: 9 records fit in 1000 bytes.
+        assert_eq!(
+            written.iter().map(|f| f.events).collect::<Vec<_>>(),
+            vec![9, 9, 7]
+        );
+        let mut seen = Vec::new();
+        for f in &written {
+            assert_eq!(std::fs::metadata(&f.path).unwrap().len(), f.bytes);
+            let mut r = RawFileReader::new(File::open(&f.path).unwrap()).unwrap();
+            assert_eq!(r.header().run_number, 3);
+            let mut buf = Vec::new();
+            while r.next_frame(&mut buf).unwrap() {
+                seen.push(buf[0]);
+            }
+        }
+        assert_eq!(seen, (0..25).collect::<Vec<u8>>());
+        assert!(
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .all(|e| { !e.unwrap().path().to_string_lossy().ends_with(".part") })
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! The HLT side of the consumer chain: for each L1 ID it is given, ask every ROB's request
+//! server ([`crate::consumers::serve_requests`]) for its fragment and gather the answers
+//! into one event (a ROB list). Requests for many events are in flight at once; a server
+//! answers in the order it is asked, so every ROB has its own reply queue.
+//!
+//! A `not_yet` answer is asked again after `retry_after`; a ROB still not there after
+//! `give_up_after`, or answered `gone` or `invalid`, is missing from the event, which is
+//! handed on incomplete and names it: no event is dropped.
+
+use crate::aggregator::BuiltFragment;
+use crate::consumers::{RobReply, RobRequest, RobRequestStatus};
+use crossbeam_channel::{Receiver, Select, Sender, unbounded};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HltConfig {
+    /// Events asked for and not yet complete, at most.
+    pub max_in_flight: usize,
+    pub retry_after: Duration,
+    pub give_up_after: Duration,
+}
+
+/// A ROB's request server, as the HLT sees it.
+pub struct RobPort {
+    pub source_id: u32,
+    pub requests: Sender<RobRequest>,
+}
+
+/// Why a ROB is missing from an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingRob {
+    /// Answered `not_yet` until `give_up_after`.
+    TimedOut,
+    /// The server no longer had it (it fell out of the store, or never reached it).
+    Gone,
+    /// The server found the L1 ID implausible.
+    Invalid,
+    /// The server stopped answering (end of run).
+    NoServer,
+}
+
+/// An event: the fragments found, in ROB order, and the ROBs missing with why (by source id).
+pub struct AssembledEvent {
+    pub l1_id: u32,
+    pub robs: Vec<Arc<BuiltFragment>>,
+    pub missing: Vec<(u32, MissingRob)>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct HltCounts {
+    pub events: u64,
+    pub complete_events: u64,
+    pub incomplete_events: u64,
+    /// Events holding a ROB fragment that misses e-links.
+    pub events_with_incomplete_robs: u64,
+    /// Answers by status (a ROB asked three times counts three answers).
+    pub found: u64,
+    pub not_yet: u64,
+    pub gone: u64,
+    pub invalid: u64,
+    /// ROBs given up on after `give_up_after`.
+    pub timed_out_robs: u64,
+    pub no_server_robs: u64,
+}
+
+struct Pending {
+    asked: Instant,
+    robs: Vec<Option<Arc<BuiltFragment>>>,
+    settled: Vec<bool>,
+    missing: Vec<(u32, MissingRob)>,
+    open: usize,
+}
+
+impl Pending {
+    fn settle(&mut self, rob: usize, source_id: u32, why: MissingRob, counts: &mut HltCounts) {
+        if self.settled[rob] {
+            return;
+        }
+        self.settled[rob] = true;
+        self.open -= 1;
+        self.missing.push((source_id, why));
+        match why {
+            MissingRob::TimedOut => counts.timed_out_robs += 1,
+            MissingRob::NoServer => counts.no_server_robs += 1,
+            MissingRob::Gone | MissingRob::Invalid => {}
+        }
+    }
+}
+
+/// Assembles an event for every L1 ID `l1_ids` yields until it closes and every event in
+/// flight is done; each goes to `out` when its last ROB is settled. `on_counts` sees the
+/// counts every 100 ms and at the end.
+pub fn assemble_events(
+    l1_ids: Receiver<u32>,
+    robs: &[RobPort],
+    config: HltConfig,
+    mut out: impl FnMut(AssembledEvent),
+    mut on_counts: impl FnMut(&HltCounts),
+) -> HltCounts {
+    let replies: Vec<(Sender<RobReply>, Receiver<RobReply>)> =
+        robs.iter().map(|_| unbounded()).collect();
+    let mut all = Select::new();
+    let mut replies_only = Select::new();
+    for (_, rx) in &replies {
+        all.recv(rx);
+        replies_only.recv(rx);
+    }
+    let l1_op = all.recv(&l1_ids);
+    let mut counts = HltCounts::default();
+    let mut pending: HashMap<u32, Pending> = HashMap::new();
+    // L1 IDs in the order asked, for the give-up check (entries already done are skipped).
+    let mut order: VecDeque<u32> = VecDeque::new();
+    let mut retries: VecDeque<(Instant, u32, usize)> = VecDeque::new();
+    let mut l1_open = true;
+    let ask = |rob: usize, l1_id: u32| {
+        robs[rob]
+            .requests
+            .send(RobRequest {
+                l1_id,
+                reply: replies[rob].0.clone(),
+            })
+            .is_ok()
+    };
+    let mut last_counts = Instant::now();
+    while l1_open || !pending.is_empty() {
+        let now = Instant::now();
+        let wait = retries
+            .front()
+            .map_or(POLL, |(due, _, _)| due.saturating_duration_since(now))
+            .min(POLL);
+        let room = l1_open && pending.len() < config.max_in_flight;
+        let ready = if room {
+            all.ready_timeout(wait)
+        } else {
+            replies_only.ready_timeout(wait)
+        };
+        match ready {
+            Ok(op) if room && op == l1_op => match l1_ids.try_recv() {
+                Ok(l1_id) => {
+                    let mut p = Pending {
+                        asked: Instant::now(),
+                        robs: vec![None; robs.len()],
+                        settled: vec![false; robs.len()],
+                        missing: Vec::new(),
+                        open: robs.len(),
+                    };
+                    for (rob, port) in robs.iter().enumerate() {
+                        if !ask(rob, l1_id) {
+                            p.settle(rob, port.source_id, MissingRob::NoServer, &mut counts);
+                        }
+                    }
+                    order.push_back(l1_id);
+                    pending.insert(l1_id, p);
+                    finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+                }
+                Err(crossbeam_channel::TryRecvError::Disconnected) => l1_open = false,
+                Err(crossbeam_channel::TryRecvError::Empty) => {}
+            },
+            Ok(rob) => {
+                if let Ok(reply) = replies[rob].1.try_recv() {
+                    let l1_id = reply.l1_id;
+                    if let Some(p) = pending.get_mut(&l1_id) {
+                        let source_id = robs[rob].source_id;
+                        match reply.status {
+                            RobRequestStatus::Found => {
+                                counts.found += 1;
+                                if !p.settled[rob] {
+                                    p.settled[rob] = true;
+                                    p.open -= 1;
+                                    p.robs[rob] = reply.fragment;
+                                }
+                            }
+                            RobRequestStatus::NotYet => {
+                                counts.not_yet += 1;
+                                retries.push_back((
+                                    Instant::now() + config.retry_after,
+                                    l1_id,
+                                    rob,
+                                ));
+                            }
+                            RobRequestStatus::Gone => {
+                                counts.gone += 1;
+                                p.settle(rob, source_id, MissingRob::Gone, &mut counts);
+                            }
+                            RobRequestStatus::Invalid => {
+                                counts.invalid += 1;
+                                p.settle(rob, source_id, MissingRob::Invalid, &mut counts);
+                            }
+                        }
+                        finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+                    }
+                }
+            }
+            Err(_) => {}
+        }
+        let now = Instant::now();
+        while let Some(&(due, l1_id, rob)) = retries.front() {
+            if due > now {
+                break;
+            }
+            retries.pop_front();
+            if let Some(p) = pending.get_mut(&l1_id)
+                && !p.settled[rob]
+                && !ask(rob, l1_id)
+            {
+                p.settle(rob, robs[rob].source_id, MissingRob::NoServer, &mut counts);
+                finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+            }
+        }
+        while let Some(&l1_id) = order.front() {
+            let Some(p) = pending.get_mut(&l1_id) else {
+                order.pop_front();
+                continue;
+            };
+            if now.duration_since(p.asked) < config.give_up_after {
+                break;
+            }
+            order.pop_front();
+            for (rob, port) in robs.iter().enumerate() {
+                p.settle(rob, port.source_id, MissingRob::TimedOut, &mut counts);
+            }
+            finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+        }
+        if last_counts.elapsed() >= COUNTS_EVERY {
+            last_counts = Instant::now();
+            on_counts(&counts);
+        }
+    }
+    on_counts(&counts);
+    counts
+}
+
+/// Longest wait for a reply or an L1 ID before retries and give-ups are looked at.
+const POLL: Duration = Duration::from_millis(2);
+const COUNTS_EVERY: Duration = Duration::from_millis(100);
+
+fn finish_if_done(
+    pending: &mut HashMap<u32, Pending>,
+    l1_id: u32,
+    counts: &mut HltCounts,
+    out: &mut impl FnMut(AssembledEvent),
+) {
+    if pending.get(&l1_id).is_none_or(|p| p.open > 0) {
+        return;
+    }
+    let Some(mut p) = pending.remove(&l1_id) else {
+        return;
+    };
+    p.missing.sort_unstable_by_key(|m| m.0);
+    counts.events += 1;
+    if p.missing.is_empty() {
+        counts.complete_events += 1;
+    } else {
+        counts.incomplete_events += 1;
+    }
+    let robs: Vec<Arc<BuiltFragment>> = p.robs.into_iter().flatten().collect();
+    if robs.iter().any(|r| !r.complete) {
+        counts.events_with_incomplete_robs += 1;
+    }
+    out(AssembledEvent {
+        l1_id,
+        robs,
+        missing: p.missing,
+    });
+}
