@@ -21,8 +21,9 @@ KILLS = 20
 
 
 def crash_writer() -> str:
+    # Built with the swdaq binary's packages: the same features, so the same HDF5 build.
     out = subprocess.run(
-        ["cargo", "build", "--release", "--quiet", "-p", "swdaq-store", "--example", "crash_writer", "--message-format=json"],
+        ["cargo", "build", "--release", "--quiet", "-p", "swdaq", "-p", "swdaq-store", "--example", "crash_writer", "--message-format=json"],
         check=True,
         cwd=ROOT,
         capture_output=True,

@@ -30,9 +30,13 @@
 //! A kill during a flush can leave some of its entries written and others not. The kill tests
 //! (`tests/crash.rs`: SIGKILL at random points of writes and flushes, records read back and
 //! compared; `tests/python/test_crash.py`: the same read by h5py and `swdaq inspect`) found no
-//! flushed record lost in 180 kills (runs of 20, 60 and 100, flushes every 4 records), nor in
-//! 20 kills of files of up to 600 records with evictions left on. A flush does not `fsync`: a
-//! killed process loses nothing flushed, a power cut can.
+//! flushed record lost in 180 kills (Rust runs of 60 and 100, the Python run of 20; flushes
+//! every 4 records), nor in 20 kills of files of up to 600 records with evictions left on. A
+//! flush does not `fsync`: a killed process loses nothing flushed, a power cut can.
+//!
+//! Flushing costs little with large fragments and much with many small datasets per record,
+//! growing with the file's metadata (`swdaq bench store`, BENCHMARKS.md): hence the default
+//! of 64 records or 1 s rather than every record.
 //!
 //! # Rejected
 //!
