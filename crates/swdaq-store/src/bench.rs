@@ -1,4 +1,5 @@
-//! Storage benchmark (library side of `swdaq bench store`): HDF5 record writing against plain
+//! Storage benchmark (library side of `swdaq bench store`): HDF5 record writing, without and
+//! with crash safety (flushes while a file is open, [`crate::durable`]), against plain
 //! `write(2)` of the same bytes, in the same run, to the same directory.
 
 use crate::error::{Result, StoreError};
@@ -16,9 +17,15 @@ pub struct BenchResult {
     pub records: u64,
     pub fragments_per_record: usize,
     pub fragment_bytes: usize,
+    /// Files made readable only when closed.
     pub hdf5_gbps: f64,
+    /// Crash-safe: flushed every `flush_every_records` records or `flush_interval_ms`.
+    pub hdf5_crash_safe_gbps: f64,
+    pub flush_interval_ms: u64,
+    pub flush_every_records: u64,
     pub raw_write_gbps: f64,
     pub hdf5_vs_raw: f64,
+    pub crash_safe_vs_hdf5: f64,
 }
 
 fn record(trigger: u64, fragments: usize, fragment_bytes: usize) -> TriggerRecord {
@@ -76,15 +83,44 @@ fn raw_write(path: &Path, data: &[TriggerRecord], records: u64) -> Result<()> {
     Ok(())
 }
 
+/// Writes `records` records round-robin from `data` into one HDF5 file in `dir` with the
+/// given flush policy; returns the seconds it took, closing included.
+fn hdf5_write(
+    dir: &Path,
+    data: &mut [TriggerRecord],
+    records: u64,
+    flush: (u64, u64),
+) -> Result<f64> {
+    let mut writer = RecordFileWriter::new(StoreConfig {
+        directory: dir.to_path_buf(),
+        min_free_bytes: 0,
+        max_records_per_file: u64::MAX,
+        flush_interval_ms: flush.0,
+        flush_every_records: flush.1,
+        ..Default::default()
+    })?;
+    let n = data.len();
+    let start = Instant::now();
+    for i in 0..records {
+        let r = &mut data[i as usize % n];
+        r.header.trigger_number = i + 1;
+        writer.write(r)?;
+    }
+    writer.close()?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
 /// Writes `records` records of `fragments` x `fragment_bytes` into `dir` with HDF5 (one
-/// writer, files of up to 4 GiB), then the same bytes with one `write(2)` per header and
-/// fragment; removes what it wrote. Neither syncs: on a page-cache or tmpfs directory this
-/// measures the CPU cost of the format, which is what a writer thread spends.
+/// writer, one file), first closed-only, then crash-safe with `flush` (interval in ms, every
+/// N records), then the same bytes with one `write(2)` per header and fragment; removes what
+/// it wrote. Nothing syncs: on a page-cache or tmpfs directory this measures the CPU cost of
+/// the format and of flushing, which is what a writer thread spends.
 pub fn run(
     dir: &Path,
     records: u64,
     fragments: usize,
     fragment_bytes: usize,
+    flush: (u64, u64),
 ) -> Result<BenchResult> {
     let io = |what, source| StoreError::Io {
         what,
@@ -100,39 +136,31 @@ pub fn run(
         .map(|i| data[i as usize % n].size_bytes() as u64)
         .sum();
     let sub = dir.join(format!("swdaq-bench-store-{}", std::process::id()));
+    let (plain_dir, safe_dir) = (sub.join("closed-only"), sub.join("crash-safe"));
     std::fs::create_dir_all(&sub).map_err(|e| io("cannot create", e))?;
-    // Untimed: lets a tmpfs or page cache allocate the memory both timed runs then reuse.
+    // Untimed: lets a tmpfs or page cache allocate the memory the timed runs then reuse.
     raw_write(&sub.join("warm-up.bin"), &data, records)?;
     std::fs::remove_file(sub.join("warm-up.bin")).map_err(|e| io("cannot clean up", e))?;
-    let mut writer = RecordFileWriter::new(StoreConfig {
-        directory: sub.clone(),
-        min_free_bytes: 0,
-        max_records_per_file: u64::MAX,
-        ..Default::default()
-    })?;
-    let start = Instant::now();
-    for i in 0..records {
-        let r = &mut data[i as usize % n];
-        r.header.trigger_number = i + 1;
-        writer.write(r)?;
-    }
-    writer.close()?;
-    let hdf5_seconds = start.elapsed().as_secs_f64();
+    let hdf5_seconds = hdf5_write(&plain_dir, &mut data, records, (0, 0))?;
+    std::fs::remove_dir_all(&plain_dir).map_err(|e| io("cannot clean up", e))?;
+    let safe_seconds = hdf5_write(&safe_dir, &mut data, records, flush)?;
+    std::fs::remove_dir_all(&safe_dir).map_err(|e| io("cannot clean up", e))?;
     let start = Instant::now();
     raw_write(&sub.join("raw.bin"), &data, records)?;
     let raw_seconds = start.elapsed().as_secs_f64();
     std::fs::remove_dir_all(&sub).map_err(|e| io("cannot clean up", e))?;
-    let (hdf5_gbps, raw_write_gbps) = (
-        total as f64 / hdf5_seconds / 1e9,
-        total as f64 / raw_seconds / 1e9,
-    );
+    let gbps = |seconds: f64| total as f64 / seconds / 1e9;
     Ok(BenchResult {
         records,
         fragments_per_record: fragments,
         fragment_bytes,
-        hdf5_gbps,
-        raw_write_gbps,
-        hdf5_vs_raw: hdf5_gbps / raw_write_gbps,
+        hdf5_gbps: gbps(hdf5_seconds),
+        hdf5_crash_safe_gbps: gbps(safe_seconds),
+        flush_interval_ms: flush.0,
+        flush_every_records: flush.1,
+        raw_write_gbps: gbps(raw_seconds),
+        hdf5_vs_raw: raw_seconds / hdf5_seconds,
+        crash_safe_vs_hdf5: hdf5_seconds / safe_seconds,
     })
 }
 
@@ -147,7 +175,14 @@ mod tests {
         for (records, fragments, bytes) in
             [(200, 8, 1 << 20), (200, 8, 1 << 20), (100, 64, 1 << 16)]
         {
-            let r = super::run(std::path::Path::new(&dir), records, fragments, bytes).unwrap();
+            let r = super::run(
+                std::path::Path::new(&dir),
+                records,
+                fragments,
+                bytes,
+                (1000, 64),
+            )
+            .unwrap();
             println!("{}", serde_json::to_string(&r).unwrap());
         }
     }
@@ -155,8 +190,8 @@ mod tests {
     #[test]
     fn bench_writes_and_cleans_up() {
         let dir = std::env::temp_dir();
-        let r = super::run(&dir, 3, 2, 1000).unwrap();
-        assert!(r.hdf5_gbps > 0.0 && r.raw_write_gbps > 0.0);
+        let r = super::run(&dir, 3, 2, 1000, (1000, 2)).unwrap();
+        assert!(r.hdf5_gbps > 0.0 && r.hdf5_crash_safe_gbps > 0.0 && r.raw_write_gbps > 0.0);
         assert!(
             !dir.join(format!("swdaq-bench-store-{}", std::process::id()))
                 .exists()

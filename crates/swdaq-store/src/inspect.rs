@@ -199,10 +199,33 @@ pub fn inspect(path: &Path, record: Option<u64>) -> Result<FileReport> {
     })
 }
 
+impl FileReport {
+    /// Whether the writer closed the file; one it did not (a `.writing` file) was stopped or
+    /// killed, and holds the records it had flushed.
+    pub fn closed(&self) -> bool {
+        self.attributes.closing_timestamp.is_some()
+    }
+
+    /// Records listed with none of their fragments bad.
+    pub fn readable_records(&self) -> usize {
+        self.records
+            .iter()
+            .filter(|r| !self.problems.iter().any(|p| p.record == r.name))
+            .count()
+    }
+}
+
 /// A human-readable rendering of a report.
 pub fn render(report: &FileReport) -> String {
     let a = &report.attributes;
-    let mut out = format!(
+    let mut out = String::new();
+    if !report.closed() {
+        out += &format!(
+            "not closed (writer stopped or killed), {} records readable\n",
+            report.readable_records()
+        );
+    }
+    out += &format!(
         "run {} file {} ({} by {}, layout {}), {} records, {} bytes recorded\n",
         a.run_number,
         a.file_index,

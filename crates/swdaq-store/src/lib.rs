@@ -1,6 +1,7 @@
 //! Storage of trigger records in HDF5 files that any physicist opens with h5py, laid out like
 //! DUNE's `hdf5libs` files ([`layout`]): a synchronous [`RecordFileWriter`] (`.writing` then
-//! rename, rollover, free-space check), the [`StorageThread`] that runs one behind a bounded
+//! rename, rollover, free-space check, flushes that keep the open file readable after a kill:
+//! [`durable`]), the [`StorageThread`] that runs one behind a bounded
 //! queue, a [`RecordFileReader`], and what the app's commands show: [`inspect`] (listing and
 //! decoded fragments), [`display`] (event display PNG) and [`bench`] (`swdaq bench store`).
 //! [`sample`] makes a record with known content for tests and demonstrations.
@@ -26,6 +27,7 @@
 
 pub mod bench;
 pub mod display;
+pub mod durable;
 pub mod error;
 pub mod inspect;
 pub mod layout;

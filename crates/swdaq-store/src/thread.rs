@@ -4,10 +4,12 @@
 //! never as lost data. A malformed or duplicate record is refused and counted; after any other
 //! error (disk, HDF5, free space) the thread stops writing, keeps accepting records and counts
 //! them as not written; [`StorageThread::failed`] tells at once, the report says why.
-//! Several writers (distinct `file_prefix`es) spread records over threads and disks.
+//! Several writers (distinct `file_prefix`es) spread records over threads and disks. While no
+//! record comes, the thread still wakes up to flush the open file by its flush interval, so a
+//! kill loses nothing older than that ([`crate::durable`]).
 
 use crate::writer::{RecordFileWriter, StoreConfig};
-use crossbeam_channel::{Sender, TrySendError, bounded};
+use crossbeam_channel::{RecvTimeoutError, Sender, TrySendError, bounded};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,7 +58,24 @@ impl StorageThread {
             .name("store-writer".into())
             .spawn(move || {
                 let mut report = StoreReport::default();
-                for record in records {
+                loop {
+                    // While idle, wake up to flush what waits (crash safety), unless stopped.
+                    let deadline = writer.flush_deadline().filter(|_| report.error.is_none());
+                    let next = match deadline {
+                        Some(at) => records.recv_deadline(at),
+                        None => records.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    let record = match next {
+                        Ok(record) => record,
+                        Err(RecvTimeoutError::Disconnected) => break,
+                        Err(RecvTimeoutError::Timeout) => {
+                            if let Err(e) = writer.flush_if_due() {
+                                report.error = Some(e.to_string());
+                                failed_flag.store(true, Ordering::Relaxed);
+                            }
+                            continue;
+                        }
+                    };
                     if report.error.is_some() {
                         report.records_not_written += 1;
                         continue;
@@ -208,6 +227,74 @@ mod tests {
         let report = store.finish();
         assert_eq!((report.records_written, report.records_not_written), (0, 5));
         assert!(report.error.unwrap().contains("not enough free space"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// What a kill at this moment would leave: the `.writing` file's bytes as they lie.
+    fn snapshot_of_the_open_file(dir: &std::path::Path) -> PathBuf {
+        let writing = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".writing"))
+            .unwrap();
+        let copy = dir.join("snapshot.hdf5");
+        std::fs::copy(writing, &copy).unwrap();
+        copy
+    }
+
+    #[test]
+    fn an_idle_writer_flushes_by_the_interval() {
+        let dir =
+            std::env::temp_dir().join(format!("swdaq-store-thread-idle-{}", std::process::id()));
+        let store = StorageThread::spawn(
+            StoreConfig {
+                directory: dir.clone(),
+                min_free_bytes: 0,
+                flush_interval_ms: 20,
+                flush_every_records: 0,
+                ..Default::default()
+            },
+            4,
+        )
+        .unwrap();
+        for t in 1..=3 {
+            store.submit(empty_record(t)).unwrap();
+        }
+        // No more records come: the thread must wake up by itself to flush.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let snapshot = snapshot_of_the_open_file(&dir);
+        let reader = crate::RecordFileReader::open(&snapshot).unwrap();
+        assert_eq!(reader.record_ids().unwrap().len(), 3);
+        drop(reader);
+        assert_eq!(store.finish().records_written, 3);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn without_flushes_the_open_file_is_not_readable() {
+        let dir = std::env::temp_dir().join(format!(
+            "swdaq-store-thread-no-flush-{}",
+            std::process::id()
+        ));
+        let store = StorageThread::spawn(
+            StoreConfig {
+                directory: dir.clone(),
+                min_free_bytes: 0,
+                flush_interval_ms: 0,
+                flush_every_records: 0,
+                ..Default::default()
+            },
+            4,
+        )
+        .unwrap();
+        for t in 1..=3 {
+            store.submit(empty_record(t)).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let snapshot = snapshot_of_the_open_file(&dir);
+        let listed = crate::RecordFileReader::open(&snapshot).and_then(|r| r.record_ids());
+        assert!(listed.is_err(), "{listed:?}");
+        assert_eq!(store.finish().records_written, 3);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -1,14 +1,16 @@
 //! Writes trigger records to HDF5 files: each file is written as `<name>.writing` and renamed
 //! when closed, so a file with its final name is always complete; files roll over by size or
 //! record count; free space is checked before each record, and a record that fails half-way
-//! is unlinked again so the file only ever holds whole records.
+//! is unlinked again so the file only ever holds whole records. While open, the file is flushed
+//! by its [`FlushPolicy`], so a killed writer leaves a readable `.writing` file ([`durable`]).
 
+use crate::durable::{self, FlushPolicy, Unflushed};
 use crate::error::{AtPath, Result, StoreError};
 use crate::layout::{self, attr};
 use hdf5::types::VarLenUnicode;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use swdaq_format::{FragmentHeader, TriggerRecord};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,6 +27,12 @@ pub struct StoreConfig {
     /// Free space that must remain after a record is written: a record that would leave
     /// less is refused with [`StoreError::NoSpace`] before anything is written.
     pub min_free_bytes: u64,
+    /// Crash safety: the open `.writing` file is made consistent on disk (see [`crate::durable`])
+    /// at most this many milliseconds after a record was written...
+    pub flush_interval_ms: u64,
+    /// ... or once this many records wait, whichever comes first. Both 0: only closing a file
+    /// makes it readable (the fastest, but a kill loses the whole open file).
+    pub flush_every_records: u64,
 }
 
 impl Default for StoreConfig {
@@ -37,6 +45,8 @@ impl Default for StoreConfig {
             max_file_bytes: 4 << 30,
             max_records_per_file: 100,
             min_free_bytes: 1 << 30,
+            flush_interval_ms: 1000,
+            flush_every_records: 64,
         }
     }
 }
@@ -47,11 +57,13 @@ struct OpenFile {
     done: PathBuf,
     bytes: u64,
     records: u64,
+    unflushed: Unflushed,
 }
 
 /// Synchronous record writer; [`crate::StorageThread`] runs one on its own thread.
 pub struct RecordFileWriter {
     config: StoreConfig,
+    flush_policy: FlushPolicy,
     current: Option<OpenFile>,
     next_index: u32,
     closed: Vec<PathBuf>,
@@ -104,6 +116,7 @@ impl RecordFileWriter {
             source,
         })?;
         Ok(Self {
+            flush_policy: FlushPolicy::new(config.flush_interval_ms, config.flush_every_records),
             config,
             current: None,
             next_index: 0,
@@ -133,7 +146,9 @@ impl RecordFileWriter {
         })?;
         // Default file-format bounds, as hdf5libs: measured as fast as the newest formats
         // (`libver_bounds`, a larger metadata block) and readable by any HDF5 1.8+.
-        let file = hdf5::File::create(&writing).at(&writing)?;
+        let file = durable::builder(&self.flush_policy)
+            .create(&writing)
+            .at(&writing)?;
         let text_attrs = [
             (attr::APPLICATION_NAME, self.config.application_name.clone()),
             (attr::LAYOUT_PARAMS, layout::layout_params()),
@@ -156,6 +171,10 @@ impl RecordFileWriter {
         for (name, value) in text_attrs {
             write_text(&file, name, &value, &writing)?;
         }
+        if self.flush_policy.enabled() {
+            // Readable (with no records) from the start, not only after the first flush.
+            file.flush().at(&writing)?;
+        }
         self.next_index += 1;
         Ok(self.current.insert(OpenFile {
             file,
@@ -163,6 +182,7 @@ impl RecordFileWriter {
             done,
             bytes: 0,
             records: 0,
+            unflushed: Unflushed::default(),
         }))
     }
 
@@ -205,6 +225,29 @@ impl RecordFileWriter {
         written?;
         open.bytes += size;
         open.records += 1;
+        open.unflushed.add(Instant::now());
+        self.flush_if_due()
+    }
+
+    /// When the open file must next be flushed (see [`StoreConfig::flush_interval_ms`]); a
+    /// writer thread waiting for records calls [`Self::flush_if_due`] by then.
+    pub fn flush_deadline(&self) -> Option<Instant> {
+        self.current
+            .as_ref()?
+            .unflushed
+            .deadline(&self.flush_policy)
+    }
+
+    /// Flushes the open file if its flush policy says so: every record written before is
+    /// then readable from the `.writing` file whatever happens to the process.
+    pub fn flush_if_due(&mut self) -> Result<()> {
+        let Some(open) = self.current.as_mut() else {
+            return Ok(());
+        };
+        if open.unflushed.due(&self.flush_policy, Instant::now()) {
+            open.file.flush().at(&open.writing)?;
+            open.unflushed.clear();
+        }
         Ok(())
     }
 

@@ -53,7 +53,8 @@ enum What {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
-    /// Storage: HDF5 record writing against plain write(2) of the same bytes, same run.
+    /// Storage: HDF5 record writing, closed-only and crash-safe, against plain write(2) of the
+    /// same bytes, same run.
     Store {
         /// Directory to write into (RAM-backed by default).
         #[arg(long, default_value = "/dev/shm")]
@@ -65,6 +66,12 @@ enum What {
         /// Bytes per fragment payload.
         #[arg(long, default_value_t = 1 << 20)]
         fragment_bytes: usize,
+        /// Crash-safe run: flush at most this long after a record (0: no time bound)...
+        #[arg(long, default_value_t = swdaq_store::StoreConfig::default().flush_interval_ms)]
+        flush_interval_ms: u64,
+        /// ... or every this many records (0: no count bound).
+        #[arg(long, default_value_t = swdaq_store::StoreConfig::default().flush_every_records)]
+        flush_every_records: u64,
     },
     /// SW ROD: FELIX block decoding and aggregation into ROB fragments with all checks, one
     /// core, with the paper's ablation in the same run (memory pool vs an allocation per
@@ -258,12 +265,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             records,
             fragments,
             fragment_bytes,
+            flush_interval_ms,
+            flush_every_records,
         } => {
             anyhow::ensure!(
                 *records > 0 && *fragments > 0,
                 "records and fragments must be at least 1"
             );
-            let result = swdaq_store::bench::run(dir, *records, *fragments, *fragment_bytes)?;
+            let result = swdaq_store::bench::run(
+                dir,
+                *records,
+                *fragments,
+                *fragment_bytes,
+                (*flush_interval_ms, *flush_every_records),
+            )?;
             print_results(
                 args.json,
                 std::slice::from_ref(&result),
@@ -271,16 +286,25 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "records",
                     "fragments x bytes",
                     "HDF5 GB/s",
+                    "crash-safe GB/s",
+                    "flush every",
                     "write(2) GB/s",
-                    "ratio",
+                    "HDF5 / write(2)",
+                    "crash-safe / HDF5",
                 ],
                 |r| {
                     vec![
                         r.records.to_string(),
                         format!("{} x {}", r.fragments_per_record, r.fragment_bytes),
                         format!("{:.2}", r.hdf5_gbps),
+                        format!("{:.2}", r.hdf5_crash_safe_gbps),
+                        format!(
+                            "{} records / {} ms",
+                            r.flush_every_records, r.flush_interval_ms
+                        ),
                         format!("{:.2}", r.raw_write_gbps),
                         format!("{:.2}", r.hdf5_vs_raw),
+                        format!("{:.2}", r.crash_safe_vs_hdf5),
                     ]
                 },
             )

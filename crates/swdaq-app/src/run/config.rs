@@ -257,6 +257,11 @@ pub struct StorageSection {
     /// Free space to leave on the output file system; records that would eat into it are
     /// refused (a clear error, not a half-written file).
     pub min_free_mb: u64,
+    /// Crash safety: a record is readable from the open `.writing` file, whatever happens to
+    /// the process, at most this long after it was written...
+    pub flush_interval_ms: u64,
+    /// ... or once this many more records are written; both 0: only when the file closes.
+    pub flush_every_records: u64,
     pub queue_depth: usize,
     pub on_failure: StorageFailurePolicy,
 }
@@ -268,6 +273,8 @@ impl Default for StorageSection {
             max_file_mb: 1024,
             max_records_per_file: 100,
             min_free_mb: 256,
+            flush_interval_ms: 1000,
+            flush_every_records: 64,
             queue_depth: 4,
             on_failure: StorageFailurePolicy::Stop,
         }

@@ -33,6 +33,8 @@ impl StorageSink {
             max_file_bytes: s.max_file_mb << 20,
             max_records_per_file: s.max_records_per_file,
             min_free_bytes: s.min_free_mb << 20,
+            flush_interval_ms: s.flush_interval_ms,
+            flush_every_records: s.flush_every_records,
         };
         let writer = StorageThread::spawn(store, s.queue_depth).with_context(|| {
             format!(
