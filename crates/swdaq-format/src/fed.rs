@@ -46,6 +46,10 @@ pub const FED_L1_ID_MASK: u32 = 0x00FF_FFFF;
 /// Source ids are 12 bits (CMS numbers FEDs 0..4095).
 pub const FED_SOURCE_ID_MAX: u16 = 0x0FFF;
 
+/// The frame type of raw files holding one FED's fragments (one record per fragment):
+/// swdaq's own code, outside DUNE's fragment types ("FED").
+pub const FED_RAW_FILE_TYPE: crate::FragmentType = crate::FragmentType(0x0046_4544);
+
 const CRC_FIELD_SHIFT: u32 = 16;
 
 /// The header word of a FED fragment.
