@@ -192,8 +192,8 @@ pub fn fed_crc16(fragment: &[u8]) -> u16 {
     digest.finalize() as u16
 }
 
-/// Bytes byte-reversed per `crc-fast` call: small enough for the stack, large enough that
-/// the call's set-up is nothing beside the folding.
+/// Bytes byte-reversed per `crc-fast` call: a stack buffer in which fragments of a few KiB
+/// (the emulator's default is 1 KiB) take one call.
 const CRC16_CHUNK: usize = 4096;
 
 /// A FED fragment viewed in place. Parsing checks the structure (size, markers, length
