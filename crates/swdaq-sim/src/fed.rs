@@ -11,11 +11,15 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
+use std::io::{Seek, SeekFrom, Write};
 use std::ops::Range;
+use std::path::{Path, PathBuf};
+use swdaq_format::SourceId;
 use swdaq_format::fed::{
-    FED_L1_ID_MASK, FED_MIN_SIZE, FED_SOURCE_ID_MAX, FED_WORD, FedHeader, FedTrailer,
-    encode_fed_fragment,
+    FED_L1_ID_MASK, FED_MIN_SIZE, FED_RAW_FILE_TYPE, FED_SOURCE_ID_MAX, FED_WORD, FedHeader,
+    FedTrailer, encode_fed_fragment,
 };
+use swdaq_format::rawfile::{MAX_FRAME_SIZE, RawFileHeader, RawFileWriter};
 
 /// LHC bunch crossings per orbit: bunch-crossing ids run 0..3564.
 const BX_PER_ORBIT: u64 = 3564;
@@ -281,6 +285,112 @@ impl FedEmulator {
     }
 }
 
+impl crate::truth::CsvRecord for FedFault {
+    const COLUMNS: &'static [&'static str] = &["event", "fed", "kind"];
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FedFilesError {
+    #[error(transparent)]
+    Config(#[from] FedConfigError),
+    #[error("FED {fed} sent a fragment of {bytes} bytes: more than a raw file record may hold")]
+    TooLarge { fed: u16, bytes: usize },
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What [`write_fed_files`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FedFiles {
+    /// (FED id, path, fragments written), in configuration order.
+    pub files: Vec<(u16, PathBuf, u64)>,
+    /// Faults injected, as truth.
+    pub faults: Vec<FedFault>,
+}
+
+/// Path of FED `id`'s raw file in `dir`.
+pub fn fed_raw_path(dir: &Path, id: u16) -> PathBuf {
+    dir.join(format!("fed{id}.swraw"))
+}
+
+/// Writes `events` level-1 accepts of every configured FED, each FED to its own raw file in
+/// `dir` ([`fed_raw_path`]: one record per fragment, as its link would deliver them; a
+/// missing fragment is no record). Each file's header declares its largest fragment as the
+/// frame size (what a reader sizes its buffer to), rewritten once the file is complete.
+pub fn write_fed_files(
+    config: FedSimConfig,
+    events: u64,
+    run: u32,
+    dir: &Path,
+) -> Result<FedFiles, FedFilesError> {
+    let io_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| FedFilesError::Io { path, source }
+    };
+    let feds = config.feds.clone();
+    let mut emulator = FedEmulator::new(config)?;
+    let created_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut writers = Vec::with_capacity(feds.len());
+    for spec in &feds {
+        let path = fed_raw_path(dir, spec.id);
+        let file = std::fs::File::create(&path).map_err(io_error(&path))?;
+        let header = RawFileHeader {
+            frame_type: FED_RAW_FILE_TYPE,
+            frame_size: 0,
+            source_id: SourceId::readout(u32::from(spec.id)),
+            run_number: run,
+            first_timestamp: 0,
+            created_unix_ns,
+        };
+        let writer =
+            RawFileWriter::new(std::io::BufWriter::new(file), &header).map_err(io_error(&path))?;
+        writers.push((spec.id, path, header, writer, 0usize));
+    }
+    let (mut event, mut faults) = (FedEvent::default(), Vec::new());
+    for _ in 0..events {
+        emulator.next_event(&mut event, &mut faults);
+        // Fragments come in configuration order, so one pass over the writers finds each.
+        let mut sent = event.fragments.iter().peekable();
+        for (id, path, _, writer, largest) in &mut writers {
+            if let Some((_, range)) = sent.next_if(|(fed, _)| fed == id) {
+                *largest = (*largest).max(range.len());
+                writer
+                    .write_frame(&event.bytes[range.clone()])
+                    .map_err(io_error(path))?;
+            }
+        }
+    }
+    let mut files = Vec::with_capacity(writers.len());
+    for (id, path, header, writer, largest) in writers {
+        let written = writer.frames_written();
+        let mut file = writer
+            .finish()
+            .and_then(|out| out.into_inner().map_err(|e| e.into_error()))
+            .map_err(io_error(&path))?;
+        if largest > MAX_FRAME_SIZE as usize {
+            return Err(FedFilesError::TooLarge {
+                fed: id,
+                bytes: largest,
+            });
+        }
+        // A FED that sent nothing still gets a valid header (a frame size is never 0).
+        let header = RawFileHeader {
+            frame_size: largest.max(FED_MIN_SIZE) as u32,
+            ..header
+        };
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.write_all(&header.to_bytes()))
+            .map_err(io_error(&path))?;
+        files.push((id, path, written));
+    }
+    Ok(FedFiles { files, faults })
+}
+
 /// A distinct, well-mixed seed per (seed, event, stream).
 fn mix(seed: u64, event: u64, stream: u64) -> u64 {
     seed ^ event.wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -320,6 +430,49 @@ fn payload_slice<'a>(
 mod tests {
     use super::*;
     use swdaq_format::fed::FedFragment;
+
+    /// Every FED's file holds exactly the fragments it sent, in order; what the truth says is
+    /// missing has no record and what it says is corrupt fails its check.
+    #[test]
+    fn fed_files_hold_what_each_fed_sent() {
+        use swdaq_format::rawfile::RawFileReader;
+        let dir = tempfile::tempdir().unwrap();
+        let faults = FedFaultRates {
+            missing: 0.02,
+            bad_crc: 0.02,
+            stops: vec![(102, 300), (103, 1)],
+            ..Default::default()
+        };
+        let events = 500;
+        let written = write_fed_files(config(faults), events, 9, dir.path()).unwrap();
+        assert_eq!(written.files.len(), 4);
+        for (id, path, count) in &written.files {
+            let of = |kinds: &[FedFaultKind]| {
+                let hit = |f: &&FedFault| f.fed == *id && kinds.contains(&f.kind);
+                written.faults.iter().filter(hit).count() as u64
+            };
+            assert_eq!(
+                *count,
+                events - of(&[FedFaultKind::Missing, FedFaultKind::Stopped])
+            );
+            let mut reader = RawFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+            assert_eq!(reader.header().frame_type, FED_RAW_FILE_TYPE);
+            assert_eq!(reader.header().run_number, 9);
+            let (mut buf, mut records, mut bad_crc, mut last_l1) = (Vec::new(), 0, 0, 0);
+            while reader.next_frame(&mut buf).unwrap() {
+                let fragment = FedFragment::parse(&buf).unwrap();
+                assert_eq!(fragment.header.source_id, *id);
+                assert!(fragment.header.l1_id > last_l1);
+                last_l1 = fragment.header.l1_id;
+                bad_crc += u64::from(!fragment.crc_ok());
+                records += 1;
+            }
+            assert_eq!(records, *count);
+            assert_eq!(bad_crc, of(&[FedFaultKind::BadCrc]));
+        }
+        assert!(written.files[2].2 < 300);
+        assert_eq!(written.files[3].2, 0);
+    }
 
     fn config(faults: FedFaultRates) -> FedSimConfig {
         FedSimConfig {

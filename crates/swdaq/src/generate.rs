@@ -14,7 +14,7 @@ pub struct Args {
     /// Seconds of data per link.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
-    /// Number of links (FELIX cards for `--format felix`).
+    /// Number of links (FELIX cards for `--format felix`, FEDs for `--format fed`).
     #[arg(long, default_value_t = 2)]
     links: u32,
     #[arg(long, value_enum, default_value_t = Format::Wibeth)]
@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Emulator configuration (TOML: `SimConfig` fields, `FelixConfig` fields for
-    /// `--format felix`); defaults otherwise.
+    /// `--format felix`, `FedSimConfig` fields for `--format fed`); defaults otherwise.
     #[arg(long)]
     config: Option<PathBuf>,
     #[arg(long, default_value = "swdaq-data")]
@@ -82,6 +82,8 @@ enum Format {
     Protowib,
     /// FELIX cards in GBT mode: 1 KiB to-host blocks of e-link chunks at 100 kHz.
     Felix,
+    /// CMS FEDs: one fragment per level-1 accept, each FED to its own file.
+    Fed,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -94,6 +96,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Format::Wibeth => FrameFormat::WibEth,
         Format::Protowib => FrameFormat::ProtoWib,
         Format::Felix => return run_felix(args),
+        Format::Fed => return run_fed(args),
     };
     let mut config = match &args.config {
         Some(path) => {
@@ -232,6 +235,49 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
         args.links,
         config.elinks,
         args.out.display()
+    );
+    Ok(())
+}
+
+/// FEDs: FED K's fragments (one raw-file record each) to `fed<K>.swraw`, the injected
+/// faults to `fed_faults.csv`. Without `--config`, `--links` FEDs numbered from 0 with the
+/// event builder's default sizes, rate and seed.
+fn run_fed(args: &Args) -> anyhow::Result<()> {
+    use swdaq_sim::fed::{FedSimConfig, write_fed_files};
+    anyhow::ensure!(
+        args.udp.is_none() && args.records.is_none(),
+        "--udp and --records are for the TPC formats"
+    );
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str::<FedSimConfig>(&text)
+                .with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => {
+            let evb = swdaq_evb::EvbConfig::default();
+            let spec = evb.rus[0][0];
+            let links = u16::try_from(args.links).context("--links: at most 65535 FEDs")?;
+            FedSimConfig {
+                feds: FedSimConfig::uniform(0, links, spec.mean_bytes, spec.spread_bytes),
+                ..evb.fed_sim(0)
+            }
+        }
+    };
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
+    let events = (args.seconds * config.trigger_rate_hz).ceil() as u64;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let feds = config.feds.len();
+    let written = write_fed_files(config, events, args.run, &args.out)?;
+    truth::write_csv(&args.out.join("fed_faults.csv"), &written.faults)?;
+    println!(
+        "wrote {feds} FEDs x {events} L1 accepts to {} ({} injected faults)",
+        args.out.display(),
+        written.faults.len()
     );
     Ok(())
 }
