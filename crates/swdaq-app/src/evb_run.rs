@@ -80,20 +80,6 @@ pub fn run(
     Ok(summary)
 }
 
-fn sum_rate(s: &Snapshot, name: &str) -> f64 {
-    s.families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.series)
-        .map(|series| match series.value {
-            Value::Counter {
-                rate_per_second, ..
-            } => rate_per_second,
-            _ => 0.0,
-        })
-        .sum()
-}
-
 fn gauges(s: &Snapshot, name: &str, label: &str) -> String {
     s.families
         .iter()
@@ -113,13 +99,13 @@ fn gauges(s: &Snapshot, name: &str, label: &str) -> String {
 pub fn live_line(s: &Snapshot) -> String {
     let fed_errors: f64 = FedCheckFailure::ALL
         .iter()
-        .map(|f| sum_rate(s, &format!("swdaq_evb_fed_{}_total", f.name())))
+        .map(|f| s.counter_rate(&format!("swdaq_evb_fed_{}_total", f.name())))
         .sum();
     format!(
         "built {:.0}/s {:.3} GB/s  incomplete {:.0}/s  FED errors {:.0}/s  RU buffered: {}  BU open: {}  writer queue: {}",
-        sum_rate(s, "swdaq_evb_events_built_total"),
-        sum_rate(s, "swdaq_evb_built_bytes_total") / 1e9,
-        sum_rate(s, "swdaq_evb_events_incomplete_total"),
+        s.counter_rate("swdaq_evb_events_built_total"),
+        s.counter_rate("swdaq_evb_built_bytes_total") / 1e9,
+        s.counter_rate("swdaq_evb_events_incomplete_total"),
         fed_errors,
         gauges(s, "swdaq_evb_ru_buffered", "ru"),
         gauges(s, "swdaq_evb_bu_open_events", "bu"),

@@ -30,6 +30,24 @@ pub struct Snapshot {
     pub process: ProcessHealth,
 }
 
+impl Snapshot {
+    /// The summed rate (per second, over the last interval) of every series of counter
+    /// `name`; 0 when there is no such counter.
+    pub fn counter_rate(&self, name: &str) -> f64 {
+        self.families
+            .iter()
+            .filter(|f| f.name == name)
+            .flat_map(|f| &f.series)
+            .map(|series| match series.value {
+                Value::Counter {
+                    rate_per_second, ..
+                } => rate_per_second,
+                _ => 0.0,
+            })
+            .sum()
+    }
+}
+
 /// All series of one metric name, across blocks.
 #[derive(Clone, Debug, Serialize)]
 pub struct Family {
@@ -314,6 +332,48 @@ mod tests {
                 _ => 0,
             })
             .sum()
+    }
+
+    #[test]
+    fn counter_rate_sums_a_counters_series_and_nothing_else() {
+        let counter = |rate_per_second| Series {
+            labels: BTreeMap::new(),
+            value: Value::Counter {
+                total: 0,
+                delta: 0,
+                rate_per_second,
+            },
+        };
+        let family = |name: &str, kind, series| Family {
+            name: name.into(),
+            help: String::new(),
+            kind,
+            series,
+        };
+        let snapshot = Snapshot {
+            uptime_seconds: 1.0,
+            interval_seconds: 1.0,
+            families: vec![
+                family(
+                    "a_total",
+                    MetricKind::Counter,
+                    vec![counter(1.5), counter(2.0)],
+                ),
+                family("b_total", MetricKind::Counter, vec![counter(7.0)]),
+                family(
+                    "c",
+                    MetricKind::Gauge,
+                    vec![Series {
+                        labels: BTreeMap::new(),
+                        value: Value::Gauge { value: 9.0 },
+                    }],
+                ),
+            ],
+            process: ProcessHealth::default(),
+        };
+        assert_eq!(snapshot.counter_rate("a_total"), 3.5);
+        assert_eq!(snapshot.counter_rate("c"), 0.0);
+        assert_eq!(snapshot.counter_rate("missing_total"), 0.0);
     }
 
     #[test]

@@ -99,12 +99,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         Format::Fed => return run_fed(args),
     };
     let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            toml::from_str::<SimConfig>(&text)
-                .with_context(|| format!("parsing {}", path.display()))?
-        }
+        Some(path) => read_config::<SimConfig>(path)?,
         None => SimConfig::default(),
     };
     if let Some(seed) = args.seed {
@@ -174,12 +169,7 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
         "--udp and --records are for the TPC formats"
     );
     let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            toml::from_str::<FelixConfig>(&text)
-                .with_context(|| format!("parsing {}", path.display()))?
-        }
+        Some(path) => read_config::<FelixConfig>(path)?,
         None => FelixConfig::default(),
     };
     if let Some(seed) = args.seed {
@@ -249,12 +239,7 @@ fn run_fed(args: &Args) -> anyhow::Result<()> {
         "--udp and --records are for the TPC formats"
     );
     let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            toml::from_str::<FedSimConfig>(&text)
-                .with_context(|| format!("parsing {}", path.display()))?
-        }
+        Some(path) => read_config::<FedSimConfig>(path)?,
         None => {
             let evb = swdaq_evb::EvbConfig::default();
             let spec = evb.rus[0][0];
@@ -280,6 +265,13 @@ fn run_fed(args: &Args) -> anyhow::Result<()> {
         written.faults.len()
     );
     Ok(())
+}
+
+/// A generator configuration from a TOML file, errors naming the file.
+fn read_config<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 fn write_link(

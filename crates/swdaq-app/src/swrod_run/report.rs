@@ -215,20 +215,6 @@ impl SwrodReport {
     }
 }
 
-fn rate(s: &Snapshot, name: &str) -> f64 {
-    s.families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.series)
-        .map(|series| match series.value {
-            Value::Counter {
-                rate_per_second, ..
-            } => rate_per_second,
-            _ => 0.0,
-        })
-        .sum()
-}
-
 /// Chunks/s, fragments/s, events/s (incomplete), e-link errors/s, and each ROB's open
 /// fragments (ring occupancy).
 pub fn live_line(s: &Snapshot) -> String {
@@ -241,7 +227,7 @@ pub fn live_line(s: &Snapshot) -> String {
         "swdaq_swrod_malformed_chunks_total",
     ]
     .iter()
-    .map(|n| rate(s, n))
+    .map(|n| s.counter_rate(n))
     .sum();
     let open: Vec<String> = s
         .families
@@ -255,12 +241,12 @@ pub fn live_line(s: &Snapshot) -> String {
         .collect();
     format!(
         "chunks {:.2} M/s  fragments {:.0}/s  events {:.0}/s (incomplete {:.0}/s)  stored {:.0}/s {:.1} MB/s  e-link errors {:.0}/s  open fragments: {}",
-        rate(s, "swdaq_swrod_chunks_total") / 1e6,
-        rate(s, "swdaq_swrod_fragments_total"),
-        rate(s, "swdaq_swrod_events_total"),
-        rate(s, "swdaq_swrod_incomplete_events_total"),
-        rate(s, "swdaq_swrod_stored_events_total"),
-        rate(s, "swdaq_swrod_stored_bytes_total") / 1e6,
+        s.counter_rate("swdaq_swrod_chunks_total") / 1e6,
+        s.counter_rate("swdaq_swrod_fragments_total"),
+        s.counter_rate("swdaq_swrod_events_total"),
+        s.counter_rate("swdaq_swrod_incomplete_events_total"),
+        s.counter_rate("swdaq_swrod_stored_events_total"),
+        s.counter_rate("swdaq_swrod_stored_bytes_total") / 1e6,
         errors,
         open.join(" "),
     )
