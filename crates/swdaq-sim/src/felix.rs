@@ -342,6 +342,16 @@ mod tests {
     use super::*;
     use swdaq_format::felix::{BLOCK_SIZE, Block, SubchunkIndex, SubchunkKind};
 
+    /// The blocks `card` sends for `l1as` L1 accepts, flushed.
+    fn blocks_of(card: &mut FelixCard, l1as: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for _ in 0..l1as {
+            card.l1_accept(&mut out);
+        }
+        card.flush(&mut out);
+        out
+    }
+
     /// (e-link, L1 ID) of every whole chunk in `blocks`, in arrival order.
     fn chunks(blocks: &[u8]) -> Vec<(u16, u32)> {
         let mut index = SubchunkIndex::default();
@@ -383,11 +393,7 @@ mod tests {
             ..FelixConfig::default()
         })
         .unwrap();
-        let mut out = Vec::new();
-        for _ in 0..120 {
-            card.l1_accept(&mut out);
-        }
-        card.flush(&mut out);
+        let out = blocks_of(&mut card, 120);
         let got = chunks(&out);
         assert_eq!(got.len(), 8 * 120);
         for e in 0..8 {
@@ -420,11 +426,7 @@ mod tests {
             ..FelixConfig::default()
         })
         .unwrap();
-        let mut out = Vec::new();
-        for _ in 0..1000 {
-            card.l1_accept(&mut out);
-        }
-        card.flush(&mut out);
+        let out = blocks_of(&mut card, 1000);
         let count = |k| card.faults().iter().filter(|f| f.kind == k).count();
         let missing = count(FelixFaultKind::MissingChunk);
         assert!(missing > 0 && count(FelixFaultKind::TruncatedChunk) > 0);

@@ -4,6 +4,8 @@
 //! SIGTERM to `swdaq run`. Each test boots a real multi-process system; they run one at a
 //! time (the machine has two cores).
 
+mod common;
+use common::free_port;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -13,14 +15,6 @@ use std::time::{Duration, Instant};
 use swdaq_store::RecordFileReader;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A topology of 2 readout applications (one link each), trigger, dfo and `builders`
 /// builders on loopback, run for `duration_s` (0: until stopped).

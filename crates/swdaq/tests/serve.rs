@@ -4,6 +4,8 @@
 //! on 127.0.0.1 (port chosen by the system); they run one at a time (the machine has two
 //! cores and each run takes data in real time).
 
+mod common;
+use common::free_port;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -17,14 +19,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn config(dir: &Path) -> PathBuf {
     config_with(dir, "")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The chain as applications on loopback: a readout per link, trigger, dfo, one builder.
