@@ -21,7 +21,8 @@ for t in "${targets[@]}"; do
   echo "fuzz $t: ${seconds}s"
   log=$(mktemp)
   if ! cargo "${toolchain[@]}" fuzz run "$t" -- -max_total_time="$seconds" -max_len=16384 >"$log" 2>&1; then
-    tail -n 60 "$log"
+    grep -A 4 -m 1 'panicked at' "$log" || true
+    tail -n 40 "$log"
     echo "fuzz $t: FAILED (reproducer under fuzz/artifacts/$t)"
     exit 1
   fi

@@ -324,6 +324,18 @@ mod tests {
     }
 
     #[test]
+    fn a_not_a_number_rate_travels_bit_for_bit_for_the_trigger_to_refuse() {
+        let m = Message::TriggerControl(TriggerControl::Change(swdaq_trigger::TriggerChange {
+            trigger: String::new(),
+            prescale: None,
+            rate_hz: Some(f64::NAN),
+        }));
+        let bytes = encode(2, &m, 0);
+        let d = decode(&bytes).unwrap();
+        assert_eq!(encode(d.sender, &d.message, d.frames_after), bytes);
+    }
+
+    #[test]
     fn another_version_is_refused_naming_both() {
         let mut frame = encode(4, &Message::Heartbeat, 0);
         let other = PROTOCOL_VERSION + 1;

@@ -343,6 +343,9 @@ mod tests {
         assert!(refused(&mut c, "multiplicity", None, Some(5.0)).contains("has no rate"));
         assert!(refused(&mut c, "periodic", Some(0), None).contains("prescale must be > 0"));
         assert!(refused(&mut c, "periodic", None, Some(-1.0)).contains("rate_hz"));
+        // A peer's wire message may carry any f64: not-a-number and infinity are refused too.
+        assert!(refused(&mut c, "periodic", None, Some(f64::NAN)).contains("rate_hz"));
+        assert!(refused(&mut c, "periodic", None, Some(f64::INFINITY)).contains("rate_hz"));
         assert!(refused(&mut c, "periodic", None, None).contains("nothing to change"));
     }
 
