@@ -9,24 +9,29 @@ cd "$(dirname "$0")/.."
 
 fuzz=1
 [[ "${1:-}" == "--no-fuzz" ]] && fuzz=0
+# Each phase's heading says when it began (seconds since the start), so a slow CI run's log
+# shows where the time went.
+phase() { echo "== $* (at ${SECONDS}s)"; }
 
+phase setup
 scripts/setup-python.sh
 scripts/setup-prometheus.sh
 export SWDAQ_PYTHON="$PWD/.venv/bin/python"
 
-echo "== cargo fmt"
+phase cargo fmt
 cargo fmt --all -- --check
-echo "== cargo clippy"
+phase cargo clippy
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo test"
+phase cargo test
 cargo test --workspace
 if compgen -G "tests/python/test_*.py" >/dev/null; then
-  echo "== pytest"
+  phase pytest
   cargo build --release -p swdaq
   scripts/build-python-package.sh
   SWDAQ_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
 fi
 if [[ $fuzz == 1 ]]; then
-  echo "== fuzz (bounded)"
+  phase "fuzz (bounded)"
   scripts/fuzz.sh "${SWDAQ_FUZZ_SECONDS:-10}"
 fi
+phase done

@@ -7,6 +7,7 @@ use crate::replay::{ReplaySource, ReplayTemplate};
 use crate::request::{DataRequest, RequestPolicy, RequestStatus};
 use crate::server::{Outcome, ServerConfig, serve};
 use crate::source::{Batch, FrameSource, Poll};
+use crate::stream_copy;
 use crate::udp::{UdpSender, UdpSource};
 use serde::Serialize;
 use std::sync::Arc;
@@ -55,13 +56,24 @@ pub fn ingest<O: FrameObserver>(
     Ok((result, ingest.into_parts().1))
 }
 
-/// The copy ingest cannot avoid, alone: every frame of `template` copied with
-/// `copy_from_slice` into consecutive slots of a ring the size of `buffer_seconds` of data.
-/// Returns GB/s. Ingest over this is the cost of everything but the copy.
+/// How [`frame_copy_gbps`] writes each frame into its slot.
+#[derive(Debug, Clone, Copy)]
+pub enum Landing {
+    /// `copy_from_slice`: ordinary stores through this core's cache.
+    Ordinary,
+    /// Streaming stores as the emulator source lands frames, with a fence after every
+    /// `fence_every` frames (the source fences once per batch).
+    Streaming { fence_every: u64 },
+}
+
+/// The copy ingest cannot avoid, alone: every frame of `template` written into consecutive
+/// slots of a ring the size of `buffer_seconds` of data. Returns GB/s. Ingest over this is
+/// the cost of everything but the copy.
 pub fn frame_copy_gbps(
     template: &ReplayTemplate,
     frames: u64,
     buffer_seconds: f64,
+    landing: Landing,
 ) -> std::io::Result<f64> {
     let slots = ((buffer_seconds * template.format.frame_rate_hz()) as usize).next_power_of_two();
     let stride = template.format.frame_size().next_multiple_of(64);
@@ -71,11 +83,21 @@ pub fn frame_copy_gbps(
         .map_anon()?;
     let start = Instant::now();
     let mut bytes = 0;
-    for (n, frame) in (0..frames as usize).zip(template.frames().cycle()) {
-        let at = (n % slots) * stride;
-        ring[at..at + frame.len()].copy_from_slice(frame);
+    for (n, frame) in (0..frames).zip(template.frames().cycle()) {
+        let at = (n as usize % slots) * stride;
+        let slot = &mut ring[at..at + frame.len()];
+        match landing {
+            Landing::Ordinary => slot.copy_from_slice(frame),
+            Landing::Streaming { fence_every } => {
+                stream_copy::copy_streaming_unfenced(slot, frame);
+                if (n + 1).is_multiple_of(fence_every.max(1)) {
+                    stream_copy::fence();
+                }
+            }
+        }
         bytes += frame.len();
     }
+    stream_copy::fence();
     std::hint::black_box(&ring);
     Ok(bytes as f64 / start.elapsed().as_secs_f64() / 1e9)
 }

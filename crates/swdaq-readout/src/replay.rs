@@ -4,8 +4,9 @@
 //! truth; later passes shift timestamps and sequence ids by whole passes so the stream
 //! continues seamlessly.
 
-use crate::source::{FrameSource, Poll};
-use crate::stream_copy::copy_streaming;
+use crate::ring::SlotRun;
+use crate::source::{Batch, FrameSource, Poll};
+use crate::stream_copy::{copy_streaming_unfenced, fence};
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,42 +115,41 @@ impl ReplaySource {
     }
 }
 
-impl FrameSource for ReplaySource {
-    fn next_frame(&mut self, slot: &mut [u8]) -> io::Result<Poll> {
+/// Frames landed per call: streaming stores are fenced once per batch.
+pub const BATCH: usize = 16;
+/// The frame's first cache line, restamped on the stack before it is landed: writing the
+/// timestamp into a slot already streamed to memory would read the line back first.
+const HEAD: usize = 64;
+
+impl ReplaySource {
+    /// Writes the next frame into `slot` without fencing streaming stores.
+    fn land_next(&mut self, slot: &mut [u8]) -> Poll {
         let t = &*self.template;
         if t.is_empty() || self.limit.is_some_and(|l| self.delivered >= l) {
-            return Ok(Poll::End);
+            return Poll::End;
         }
         if let Some((start, rate)) = self.pace {
             // Deadlines come from the frame count, not from the previous frame: no drift.
             let due = start + Duration::from_secs_f64(self.delivered as f64 / rate);
             if Instant::now() < due {
-                return Ok(Poll::Idle);
+                return Poll::Idle;
             }
         }
         let (offset, len) = t.frames[self.next];
-        let out = &mut slot[..len];
         let frame = &t.bytes[offset..offset + len];
-        if self.streaming {
-            copy_streaming(out, frame);
-        } else {
-            out.copy_from_slice(frame);
+        let split = len.min(HEAD);
+        let mut head = [0u8; HEAD];
+        head[..split].copy_from_slice(&frame[..split]);
+        if self.pass > 0 {
+            restamp(t, self.pass, frame, &mut head[..split]);
         }
-        if self.pass > 0
-            && let Some(header) = t.format.header(out)
-        {
-            let timestamp = header
-                .timestamp
-                .wrapping_add(self.pass.wrapping_mul(t.ts_span));
-            match t.format {
-                FrameFormat::WibEth => {
-                    let modulus = SEQ_ID_MODULUS as u64;
-                    let shift = self.pass % modulus * t.seq_span as u64;
-                    let seq = (header.seq_id.unwrap_or(0) as u64 + shift) % modulus;
-                    DaqEthHeader::restamp(out, timestamp, seq as u16);
-                }
-                FrameFormat::ProtoWib => protowib::restamp(out, timestamp),
-            }
+        let out = &mut slot[..len];
+        if self.streaming {
+            copy_streaming_unfenced(&mut out[..split], &head[..split]);
+            copy_streaming_unfenced(&mut out[split..], &frame[split..]);
+        } else {
+            out[..split].copy_from_slice(&head[..split]);
+            out[split..].copy_from_slice(&frame[split..]);
         }
         self.next += 1;
         if self.next == t.frames.len() {
@@ -157,7 +157,55 @@ impl FrameSource for ReplaySource {
             self.pass += 1;
         }
         self.delivered += 1;
-        Ok(Poll::Frame(len))
+        Poll::Frame(len)
+    }
+}
+
+/// Shifts `frame`'s timestamp and sequence id by `pass` whole passes, writing the new header
+/// into `head` (the frame's first bytes).
+fn restamp(t: &ReplayTemplate, pass: u64, frame: &[u8], head: &mut [u8]) {
+    let Some(header) = t.format.header(frame) else {
+        return;
+    };
+    let timestamp = header.timestamp.wrapping_add(pass.wrapping_mul(t.ts_span));
+    match t.format {
+        FrameFormat::WibEth => {
+            let modulus = SEQ_ID_MODULUS as u64;
+            let shift = pass % modulus * t.seq_span as u64;
+            let seq = (header.seq_id.unwrap_or(0) as u64 + shift) % modulus;
+            DaqEthHeader::restamp(head, timestamp, seq as u16);
+        }
+        FrameFormat::ProtoWib => protowib::restamp(head, timestamp),
+    }
+}
+
+impl FrameSource for ReplaySource {
+    fn next_frame(&mut self, slot: &mut [u8]) -> io::Result<Poll> {
+        let poll = self.land_next(slot);
+        fence();
+        Ok(poll)
+    }
+
+    fn batch_size(&self) -> usize {
+        BATCH
+    }
+
+    fn next_frames(&mut self, run: &mut SlotRun<'_>, lens: &mut [usize]) -> io::Result<Batch> {
+        let max = run.len().min(lens.len());
+        let mut landed = 0;
+        let mut last = Poll::Idle;
+        while landed < max {
+            last = self.land_next(run.slot_mut(landed));
+            let Poll::Frame(len) = last else { break };
+            lens[landed] = len;
+            landed += 1;
+        }
+        fence();
+        Ok(if landed > 0 {
+            Batch::Frames(landed)
+        } else {
+            last.into()
+        })
     }
 }
 
@@ -204,6 +252,45 @@ mod tests {
         }
         assert_eq!(n, 150 * 40);
         assert_eq!(checker.counts.frames_ok, 150 * 40, "{:?}", checker.counts);
+    }
+
+    /// Batches (a fence per batch) land the same bytes as single frames, pass after pass,
+    /// with streaming stores or without, and end where the limit says, mid-batch.
+    #[test]
+    fn batches_land_the_frames_single_calls_land() {
+        let f = frames(0..40);
+        let t = Arc::new(ReplayTemplate::new(
+            FrameFormat::WibEth,
+            f.iter().map(|v| &v[..]),
+        ));
+        let mut single = ReplaySource::new(t.clone(), None, Some(105));
+        let mut slot = vec![0u8; wibeth::FRAME_SIZE];
+        let mut expected = Vec::new();
+        while let Poll::Frame(len) = single.next_frame(&mut slot).unwrap() {
+            expected.push(slot[..len].to_vec());
+        }
+        assert_eq!(expected.len(), 105);
+        for streaming in [false, true] {
+            let mut batched = ReplaySource::new(t.clone(), None, Some(105));
+            if streaming {
+                batched = batched.with_streaming_stores();
+            }
+            let buffer = crate::ring::LatencyBuffer::new(64, wibeth::FRAME_SIZE).unwrap();
+            let mut producer = buffer.producer().unwrap();
+            let mut lens = vec![0; batched.batch_size()];
+            let mut landed = Vec::new();
+            loop {
+                let mut run = producer.next_slots(lens.len()).unwrap();
+                match batched.next_frames(&mut run, &mut lens).unwrap() {
+                    Batch::Frames(k) => {
+                        landed.extend((0..k).map(|i| run.slot(i)[..lens[i]].to_vec()))
+                    }
+                    Batch::Idle => panic!("an unpaced replay is never idle"),
+                    Batch::End => break,
+                }
+            }
+            assert_eq!(landed, expected, "streaming: {streaming}");
+        }
     }
 
     #[test]

@@ -7,8 +7,11 @@
 //! frames the way hardware would (the hit finder then reads the frame from memory, as it would
 //! behind real DMA).
 
-/// Copies `src` into the start of `dst` (which must be at least as long).
-pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
+/// Copies `src` into the start of `dst` (which must be at least as long) with streaming
+/// stores, without ordering them: call [`fence`] before the slot is published. A source
+/// landing a batch of frames fences once per batch, not per frame: a fence waits for the
+/// stores to drain, which `swdaq bench readout` measures (its fence-per-frame column).
+pub fn copy_streaming_unfenced(dst: &mut [u8], src: &[u8]) {
     let dst = &mut dst[..src.len()];
     #[cfg(target_arch = "x86_64")]
     {
@@ -18,9 +21,19 @@ pub fn copy_streaming(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
+/// Orders every streaming store made so far before any later store (a slot's publication),
+/// so a reader never sees a frame half-written.
+pub fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 (and with it `sfence`) is part of x86-64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
 
     const LANE: usize = 16;
 
@@ -42,9 +55,6 @@ mod x86 {
                 _mm_stream_si128(dst.as_mut_ptr().add(at).cast::<__m128i>(), v);
             }
         }
-        // SAFETY: SSE2 is part of x86-64; the fence orders the streaming stores before any
-        // later store (the slot's publication), so a reader never sees the frame half-written.
-        unsafe { _mm_sfence() };
         dst[body..].copy_from_slice(&src[body..]);
     }
 }
@@ -66,7 +76,8 @@ mod tests {
             let mut src = vec![0u8; data.len() + src_shift];
             src[src_shift..].copy_from_slice(&data);
             let mut dst = vec![0xAAu8; data.len() + dst_shift + 32];
-            copy_streaming(&mut dst[dst_shift..], &src[src_shift..]);
+            copy_streaming_unfenced(&mut dst[dst_shift..], &src[src_shift..]);
+            fence();
             prop_assert_eq!(&dst[dst_shift..dst_shift + data.len()], &data[..]);
             prop_assert!(dst[..dst_shift].iter().all(|&b| b == 0xAA));
             prop_assert!(dst[dst_shift + data.len()..].iter().all(|&b| b == 0xAA));

@@ -429,6 +429,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "cached GB/s",
                     "frame copy GB/s",
                     "ratio",
+                    "streamed copy GB/s",
+                    "fence/frame GB/s",
                     "links/core w/ TPG",
                     "UDP Mdgram/s",
                     "UDP GB/s",
@@ -446,6 +448,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.2}", r.ingest_cached_gbps),
                         format!("{:.2}", r.frame_copy_gbps),
                         format!("{:.2}", r.ingest_vs_frame_copy),
+                        format!("{:.2}", r.frame_copy_streaming_gbps),
+                        format!("{:.2}", r.frame_copy_fence_per_frame_gbps),
                         format!("{:.1}", r.links_per_core_with_tpg),
                         format!("{:.3}", r.udp.receive.datagrams_per_second / 1e6),
                         format!("{:.2}", r.udp.receive.gbps),
@@ -580,9 +584,13 @@ struct ReadoutResult {
     ingest_vs_memcpy: f64,
     /// Ingest when the source writes frames through this core's cache (ordinary stores).
     ingest_cached_gbps: f64,
-    /// The frame-by-frame copy alone (7200-byte copies into a ring), same run.
+    /// The frame-by-frame copy alone (7200-byte `copy_from_slice` into a ring), same run.
     frame_copy_gbps: f64,
     ingest_vs_frame_copy: f64,
+    /// The same copy with streaming stores, fenced once per batch as the source does.
+    frame_copy_streaming_gbps: f64,
+    /// Streaming stores fenced after every frame (the source's first design), same run.
+    frame_copy_fence_per_frame_gbps: f64,
     /// Ingest with `threshold` hit finding (AVX2 where available) on emulated data, frames
     /// landed by streaming stores as DMA would: the hit finder reads them from memory.
     ingest_with_tpg_frames_per_second: f64,
@@ -647,7 +655,12 @@ fn readout(
 ) -> anyhow::Result<ReadoutResult> {
     let template = Arc::new(wibeth_template(4096));
     let memcpy = hwbench::memcpy(256 << 20, 5);
-    let frame_copy = swdaq_readout::bench::frame_copy_gbps(&template, frames, 1.0)?;
+    use swdaq_readout::bench::{Landing, frame_copy_gbps};
+    let frame_copy = frame_copy_gbps(&template, frames, 1.0, Landing::Ordinary)?;
+    let streamed =
+        |fence_every| frame_copy_gbps(&template, frames, 1.0, Landing::Streaming { fence_every });
+    let frame_copy_streaming = streamed(swdaq_readout::replay::BATCH as u64)?;
+    let frame_copy_fence_per_frame = streamed(1)?;
     // Frames land the way a card's DMA writes them (streaming stores), and, for comparison,
     // through this core's cache (ordinary stores).
     let (ingest, ()) = swdaq_readout::bench::ingest(template.clone(), frames, 1.0, true, ())?;
@@ -683,6 +696,8 @@ fn readout(
         ingest_cached_gbps: cached.gbps,
         frame_copy_gbps: frame_copy,
         ingest_vs_frame_copy: ingest.gbps / frame_copy,
+        frame_copy_streaming_gbps: frame_copy_streaming,
+        frame_copy_fence_per_frame_gbps: frame_copy_fence_per_frame,
         ingest_with_tpg_frames_per_second: with_tpg.frames_per_second,
         links_per_core_with_tpg: with_tpg.frames_per_second / FrameFormat::WibEth.frame_rate_hz(),
         tps_found: tps.len() as u64,
