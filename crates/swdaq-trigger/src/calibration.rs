@@ -1,7 +1,7 @@
 //! Calibration triggers on data time: periodic, and random (a Poisson process with a seed, so
 //! a run is reproducible). They fire as the merged stream's horizon passes their next time.
 
-use crate::config::{PeriodicConfig, RandomConfig, TICKS_PER_SECOND};
+use crate::config::{PeriodicConfig, RandomConfig};
 use crate::decision::{Candidate, trigger_type};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -14,20 +14,23 @@ pub trait CalibrationTrigger: Send {
 }
 
 pub struct Periodic {
+    /// Data-time ticks per second: the links' clock (62.5 MHz WIBEth, 50 MHz ProtoDUNE WIB).
+    clock_hz: f64,
     period_ticks: u64,
     next: Option<u64>,
 }
 
 impl Periodic {
-    pub fn new(config: &PeriodicConfig) -> Self {
+    pub fn new(config: &PeriodicConfig, clock_hz: f64) -> Self {
         Self {
-            period_ticks: Self::period_ticks(config.rate_hz),
+            clock_hz,
+            period_ticks: Self::period_ticks(clock_hz, config.rate_hz),
             next: None,
         }
     }
 
-    fn period_ticks(rate_hz: f64) -> u64 {
-        ((TICKS_PER_SECOND / rate_hz).round() as u64).max(1)
+    fn period_ticks(clock_hz: f64, rate_hz: f64) -> u64 {
+        ((clock_hz / rate_hz).round() as u64).max(1)
     }
 }
 
@@ -45,20 +48,23 @@ impl CalibrationTrigger for Periodic {
     }
 
     fn set_rate(&mut self, rate_hz: f64) {
-        self.period_ticks = Self::period_ticks(rate_hz);
+        self.period_ticks = Self::period_ticks(self.clock_hz, rate_hz);
     }
 }
 
 pub struct Random {
+    /// Data-time ticks per second, as for [`Periodic`].
+    clock_hz: f64,
     mean_interval_ticks: f64,
     rng: Xoshiro256PlusPlus,
     next: Option<u64>,
 }
 
 impl Random {
-    pub fn new(config: &RandomConfig) -> Self {
+    pub fn new(config: &RandomConfig, clock_hz: f64) -> Self {
         Self {
-            mean_interval_ticks: TICKS_PER_SECOND / config.rate_hz,
+            clock_hz,
+            mean_interval_ticks: clock_hz / config.rate_hz,
             rng: Xoshiro256PlusPlus::seed_from_u64(config.seed),
             next: None,
         }
@@ -86,7 +92,7 @@ impl CalibrationTrigger for Random {
     }
 
     fn set_rate(&mut self, rate_hz: f64) {
-        self.mean_interval_ticks = TICKS_PER_SECOND / rate_hz;
+        self.mean_interval_ticks = self.clock_hz / rate_hz;
     }
 }
 
@@ -94,19 +100,48 @@ impl CalibrationTrigger for Random {
 mod tests {
     use super::*;
 
+    const WIBETH_CLOCK_HZ: f64 = 62.5e6;
+
     #[test]
     fn periodic_fires_every_period_of_data_time() {
-        let mut p = Periodic::new(&PeriodicConfig {
-            enabled: true,
-            rate_hz: 1000.0,
-            prescale: 1,
-        });
+        let mut p = Periodic::new(
+            &PeriodicConfig {
+                enabled: true,
+                rate_hz: 1000.0,
+                prescale: 1,
+            },
+            WIBETH_CLOCK_HZ,
+        );
         let mut out = Vec::new();
         p.advance(1_000, &mut out);
         assert!(out.is_empty());
         p.advance(1_000 + 62_500 * 3 + 1, &mut out);
         let times: Vec<u64> = out.iter().map(|c| c.timestamp).collect();
         assert_eq!(times, [63_500, 126_000, 188_500]);
+    }
+
+    /// ProtoDUNE WIB data time runs at 50 MHz: 10 Hz is a trigger every 5 M ticks there, not
+    /// every 6.25 M, and so is a new rate (taken from the candidate already due on).
+    #[test]
+    fn rates_are_in_the_links_own_clock() {
+        let config = PeriodicConfig {
+            enabled: true,
+            rate_hz: 10.0,
+            prescale: 1,
+        };
+        let mut p = Periodic::new(&config, 50e6);
+        let mut out = Vec::new();
+        p.advance(0, &mut out);
+        p.advance(15_000_001, &mut out);
+        p.set_rate(20.0);
+        p.advance(25_000_001, &mut out);
+        let times: Vec<u64> = out.iter().map(|c| c.timestamp).collect();
+        assert_eq!(
+            times,
+            [
+                5_000_000, 10_000_000, 15_000_000, 20_000_000, 22_500_000, 25_000_000
+            ]
+        );
     }
 
     #[test]
@@ -118,7 +153,7 @@ mod tests {
             prescale: 1,
         };
         let run = || {
-            let mut r = Random::new(&config);
+            let mut r = Random::new(&config, WIBETH_CLOCK_HZ);
             let mut out = Vec::new();
             r.advance(0, &mut out);
             r.advance(62_500_000 * 100, &mut out);

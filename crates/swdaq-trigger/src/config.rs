@@ -2,9 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Data-time ticks per second (62.5 MHz).
-pub const TICKS_PER_SECOND: f64 = 62.5e6;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TriggerConfig {

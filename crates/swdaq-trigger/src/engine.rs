@@ -85,9 +85,12 @@ pub struct Trigger {
 
 impl Trigger {
     /// A trigger over `links` TP streams, reading out `sources` for each decision; it may
-    /// issue `credits` decisions before the record builder grants more.
+    /// issue `credits` decisions before the record builder grants more. `clock_hz`: the
+    /// links' data-time ticks per second, which turn the calibration triggers' rates into
+    /// periods.
     pub fn new(
         config: TriggerConfig,
+        clock_hz: f64,
         links: usize,
         sources: Vec<SourceId>,
         credits: u64,
@@ -124,7 +127,7 @@ impl Trigger {
         if c.enabled {
             calibration.push(Source {
                 key: "periodic",
-                inner: Box::new(Periodic::new(c)),
+                inner: Box::new(Periodic::new(c, clock_hz)),
                 prescale: Prescale::new(c.prescale),
             });
         }
@@ -132,7 +135,7 @@ impl Trigger {
         if c.enabled {
             calibration.push(Source {
                 key: "random",
-                inner: Box::new(Random::new(c)),
+                inner: Box::new(Random::new(c, clock_hz)),
                 prescale: Prescale::new(c.prescale),
             });
         }

@@ -9,6 +9,8 @@ use swdaq_trigger::{
     trigger_type,
 };
 
+/// WIBEth data time: 62.5 MHz.
+const CLOCK_HZ: f64 = 62.5e6;
 const AFTER: u64 = 1_000;
 
 fn config(inhibit: InhibitPolicy) -> TriggerConfig {
@@ -46,7 +48,7 @@ fn off(c: ActivityConfig) -> ActivityConfig {
 }
 
 fn trigger(config: TriggerConfig, links: usize, credits: u64) -> Trigger {
-    Trigger::new(config, links, sources(), credits, Instant::now()).unwrap()
+    Trigger::new(config, CLOCK_HZ, links, sources(), credits, Instant::now()).unwrap()
 }
 
 fn sources() -> Vec<SourceId> {
@@ -154,7 +156,7 @@ fn periodic_triggers_follow_data_time_and_merge_with_activity() {
         rate_hz: 62.5e6 / 50_000.0,
         prescale: 1,
     };
-    let mut t = Trigger::new(c, 1, sources(), 100, Instant::now()).unwrap();
+    let mut t = Trigger::new(c, CLOCK_HZ, 1, sources(), 100, Instant::now()).unwrap();
     feed(&mut t, vec![], 1);
     let out = feed(&mut t, burst(50_500), 200_000);
     let got: Vec<(u64, u64)> = out.iter().map(|d| (d.timestamp, d.trigger_type)).collect();
@@ -193,7 +195,7 @@ fn prescale_and_rate_change_while_running_and_a_bad_change_is_refused() {
         prescale: 1,
     };
     c.multiplicity.enabled = false;
-    let mut t = Trigger::new(c, 1, sources(), 100, Instant::now()).unwrap();
+    let mut t = Trigger::new(c, CLOCK_HZ, 1, sources(), 100, Instant::now()).unwrap();
     feed(&mut t, vec![], 1);
     assert_eq!(feed(&mut t, vec![], 200_000).len(), 3, "every 50 000 ticks");
     let change = |prescale, rate_hz| {
@@ -221,7 +223,7 @@ fn a_link_that_stops_delays_decisions_by_the_late_link_wait_only() {
     let mut c = config(InhibitPolicy::Hold);
     c.late_link_wait_ms = 20;
     let t0 = Instant::now();
-    let mut t = Trigger::new(c, 2, sources(), 10, t0).unwrap();
+    let mut t = Trigger::new(c, CLOCK_HZ, 2, sources(), 10, t0).unwrap();
     let batch = |link, tps, horizon| TpBatch {
         link,
         tps,
@@ -256,12 +258,12 @@ proptest! {
         let end = 300_000;
         let t0 = Instant::now();
         let reference = {
-            let mut t = Trigger::new(config(InhibitPolicy::Hold), 1, sources(), 1000, t0).unwrap();
+            let mut t = Trigger::new(config(InhibitPolicy::Hold), CLOCK_HZ, 1, sources(), 1000, t0).unwrap();
             let mut out = feed(&mut t, tps.clone(), end);
             t.finish(t0, &mut out);
             out
         };
-        let mut t = Trigger::new(config(InhibitPolicy::Hold), 3, sources(), 1000, t0).unwrap();
+        let mut t = Trigger::new(config(InhibitPolicy::Hold), CLOCK_HZ, 3, sources(), 1000, t0).unwrap();
         let mut bounds: Vec<usize> = splits.into_iter().map(|s| s.min(tps.len())).collect();
         bounds.push(tps.len());
         bounds.sort_unstable();

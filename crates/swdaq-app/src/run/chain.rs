@@ -149,6 +149,7 @@ pub fn run_chain_with(
     let credits = config.dataflow.max_records_in_flight as u64;
     let trigger = Trigger::new(
         config.trigger.clone(),
+        config.source.format.frame_format().clock_hz(),
         n,
         sources.clone(),
         credits,

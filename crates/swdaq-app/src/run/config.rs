@@ -8,7 +8,6 @@ use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_sim::SimConfig;
 use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, ThresholdConfig};
 use swdaq_trigger::TriggerConfig;
-use swdaq_trigger::config::TICKS_PER_SECOND;
 
 use super::topology::TopologySection;
 
@@ -378,13 +377,14 @@ impl RunConfig {
             format!("{threads} readout threads need {threads} cores, or none to not pin"),
         )?;
         let window = self.trigger.window_before_ticks + self.trigger.window_after_ticks;
-        let buffer_ticks = ro.buffer_s * TICKS_PER_SECOND;
+        let clock_hz = self.source.format.frame_format().clock_hz();
+        let buffer_ticks = ro.buffer_s * clock_hz;
         ensure(
             ro.buffer_s.is_finite() && buffer_ticks >= 4.0 * window as f64 && ro.buffer_s <= 60.0,
             "readout.buffer_s",
             format!(
                 "must hold at least 4 readout windows ({:.4} s) and at most 60 s",
-                4.0 * window as f64 / TICKS_PER_SECOND
+                4.0 * window as f64 / clock_hz
             ),
         )?;
         ensure(

@@ -29,7 +29,6 @@ use swdaq_readout::tp_buffer::TpBuffer;
 use swdaq_readout::udp::UdpSource;
 use swdaq_tpg::{HitFinder, Implementation, Plane};
 use swdaq_trigger::TpBatch;
-use swdaq_trigger::config::TICKS_PER_SECOND;
 
 /// A link's TPs go to the trigger at least this often in data time (about 1 ms).
 const TP_BATCH_TICKS: u64 = 65_536;
@@ -225,7 +224,7 @@ impl<'a> ReadoutThread<'a> {
             .with_context(|| format!("allocating the latency buffer of link {i}"))?;
             let tps = TpBuffer::new(
                 SourceId::trigger(i as u32),
-                (self.config.readout.buffer_s * TICKS_PER_SECOND) as u64,
+                (self.config.readout.buffer_s * input.format.clock_hz()) as u64,
                 input.first_timestamp,
             );
             shared.push((Arc::new(link), Arc::new(tps)));
