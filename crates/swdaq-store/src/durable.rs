@@ -31,8 +31,14 @@
 //! (`tests/crash.rs`: SIGKILL at random points of writes and flushes, records read back and
 //! compared; `tests/python/test_crash.py`: the same read by h5py and `swdaq inspect`) found no
 //! flushed record lost in 180 kills (Rust runs of 60 and 100, the Python run of 20; flushes
-//! every 4 records), nor in 20 kills of files of up to 600 records with evictions left on. A
-//! flush does not `fsync`: a killed process loses nothing flushed, a power cut can.
+//! every 4 records), nor in 20 kills of files of up to 600 records with evictions left on.
+//!
+//! A flush hands the bytes to the kernel, which is all a killed process needs. For a power cut
+//! or a kernel crash, `sync_to_disk` (on by default) also waits at each flush point and at
+//! close until the file's bytes are on the device (`fdatasync` through a plain file handle on
+//! the same file: it syncs the file, whichever descriptor wrote it), and syncs the directory
+//! after a file is created or renamed so that its name survives too. The wait is the price:
+//! `swdaq bench store` measures it (BENCHMARKS.md).
 //!
 //! Flushing costs little with large fragments and much with many small datasets per record,
 //! growing with the file's metadata (`swdaq bench store`, BENCHMARKS.md): hence the default
@@ -48,7 +54,9 @@
 //!   hdf5libs-like layout (one file of many records) that readers rely on, or needs its own
 //!   reader and recovery step instead of reading the `.writing` file as it lies.
 
+use crate::error::{Result, StoreError};
 use hdf5::file::{CacheDecreaseMode, CacheIncreaseMode, FlashIncreaseMode, MetadataCacheConfig};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// When the open file is flushed: `interval` after its oldest unflushed record, or once
@@ -117,6 +125,26 @@ pub(crate) fn builder(policy: &FlushPolicy) -> hdf5::FileBuilder {
         });
     }
     builder
+}
+
+/// Waits until `file`'s bytes (written through any descriptor) are on the storage device.
+pub(crate) fn sync_data(file: &std::fs::File, path: &Path) -> Result<()> {
+    file.sync_data().map_err(|source| StoreError::Io {
+        what: "cannot sync to disk",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Waits until `dir`'s entries (a created or renamed file's name) are on the storage device.
+pub(crate) fn sync_directory(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| StoreError::Io {
+            what: "cannot sync to disk",
+            path: dir.to_path_buf(),
+            source,
+        })
 }
 
 #[cfg(test)]

@@ -33,6 +33,11 @@ pub struct StoreConfig {
     /// ... or once this many records wait, whichever comes first. Both 0: only closing a file
     /// makes it readable (the fastest, but a kill loses the whole open file).
     pub flush_every_records: u64,
+    /// Power loss: every flush point and every close also waits until the file's bytes are
+    /// on the storage device (`fdatasync`), and a created or renamed file's directory entry
+    /// too (`fsync` of the directory). Off: a killed process loses nothing flushed, a power
+    /// cut may lose what the kernel had not yet written back.
+    pub sync_to_disk: bool,
 }
 
 impl Default for StoreConfig {
@@ -47,12 +52,15 @@ impl Default for StoreConfig {
             min_free_bytes: 1 << 30,
             flush_interval_ms: 1000,
             flush_every_records: 64,
+            sync_to_disk: true,
         }
     }
 }
 
 struct OpenFile {
     file: hdf5::File,
+    /// The same file through the OS, to wait for its bytes to reach the device.
+    handle: std::fs::File,
     writing: PathBuf,
     done: PathBuf,
     bytes: u64,
@@ -139,7 +147,7 @@ impl RecordFileWriter {
         let writing = self.config.directory.join(format!("{name}.writing"));
         // Creating it first turns a read-only or missing directory into a plain I/O error
         // instead of an HDF5 error stack.
-        std::fs::File::create(&writing).map_err(|source| StoreError::Io {
+        let handle = std::fs::File::create(&writing).map_err(|source| StoreError::Io {
             what: "cannot create",
             path: writing.clone(),
             source,
@@ -174,10 +182,15 @@ impl RecordFileWriter {
         if self.flush_policy.enabled() {
             // Readable (with no records) from the start, not only after the first flush.
             file.flush().at(&writing)?;
+            if self.config.sync_to_disk {
+                durable::sync_data(&handle, &writing)?;
+                durable::sync_directory(&self.config.directory)?;
+            }
         }
         self.next_index += 1;
         Ok(self.current.insert(OpenFile {
             file,
+            handle,
             writing,
             done,
             bytes: 0,
@@ -246,6 +259,9 @@ impl RecordFileWriter {
         };
         if open.unflushed.due(&self.flush_policy, Instant::now()) {
             open.file.flush().at(&open.writing)?;
+            if self.config.sync_to_disk {
+                durable::sync_data(&open.handle, &open.writing)?;
+            }
             open.unflushed.clear();
         }
         Ok(())
@@ -284,11 +300,17 @@ impl RecordFileWriter {
         )?;
         open.file.flush().at(&open.writing)?;
         drop(open.file);
+        if self.config.sync_to_disk {
+            durable::sync_data(&open.handle, &open.writing)?;
+        }
         std::fs::rename(&open.writing, &open.done).map_err(|source| StoreError::Io {
             what: "cannot rename",
             path: open.writing.clone(),
             source,
         })?;
+        if self.config.sync_to_disk {
+            durable::sync_directory(&self.config.directory)?;
+        }
         self.closed.push(open.done);
         Ok(())
     }

@@ -261,6 +261,8 @@ pub struct StorageSection {
     pub flush_interval_ms: u64,
     /// ... or once this many more records are written; both 0: only when the file closes.
     pub flush_every_records: u64,
+    /// Power loss: flush points and closes wait until the bytes are on the device.
+    pub sync_to_disk: bool,
     pub queue_depth: usize,
     pub on_failure: StorageFailurePolicy,
 }
@@ -274,6 +276,7 @@ impl Default for StorageSection {
             min_free_mb: 256,
             flush_interval_ms: 1000,
             flush_every_records: 64,
+            sync_to_disk: true,
             queue_depth: 4,
             on_failure: StorageFailurePolicy::Stop,
         }

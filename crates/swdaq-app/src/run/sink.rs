@@ -35,6 +35,7 @@ impl StorageSink {
             min_free_bytes: s.min_free_mb << 20,
             flush_interval_ms: s.flush_interval_ms,
             flush_every_records: s.flush_every_records,
+            sync_to_disk: s.sync_to_disk,
         };
         let writer = StorageThread::spawn(store, s.queue_depth).with_context(|| {
             format!(
