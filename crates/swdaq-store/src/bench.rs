@@ -1,6 +1,7 @@
 //! Storage benchmark (library side of `swdaq bench store`): HDF5 record writing, without and
-//! with crash safety (flushes while a file is open, [`crate::durable`]), against plain
-//! `write(2)` of the same bytes, in the same run, to the same directory.
+//! with crash safety (flushes while a file is open, [`crate::durable`]), and crash-safe with
+//! each flush synced to the device, against plain `write(2)` of the same bytes, in the same
+//! run, to the same directory.
 
 use crate::error::{Result, StoreError};
 use crate::writer::{RecordFileWriter, StoreConfig};
@@ -21,11 +22,22 @@ pub struct BenchResult {
     pub hdf5_gbps: f64,
     /// Crash-safe: flushed every `flush_every_records` records or `flush_interval_ms`.
     pub hdf5_crash_safe_gbps: f64,
+    /// Crash-safe, and each flush and the close synced to the device (`sync_to_disk`).
+    pub hdf5_synced_gbps: f64,
     pub flush_interval_ms: u64,
     pub flush_every_records: u64,
     pub raw_write_gbps: f64,
     pub hdf5_vs_raw: f64,
     pub crash_safe_vs_hdf5: f64,
+    pub synced_vs_crash_safe: f64,
+}
+
+/// How one timed HDF5 run makes its records durable.
+#[derive(Debug, Clone, Copy)]
+struct Durability {
+    /// Flush interval (ms) and every N records; (0, 0): only at close.
+    flush: (u64, u64),
+    sync_to_disk: bool,
 }
 
 fn record(trigger: u64, fragments: usize, fragment_bytes: usize) -> TriggerRecord {
@@ -83,20 +95,21 @@ fn raw_write(path: &Path, data: &[TriggerRecord], records: u64) -> Result<()> {
     Ok(())
 }
 
-/// Writes `records` records round-robin from `data` into one HDF5 file in `dir` with the
-/// given flush policy; returns the seconds it took, closing included.
+/// Writes `records` records round-robin from `data` into one HDF5 file in `dir`, made durable
+/// as `durability` says; returns the seconds it took, closing included.
 fn hdf5_write(
     dir: &Path,
     data: &mut [TriggerRecord],
     records: u64,
-    flush: (u64, u64),
+    durability: Durability,
 ) -> Result<f64> {
     let mut writer = RecordFileWriter::new(StoreConfig {
         directory: dir.to_path_buf(),
         min_free_bytes: 0,
         max_records_per_file: u64::MAX,
-        flush_interval_ms: flush.0,
-        flush_every_records: flush.1,
+        flush_interval_ms: durability.flush.0,
+        flush_every_records: durability.flush.1,
+        sync_to_disk: durability.sync_to_disk,
         ..Default::default()
     })?;
     let n = data.len();
@@ -112,9 +125,10 @@ fn hdf5_write(
 
 /// Writes `records` records of `fragments` x `fragment_bytes` into `dir` with HDF5 (one
 /// writer, one file), first closed-only, then crash-safe with `flush` (interval in ms, every
-/// N records), then the same bytes with one `write(2)` per header and fragment; removes what
-/// it wrote. Nothing syncs: on a page-cache or tmpfs directory this measures the CPU cost of
-/// the format and of flushing, which is what a writer thread spends.
+/// N records), then crash-safe with every flush synced to the device, then the same bytes
+/// with one `write(2)` per header and fragment; removes what it wrote. Only the synced run
+/// waits for the device: on tmpfs (no device) it shows only the calls' cost, on a disk the
+/// wait for the device.
 pub fn run(
     dir: &Path,
     records: u64,
@@ -136,15 +150,26 @@ pub fn run(
         .map(|i| data[i as usize % n].size_bytes() as u64)
         .sum();
     let sub = dir.join(format!("swdaq-bench-store-{}", std::process::id()));
-    let (plain_dir, safe_dir) = (sub.join("closed-only"), sub.join("crash-safe"));
+    let runs = [
+        ("closed-only", (0, 0), false),
+        ("crash-safe", flush, false),
+        ("synced", flush, true),
+    ];
     std::fs::create_dir_all(&sub).map_err(|e| io("cannot create", e))?;
     // Untimed: lets a tmpfs or page cache allocate the memory the timed runs then reuse.
     raw_write(&sub.join("warm-up.bin"), &data, records)?;
     std::fs::remove_file(sub.join("warm-up.bin")).map_err(|e| io("cannot clean up", e))?;
-    let hdf5_seconds = hdf5_write(&plain_dir, &mut data, records, (0, 0))?;
-    std::fs::remove_dir_all(&plain_dir).map_err(|e| io("cannot clean up", e))?;
-    let safe_seconds = hdf5_write(&safe_dir, &mut data, records, flush)?;
-    std::fs::remove_dir_all(&safe_dir).map_err(|e| io("cannot clean up", e))?;
+    let mut seconds = [0.0; 3];
+    for ((name, flush, sync_to_disk), seconds) in runs.into_iter().zip(&mut seconds) {
+        let run_dir = sub.join(name);
+        let durability = Durability {
+            flush,
+            sync_to_disk,
+        };
+        *seconds = hdf5_write(&run_dir, &mut data, records, durability)?;
+        std::fs::remove_dir_all(&run_dir).map_err(|e| io("cannot clean up", e))?;
+    }
+    let [hdf5_seconds, safe_seconds, synced_seconds] = seconds;
     let start = Instant::now();
     raw_write(&sub.join("raw.bin"), &data, records)?;
     let raw_seconds = start.elapsed().as_secs_f64();
@@ -156,11 +181,13 @@ pub fn run(
         fragment_bytes,
         hdf5_gbps: gbps(hdf5_seconds),
         hdf5_crash_safe_gbps: gbps(safe_seconds),
+        hdf5_synced_gbps: gbps(synced_seconds),
         flush_interval_ms: flush.0,
         flush_every_records: flush.1,
         raw_write_gbps: gbps(raw_seconds),
         hdf5_vs_raw: raw_seconds / hdf5_seconds,
         crash_safe_vs_hdf5: hdf5_seconds / safe_seconds,
+        synced_vs_crash_safe: safe_seconds / synced_seconds,
     })
 }
 

@@ -169,6 +169,15 @@ mod tests {
     }
 
     #[test]
+    fn a_sync_that_fails_names_the_path_and_why() {
+        let missing = Path::new("/nonexistent/swdaq-durable");
+        let e = sync_directory(missing).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("cannot sync to disk /nonexistent/swdaq-durable"), "{text}");
+        assert!(text.contains("No such file"), "{text}");
+    }
+
+    #[test]
     fn zero_turns_a_bound_off() {
         let t0 = Instant::now();
         let mut pending = Unflushed::default();

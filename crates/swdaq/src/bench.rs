@@ -287,10 +287,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "fragments x bytes",
                     "HDF5 GB/s",
                     "crash-safe GB/s",
+                    "synced GB/s",
                     "flush every",
                     "write(2) GB/s",
                     "HDF5 / write(2)",
                     "crash-safe / HDF5",
+                    "synced / crash-safe",
                 ],
                 |r| {
                     vec![
@@ -298,6 +300,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{} x {}", r.fragments_per_record, r.fragment_bytes),
                         format!("{:.2}", r.hdf5_gbps),
                         format!("{:.2}", r.hdf5_crash_safe_gbps),
+                        format!("{:.2}", r.hdf5_synced_gbps),
                         format!(
                             "{} records / {} ms",
                             r.flush_every_records, r.flush_interval_ms
@@ -305,6 +308,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.2}", r.raw_write_gbps),
                         format!("{:.2}", r.hdf5_vs_raw),
                         format!("{:.2}", r.crash_safe_vs_hdf5),
+                        format!("{:.2}", r.synced_vs_crash_safe),
                     ]
                 },
             )
