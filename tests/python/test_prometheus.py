@@ -215,6 +215,20 @@ def test_prometheus_series_agree_with_the_run_summary(scraped_run):
     records = {dict(k)["outcome"]: v for k, (_, v) in last_samples(base, "swdaq_dataflow_records_total").items()}
     complete = own["swdaq_dataflow_records_total", ("outcome", "complete")]
     assert complete <= records["complete"] <= summary["records"]["complete"]
+    # Bytes written to storage: what the files grew by on disk, HDF5's metadata included. The
+    # summary's count is taken after every file closed: exactly the sizes of the files left.
+    storage = summary["storage"]
+    on_disk = sum(Path(f).stat().st_size for f in storage["files"])
+    assert storage["files"] and storage["file_bytes"] == on_disk
+    assert 0 < storage["bytes_written"] < on_disk
+    (t_seen, written), = last_samples(base, "swdaq_store_written_bytes_total").values()
+    assert t_seen > scraped_run.scraped_by, "Prometheus did not scrape after the test did"
+    assert 0 < own["swdaq_store_written_bytes_total", None] <= written <= on_disk
+    # Records reach the file as they are written, so it never holds less than them.
+    (_, record_bytes), = last_samples(base, "swdaq_store_record_bytes_total").values()
+    assert record_bytes <= written
+    (_, stored), = last_samples(base, "swdaq_store_records_total").values()
+    assert stored <= storage["records_written"]
     # No counter Prometheus saw ever went back (each series is one run's monotonic count).
     counters = [name for name, kind in served_metrics(scraped_run.metrics_text) if kind == "counter"]
     assert "swdaq_readout_frames_total" in counters

@@ -173,7 +173,10 @@ mod tests {
         let missing = Path::new("/nonexistent/swdaq-durable");
         let e = sync_directory(missing).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("cannot sync to disk /nonexistent/swdaq-durable"), "{text}");
+        assert!(
+            text.contains("cannot sync to disk /nonexistent/swdaq-durable"),
+            "{text}"
+        );
         assert!(text.contains("No such file"), "{text}");
     }
 

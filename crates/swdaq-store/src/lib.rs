@@ -1,9 +1,10 @@
 //! Storage of trigger records in HDF5 files that any physicist opens with h5py, laid out like
 //! DUNE's `hdf5libs` files ([`layout`]): a synchronous [`RecordFileWriter`] (`.writing` then
 //! rename, rollover, free-space check, flushes that keep the open file readable after a kill:
-//! [`durable`]), the [`StorageThread`] that runs one behind a bounded
-//! queue, a [`RecordFileReader`], and what the app's commands show: [`inspect`] (listing and
-//! decoded fragments), [`display`] (event display PNG) and [`bench`] (`swdaq bench store`).
+//! [`durable`]), the [`StorageThread`] that runs one behind a bounded queue and counts what it
+//! writes ([`StoreMetrics`]), a [`RecordFileReader`], and what the app's commands show:
+//! [`inspect`] (listing and decoded fragments), [`display`] (event display PNG) and [`bench`]
+//! (`swdaq bench store`).
 //! [`sample`] makes a record with known content for tests and demonstrations.
 //!
 //! # HDF5 library
@@ -31,12 +32,14 @@ pub mod durable;
 pub mod error;
 pub mod inspect;
 pub mod layout;
+pub mod metrics;
 pub mod reader;
 pub mod sample;
 pub mod thread;
 pub mod writer;
 
 pub use error::StoreError;
+pub use metrics::StoreMetrics;
 pub use reader::{FileAttributes, RecordFileReader, RecordHeaders, RecordId};
 pub use thread::{StorageThread, StoreReport};
-pub use writer::{RecordFileWriter, StoreConfig};
+pub use writer::{RecordFileWriter, StoreConfig, WriterCounts};

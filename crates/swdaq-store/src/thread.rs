@@ -6,8 +6,10 @@
 //! them as not written; [`StorageThread::failed`] tells at once, the report says why.
 //! Several writers (distinct `file_prefix`es) spread records over threads and disks. While no
 //! record comes, the thread still wakes up to flush the open file by its flush interval, so a
-//! kill loses nothing older than that ([`crate::durable`]).
+//! kill loses nothing older than that ([`crate::durable`]). What it writes is counted in the
+//! monitoring registry as it goes ([`StoreMetrics`]) and in the report at the end.
 
+use crate::metrics::StoreMetrics;
 use crate::writer::{RecordFileWriter, StoreConfig};
 use crossbeam_channel::{RecvTimeoutError, Sender, TrySendError, bounded};
 use serde::Serialize;
@@ -15,12 +17,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+use std::time::Instant;
 use swdaq_format::TriggerRecord;
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct StoreReport {
     pub records_written: u64,
+    /// Bytes of the records written (headers and fragments).
     pub bytes_written: u64,
+    /// Bytes the files took on disk: the records plus HDF5's metadata.
+    pub file_bytes: u64,
+    /// Flushes of open files (crash safety, and one at each close).
+    pub flushes: u64,
+    /// Time spent writing records, with the file openings, rollovers and flushes they caused.
+    pub write_seconds: f64,
     pub files: Vec<PathBuf>,
     pub records_not_written: u64,
     /// The first record refused for its own fault (malformed, duplicate); writing went on.
@@ -34,6 +44,9 @@ impl StoreReport {
     pub fn add(&mut self, o: StoreReport) {
         self.records_written += o.records_written;
         self.bytes_written += o.bytes_written;
+        self.file_bytes += o.file_bytes;
+        self.flushes += o.flushes;
+        self.write_seconds += o.write_seconds;
         self.files.extend(o.files);
         self.records_not_written += o.records_not_written;
         self.first_rejected = self.first_rejected.take().or(o.first_rejected);
@@ -48,8 +61,13 @@ pub struct StorageThread {
 }
 
 impl StorageThread {
-    /// Starts a writer thread with room for `queue_depth` records in flight.
-    pub fn spawn(config: StoreConfig, queue_depth: usize) -> crate::error::Result<Self> {
+    /// Starts a writer thread with room for `queue_depth` records in flight, counting what it
+    /// writes in `metrics`.
+    pub fn spawn(
+        config: StoreConfig,
+        queue_depth: usize,
+        mut metrics: StoreMetrics,
+    ) -> crate::error::Result<Self> {
         let mut writer = RecordFileWriter::new(config)?;
         let (queue, records) = bounded::<TriggerRecord>(queue_depth.max(1));
         let failed = Arc::new(AtomicBool::new(false));
@@ -73,32 +91,46 @@ impl StorageThread {
                                 report.error = Some(e.to_string());
                                 failed_flag.store(true, Ordering::Relaxed);
                             }
+                            metrics.publish(writer.counts());
                             continue;
                         }
                     };
                     if report.error.is_some() {
                         report.records_not_written += 1;
+                        metrics.not_written();
                         continue;
                     }
-                    match writer.write(&record) {
+                    let started = Instant::now();
+                    let written = writer.write(&record);
+                    let took = started.elapsed();
+                    match written {
                         Ok(()) => {
-                            report.records_written += 1;
-                            report.bytes_written += record.size_bytes() as u64;
+                            report.write_seconds += took.as_secs_f64();
+                            metrics.wrote(took);
                         }
                         Err(e) if e.is_record_error() => {
                             report.records_not_written += 1;
+                            metrics.not_written();
                             report.first_rejected.get_or_insert(e.to_string());
                         }
                         Err(e) => {
                             report.records_not_written += 1;
+                            metrics.not_written();
                             report.error = Some(e.to_string());
                             failed_flag.store(true, Ordering::Relaxed);
                         }
                     }
+                    metrics.publish(writer.counts());
                 }
                 if let Err(e) = writer.close() {
                     report.error.get_or_insert(e.to_string());
                 }
+                let counts = writer.counts();
+                metrics.publish(counts);
+                report.records_written = counts.records;
+                report.bytes_written = counts.record_bytes;
+                report.file_bytes = counts.file_bytes;
+                report.flushes = counts.flushes;
                 report.files = writer.closed_files().to_vec();
                 report
             })
@@ -157,6 +189,11 @@ impl StorageThread {
 mod tests {
     use super::*;
     use swdaq_format::{SourceId, Subsystem, TriggerRecordHeader};
+    use swdaq_monitor::Registry;
+
+    fn unmetered() -> StoreMetrics {
+        StoreMetrics::register(&Registry::new()).unwrap()
+    }
 
     fn empty_record(trigger: u64) -> TriggerRecord {
         TriggerRecord {
@@ -185,6 +222,7 @@ mod tests {
                 ..Default::default()
             },
             2,
+            unmetered(),
         )
         .unwrap();
         let (mut accepted, mut refused) = (0, 0);
@@ -215,6 +253,7 @@ mod tests {
                 ..Default::default()
             },
             16,
+            unmetered(),
         )
         .unwrap();
         for t in 1..=5 {
@@ -227,6 +266,84 @@ mod tests {
         let report = store.finish();
         assert_eq!((report.records_written, report.records_not_written), (0, 5));
         assert!(report.error.unwrap().contains("not enough free space"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn counter_total(snapshot: &swdaq_monitor::Snapshot, name: &str) -> u64 {
+        let family = snapshot.families.iter().find(|f| f.name == name).unwrap();
+        match family.series[..] {
+            [
+                swdaq_monitor::Series {
+                    value: swdaq_monitor::Value::Counter { total, .. },
+                    ..
+                },
+            ] => total,
+            _ => panic!("{name} is not one counter series"),
+        }
+    }
+
+    #[test]
+    fn the_metrics_count_what_reached_the_disk() {
+        let dir =
+            std::env::temp_dir().join(format!("swdaq-store-thread-metrics-{}", std::process::id()));
+        let registry = Registry::new();
+        let store = StorageThread::spawn(
+            StoreConfig {
+                directory: dir.clone(),
+                min_free_bytes: 0,
+                max_records_per_file: 4,
+                flush_every_records: 3,
+                ..Default::default()
+            },
+            4,
+            StoreMetrics::register(&registry).unwrap(),
+        )
+        .unwrap();
+        let records: Vec<_> = (1..=10)
+            .map(|t| crate::sample::track_record(t).record)
+            .collect();
+        for record in &records {
+            store.submit(record.clone()).unwrap();
+        }
+        let mut malformed = empty_record(11);
+        malformed.fragments.push(vec![0; 10]);
+        store.submit(malformed).unwrap();
+        let report = store.finish();
+        let on_disk: u64 = report
+            .files
+            .iter()
+            .map(|f| std::fs::metadata(f).unwrap().len())
+            .sum();
+        let record_bytes: u64 = records.iter().map(|r| r.size_bytes() as u64).sum();
+        assert_eq!(report.files.len(), 3);
+        assert_eq!(report.file_bytes, on_disk);
+        assert_eq!(report.bytes_written, record_bytes);
+        assert!(
+            on_disk > record_bytes,
+            "HDF5 metadata comes on top of the records"
+        );
+        // Files of 4, 4 and 2 records: a flush at each file's creation and close, and one after
+        // the third record of each full file.
+        assert_eq!(report.flushes, 3 * 2 + 2);
+        let snapshot = swdaq_monitor::Collector::new(registry).collect();
+        let total = |name| counter_total(&snapshot, name);
+        assert_eq!(total("swdaq_store_records_total"), 10);
+        assert_eq!(total("swdaq_store_record_bytes_total"), record_bytes);
+        assert_eq!(total("swdaq_store_written_bytes_total"), on_disk);
+        assert_eq!(total("swdaq_store_files_opened_total"), 3);
+        assert_eq!(total("swdaq_store_files_closed_total"), 3);
+        assert_eq!(total("swdaq_store_flushes_total"), report.flushes);
+        assert_eq!(total("swdaq_store_records_not_written_total"), 1);
+        let write_time = snapshot
+            .families
+            .iter()
+            .find(|f| f.name == "swdaq_store_record_write_seconds")
+            .unwrap();
+        let swdaq_monitor::Value::Histogram { count, sum, .. } = write_time.series[0].value else {
+            panic!("not a histogram");
+        };
+        assert_eq!(count, 10);
+        assert!((sum - report.write_seconds).abs() < 1e-9);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -255,6 +372,7 @@ mod tests {
                 ..Default::default()
             },
             4,
+            unmetered(),
         )
         .unwrap();
         for t in 1..=3 {
@@ -285,6 +403,7 @@ mod tests {
                 ..Default::default()
             },
             4,
+            unmetered(),
         )
         .unwrap();
         for t in 1..=3 {
@@ -309,6 +428,7 @@ mod tests {
                 ..Default::default()
             },
             4,
+            unmetered(),
         )
         .unwrap();
         let mut bad = empty_record(1);

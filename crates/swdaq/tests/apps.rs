@@ -5,7 +5,7 @@
 //! time (the machine has two cores).
 
 mod common;
-use common::free_port;
+use common::loopback_apps;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -25,19 +25,7 @@ fn topology(dir: &Path, duration_s: f64, builders: usize, extra: &str) -> PathBu
          [topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n{extra}\n",
         dir.join("data")
     );
-    let mut app = |name: &str, kind: &str, links: &str| {
-        t += &format!(
-            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{links}\n",
-            free_port()
-        );
-    };
-    app("readout-0", "readout", "links = [0]");
-    app("readout-1", "readout", "links = [1]");
-    app("trigger", "trigger", "");
-    app("dfo", "dfo", "");
-    for b in 0..builders {
-        app(&format!("builder-{b}"), "builder", "");
-    }
+    t += &loopback_apps(builders);
     let path = dir.join("topology.toml");
     std::fs::write(&path, t).unwrap();
     path

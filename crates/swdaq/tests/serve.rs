@@ -5,7 +5,7 @@
 //! cores and each run takes data in real time).
 
 mod common;
-use common::free_port;
+use common::loopback_apps;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -23,20 +23,7 @@ fn config(dir: &Path) -> PathBuf {
 
 /// The chain as applications on loopback: a readout per link, trigger, dfo, one builder.
 fn topology() -> String {
-    let mut t = "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n".to_string();
-    for (name, kind, links) in [
-        ("readout-0", "readout", "links = [0]"),
-        ("readout-1", "readout", "links = [1]"),
-        ("trigger", "trigger", ""),
-        ("dfo", "dfo", ""),
-        ("builder-0", "builder", ""),
-    ] {
-        t += &format!(
-            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{links}\n",
-            free_port()
-        );
-    }
-    t
+    "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n".to_string() + &loopback_apps(1)
 }
 
 fn config_with(dir: &Path, extra: &str) -> PathBuf {

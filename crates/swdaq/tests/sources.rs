@@ -1,17 +1,22 @@
-//! `swdaq run` fed over UDP by `swdaq gen --udp` in another process, on 127.0.0.1: every
-//! datagram received or counted missing, each complete fragment exactly the frames the
-//! generator sent for its window, hit finding scored against the generator's truth; and
-//! garbage datagrams counted, never a panic.
+//! `swdaq run` fed over UDP by `swdaq gen --udp` in another process, on 127.0.0.1, in one
+//! process and as a topology whose readout applications have the UDP sources: every datagram
+//! received or counted missing, each complete fragment exactly the frames the generator sent
+//! for its window, hit finding scored against the generator's truth; and garbage datagrams
+//! counted, never a panic. The tests run one at a time (the machine has two cores, and a busy
+//! one loses datagrams).
 //!
 //! UDP may lose datagrams when the machine is busy (the socket holds ~20 ms of a link at the
 //! kernel's `rmem_max`): a record is then allowed to be flagged, but only for a link that
 //! counted frames missing.
 
+mod common;
+use common::loopback_apps;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use swdaq_format::{Fragment, FragmentType, FrameFormat};
 use swdaq_sim::{Detector, SimConfig};
@@ -20,6 +25,8 @@ use swdaq_store::RecordFileReader;
 const LINKS: u32 = 2;
 /// Seconds of data the generator sends per link (real-time paced).
 const SECONDS: f64 = 0.5;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn swdaq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
@@ -38,16 +45,16 @@ fn free_udp_ports() -> u16 {
     }
 }
 
-/// Starts `swdaq run --json` reading UDP from `port` (+ link) and waits until it has bound
-/// every link's port.
-fn start_run(dir: &Path, port: u16, duration_s: f64, truth: &Path) -> Child {
+/// Starts `swdaq run --json` reading UDP from `port` (+ link), with `extra` configuration (a
+/// topology), and waits until it has bound every link's port.
+fn start_run(dir: &Path, port: u16, duration_s: f64, truth: &Path, extra: &str) -> Child {
     let config = dir.join("udp.toml");
     std::fs::write(
         &config,
         format!(
             "[run]\nduration_s = {duration_s}\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
              [source]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\ntruth = {truth:?}\n\
-             [emulator]\nlinks = {LINKS}\n[readout]\nlinks_per_thread = 1\n[trigger.periodic]\nenabled = true\nrate_hz = 20.0\n",
+             [emulator]\nlinks = {LINKS}\n[readout]\nlinks_per_thread = 1\n[trigger.periodic]\nenabled = true\nrate_hz = 20.0\n{extra}",
             dir.join("records"),
         ),
     )
@@ -96,12 +103,8 @@ fn generated_frames() -> Vec<BTreeMap<u64, Vec<u8>>> {
         .collect()
 }
 
-#[test]
-fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_ports();
-    let truth = dir.path().join("gen").join("truth_pulses.csv");
-    let run = start_run(dir.path(), port, 6.0, &truth);
+/// Runs `swdaq gen --udp` to `port` (+ link), its truth and files into `dir/gen`.
+fn generate(dir: &Path, port: u16) {
     let generator = swdaq()
         .args([
             "gen",
@@ -113,7 +116,7 @@ fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
         .arg("--udp")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--out")
-        .arg(dir.path().join("gen"))
+        .arg(dir.join("gen"))
         .output()
         .unwrap();
     assert!(
@@ -121,7 +124,12 @@ fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
         "{}",
         String::from_utf8_lossy(&generator.stderr)
     );
-    let s = summary(run);
+}
+
+/// Checks a run fed by [`generate`] against what was sent: every frame received or counted
+/// missing, hit finding scored, one record per decision in the HDF5 files under
+/// `dir/records`, each fragment of a link without loss exactly the frames of its window.
+fn check_against_what_was_sent(s: &Value, dir: &Path, port: u16) {
     let sent = generated_frames();
     let mut lossy = Vec::new();
     for (link, l) in s["links"].as_array().unwrap().iter().enumerate() {
@@ -147,8 +155,13 @@ fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
     assert!(decisions >= 5, "{decisions} decisions");
 
     let mut checked = 0;
-    for file in std::fs::read_dir(dir.path().join("records")).unwrap() {
-        let reader = RecordFileReader::open(&file.unwrap().path()).unwrap();
+    for file in std::fs::read_dir(dir.join("records")).unwrap() {
+        let path = file.unwrap().path();
+        // Beside the files: a topology's application logs.
+        if path.extension().is_none_or(|e| e != "hdf5") {
+            continue;
+        }
+        let reader = RecordFileReader::open(&path).unwrap();
         for record in reader.records().unwrap() {
             let record = record.unwrap();
             for (request, bytes) in record.header.components.iter().zip(&record.fragments) {
@@ -191,10 +204,42 @@ fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
 }
 
 #[test]
-fn garbage_datagrams_are_counted_not_fatal() {
+fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let port = free_udp_ports();
-    let run = start_run(dir.path(), port, 2.0, Path::new(""));
+    let truth = dir.path().join("gen").join("truth_pulses.csv");
+    let run = start_run(dir.path(), port, 6.0, &truth, "");
+    generate(dir.path(), port);
+    check_against_what_was_sent(&summary(run), dir.path(), port);
+}
+
+/// `configs/source-udp-apps.toml`'s case: each readout application binds its own links' ports.
+#[test]
+fn readout_applications_fed_over_udp_hold_exactly_the_frames_sent() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_udp_ports();
+    let truth = dir.path().join("gen").join("truth_pulses.csv");
+    let topology = format!(
+        "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n{}",
+        loopback_apps(1)
+    );
+    let run = start_run(dir.path(), port, 6.0, &truth, &topology);
+    generate(dir.path(), port);
+    let s = summary(run);
+    let apps = s["apps"].as_array().unwrap();
+    assert_eq!(apps.len(), 5, "{apps:?}");
+    assert!(apps.iter().all(|a| a["reported"] == true), "{apps:?}");
+    check_against_what_was_sent(&s, dir.path(), port);
+}
+
+#[test]
+fn garbage_datagrams_are_counted_not_fatal() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_udp_ports();
+    let run = start_run(dir.path(), port, 2.0, Path::new(""), "");
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     for n in 0..200usize {
         let garbage = vec![n as u8; 1 + n * 37 % 9000];

@@ -55,7 +55,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     );
     let _heartbeat = ctx.connect_and_heartbeat(outlets)?;
     let prefix = format!("swdaq_{}", ctx.spec.name);
-    let storage = StorageSink::start(config, &prefix, &ctx.spec.name)?;
+    let storage = StorageSink::start(config, &prefix, &ctx.spec.name, &monitoring.registry)?;
     let mut sink = StreamingSink {
         storage,
         stream: RecordStream::open(ctx)?,

@@ -3,6 +3,7 @@
 use anyhow::{Context, bail};
 use serde_json::Value;
 use std::time::Duration;
+use swdaq_control::{Command, Method, Request};
 
 /// Long enough for a stop to wait for the run's last records and files.
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -33,6 +34,15 @@ impl Client {
             base: format!("http://{addr}"),
             authorization: token.map(|t| format!("Bearer {}", t.trim())),
             agent,
+        }
+    }
+
+    /// Sends the request that asks for `command`.
+    pub fn send(&self, command: &Command) -> anyhow::Result<Answer> {
+        let Request { method, path, body } = command.request();
+        match method {
+            Method::Get => self.get(path),
+            Method::Post => self.post(path, body.as_ref()),
         }
     }
 

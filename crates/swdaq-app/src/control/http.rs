@@ -1,4 +1,5 @@
-//! `swdaq serve`'s HTTP JSON API over [`RunControl`]:
+//! `swdaq serve`'s HTTP JSON API over [`RunControl`] (requests are understood by
+//! `swdaq_control::parse_request`, where the routes are):
 //!
 //! | method and path | body | answer |
 //! |---|---|---|
@@ -17,7 +18,6 @@
 
 use super::auth::Token;
 use super::system::{ControlError, RunControl};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -25,87 +25,13 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use swdaq_trigger::TriggerChange;
+use swdaq_control::{Command, parse_request};
 use tiny_http::{Header, Request, Response, Server};
 
 /// Bodies larger than this are refused (every command's body is a few bytes).
 const MAX_BODY: u64 = 64 * 1024;
 /// Requests handled at once: a stop waiting for its run must not hold up `/status`.
 const WORKERS: usize = 4;
-
-/// What a request asks for, once its route and body are understood.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    State,
-    Status,
-    Configure,
-    Start { run_number: Option<u32> },
-    Stop,
-    Pause,
-    Resume,
-    ChangeTrigger(TriggerChange),
-}
-
-/// Why a request was not understood.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    #[error("no route {method} {path}")]
-    NotFound { method: String, path: String },
-    #[error("bad request body: {0}")]
-    BadBody(String),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StartBody {
-    #[serde(default)]
-    run_number: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EmptyBody {}
-
-/// A body for a command that takes none may be absent or `{}`.
-fn no_body(body: &[u8]) -> Result<(), RequestError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(());
-    }
-    serde_json::from_slice::<EmptyBody>(body)
-        .map(|_| ())
-        .map_err(|e| RequestError::BadBody(e.to_string()))
-}
-
-fn json_body<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, RequestError> {
-    serde_json::from_slice(body).map_err(|e| RequestError::BadBody(e.to_string()))
-}
-
-/// Understands a request: its method, path (a query string is ignored) and body.
-pub fn parse_request(method: &str, url: &str, body: &[u8]) -> Result<Command, RequestError> {
-    let path = url.split('?').next().unwrap_or_default();
-    let command = match (method, path) {
-        ("GET", "/state") => Command::State,
-        ("GET", "/status") => Command::Status,
-        ("POST", "/configure") => no_body(body).map(|()| Command::Configure)?,
-        ("POST", "/start") if body.iter().all(u8::is_ascii_whitespace) => {
-            Command::Start { run_number: None }
-        }
-        ("POST", "/start") => Command::Start {
-            run_number: json_body::<StartBody>(body)?.run_number,
-        },
-        ("POST", "/stop") => no_body(body).map(|()| Command::Stop)?,
-        ("POST", "/pause") => no_body(body).map(|()| Command::Pause)?,
-        ("POST", "/resume") => no_body(body).map(|()| Command::Resume)?,
-        ("POST", "/trigger") => Command::ChangeTrigger(json_body(body)?),
-        _ => {
-            return Err(RequestError::NotFound {
-                method: method.into(),
-                path: path.into(),
-            });
-        }
-    };
-    Ok(command)
-}
 
 /// Carries out `command`: the status code and JSON answer.
 pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value) {
@@ -267,16 +193,10 @@ fn handle(mut request: Request, token: Option<&Token>, control: &RunControl, ref
                     }
                     (code, answer)
                 }
-                Err(e) => {
-                    let code = match e {
-                        RequestError::NotFound { .. } => 404,
-                        RequestError::BadBody(_) => 400,
-                    };
-                    (
-                        code,
-                        json!({ "error": e.to_string(), "state": control.state() }),
-                    )
-                }
+                Err(e) => (
+                    e.status_code(),
+                    json!({ "error": e.to_string(), "state": control.state() }),
+                ),
             },
         }
     };
@@ -298,94 +218,4 @@ fn respond(request: Request, code: u16, answer: &Value) {
         response.add_header(h);
     }
     let _ = request.respond(response);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn routes_and_bodies_are_understood() {
-        assert_eq!(parse_request("GET", "/state", b""), Ok(Command::State));
-        assert_eq!(
-            parse_request("GET", "/status?x=1", b""),
-            Ok(Command::Status)
-        );
-        assert_eq!(
-            parse_request("POST", "/start", br#"{"run_number": 12}"#),
-            Ok(Command::Start {
-                run_number: Some(12)
-            })
-        );
-        assert_eq!(
-            parse_request("POST", "/start", b""),
-            Ok(Command::Start { run_number: None })
-        );
-        assert_eq!(parse_request("POST", "/stop", b" {} "), Ok(Command::Stop));
-        assert_eq!(
-            parse_request("POST", "/trigger", br#"{"trigger":"random","rate_hz":5}"#),
-            Ok(Command::ChangeTrigger(TriggerChange {
-                trigger: "random".into(),
-                prescale: None,
-                rate_hz: Some(5.0)
-            }))
-        );
-    }
-
-    #[test]
-    fn a_wrong_route_or_body_is_named() {
-        assert!(matches!(
-            parse_request("GET", "/start", b""),
-            Err(RequestError::NotFound { .. })
-        ));
-        assert!(matches!(
-            parse_request("POST", "/nothing", b""),
-            Err(RequestError::NotFound { .. })
-        ));
-        for (path, body) in [
-            ("/start", &br#"{"run_number": -1}"#[..]),
-            ("/start", b"{run_number: 1}"),
-            ("/start", br#"{"run": 1}"#),
-            ("/stop", b"now"),
-            ("/trigger", b""),
-            ("/trigger", br#"{"trigger":"random","prescale":"2"}"#),
-        ] {
-            assert!(
-                matches!(
-                    parse_request("POST", path, body),
-                    Err(RequestError::BadBody(_))
-                ),
-                "{path} {body:?}"
-            );
-        }
-    }
-
-    proptest! {
-        /// Any request is understood or refused with a reason, never a panic; a refused
-        /// known route is always a bad body.
-        #[test]
-        fn any_request_is_understood_or_refused(
-            method in prop_oneof![
-                Just("GET".to_string()), Just("POST".to_string()), ".{0,8}"
-            ],
-            path in prop_oneof![
-                Just("/start".to_string()),
-                Just("/stop".to_string()),
-                Just("/trigger".to_string()),
-                Just("/status".to_string()),
-                ".{0,20}",
-            ],
-            body in proptest::collection::vec(any::<u8>(), 0..200),
-        ) {
-            match parse_request(&method, &path, &body) {
-                Ok(_) => {}
-                Err(RequestError::NotFound { .. }) => {}
-                Err(RequestError::BadBody(reason)) => {
-                    prop_assert_eq!(method, "POST");
-                    prop_assert!(!reason.is_empty());
-                }
-            }
-        }
-    }
 }

@@ -1,6 +1,7 @@
 //! Run control: `swdaq serve` keeps the system up between runs behind an HTTP JSON API
 //! (`http`), steered through one state machine (`fsm`, `system`); `swdaq ctl` is its
-//! client (`client`). Loopback by default; elsewhere only with a bearer token (`auth`).
+//! client (`client`); both take their routes from `swdaq-control` (the commands, parsed from
+//! and turned into requests). Loopback by default; elsewhere only with a bearer token (`auth`).
 //!
 //! Each start runs the one-process chain (`run::chain`), or with a `[topology]` boots the
 //! applications (`apps::launch`), as a new run: its number, its files; each stop answers
@@ -22,6 +23,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use swdaq_control::{Command, TriggerChange};
 use system::RunControl;
 
 /// Where `swdaq serve` listens and `swdaq ctl` calls by default.
@@ -161,33 +163,25 @@ pub fn ctl(args: &CtlArgs) -> anyhow::Result<()> {
             None => std::env::var(auth::TOKEN_ENV).ok(),
         };
     let client = client::Client::new(&args.addr, token.as_deref());
-    let answer = match &args.command {
-        CtlCommand::State => client.get("/state"),
-        CtlCommand::Status => client.get("/status"),
-        CtlCommand::Configure => client.post("/configure", None),
-        CtlCommand::Start { run } => client.post(
-            "/start",
-            Some(&match run {
-                Some(n) => serde_json::json!({ "run_number": n }),
-                None => serde_json::json!({}),
-            }),
-        ),
-        CtlCommand::Stop => client.post("/stop", None),
-        CtlCommand::Pause => client.post("/pause", None),
-        CtlCommand::Resume => client.post("/resume", None),
+    let command = match &args.command {
+        CtlCommand::State => Command::State,
+        CtlCommand::Status => Command::Status,
+        CtlCommand::Configure => Command::Configure,
+        CtlCommand::Start { run } => Command::Start { run_number: *run },
+        CtlCommand::Stop => Command::Stop,
+        CtlCommand::Pause => Command::Pause,
+        CtlCommand::Resume => Command::Resume,
         CtlCommand::Trigger {
             source,
             prescale,
             rate_hz,
-        } => client.post(
-            "/trigger",
-            Some(&serde_json::json!({
-                "trigger": source,
-                "prescale": prescale,
-                "rate_hz": rate_hz,
-            })),
-        ),
-    }?;
+        } => Command::ChangeTrigger(TriggerChange {
+            trigger: source.clone(),
+            prescale: *prescale,
+            rate_hz: *rate_hz,
+        }),
+    };
+    let answer = client.send(&command)?;
     let body = answer.into_result()?;
     println!("{}", serde_json::to_string_pretty(&body)?);
     Ok(())

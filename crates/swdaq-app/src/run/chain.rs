@@ -134,7 +134,7 @@ pub fn run_chain_with(
     check_pin_cores(config)?;
     let monitoring = Monitoring::start(config)?;
     let registry = &monitoring.registry;
-    let mut sink = StorageSink::start(config, "swdaq", "swdaq run")?;
+    let mut sink = StorageSink::start(config, "swdaq", "swdaq run", registry)?;
     let storage_failed = sink.failure_flag();
     let all_links: Vec<u32> = (0..config.emulator.links).collect();
     let inputs = prepare(config, &all_links)?;

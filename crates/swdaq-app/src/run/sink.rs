@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use swdaq_dataflow::{RecordSink, SinkError};
 use swdaq_format::TriggerRecord;
-use swdaq_store::{StorageThread, StoreConfig, StoreReport};
+use swdaq_monitor::Registry;
+use swdaq_store::{StorageThread, StoreConfig, StoreMetrics, StoreReport};
 
 pub struct StorageSink {
     writer: Option<StorageThread>,
@@ -16,8 +17,13 @@ pub struct StorageSink {
 
 impl StorageSink {
     /// Files are named `PREFIX_runNNNNNN_NNNN.hdf5` and carry `application` as their
-    /// `application_name` attribute.
-    pub fn start(config: &RunConfig, prefix: &str, application: &str) -> anyhow::Result<Self> {
+    /// `application_name` attribute; the writer's counters go to `registry` (`swdaq_store_*`).
+    pub fn start(
+        config: &RunConfig,
+        prefix: &str,
+        application: &str,
+        registry: &Registry,
+    ) -> anyhow::Result<Self> {
         let s = &config.storage;
         if !s.enabled {
             return Ok(Self {
@@ -37,7 +43,8 @@ impl StorageSink {
             flush_every_records: s.flush_every_records,
             sync_to_disk: s.sync_to_disk,
         };
-        let writer = StorageThread::spawn(store, s.queue_depth).with_context(|| {
+        let metrics = StoreMetrics::register(registry)?;
+        let writer = StorageThread::spawn(store, s.queue_depth, metrics).with_context(|| {
             format!(
                 "run.output_dir = {:?}: cannot start storage",
                 config.run.output_dir

@@ -390,9 +390,12 @@ pub fn summary(r: &RunReport) -> String {
         Some(st) => {
             let _ = writeln!(
                 s,
-                "Storage   {} records written ({:.1} MB), {} not written{}",
+                "Storage   {} records written ({:.1} MB of records, {:.1} MB on disk, {} flushes, {:.2} s writing), {} not written{}",
                 st.records_written,
                 st.bytes_written as f64 / 1e6,
+                st.file_bytes as f64 / 1e6,
+                st.flushes,
+                st.write_seconds,
                 st.records_not_written + r.builder.not_stored,
                 st.error
                     .as_ref()

@@ -1,4 +1,5 @@
-//! What the binary's integration tests share.
+//! What the binary's integration tests share. Each test binary uses a part of it.
+#![allow(dead_code)]
 
 /// A TCP port on 127.0.0.1 free at the moment of asking.
 pub fn free_port() -> u16 {
@@ -7,4 +8,25 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// The chain as applications on loopback, each inbox on a free port: `readout-0` with link 0,
+/// `readout-1` with link 1, `trigger`, `dfo` and `builders` builders (`builder-0`, ...), as
+/// `[[topology.apps]]` entries.
+pub fn loopback_apps(builders: usize) -> String {
+    let mut apps = vec![
+        ("readout-0".to_string(), "readout", "links = [0]"),
+        ("readout-1".to_string(), "readout", "links = [1]"),
+        ("trigger".to_string(), "trigger", ""),
+        ("dfo".to_string(), "dfo", ""),
+    ];
+    apps.extend((0..builders).map(|b| (format!("builder-{b}"), "builder", "")));
+    apps.iter()
+        .map(|(name, kind, links)| {
+            format!(
+                "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{links}\n",
+                free_port()
+            )
+        })
+        .collect()
 }
