@@ -31,6 +31,7 @@ pub struct SuperFragment {
     pub event: u64,
     /// FEDs whose fragment failed a check or never came: left out of `data`.
     pub bad_feds: u16,
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 
