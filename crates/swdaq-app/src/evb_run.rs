@@ -1,15 +1,24 @@
 //! `swdaq run` for a configuration with an `[evb]` section: the CMS-style event builder in
 //! one process (emulated FEDs -> readout units -> event manager -> builder units -> files),
-//! with a live line per second, Prometheus `/metrics` and a closing summary.
+//! with a live line per second, Prometheus `/metrics` and a closing summary; or, with a
+//! `[topology]` of `evm`, `ru` and `bu` applications, as processes over ZeroMQ
+//! (`crate::apps::evb`) started by the chain's launcher, their reports merged into the same
+//! summary with how each application ended.
 
-use crate::run::chain::Monitoring;
+use crate::apps::evb::EvbAppReport;
+use crate::apps::launch::{Launched, Plan, launch};
+use crate::run::chain::{AppOutcome, Monitoring, StopReason};
+use crate::run::stop::StopRequest;
+use crate::run::topology::{AppKind, TopologySection};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use swdaq_evb::bu::WriterOutcome;
 use swdaq_evb::check::FedCheckFailure;
+use swdaq_evb::files::WriterError;
 use swdaq_evb::{Drills, EvbConfig, EvbRun, EvbSummary};
 use swdaq_monitor::{Snapshot, Value};
 
@@ -22,6 +31,8 @@ pub struct EvbRunConfig {
     /// `/metrics` address, or "" for none.
     pub metrics_addr: String,
     pub evb: EvbConfig,
+    /// Empty: one process. Otherwise the `evm`, `ru` and `bu` applications.
+    pub topology: TopologySection,
 }
 
 impl Default for EvbRunConfig {
@@ -30,6 +41,7 @@ impl Default for EvbRunConfig {
             duration_s: 10.0,
             metrics_addr: "127.0.0.1:9464".into(),
             evb: EvbConfig::default(),
+            topology: TopologySection::default(),
         }
     }
 }
@@ -38,19 +50,151 @@ impl Default for EvbRunConfig {
 pub fn is_evb_config(path: &Path) -> anyhow::Result<bool> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{} is not TOML", path.display()))?;
+    is_evb_text(&text).with_context(|| format!("{} is not TOML", path.display()))
+}
+
+/// Whether a configuration's text describes an event-builder run.
+pub fn is_evb_text(text: &str) -> anyhow::Result<bool> {
+    let table: toml::Table = toml::from_str(text)?;
     Ok(table.contains_key("evb"))
 }
 
 pub fn load(path: &Path) -> anyhow::Result<EvbRunConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let config: EvbRunConfig =
-        toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    parse(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// Parses and checks an event-builder run's configuration.
+pub fn parse(text: &str) -> anyhow::Result<EvbRunConfig> {
+    let config: EvbRunConfig = toml::from_str(text)?;
     config.evb.validate()?;
     anyhow::ensure!(config.duration_s >= 0.0, "duration_s must not be negative");
+    config
+        .topology
+        .validate_evb(config.evb.rus.len(), config.evb.builder_units as usize)?;
     Ok(config)
+}
+
+/// The event builder as applications: launched, stopped event manager first, then builder
+/// units (once they have built and written what they hold), then readout units.
+pub fn run_apps(
+    config: &EvbRunConfig,
+    exe: &Path,
+    stop: &StopRequest,
+) -> anyhow::Result<AppsSummary> {
+    let plan = Plan {
+        topology: &config.topology,
+        toml: toml::to_string_pretty(config).context("the configuration as TOML")?,
+        run_number: config.evb.run,
+        logs: config
+            .evb
+            .output
+            .join(format!("run{:06}-logs", config.evb.run)),
+        duration: (config.duration_s > 0.0).then(|| Duration::from_secs_f64(config.duration_s)),
+        status_interval: Duration::from_secs(1),
+        stop_order: &[AppKind::Evm, AppKind::Bu, AppKind::Ru],
+        essential: &[AppKind::Evm],
+        ends_with: (
+            AppKind::Bu,
+            StopReason::AppFailed("every builder unit ended".into()),
+        ),
+    };
+    Ok(AppsSummary::merge(launch(&plan, exe, stop, &())?))
+}
+
+/// The event builder's summary from its applications' reports, and how each ended.
+#[derive(Debug)]
+pub struct AppsSummary {
+    pub evb: EvbSummary,
+    pub stop_reason: StopReason,
+    pub apps: Vec<AppOutcome>,
+    /// Messages refused by the applications' inboxes, by reason.
+    pub refused_messages: std::collections::BTreeMap<String, u64>,
+    /// Each application's threads' CPU shares, named `app/thread`.
+    pub thread_cpu: Vec<(String, f64)>,
+}
+
+impl AppsSummary {
+    fn merge(launched: Launched) -> Self {
+        let mut evb = EvbSummary {
+            evm: Default::default(),
+            rus: Vec::new(),
+            bus: Vec::new(),
+            writers: Vec::new(),
+            feds: Vec::new(),
+            injected: Default::default(),
+            elapsed: Duration::from_secs_f64(launched.seconds),
+        };
+        let mut apps = Vec::new();
+        let mut refused_messages = std::collections::BTreeMap::new();
+        let mut thread_cpu = Vec::new();
+        for (_, mut outcome, bytes) in launched.apps {
+            match bytes.map(|b| postcard::from_bytes::<EvbAppReport>(&b)) {
+                Some(Ok(r)) => {
+                    if let Some(e) = r.evm {
+                        evb.evm = e;
+                    }
+                    evb.rus.extend(r.ru);
+                    evb.bus.extend(r.bu);
+                    evb.writers
+                        .extend(r.writer.map(|(counts, error)| WriterOutcome {
+                            counts,
+                            error: error.map(WriterError::Reported),
+                        }));
+                    evb.feds.extend(r.feds);
+                    for (k, n) in r.injected {
+                        *evb.injected.entry(k).or_insert(0) += n;
+                    }
+                    for (reason, n) in r.refused_messages {
+                        *refused_messages.entry(reason).or_insert(0) += n;
+                    }
+                    thread_cpu.extend(r.thread_cpu);
+                }
+                Some(Err(e)) => {
+                    outcome.failure = Some(format!("report: not an event-builder report: {e}"))
+                }
+                None => {}
+            }
+            apps.push(outcome);
+        }
+        evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
+        Self {
+            evb,
+            stop_reason: launched.stop_reason,
+            apps,
+            refused_messages,
+            thread_cpu,
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let mut j = summary_json(&self.evb);
+        j["stop_reason"] = serde_json::to_value(&self.stop_reason).unwrap_or_default();
+        j["refused_messages"] = serde_json::json!(self.refused_messages);
+        j["apps"] = serde_json::to_value(&self.apps).unwrap_or_default();
+        j["thread_cpu"] = serde_json::json!(self.thread_cpu);
+        j
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = summary_text(&self.evb);
+        for a in &self.apps {
+            out += &format!(
+                "App       {:<12} {:<4} {}\n",
+                a.name,
+                a.kind,
+                match &a.failure {
+                    None => "stopped cleanly".to_string(),
+                    Some(f) => format!("{f} (log {})", a.log.display()),
+                }
+            );
+        }
+        if !self.refused_messages.is_empty() {
+            out += &format!("Refused   {:?}\n", self.refused_messages);
+        }
+        out
+    }
 }
 
 /// Runs until the duration, `max_events`, Ctrl-C (`interrupt`) or a writer failure ends it.
@@ -184,10 +328,38 @@ pub fn summary_text(s: &EvbSummary) -> String {
             out += &format!("FED {fed:>4} (RU {ru}): {}\n", failed.join(", "));
         }
     }
+    if !s.evm.gone.is_empty() {
+        out += &format!(
+            "Lost      builder units {:?} gone; their unsettled events, by number: {}\n",
+            s.evm.gone,
+            numbers(&s.evm.lost)
+        );
+    }
     for w in s.writers.iter().filter_map(|w| w.error.as_ref()) {
         out += &format!("Writer    failed: {w}\n");
     }
     out
+}
+
+/// Event numbers, runs of consecutive ones as `a-b`.
+fn numbers(events: &[u64]) -> String {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &e in events {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == e => *last = e,
+            _ => runs.push((e, e)),
+        }
+    }
+    runs.iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `swdaq run` with an event-builder configuration.
@@ -195,6 +367,9 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     let mut config = load(path)?;
     if let Some(d) = duration {
         config.duration_s = d;
+    }
+    if config.topology.is_distributed() {
+        return main_apps(&config, json);
     }
     let interrupt = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&interrupt);
@@ -220,6 +395,23 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
         print!("{}", summary_text(&summary));
     }
     if let Some(e) = summary.writers.iter().find_map(|w| w.error.as_ref()) {
+        anyhow::bail!("{e}");
+    }
+    Ok(())
+}
+
+/// `swdaq run` with an event-builder configuration that has a topology.
+fn main_apps(config: &EvbRunConfig, json: bool) -> anyhow::Result<()> {
+    let stop = Arc::new(StopRequest::default());
+    crate::run::stop::install(Arc::clone(&stop))?;
+    let exe = crate::apps::launch::current_exe()?;
+    let summary = run_apps(config, &exe, &stop)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary.json())?);
+    } else {
+        print!("{}", summary.text());
+    }
+    if let Some(e) = summary.evb.writers.iter().find_map(|w| w.error.as_ref()) {
         anyhow::bail!("{e}");
     }
     Ok(())

@@ -16,13 +16,14 @@ use swdaq_monitor::{MonitorError, Registry};
 
 const IDLE_WAIT: Duration = Duration::from_millis(1);
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct BuReport {
     pub build: BuildCounts,
     /// Events built but never handed to the writer: its thread had gone, or it held them
     /// when it could hand over nothing more.
     pub unwritten: u64,
     /// Build time (assignment to built) in microseconds.
+    #[serde(with = "recorded_values")]
     pub build_time_us: Histogram<u64>,
 }
 
@@ -298,4 +299,56 @@ pub fn run_writer(
     counts.unwritten = unwritten;
     publish(&mut counters, counts);
     WriterOutcome { counts, error }
+}
+/// A histogram as its recorded (value, count) pairs: what a builder unit's report carries
+/// between processes, and enough to merge quantiles exactly at the histogram's precision.
+mod recorded_values {
+    use hdrhistogram::Histogram;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        let pairs: Vec<(u64, u64)> = h
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect();
+        pairs.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let mut h = Histogram::new(3).map_err(serde::de::Error::custom)?;
+        for (value, count) in Vec::<(u64, u64)>::deserialize(d)? {
+            h.record_n(value, count).map_err(serde::de::Error::custom)?;
+        }
+        Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_keeps_its_build_time_quantiles_across_serialisation() {
+        let mut report = BuReport {
+            build: BuildCounts {
+                complete: 3,
+                ..Default::default()
+            },
+            unwritten: 1,
+            build_time_us: Histogram::new(3).unwrap(),
+        };
+        for v in [5, 5, 70, 1200, 900_000] {
+            report.build_time_us.record(v).unwrap();
+        }
+        let back: BuReport =
+            serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+        assert_eq!(back.build, report.build);
+        assert_eq!(back.build_time_us.len(), 5);
+        for q in [0.0, 0.5, 0.99, 1.0] {
+            assert_eq!(
+                back.build_time_us.value_at_quantile(q),
+                report.build_time_us.value_at_quantile(q)
+            );
+        }
+    }
 }
