@@ -113,6 +113,8 @@ pub struct AppsSummary {
     pub refused_messages: std::collections::BTreeMap<String, u64>,
     /// Each application's threads' CPU shares, named `app/thread`.
     pub thread_cpu: Vec<(String, f64)>,
+    /// CPU seconds of every reporting application's threads.
+    pub cpu_seconds: f64,
 }
 
 impl AppsSummary {
@@ -129,6 +131,7 @@ impl AppsSummary {
         let mut apps = Vec::new();
         let mut refused_messages = std::collections::BTreeMap::new();
         let mut thread_cpu = Vec::new();
+        let mut cpu_seconds = 0.0;
         for (_, mut outcome, bytes) in launched.apps {
             match bytes.map(|b| postcard::from_bytes::<EvbAppReport>(&b)) {
                 Some(Ok(r)) => {
@@ -149,6 +152,7 @@ impl AppsSummary {
                     for (reason, n) in r.refused_messages {
                         *refused_messages.entry(reason).or_insert(0) += n;
                     }
+                    cpu_seconds += r.seconds * r.thread_cpu.iter().map(|(_, s)| s).sum::<f64>();
                     thread_cpu.extend(r.thread_cpu);
                 }
                 Some(Err(e)) => {
@@ -165,6 +169,7 @@ impl AppsSummary {
             apps,
             refused_messages,
             thread_cpu,
+            cpu_seconds,
         }
     }
 
@@ -174,6 +179,7 @@ impl AppsSummary {
         j["refused_messages"] = serde_json::json!(self.refused_messages);
         j["apps"] = serde_json::to_value(&self.apps).unwrap_or_default();
         j["thread_cpu"] = serde_json::json!(self.thread_cpu);
+        j["cpu_seconds"] = serde_json::json!(self.cpu_seconds);
         j
     }
 
@@ -257,6 +263,18 @@ pub fn live_line(s: &Snapshot) -> String {
     )
 }
 
+/// Super-fragments that never came, per readout unit, over every builder unit.
+fn missing_per_ru(s: &EvbSummary) -> Vec<u64> {
+    let rus = s.bus.iter().map(|b| b.build.missing_per_ru.len());
+    let mut out = vec![0; rus.max().unwrap_or(0)];
+    for b in &s.bus {
+        for (total, &n) in out.iter_mut().zip(&b.build.missing_per_ru) {
+            *total += n;
+        }
+    }
+    out
+}
+
 /// The closing summary as JSON: every count, and the latency quantiles.
 pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
     let seconds = s.elapsed.as_secs_f64();
@@ -292,6 +310,7 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "build_time_p50_us": s.build_time_us(0.5),
         "build_time_p99_us": s.build_time_us(0.99),
         "fed_failures": fed_failures,
+        "missing_per_ru": missing_per_ru(s),
         "writer_errors": s.writers.iter().filter_map(|w| w.error.as_ref().map(|e| e.to_string())).collect::<Vec<_>>(),
     })
 }

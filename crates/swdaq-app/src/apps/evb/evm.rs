@@ -65,7 +65,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(())
     })?;
-    (_, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
     monitoring.stop();
     Ok(report)
 }

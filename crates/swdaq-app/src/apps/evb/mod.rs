@@ -17,6 +17,7 @@
 //! its loop each application waits for `stop`, so a run ended by `max_events` still stops in
 //! order: event manager, builder units, readout units.
 
+pub mod bench;
 pub mod bu;
 pub mod evm;
 pub mod ru;
@@ -53,6 +54,8 @@ pub struct EvbAppReport {
     /// Messages the inbox refused, by reason.
     pub refused_messages: BTreeMap<String, u64>,
     pub thread_cpu: Vec<(String, f64)>,
+    /// Seconds the shares are of.
+    pub seconds: f64,
 }
 
 impl EvbAppReport {

@@ -67,7 +67,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     report.refused_messages = demux
         .join()
         .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
-    (_, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
     monitoring.stop();
     Ok(report)
 }
