@@ -6,6 +6,7 @@
 //! summary with how each application ended.
 
 use crate::apps::evb::EvbAppReport;
+use crate::apps::evb::live::{LiveSeries, snapshot_of};
 use crate::apps::launch::{Launched, Plan, launch};
 use crate::run::chain::{AppOutcome, Monitoring, StopReason};
 use crate::run::stop::StopRequest;
@@ -99,6 +100,13 @@ pub fn run_apps(
             AppKind::Bu,
             StopReason::AppFailed("every builder unit ended".into()),
         ),
+        live_line: Some(&|live: &[&[u8]]| {
+            // An application's undecodable figures are left out of the line, not fatal.
+            let parts = live
+                .iter()
+                .filter_map(|b| postcard::from_bytes::<Vec<LiveSeries>>(b).ok());
+            live_line(&snapshot_of(parts))
+        }),
     };
     Ok(AppsSummary::merge(launch(&plan, exe, stop, &())?))
 }

@@ -7,7 +7,8 @@
 //!   means `stop`, so an application never outlives a launcher that died.
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
 //!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded: the chain's
-//!   `RunReport`, or the event builder's `EvbAppReport`) at the end.
+//!   `RunReport`, or the event builder's `EvbAppReport`) at the end; the event builder's
+//!   applications also send `live HEX` once a second (their rates and gauges, `postcard`).
 //! - stderr: the application's log.
 
 use crate::run::config::RunConfig;
@@ -158,12 +159,23 @@ pub fn send_report(report: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Sends the launcher this application's latest figures for the live line.
+pub fn send_live(figures: &impl serde::Serialize) -> anyhow::Result<()> {
+    let bytes = postcard::to_stdvec(figures).context("encoding the live figures")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "live {}", hex::encode(bytes))?;
+    out.flush()?;
+    Ok(())
+}
+
 /// What the launcher reads from an application's stdout.
 #[derive(Debug)]
 pub enum Event {
     Ready,
     /// The report's `postcard` bytes, decoded by whoever knows the run's kind.
     Report(Vec<u8>),
+    /// The latest live figures' `postcard` bytes, likewise.
+    Live(Vec<u8>),
 }
 
 /// Parses one stdout line of an application (`None` for anything else, e.g. stray output).
@@ -171,6 +183,9 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
     match line.trim_end() {
         "ready" => Some(Ok(Event::Ready)),
         l => {
+            if let Some(hex) = l.strip_prefix("live ") {
+                return Some(hex::decode(hex).context("live: not hex").map(Event::Live));
+            }
             let hex = l.strip_prefix("report ")?;
             Some(
                 hex::decode(hex)
@@ -269,6 +284,7 @@ mod tests {
         let back: RunReport = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back.seconds, 2.5);
         assert!(parse_event("report zz").unwrap().is_err());
+        assert!(matches!(parse_event("live 0102"), Some(Ok(Event::Live(b))) if b == [1, 2]));
         assert!(parse_event("something else").is_none());
     }
 }

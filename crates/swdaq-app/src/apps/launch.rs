@@ -42,7 +42,12 @@ pub struct Plan<'a> {
     pub essential: &'a [AppKind],
     /// The run ends once every application of this kind has ended, for this reason.
     pub ends_with: (AppKind, StopReason),
+    /// The status line's figures from the applications' latest `live` messages.
+    pub live_line: Option<&'a LiveLine>,
 }
+
+/// Makes the status line's figures from each application's latest `live` bytes.
+pub type LiveLine = dyn Fn(&[&[u8]]) -> String;
 
 /// How the applications ran: each one's outcome and report bytes, in topology order.
 pub struct Launched {
@@ -59,6 +64,7 @@ struct Running {
     stdin: Option<ChildStdin>,
     ready: bool,
     report: Option<Vec<u8>>,
+    live: Option<Vec<u8>>,
     /// Set when it exited before it was told to stop.
     died: bool,
 }
@@ -146,6 +152,7 @@ pub fn run_distributed_with(
         ],
         essential: &[AppKind::Trigger, AppKind::Dfo],
         ends_with: (AppKind::Readout, StopReason::AllLinksEnded),
+        live_line: None,
     };
     let launched = launch(&plan, exe, stop, hooks)?;
     let mut reports = Vec::new();
@@ -299,6 +306,7 @@ fn spawn(
         stdin: Some(stdin),
         ready: false,
         report: None,
+        live: None,
         died: false,
     })
 }
@@ -307,6 +315,7 @@ fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::Result<Event
     let a = &mut apps[index];
     match event {
         Ok(Event::Ready) => a.ready = true,
+        Ok(Event::Live(l)) => a.live = Some(l),
         Ok(Event::Report(r)) => {
             a.report = Some(r);
             a.outcome.reported = true;
@@ -407,8 +416,12 @@ fn supervise(
         if now >= next_status {
             next_status += status;
             let alive = apps.iter().filter(|a| !a.died).count();
+            let figures = plan.live_line.map_or(String::new(), |line| {
+                let live: Vec<&[u8]> = apps.iter().filter_map(|a| a.live.as_deref()).collect();
+                format!("; {}", line(&live))
+            });
             eprintln!(
-                "swdaq run: {:.0} s, {alive} of {} applications running",
+                "swdaq run: {:.0} s, {alive} of {} applications running{figures}",
                 (now - started).as_secs_f64(),
                 apps.len()
             );

@@ -24,7 +24,7 @@ const WRITER_QUEUE: usize = 256;
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let config = &ctx.config.evb;
     let index = position(ctx);
-    let monitoring = monitoring(ctx)?;
+    let (monitoring, live) = monitoring(ctx)?;
     let inlet = ctx.bind_inbox()?;
     let (evm_id, _) = ctx.config.topology.single(AppKind::Evm);
     let ru_ids = ctx.ids_of(AppKind::Ru);
@@ -105,6 +105,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         Ok(())
     })?;
     (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    drop(live);
     monitoring.stop();
     Ok(report)
 }

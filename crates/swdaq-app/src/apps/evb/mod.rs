@@ -20,6 +20,7 @@
 pub mod bench;
 pub mod bu;
 pub mod evm;
+pub mod live;
 pub mod ru;
 
 use super::AppContext;
@@ -87,10 +88,14 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
 /// How often the demultiplexers look at their peers' liveness and at `done`.
 const DEMUX_WAKE: Duration = Duration::from_millis(20);
 
-/// This application's monitoring, with `/metrics` where its entry asks for it.
-fn monitoring(ctx: &EvbContext) -> anyhow::Result<Monitoring> {
+/// This application's monitoring, with `/metrics` where its entry asks for it, and its
+/// figures sent to the launcher's live line while the reporter lives.
+fn monitoring(ctx: &EvbContext) -> anyhow::Result<(Monitoring, live::LiveReporter)> {
     let key = format!("topology.apps.metrics_addr ({})", ctx.spec.name);
-    Monitoring::with_interval(Duration::from_secs(1), &ctx.spec.metrics_addr, &key)
+    let monitoring =
+        Monitoring::with_interval(Duration::from_secs(1), &ctx.spec.metrics_addr, &key)?;
+    let reporter = live::LiveReporter::start(monitoring.stats.cell())?;
+    Ok((monitoring, reporter))
 }
 
 /// Waits for the launcher's `stop` (or the end of its input).

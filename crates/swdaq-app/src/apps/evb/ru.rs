@@ -20,7 +20,7 @@ use swdaq_net::{Immediate, Inlet, Liveness, Message};
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let config = &ctx.config.evb;
     let index = 1 + position(ctx);
-    let monitoring = monitoring(ctx)?;
+    let (monitoring, live) = monitoring(ctx)?;
     let inlet = ctx.bind_inbox()?;
     let bu_ids = ctx.ids_of(AppKind::Bu);
     let bus = ctx.outlets_to(&bu_ids)?;
@@ -68,6 +68,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         .join()
         .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
     (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    drop(live);
     monitoring.stop();
     Ok(report)
 }
