@@ -449,6 +449,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shipped_applications_config_is_a_valid_event_builder_topology() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-apps.toml");
+        let config = load(&path).unwrap();
+        let kinds: Vec<AppKind> = config.topology.apps.iter().map(|a| a.kind).collect();
+        assert_eq!(kinds, [AppKind::Evm, AppKind::Ru, AppKind::Bu, AppKind::Bu]);
+        assert_eq!(
+            (
+                config.evb.rus.len(),
+                config.evb.rus[0].len(),
+                config.evb.builder_units
+            ),
+            (2, 4, 2)
+        );
+        // What the applications read back from the launcher is the same configuration.
+        assert_eq!(
+            parse(&toml::to_string_pretty(&config).unwrap()).unwrap(),
+            config
+        );
+        let mut wrong = config.clone();
+        wrong.evb.builder_units = 3;
+        assert!(parse(&toml::to_string_pretty(&wrong).unwrap()).is_err());
+    }
+
+    #[test]
+    fn lost_events_print_as_runs_of_numbers() {
+        assert_eq!(numbers(&[1, 2, 3, 7, 9, 10]), "1-3, 7, 9-10");
+        assert_eq!(numbers(&[]), "");
+    }
+
+    #[test]
     fn shipped_example_config_loads_and_runs() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb.toml");
         assert!(is_evb_config(&path).unwrap());
