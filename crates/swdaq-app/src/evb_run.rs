@@ -1,15 +1,25 @@
 //! `swdaq run` for a configuration with an `[evb]` section: the CMS-style event builder in
 //! one process (emulated FEDs -> readout units -> event manager -> builder units -> files),
-//! with a live line per second, Prometheus `/metrics` and a closing summary.
+//! with a live line per second, Prometheus `/metrics` and a closing summary; or, with a
+//! `[topology]` of `evm`, `ru` and `bu` applications, as processes over ZeroMQ
+//! (`crate::apps::evb`) started by the chain's launcher, their reports merged into the same
+//! summary with how each application ended.
 
-use crate::run::chain::Monitoring;
+use crate::apps::evb::EvbAppReport;
+use crate::apps::evb::live::{LiveSeries, snapshot_of};
+use crate::apps::launch::{Launched, Plan, launch};
+use crate::run::chain::{AppOutcome, Monitoring, StopReason};
+use crate::run::stop::StopRequest;
+use crate::run::topology::{AppKind, TopologySection};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use swdaq_evb::bu::WriterOutcome;
 use swdaq_evb::check::FedCheckFailure;
+use swdaq_evb::files::WriterError;
 use swdaq_evb::{Drills, EvbConfig, EvbRun, EvbSummary};
 use swdaq_monitor::{Snapshot, Value};
 
@@ -22,6 +32,8 @@ pub struct EvbRunConfig {
     /// `/metrics` address, or "" for none.
     pub metrics_addr: String,
     pub evb: EvbConfig,
+    /// Empty: one process. Otherwise the `evm`, `ru` and `bu` applications.
+    pub topology: TopologySection,
 }
 
 impl Default for EvbRunConfig {
@@ -30,6 +42,7 @@ impl Default for EvbRunConfig {
             duration_s: 10.0,
             metrics_addr: "127.0.0.1:9464".into(),
             evb: EvbConfig::default(),
+            topology: TopologySection::default(),
         }
     }
 }
@@ -38,19 +51,164 @@ impl Default for EvbRunConfig {
 pub fn is_evb_config(path: &Path) -> anyhow::Result<bool> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{} is not TOML", path.display()))?;
+    is_evb_text(&text).with_context(|| format!("{} is not TOML", path.display()))
+}
+
+/// Whether a configuration's text describes an event-builder run.
+pub fn is_evb_text(text: &str) -> anyhow::Result<bool> {
+    let table: toml::Table = toml::from_str(text)?;
     Ok(table.contains_key("evb"))
 }
 
 pub fn load(path: &Path) -> anyhow::Result<EvbRunConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let config: EvbRunConfig =
-        toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    parse(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// Parses and checks an event-builder run's configuration.
+pub fn parse(text: &str) -> anyhow::Result<EvbRunConfig> {
+    let config: EvbRunConfig = toml::from_str(text)?;
     config.evb.validate()?;
     anyhow::ensure!(config.duration_s >= 0.0, "duration_s must not be negative");
+    config
+        .topology
+        .validate_evb(config.evb.rus.len(), config.evb.builder_units as usize)?;
     Ok(config)
+}
+
+/// The event builder as applications: launched, stopped event manager first, then builder
+/// units (once they have built and written what they hold), then readout units.
+pub fn run_apps(
+    config: &EvbRunConfig,
+    exe: &Path,
+    stop: &StopRequest,
+) -> anyhow::Result<AppsSummary> {
+    let plan = Plan {
+        topology: &config.topology,
+        toml: toml::to_string_pretty(config).context("the configuration as TOML")?,
+        run_number: config.evb.run,
+        logs: config
+            .evb
+            .output
+            .join(format!("run{:06}-logs", config.evb.run)),
+        duration: (config.duration_s > 0.0).then(|| Duration::from_secs_f64(config.duration_s)),
+        status_interval: Duration::from_secs(1),
+        stop_order: &[AppKind::Evm, AppKind::Bu, AppKind::Ru],
+        essential: &[AppKind::Evm],
+        ends_with: (
+            AppKind::Bu,
+            StopReason::AppFailed("every builder unit ended".into()),
+        ),
+        live_line: Some(&|live: &[&[u8]]| {
+            // An application's undecodable figures are left out of the line, not fatal.
+            let parts = live
+                .iter()
+                .filter_map(|b| postcard::from_bytes::<Vec<LiveSeries>>(b).ok());
+            live_line(&snapshot_of(parts))
+        }),
+    };
+    Ok(AppsSummary::merge(launch(&plan, exe, stop, &())?))
+}
+
+/// The event builder's summary from its applications' reports, and how each ended.
+#[derive(Debug)]
+pub struct AppsSummary {
+    pub evb: EvbSummary,
+    pub stop_reason: StopReason,
+    pub apps: Vec<AppOutcome>,
+    /// Messages refused by the applications' inboxes, by reason.
+    pub refused_messages: std::collections::BTreeMap<String, u64>,
+    /// Each application's threads' CPU shares, named `app/thread`.
+    pub thread_cpu: Vec<(String, f64)>,
+    /// CPU seconds of every reporting application's threads.
+    pub cpu_seconds: f64,
+}
+
+impl AppsSummary {
+    fn merge(launched: Launched) -> Self {
+        let mut evb = EvbSummary {
+            evm: Default::default(),
+            rus: Vec::new(),
+            bus: Vec::new(),
+            writers: Vec::new(),
+            feds: Vec::new(),
+            injected: Default::default(),
+            elapsed: Duration::from_secs_f64(launched.seconds),
+        };
+        let mut apps = Vec::new();
+        let mut refused_messages = std::collections::BTreeMap::new();
+        let mut thread_cpu = Vec::new();
+        let mut cpu_seconds = 0.0;
+        for (_, mut outcome, bytes) in launched.apps {
+            match bytes.map(|b| postcard::from_bytes::<EvbAppReport>(&b)) {
+                Some(Ok(r)) => {
+                    if let Some(e) = r.evm {
+                        evb.evm = e;
+                    }
+                    evb.rus.extend(r.ru);
+                    evb.bus.extend(r.bu);
+                    evb.writers
+                        .extend(r.writer.map(|(counts, error)| WriterOutcome {
+                            counts,
+                            error: error.map(WriterError::Reported),
+                        }));
+                    evb.feds.extend(r.feds);
+                    for (k, n) in r.injected {
+                        *evb.injected.entry(k).or_insert(0) += n;
+                    }
+                    for (reason, n) in r.refused_messages {
+                        *refused_messages.entry(reason).or_insert(0) += n;
+                    }
+                    cpu_seconds += r.seconds * r.thread_cpu.iter().map(|(_, s)| s).sum::<f64>();
+                    thread_cpu.extend(r.thread_cpu);
+                }
+                Some(Err(e)) => {
+                    outcome.failure = Some(format!("report: not an event-builder report: {e}"))
+                }
+                None => {}
+            }
+            apps.push(outcome);
+        }
+        evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
+        Self {
+            evb,
+            stop_reason: launched.stop_reason,
+            apps,
+            refused_messages,
+            thread_cpu,
+            cpu_seconds,
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let mut j = summary_json(&self.evb);
+        j["stop_reason"] = serde_json::to_value(&self.stop_reason).unwrap_or_default();
+        j["refused_messages"] = serde_json::json!(self.refused_messages);
+        j["apps"] = serde_json::to_value(&self.apps).unwrap_or_default();
+        j["thread_cpu"] = serde_json::json!(self.thread_cpu);
+        j["cpu_seconds"] = serde_json::json!(self.cpu_seconds);
+        j
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = summary_text(&self.evb);
+        for a in &self.apps {
+            out += &format!(
+                "App       {:<12} {:<4} {}\n",
+                a.name,
+                a.kind,
+                match &a.failure {
+                    None => "stopped cleanly".to_string(),
+                    Some(f) => format!("{f} (log {})", a.log.display()),
+                }
+            );
+        }
+        if !self.refused_messages.is_empty() {
+            out += &format!("Refused   {:?}\n", self.refused_messages);
+        }
+        out
+    }
 }
 
 /// Runs until the duration, `max_events`, Ctrl-C (`interrupt`) or a writer failure ends it.
@@ -113,6 +271,18 @@ pub fn live_line(s: &Snapshot) -> String {
     )
 }
 
+/// Super-fragments that never came, per readout unit, over every builder unit.
+fn missing_per_ru(s: &EvbSummary) -> Vec<u64> {
+    let rus = s.bus.iter().map(|b| b.build.missing_per_ru.len());
+    let mut out = vec![0; rus.max().unwrap_or(0)];
+    for b in &s.bus {
+        for (total, &n) in out.iter_mut().zip(&b.build.missing_per_ru) {
+            *total += n;
+        }
+    }
+    out
+}
+
 /// The closing summary as JSON: every count, and the latency quantiles.
 pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
     let seconds = s.elapsed.as_secs_f64();
@@ -137,7 +307,9 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "written": s.written(),
         "written_bytes": s.written_bytes(),
         "lost": s.lost(),
-        "lost_with_dead_builder_units": s.evm.lost,
+        "lost_with_dead_builder_units": s.evm.lost.len(),
+        "lost_events": s.evm.lost,
+        "builder_units_gone": s.evm.gone,
         "unwritten": s.unwritten(),
         "throttled": s.evm.throttled,
         "max_behind_trigger_ms": s.evm.max_behind.as_secs_f64() * 1e3,
@@ -146,6 +318,7 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "build_time_p50_us": s.build_time_us(0.5),
         "build_time_p99_us": s.build_time_us(0.99),
         "fed_failures": fed_failures,
+        "missing_per_ru": missing_per_ru(s),
         "writer_errors": s.writers.iter().filter_map(|w| w.error.as_ref().map(|e| e.to_string())).collect::<Vec<_>>(),
     })
 }
@@ -160,7 +333,7 @@ pub fn summary_text(s: &EvbSummary) -> String {
         s.written(),
         s.written_bytes() as f64 / 1e9,
         s.lost(),
-        s.evm.lost,
+        s.evm.lost.len(),
         s.unwritten(),
         s.evm.throttled,
         s.evm.max_behind.as_secs_f64() * 1e3,
@@ -182,10 +355,38 @@ pub fn summary_text(s: &EvbSummary) -> String {
             out += &format!("FED {fed:>4} (RU {ru}): {}\n", failed.join(", "));
         }
     }
+    if !s.evm.gone.is_empty() {
+        out += &format!(
+            "Lost      builder units {:?} gone; their unsettled events, by number: {}\n",
+            s.evm.gone,
+            numbers(&s.evm.lost)
+        );
+    }
     for w in s.writers.iter().filter_map(|w| w.error.as_ref()) {
         out += &format!("Writer    failed: {w}\n");
     }
     out
+}
+
+/// Event numbers, runs of consecutive ones as `a-b`.
+fn numbers(events: &[u64]) -> String {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &e in events {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == e => *last = e,
+            _ => runs.push((e, e)),
+        }
+    }
+    runs.iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `swdaq run` with an event-builder configuration.
@@ -193,6 +394,9 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     let mut config = load(path)?;
     if let Some(d) = duration {
         config.duration_s = d;
+    }
+    if config.topology.is_distributed() {
+        return main_apps(&config, json);
     }
     let interrupt = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&interrupt);
@@ -223,9 +427,56 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     Ok(())
 }
 
+/// `swdaq run` with an event-builder configuration that has a topology.
+fn main_apps(config: &EvbRunConfig, json: bool) -> anyhow::Result<()> {
+    let stop = Arc::new(StopRequest::default());
+    crate::run::stop::install(Arc::clone(&stop))?;
+    let exe = crate::apps::launch::current_exe()?;
+    let summary = run_apps(config, &exe, &stop)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary.json())?);
+    } else {
+        print!("{}", summary.text());
+    }
+    if let Some(e) = summary.evb.writers.iter().find_map(|w| w.error.as_ref()) {
+        anyhow::bail!("{e}");
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shipped_applications_config_is_a_valid_event_builder_topology() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-apps.toml");
+        let config = load(&path).unwrap();
+        let kinds: Vec<AppKind> = config.topology.apps.iter().map(|a| a.kind).collect();
+        assert_eq!(kinds, [AppKind::Evm, AppKind::Ru, AppKind::Bu, AppKind::Bu]);
+        assert_eq!(
+            (
+                config.evb.rus.len(),
+                config.evb.rus[0].len(),
+                config.evb.builder_units
+            ),
+            (2, 4, 2)
+        );
+        // What the applications read back from the launcher is the same configuration.
+        assert_eq!(
+            parse(&toml::to_string_pretty(&config).unwrap()).unwrap(),
+            config
+        );
+        let mut wrong = config.clone();
+        wrong.evb.builder_units = 3;
+        assert!(parse(&toml::to_string_pretty(&wrong).unwrap()).is_err());
+    }
+
+    #[test]
+    fn lost_events_print_as_runs_of_numbers() {
+        assert_eq!(numbers(&[1, 2, 3, 7, 9, 10]), "1-3, 7, 9-10");
+        assert_eq!(numbers(&[]), "");
+    }
 
     #[test]
     fn shipped_example_config_loads_and_runs() {

@@ -105,7 +105,8 @@ fn measured_run(
     Ok((summary, ticks.saturating_sub(before) as f64 / USER_HZ))
 }
 
-fn row(mode: &'static str, rate: Option<f64>, s: &EvbSummary, cpu_seconds: f64) -> RunRow {
+/// A run's row from its summary and the CPU seconds of its threads.
+pub fn row(mode: &'static str, rate: Option<f64>, s: &EvbSummary, cpu_seconds: f64) -> RunRow {
     let seconds = s.elapsed.as_secs_f64();
     let built = s.built();
     RunRow {

@@ -1,6 +1,7 @@
 //! A builder unit: asks the event manager for events when it has room, asks every other
 //! readout unit for its super-fragments of the events it is given, builds them
-//! ([`crate::build`]) and hands them to its writer thread ([`crate::files`]). It finishes
+//! ([`crate::build`]) and hands them to its writer thread ([`crate::files`]), telling the
+//! event manager with its next request which events the writer has settled. It finishes
 //! when the event manager says the run is over and nothing is open, or when its writer
 //! fails (then what it was building is counted lost).
 
@@ -15,13 +16,14 @@ use swdaq_monitor::{MonitorError, Registry};
 
 const IDLE_WAIT: Duration = Duration::from_millis(1);
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct BuReport {
     pub build: BuildCounts,
     /// Events built but never handed to the writer: its thread had gone, or it held them
     /// when it could hand over nothing more.
     pub unwritten: u64,
     /// Build time (assignment to built) in microseconds.
+    #[serde(with = "recorded_values")]
     pub build_time_us: Histogram<u64>,
 }
 
@@ -32,6 +34,8 @@ pub struct Bu {
     pub request_batch: u32,
     pub capacity: u32,
     pub to_evm: Box<dyn Outbox<BuRequest>>,
+    /// Event numbers the writer has settled (closed files, shed), to report.
+    pub settled: crossbeam_channel::Receiver<Vec<u64>>,
     /// Readout units 1.. (the event manager sends its part with the assignment).
     pub to_rus: Vec<Box<dyn Outbox<FragmentRequest>>>,
     pub inbox: Box<dyn Inbox<ToBu>>,
@@ -93,20 +97,24 @@ impl Bu {
         };
         let mut asked: u64 = 0;
         let mut finished: u64 = 0;
+        let mut settled: Vec<u64> = Vec::new();
         let mut end = false;
         let mut writer_failed = false;
         let mut built = Vec::new();
         let mut new_events = Vec::new();
         loop {
             let in_flight = asked as usize + self.builder.open() + self.writer.len();
-            if !end && in_flight + self.request_batch as usize <= self.capacity as usize {
+            let room = in_flight + self.request_batch as usize <= self.capacity as usize;
+            settled.extend(self.settled.try_iter().flatten());
+            if !end && (room || !settled.is_empty()) {
+                let count = if room { self.request_batch } else { 0 };
                 let request = BuRequest {
                     bu: self.index,
-                    count: self.request_batch,
-                    finished,
+                    count,
+                    settled: std::mem::take(&mut settled),
                 };
                 if self.to_evm.send(request).is_ok() {
-                    asked += self.request_batch as u64;
+                    asked += count as u64;
                 } else {
                     end = true;
                 }
@@ -226,11 +234,13 @@ pub struct WriterOutcome {
 
 /// The writer thread's loop: every built event into files until the builder unit hangs up.
 /// After a failure it keeps taking events, counting them unwritten, so none is lost
-/// uncounted in its queue; `on_failure` is called once (to stop the run).
+/// uncounted in its queue; `on_failure` is called once (to stop the run). The numbers of
+/// events settled (their file closed, or shed) go to `settled` as they settle.
 pub fn run_writer(
     events: crossbeam_channel::Receiver<BuiltEvent>,
     mut writer: FileWriter,
     mut counters: CounterSet,
+    settled: crossbeam_channel::Sender<Vec<u64>>,
     on_failure: impl FnOnce(),
 ) -> WriterOutcome {
     let publish =
@@ -239,11 +249,14 @@ pub fn run_writer(
     let mut error = None;
     let mut unwritten = 0;
     let mut on_failure = Some(on_failure);
+    // Events in the open file: settled when it closes.
+    let mut in_open_file: Vec<u64> = Vec::new();
     for event in events.iter() {
         if error.is_some() {
             unwritten += 1;
             continue;
         }
+        let before = writer.counts();
         if let Err(e) = writer.write(&event) {
             unwritten += 1;
             error = Some(e);
@@ -251,6 +264,21 @@ pub fn run_writer(
                 stop();
             }
             continue;
+        }
+        let after = writer.counts();
+        let mut now_settled = Vec::new();
+        if after.files > before.files {
+            // The file closed before this event went in: what it held is settled.
+            now_settled = std::mem::take(&mut in_open_file);
+        }
+        if after.shed > before.shed {
+            now_settled.push(event.event);
+        } else {
+            in_open_file.push(event.event);
+        }
+        if !now_settled.is_empty() {
+            // The builder unit may have gone; its report then goes with it.
+            let _ = settled.send(now_settled);
         }
         since_publish += 1;
         if since_publish >= PUBLISH_EVERY {
@@ -260,7 +288,10 @@ pub fn run_writer(
     }
     let mut counts = writer.counts();
     match writer.finish() {
-        Ok(c) => counts = c,
+        Ok(c) => {
+            counts = c;
+            let _ = settled.send(in_open_file);
+        }
         Err(e) => {
             error.get_or_insert(e);
         }
@@ -268,4 +299,56 @@ pub fn run_writer(
     counts.unwritten = unwritten;
     publish(&mut counters, counts);
     WriterOutcome { counts, error }
+}
+/// A histogram as its recorded (value, count) pairs: what a builder unit's report carries
+/// between processes, and enough to merge quantiles exactly at the histogram's precision.
+mod recorded_values {
+    use hdrhistogram::Histogram;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        let pairs: Vec<(u64, u64)> = h
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect();
+        pairs.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let mut h = Histogram::new(3).map_err(serde::de::Error::custom)?;
+        for (value, count) in Vec::<(u64, u64)>::deserialize(d)? {
+            h.record_n(value, count).map_err(serde::de::Error::custom)?;
+        }
+        Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_keeps_its_build_time_quantiles_across_serialisation() {
+        let mut report = BuReport {
+            build: BuildCounts {
+                complete: 3,
+                ..Default::default()
+            },
+            unwritten: 1,
+            build_time_us: Histogram::new(3).unwrap(),
+        };
+        for v in [5, 5, 70, 1200, 900_000] {
+            report.build_time_us.record(v).unwrap();
+        }
+        let back: BuReport =
+            serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+        assert_eq!(back.build, report.build);
+        assert_eq!(back.build_time_us.len(), 5);
+        for q in [0.0, 0.5, 0.99, 1.0] {
+            assert_eq!(
+                back.build_time_us.value_at_quantile(q),
+                report.build_time_us.value_at_quantile(q)
+            );
+        }
+    }
 }

@@ -26,7 +26,7 @@ pub struct BuiltEvent {
     pub build_time: Duration,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BuildCounts {
     pub complete: u64,
     pub incomplete: u64,

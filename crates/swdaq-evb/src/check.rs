@@ -41,7 +41,7 @@ impl FedCheckFailure {
 }
 
 /// Counts of one FED.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FedCounts {
     pub good: u64,
     pub bytes: u64,

@@ -2,13 +2,16 @@
 //! builder unit that has asked for work, never more than a builder unit asked for, and
 //! sends its own super-fragment with the assignment. Without credit it holds the trigger
 //! (counted as throttled), so slow builder units slow the trigger down instead of losing
-//! events. A builder unit that has gone (its inbox closed) gets nothing more; what it was
-//! given and had not reported finished is counted as lost (an upper bound: its events are
-//! not re-assigned).
+//! events. A builder unit that has gone (a send to it fails, or its watcher says so) gets
+//! nothing more; the events it was given and had not settled are counted lost by number.
+//! They are not re-assigned: the event manager's own super-fragment went with the assignment
+//! and the other readout units may already have sent theirs to the dead unit.
 
-use crate::message::{Assignment, BuRequest, MAX_BATCH, ToBu};
+use crate::message::{Assignment, BuRequest, MAX_BATCH, ToBu, ToEvm};
 use crate::metrics::{CounterSet, FedMetrics, PUBLISH_EVERY};
 use crate::producer::Producer;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -18,12 +21,13 @@ use swdaq_monitor::{MonitorError, Registry};
 /// How long the loop blocks on builder-unit requests when it has nothing else to do.
 const IDLE_WAIT: Duration = Duration::from_millis(1);
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuAccount {
     pub requested: u64,
     pub assigned: u64,
-    pub finished: u64,
     pub alive: bool,
+    /// Events given and not yet settled (in a closed file or shed).
+    pub unsettled: BTreeSet<u64>,
 }
 
 /// Credits per builder unit and round-robin assignment among those with credit.
@@ -50,21 +54,24 @@ impl BuCredits {
         match self.accounts.get_mut(request.bu as usize) {
             Some(a) if a.alive => {
                 a.requested += request.count as u64;
-                a.finished = a.finished.max(request.finished);
+                for event in &request.settled {
+                    a.unsettled.remove(event);
+                }
                 true
             }
             _ => false,
         }
     }
 
-    /// The next builder unit with credit, round robin; takes one credit.
-    pub fn take(&mut self) -> Option<u16> {
+    /// The next builder unit with credit, round robin, for `event`; takes one credit.
+    pub fn take(&mut self, event: u64) -> Option<u16> {
         let n = self.accounts.len();
         for i in 0..n {
             let bu = (self.next + i) % n;
             let a = &mut self.accounts[bu];
             if a.alive && a.assigned < a.requested {
                 a.assigned += 1;
+                a.unsettled.insert(event);
                 self.next = (bu + 1) % n;
                 return Some(bu as u16);
             }
@@ -72,26 +79,37 @@ impl BuCredits {
         None
     }
 
-    /// Marks a builder unit gone; returns the events it was given and never finished.
-    pub fn died(&mut self, bu: u16) -> u64 {
-        let a = &mut self.accounts[bu as usize];
-        a.alive = false;
-        a.assigned.saturating_sub(a.finished)
+    /// Marks a builder unit gone; returns the events it was given and never settled, in
+    /// order (none if it was already gone or is unknown).
+    pub fn died(&mut self, bu: u16) -> Vec<u64> {
+        match self.accounts.get_mut(bu as usize) {
+            Some(a) if a.alive => {
+                a.alive = false;
+                std::mem::take(&mut a.unsettled).into_iter().collect()
+            }
+            _ => Vec::new(),
+        }
     }
 
     pub fn accounts(&self) -> &[BuAccount] {
         &self.accounts
     }
+
+    pub fn all_gone(&self) -> bool {
+        self.accounts.iter().all(|a| !a.alive)
+    }
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EvmReport {
     pub assigned: u64,
     /// Events that waited for a builder unit's credit.
     pub throttled: u64,
-    /// Events given to builder units that died, minus those they had reported finished: an
-    /// upper bound, since a unit may finish (and write) some after its last report.
-    pub lost: u64,
+    /// Events given to builder units that died and not settled by them, by number (an upper
+    /// bound: a unit may close a file after its last report and die before the next).
+    pub lost: Vec<u64>,
+    /// Builder units declared gone during the run.
+    pub gone: Vec<u16>,
     /// When paced: the most any event was given out after its trigger time. A trigger rate
     /// holds when this stays small (the event manager keeps up with the trigger clock).
     pub max_behind: Duration,
@@ -100,7 +118,7 @@ pub struct EvmReport {
 
 pub struct Evm {
     pub producer: Producer,
-    pub requests: Box<dyn Inbox<BuRequest>>,
+    pub requests: Box<dyn Inbox<ToEvm>>,
     pub to_bus: Vec<Box<dyn Outbox<ToBu>>>,
     pub stop: Arc<AtomicBool>,
     pub max_events: Option<u64>,
@@ -133,7 +151,7 @@ impl Evm {
         let mut waited_for_credit = false;
         let mut batches: Vec<Vec<Assignment>> = vec![Vec::new(); self.to_bus.len()];
         loop {
-            let all_gone = drain(&*self.requests, &mut credits, Duration::ZERO);
+            let all_gone = drain(&*self.requests, &mut credits, &mut report, Duration::ZERO);
             let (event, _) = self.producer.peek();
             let done = self.max_events.is_some_and(|m| event > m);
             if all_gone || done || self.stop.load(Ordering::Relaxed) {
@@ -141,16 +159,21 @@ impl Evm {
             }
             if let Some(wait) = self.producer.not_due_for() {
                 self.flush(&mut batches, &mut credits, &mut report);
-                drain(&*self.requests, &mut credits, wait.min(IDLE_WAIT));
+                drain(
+                    &*self.requests,
+                    &mut credits,
+                    &mut report,
+                    wait.min(IDLE_WAIT),
+                );
                 continue;
             }
-            let Some(bu) = credits.take() else {
+            let Some(bu) = credits.take(event) else {
                 if !waited_for_credit {
                     report.throttled += 1;
                     waited_for_credit = true;
                 }
                 self.flush(&mut batches, &mut credits, &mut report);
-                drain(&*self.requests, &mut credits, IDLE_WAIT);
+                drain(&*self.requests, &mut credits, &mut report, IDLE_WAIT);
                 continue;
             };
             waited_for_credit = false;
@@ -168,17 +191,17 @@ impl Evm {
             }
             if report.assigned.is_multiple_of(PUBLISH_EVERY) {
                 fed_metrics.publish(self.producer.fed_counts());
-                counters.publish(&[report.assigned, report.throttled, report.lost]);
+                counters.publish(&[report.assigned, report.throttled, report.lost.len() as u64]);
             }
         }
         self.flush(&mut batches, &mut credits, &mut report);
         for (bu, outbox) in self.to_bus.iter().enumerate() {
             if credits.accounts()[bu].alive && outbox.send(ToBu::EndOfRun).is_err() {
-                report.lost += credits.died(bu as u16);
+                report.bu_gone(&mut credits, bu as u16);
             }
         }
         fed_metrics.publish(self.producer.fed_counts());
-        counters.publish(&[report.assigned, report.throttled, report.lost]);
+        counters.publish(&[report.assigned, report.throttled, report.lost.len() as u64]);
         report.accounts = credits.accounts().to_vec();
         Ok((report, self.producer))
     }
@@ -198,24 +221,46 @@ impl Evm {
             }
             let batch = std::mem::take(batch);
             if self.to_bus[bu].send(ToBu::Assigned(batch)).is_err() {
-                report.lost += credits.died(bu as u16);
+                report.bu_gone(credits, bu as u16);
             }
+        }
+    }
+}
+
+impl EvmReport {
+    /// Counts a builder unit's unsettled events lost, by number, once.
+    fn bu_gone(&mut self, credits: &mut BuCredits, bu: u16) {
+        if credits.accounts().get(bu as usize).is_some_and(|a| a.alive) {
+            self.gone.push(bu);
+            self.lost.extend(credits.died(bu));
+            self.lost.sort_unstable();
         }
     }
 }
 
 /// Takes every request waiting (the first may be waited for up to `wait`). True when every
 /// builder unit has gone.
-fn drain(requests: &dyn Inbox<BuRequest>, credits: &mut BuCredits, mut wait: Duration) -> bool {
+fn drain(
+    requests: &dyn Inbox<ToEvm>,
+    credits: &mut BuCredits,
+    report: &mut EvmReport,
+    mut wait: Duration,
+) -> bool {
     loop {
         match requests.receive(wait) {
-            Received::Message(r) => {
+            Received::Message(ToEvm::Request(r)) => {
                 credits.grant(&r);
-                wait = Duration::ZERO;
+            }
+            Received::Message(ToEvm::BuGone(bu)) => {
+                report.bu_gone(credits, bu);
+                if credits.all_gone() {
+                    return true;
+                }
             }
             Received::Nothing => return false,
             Received::Closed => return true,
         }
+        wait = Duration::ZERO;
     }
 }
 
@@ -224,6 +269,14 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn request(bu: u16, count: u32, settled: &[u64]) -> BuRequest {
+        BuRequest {
+            bu,
+            count,
+            settled: settled.to_vec(),
+        }
+    }
+
     proptest! {
         /// Whatever the order of requests and assignments, no builder unit is ever given
         /// more events than it asked for, and every credit is eventually used.
@@ -231,18 +284,22 @@ mod tests {
         fn never_more_than_asked(steps in proptest::collection::vec((0u16..3, 0u32..5, any::<bool>()), 0..200)) {
             let mut credits = BuCredits::new(3);
             let mut asked = [0u64; 3];
+            let mut event = 0;
             for (bu, count, assign) in steps {
                 if assign {
-                    credits.take();
+                    event += 1;
+                    credits.take(event);
                 } else {
-                    credits.grant(&BuRequest { bu, count, finished: 0 });
+                    credits.grant(&request(bu, count, &[]));
                     asked[bu as usize] += count as u64;
                 }
                 for (a, &asked) in credits.accounts().iter().zip(&asked) {
                     prop_assert!(a.assigned <= asked);
                 }
             }
-            while credits.take().is_some() {}
+            while credits.take(event).is_some() {
+                event += 1;
+            }
             for (a, &asked) in credits.accounts().iter().zip(&asked) {
                 prop_assert_eq!(a.assigned, asked);
             }
@@ -250,33 +307,40 @@ mod tests {
     }
 
     #[test]
-    fn round_robin_and_death() {
+    fn round_robin_and_death_losing_the_unsettled_by_number() {
         let mut c = BuCredits::new(2);
-        assert_eq!(c.take(), None);
+        assert_eq!(c.take(1), None);
         for bu in 0..2 {
-            c.grant(&BuRequest {
-                bu,
-                count: 2,
-                finished: 0,
-            });
+            c.grant(&request(bu, 2, &[]));
         }
-        assert_eq!([c.take(), c.take(), c.take()], [Some(0), Some(1), Some(0)]);
-        c.grant(&BuRequest {
-            bu: 0,
-            count: 0,
-            finished: 1,
-        });
-        assert_eq!(c.died(0), 1);
-        assert!(!c.grant(&BuRequest {
-            bu: 0,
-            count: 5,
-            finished: 1
-        }));
-        assert!(!c.grant(&BuRequest {
-            bu: 9,
-            count: 5,
-            finished: 1
-        }));
-        assert_eq!([c.take(), c.take()], [Some(1), None]);
+        assert_eq!(
+            [c.take(1), c.take(2), c.take(3)],
+            [Some(0), Some(1), Some(0)]
+        );
+        c.grant(&request(0, 0, &[1]));
+        assert_eq!(c.died(0), [3]);
+        assert_eq!(c.died(0), [] as [u64; 0], "counted once");
+        assert!(!c.grant(&request(0, 5, &[])));
+        assert!(!c.grant(&request(9, 5, &[])));
+        assert_eq!([c.take(4), c.take(5)], [Some(1), None]);
+        assert!(!c.all_gone());
+        assert_eq!(c.died(1), [2, 4]);
+        assert!(c.all_gone());
+    }
+
+    #[test]
+    fn a_builder_unit_declared_gone_is_reported_with_its_events() {
+        let (tx, rx) = swdaq_dataflow::transport::local(8);
+        let mut c = BuCredits::new(2);
+        c.grant(&request(1, 4, &[]));
+        c.take(10);
+        let mut report = EvmReport::default();
+        tx.send(ToEvm::BuGone(1)).unwrap();
+        tx.send(ToEvm::BuGone(1)).unwrap();
+        assert!(!drain(&rx, &mut c, &mut report, Duration::ZERO));
+        assert_eq!((report.gone, report.lost), (vec![1], vec![10]));
+        tx.send(ToEvm::BuGone(0)).unwrap();
+        let mut report = EvmReport::default();
+        assert!(drain(&rx, &mut c, &mut report, Duration::ZERO), "all gone");
     }
 }

@@ -47,6 +47,9 @@ pub enum WriterError {
         needed: u64,
         reserve: u64,
     },
+    /// A writer's error as its application reported it (the event builder as applications).
+    #[error("{0}")]
+    Reported(String),
 }
 
 fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> WriterError + 'a {
@@ -57,7 +60,7 @@ fn io_error<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WriterCounts {
     pub events: u64,
     pub files: u64,

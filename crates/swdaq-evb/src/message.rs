@@ -4,14 +4,24 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A builder unit asks the event manager for `count` more events: it has room for them.
+/// A builder unit asks the event manager for `count` more events (it has room for them; 0
+/// when it only reports what it has settled).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuRequest {
     pub bu: u16,
     pub count: u32,
-    /// Events this builder unit has finished so far (built, complete or not): lets the event
-    /// manager count what a builder unit that dies still owed.
-    pub finished: u64,
+    /// Events settled since the last request: in a closed file, or shed by the disk-full
+    /// policy (counted there). What a builder unit that dies was given and had not settled is
+    /// what it lost, by number.
+    pub settled: Vec<u64>,
+}
+
+/// What the event manager hears.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToEvm {
+    Request(BuRequest),
+    /// A builder unit has gone silent (declared by whoever watches its liveness).
+    BuGone(u16),
 }
 
 /// One readout unit's data of one event: its FEDs' checked fragments back to back.
@@ -21,6 +31,7 @@ pub struct SuperFragment {
     pub event: u64,
     /// FEDs whose fragment failed a check or never came: left out of `data`.
     pub bad_feds: u16,
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 

@@ -15,7 +15,7 @@ use swdaq_monitor::{MonitorError, Registry};
 
 const IDLE_WAIT: Duration = Duration::from_millis(1);
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RuReport {
     pub read: u64,
     pub served: u64,

@@ -10,7 +10,7 @@ use crate::check::FedCounts;
 use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
 use crate::files::{FileWriter, WriterConfig, WriterError};
-use crate::message::{BuRequest, FragmentRequest, ToBu};
+use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
 use crate::producer::Producer;
 use crate::ru::{Ru, RuReport};
 use std::collections::BTreeMap;
@@ -101,7 +101,7 @@ impl EvbSummary {
     /// Events triggered and given out that are in no file: lost with a dead builder unit,
     /// or built and never written. Every one is counted somewhere.
     pub fn lost(&self) -> u64 {
-        self.evm.lost + self.unwritten()
+        self.evm.lost.len() as u64 + self.unwritten()
     }
 
     /// Build time quantile in microseconds over every builder unit.
@@ -111,6 +111,16 @@ impl EvbSummary {
             let _ = all.add(&b.build_time_us);
         }
         all.value_at_quantile(quantile)
+    }
+}
+
+/// Builder units' requests into the event manager's inbox.
+#[derive(Clone)]
+struct Requests(crossbeam_channel::Sender<ToEvm>);
+
+impl Outbox<BuRequest> for Requests {
+    fn send(&self, request: BuRequest) -> Result<(), swdaq_dataflow::transport::Disconnected> {
+        Outbox::send(&self.0, ToEvm::Request(request))
     }
 }
 
@@ -154,7 +164,8 @@ impl EvbRun {
         let n_bus = config.builder_units as usize;
         let bu_inbox_size = config.bu_capacity as usize * n_rus + 8;
         let ru_inbox_size = config.bu_capacity as usize * n_bus + 8;
-        let (request_tx, request_rx) = local::<BuRequest>(n_bus * 4 + 8);
+        let (request_tx, request_rx) = local::<ToEvm>(n_bus * 4 + 8);
+        let request_tx = Requests(request_tx);
         let (to_bu_tx, to_bu_rx): (Vec<_>, Vec<_>) =
             (0..n_bus).map(|_| local::<ToBu>(bu_inbox_size)).unzip();
         let (to_ru_tx, to_ru_rx): (Vec<_>, Vec<_>) = (1..n_rus)
@@ -180,10 +191,11 @@ impl EvbRun {
             })?;
             let counters = writer_counters(registry, bu)?;
             let (events_tx, events_rx) = crossbeam_channel::bounded(WRITER_QUEUE);
+            let (settled_tx, settled_rx) = crossbeam_channel::unbounded();
             let stop_on_failure = stop.clone();
             writers.push(spawn(format!("evb-writer-{j}"), move || {
                 // A writer that cannot write stops the run (the default disk-full policy).
-                run_writer(events_rx, file_writer, counters, move || {
+                run_writer(events_rx, file_writer, counters, settled_tx, move || {
                     stop_on_failure.store(true, Ordering::Relaxed)
                 })
             })?);
@@ -195,6 +207,7 @@ impl EvbRun {
                 request_batch: config.request_batch,
                 capacity: config.bu_capacity,
                 to_evm: Box::new(request_tx.clone()),
+                settled: settled_rx,
                 to_rus: to_ru_tx
                     .iter()
                     .map(|t| Box::new(t.clone()) as Box<dyn Outbox<FragmentRequest>>)

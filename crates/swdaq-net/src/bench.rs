@@ -122,7 +122,8 @@ fn swdaq_round(size: usize, messages: usize) -> Result<f64, crate::NetError> {
 }
 
 /// The same over bare PUSH/PULL sockets: one frame per message, no header, no checks.
-fn bare_round(size: usize, messages: usize) -> Result<f64, crate::NetError> {
+/// Seconds for `messages` of `size` bytes (also the event builder's bare-ZeroMQ figure).
+pub fn bare_round(size: usize, messages: usize) -> Result<f64, crate::NetError> {
     let context = zmq::Context::new();
     let pull = context.socket(zmq::PULL)?;
     pull.bind("tcp://127.0.0.1:0")?;

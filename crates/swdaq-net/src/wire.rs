@@ -18,14 +18,15 @@
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use swdaq_dataflow::{RecordDone, TriggerInput};
+use swdaq_evb::message::{BuRequest, FragmentRequest, ToBu};
 use swdaq_format::TriggerPrimitive;
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::Outcome;
 use swdaq_trigger::{TpBatch, TriggerControl, TriggerDecision};
 
 pub const MAGIC: [u8; 4] = *b"SWDQ";
-/// Bump on any change to [`Message`] or the header.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// Bump on any change to [`Message`] or the header. 3: the event builder's messages.
+pub const PROTOCOL_VERSION: u16 = 3;
 pub const HEADER_SIZE: usize = 12;
 
 /// An application's index in the topology (`[[topology.apps]]`, in order).
@@ -60,6 +61,13 @@ pub enum Message {
     },
     /// Run control to the trigger: pause, resume, a prescale or rate.
     TriggerControl(TriggerControl),
+    /// Event builder: a builder unit asks the event manager for events.
+    EvbRequest(BuRequest),
+    /// Event builder: assignments (event manager) or super-fragments (readout units) to a
+    /// builder unit, or the end of the run.
+    EvbToBu(ToBu),
+    /// Event builder: a builder unit asks a readout unit for super-fragments.
+    EvbFragmentRequest(FragmentRequest),
 }
 
 impl Message {
@@ -77,6 +85,9 @@ impl Message {
             Message::Request(_) => "request",
             Message::Fragment { .. } => "fragment",
             Message::TriggerControl(_) => "trigger-control",
+            Message::EvbRequest(_) => "evb-request",
+            Message::EvbToBu(_) => "evb-to-bu",
+            Message::EvbFragmentRequest(_) => "evb-fragment-request",
         }
     }
 }
@@ -159,6 +170,24 @@ impl From<RecordDone> for Message {
 impl From<DataRequest> for Message {
     fn from(r: DataRequest) -> Self {
         Message::Request(r)
+    }
+}
+
+impl From<BuRequest> for Message {
+    fn from(r: BuRequest) -> Self {
+        Message::EvbRequest(r)
+    }
+}
+
+impl From<ToBu> for Message {
+    fn from(m: ToBu) -> Self {
+        Message::EvbToBu(m)
+    }
+}
+
+impl From<FragmentRequest> for Message {
+    fn from(r: FragmentRequest) -> Self {
+        Message::EvbFragmentRequest(r)
     }
 }
 
@@ -311,7 +340,32 @@ mod tests {
                 prescale: Some(2),
                 rate_hz: Some(10.5),
             })),
+            Message::EvbRequest(BuRequest {
+                bu: 1,
+                count: 32,
+                settled: vec![4, 5, 9],
+            }),
+            Message::EvbToBu(ToBu::Assigned(vec![swdaq_evb::message::Assignment {
+                event: 3,
+                trigger_ns: 1_000,
+                evm_fragment: super_fragment(),
+            }])),
+            Message::EvbToBu(ToBu::Fragments(vec![super_fragment(); 2])),
+            Message::EvbToBu(ToBu::EndOfRun),
+            Message::EvbFragmentRequest(FragmentRequest {
+                bu: 0,
+                events: vec![3, 4],
+            }),
         ]
+    }
+
+    fn super_fragment() -> swdaq_evb::message::SuperFragment {
+        swdaq_evb::message::SuperFragment {
+            ru: 1,
+            event: 3,
+            bad_feds: 0,
+            data: (0..=255).collect(),
+        }
     }
 
     #[test]
@@ -398,7 +452,7 @@ mod tests {
         #[test]
         fn any_bytes_decode_or_fail_cleanly(
             bytes in proptest::collection::vec(any::<u8>(), 0..256),
-            pick in 0usize..10,
+            pick in 0usize..17,
             cut in 0usize..512,
             flip in any::<(usize, u8)>(),
         ) {

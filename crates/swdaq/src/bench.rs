@@ -115,8 +115,9 @@ enum What {
         window_ms: f64,
     },
     /// CMS-style event builder in one process: built events/s and GB/s flat out (and paced
-    /// at a trigger rate), against the bare in-process transport in the same run, with
-    /// per-fragment and per-event costs.
+    /// at a trigger rate), then as applications over ZeroMQ loopback flat out, against the
+    /// bare in-process transport and bare ZeroMQ in the same run, with per-fragment and
+    /// per-event costs.
     Evb {
         /// Events built flat out.
         #[arg(long, default_value_t = 200_000)]
@@ -139,6 +140,9 @@ enum What {
         /// Directory for the files (RAM-backed by default); emptied after each run.
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
+        /// Seconds of the run as applications over ZeroMQ loopback, flat out.
+        #[arg(long, default_value_t = 10.0)]
+        zeromq_seconds: f64,
     },
 }
 
@@ -475,11 +479,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             rate,
             paced_seconds,
             dir,
+            zeromq_seconds,
         } => {
             anyhow::ensure!(
                 *events > 0 && *rus > 0 && *feds_per_ru > 0 && *bus > 0 && *paced_seconds >= 0.0,
                 "events, rus, feds-per-ru and bus must be at least 1"
             );
+            anyhow::ensure!(*zeromq_seconds > 0.0, "zeromq-seconds must be positive");
             let config = swdaq_evb::EvbConfig {
                 rus: (0..*rus)
                     .map(|r| {
@@ -499,14 +505,25 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(|| swdaq_evb::config::default_output().join("bench"));
             let paced = (*paced_seconds > 0.0).then(|| Duration::from_secs_f64(*paced_seconds));
-            let result = swdaq_evb::bench::run(&config, *events, paced, &dir)?;
+            let exe = swdaq_app::apps::launch::current_exe()?;
+            let all = swdaq_app::apps::evb::bench::run(
+                &config,
+                *events,
+                paced,
+                &dir,
+                &exe,
+                *zeromq_seconds,
+            )?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&result)?);
+                println!("{}", serde_json::to_string_pretty(&all)?);
                 return Ok(());
             }
+            let result = &all.one_process;
+            let mut rows = result.runs.clone();
+            rows.push(all.over_zeromq.clone());
             print_results(
                 false,
-                &result.runs,
+                &rows,
                 &[
                     "mode",
                     "rate Hz",
@@ -545,6 +562,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             println!(
                 "bare transport: {:.0} events/s of {} bytes ({:.2} GB/s); event builder / bare = {:.3}",
                 t.events_per_second, t.event_bytes, t.gbps, result.evb_vs_bare_transport
+            );
+            let z = &all.bare_zeromq;
+            println!(
+                "bare ZeroMQ: {:.0} events/s ({:.2} GB/s); over ZeroMQ / one process = {:.3} (per CPU second {:.3}), over ZeroMQ / bare ZeroMQ = {:.3}; load average {:.2} -> {:.2}",
+                z.events_per_second,
+                z.gbps,
+                all.zeromq_vs_one_process,
+                all.zeromq_vs_one_process_per_cpu,
+                all.zeromq_vs_bare_zeromq,
+                all.load_average.0,
+                all.load_average.1
             );
             println!(
                 "per fragment: emulation {:.0} ns, RU checks {:.0} ns (CRC-16 {:.2} GB/s); per event: build {:.0} ns (CRC32C {:.2} GB/s), write {:.0} ns",

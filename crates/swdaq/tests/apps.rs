@@ -6,12 +6,13 @@
 
 mod common;
 use common::loopback_apps;
+#[path = "common/launched.rs"]
+mod launched;
+use launched::{Run, signal};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use swdaq_store::RecordFileReader;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -29,88 +30,6 @@ fn topology(dir: &Path, duration_s: f64, builders: usize, extra: &str) -> PathBu
     let path = dir.join("topology.toml");
     std::fs::write(&path, t).unwrap();
     path
-}
-
-/// `swdaq run` on a topology, its stderr read on a thread (application pids are taken from it).
-struct Run {
-    child: Child,
-    pids: std::sync::mpsc::Receiver<(String, u32)>,
-    stderr: std::sync::Arc<Mutex<String>>,
-}
-
-impl Run {
-    fn start(config: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-            .args(["run", "--json", "--config"])
-            .arg(config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, pids) = std::sync::mpsc::channel();
-        let stderr = std::sync::Arc::new(Mutex::new(String::new()));
-        let text = std::sync::Arc::clone(&stderr);
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                // "swdaq run: builder-1 (builder) started as pid 1234"
-                if let Some((name, pid)) = line
-                    .strip_prefix("swdaq run: ")
-                    .and_then(|l| l.split_once(" started as pid "))
-                {
-                    let name = name.split(' ').next().unwrap().to_string();
-                    let _ = tx.send((name, pid.trim().parse().unwrap()));
-                }
-                text.lock().unwrap().push_str(&(line + "\n"));
-            }
-        });
-        Self {
-            child,
-            pids,
-            stderr,
-        }
-    }
-
-    fn pid_of(&self, app: &str) -> u32 {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let (name, pid) = self
-                .pids
-                .recv_timeout(deadline - Instant::now())
-                .expect("the application was started");
-            if name == app {
-                return pid;
-            }
-        }
-    }
-
-    /// Waits (bounded) for the end and returns the JSON summary.
-    fn summary(mut self) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("swdaq run did not end: {}", self.stderr.lock().unwrap());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut out).unwrap();
-        assert!(
-            status.success(),
-            "swdaq run failed ({status}): {}",
-            self.stderr.lock().unwrap()
-        );
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
-    }
-}
-
-fn signal(pid: u32, signal: i32) {
-    // SAFETY: sends a signal to a process this test started (through `swdaq run`).
-    assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
 }
 
 /// Every record in the run's HDF5 files (closed ones), by trigger number.

@@ -2,14 +2,15 @@
 //! same through any launcher prefix (`ssh`, `ip netns exec`) and end with the launcher.
 //!
 //! - stdin, launcher to application: `config N` and N bytes of TOML (the run's effective
-//!   configuration), then command lines `start` and `stop`, and for the trigger
+//!   configuration: the chain's, or the event builder's with its `[evb]` table), then command lines `start` and `stop`, and for the trigger
 //!   `trigger-control HEX` (run control: pause, resume, a prescale or rate; `postcard`). End of input
 //!   means `stop`, so an application never outlives a launcher that died.
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
-//!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded) at the end.
+//!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded: the chain's
+//!   `RunReport`, or the event builder's `EvbAppReport`) at the end; the event builder's
+//!   applications also send `live HEX` once a second (their rates and gauges, `postcard`).
 //! - stderr: the application's log.
 
-use crate::run::chain::RunReport;
 use crate::run::config::RunConfig;
 use anyhow::{Context, bail};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -52,6 +53,11 @@ fn parse_command(line: &str) -> Option<Command> {
 
 /// Reads the configuration, then the commands, from `input` (stdin).
 pub fn read_config(input: &mut impl BufRead) -> anyhow::Result<RunConfig> {
+    RunConfig::parse(&read_config_text(input)?)
+}
+
+/// Reads the configuration's text (`config N` and N bytes) from `input`.
+pub fn read_config_text(input: &mut impl BufRead) -> anyhow::Result<String> {
     let mut line = String::new();
     input.read_line(&mut line)?;
     let Some(len) = line
@@ -68,7 +74,7 @@ pub fn read_config(input: &mut impl BufRead) -> anyhow::Result<RunConfig> {
     input
         .read_exact(&mut text)
         .context("the launcher's configuration ended early")?;
-    RunConfig::parse(std::str::from_utf8(&text).context("configuration is not UTF-8")?)
+    String::from_utf8(text).context("configuration is not UTF-8")
 }
 
 /// The launcher's commands as they come, and a flag that is set once `stop` has come.
@@ -145,10 +151,19 @@ pub fn say_ready() -> std::io::Result<()> {
 }
 
 /// Sends this application's part of the summary to the launcher.
-pub fn send_report(report: &RunReport) -> anyhow::Result<()> {
+pub fn send_report(report: &impl serde::Serialize) -> anyhow::Result<()> {
     let bytes = postcard::to_stdvec(report).context("encoding the report")?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "report {}", hex::encode(bytes))?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Sends the launcher this application's latest figures for the live line.
+pub fn send_live(figures: &impl serde::Serialize) -> anyhow::Result<()> {
+    let bytes = postcard::to_stdvec(figures).context("encoding the live figures")?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "live {}", hex::encode(bytes))?;
     out.flush()?;
     Ok(())
 }
@@ -157,7 +172,10 @@ pub fn send_report(report: &RunReport) -> anyhow::Result<()> {
 #[derive(Debug)]
 pub enum Event {
     Ready,
-    Report(Box<RunReport>),
+    /// The report's `postcard` bytes, decoded by whoever knows the run's kind.
+    Report(Vec<u8>),
+    /// The latest live figures' `postcard` bytes, likewise.
+    Live(Vec<u8>),
 }
 
 /// Parses one stdout line of an application (`None` for anything else, e.g. stray output).
@@ -165,12 +183,15 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
     match line.trim_end() {
         "ready" => Some(Ok(Event::Ready)),
         l => {
+            if let Some(hex) = l.strip_prefix("live ") {
+                return Some(hex::decode(hex).context("live: not hex").map(Event::Live));
+            }
             let hex = l.strip_prefix("report ")?;
-            Some((|| {
-                let bytes = hex::decode(hex).context("report: not hex")?;
-                let report = postcard::from_bytes(&bytes).context("report: not a run report")?;
-                Ok(Event::Report(Box::new(report)))
-            })())
+            Some(
+                hex::decode(hex)
+                    .context("report: not hex")
+                    .map(Event::Report),
+            )
         }
     }
 }
@@ -178,6 +199,7 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::chain::RunReport;
 
     #[test]
     fn the_configuration_and_commands_are_read_in_order() {
@@ -256,11 +278,13 @@ mod tests {
             "report {}",
             hex::encode(postcard::to_stdvec(&report).unwrap())
         );
-        let Some(Ok(Event::Report(back))) = parse_event(&line) else {
+        let Some(Ok(Event::Report(bytes))) = parse_event(&line) else {
             panic!("not parsed")
         };
+        let back: RunReport = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back.seconds, 2.5);
         assert!(parse_event("report zz").unwrap().is_err());
+        assert!(matches!(parse_event("live 0102"), Some(Ok(Event::Live(b))) if b == [1, 2]));
         assert!(parse_event("something else").is_none());
     }
 }

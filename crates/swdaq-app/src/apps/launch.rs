@@ -8,12 +8,15 @@
 //! go on (the orchestrator re-assigns a dead builder's records, records lacking a dead
 //! readout's links come out Incomplete naming them). The launcher only ever signals the
 //! processes it started, and kills one only when it outlives the stop time-out.
+//!
+//! The event builder's applications are launched the same way ([`launch`] with a [`Plan`]
+//! saying their stop order: event manager, builder units, readout units).
 
 use super::control::{self, Event};
 use crate::run::chain::{AppOutcome, RunHooks, RunReport, StopReason};
 use crate::run::config::RunConfig;
 use crate::run::stop::StopRequest;
-use crate::run::topology::{App, AppKind};
+use crate::run::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow, bail};
 use crossbeam_channel::{Receiver, Sender};
 use std::io::{BufRead, Write};
@@ -22,6 +25,37 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
 
+/// What [`launch`] needs to know of a run: its applications, what it hands them, and how
+/// it ends and stops.
+pub struct Plan<'a> {
+    pub topology: &'a TopologySection,
+    /// The configuration every application reads on stdin.
+    pub toml: String,
+    pub run_number: u32,
+    pub logs: PathBuf,
+    /// `None`: until interrupted.
+    pub duration: Option<Duration>,
+    pub status_interval: Duration,
+    /// Stage by stage, in data-flow order.
+    pub stop_order: &'a [AppKind],
+    /// The run cannot go on once one of these has ended.
+    pub essential: &'a [AppKind],
+    /// The run ends once every application of this kind has ended, for this reason.
+    pub ends_with: (AppKind, StopReason),
+    /// The status line's figures from the applications' latest `live` messages.
+    pub live_line: Option<&'a LiveLine>,
+}
+
+/// Makes the status line's figures from each application's latest `live` bytes.
+pub type LiveLine = dyn Fn(&[&[u8]]) -> String;
+
+/// How the applications ran: each one's outcome and report bytes, in topology order.
+pub struct Launched {
+    pub seconds: f64,
+    pub stop_reason: StopReason,
+    pub apps: Vec<(AppKind, AppOutcome, Option<Vec<u8>>)>,
+}
+
 /// One running application.
 struct Running {
     outcome: AppOutcome,
@@ -29,7 +63,8 @@ struct Running {
     child: Child,
     stdin: Option<ChildStdin>,
     ready: bool,
-    report: Option<RunReport>,
+    report: Option<Vec<u8>>,
+    live: Option<Vec<u8>>,
     /// Set when it exited before it was told to stop.
     died: bool,
 }
@@ -101,15 +136,59 @@ pub fn run_distributed_with(
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
+    let plan = Plan {
+        topology: &config.topology,
+        toml: config.to_toml(),
+        run_number: config.run.number,
+        logs: log_dir(config),
+        duration: (config.run.duration_s > 0.0)
+            .then(|| Duration::from_secs_f64(config.run.duration_s)),
+        status_interval: Duration::from_secs_f64(config.run.status_interval_s),
+        stop_order: &[
+            AppKind::Trigger,
+            AppKind::Dfo,
+            AppKind::Builder,
+            AppKind::Readout,
+        ],
+        essential: &[AppKind::Trigger, AppKind::Dfo],
+        ends_with: (AppKind::Readout, StopReason::AllLinksEnded),
+        live_line: None,
+    };
+    let launched = launch(&plan, exe, stop, hooks)?;
+    let mut reports = Vec::new();
+    let mut outcomes = Vec::new();
+    for (kind, mut outcome, bytes) in launched.apps {
+        match bytes.map(|b| postcard::from_bytes::<RunReport>(&b)) {
+            Some(Ok(r)) => reports.push((kind, r)),
+            Some(Err(e)) => outcome.failure = Some(format!("report: not a run report: {e}")),
+            None => {}
+        }
+        outcomes.push(outcome);
+    }
+    let mut report = merge(reports.into_iter());
+    report.seconds = launched.seconds;
+    report.stop_reason = launched.stop_reason;
+    report.apps = outcomes;
+    Ok(report)
+}
+
+/// Starts the plan's applications, waits until all are ready, starts them, supervises the
+/// run and stops them stage by stage; `hooks` hear when it started (run-control requests
+/// then go to the trigger application, if there is one) and when the stop begins.
+pub fn launch(
+    plan: &Plan,
+    exe: &Path,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
+) -> anyhow::Result<Launched> {
     ignore_sigpipe();
-    let logs = log_dir(config);
-    std::fs::create_dir_all(&logs)
+    let logs = &plan.logs;
+    std::fs::create_dir_all(logs)
         .with_context(|| format!("cannot create the log directory {}", logs.display()))?;
-    let toml = config.to_toml();
     let (events_tx, events_rx) = crossbeam_channel::unbounded();
     let mut apps: Vec<Running> = Vec::new();
-    for (index, app) in config.topology.apps.iter().enumerate() {
-        match spawn(config, app, exe, &logs, &toml, index, events_tx.clone()) {
+    for (index, app) in plan.topology.apps.iter().enumerate() {
+        match spawn(plan, app, exe, index, events_tx.clone()) {
             Ok(r) => apps.push(r),
             Err(e) => {
                 stop_all(&mut apps, Duration::from_secs(5));
@@ -118,7 +197,7 @@ pub fn run_distributed_with(
         }
     }
     drop(events_tx);
-    let t = &config.topology;
+    let t = plan.topology;
     if let Err(e) = wait_ready(
         &mut apps,
         &events_rx,
@@ -133,49 +212,42 @@ pub fn run_distributed_with(
     let started = Instant::now();
     eprintln!(
         "swdaq run {}: {} applications started; logs in {}",
-        config.run.number,
+        plan.run_number,
         apps.len(),
         logs.display()
     );
     let (controls_tx, controls) = crossbeam_channel::bounded(TRIGGER_CONTROL_QUEUE);
     hooks.started(controls_tx);
-    let stop_reason = supervise(config, &mut apps, &events_rx, &controls, stop, started);
+    let stop_reason = supervise(plan, &mut apps, &events_rx, &controls, stop, started);
     hooks.stopping();
     let seconds = started.elapsed().as_secs_f64();
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
-    for stage in [
-        AppKind::Trigger,
-        AppKind::Dfo,
-        AppKind::Builder,
-        AppKind::Readout,
-    ] {
+    for &stage in plan.stop_order {
         stop_stage(&mut apps, stage, &events_rx, stop_timeout, stop);
     }
-    let mut report = merge(
-        apps.iter_mut()
-            .filter_map(|a| Some((a.kind, a.report.take()?))),
-    );
-    report.seconds = seconds;
-    report.stop_reason = stop_reason;
-    report.apps = apps.into_iter().map(|a| a.outcome).collect();
-    Ok(report)
+    Ok(Launched {
+        seconds,
+        stop_reason,
+        apps: apps
+            .into_iter()
+            .map(|a| (a.kind, a.outcome, a.report))
+            .collect(),
+    })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn spawn(
-    config: &RunConfig,
+    plan: &Plan,
     app: &App,
     exe: &Path,
-    logs: &Path,
-    toml: &str,
     index: usize,
     events: Sender<(usize, anyhow::Result<Event>)>,
 ) -> anyhow::Result<Running> {
     let launcher = match app.host.as_str() {
         "" => &[][..],
-        host => &config.topology.host(host).expect("validated").launcher[..],
+        host => &plan.topology.host(host).expect("validated").launcher[..],
     };
-    let log_path = logs.join(format!("{}.log", app.name));
+    let toml = &plan.toml;
+    let log_path = plan.logs.join(format!("{}.log", app.name));
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let mut argv: Vec<String> = launcher.to_vec();
@@ -234,6 +306,7 @@ fn spawn(
         stdin: Some(stdin),
         ready: false,
         report: None,
+        live: None,
         died: false,
     })
 }
@@ -242,8 +315,9 @@ fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::Result<Event
     let a = &mut apps[index];
     match event {
         Ok(Event::Ready) => a.ready = true,
+        Ok(Event::Live(l)) => a.live = Some(l),
         Ok(Event::Report(r)) => {
-            a.report = Some(*r);
+            a.report = Some(r);
             a.outcome.reported = true;
         }
         Err(e) => a.outcome.failure = Some(format!("{e:#}")),
@@ -285,16 +359,15 @@ fn wait_ready(
 /// Watches the run until its duration, an interrupt, or the end of the trigger or the
 /// orchestrator (without which no record can be made).
 fn supervise(
-    config: &RunConfig,
+    plan: &Plan,
     apps: &mut [Running],
     events: &Receiver<(usize, anyhow::Result<Event>)>,
     controls: &Receiver<TriggerInput>,
     stop: &StopRequest,
     started: Instant,
 ) -> StopReason {
-    let duration =
-        (config.run.duration_s > 0.0).then(|| Duration::from_secs_f64(config.run.duration_s));
-    let status = Duration::from_secs_f64(config.run.status_interval_s);
+    let duration = plan.duration;
+    let status = plan.status_interval;
     let mut next_status = started + status;
     loop {
         if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
@@ -326,26 +399,29 @@ fn supervise(
         if duration.is_some_and(|d| now - started >= d) {
             return StopReason::Duration;
         }
-        if apps
+        if let Some(a) = apps
             .iter()
-            .any(|a| a.died && matches!(a.kind, AppKind::Trigger | AppKind::Dfo))
+            .find(|a| a.died && plan.essential.contains(&a.kind))
         {
-            return StopReason::AppFailed(
-                "the trigger or the orchestrator ended during the run".into(),
-            );
+            return StopReason::AppFailed(format!(
+                "{} ({}) ended during the run",
+                a.outcome.name,
+                a.kind.name()
+            ));
         }
-        if apps
-            .iter()
-            .filter(|a| a.kind == AppKind::Readout)
-            .all(|a| a.died)
-        {
-            return StopReason::AllLinksEnded;
+        let (kind, reason) = &plan.ends_with;
+        if apps.iter().filter(|a| a.kind == *kind).all(|a| a.died) {
+            return reason.clone();
         }
         if now >= next_status {
             next_status += status;
             let alive = apps.iter().filter(|a| !a.died).count();
+            let figures = plan.live_line.map_or(String::new(), |line| {
+                let live: Vec<&[u8]> = apps.iter().filter_map(|a| a.live.as_deref()).collect();
+                format!("; {}", line(&live))
+            });
             eprintln!(
-                "swdaq run: {:.0} s, {alive} of {} applications running",
+                "swdaq run: {:.0} s, {alive} of {} applications running{figures}",
                 (now - started).as_secs_f64(),
                 apps.len()
             );
@@ -465,6 +541,8 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
                     (a, b) => a.or(b),
                 };
             }
+            // Validated away: the chain's topology has no event-builder applications.
+            AppKind::Evm | AppKind::Ru | AppKind::Bu => {}
         }
         out.thread_cpu.extend(r.thread_cpu);
         for (reason, n) in r.refused_messages {

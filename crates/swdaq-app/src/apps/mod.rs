@@ -9,27 +9,47 @@
 //! Every application binds one inbox at its `address` and connects one outlet to the inbox of
 //! each peer it sends to; every outlet carries heartbeats. `swdaq run` (`launch`) starts them
 //! with the run's configuration on stdin and drives them with `start` / `stop` (`control`).
+//! The CMS-style event builder runs as applications the same way ([`evb`]: `evm`, `ru`, `bu`).
 
 pub mod builder;
 pub mod control;
 pub mod dfo;
+pub mod evb;
 pub mod launch;
 pub mod readout;
 pub mod trigger;
 
+use crate::evb_run::EvbRunConfig;
 use crate::run::chain::{Monitoring, RunReport, cpu_shares};
 use crate::run::config::RunConfig;
-use crate::run::topology::{App, AppKind};
+use crate::run::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow};
 use control::Commands;
 use std::time::{Duration, Instant};
 use swdaq_monitor::proc::{ThreadStat, read_threads};
 use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
 
-/// What every application has: its configuration, its place in the topology, its sockets'
-/// context and the launcher's commands.
-pub struct AppContext {
-    pub config: RunConfig,
+/// A run configuration that carries a `[topology]`: the chain's or the event builder's.
+pub trait TopologyConfig {
+    fn topology(&self) -> &TopologySection;
+}
+
+impl TopologyConfig for RunConfig {
+    fn topology(&self) -> &TopologySection {
+        &self.topology
+    }
+}
+
+impl TopologyConfig for EvbRunConfig {
+    fn topology(&self) -> &TopologySection {
+        &self.topology
+    }
+}
+
+/// What every application has: its (validated) configuration, its place in the topology, its
+/// sockets' context and the launcher's commands.
+pub struct AppContext<C = RunConfig> {
+    pub config: C,
     pub me: AppId,
     pub spec: App,
     pub zmq: zmq::Context,
@@ -37,14 +57,13 @@ pub struct AppContext {
     pub commands: Commands,
 }
 
-impl AppContext {
-    pub fn new(config: RunConfig, name: &str, commands: Commands) -> anyhow::Result<Self> {
-        config.validate()?;
+impl<C: TopologyConfig> AppContext<C> {
+    pub fn new(config: C, name: &str, commands: Commands) -> anyhow::Result<Self> {
         let (me, spec) = config
-            .topology
+            .topology()
             .find(name)
             .ok_or_else(|| anyhow!("no application {name:?} in topology.apps"))?;
-        let t = &config.topology;
+        let t = config.topology();
         let options = NetOptions {
             send_timeout: Duration::from_millis(t.send_timeout_ms),
             ..Default::default()
@@ -66,7 +85,7 @@ impl AppContext {
 
     /// An outlet to the inbox of application `peer`.
     pub fn outlet_to(&self, peer: u32) -> anyhow::Result<Outlet> {
-        let app = &self.config.topology.apps[peer as usize];
+        let app = &self.config.topology().apps[peer as usize];
         Ok(Outlet::connect(
             &self.zmq,
             &app.address,
@@ -85,7 +104,7 @@ impl AppContext {
     /// them alive with heartbeats. Fails naming the peer after `topology.start_timeout_s`.
     pub fn connect_and_heartbeat(&self, outlets: Vec<Outlet>) -> anyhow::Result<Heartbeat> {
         let deadline =
-            Instant::now() + Duration::from_secs_f64(self.config.topology.start_timeout_s);
+            Instant::now() + Duration::from_secs_f64(self.config.topology().start_timeout_s);
         for o in &outlets {
             // With "queue only for connected peers", a blocking send succeeds once connected.
             while o.send(&Message::Heartbeat).is_err() {
@@ -98,13 +117,35 @@ impl AppContext {
     }
 
     pub fn heartbeat_every(&self) -> Duration {
-        Duration::from_millis(self.config.topology.heartbeat_ms)
+        Duration::from_millis(self.config.topology().heartbeat_ms)
     }
 
     pub fn peer_timeout(&self) -> Duration {
-        Duration::from_millis(self.config.topology.peer_timeout_ms)
+        Duration::from_millis(self.config.topology().peer_timeout_ms)
     }
 
+    /// The applications of `kind`, in topology order.
+    pub fn ids_of(&self, kind: AppKind) -> Vec<u32> {
+        self.config
+            .topology()
+            .of_kind(kind)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Writes who this is to its log.
+    fn announce(&self) {
+        eprintln!(
+            "swdaq app {} ({}): pid {}, inbox {}",
+            self.spec.name,
+            self.spec.kind.name(),
+            std::process::id(),
+            self.spec.address
+        );
+    }
+}
+
+impl AppContext<RunConfig> {
     /// This application's monitoring, with `/metrics` where its entry asks for it.
     pub fn monitoring(&self) -> anyhow::Result<Monitoring> {
         let key = format!("topology.apps.metrics_addr ({})", self.spec.name);
@@ -113,11 +154,7 @@ impl AppContext {
 
     /// The builders, in topology order: a builder's index here is its element id.
     pub fn builders(&self) -> Vec<u32> {
-        self.config
-            .topology
-            .of_kind(AppKind::Builder)
-            .map(|(id, _)| id)
-            .collect()
+        self.ids_of(AppKind::Builder)
     }
 }
 
@@ -136,23 +173,33 @@ pub struct Args {
 /// launcher's commands on stdin; its report goes to stdout.
 pub fn run_app(args: &Args) -> anyhow::Result<()> {
     let mut stdin = std::io::BufReader::new(std::io::stdin());
-    let config = match &args.config {
-        Some(path) => RunConfig::load(path)?,
-        None => control::read_config(&mut stdin)?,
+    let text = match &args.config {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration file {}", path.display()))?,
+        None => control::read_config_text(&mut stdin)?,
     };
-    let ctx = AppContext::new(config, &args.name, Commands::spawn(stdin)?)?;
-    eprintln!(
-        "swdaq app {} ({}): pid {}, inbox {}",
-        ctx.spec.name,
-        ctx.spec.kind.name(),
-        std::process::id(),
-        ctx.spec.address
-    );
+    let commands = Commands::spawn(stdin)?;
+    if crate::evb_run::is_evb_text(&text)? {
+        let ctx = AppContext::new(crate::evb_run::parse(&text)?, &args.name, commands)?;
+        ctx.announce();
+        control::send_report(&evb::run(&ctx)?)?;
+        eprintln!("swdaq app {}: done", ctx.spec.name);
+        return Ok(());
+    }
+    let config = RunConfig::parse(&text)?;
+    config.validate()?;
+    let ctx = AppContext::new(config, &args.name, commands)?;
+    ctx.announce();
     let report = match ctx.spec.kind {
         AppKind::Readout => readout::run(&ctx)?,
         AppKind::Trigger => trigger::run(&ctx)?,
         AppKind::Dfo => dfo::run(&ctx)?,
         AppKind::Builder => builder::run(&ctx)?,
+        kind => anyhow::bail!(
+            "{}: {} applications belong to an event-builder run (a configuration with [evb])",
+            ctx.spec.name,
+            kind.name()
+        ),
     };
     control::send_report(&report)?;
     eprintln!("swdaq app {}: done", ctx.spec.name);
@@ -175,11 +222,16 @@ impl Clock {
 
     /// Fills the report's duration and its threads' CPU shares, named `app/thread`.
     pub fn finish(&self, app: &str, report: &mut RunReport) {
+        (report.seconds, report.thread_cpu) = self.cpu(app);
+    }
+
+    /// Seconds since `start`, and each thread's CPU share since, named `app/thread`.
+    pub fn cpu(&self, app: &str) -> (f64, Vec<(String, f64)>) {
         let elapsed = self.started.elapsed();
-        report.seconds = elapsed.as_secs_f64();
-        report.thread_cpu = cpu_shares(&self.threads, elapsed)
+        let shares = cpu_shares(&self.threads, elapsed)
             .into_iter()
             .map(|(thread, share)| (format!("{app}/{thread}"), share))
             .collect();
+        (elapsed.as_secs_f64(), shares)
     }
 }

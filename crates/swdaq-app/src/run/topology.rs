@@ -12,6 +12,10 @@
 //! address = "tcp://192.0.2.3:7100"    # where the application binds its inbox
 //! links = [0, 1, 2, 3]
 //! ```
+//!
+//! The event builder (a configuration with `[evb]`) uses the kinds `evm` (readout unit 0,
+//! which sees the trigger), `ru` (readout units 1.., in topology order) and `bu` (builder
+//! units 0.., in topology order).
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
@@ -68,6 +72,12 @@ pub enum AppKind {
     Dfo,
     /// Requests, builds and writes records.
     Builder,
+    /// Event builder: the event manager, readout unit 0 (it sees the trigger).
+    Evm,
+    /// Event builder: a readout unit other than the event manager.
+    Ru,
+    /// Event builder: a builder unit.
+    Bu,
 }
 
 impl AppKind {
@@ -77,6 +87,9 @@ impl AppKind {
             AppKind::Trigger => "trigger",
             AppKind::Dfo => "dfo",
             AppKind::Builder => "builder",
+            AppKind::Evm => "evm",
+            AppKind::Ru => "ru",
+            AppKind::Bu => "bu",
         }
     }
 }
@@ -152,6 +165,32 @@ impl TopologySection {
         if !self.is_distributed() {
             return Ok(());
         }
+        self.validate_apps(links)?;
+        self.validate_counts(&[
+            (AppKind::Readout, 1, usize::MAX),
+            (AppKind::Trigger, 1, 1),
+            (AppKind::Dfo, 1, 1),
+            (AppKind::Builder, 1, usize::MAX),
+        ])
+    }
+
+    /// Checks an event builder's topology: one `evm`, `readout_units - 1` `ru` and
+    /// `builder_units` `bu` applications, nothing else.
+    pub fn validate_evb(&self, readout_units: usize, builder_units: usize) -> anyhow::Result<()> {
+        if !self.is_distributed() {
+            return Ok(());
+        }
+        self.validate_apps(0)?;
+        let ru = readout_units.saturating_sub(1);
+        self.validate_counts(&[
+            (AppKind::Evm, 1, 1),
+            (AppKind::Ru, ru, ru),
+            (AppKind::Bu, builder_units, builder_units),
+        ])
+    }
+
+    /// What every topology must satisfy: names, hosts, addresses, links.
+    fn validate_apps(&self, links: u32) -> anyhow::Result<()> {
         ensure(self.heartbeat_ms >= 10, "heartbeat_ms", "must be >= 10")?;
         ensure(
             self.peer_timeout_ms >= 3 * self.heartbeat_ms,
@@ -243,12 +282,28 @@ impl TopologySection {
                     .collect::<Vec<_>>()
             ),
         )?;
-        for (kind, at_least, at_most) in [
-            (AppKind::Readout, 1, usize::MAX),
-            (AppKind::Trigger, 1, 1),
-            (AppKind::Dfo, 1, 1),
-            (AppKind::Builder, 1, usize::MAX),
-        ] {
+        Ok(())
+    }
+
+    /// Each listed kind `(kind, at least, at most)` that many times; no other kind at all.
+    fn validate_counts(&self, counts: &[(AppKind, usize, usize)]) -> anyhow::Result<()> {
+        for a in &self.apps {
+            ensure(
+                counts.iter().any(|(k, _, _)| *k == a.kind),
+                "apps.kind",
+                format!(
+                    "{}: {} applications do not belong in this run (kinds here: {})",
+                    a.name,
+                    a.kind.name(),
+                    counts
+                        .iter()
+                        .map(|(k, _, _)| k.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )?;
+        }
+        for &(kind, at_least, at_most) in counts {
             let n = self.of_kind(kind).count();
             ensure(
                 (at_least..=at_most).contains(&n),
@@ -256,10 +311,11 @@ impl TopologySection {
                 format!(
                     "{n} {} applications; there must be {}",
                     kind.name(),
-                    if at_most == 1 {
-                        "exactly one"
-                    } else {
-                        "at least one"
+                    match (at_least, at_most) {
+                        (1, 1) => "exactly one".to_string(),
+                        (1, usize::MAX) => "at least one".to_string(),
+                        (a, b) if a == b => format!("exactly {a}"),
+                        (a, b) => format!("{a} to {b}"),
                     }
                 ),
             )?;
@@ -305,6 +361,43 @@ mod tests {
         TopologySection::default().validate(4).unwrap();
     }
 
+    fn evb_topology() -> TopologySection {
+        TopologySection {
+            apps: vec![
+                app("evm", AppKind::Evm, 7200, &[]),
+                app("ru-1", AppKind::Ru, 7201, &[]),
+                app("bu-0", AppKind::Bu, 7202, &[]),
+                app("bu-1", AppKind::Bu, 7203, &[]),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_event_builder_topology_has_one_evm_and_the_configured_units() {
+        let t = evb_topology();
+        t.validate_evb(2, 2).unwrap();
+        let e = t.validate_evb(3, 2).unwrap_err().to_string();
+        assert!(
+            e.contains("1 ru applications; there must be exactly 2"),
+            "{e}"
+        );
+        let e = t.validate_evb(2, 1).unwrap_err().to_string();
+        assert!(e.contains("bu applications"), "{e}");
+        let mut t = evb_topology();
+        t.apps[1].kind = AppKind::Builder;
+        let e = t.validate_evb(2, 2).unwrap_err().to_string();
+        assert!(e.contains("do not belong"), "{e}");
+        let mut t = evb_topology();
+        t.apps[0].kind = AppKind::Ru;
+        assert!(
+            t.validate_evb(3, 2)
+                .unwrap_err()
+                .to_string()
+                .contains("evm")
+        );
+    }
+
     #[test]
     fn every_mistake_names_its_key() {
         type Change = Box<dyn Fn(&mut TopologySection)>;
@@ -345,6 +438,7 @@ mod tests {
                 "only builders",
             ),
             (Box::new(|t| t.peer_timeout_ms = 100), "peer_timeout_ms"),
+            (Box::new(|t| t.apps[4].kind = AppKind::Bu), "do not belong"),
         ];
         for (change, expected) in cases {
             let mut t = topology();

@@ -1,0 +1,163 @@
+//! The one-process event builder's live line, across applications: each application sends the
+//! launcher its latest rates and gauges (`live HEX` on stdout, once a second); the launcher
+//! puts them back together into one snapshot and prints `evb_run::live_line` of it.
+
+use super::super::control;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use swdaq_monitor::{Family, MetricKind, Series, Snapshot, SnapshotCell, Value};
+
+/// The event builder's metric families (the live line reads no others).
+const PREFIX: &str = "swdaq_evb_";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LiveValue {
+    /// A counter's rate per second over the last interval.
+    Rate(f64),
+    Gauge(f64),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveSeries {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: LiveValue,
+}
+
+/// The event builder's counters' rates and gauges in `s`.
+pub fn series_of(s: &Snapshot) -> Vec<LiveSeries> {
+    let mut out = Vec::new();
+    for f in s.families.iter().filter(|f| f.name.starts_with(PREFIX)) {
+        for x in &f.series {
+            let value = match x.value {
+                Value::Counter {
+                    rate_per_second, ..
+                } => LiveValue::Rate(rate_per_second),
+                Value::Gauge { value } => LiveValue::Gauge(value),
+                _ => continue,
+            };
+            out.push(LiveSeries {
+                name: f.name.clone(),
+                labels: x.labels.clone(),
+                value,
+            });
+        }
+    }
+    out
+}
+
+/// One snapshot from every application's series: what `live_line` reads.
+pub fn snapshot_of(parts: impl IntoIterator<Item = Vec<LiveSeries>>) -> Snapshot {
+    let mut families: BTreeMap<String, Family> = BTreeMap::new();
+    for series in parts.into_iter().flatten() {
+        let (kind, value) = match series.value {
+            LiveValue::Rate(rate_per_second) => (
+                MetricKind::Counter,
+                Value::Counter {
+                    total: 0,
+                    delta: 0,
+                    rate_per_second,
+                },
+            ),
+            LiveValue::Gauge(value) => (MetricKind::Gauge, Value::Gauge { value }),
+        };
+        families
+            .entry(series.name.clone())
+            .or_insert_with(|| Family {
+                name: series.name,
+                help: String::new(),
+                kind,
+                series: Vec::new(),
+            })
+            .series
+            .push(Series {
+                labels: series.labels,
+                value,
+            });
+    }
+    Snapshot {
+        uptime_seconds: 0.0,
+        interval_seconds: 1.0,
+        families: families.into_values().collect(),
+        process: Default::default(),
+    }
+}
+
+/// Sends the launcher this application's series once a second while it lives.
+pub struct LiveReporter {
+    running: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LiveReporter {
+    pub fn start(cell: SnapshotCell) -> std::io::Result<Self> {
+        let running = Arc::new(AtomicBool::new(true));
+        let flag = Arc::clone(&running);
+        let thread = std::thread::Builder::new()
+            .name("live".into())
+            .spawn(move || {
+                let mut next = Instant::now();
+                while flag.load(Ordering::Relaxed) {
+                    if Instant::now() >= next {
+                        next += Duration::from_secs(1);
+                        // A launcher that has gone is noticed on stdin, not here.
+                        let _ = control::send_live(&series_of(&cell.get()));
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })?;
+        Ok(Self {
+            running,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for LiveReporter {
+    fn drop(&mut self) {
+        self.running.store(false, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launcher_sees_the_sum_of_every_application_and_each_queue() {
+        let part = |bu: &str, built: f64, open: f64| {
+            let labels = BTreeMap::from([("bu".to_string(), bu.to_string())]);
+            vec![
+                LiveSeries {
+                    name: "swdaq_evb_events_built_total".into(),
+                    labels: labels.clone(),
+                    value: LiveValue::Rate(built),
+                },
+                LiveSeries {
+                    name: "swdaq_evb_bu_open_events".into(),
+                    labels,
+                    value: LiveValue::Gauge(open),
+                },
+            ]
+        };
+        let s = snapshot_of([part("0", 1000.0, 3.0), part("1", 500.0, 7.0)]);
+        assert_eq!(s.counter_rate("swdaq_evb_events_built_total"), 1500.0);
+        let line = crate::evb_run::live_line(&s);
+        assert!(line.starts_with("built 1500/s"), "{line}");
+        assert!(line.contains("BU open: bu0=3 bu1=7"), "{line}");
+        // What goes over stdout comes back whole.
+        let round: Vec<LiveSeries> =
+            postcard::from_bytes(&postcard::to_stdvec(&series_of(&s)).unwrap()).unwrap();
+        assert_eq!(
+            snapshot_of([round]).counter_rate("swdaq_evb_events_built_total"),
+            1500.0
+        );
+    }
+}
