@@ -293,7 +293,8 @@ pub fn requests(
         // Stops ingest however this scope ends (a panic must not leave it spinning).
         let _stop_ingest = SetOnDrop(&stop);
         let links = [link.clone()];
-        let server = s.spawn(move || serve(&links, &[], req_rx, resp_tx, config, None));
+        let server =
+            s.spawn(move || serve(&links, &[], &[], req_rx, resp_tx, config, None, |_| {}));
         // Consume answers as they come, as a record builder would (and free their memory).
         let collector = s.spawn(move || {
             let (mut latencies, mut complete, mut not_complete) = (Vec::new(), 0u64, 0u64);
