@@ -155,6 +155,14 @@ impl<'a> Region<'a> {
         u16::from_le_bytes([self.adcs[at], self.adcs[at + 1]])
     }
 
+    /// The ADCs, `channels x samples`, channel-major (`values[c * samples + s]`).
+    pub fn adcs(&self) -> Vec<u16> {
+        self.adcs
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect()
+    }
+
     /// The ADCs as stored: `channels x samples` little-endian u16, channel-major.
     pub fn adc_bytes(&self) -> &'a [u8] {
         self.adcs
@@ -276,6 +284,7 @@ mod tests {
                 prop_assert_eq!((got.first_timestamp, got.channel_group), (want.first_timestamp, want.channel_group));
                 prop_assert_eq!(got.channel_ids().collect::<Vec<_>>(), want.channel_ids.clone());
                 prop_assert_eq!((got.channels, got.samples), (want.channel_ids.len(), want.samples));
+                prop_assert_eq!(got.adcs(), want.adcs.clone());
                 for c in 0..got.channels {
                     prop_assert_eq!(got.channel_id(c), want.channel_ids[c]);
                     for s in 0..got.samples {
