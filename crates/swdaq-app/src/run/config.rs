@@ -635,6 +635,10 @@ mod tests {
         }
         let e = RunConfig::parse("[readout.roi]\nmargin = 3\n").unwrap_err();
         assert!(format!("{e:#}").contains("margin"), "{e:#}");
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/roi.toml");
+        let c = RunConfig::load(&shipped).unwrap();
+        c.validate().unwrap();
+        assert!(c.readout.roi.enabled);
     }
 
     #[test]
