@@ -14,7 +14,9 @@ use swdaq_app::run::stop::StopRequest;
 use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::rawfile::{RawFileHeader, RawFileWriter, link_path};
+use swdaq_format::roi::RoiPayload;
 use swdaq_format::trigger_record::record_status;
+use swdaq_format::wibeth::WibEthFrame;
 use swdaq_format::{
     Fragment, FragmentType, FrameFormat, SourceId, TriggerPrimitive, TriggerRecord,
 };
@@ -175,6 +177,8 @@ fn every_decision_gives_one_record_holding_exactly_its_windows_frames() {
         "one record per decision"
     );
     assert_eq!(report.builder.counts.complete, issued);
+    assert_eq!(report.server.roi, Default::default(), "ROI readout is off");
+    assert!(report.roi_coverage.is_none());
 
     let most_frames = report.links.iter().map(|l| l.frames).max().unwrap() as usize;
     let expected = emulator_frames(&c, most_frames);
@@ -201,6 +205,100 @@ fn every_decision_gives_one_record_holding_exactly_its_windows_frames() {
         score.pulses_5_sigma
     );
     assert!(score.efficiency_5_sigma() > 0.9, "{score:?}");
+}
+
+/// ROI readout on: every raw fragment is an ROI fragment whose samples are exactly the
+/// emulator's at those channels and times, whose full-window size is exactly what the
+/// window's frames weigh, and the summary adds up the same bytes.
+#[test]
+fn roi_readout_stores_the_emulators_samples_in_regions_and_reports_the_reduction() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), 2.0);
+    c.readout.roi.enabled = true;
+    let report = run(&c);
+    assert_eq!(report.stop_reason, StopReason::Duration);
+    let records = read_records(dir.path());
+    let issued = report.trigger.counts.issued;
+    assert_eq!(records.len() as u64, issued);
+    assert_eq!(report.builder.counts.complete, issued);
+
+    let most_frames = report.links.iter().map(|l| l.frames).max().unwrap() as usize;
+    let expected = emulator_frames(&c, most_frames);
+    let inputs = emulate(&c.emulator, FrameFormat::WibEth, &[0, 1]).unwrap();
+    let step = FrameFormat::WibEth.ticks_per_frame();
+    let tick = FrameFormat::WibEth.ticks_per_sample();
+    let (mut bytes, mut full, mut regions, mut samples_checked) = (0u64, 0u64, 0, 0u64);
+    for record in &records {
+        for (request, fragment_bytes) in record.header.components.iter().zip(&record.fragments) {
+            let fragment = Fragment::parse(fragment_bytes).unwrap();
+            if fragment.header.fragment_type == FragmentType::TRIGGER_PRIMITIVE {
+                continue;
+            }
+            assert_eq!(fragment.header.fragment_type, FragmentType::ROI);
+            assert_eq!(fragment.header.error_bits, 0);
+            let link = request.component.id as usize;
+            let frames = &expected[link];
+            let (begin, end) = (request.window_begin, request.window_end);
+            let in_window = frames
+                .keys()
+                .filter(|&&ts| ts + step > begin && ts < end)
+                .count();
+            let roi = RoiPayload::parse(fragment.payload).unwrap();
+            assert_eq!(
+                roi.full_window_bytes,
+                (72 + in_window * FrameFormat::WibEth.frame_size()) as u64,
+                "the full window is counted exactly"
+            );
+            bytes += fragment_bytes.len() as u64;
+            full += roi.full_window_bytes;
+            let ids = &inputs[&link].channel_ids;
+            for region in roi.regions() {
+                regions += 1;
+                assert!(region.first_timestamp + tick > begin);
+                assert!(region.end_timestamp(tick) <= end + tick);
+                for (row, id) in region.channel_ids().enumerate() {
+                    let channel = ids.iter().position(|&c| c == id).unwrap();
+                    assert_eq!(id / 16, region.channel_group);
+                    for s in 0..region.samples {
+                        let t = region.first_timestamp + s as u64 * tick;
+                        let frame_ts = frames
+                            .keys()
+                            .copied()
+                            .find(|&ts| ts <= t && t < ts + step)
+                            .unwrap();
+                        let frame = WibEthFrame::parse(&frames[&frame_ts]).unwrap();
+                        let sample = ((t - frame_ts) / tick) as usize;
+                        assert_eq!(
+                            region.adc(row, s),
+                            frame.adc(sample, channel),
+                            "link {link} channel {id} at {t}"
+                        );
+                        samples_checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(regions > 0 && samples_checked > 0);
+    let roi = report.server.roi;
+    assert_eq!(
+        (roi.bytes, roi.full_window_bytes),
+        (bytes, full),
+        "the summary counts the stored bytes"
+    );
+    assert_eq!(roi.fragments, 2 * issued);
+    assert_eq!(roi.tps_cut, 0);
+    assert!(
+        bytes * 4 < full,
+        "regions are a fraction of the windows: {bytes} of {full}"
+    );
+    // A pulse hit finding finds has a TP over its peak; its region reaches 50 samples beyond
+    // the TP's blocks, more than the pulse's rise and fall scored here, so the coverage
+    // is at least the hit-finding efficiency (> 0.9 in the test above) less pulses cut by
+    // the window's edge.
+    let coverage = report.roi_coverage.expect("the emulator's truth");
+    assert!(coverage.pulses_5_sigma >= 20, "{coverage:?}");
+    assert!(coverage.fraction() > 0.9, "{coverage:?}");
 }
 
 #[test]

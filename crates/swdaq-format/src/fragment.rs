@@ -68,6 +68,8 @@ impl FragmentType {
     pub const TRIGGER_CANDIDATE: Self = Self(8);
     pub const HARDWARE_SIGNAL: Self = Self(9);
     pub const WIBETH: Self = Self(12);
+    /// swdaq: regions of interest of one link ([`crate::roi`]); outside DUNE's codes.
+    pub const ROI: Self = Self(100);
 
     /// DUNE's name for the type, as used in HDF5 dataset names.
     pub fn name(self) -> &'static str {
@@ -79,6 +81,7 @@ impl FragmentType {
             8 => "Trigger_Candidate",
             9 => "Hardware_Signal",
             12 => "WIBEth",
+            100 => "ROI",
             _ => "Unknown",
         }
     }

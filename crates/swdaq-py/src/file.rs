@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict};
 use std::path::PathBuf;
 use swdaq_format::adc_matrix::{AdcMatrix, adc_matrix};
 use swdaq_format::fragment::FRAGMENT_HEADER_SIZE;
+use swdaq_format::roi::RoiPayload;
 use swdaq_format::trigger_record::record_status;
 use swdaq_format::{Fragment as ParsedFragment, FragmentHeader, FragmentType};
 use swdaq_store::reader::decode;
@@ -236,6 +237,56 @@ impl Record {
     }
 }
 
+/// One region of interest of an ROI fragment: a channel group over consecutive samples.
+#[pyclass(module = "swdaq", unsendable)]
+pub struct Region {
+    #[pyo3(get)]
+    channel_group: u32,
+    /// Timestamp of the first sample, in clock ticks.
+    #[pyo3(get)]
+    first_timestamp: u64,
+    #[pyo3(get)]
+    ticks_per_sample: u64,
+    #[pyo3(get)]
+    samples: usize,
+    channel_ids: Vec<u32>,
+    adcs: Vec<u16>,
+}
+
+#[pymethods]
+impl Region {
+    /// Offline channel id of each row of `adcs()`, uint32.
+    fn channel_ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        self.channel_ids.clone().into_pyarray(py)
+    }
+
+    /// The ADCs, uint16 `[channel, sample]` (rows in `channel_ids()` order).
+    fn adcs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let array =
+            Array2::from_shape_vec((self.channel_ids.len(), self.samples), self.adcs.clone())
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(array.into_pyarray(py).into_any())
+    }
+
+    /// The timestamp of every sample (column of `adcs()`), uint64 clock ticks.
+    fn timestamps<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        (0..self.samples as u64)
+            .map(|s| self.first_timestamp + s * self.ticks_per_sample)
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "swdaq.Region(group {}, {} channels x {} samples from {})",
+            self.channel_group,
+            self.channel_ids.len(),
+            self.samples,
+            self.first_timestamp
+        )
+    }
+}
+
 /// One fragment: its header's fields, its payload, and its content decoded on demand.
 #[pyclass(module = "swdaq", unsendable)]
 pub struct Fragment {
@@ -340,6 +391,38 @@ impl Fragment {
     /// The timestamp of every sample of `adcs()`, uint64 clock ticks.
     fn timestamps<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
         Ok(self.matrix()?.timestamps.into_pyarray(py))
+    }
+
+    /// The regions of interest of an ROI fragment (ROI readout), in the order stored;
+    /// ValueError for other fragment types.
+    fn regions(&self) -> PyResult<Vec<Region>> {
+        if self.header.fragment_type != FragmentType::ROI {
+            return Err(PyValueError::new_err(format!(
+                "a {} fragment carries no regions of interest",
+                self.header.fragment_type.name()
+            )));
+        }
+        let roi = RoiPayload::parse(self.payload_bytes())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(roi
+            .regions()
+            .map(|r| Region {
+                channel_group: r.channel_group,
+                first_timestamp: r.first_timestamp,
+                ticks_per_sample: roi.ticks_per_sample as u64,
+                channel_ids: r.channel_ids().collect(),
+                samples: r.samples,
+                adcs: r.adcs(),
+            })
+            .collect())
+    }
+
+    /// The size this ROI fragment would have had with every frame of its window.
+    #[getter]
+    fn full_window_bytes(&self) -> PyResult<u64> {
+        RoiPayload::parse(self.payload_bytes())
+            .map(|roi| roi.full_window_bytes)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// Trigger primitives of a TP fragment as a structured array of `swdaq.TP_DTYPE`.

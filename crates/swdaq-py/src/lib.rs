@@ -16,6 +16,7 @@ fn swdaq_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<file::File>()?;
     m.add_class::<file::Record>()?;
     m.add_class::<file::Fragment>()?;
+    m.add_class::<file::Region>()?;
     m.add_function(wrap_pyfunction!(file::open, m)?)?;
     m.add_function(wrap_pyfunction!(hits::find_hits, m)?)?;
     m.add("TP_DTYPE", tps::dtype(m.py())?)?;

@@ -2,18 +2,23 @@
 //! latency buffer with all checks, UDP receive over loopback, and request serving while
 //! ingesting in real time.
 
+use crate::hit_finding::HitFindingObserver;
 use crate::link::{FrameObserver, Ingest, LinkShared};
 use crate::replay::{ReplaySource, ReplayTemplate};
 use crate::request::{DataRequest, RequestPolicy, RequestStatus};
+use crate::roi::RoiLink;
 use crate::server::{Outcome, ServerConfig, serve};
 use crate::source::{Batch, FrameSource, Poll};
 use crate::stream_copy;
+use crate::thread::run_links;
+use crate::tp_buffer::TpBuffer;
 use crate::udp::{UdpSender, UdpSource};
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_format::SourceId;
+use swdaq_tpg::{HitFinder, RoiConfig};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IngestResult {
@@ -279,19 +284,54 @@ pub struct RequestResult {
     pub latency_p50_us: f64,
     pub latency_p99_us: f64,
     pub ingest_drops: u64,
+    /// With ROI readout: bytes answered over the bytes the whole windows would have been.
+    pub roi_bytes_ratio: Option<f64>,
+}
+
+/// Hit finding in the ingest loop, feeding the link's TP buffer, for the request benchmark;
+/// with `roi`, requests are answered in regions of interest.
+pub struct TpFeed {
+    pub finder: HitFinder,
+    /// Offline id of each of the frame's channels.
+    pub channel_ids: Vec<u32>,
+    pub roi: Option<RoiConfig>,
 }
 
 /// Ingests `template` at its real-time rate for `seconds` while a requester asks for
 /// `window_ticks`-wide windows ending just behind the newest data at `rate_hz`; one
-/// server thread answers. Uses three threads (ingest, server, requester).
+/// server thread answers. Uses three threads (ingest, server, requester). With `tps`, ingest
+/// runs hit finding into the link's TP buffer (and the server may answer in ROIs).
 pub fn requests(
     template: Arc<ReplayTemplate>,
     seconds: f64,
     rate_hz: f64,
     window_ticks: u64,
+    tps: Option<TpFeed>,
 ) -> std::io::Result<RequestResult> {
     let format = template.format;
     let link = Arc::new(LinkShared::new(SourceId::readout(0), format, 1.0)?);
+    let tp_buffer = Arc::new(TpBuffer::new(SourceId::trigger(0), u64::MAX, 0));
+    let (finder, roi_links) = match tps {
+        None => (None, Vec::new()),
+        Some(feed) => {
+            let roi = match feed.roi {
+                Some(config) => vec![
+                    RoiLink::new(
+                        link.source_id,
+                        config,
+                        format,
+                        &feed.channel_ids,
+                        Arc::clone(&tp_buffer),
+                    )
+                    .map_err(|e| {
+                        std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+                    })?,
+                ],
+                None => Vec::new(),
+            };
+            (Some(feed.finder), roi)
+        }
+    };
     let (req_tx, req_rx) = crossbeam_channel::unbounded();
     let (resp_tx, resp_rx) = crossbeam_channel::unbounded();
     let config = ServerConfig {
@@ -306,16 +346,50 @@ pub fn requests(
     std::thread::scope(|s| {
         let ingest = s.spawn(|| {
             let source = ReplaySource::new(template, Some(format.frame_rate_hz()), None);
-            let mut ingest =
-                Ingest::new(&link, source, ()).expect("a new link has no producer yet");
-            ingest
-                .run(|| !stop.load(Ordering::Relaxed))
-                .map(|_| ingest.counts.dropped)
+            let keep_going = || !stop.load(Ordering::Relaxed);
+            match finder {
+                None => {
+                    let mut ingest =
+                        Ingest::new(&link, source, ()).expect("a new link has no producer yet");
+                    ingest.run(keep_going).map(|_| ingest.counts.dropped)
+                }
+                Some(finder) => {
+                    let observer = HitFindingObserver::new(finder, format);
+                    let ingest = Ingest::new(&link, source, observer)
+                        .expect("a new link has no producer yet");
+                    let mut ingests = [ingest];
+                    let mut found = Vec::new();
+                    // As `swdaq run`'s readout threads do: TPs to the buffer after each burst.
+                    let results = run_links(&mut ingests, keep_going, Duration::ZERO, |_, i, _| {
+                        let observer = i.observer_mut();
+                        observer.take_tps(&mut found);
+                        tp_buffer.push(&found, observer.horizon());
+                        found.clear();
+                    });
+                    let [ingest] = ingests;
+                    results
+                        .into_iter()
+                        .next()
+                        .expect("one link")
+                        .map(|_| ingest.counts.dropped)
+                }
+            }
         });
         // Stops ingest however this scope ends (a panic must not leave it spinning).
         let _stop_ingest = SetOnDrop(&stop);
         let links = [link.clone()];
-        let server = s.spawn(move || serve(&links, &[], req_rx, resp_tx, config, None));
+        let server = s.spawn(move || {
+            serve(
+                &links,
+                &[],
+                &roi_links,
+                req_rx,
+                resp_tx,
+                config,
+                None,
+                |_| {},
+            )
+        });
         // Consume answers as they come, as a record builder would (and free their memory).
         let collector = s.spawn(move || {
             let (mut latencies, mut complete, mut not_complete) = (Vec::new(), 0u64, 0u64);
@@ -358,7 +432,7 @@ pub fn requests(
         }
         let elapsed = start.elapsed().as_secs_f64();
         drop(req_tx);
-        let _ = server.join();
+        let roi = server.join().map(|c| c.roi).unwrap_or_default();
         stop.store(true, Ordering::Relaxed);
         let drops = ingest.join().expect("ingest thread")?;
         let (mut latencies, complete, not_complete) = collector.join().expect("collector thread");
@@ -378,6 +452,8 @@ pub fn requests(
             latency_p50_us: pct(0.5),
             latency_p99_us: pct(0.99),
             ingest_drops: drops,
+            roi_bytes_ratio: (roi.fragments > 0)
+                .then(|| roi.bytes as f64 / roi.full_window_bytes as f64),
         })
     })
 }
@@ -462,9 +538,31 @@ mod tests {
 
     #[test]
     fn request_bench_answers_its_requests() {
-        let r = requests(template(256), 0.3, 200.0, 5 * 62_500).unwrap();
+        let r = requests(template(256), 0.3, 200.0, 5 * 62_500, None).unwrap();
         assert!(r.requests > 10);
         assert_eq!(r.complete + r.not_complete, r.requests);
         assert_eq!(r.ingest_drops, 0);
+        assert_eq!(r.roi_bytes_ratio, None);
+    }
+
+    #[test]
+    fn request_bench_with_roi_answers_every_request_in_regions() {
+        let feed = TpFeed {
+            finder: HitFinder::new(
+                swdaq_tpg::ThresholdConfig::default(),
+                (0..64).collect(),
+                swdaq_format::wibeth::TICKS_PER_SAMPLE,
+                swdaq_format::DETECTOR_ID_HD_TPC as u8,
+                swdaq_tpg::Implementation::best(),
+            )
+            .unwrap(),
+            channel_ids: (0..64).collect(),
+            roi: Some(RoiConfig::default()),
+        };
+        let r = requests(template(256), 0.3, 200.0, 5 * 62_500, Some(feed)).unwrap();
+        assert!(r.requests > 10);
+        assert_eq!(r.complete + r.not_complete, r.requests);
+        let ratio = r.roi_bytes_ratio.expect("ROI fragments answered");
+        assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
     }
 }

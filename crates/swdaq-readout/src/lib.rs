@@ -15,6 +15,7 @@ pub mod record;
 pub mod replay;
 pub mod request;
 pub mod ring;
+pub mod roi;
 pub mod server;
 pub mod source;
 pub mod stream_copy;

@@ -5,7 +5,7 @@
 use crate::checks::CheckCounts;
 use crate::link::IngestCounts;
 use crate::request::RequestStatus;
-use crate::server::Outcome;
+use crate::server::{Outcome, RoiCounts};
 use std::time::Duration;
 use swdaq_format::SourceId;
 use swdaq_monitor::{Counter, Gauge, Histogram, MonitorError, Registry};
@@ -104,6 +104,15 @@ pub struct ServerMetrics {
     /// Complete, partial, not found, invalid window, unknown source.
     by_status: [Counter; 5],
     latency: Histogram,
+    roi: RoiMetrics,
+}
+
+/// ROI readout's data volume (zero while ROI readout is off).
+struct RoiMetrics {
+    fragments: Counter,
+    bytes: Counter,
+    full_window_bytes: Counter,
+    tps_cut: Counter,
 }
 
 impl ServerMetrics {
@@ -128,7 +137,37 @@ impl ServerMetrics {
                 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0,
             ],
         )?;
-        Ok(Self { by_status, latency })
+        let mut block = registry.block(thread, &[]);
+        let roi = RoiMetrics {
+            fragments: block.counter(
+                "swdaq_readout_roi_fragments_total",
+                "Data requests answered with regions of interest",
+            )?,
+            bytes: block.counter(
+                "swdaq_readout_roi_bytes_total",
+                "Bytes of the ROI fragments sent",
+            )?,
+            full_window_bytes: block.counter(
+                "swdaq_readout_roi_full_window_bytes_total",
+                "Bytes those fragments would have had with every frame of their windows",
+            )?,
+            tps_cut: block.counter(
+                "swdaq_readout_roi_tps_cut_total",
+                "ROI fragments answered at the time-out before the link's TPs passed the window",
+            )?,
+        };
+        Ok(Self {
+            by_status,
+            latency,
+            roi,
+        })
+    }
+
+    pub fn roi_answered(&self, sent: &RoiCounts) {
+        self.roi.fragments.add(sent.fragments);
+        self.roi.bytes.add(sent.bytes);
+        self.roi.full_window_bytes.add(sent.full_window_bytes);
+        self.roi.tps_cut.add(sent.tps_cut);
     }
 
     pub fn answered(&self, outcome: Outcome, latency: Duration) {

@@ -51,6 +51,19 @@ pub struct RequestPolicy {
     pub max_window_ticks: u64,
 }
 
+/// Which frames of a view answer a request, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Buffer indices of the window's frames (empty for an empty answer).
+    Frames {
+        frames: std::ops::Range<u64>,
+        error_bits: u32,
+        status: RequestStatus,
+    },
+    /// The end of the window has not arrived yet: ask again later (or time out).
+    NotYet,
+}
+
 /// Answers `req` from the frames in `view`. `timed_out` turns "not yet" into a partial or
 /// empty answer flagged `TIMED_OUT`; `errors` are the link's known bad intervals.
 pub fn lookup(
@@ -61,14 +74,37 @@ pub fn lookup(
     errors: &[ErrorInterval],
     timed_out: bool,
 ) -> Lookup {
+    match select(view, format, req, policy, errors, timed_out) {
+        Selection::NotYet => Lookup::NotYet,
+        // The fragment is sized once and filled from the slots.
+        Selection::Frames {
+            frames,
+            error_bits,
+            status,
+        } => Lookup::Answered {
+            fragment: Fragment::assemble(
+                header(req, format.fragment_type(), error_bits),
+                frames.map(|i| view.frame(i)),
+            ),
+            status,
+        },
+    }
+}
+
+/// The frames of `view` that answer `req` (see [`lookup`]).
+pub fn select(
+    view: &PinnedView<'_>,
+    format: FrameFormat,
+    req: &DataRequest,
+    policy: RequestPolicy,
+    errors: &[ErrorInterval],
+    timed_out: bool,
+) -> Selection {
     let step = format.ticks_per_frame();
     let (begin, end) = (req.window_begin, req.window_end);
-    // `frames` are buffer indices; the fragment is sized once and filled from the slots.
-    let answer = |frames: std::ops::Range<u64>, error_bits: u32, status| Lookup::Answered {
-        fragment: Fragment::assemble(
-            header(req, format.fragment_type(), error_bits),
-            frames.map(|i| view.frame(i)),
-        ),
+    let answer = |frames, error_bits, status| Selection::Frames {
+        frames,
+        error_bits,
         status,
     };
     if begin >= end || end - begin > policy.max_window_ticks {
@@ -82,7 +118,7 @@ pub fn lookup(
         .next_back()
         .map(|i| view.meta(i).timestamp + step);
     if newest_end.is_none_or(|t| t < end) && !timed_out {
-        return Lookup::NotYet;
+        return Selection::NotYet;
     }
     let first = first_overlapping(view, begin, step);
     let last = (first..view.end)

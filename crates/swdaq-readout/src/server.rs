@@ -6,6 +6,7 @@ use crate::link::LinkShared;
 use crate::metrics::ServerMetrics;
 use crate::request::{DataRequest, Lookup, RequestPolicy, RequestStatus, lookup};
 use crate::ring::Reader;
+use crate::roi::{RoiLink, roi_lookup};
 use crate::tp_buffer::TpBuffer;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -46,6 +47,30 @@ pub struct ServerCounts {
     /// Requests for a (trigger, sequence, source) already answered: answered again.
     pub duplicates: u64,
     pub timed_out: u64,
+    /// Fragments answered in regions of interest (ROI readout on).
+    pub roi: RoiCounts,
+}
+
+/// ROI readout's data volume, counted from the fragments as sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RoiCounts {
+    pub fragments: u64,
+    /// Bytes of the ROI fragments (headers included).
+    pub bytes: u64,
+    /// Bytes the same fragments would have had with every frame of their windows.
+    pub full_window_bytes: u64,
+    /// Answered at the time-out before the link's TPs had passed the window: regions may
+    /// be missing.
+    pub tps_cut: u64,
+}
+
+impl RoiCounts {
+    fn add(&mut self, o: &RoiCounts) {
+        self.fragments += o.fragments;
+        self.bytes += o.bytes;
+        self.full_window_bytes += o.full_window_bytes;
+        self.tps_cut += o.tps_cut;
+    }
 }
 
 impl ServerCounts {
@@ -55,6 +80,7 @@ impl ServerCounts {
         }
         self.duplicates += o.duplicates;
         self.timed_out += o.timed_out;
+        self.roi.add(&o.roi);
     }
 }
 
@@ -83,14 +109,19 @@ impl RecentRequests {
 }
 
 /// Serves `requests` for `links` (raw data) and `tp_buffers` (their trigger primitives)
-/// until the request channel closes and nothing waits.
+/// until the request channel closes and nothing waits. A link with an entry in `roi` is
+/// answered in regions of interest ([`crate::roi`]). `on_answer` sees every answer before
+/// it is sent.
+#[allow(clippy::too_many_arguments)]
 pub fn serve(
     links: &[Arc<LinkShared>],
     tp_buffers: &[Arc<TpBuffer>],
+    roi: &[RoiLink],
     requests: Receiver<DataRequest>,
     responses: Sender<DataResponse>,
     config: ServerConfig,
     metrics: Option<ServerMetrics>,
+    mut on_answer: impl FnMut(&DataResponse),
 ) -> ServerCounts {
     let mut readers: HashMap<SourceId, (&LinkShared, Reader<'_>)> = links
         .iter()
@@ -98,6 +129,7 @@ pub fn serve(
         .collect();
     let tps: HashMap<SourceId, &TpBuffer> =
         tp_buffers.iter().map(|b| (b.source_id, &**b)).collect();
+    let roi: HashMap<SourceId, &RoiLink> = roi.iter().map(|r| (r.source_id, r)).collect();
     let mut waiting: VecDeque<(DataRequest, Instant)> = VecDeque::new();
     let mut recent = RecentRequests {
         order: VecDeque::new(),
@@ -121,7 +153,19 @@ pub fn serve(
             // Once the request channel is closed nothing more is coming: answer what is there.
             let timed_out = !open || received.elapsed() >= config.timeout;
             let answer = match readers.get_mut(&req.source) {
-                Some((link, reader)) => answer(link, reader, &req, config.policy, timed_out),
+                Some((link, reader)) => match roi.get(&req.source) {
+                    Some(roi_link) => answer_roi(
+                        link,
+                        reader,
+                        roi_link,
+                        &req,
+                        config.policy,
+                        timed_out,
+                        &mut counts.roi,
+                        metrics.as_ref(),
+                    ),
+                    None => answer(link, reader, &req, config.policy, timed_out),
+                },
                 None => match tps.get(&req.source) {
                     Some(buffer) => match buffer.lookup(&req, config.policy, timed_out) {
                         Lookup::NotYet => None,
@@ -146,6 +190,7 @@ pub fn serve(
                     if let Some(m) = &metrics {
                         m.answered(outcome, response.latency);
                     }
+                    on_answer(&response);
                     if responses.send(response).is_err() {
                         return counts; // nobody listens any more
                     }
@@ -179,6 +224,41 @@ fn answer(
         Lookup::NotYet => None,
         Lookup::Answered { fragment, status } => Some((fragment, Outcome::Served(status))),
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn answer_roi(
+    link: &LinkShared,
+    reader: &mut Reader<'_>,
+    roi_link: &RoiLink,
+    req: &DataRequest,
+    policy: RequestPolicy,
+    timed_out: bool,
+    counts: &mut RoiCounts,
+    metrics: Option<&ServerMetrics>,
+) -> Option<(Vec<u8>, Outcome)> {
+    let errors = link.errors_overlapping(req.window_begin, req.window_end);
+    // As in `answer`: pinning the oldest readable index succeeds but for a race with the
+    // producer, and then the next one will do.
+    let answer = loop {
+        let from = link.buffer.oldest_readable();
+        if let Ok(r) = reader.with_view(from, |v| {
+            roi_lookup(v, req, policy, &errors, timed_out, roi_link)
+        }) {
+            break r?;
+        }
+    };
+    let sent = RoiCounts {
+        fragments: 1,
+        bytes: answer.fragment.len() as u64,
+        full_window_bytes: answer.full_window_bytes,
+        tps_cut: answer.tps_cut as u64,
+    };
+    counts.add(&sent);
+    if let Some(m) = metrics {
+        m.roi_answered(&sent);
+    }
+    Some((answer.fragment, Outcome::Served(answer.status)))
 }
 
 fn unknown_source_fragment(req: &DataRequest) -> Vec<u8> {

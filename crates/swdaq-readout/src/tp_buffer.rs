@@ -19,6 +19,9 @@ struct Kept {
     horizon: u64,
     /// TPs starting before this have been evicted (or never kept).
     kept_from: u64,
+    /// The most samples over threshold of any TP appended: how far back a TP that still
+    /// reaches a given time can have started (ROI readout).
+    longest_samples: u16,
 }
 
 pub struct TpBuffer {
@@ -38,6 +41,7 @@ impl TpBuffer {
                 tps: VecDeque::new(),
                 horizon: start,
                 kept_from: start,
+                longest_samples: 0,
             }),
         }
     }
@@ -49,7 +53,9 @@ impl TpBuffer {
     /// Appends time-ordered TPs, all starting at or after the previous horizon, and moves the
     /// horizon to `horizon`; TPs older than the retention are evicted.
     pub fn push(&self, tps: &[TriggerPrimitive], horizon: u64) {
+        let longest = tps.iter().map(|tp| tp.samples_over_threshold).max();
         let mut k = self.lock();
+        k.longest_samples = k.longest_samples.max(longest.unwrap_or(0));
         k.tps.extend(tps.iter().copied());
         k.horizon = k.horizon.max(horizon);
         let keep_from = k.horizon.saturating_sub(self.retention_ticks);
@@ -57,6 +63,29 @@ impl TpBuffer {
             k.tps.pop_front();
         }
         k.kept_from = k.kept_from.max(keep_from);
+    }
+
+    /// Copies into `out` (time-ordered) every kept TP that starts before `to` and whose last
+    /// sample is at or after `from`; returns the horizon (every TP starting before it is in).
+    pub fn reaching(
+        &self,
+        from: u64,
+        to: u64,
+        ticks_per_sample: u64,
+        out: &mut Vec<TriggerPrimitive>,
+    ) -> u64 {
+        let k = self.lock();
+        let lookback = k.longest_samples as u64 * ticks_per_sample;
+        let first = k
+            .tps
+            .partition_point(|tp| tp.time_start < from.saturating_sub(lookback));
+        let last = k.tps.partition_point(|tp| tp.time_start < to);
+        out.extend(
+            k.tps
+                .range(first..last.max(first))
+                .filter(|tp| tp.time_end(ticks_per_sample) >= from),
+        );
+        k.horizon
     }
 
     /// Answers `req` (a window on this buffer's source) from what is kept now.
@@ -186,6 +215,23 @@ mod tests {
         assert_ne!(bits & fragment_error::DATA_NOT_FOUND, 0);
         let (times, _, status) = answered(b.lookup(&request(900, 1600), POLICY, false));
         assert_eq!((times, status), (vec![1500], RequestStatus::Partial));
+    }
+
+    #[test]
+    fn reaching_finds_long_hits_that_started_well_before() {
+        let b = TpBuffer::new(SourceId::trigger(0), 1_000_000, 0);
+        let long = TriggerPrimitive {
+            samples_over_threshold: 100,
+            ..tp(1_000)
+        };
+        b.push(&[tp(500), long, tp(3_000), tp(5_000)], 6_000);
+        let mut out = Vec::new();
+        // The long hit (samples 1000..1099 at 32 ticks) reaches 4000; tp(500) does not.
+        assert_eq!(b.reaching(4_000, 5_000, 32, &mut out), 6_000);
+        assert_eq!(out, [long]);
+        out.clear();
+        b.reaching(0, 5_001, 32, &mut out);
+        assert_eq!(out.len(), 4);
     }
 
     #[test]

@@ -80,8 +80,18 @@ fn requests_wait_for_data_time_out_and_name_unknown_sources() {
         });
         let links = [link.clone()];
         let tp_buffers = [tps.clone()];
-        let server =
-            s.spawn(move || serve(&links, &tp_buffers, req_rx, resp_tx, config, Some(metrics)));
+        let server = s.spawn(move || {
+            serve(
+                &links,
+                &tp_buffers,
+                &[],
+                req_rx,
+                resp_tx,
+                config,
+                Some(metrics),
+                |_| {},
+            )
+        });
 
         for n in 0..10 {
             frames_tx.send(n).unwrap();

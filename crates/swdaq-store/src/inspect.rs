@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::path::Path;
 use swdaq_format::daq_eth::SEQ_ID_MODULUS;
 use swdaq_format::fragment::fragment_error;
+use swdaq_format::roi::RoiPayload;
 use swdaq_format::wibeth::{self, WibEthFrame};
 use swdaq_format::{FragmentHeader, FragmentType, TriggerPrimitive, TriggerRecordHeader};
 
@@ -67,7 +68,22 @@ pub enum Content {
         address: Option<String>,
     },
     TriggerPrimitives(Vec<TriggerPrimitive>),
+    /// An ROI fragment: its regions, and the size the whole window would have had.
+    Regions {
+        full_window_bytes: u64,
+        regions: Vec<RegionSummary>,
+    },
     Undecoded,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RegionSummary {
+    pub channel_group: u32,
+    pub channel_ids: Vec<u32>,
+    pub first_timestamp: u64,
+    pub samples: usize,
+    /// Bytes of its ADCs.
+    pub adc_bytes: usize,
 }
 
 fn fragment_summary(h: &FragmentHeader, payload: Option<&[u8]>) -> FragmentSummary {
@@ -132,6 +148,22 @@ fn decode_payload(kind: FragmentType, payload: &[u8]) -> Content {
         }
         FragmentType::TRIGGER_PRIMITIVE => match TriggerPrimitive::decode_all(payload) {
             Ok(tps) => Content::TriggerPrimitives(tps),
+            Err(_) => Content::Undecoded,
+        },
+        FragmentType::ROI => match RoiPayload::parse(payload) {
+            Ok(roi) => Content::Regions {
+                full_window_bytes: roi.full_window_bytes,
+                regions: roi
+                    .regions()
+                    .map(|r| RegionSummary {
+                        channel_group: r.channel_group,
+                        channel_ids: r.channel_ids().collect(),
+                        first_timestamp: r.first_timestamp,
+                        samples: r.samples,
+                        adc_bytes: r.adc_bytes().len(),
+                    })
+                    .collect(),
+            },
             Err(_) => Content::Undecoded,
         },
         _ => Content::Undecoded,
@@ -294,6 +326,28 @@ pub fn render(report: &FileReport) -> String {
                         );
                     }
                 }
+                Some(Content::Regions {
+                    full_window_bytes,
+                    regions,
+                }) => {
+                    out += &format!(
+                        "        {} regions of interest, {:.2}% of the whole window's {full_window_bytes} bytes\n",
+                        regions.len(),
+                        100.0 * f.bytes as f64 / *full_window_bytes as f64
+                    );
+                    for r in regions {
+                        out += &format!(
+                            "        region group {} channels {}..={} ({}) from {} x {} samples, {} ADC bytes\n",
+                            r.channel_group,
+                            r.channel_ids.first().copied().unwrap_or(0),
+                            r.channel_ids.last().copied().unwrap_or(0),
+                            r.channel_ids.len(),
+                            r.first_timestamp,
+                            r.samples,
+                            r.adc_bytes
+                        );
+                    }
+                }
                 Some(Content::Undecoded) | None => {}
             }
         }
@@ -312,6 +366,7 @@ mod tests {
     use super::*;
     use crate::{RecordFileWriter, StoreConfig};
     use swdaq_format::daq_eth::DaqEthHeader;
+    use swdaq_format::roi::RoiPayloadWriter;
     use swdaq_format::wibeth::WibEthHeader;
     use swdaq_format::{Fragment, SourceId, Subsystem, TriggerRecord};
 
@@ -352,6 +407,8 @@ mod tests {
             adc_peak: 40,
             ..Default::default()
         };
+        let mut roi = RoiPayloadWriter::new(32);
+        roi.push(4096, 100, &[1600, 1601], 3, &[1, 2, 3, 4, 5, 6]);
         let record = TriggerRecord {
             header: TriggerRecordHeader {
                 trigger_number: 7,
@@ -375,6 +432,12 @@ mod tests {
                     FragmentType::TRIGGER_PRIMITIVE,
                     SourceId::trigger(0),
                     &tp.to_bytes(),
+                    0,
+                ),
+                fragment(
+                    FragmentType::ROI,
+                    SourceId::readout(2),
+                    &roi.finish(28872),
                     0,
                 ),
             ],
@@ -404,6 +467,16 @@ mod tests {
         );
         assert!(text.contains("Incomplete"));
         assert!(text.contains("TP channel 1601 start 4096 over 3 peak 40"));
+        assert!(
+            text.contains("1 regions of interest, 0.50% of the whole window's 28872 bytes"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "region group 100 channels 1600..=1601 (2) from 4096 x 3 samples, 12 ADC bytes"
+            ),
+            "{text}"
+        );
         assert!(inspect(&path, Some(8)).unwrap().records.is_empty());
         std::fs::remove_dir_all(dir).unwrap();
     }

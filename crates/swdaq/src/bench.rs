@@ -94,7 +94,8 @@ enum What {
     },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), UDP
     /// receive over loopback (batched vs one `recvmsg` per datagram, same run), and data
-    /// requests served while ingesting in real time.
+    /// requests served while ingesting in real time: bare, then on emulated data with hit
+    /// finding answered with whole windows and in regions of interest (ROI readout).
     Readout {
         /// Frames to ingest flat out.
         #[arg(long, default_value_t = 300_000)]
@@ -447,6 +448,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "req/s",
                     "p50 us",
                     "p99 us",
+                    "w/ TPs p50/p99 us",
+                    "ROI p50/p99 us",
+                    "ROI bytes %",
                 ],
                 |r| {
                     vec![
@@ -466,6 +470,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.0}", r.request_rate_hz),
                         format!("{:.0}", r.request_latency_p50_us),
                         format!("{:.0}", r.request_latency_p99_us),
+                        format!(
+                            "{:.0}/{:.0}",
+                            r.requests_with_tps.latency_p50_us, r.requests_with_tps.latency_p99_us
+                        ),
+                        format!(
+                            "{:.0}/{:.0}",
+                            r.requests_roi.latency_p50_us, r.requests_roi.latency_p99_us
+                        ),
+                        r.requests_roi
+                            .roi_bytes_ratio
+                            .map_or("-".into(), |x| format!("{:.2}", 100.0 * x)),
                     ]
                 },
             )
@@ -538,6 +553,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     "behind ms",
                     "p50 us",
                     "p99 us",
+                    "w/ TPs p50/p99 us",
+                    "ROI p50/p99 us",
+                    "ROI bytes %",
                 ],
                 |r| {
                     vec![
@@ -637,6 +655,12 @@ struct ReadoutResult {
     requests_complete: u64,
     request_latency_p50_us: f64,
     request_latency_p99_us: f64,
+    /// The same requests on emulated data with hit finding in ingest, answered with the whole
+    /// windows and then in regions of interest (ROI readout), one after the other.
+    requests_with_tps: swdaq_readout::bench::RequestResult,
+    requests_roi: swdaq_readout::bench::RequestResult,
+    /// ROI p50 latency over the whole-window p50, both with hit finding, same run.
+    roi_vs_whole_p50: f64,
 }
 
 /// UDP receive over loopback, one core.
@@ -711,14 +735,41 @@ fn readout(
     )?;
     let observer = swdaq_readout::hit_finding::HitFindingObserver::new(finder, FrameFormat::WibEth);
     let (with_tpg, mut observer) =
-        swdaq_readout::bench::ingest(emulated, frames, 1.0, true, observer)?;
+        swdaq_readout::bench::ingest(emulated.clone(), frames, 1.0, true, observer)?;
     observer.finish();
     let mut tps = Vec::new();
     observer.take_tps(&mut tps);
     let udp = udp_loopback(&template, udp)?;
     let window_ticks = (window_ms * 62_500.0) as u64;
-    let requests =
-        swdaq_readout::bench::requests(template, request_seconds, request_rate_hz, window_ticks)?;
+    let requests = swdaq_readout::bench::requests(
+        template,
+        request_seconds,
+        request_rate_hz,
+        window_ticks,
+        None,
+    )?;
+    let with_tps = |roi| -> anyhow::Result<_> {
+        let feed = swdaq_readout::bench::TpFeed {
+            finder: swdaq_tpg::HitFinder::new(
+                swdaq_tpg::ThresholdConfig::default(),
+                (0..64).collect(),
+                swdaq_format::wibeth::TICKS_PER_SAMPLE,
+                swdaq_format::DETECTOR_ID_HD_TPC as u8,
+                swdaq_tpg::Implementation::best(),
+            )?,
+            channel_ids: (0..64).collect(),
+            roi,
+        };
+        Ok(swdaq_readout::bench::requests(
+            emulated.clone(),
+            request_seconds,
+            request_rate_hz,
+            window_ticks,
+            Some(feed),
+        )?)
+    };
+    let requests_with_tps = with_tps(None)?;
+    let requests_roi = with_tps(Some(swdaq_tpg::RoiConfig::default()))?;
     Ok(ReadoutResult {
         format: "wibeth",
         ingest_gbps: ingest.gbps,
@@ -734,12 +785,20 @@ fn readout(
         links_per_core_with_tpg: with_tpg.frames_per_second / FrameFormat::WibEth.frame_rate_hz(),
         tps_found: tps.len() as u64,
         udp,
-        drops: ingest.drops + cached.drops + with_tpg.drops + requests.ingest_drops,
+        drops: ingest.drops
+            + cached.drops
+            + with_tpg.drops
+            + requests.ingest_drops
+            + requests_with_tps.ingest_drops
+            + requests_roi.ingest_drops,
         request_rate_hz: requests.request_rate_hz,
         requests: requests.requests,
         requests_complete: requests.complete,
         request_latency_p50_us: requests.latency_p50_us,
         request_latency_p99_us: requests.latency_p99_us,
+        roi_vs_whole_p50: requests_roi.latency_p50_us / requests_with_tps.latency_p50_us,
+        requests_with_tps,
+        requests_roi,
     })
 }
 

@@ -528,6 +528,9 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
                     }
                     (a, b) => a.or(b),
                 };
+                if let Some(c) = r.roi_coverage {
+                    out.roi_coverage.get_or_insert_default().add(&c);
+                }
             }
             AppKind::Trigger => out.trigger = r.trigger,
             AppKind::Dfo => out.dataflow = r.dataflow,

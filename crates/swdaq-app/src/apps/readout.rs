@@ -55,12 +55,12 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let readout_ended = AtomicBool::new(false);
     let clock = Clock::start();
     let mut report = std::thread::scope(|s| -> anyhow::Result<RunReport> {
-        let readout = start_readout(s, config, &inputs, &control, &monitoring.registry, tp_tx)?;
+        let mut readout = start_readout(s, config, &inputs, &control, &monitoring.registry, tp_tx)?;
         let server = spawn_request_server(
             s,
             config,
             &monitoring.registry,
-            &readout,
+            &mut readout,
             request_rx,
             response_tx,
         )?;
@@ -110,7 +110,8 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
                 ctx.spec.name
             );
         }
-        report.server = server.join().map_err(|_| joined("request server"))?;
+        (report.server, report.roi_coverage) =
+            server.join().map_err(|_| joined("request server"))?;
         report.links = outcome.links;
         report.hit_finding = outcome.hit_finding;
         Ok(report)

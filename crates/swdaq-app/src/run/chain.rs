@@ -17,6 +17,7 @@ use super::config::RunConfig;
 use super::inputs::{prepare, truth_at_end};
 use super::metrics::{BuilderMetrics, TriggerMetrics};
 use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
+use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
 use super::stop::StopRequest;
 use crate::truth_match::Score;
@@ -65,6 +66,8 @@ pub struct RunReport {
     pub trigger: TriggerReport,
     pub builder: BuilderReport,
     pub server: ServerCounts,
+    /// With ROI readout and truth: how many strong true pulses the regions hold.
+    pub roi_coverage: Option<RoiCoverage>,
     pub storage: Option<StoreReport>,
     /// Hit finding against the truth (the emulator's, or `source.truth`), over every replay
     /// pass; `None` without truth.
@@ -160,8 +163,9 @@ pub fn run_chain_with(
     let builder = RecordBuilder::new(builder_config(config, 0));
 
     let result = std::thread::scope(|s| -> anyhow::Result<RunReport> {
-        let readout = start_readout(s, config, &inputs, &control, registry, tp_tx.clone())?;
-        let server = spawn_request_server(s, config, registry, &readout, request_rx, response_tx)?;
+        let mut readout = start_readout(s, config, &inputs, &control, registry, tp_tx.clone())?;
+        let server =
+            spawn_request_server(s, config, registry, &mut readout, request_rx, response_tx)?;
         let drain_wait = Duration::from_millis(config.dataflow.record_timeout_ms) * 2;
         let trigger_thread = std::thread::Builder::new()
             .name("trigger".into())
@@ -228,7 +232,7 @@ pub fn run_chain_with(
         stop.waiting_for("readout to stop");
         control.stop();
         let readout = readout.join(truth_at_end(config).as_ref())?;
-        let server = server
+        let (server, roi_coverage) = server
             .join()
             .map_err(|_| anyhow!("the request server panicked"))?;
         stop.waiting_for("storage to write what is queued and close its files");
@@ -240,6 +244,7 @@ pub fn run_chain_with(
             trigger,
             builder,
             server,
+            roi_coverage,
             storage,
             hit_finding: readout.hit_finding,
             thread_cpu,
@@ -333,15 +338,15 @@ impl Monitoring {
     }
 }
 
-/// The request server of `readout`'s links, on its own thread.
+/// The request server of `readout`'s links, on its own thread; it takes the ROI scorer.
 pub fn spawn_request_server<'scope>(
     s: &'scope std::thread::Scope<'scope, '_>,
     config: &RunConfig,
     registry: &Registry,
-    readout: &ReadoutSet<'scope>,
+    readout: &mut ReadoutSet<'scope>,
     requests: crossbeam_channel::Receiver<DataRequest>,
     responses: Sender<DataResponse>,
-) -> anyhow::Result<std::thread::ScopedJoinHandle<'scope, ServerCounts>> {
+) -> anyhow::Result<ServerThread<'scope>> {
     let server_config = ServerConfig {
         policy: RequestPolicy {
             max_window_ticks: config.trigger.window_before_ticks
@@ -351,20 +356,40 @@ pub fn spawn_request_server<'scope>(
         poll: NODE_POLL,
     };
     let metrics = ServerMetrics::register(registry, "request-server")?;
-    let (raw, tps) = (readout.raw.clone(), readout.tps.clone());
+    let (raw, tps, roi) = (
+        readout.raw.clone(),
+        readout.tps.clone(),
+        Arc::clone(&readout.roi),
+    );
+    let mut scorer = readout
+        .roi_scorer
+        .take()
+        .map(|s| s.with_metrics(registry, "request-server"))
+        .transpose()?;
     Ok(std::thread::Builder::new()
         .name("request-server".into())
         .spawn_scoped(s, move || {
-            serve(
+            let counts = serve(
                 &raw,
                 &tps,
+                &roi,
                 requests,
                 responses,
                 server_config,
                 Some(metrics),
-            )
+                |answer| {
+                    if let Some(scorer) = &mut scorer {
+                        scorer.score(&answer.fragment);
+                    }
+                },
+            );
+            (counts, scorer.map(RoiScorer::finish))
         })?)
 }
+
+/// The request server's thread: its counts and, with ROI readout and truth, the coverage.
+pub type ServerThread<'scope> =
+    std::thread::ScopedJoinHandle<'scope, (ServerCounts, Option<RoiCoverage>)>;
 
 /// Builds records from `ports` into `sink`, counting them in `metrics` and saying why the
 /// first few incomplete ones are incomplete.

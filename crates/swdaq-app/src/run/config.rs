@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_sim::SimConfig;
-use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, ThresholdConfig};
+use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, RoiConfig, ThresholdConfig};
 use swdaq_trigger::TriggerConfig;
 
 use super::topology::TopologySection;
@@ -189,6 +189,63 @@ pub struct ReadoutSection {
     pub request_timeout_ms: u64,
     /// Sleep of a readout thread when none of its links had a frame (real-time pacing).
     pub idle_sleep_us: u64,
+    /// Answer raw-data requests with regions of interest around the TPs only.
+    pub roi: RoiSection,
+}
+
+/// `[readout.roi]`: ROI readout (the ProtoDUNE talk's "poor man's ROI", `swdaq_tpg::roi`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoiSection {
+    pub enabled: bool,
+    /// Time is cut into blocks of this many samples; a block is active around a TP.
+    pub block_samples: u32,
+    /// Active blocks are widened by this many samples each side.
+    pub margin_samples: u32,
+    /// Channels are grouped by `offline channel / group_channels`.
+    pub group_channels: u32,
+}
+
+impl Default for RoiSection {
+    fn default() -> Self {
+        let talk = RoiConfig::default();
+        Self {
+            enabled: false,
+            block_samples: talk.block_samples,
+            margin_samples: talk.margin_samples,
+            group_channels: talk.group_channels,
+        }
+    }
+}
+
+impl RoiSection {
+    pub fn regions(&self) -> RoiConfig {
+        RoiConfig {
+            block_samples: self.block_samples,
+            margin_samples: self.margin_samples,
+            group_channels: self.group_channels,
+        }
+    }
+
+    /// Bounds that keep a request's wait for its TPs (margin + block) well inside a
+    /// window's worth of data and the groups within a link's channel numbers.
+    fn validate(&self) -> anyhow::Result<()> {
+        ensure(
+            (1..=4096).contains(&self.block_samples),
+            "readout.roi.block_samples",
+            "must be in 1..=4096",
+        )?;
+        ensure(
+            self.margin_samples <= 65_536,
+            "readout.roi.margin_samples",
+            "must be <= 65536",
+        )?;
+        ensure(
+            (1..=4096).contains(&self.group_channels),
+            "readout.roi.group_channels",
+            "must be in 1..=4096",
+        )
+    }
 }
 
 impl Default for ReadoutSection {
@@ -199,6 +256,7 @@ impl Default for ReadoutSection {
             buffer_s: 1.0,
             request_timeout_ms: 500,
             idle_sleep_us: 200,
+            roi: RoiSection::default(),
         }
     }
 }
@@ -400,6 +458,7 @@ impl RunConfig {
             "readout.idle_sleep_us",
             "must be <= 10000",
         )?;
+        ro.roi.validate()?;
         self.hit_finding
             .threshold
             .validate()
@@ -557,6 +616,32 @@ mod tests {
             }
         }
         assert!(checked >= 4, "{checked} source configs");
+    }
+
+    #[test]
+    fn roi_readout_is_off_by_default_and_its_bad_values_name_the_key() {
+        let c = RunConfig::default();
+        assert!(!c.readout.roi.enabled);
+        assert_eq!(c.readout.roi.regions(), RoiConfig::default());
+        let c = RunConfig::parse("[readout.roi]\nenabled = true\nmargin_samples = 20\n").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.readout.roi.margin_samples, 20);
+        assert_eq!(RunConfig::parse(&c.to_toml()).unwrap(), c);
+        for (key, text) in [
+            ("readout.roi.block_samples", "block_samples = 0"),
+            ("readout.roi.group_channels", "group_channels = 0"),
+            ("readout.roi.margin_samples", "margin_samples = 100000"),
+        ] {
+            let c = RunConfig::parse(&format!("[readout.roi]\n{text}\n")).unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
+        let e = RunConfig::parse("[readout.roi]\nmargin = 3\n").unwrap_err();
+        assert!(format!("{e:#}").contains("margin"), "{e:#}");
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/roi.toml");
+        let c = RunConfig::load(&shipped).unwrap();
+        c.validate().unwrap();
+        assert!(c.readout.roi.enabled);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::config::RunConfig;
 use super::inputs::{Feed, Inputs, LinkInput, SourceLabel, TruthByLink};
 use super::pass_score::PassScorer;
+use super::roi_score::RoiScorer;
 use crate::truth_match::Score;
 use anyhow::{Context, anyhow};
 use crossbeam_channel::{Sender, TrySendError};
@@ -23,6 +24,7 @@ use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
 use swdaq_readout::metrics::LinkMetrics;
 use swdaq_readout::replay::ReplaySource;
 use swdaq_readout::ring::SlotRun;
+use swdaq_readout::roi::RoiLink;
 use swdaq_readout::source::{Batch, FrameSource, Poll};
 use swdaq_readout::thread::{LinkState, pin_current_thread, run_links};
 use swdaq_readout::tp_buffer::TpBuffer;
@@ -96,6 +98,10 @@ pub struct ReadoutSet<'scope> {
     /// Each link's latency buffer and TP buffer, for the request server.
     pub raw: Vec<Arc<LinkShared>>,
     pub tps: Vec<Arc<TpBuffer>>,
+    /// With `readout.roi.enabled`: every link, answered in regions of interest.
+    pub roi: Arc<Vec<RoiLink>>,
+    /// With ROI readout and truth: the request server scores the regions it sends.
+    pub roi_scorer: Option<RoiScorer>,
 }
 
 /// What the readout reports at the end.
@@ -149,11 +155,49 @@ pub fn start_readout<'scope, 'env>(
             .collect();
         return Err(anyhow!("readout did not start: {}", errors.join("; ")));
     }
-    let (raw, tps) = links
+    let (raw, tps): (Vec<_>, Vec<_>) = links
         .iter()
         .map(|i| shared.remove(i).expect("every link reported"))
         .unzip();
-    Ok(ReadoutSet { threads, raw, tps })
+    let roi = Arc::new(roi_links(config, inputs, &tps)?);
+    let roi_scorer = config
+        .readout
+        .roi
+        .enabled
+        .then(|| RoiScorer::new(inputs))
+        .flatten();
+    Ok(ReadoutSet {
+        threads,
+        raw,
+        tps,
+        roi,
+        roi_scorer,
+    })
+}
+
+/// The links' ROI readout when `readout.roi` enables it (`tps` in `inputs`' order).
+fn roi_links(
+    config: &RunConfig,
+    inputs: &Inputs,
+    tps: &[Arc<TpBuffer>],
+) -> anyhow::Result<Vec<RoiLink>> {
+    if !config.readout.roi.enabled {
+        return Ok(Vec::new());
+    }
+    inputs
+        .iter()
+        .zip(tps)
+        .map(|((&i, input), tps)| {
+            RoiLink::new(
+                SourceId::readout(i as u32),
+                config.readout.roi.regions(),
+                input.format,
+                &input.channel_ids,
+                Arc::clone(tps),
+            )
+            .map_err(|e| anyhow!("invalid configuration: readout.roi: {e}"))
+        })
+        .collect()
 }
 
 impl ReadoutSet<'_> {

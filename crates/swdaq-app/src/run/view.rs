@@ -73,6 +73,9 @@ pub struct Totals {
     pub record_mb_per_s: f64,
     pub drops: u64,
     pub errors: u64,
+    /// ROI readout: bytes sent over the bytes the whole windows would have been.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roi_bytes_ratio: Option<f64>,
 }
 
 impl Totals {
@@ -91,14 +94,25 @@ impl Totals {
             drops: counter(s, "swdaq_readout_dropped_frames_total").0
                 + counter(s, "swdaq_trigger_dropped_busy_total").0,
             errors: ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum(),
+            roi_bytes_ratio: roi_bytes_ratio(s),
         }
     }
 }
 
+/// `None` until ROI readout has sent a fragment.
+fn roi_bytes_ratio(s: &Snapshot) -> Option<f64> {
+    let full = counter(s, "swdaq_readout_roi_full_window_bytes_total").0;
+    (full > 0).then(|| counter(s, "swdaq_readout_roi_bytes_total").0 as f64 / full as f64)
+}
+
 fn totals_line(status: &Status<'_>) -> String {
     let t = Totals::of(status);
+    let roi = t
+        .roi_bytes_ratio
+        .map(|r| format!(" roi={:.2}% of window bytes", 100.0 * r))
+        .unwrap_or_default();
     format!(
-        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}",
+        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}{roi}",
         t.elapsed_s,
         t.frames,
         t.frames_per_s,
@@ -419,6 +433,7 @@ pub fn summary(r: &RunReport) -> String {
             busy.join(", ")
         );
     }
+    roi_summary(r, &mut s);
     match &r.hit_finding {
         None => {
             let _ = writeln!(
@@ -438,6 +453,37 @@ pub fn summary(r: &RunReport) -> String {
         Some(_) => {}
     }
     s
+}
+
+/// The ROI readout line: data volume and coverage of the truth (nothing when it was off).
+fn roi_summary(r: &RunReport, s: &mut String) {
+    let roi = &r.server.roi;
+    if roi.fragments == 0 {
+        return;
+    }
+    let _ = write!(
+        s,
+        "ROI       {} fragments, {} bytes of {} for the whole windows ({:.2}%, {:.1}x less); {} cut at the time-out before their TPs",
+        roi.fragments,
+        roi.bytes,
+        roi.full_window_bytes,
+        100.0 * roi.bytes as f64 / roi.full_window_bytes as f64,
+        roi.full_window_bytes as f64 / roi.bytes as f64,
+        roi.tps_cut,
+    );
+    match r.roi_coverage {
+        Some(c) if c.pulses_5_sigma > 0 => {
+            let _ = writeln!(
+                s,
+                "; {:.1}% of {} true pulses >= 5 sigma in the windows lie in a region",
+                100.0 * c.fraction(),
+                c.pulses_5_sigma
+            );
+        }
+        _ => {
+            let _ = writeln!(s, "; not scored (no truth, or no pulse in the windows)");
+        }
+    }
 }
 
 /// Trigger numbers for a summary line: `none`, or the count and the numbers.
@@ -493,6 +539,16 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
         "apps": r.apps,
         "refused_messages": r.refused_messages,
         "thread_cpu_share": r.thread_cpu,
+        "roi": (r.server.roi.fragments > 0).then(|| serde_json::json!({
+            "fragments": r.server.roi.fragments,
+            "bytes": r.server.roi.bytes,
+            "full_window_bytes": r.server.roi.full_window_bytes,
+            "bytes_ratio": r.server.roi.bytes as f64 / r.server.roi.full_window_bytes as f64,
+            "tps_cut": r.server.roi.tps_cut,
+            "true_pulses_5_sigma": r.roi_coverage.map(|c| c.pulses_5_sigma),
+            "true_pulses_in_regions": r.roi_coverage.map(|c| c.in_regions),
+            "fraction_in_regions": r.roi_coverage.filter(|c| c.pulses_5_sigma > 0).map(|c| c.fraction()),
+        })),
         "hit_finding": r.hit_finding.map(|h| serde_json::json!({
             "pulses_5_sigma": h.pulses_5_sigma,
             "efficiency_5_sigma": h.efficiency_5_sigma(),
