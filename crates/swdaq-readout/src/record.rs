@@ -14,6 +14,7 @@
 //! continuity checks see the gap too.
 
 use crate::link::LinkShared;
+use crate::metrics::RecorderMetrics;
 use crate::ring::Reader;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -151,6 +152,11 @@ impl<'a, W: Write> Recorder<'a, W> {
         self.done
     }
 
+    /// Frames published and not yet copied.
+    pub fn backlog(&self) -> u64 {
+        self.link.buffer.published().saturating_sub(self.next)
+    }
+
     /// Copies and writes every frame published since the last call (up to the end); returns
     /// how many.
     pub fn step(&mut self) -> io::Result<u64> {
@@ -281,7 +287,9 @@ pub fn record_burst(
     ticks_after: u64,
     stop: &AtomicBool,
     poll: Duration,
+    mut metrics: Option<RecorderMetrics>,
 ) -> io::Result<LinkBurst> {
+    let frame_rate = link.format.frame_rate_hz();
     let started = Instant::now();
     let writing = writing_path(path);
     let file = std::fs::File::create(&writing)?;
@@ -290,7 +298,11 @@ pub fn record_burst(
         .for_ticks(ticks_after);
     let mut cut_short = false;
     loop {
+        let lag_s = recorder.backlog() as f64 / frame_rate;
         recorder.step()?;
+        if let Some(m) = metrics.as_mut() {
+            m.publish(&recorder.counts, lag_s);
+        }
         if recorder.is_done() {
             break;
         }
@@ -302,6 +314,9 @@ pub fn record_burst(
         std::thread::sleep(poll);
     }
     let (_, counts) = recorder.finish()?;
+    if let Some(m) = metrics.as_mut() {
+        m.publish(&counts, 0.0);
+    }
     std::fs::rename(&writing, path)?;
     Ok(LinkBurst {
         path: path.to_owned(),
@@ -480,7 +495,16 @@ mod tests {
             .unwrap();
         // No more data comes: the stop ends the burst before its end time.
         let stop = AtomicBool::new(true);
-        let burst = record_burst(&link, &path, &header(), 1 << 30, &stop, Duration::ZERO).unwrap();
+        let burst = record_burst(
+            &link,
+            &path,
+            &header(),
+            1 << 30,
+            &stop,
+            Duration::ZERO,
+            None,
+        )
+        .unwrap();
         assert!(burst.cut_short);
         assert!(!writing_path(&path).exists());
         let (header, numbers) = frames_in(&std::fs::read(&path).unwrap());

@@ -9,6 +9,7 @@
 //! | `POST /stop` | | once stopped: the run's summary (`swdaq run --json`'s, with `run_number`) |
 //! | `POST /pause`, `POST /resume` | | triggers off / on; readout goes on |
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | a source's prescale or rate |
+//! | `POST /record` | `{"seconds"?}` | a raw burst of every link: `{"state", "recording"}` (409 when not taking data, recording off or a burst in progress) |
 //!
 //! Errors are `{"error", "state"}`: 409 for a command the state does not allow (or a run
 //! number already used), 400 for a body that is not what the route takes, 401 without the
@@ -44,6 +45,7 @@ pub enum Command {
     Pause,
     Resume,
     ChangeTrigger(TriggerChange),
+    Record { seconds: Option<f64> },
 }
 
 /// Why a request was not understood.
@@ -65,6 +67,13 @@ struct StartBody {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EmptyBody {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordBody {
+    #[serde(default)]
+    seconds: Option<f64>,
+}
 
 /// A body for a command that takes none may be absent or `{}`.
 fn no_body(body: &[u8]) -> Result<(), RequestError> {
@@ -97,6 +106,12 @@ pub fn parse_request(method: &str, url: &str, body: &[u8]) -> Result<Command, Re
         ("POST", "/pause") => no_body(body).map(|()| Command::Pause)?,
         ("POST", "/resume") => no_body(body).map(|()| Command::Resume)?,
         ("POST", "/trigger") => Command::ChangeTrigger(json_body(body)?),
+        ("POST", "/record") if body.iter().all(u8::is_ascii_whitespace) => {
+            Command::Record { seconds: None }
+        }
+        ("POST", "/record") => Command::Record {
+            seconds: json_body::<RecordBody>(body)?.seconds,
+        },
         _ => {
             return Err(RequestError::NotFound {
                 method: method.into(),
@@ -118,6 +133,7 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Command::Pause => control.pause(who),
         Command::Resume => control.resume(who),
         Command::ChangeTrigger(change) => control.change_trigger(change, who),
+        Command::Record { seconds } => control.record(seconds, who),
     };
     match result {
         Ok(answer) => (200, answer),
@@ -323,6 +339,18 @@ mod tests {
             Ok(Command::Start { run_number: None })
         );
         assert_eq!(parse_request("POST", "/stop", b" {} "), Ok(Command::Stop));
+        assert_eq!(
+            parse_request("POST", "/record", br#"{"seconds": 2.5}"#),
+            Ok(Command::Record { seconds: Some(2.5) })
+        );
+        assert_eq!(
+            parse_request("POST", "/record", b""),
+            Ok(Command::Record { seconds: None })
+        );
+        assert!(matches!(
+            parse_request("POST", "/record", br#"{"second": 2}"#),
+            Err(RequestError::BadBody(_))
+        ));
         assert_eq!(
             parse_request("POST", "/trigger", br#"{"trigger":"random","rate_hz":5}"#),
             Ok(Command::ChangeTrigger(TriggerChange {

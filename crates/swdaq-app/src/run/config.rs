@@ -10,6 +10,7 @@ use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, ThresholdConfig};
 use swdaq_trigger::TriggerConfig;
 use swdaq_trigger::config::TICKS_PER_SECOND;
 
+use super::recording::RecordingSection;
 use super::topology::TopologySection;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -24,6 +25,8 @@ pub struct RunConfig {
     pub trigger: TriggerConfig,
     pub dataflow: DataflowSection,
     pub storage: StorageSection,
+    /// Raw bursts of every link's buffer on request (`swdaq ctl record`, a trigger type).
+    pub recording: RecordingSection,
     /// Applications in several processes and hosts; empty: the chain in one process.
     pub topology: TopologySection,
 }
@@ -428,6 +431,7 @@ impl RunConfig {
             "storage.max_file_mb",
             "must be >= 1",
         )?;
+        self.recording.validate(self.topology.is_distributed())?;
         self.topology.validate(emu.links)
     }
 }

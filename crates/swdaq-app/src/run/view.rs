@@ -73,6 +73,10 @@ pub struct Totals {
     pub record_mb_per_s: f64,
     pub drops: u64,
     pub errors: u64,
+    /// Raw bursts started, their write rate, and frames the recorders lost.
+    pub bursts: u64,
+    pub burst_mb_per_s: f64,
+    pub burst_frames_lost: u64,
 }
 
 impl Totals {
@@ -91,14 +95,25 @@ impl Totals {
             drops: counter(s, "swdaq_readout_dropped_frames_total").0
                 + counter(s, "swdaq_trigger_dropped_busy_total").0,
             errors: ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum(),
+            bursts: counter(s, "swdaq_recording_bursts_total").0,
+            burst_mb_per_s: counter(s, "swdaq_recording_bytes_total").1 / 1e6,
+            burst_frames_lost: counter(s, "swdaq_recording_frames_lost_total").0,
         }
     }
 }
 
 fn totals_line(status: &Status<'_>) -> String {
     let t = Totals::of(status);
+    let recording = if t.bursts > 0 {
+        format!(
+            " bursts={} ({:.0} MB/s, {} frames lost)",
+            t.bursts, t.burst_mb_per_s, t.burst_frames_lost
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}",
+        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}{recording}",
         t.elapsed_s,
         t.frames,
         t.frames_per_s,
@@ -403,6 +418,9 @@ pub fn summary(r: &RunReport) -> String {
             }
         }
     }
+    if let Some(recording) = &r.recording {
+        s.push_str(&recording.summary());
+    }
     let busy: Vec<String> = r
         .thread_cpu
         .iter()
@@ -486,6 +504,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "build_latency_p99_ms": ms(quantile(&r.builder.latencies, 0.99)),
         },
         "storage": r.storage,
+        "recording": r.recording,
         "dataflow": r.dataflow,
         "apps": r.apps,
         "refused_messages": r.refused_messages,
