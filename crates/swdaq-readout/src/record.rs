@@ -8,8 +8,10 @@
 //! throttling can put a writer to sleep) only makes the recorder fall behind. A pin costs
 //! the producer a frame only if the producer writes past the pinned frame while one chunk is
 //! copied: the ring keeps `capacity / 16` frames between the overwrite point and the oldest
-//! frame a reader may pin, and a recorder that fell behind resumes [`RESUME_MARGIN`] of the
-//! ring further on. Frames the recorder lost are counted and each gap is named (where it is,
+//! frame a reader may pin. The recorder starts (and, if it fell behind, resumes) [`EDGE_SLACK`]
+//! of the ring past the oldest readable frame: copying far faster than a link produces, it
+//! then moves away from the edge, where starting right at it would lose the race to the
+//! first frame the producer publishes. Frames the recorder lost are counted and each gap is named (where it is,
 //! how many frames) in its counts; the file holds the frames on either side, so a replay's
 //! continuity checks see the gap too.
 
@@ -24,9 +26,10 @@ use swdaq_format::rawfile::{RawFileHeader, write_record};
 
 /// Bytes copied from the ring under one pin, and written to the file at once.
 pub const STAGE_BYTES: usize = 1 << 20;
-/// A recorder that fell behind resumes this share of the ring past the oldest readable
-/// frame, so its next pin is far from the overwrite point.
-pub const RESUME_MARGIN: f64 = 0.25;
+/// Share of the ring between the oldest readable frame and where a burst starts, or a
+/// recorder that fell behind resumes: the time (1 s buffer: 31 ms) it has to copy its first
+/// chunk before that frame is overwritten.
+pub const EDGE_SLACK: f64 = 1.0 / 32.0;
 /// Gaps named one by one in the counts; later ones are only counted.
 pub const MAX_GAPS_NAMED: usize = 16;
 
@@ -78,7 +81,8 @@ impl RecorderCounts {
 /// Where a recording begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
-    /// The oldest frame still in the buffer: the whole latency buffer is recorded.
+    /// The oldest frame still in the buffer (less [`EDGE_SLACK`]): the whole latency buffer
+    /// is recorded.
     Oldest,
     /// The next frame the link publishes.
     Next,
@@ -112,7 +116,7 @@ impl<'a, W: Write> Recorder<'a, W> {
     ) -> Option<Self> {
         let reader = link.buffer.reader()?;
         let next = match start {
-            Start::Oldest => link.buffer.oldest_readable(),
+            Start::Oldest => edge_plus_slack(link),
             Start::Next => link.buffer.published(),
         };
         Some(Self {
@@ -193,9 +197,8 @@ impl<'a, W: Write> Recorder<'a, W> {
             });
             let chunk = match copied {
                 Ok(chunk) => chunk,
-                Err(oldest) => {
-                    let margin = (self.link.buffer.capacity() as f64 * RESUME_MARGIN) as u64;
-                    let resume = (oldest + margin).min(self.link.buffer.published());
+                Err(_) => {
+                    let resume = edge_plus_slack(self.link);
                     self.counts.lose(resume - from);
                     self.next = resume;
                     self.caught_up = false;
@@ -253,6 +256,12 @@ impl<'a, W: Write> Recorder<'a, W> {
         self.out.flush()?;
         Ok((self.out, self.counts))
     }
+}
+
+/// The oldest readable frame plus [`EDGE_SLACK`] of the ring (at most the next frame).
+fn edge_plus_slack(link: &LinkShared) -> u64 {
+    let slack = (link.buffer.capacity() as f64 * EDGE_SLACK) as u64;
+    (link.buffer.oldest_readable() + slack).min(link.buffer.published())
 }
 
 /// What one pinned copy took from the ring.
@@ -440,7 +449,8 @@ mod tests {
         for _ in 0..300 {
             ingest.step().unwrap();
         }
-        // 300 published, capacity 64, guard 4: frames 240..300 are in the buffer.
+        // 300 published, capacity 64, guard 4: frames 240..300 are readable; the burst starts
+        // the slack (2) further on.
         let mut recorder = Recorder::start(&link, Vec::new(), &header(), Start::Oldest)
             .unwrap()
             .for_ticks(20 * TICKS);
@@ -454,10 +464,10 @@ mod tests {
         let (file, counts) = recorder.finish().unwrap();
         let (header, numbers) = frames_in(&file);
         // Through the newest frame at the request (299) plus 20 frames' time: up to 319.
-        assert_eq!(numbers, (240..=319).collect::<Vec<_>>());
-        assert_eq!(header.first_timestamp, 240 * TICKS);
+        assert_eq!(numbers, (242..=319).collect::<Vec<_>>());
+        assert_eq!(header.first_timestamp, 242 * TICKS);
         assert_eq!(header.source_id, SourceId::readout(4));
-        assert_eq!((counts.frames_lost, counts.frames_written), (0, 80));
+        assert_eq!((counts.frames_lost, counts.frames_written), (0, 78));
         assert_eq!(ingest.counts.dropped, 0);
     }
 
@@ -472,15 +482,15 @@ mod tests {
         let (_, numbers) = frames_in(&file);
         assert_eq!(ingest.counts.dropped, 0);
         assert_eq!(counts.frames_lost + counts.frames_written, 64 * 5);
-        // Lost up to the oldest readable (320 + 4 - 64 = 260) plus a quarter of the ring.
+        // Lost up to the oldest readable (320 + 4 - 64 = 260) plus the slack (2).
         assert_eq!(
             counts.gaps,
             [Gap {
                 after_timestamp: None,
-                frames: 260 + 16
+                frames: 260 + 2
             }]
         );
-        assert_eq!(numbers, (276..320).collect::<Vec<_>>());
+        assert_eq!(numbers, (262..320).collect::<Vec<_>>());
     }
 
     #[test]
@@ -508,8 +518,8 @@ mod tests {
         assert!(burst.cut_short);
         assert!(!writing_path(&path).exists());
         let (header, numbers) = frames_in(&std::fs::read(&path).unwrap());
-        assert_eq!(numbers, (40..100).collect::<Vec<_>>());
-        assert_eq!(header.first_timestamp, 40 * TICKS);
+        assert_eq!(numbers, (42..100).collect::<Vec<_>>());
+        assert_eq!(header.first_timestamp, 42 * TICKS);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -582,7 +592,7 @@ mod tests {
             for _ in 0..before {
                 ingest.step().unwrap();
             }
-            let first = link.buffer.oldest_readable();
+            let first = edge_plus_slack(&link);
             let mut recorder = Recorder::start(&link, Vec::new(), &header(), Start::Oldest)
                 .unwrap()
                 .for_ticks(span * TICKS);
