@@ -654,6 +654,16 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_recording_configs_are_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        for name in ["recording.toml", "recording-8-links.toml"] {
+            let c = RunConfig::load(&dir.join(name)).unwrap();
+            c.validate().unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(c.recording.enabled, "{name}");
+        }
+    }
+
+    #[test]
     fn without_recording_no_burst_is_asked_for() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let tap = RecordOnTrigger::new(tx, None);
