@@ -156,6 +156,11 @@ impl<'a, W: Write> Recorder<'a, W> {
         self.done
     }
 
+    /// The recorder has copied everything published at least once (it has read the buffer).
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+
     /// Frames published and not yet copied.
     pub fn backlog(&self) -> u64 {
         self.link.buffer.published().saturating_sub(self.next)
@@ -199,7 +204,22 @@ impl<'a, W: Write> Recorder<'a, W> {
                 Ok(chunk) => chunk,
                 Err(_) => {
                     let resume = edge_plus_slack(self.link);
-                    self.counts.lose(resume - from);
+                    let lost = resume - from;
+                    // Frames past the end are no loss: after the last frame written, the
+                    // window had room for `in_window` more (timestamps a frame apart).
+                    let tpf = self.link.format.ticks_per_frame();
+                    let in_window = match (self.until, self.counts.last_timestamp) {
+                        (Some(until), Some(last)) => until.saturating_sub(last + tpf).div_ceil(tpf),
+                        _ => u64::MAX,
+                    };
+                    if in_window < lost {
+                        if in_window > 0 {
+                            self.counts.lose(in_window);
+                        }
+                        self.done = true;
+                        continue;
+                    }
+                    self.counts.lose(lost);
                     self.next = resume;
                     self.caught_up = false;
                     continue;
@@ -258,10 +278,13 @@ impl<'a, W: Write> Recorder<'a, W> {
     }
 }
 
-/// The oldest readable frame plus [`EDGE_SLACK`] of the ring (at most the next frame).
+/// The oldest frame that stays readable while the producer writes [`EDGE_SLACK`] of the ring
+/// more (at most the next frame): the oldest frame itself while the ring has room.
 fn edge_plus_slack(link: &LinkShared) -> u64 {
     let slack = (link.buffer.capacity() as f64 * EDGE_SLACK) as u64;
-    (link.buffer.oldest_readable() + slack).min(link.buffer.published())
+    link.buffer
+        .oldest_readable_after(slack)
+        .min(link.buffer.published())
 }
 
 /// What one pinned copy took from the ring.
@@ -284,6 +307,12 @@ pub struct LinkBurst {
     pub cut_short: bool,
     /// Wall-clock seconds from the request to the file's rename.
     pub seconds: f64,
+    /// Wall-clock seconds until the recorder first caught up with the producer, and the
+    /// bytes written by then: how fast it wrote out the buffer (`None`: it never did).
+    pub catch_up_seconds: Option<f64>,
+    pub catch_up_bytes: u64,
+    /// CPU seconds the recording thread used (copies, file writes, waiting polls).
+    pub cpu_seconds: f64,
 }
 
 /// Records `link`'s whole latency buffer and the next `ticks_after` of data time into the raw
@@ -300,15 +329,23 @@ pub fn record_burst(
 ) -> io::Result<LinkBurst> {
     let frame_rate = link.format.frame_rate_hz();
     let started = Instant::now();
+    let cpu = cpu_time::ThreadTime::now();
     let writing = writing_path(path);
     let file = std::fs::File::create(&writing)?;
     let mut recorder = Recorder::start(link, file, header, Start::Oldest)
         .ok_or_else(|| io::Error::other("every reader of the link's latency buffer is in use"))?
         .for_ticks(ticks_after);
     let mut cut_short = false;
+    let mut catch_up = None;
     loop {
         let lag_s = recorder.backlog() as f64 / frame_rate;
         recorder.step()?;
+        if catch_up.is_none() && recorder.caught_up() {
+            catch_up = Some((
+                started.elapsed().as_secs_f64(),
+                recorder.counts.bytes_written,
+            ));
+        }
         if let Some(m) = metrics.as_mut() {
             m.publish(&recorder.counts, lag_s);
         }
@@ -332,6 +369,9 @@ pub fn record_burst(
         counts,
         cut_short,
         seconds: started.elapsed().as_secs_f64(),
+        catch_up_seconds: catch_up.map(|c| c.0),
+        catch_up_bytes: catch_up.map_or(0, |c| c.1),
+        cpu_seconds: cpu.elapsed().as_secs_f64(),
     })
 }
 
@@ -616,8 +656,8 @@ mod tests {
             prop_assume!(counts.gaps_unnamed == 0);
             prop_assert_eq!(named, counts.frames_lost);
             // Walk the file: each hole between frames written is the next named gap; the
-            // last gap may reach past the end of the burst (it is counted up to where the
-            // recorder resumed).
+            // last gap may reach past the end of the burst when no frame was written before
+            // it (nothing then says where the window ends in frames).
             let mut gaps = counts.gaps.iter();
             let mut cursor = first;
             for &n in &numbers {

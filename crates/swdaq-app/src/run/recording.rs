@@ -189,15 +189,24 @@ impl BurstReport {
         self.links.iter().filter_map(|l| l.burst.as_ref())
     }
 
-    /// Bytes written over the wall time of the slowest link.
-    pub fn write_bytes_per_s(&self) -> f64 {
+    /// Bytes written per CPU second of the recording threads (copy and file write).
+    pub fn bytes_per_cpu_second(&self) -> f64 {
         let bytes: u64 = self.bursts().map(|b| b.counts.bytes_written).sum();
-        let seconds = self.bursts().map(|b| b.seconds).fold(0.0, f64::max);
-        if seconds > 0.0 {
-            bytes as f64 / seconds
-        } else {
-            0.0
+        let cpu: f64 = self.bursts().map(|b| b.cpu_seconds).sum();
+        if cpu > 0.0 { bytes as f64 / cpu } else { 0.0 }
+    }
+
+    /// How fast the buffers were written out: the bytes every link wrote until it caught up
+    /// with its producer, over the slowest link's time to get there (after that the burst
+    /// goes at the links' data rate). `None` if a link never caught up.
+    pub fn buffer_write_bytes_per_s(&self) -> Option<f64> {
+        let mut seconds: f64 = 0.0;
+        let mut bytes = 0;
+        for b in self.bursts() {
+            seconds = seconds.max(b.catch_up_seconds?);
+            bytes += b.catch_up_bytes;
         }
+        (seconds > 0.0).then(|| bytes as f64 / seconds)
     }
 }
 
@@ -244,7 +253,7 @@ impl RecordingReport {
             let lag = all_lag_frames(b);
             let _ = writeln!(
                 s,
-                "  burst {} ({}): {} at {:.2} GB/s, max recorder lag {lag} frames{}",
+                "  burst {} ({}): {}; buffers written out at {}, then max recorder lag {lag} frames; {:.2} GB per CPU second{}",
                 b.burst,
                 match &b.reason {
                     BurstReason::Command => "command".to_string(),
@@ -252,7 +261,11 @@ impl RecordingReport {
                         format!("trigger {number}, {}", types.join("+")),
                 },
                 b.directory.display(),
-                b.write_bytes_per_s() / 1e9,
+                b.buffer_write_bytes_per_s().map_or(
+                    "- (a link never caught up)".into(),
+                    |r| format!("{:.2} GB/s", r / 1e9)
+                ),
+                b.bytes_per_cpu_second() / 1e9,
                 if b.bursts().any(|l| l.cut_short) {
                     "; cut short by the run's end"
                 } else {
@@ -451,6 +464,13 @@ impl Recordings {
                 Some(metrics),
             )
         })
+    }
+}
+
+/// A run that ends without [`Recordings::finish`] (it failed) still stops its bursts.
+impl Drop for Recordings {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
     }
 }
 
