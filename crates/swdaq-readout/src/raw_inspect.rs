@@ -43,7 +43,7 @@ pub fn inspect_raw(input: impl Read) -> Result<RawInspection, RawFileError> {
         format: format.map(FrameFormat::name),
         fragment_type: header.frame_type.0,
         frame_size: header.frame_size,
-        source_id: format!("{:?} {}", header.source_id.subsystem, header.source_id.id),
+        source_id: header.source_id.to_string(),
         run_number: header.run_number,
         header_first_timestamp: header.first_timestamp,
         created_unix_ns: header.created_unix_ns,
