@@ -516,7 +516,7 @@ fn the_applications_of_a_topology_run_under_the_same_control() {
 const RECORDING: &str = "[recording]\nenabled = true\nseconds_after = 0.5\n";
 
 /// Each link's burst in `summary`: (link, frames written, frames lost), and the files exist.
-/// Frames the recorder lost (a loaded machine can starve it) must each be in a named gap.
+/// Frames the recorder lost (a loaded machine can starve it) are in its gaps, named up to 16.
 fn recorded_links(summary: &Value) -> Vec<(u64, u64, u64)> {
     let bursts = summary["recording"]["bursts"].as_array().unwrap();
     assert_eq!(bursts.len(), 1, "{summary}");
@@ -535,8 +535,11 @@ fn recorded_links(summary: &Value) -> Vec<(u64, u64, u64)> {
                 .iter()
                 .map(|g| g["frames"].as_u64().unwrap())
                 .sum();
-            assert_eq!(c["gaps_unnamed"], 0);
-            assert_eq!(named, c["frames_lost"].as_u64().unwrap(), "{c}");
+            let lost = c["frames_lost"].as_u64().unwrap();
+            match c["gaps_unnamed"].as_u64().unwrap() {
+                0 => assert_eq!(named, lost, "{c}"),
+                _ => assert!(named < lost, "{c}"),
+            }
             (
                 l["link"].as_u64().unwrap(),
                 c["frames_written"].as_u64().unwrap(),
