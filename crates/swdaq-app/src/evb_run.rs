@@ -107,6 +107,7 @@ pub fn run_apps(
                 .filter_map(|b| postcard::from_bytes::<Vec<LiveSeries>>(b).ok());
             live_line(&snapshot_of(parts))
         }),
+        records_bursts: false,
     };
     Ok(AppsSummary::merge(launch(&plan, exe, stop, &())?))
 }

@@ -12,6 +12,7 @@
 //! | `POST /stop` | none or `{}` | [`Command::Stop`] |
 //! | `POST /pause`, `POST /resume` | none or `{}` | [`Command::Pause`], [`Command::Resume`] |
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | [`Command::ChangeTrigger`] |
+//! | `POST /record` | none, `{}` or `{"seconds": S}` | [`Command::Record`] |
 //!
 //! Its own crate, above `swdaq-trigger` (which owns [`TriggerChange`]) and below `swdaq-app`
 //! (the server, the state machine, the client): the parser of what arrives from the network is
@@ -30,11 +31,18 @@ pub enum Command {
     State,
     Status,
     Configure,
-    Start { run_number: Option<u32> },
+    Start {
+        run_number: Option<u32>,
+    },
     Stop,
     Pause,
     Resume,
     ChangeTrigger(TriggerChange),
+    /// A raw burst of every link's buffer plus `seconds` of data after (the configured
+    /// `recording.seconds_after` when `None`).
+    Record {
+        seconds: Option<f64>,
+    },
 }
 
 /// Why a request was not understood.
@@ -80,6 +88,13 @@ struct StartBody {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RecordBody {
+    #[serde(default)]
+    seconds: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EmptyBody {}
 
 fn is_blank(body: &[u8]) -> bool {
@@ -113,6 +128,10 @@ pub fn parse_request(method: &str, url: &str, body: &[u8]) -> Result<Command, Re
         ("POST", "/pause") => no_body(body).map(|()| Command::Pause)?,
         ("POST", "/resume") => no_body(body).map(|()| Command::Resume)?,
         ("POST", "/trigger") => Command::ChangeTrigger(json_body(body)?),
+        ("POST", "/record") if is_blank(body) => Command::Record { seconds: None },
+        ("POST", "/record") => Command::Record {
+            seconds: json_body::<RecordBody>(body)?.seconds,
+        },
         _ => {
             return Err(RequestError::NotFound {
                 method: method.into(),
@@ -142,6 +161,14 @@ impl Command {
             Self::Pause => (Method::Post, "/pause", None),
             Self::Resume => (Method::Post, "/resume", None),
             Self::ChangeTrigger(change) => (Method::Post, "/trigger", Some(json!(change))),
+            Self::Record { seconds } => (
+                Method::Post,
+                "/record",
+                Some(match seconds {
+                    Some(s) => json!({ "seconds": s }),
+                    None => json!({}),
+                }),
+            ),
         };
         Request { method, path, body }
     }
@@ -180,6 +207,14 @@ mod tests {
         );
         assert_eq!(parse_request("POST", "/stop", b" {} "), Ok(Command::Stop));
         assert_eq!(
+            parse_request("POST", "/record", br#"{"seconds": 2.5}"#),
+            Ok(Command::Record { seconds: Some(2.5) })
+        );
+        assert_eq!(
+            parse_request("POST", "/record", b""),
+            Ok(Command::Record { seconds: None })
+        );
+        assert_eq!(
             parse_request("POST", "/trigger", br#"{"trigger":"random","rate_hz":5}"#),
             Ok(Command::ChangeTrigger(TriggerChange {
                 trigger: "random".into(),
@@ -207,6 +242,8 @@ mod tests {
             ("/trigger", b""),
             ("/trigger", br#"{"trigger":"random","prescale":"2"}"#),
             ("/trigger", br#"{"trigger":"random","rate_hz":1e400}"#),
+            ("/record", br#"{"second": 2}"#),
+            ("/record", br#"{"seconds": "2"}"#),
         ] {
             let refused = parse_request("POST", path, body);
             assert!(
@@ -238,6 +275,8 @@ mod tests {
                         rate_hz,
                     })
                 }),
+            proptest::option::of(proptest::num::f64::NORMAL | proptest::num::f64::ZERO)
+                .prop_map(|seconds| Command::Record { seconds }),
         ]
     }
 
@@ -253,6 +292,7 @@ mod tests {
                 Just("/start".to_string()),
                 Just("/stop".to_string()),
                 Just("/trigger".to_string()),
+                Just("/record".to_string()),
                 Just("/status".to_string()),
                 ".{0,20}",
             ],

@@ -131,10 +131,7 @@ impl<W: Write> RawFileWriter<W> {
     }
 
     pub fn write_frame(&mut self, frame: &[u8]) -> io::Result<()> {
-        let mut record = [0u8; RECORD_HEADER_SIZE];
-        put_u32(&mut record, 0, frame.len() as u32);
-        self.out.write_all(&record)?;
-        self.out.write_all(frame)?;
+        write_record(&mut self.out, frame)?;
         self.frames += 1;
         Ok(())
     }
@@ -148,6 +145,15 @@ impl<W: Write> RawFileWriter<W> {
         self.out.flush()?;
         Ok(self.out)
     }
+}
+
+/// Writes one frame as a raw-file record (record header, then the bytes), for a writer that
+/// stages records itself (the link recorder).
+pub fn write_record(out: &mut impl Write, frame: &[u8]) -> io::Result<()> {
+    let mut record = [0u8; RECORD_HEADER_SIZE];
+    put_u32(&mut record, 0, frame.len() as u32);
+    out.write_all(&record)?;
+    out.write_all(frame)
 }
 
 /// Reads a raw file frame by frame into a caller-owned buffer (no allocation per frame).

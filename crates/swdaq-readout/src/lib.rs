@@ -11,6 +11,7 @@ pub mod checks;
 pub mod hit_finding;
 pub mod link;
 pub mod metrics;
+pub mod raw_inspect;
 pub mod record;
 pub mod replay;
 pub mod request;

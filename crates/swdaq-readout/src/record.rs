@@ -1,82 +1,385 @@
-//! Recording a link's raw stream (the supernova-buffer use case): a reader of the latency
-//! buffer that follows the producer and writes every frame to a raw file through an 8 MiB
-//! buffer, so the disk sees few large writes. The file replays with `FileSource`.
+//! Recording a link's raw stream, supernova-burst style: a reader of the latency buffer that
+//! writes what the buffer holds (from its oldest frame) and what the link publishes next, up
+//! to a data time, to a swdaq raw file that `FileSource` and `swdaq run`'s file source replay.
+//!
+//! The recorder never holds the producer up. It pins the ring only while it copies one small
+//! chunk of frames (at most [`STAGE_BYTES`], and at most 1/32 of the ring) into its own
+//! staging buffer; the file is written after the pin is released, so a slow disk (page-cache
+//! throttling can put a writer to sleep) only makes the recorder fall behind. A pin costs
+//! the producer a frame only if the producer writes past the pinned frame while one chunk is
+//! copied: the ring keeps `capacity / 16` frames between the overwrite point and the oldest
+//! frame a reader may pin. The recorder starts (and, if it fell behind, resumes) [`EDGE_SLACK`]
+//! of the ring past the oldest readable frame: copying far faster than a link produces, it
+//! then moves away from the edge, where starting right at it would lose the race to the
+//! first frame the producer publishes. Frames the recorder lost are counted and each gap is named (where it is,
+//! how many frames) in its counts; the file holds the frames on either side, so a replay's
+//! continuity checks see the gap too.
 
 use crate::link::LinkShared;
+use crate::metrics::RecorderMetrics;
 use crate::ring::Reader;
-use std::io::{self, BufWriter, Write};
-use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use swdaq_format::rawfile::{RawFileHeader, write_record};
 
-const WRITE_BUFFER: usize = 8 << 20;
+/// Bytes copied from the ring under one pin, and written to the file at once.
+pub const STAGE_BYTES: usize = 1 << 20;
+/// Share of the ring between the oldest readable frame and where a burst starts, or a
+/// recorder that fell behind resumes: the time (1 s buffer: 31 ms) it has to copy its first
+/// chunk before that frame is overwritten.
+pub const EDGE_SLACK: f64 = 1.0 / 32.0;
+/// Gaps named one by one in the counts; later ones are only counted.
+pub const MAX_GAPS_NAMED: usize = 16;
+
+/// Frames that left the buffer before the recorder got to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Gap {
+    /// Timestamp of the last frame written before the gap (`None`: before the first).
+    pub after_timestamp: Option<u64>,
+    pub frames: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecorderCounts {
+    pub frames_written: u64,
+    /// Bytes of the file (header and record headers included).
+    pub bytes_written: u64,
+    pub frames_lost: u64,
+    /// The first [`MAX_GAPS_NAMED`] gaps; `gaps_unnamed` counts the others.
+    pub gaps: Vec<Gap>,
+    pub gaps_unnamed: u64,
+    pub first_timestamp: Option<u64>,
+    pub last_timestamp: Option<u64>,
+    /// Largest backlog (frames published, not yet copied) the recorder found when it woke,
+    /// once it had first caught up with the producer (before that it is reading the buffer).
+    pub max_lag_frames: u64,
+}
+
+impl RecorderCounts {
+    /// Counts `frames` lost after the last frame written (one gap however many losses).
+    fn lose(&mut self, frames: u64) {
+        self.frames_lost += frames;
+        if let Some(gap) = self
+            .gaps
+            .last_mut()
+            .filter(|g| g.after_timestamp == self.last_timestamp)
+        {
+            gap.frames += frames;
+        } else if self.gaps.len() < MAX_GAPS_NAMED {
+            self.gaps.push(Gap {
+                after_timestamp: self.last_timestamp,
+                frames,
+            });
+        } else {
+            self.gaps_unnamed += 1;
+        }
+    }
+}
+
+/// Where a recording begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The oldest frame still in the buffer (less [`EDGE_SLACK`]): the whole latency buffer
+    /// is recorded.
+    Oldest,
+    /// The next frame the link publishes.
+    Next,
+}
 
 pub struct Recorder<'a, W: Write> {
     link: &'a LinkShared,
     reader: Reader<'a>,
-    writer: RawFileWriter<BufWriter<W>>,
+    out: W,
+    /// Written in front of the first frame, with that frame's timestamp.
+    header: Option<RawFileHeader>,
+    stage: Vec<u8>,
     next: u64,
-    /// Frames that left the buffer before the recorder got to them.
-    pub frames_lost: u64,
+    /// Data time at which the recording ends (exclusive), once known.
+    until: Option<u64>,
+    /// Ticks recorded after the request, when the end was not known at the start.
+    ticks_after: Option<u64>,
+    caught_up: bool,
+    done: bool,
+    pub counts: RecorderCounts,
 }
 
 impl<'a, W: Write> Recorder<'a, W> {
-    /// Starts recording with the next frame the link publishes. `None` if all readers of the
-    /// buffer are in use.
-    pub fn start(link: &'a LinkShared, out: W, header: &RawFileHeader) -> io::Result<Option<Self>> {
-        let Some(reader) = link.buffer.reader() else {
-            return Ok(None);
+    /// A recorder writing to `out` from `start`, with no end (see [`Self::for_ticks`]).
+    /// `None` if all readers of the buffer are in use.
+    pub fn start(
+        link: &'a LinkShared,
+        out: W,
+        header: &RawFileHeader,
+        start: Start,
+    ) -> Option<Self> {
+        let reader = link.buffer.reader()?;
+        let next = match start {
+            Start::Oldest => edge_plus_slack(link),
+            Start::Next => link.buffer.published(),
         };
-        let writer = RawFileWriter::new(BufWriter::with_capacity(WRITE_BUFFER, out), header)?;
-        Ok(Some(Self {
-            next: link.buffer.published(),
+        Some(Self {
             link,
             reader,
-            writer,
-            frames_lost: 0,
-        }))
+            out,
+            header: Some(*header),
+            stage: Vec::with_capacity(STAGE_BYTES + link.buffer.max_frame() + 64),
+            next,
+            until: None,
+            ticks_after: None,
+            caught_up: false,
+            done: false,
+            counts: RecorderCounts::default(),
+        })
     }
 
-    /// Starts from the oldest frame still readable instead (record what is already buffered).
-    pub fn from_oldest(mut self) -> Self {
-        self.next = self.link.buffer.oldest_readable();
+    /// Ends the recording with the last frame at most `ticks` of data time after the newest
+    /// frame published now (or after the first frame recorded, if the link has published
+    /// none yet).
+    pub fn for_ticks(mut self, ticks: u64) -> Self {
+        let newest = self
+            .link
+            .buffer
+            .published()
+            .checked_sub(1)
+            .and_then(|i| self.reader.with_view(i, |view| view.meta(i).timestamp).ok());
+        match newest {
+            Some(ts) => self.until = Some(ts.saturating_add(ticks).saturating_add(1)),
+            None => self.ticks_after = Some(ticks),
+        }
         self
     }
 
-    /// Writes every frame published since the last call; returns how many.
+    /// Every frame up to the end has been written.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The recorder has copied everything published at least once (it has read the buffer).
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+
+    /// Frames published and not yet copied.
+    pub fn backlog(&self) -> u64 {
+        self.link.buffer.published().saturating_sub(self.next)
+    }
+
+    /// Copies and writes every frame published since the last call (up to the end); returns
+    /// how many.
     pub fn step(&mut self) -> io::Result<u64> {
-        loop {
+        let mut total = 0;
+        while !self.done {
             let from = self.next;
-            let written = self.reader.with_view(from, |view| -> io::Result<u64> {
-                for i in view.first..view.end {
-                    self.writer.write_frame(view.frame(i))?;
+            let (stage, ticks_after) = (&mut self.stage, self.ticks_after);
+            let mut until = self.until;
+            let chunk_frames = (self.link.buffer.capacity() as u64 / 32).max(1);
+            let copied = self.reader.with_view(from, |view| {
+                let mut chunk = Chunk::default();
+                let mut i = view.first;
+                while i < view.end && stage.len() < STAGE_BYTES && i - view.first < chunk_frames {
+                    let timestamp = view.meta(i).timestamp;
+                    // Ending `ticks_after` past the first frame: known from that frame on.
+                    if until.is_none()
+                        && let Some(ticks) = ticks_after
+                    {
+                        until = Some(timestamp.saturating_add(ticks).saturating_add(1));
+                    }
+                    if until.is_some_and(|u| timestamp >= u) {
+                        chunk.reached_end = true;
+                        break;
+                    }
+                    // Writing into a Vec cannot fail.
+                    let _ = write_record(stage, view.frame(i));
+                    chunk.first_timestamp.get_or_insert(timestamp);
+                    chunk.last_timestamp = Some(timestamp);
+                    i += 1;
                 }
-                Ok(view.end - view.first)
+                chunk.frames = i - view.first;
+                chunk.backlog = view.end - view.first;
+                chunk
             });
-            match written {
-                Ok(n) => {
-                    self.next = from + n?;
-                    return Ok(self.next - from);
+            let chunk = match copied {
+                Ok(chunk) => chunk,
+                Err(_) => {
+                    let resume = edge_plus_slack(self.link);
+                    let lost = resume - from;
+                    // Frames past the end are no loss: after the last frame written, the
+                    // window had room for `in_window` more (timestamps a frame apart).
+                    let tpf = self.link.format.ticks_per_frame();
+                    let in_window = match (self.until, self.counts.last_timestamp) {
+                        (Some(until), Some(last)) => until.saturating_sub(last + tpf).div_ceil(tpf),
+                        _ => u64::MAX,
+                    };
+                    if in_window < lost {
+                        if in_window > 0 {
+                            self.counts.lose(in_window);
+                        }
+                        self.done = true;
+                        continue;
+                    }
+                    self.counts.lose(lost);
+                    self.next = resume;
+                    self.caught_up = false;
+                    continue;
                 }
-                Err(oldest) => {
-                    // Fell behind by a whole buffer: count the loss and carry on from what is left.
-                    self.frames_lost += oldest - from;
-                    self.next = oldest;
-                }
+            };
+            self.until = until;
+            if total == 0 && self.caught_up {
+                self.counts.max_lag_frames = self.counts.max_lag_frames.max(chunk.backlog);
+            }
+            self.write_chunk(&chunk)?;
+            total += chunk.frames;
+            if chunk.reached_end {
+                self.done = true;
+            } else if chunk.frames == chunk.backlog {
+                self.caught_up = true;
+                break;
             }
         }
+        Ok(total)
     }
 
-    pub fn frames_written(&self) -> u64 {
-        self.writer.frames_written()
+    fn write_chunk(&mut self, chunk: &Chunk) -> io::Result<()> {
+        if let Some(first) = chunk.first_timestamp {
+            self.write_header(first)?;
+        }
+        self.out.write_all(&self.stage)?;
+        self.counts.bytes_written += self.stage.len() as u64;
+        self.stage.clear();
+        self.next += chunk.frames;
+        self.counts.frames_written += chunk.frames;
+        if let Some(first) = chunk.first_timestamp {
+            self.counts.first_timestamp.get_or_insert(first);
+            self.counts.last_timestamp = chunk.last_timestamp;
+        }
+        Ok(())
     }
 
-    /// Writes what is left and flushes the file.
-    pub fn finish(mut self) -> io::Result<W> {
+    /// The file header, once, with the first frame's timestamp.
+    fn write_header(&mut self, first_timestamp: u64) -> io::Result<()> {
+        if let Some(mut header) = self.header.take() {
+            header.first_timestamp = first_timestamp;
+            let bytes = header.to_bytes();
+            self.out.write_all(&bytes)?;
+            self.counts.bytes_written += bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes what is left (up to the end) and flushes; a file with no frame still gets its
+    /// header.
+    pub fn finish(mut self) -> io::Result<(W, RecorderCounts)> {
         self.step()?;
-        self.writer
-            .finish()?
-            .into_inner()
-            .map_err(|e| e.into_error())
+        self.write_header(0)?;
+        self.out.flush()?;
+        Ok((self.out, self.counts))
     }
+}
+
+/// The oldest frame that stays readable while the producer writes [`EDGE_SLACK`] of the ring
+/// more (at most the next frame): the oldest frame itself while the ring has room.
+fn edge_plus_slack(link: &LinkShared) -> u64 {
+    let slack = (link.buffer.capacity() as f64 * EDGE_SLACK) as u64;
+    link.buffer
+        .oldest_readable_after(slack)
+        .min(link.buffer.published())
+}
+
+/// What one pinned copy took from the ring.
+#[derive(Default)]
+struct Chunk {
+    frames: u64,
+    /// Frames published and not yet copied when the chunk began.
+    backlog: u64,
+    first_timestamp: Option<u64>,
+    last_timestamp: Option<u64>,
+    reached_end: bool,
+}
+
+/// One link's part of a burst, as it ended.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LinkBurst {
+    pub path: PathBuf,
+    pub counts: RecorderCounts,
+    /// The recording stopped before its end time (the run stopped, or the link ended).
+    pub cut_short: bool,
+    /// Wall-clock seconds from the request to the file's rename.
+    pub seconds: f64,
+    /// Wall-clock seconds until the recorder first caught up with the producer, and the
+    /// bytes written by then: how fast it wrote out the buffer (`None`: it never did).
+    pub catch_up_seconds: Option<f64>,
+    pub catch_up_bytes: u64,
+    /// CPU seconds the recording thread used (copies, file writes, waiting polls).
+    pub cpu_seconds: f64,
+}
+
+/// Records `link`'s whole latency buffer and the next `ticks_after` of data time into the raw
+/// file `path`, written as `<path>.writing` and renamed when complete; stops early (the file
+/// still closed and renamed) once `stop` is set. Checks for new frames every `poll`.
+pub fn record_burst(
+    link: &LinkShared,
+    path: &Path,
+    header: &RawFileHeader,
+    ticks_after: u64,
+    stop: &AtomicBool,
+    poll: Duration,
+    mut metrics: Option<RecorderMetrics>,
+) -> io::Result<LinkBurst> {
+    let frame_rate = link.format.frame_rate_hz();
+    let started = Instant::now();
+    let cpu = cpu_time::ThreadTime::now();
+    let writing = writing_path(path);
+    let file = std::fs::File::create(&writing)?;
+    let mut recorder = Recorder::start(link, file, header, Start::Oldest)
+        .ok_or_else(|| io::Error::other("every reader of the link's latency buffer is in use"))?
+        .for_ticks(ticks_after);
+    let mut cut_short = false;
+    let mut catch_up = None;
+    loop {
+        let lag_s = recorder.backlog() as f64 / frame_rate;
+        recorder.step()?;
+        if catch_up.is_none() && recorder.caught_up() {
+            catch_up = Some((
+                started.elapsed().as_secs_f64(),
+                recorder.counts.bytes_written,
+            ));
+        }
+        if let Some(m) = metrics.as_mut() {
+            m.publish(&recorder.counts, lag_s);
+        }
+        if recorder.is_done() {
+            break;
+        }
+        if stop.load(Ordering::Acquire) {
+            recorder.step()?;
+            cut_short = !recorder.is_done();
+            break;
+        }
+        std::thread::sleep(poll);
+    }
+    let (_, counts) = recorder.finish()?;
+    if let Some(m) = metrics.as_mut() {
+        m.publish(&counts, 0.0);
+    }
+    std::fs::rename(&writing, path)?;
+    Ok(LinkBurst {
+        path: path.to_owned(),
+        counts,
+        cut_short,
+        seconds: started.elapsed().as_secs_f64(),
+        catch_up_seconds: catch_up.map(|c| c.0),
+        catch_up_bytes: catch_up.map_or(0, |c| c.1),
+        cpu_seconds: cpu.elapsed().as_secs_f64(),
+    })
+}
+
+/// Where a file is written before it is complete.
+pub fn writing_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".writing");
+    PathBuf::from(name)
 }
 
 #[cfg(test)]
@@ -84,11 +387,16 @@ mod tests {
     use super::*;
     use crate::link::Ingest;
     use crate::source::{Batch, FileSource, FrameSource, Poll};
+    use proptest::prelude::*;
     use swdaq_format::FrameFormat;
     use swdaq_format::daq_eth::DaqEthHeader;
+    use swdaq_format::rawfile::RawFileReader;
     use swdaq_format::wibeth::{self, WibEthHeader};
     use swdaq_format::{FragmentType, SourceId};
 
+    const TICKS: u64 = 2048;
+
+    /// WIBEth frames `from..to`, frame `i` at timestamp `i * TICKS`.
     struct Generated(u64, u64);
     impl FrameSource for Generated {
         fn next_frame(&mut self, slot: &mut [u8]) -> io::Result<Poll> {
@@ -96,7 +404,7 @@ mod tests {
                 return Ok(Poll::End);
             }
             let daq = DaqEthHeader {
-                timestamp: self.0 * 2048,
+                timestamp: self.0 * TICKS,
                 seq_id: self.0 as u16 & 0xfff,
                 ..Default::default()
             };
@@ -125,12 +433,34 @@ mod tests {
         }
     }
 
+    /// A link whose buffer holds `frames` WIBEth frames (a power of two).
+    fn link(frames: usize) -> LinkShared {
+        let seconds = frames as f64 / FrameFormat::WibEth.frame_rate_hz();
+        let link = LinkShared::new(SourceId::readout(4), FrameFormat::WibEth, seconds).unwrap();
+        assert_eq!(link.buffer.capacity(), frames);
+        link
+    }
+
+    /// The frame numbers in a raw file, and its header.
+    fn frames_in(file: &[u8]) -> (RawFileHeader, Vec<u64>) {
+        let mut reader = RawFileReader::new(file).unwrap();
+        let header = *reader.header();
+        let (mut frame, mut expected, mut numbers) = (Vec::new(), vec![0u8; 7200], Vec::new());
+        while reader.next_frame(&mut frame).unwrap() {
+            let ts = FrameFormat::WibEth.header(&frame).unwrap().timestamp;
+            Generated(ts / TICKS, u64::MAX)
+                .next_frame(&mut expected)
+                .unwrap();
+            assert_eq!(frame, expected, "frame at {ts} holds other bytes");
+            numbers.push(ts / TICKS);
+        }
+        (header, numbers)
+    }
+
     #[test]
     fn recording_then_replaying_gives_back_the_same_frames() {
-        let link = LinkShared::new(SourceId::readout(4), FrameFormat::WibEth, 0.05).unwrap();
-        let mut recorder = Recorder::start(&link, Vec::new(), &header())
-            .unwrap()
-            .unwrap();
+        let link = link(256);
+        let mut recorder = Recorder::start(&link, Vec::new(), &header(), Start::Next).unwrap();
         let mut ingest = Ingest::new(&link, Generated(0, 500), ()).unwrap();
         // Record while ingesting, a few frames behind.
         while ingest.step().unwrap() != Batch::End {
@@ -138,7 +468,8 @@ mod tests {
                 recorder.step().unwrap();
             }
         }
-        let file = recorder.finish().unwrap();
+        let (file, counts) = recorder.finish().unwrap();
+        assert_eq!(counts.bytes_written, file.len() as u64);
         let mut replay = FileSource::new(&file[..]).unwrap();
         let mut expected = Generated(0, 500);
         let (mut a, mut b) = (vec![0u8; wibeth::FRAME_SIZE], vec![0u8; wibeth::FRAME_SIZE]);
@@ -152,21 +483,194 @@ mod tests {
     }
 
     #[test]
-    fn a_recorder_that_falls_behind_counts_what_it_lost() {
-        let link = LinkShared::new(SourceId::readout(4), FrameFormat::WibEth, 0.01).unwrap();
-        let mut recorder = Recorder::start(&link, Vec::new(), &header())
+    fn a_burst_holds_the_whole_buffer_and_the_data_time_after_the_request() {
+        let link = link(64);
+        let mut ingest = Ingest::new(&link, Generated(0, 1000), ()).unwrap();
+        for _ in 0..300 {
+            ingest.step().unwrap();
+        }
+        // 300 published, capacity 64, guard 4: frames 240..300 are readable; the burst starts
+        // the slack (2) further on.
+        let mut recorder = Recorder::start(&link, Vec::new(), &header(), Start::Oldest)
             .unwrap()
-            .unwrap();
-        let capacity = link.buffer.capacity() as u64;
-        Ingest::new(&link, Generated(0, capacity * 3), ())
+            .for_ticks(20 * TICKS);
+        loop {
+            recorder.step().unwrap();
+            if recorder.is_done() {
+                break;
+            }
+            ingest.step().unwrap();
+        }
+        let (file, counts) = recorder.finish().unwrap();
+        let (header, numbers) = frames_in(&file);
+        // Through the newest frame at the request (299) plus 20 frames' time: up to 319.
+        assert_eq!(numbers, (242..=319).collect::<Vec<_>>());
+        assert_eq!(header.first_timestamp, 242 * TICKS);
+        assert_eq!(header.source_id, SourceId::readout(4));
+        assert_eq!((counts.frames_lost, counts.frames_written), (0, 78));
+        assert_eq!(ingest.counts.dropped, 0);
+    }
+
+    #[test]
+    fn a_recorder_that_falls_behind_names_its_gaps_and_never_costs_the_producer_a_frame() {
+        let link = link(64);
+        let mut recorder = Recorder::start(&link, Vec::new(), &header(), Start::Next).unwrap();
+        let mut ingest = Ingest::new(&link, Generated(0, 64 * 5), ()).unwrap();
+        ingest.run(|| true).unwrap();
+        recorder.step().unwrap();
+        let (file, counts) = recorder.finish().unwrap();
+        let (_, numbers) = frames_in(&file);
+        assert_eq!(ingest.counts.dropped, 0);
+        assert_eq!(counts.frames_lost + counts.frames_written, 64 * 5);
+        // Lost up to the oldest readable (320 + 4 - 64 = 260) plus the slack (2).
+        assert_eq!(
+            counts.gaps,
+            [Gap {
+                after_timestamp: None,
+                frames: 260 + 2
+            }]
+        );
+        assert_eq!(numbers, (262..320).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_burst_file_is_renamed_once_complete_and_cut_short_by_a_stop() {
+        let dir = std::env::temp_dir().join(format!("swdaq-burst-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("link4.swraw");
+        let link = link(64);
+        Ingest::new(&link, Generated(0, 100), ())
             .unwrap()
             .run(|| true)
             .unwrap();
-        recorder.step().unwrap();
-        assert_eq!(
-            recorder.frames_lost + recorder.frames_written(),
-            capacity * 3
-        );
-        assert!(recorder.frames_lost > capacity * 2);
+        // No more data comes: the stop ends the burst before its end time.
+        let stop = AtomicBool::new(true);
+        let burst = record_burst(
+            &link,
+            &path,
+            &header(),
+            1 << 30,
+            &stop,
+            Duration::ZERO,
+            None,
+        )
+        .unwrap();
+        assert!(burst.cut_short);
+        assert!(!writing_path(&path).exists());
+        let (header, numbers) = frames_in(&std::fs::read(&path).unwrap());
+        assert_eq!(numbers, (42..100).collect::<Vec<_>>());
+        assert_eq!(header.first_timestamp, 42 * TICKS);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A writer that sleeps on every write, like a disk that cannot keep up.
+    struct SlowDisk(Vec<u8>, Duration);
+    impl Write for SlowDisk {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            std::thread::sleep(self.1);
+            self.0.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_too_slow_recorder_on_its_own_thread_loses_frames_the_producer_does_not() {
+        let link = link(4096);
+        let total = 40_000;
+        let done = AtomicBool::new(false);
+        let (dropped, counts, file) = std::thread::scope(|s| {
+            let producer = s.spawn(|| {
+                let mut ingest = Ingest::new(&link, Generated(0, total), ()).unwrap();
+                // About 0.6 GB/s: the guard of 256 frames is 3 ms.
+                while ingest.step().unwrap() != Batch::End {
+                    if ingest.counts.frames.is_multiple_of(64) {
+                        std::thread::sleep(Duration::from_micros(700));
+                    }
+                }
+                done.store(true, Ordering::Release);
+                ingest.counts.dropped
+            });
+            let mut recorder = Recorder::start(
+                &link,
+                SlowDisk(Vec::new(), Duration::from_millis(10)),
+                &header(),
+                Start::Next,
+            )
+            .unwrap();
+            while !done.load(Ordering::Acquire) {
+                recorder.step().unwrap();
+            }
+            let (disk, counts) = recorder.finish().unwrap();
+            (producer.join().unwrap(), counts, disk.0)
+        });
+        assert_eq!(dropped, 0, "the recorder held the producer up");
+        assert!(counts.frames_lost > 0, "the slow disk should cost frames");
+        let gap_frames: u64 = counts.gaps.iter().map(|g| g.frames).sum();
+        assert!(counts.gaps_unnamed > 0 || gap_frames == counts.frames_lost);
+        let (_, numbers) = frames_in(&file);
+        assert_eq!(numbers.len() as u64, counts.frames_written);
+        assert_eq!(counts.frames_written + counts.frames_lost, total);
+        assert!(numbers.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any interleaving of producer and recorder steps: every frame of the burst's span is
+        /// written or counted lost, written frames are in order and byte-exact, gaps add up
+        /// to the losses, and the producer never drops a frame.
+        #[test]
+        fn every_frame_is_written_or_counted_lost(
+            before in 0u64..400,
+            span in 0u64..300,
+            steps in proptest::collection::vec((0u64..120, any::<bool>()), 1..40),
+        ) {
+            let link = link(64);
+            let mut ingest = Ingest::new(&link, Generated(0, u64::MAX), ()).unwrap();
+            for _ in 0..before {
+                ingest.step().unwrap();
+            }
+            let first = edge_plus_slack(&link);
+            let mut recorder = Recorder::start(&link, Vec::new(), &header(), Start::Oldest)
+                .unwrap()
+                .for_ticks(span * TICKS);
+            for (frames, record) in steps {
+                for _ in 0..frames {
+                    ingest.step().unwrap();
+                }
+                if record {
+                    recorder.step().unwrap();
+                }
+            }
+            let published = link.buffer.published();
+            let (file, counts) = recorder.finish().unwrap();
+            let (_, numbers) = frames_in(&file);
+            // The last frame of the burst is `span` frames after the newest at the request
+            // (or the first one); the run may not have got that far.
+            let end = (before.max(1) + span).min(published);
+            prop_assert_eq!(ingest.counts.dropped, 0);
+            prop_assert_eq!(numbers.len() as u64, counts.frames_written);
+            let named: u64 = counts.gaps.iter().map(|g| g.frames).sum();
+            prop_assume!(counts.gaps_unnamed == 0);
+            prop_assert_eq!(named, counts.frames_lost);
+            // Walk the file: each hole between frames written is the next named gap; the
+            // last gap may reach past the end of the burst when no frame was written before
+            // it (nothing then says where the window ends in frames).
+            let mut gaps = counts.gaps.iter();
+            let mut cursor = first;
+            for &n in &numbers {
+                prop_assert!(n >= cursor && n < end, "frame {} outside [{}, {})", n, cursor, end);
+                if n > cursor {
+                    prop_assert_eq!(gaps.next().map(|g| g.frames), Some(n - cursor));
+                }
+                cursor = n + 1;
+            }
+            if cursor < end {
+                prop_assert!(gaps.next().is_some_and(|g| g.frames >= end - cursor));
+            }
+            prop_assert!(gaps.next().is_none());
+        }
     }
 }

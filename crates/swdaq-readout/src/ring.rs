@@ -105,7 +105,12 @@ impl LatencyBuffer {
 
     /// Oldest index a reader may pin now (older ones are, or are about to be, overwritten).
     pub fn oldest_readable(&self) -> u64 {
-        (self.published() + self.guard).saturating_sub(self.capacity() as u64)
+        self.oldest_readable_after(0)
+    }
+
+    /// Oldest index a reader may still pin after the producer has written `frames` more.
+    pub fn oldest_readable_after(&self, frames: u64) -> u64 {
+        (self.published() + self.guard + frames).saturating_sub(self.capacity() as u64)
     }
 
     fn slot_ptr(&self, index: u64) -> *mut u8 {

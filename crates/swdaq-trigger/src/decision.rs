@@ -11,19 +11,27 @@ pub mod trigger_type {
     pub const ADC_SUM: u64 = 1 << 3;
     pub const TRACK: u64 = 1 << 4;
 
+    /// Each bit and its readable name.
+    pub const NAMED: [(u64, &str); 5] = [
+        (PERIODIC, "periodic"),
+        (RANDOM, "random"),
+        (MULTIPLICITY, "multiplicity"),
+        (ADC_SUM, "adc-sum"),
+        (TRACK, "track"),
+    ];
+
     /// Readable names of the bits set in `bits`, for logs and summaries.
     pub fn names(bits: u64) -> Vec<&'static str> {
-        [
-            (PERIODIC, "periodic"),
-            (RANDOM, "random"),
-            (MULTIPLICITY, "multiplicity"),
-            (ADC_SUM, "adc-sum"),
-            (TRACK, "track"),
-        ]
-        .into_iter()
-        .filter(|(bit, _)| bits & bit != 0)
-        .map(|(_, name)| name)
-        .collect()
+        NAMED
+            .into_iter()
+            .filter(|(bit, _)| bits & bit != 0)
+            .map(|(_, name)| name)
+            .collect()
+    }
+
+    /// The bit a readable name stands for.
+    pub fn bit(name: &str) -> Option<u64> {
+        NAMED.iter().find(|(_, n)| *n == name).map(|(bit, _)| *bit)
     }
 }
 

@@ -1,5 +1,6 @@
-//! `swdaq inspect`: what an HDF5 trigger-record file or a CMS-style FRD file (`.raw`, from
-//! the event builder) holds.
+//! `swdaq inspect`: what an HDF5 trigger-record file, a CMS-style FRD file (`.raw`, from
+//! the event builder) or a swdaq raw file (`.swraw`, from `swdaq gen` or a recorded burst)
+//! holds.
 
 use std::path::PathBuf;
 
@@ -22,6 +23,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if is_frd {
         return frd(args);
     }
+    if head.starts_with(&swdaq_format::rawfile::RAW_MAGIC) {
+        return raw(args);
+    }
     let report = swdaq_store::inspect::inspect(&args.file, args.record)?;
     if args.record.is_some() && report.records.is_empty() {
         anyhow::bail!(
@@ -41,6 +45,22 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             args.file.display(),
             report.problems.len()
         );
+    }
+    Ok(())
+}
+
+/// A swdaq raw file: its header and its frames through the readout's continuity checks.
+fn raw(args: &Args) -> anyhow::Result<()> {
+    use swdaq_readout::raw_inspect;
+    let file = std::fs::File::open(&args.file)?;
+    let report = raw_inspect::inspect_raw(std::io::BufReader::with_capacity(8 << 20, file))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", raw_inspect::render(&report));
+    }
+    if let Some(e) = &report.error {
+        anyhow::bail!("{}: {e}", args.file.display());
     }
     Ok(())
 }

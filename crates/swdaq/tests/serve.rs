@@ -499,3 +499,99 @@ fn the_applications_of_a_topology_run_under_the_same_control() {
     }
     assert!(server.logged("run 2: Ended: stopping -> configured"));
 }
+
+const RECORDING: &str = "[recording]\nenabled = true\nseconds_after = 0.5\n";
+
+/// Each link's burst in `summary`: (link, frames written, frames lost), and the files exist.
+/// Frames the recorder lost (a loaded machine can starve it) are in its gaps, named up to 16.
+fn recorded_links(summary: &Value) -> Vec<(u64, u64, u64)> {
+    let bursts = summary["recording"]["bursts"].as_array().unwrap();
+    assert_eq!(bursts.len(), 1, "{summary}");
+    let mut links: Vec<_> = bursts[0]["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let b = &l["burst"];
+            let path = Path::new(b["path"].as_str().unwrap());
+            assert!(path.exists(), "{}", path.display());
+            let c = &b["counts"];
+            let named: u64 = c["gaps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g["frames"].as_u64().unwrap())
+                .sum();
+            let lost = c["frames_lost"].as_u64().unwrap();
+            match c["gaps_unnamed"].as_u64().unwrap() {
+                0 => assert_eq!(named, lost, "{c}"),
+                _ => assert!(named < lost, "{c}"),
+            }
+            (
+                l["link"].as_u64().unwrap(),
+                c["frames_written"].as_u64().unwrap(),
+                c["frames_lost"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    links.sort_unstable();
+    links
+}
+
+#[test]
+fn record_takes_a_burst_while_running_and_is_409_otherwise() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::with_config(&config_with(dir.path(), RECORDING), &[]);
+    let c = server.client();
+    ok(c.post("/configure", None));
+    let refused = c.post("/record", None).unwrap();
+    assert_eq!(refused.status, 409, "not running: {}", refused.body);
+    ok(c.post("/start", None));
+    std::thread::sleep(Duration::from_millis(1200));
+    let answer = ok(c.post("/record", Some(&json!({ "seconds": 0.5 }))));
+    assert_eq!(answer["recording"]["burst"], 1, "{answer}");
+    let busy = c.post("/record", None).unwrap();
+    assert_eq!(busy.status, 409, "a burst in progress: {}", busy.body);
+    let bad = c.post("/record", Some(&json!({ "seconds": -1 }))).unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    std::thread::sleep(Duration::from_millis(1500));
+    let summary = ok(c.post("/stop", None));
+    assert_eq!(summary["recording"]["refused"], 1, "{summary}");
+    let links = recorded_links(&summary);
+    // What the 1 s buffer held and 0.5 s after (15 k frames), written or in named gaps.
+    assert_eq!(links.iter().map(|l| l.0).collect::<Vec<_>>(), [0, 1]);
+    for (link, frames, lost) in links {
+        assert!(
+            frames + lost > 20_000,
+            "link {link}: {frames} frames, {lost} lost"
+        );
+    }
+    assert_eq!(
+        c.post("/record", None).unwrap().status,
+        409,
+        "after the run"
+    );
+}
+
+#[test]
+fn record_reaches_the_readout_applications_of_a_topology() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("{RECORDING}{}", topology());
+    let server = Server::with_config(&config_with(dir.path(), &extra), &[]);
+    let c = server.client();
+    ok(c.post("/configure", None));
+    ok(c.post("/start", None));
+    std::thread::sleep(Duration::from_millis(1200));
+    ok(c.post("/record", None));
+    std::thread::sleep(Duration::from_millis(2000));
+    let summary = ok(c.post("/stop", None));
+    let links = recorded_links(&summary);
+    assert_eq!(
+        links.iter().map(|l| l.0).collect::<Vec<_>>(),
+        [0, 1],
+        "{summary}"
+    );
+    assert!(links.iter().all(|l| l.1 > 0), "{links:?}");
+}

@@ -2,8 +2,10 @@
 //! same through any launcher prefix (`ssh`, `ip netns exec`) and end with the launcher.
 //!
 //! - stdin, launcher to application: `config N` and N bytes of TOML (the run's effective
-//!   configuration: the chain's, or the event builder's with its `[evb]` table), then command lines `start` and `stop`, and for the trigger
-//!   `trigger-control HEX` (run control: pause, resume, a prescale or rate; `postcard`). End of input
+//!   configuration: the chain's, or the event builder's with its `[evb]` table), then command
+//!   lines `start` and `stop`, for the trigger `trigger-control HEX` (run control: pause,
+//!   resume, a prescale or rate; `postcard`), for readout applications `record SECONDS` (a raw
+//!   burst of their links). End of input
 //!   means `stop`, so an application never outlives a launcher that died.
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
 //!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded: the chain's
@@ -26,9 +28,18 @@ pub enum Command {
     Stop,
     /// For the trigger: a run-control request (`swdaq serve`).
     TriggerControl(TriggerControl),
+    /// For readout: record a raw burst, the buffer and this many seconds after.
+    Record(f64),
 }
 
 const TRIGGER_CONTROL: &str = "trigger-control ";
+const RECORD: &str = "record ";
+
+/// The command line that asks readout applications for a burst of `seconds` after.
+pub fn record_line(seconds: f64) -> String {
+    // `{}` prints the shortest text that parses back to the same f64.
+    format!("{RECORD}{seconds}")
+}
 
 /// The command line that carries `control` to the trigger application (`postcard` in hex,
 /// as reports travel: a rate arrives to the last bit).
@@ -42,6 +53,7 @@ fn parse_command(line: &str) -> Option<Command> {
     match line {
         "start" => Some(Command::Start),
         "stop" => Some(Command::Stop),
+        l if l.starts_with(RECORD) => l[RECORD.len()..].parse().ok().map(Command::Record),
         l => {
             let bytes = hex::decode(l.strip_prefix(TRIGGER_CONTROL)?).ok()?;
             postcard::from_bytes(&bytes)
@@ -127,9 +139,8 @@ impl Commands {
     pub fn wait_for_stop(&self, wait: Duration) -> bool {
         match self.receiver.recv_timeout(wait) {
             Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => true,
-            Ok(Command::Start | Command::TriggerControl(_)) | Err(RecvTimeoutError::Timeout) => {
-                self.stop_requested()
-            }
+            Ok(Command::Start | Command::TriggerControl(_) | Command::Record(_))
+            | Err(RecvTimeoutError::Timeout) => self.stop_requested(),
         }
     }
 
@@ -255,6 +266,15 @@ mod tests {
             proptest::prop_assert_eq!(
                 parse_command(&trigger_control_line(&change)),
                 Some(Command::TriggerControl(change))
+            );
+        }
+
+        /// Every burst length survives its line, to the last bit.
+        #[test]
+        fn a_record_line_carries_its_seconds(seconds in 1e-9..1e6f64) {
+            proptest::prop_assert_eq!(
+                parse_command(&record_line(seconds)),
+                Some(Command::Record(seconds))
             );
         }
     }

@@ -15,6 +15,7 @@
 use super::control::{self, Event};
 use crate::run::chain::{AppOutcome, RunHooks, RunReport, StopReason};
 use crate::run::config::RunConfig;
+use crate::run::recording::{BurstReason, BurstRequests, BurstStarted, RecordError, check_seconds};
 use crate::run::stop::StopRequest;
 use crate::run::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow, bail};
@@ -44,6 +45,8 @@ pub struct Plan<'a> {
     pub ends_with: (AppKind, StopReason),
     /// The status line's figures from the applications' latest `live` messages.
     pub live_line: Option<&'a LiveLine>,
+    /// Run control's `record` requests go to the readout applications (raw bursts).
+    pub records_bursts: bool,
 }
 
 /// Makes the status line's figures from each application's latest `live` bytes.
@@ -153,6 +156,7 @@ pub fn run_distributed_with(
         essential: &[AppKind::Trigger, AppKind::Dfo],
         ends_with: (AppKind::Readout, StopReason::AllLinksEnded),
         live_line: None,
+        records_bursts: config.recording.enabled,
     };
     let launched = launch(&plan, exe, stop, hooks)?;
     let mut reports = Vec::new();
@@ -218,7 +222,15 @@ pub fn launch(
     );
     let (controls_tx, controls) = crossbeam_channel::bounded(TRIGGER_CONTROL_QUEUE);
     hooks.started(controls_tx);
-    let stop_reason = supervise(plan, &mut apps, &events_rx, &controls, stop, started);
+    let (bursts_tx, bursts) = crossbeam_channel::bounded(TRIGGER_CONTROL_QUEUE);
+    if plan.records_bursts {
+        hooks.recording(std::sync::Arc::new(ForwardBursts(bursts_tx)));
+    }
+    let inputs = Inputs {
+        controls: &controls,
+        bursts: &bursts,
+    };
+    let stop_reason = supervise(plan, &mut apps, &events_rx, inputs, stop, started);
     hooks.stopping();
     let seconds = started.elapsed().as_secs_f64();
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
@@ -356,13 +368,40 @@ fn wait_ready(
     Ok(())
 }
 
+/// Burst requests (run control) passed to every readout application as `record` lines; each
+/// application records its own links and counts its refusals.
+struct ForwardBursts(Sender<f64>);
+
+impl BurstRequests for ForwardBursts {
+    fn record(&self, seconds_after: f64, _: BurstReason) -> Result<BurstStarted, RecordError> {
+        check_seconds(seconds_after)?;
+        self.0.try_send(seconds_after).map_err(|e| {
+            RecordError::NotPassedOn(match e {
+                crossbeam_channel::TrySendError::Full(_) => "too many requests waiting",
+                crossbeam_channel::TrySendError::Disconnected(_) => "the run is stopping",
+            })
+        })?;
+        Ok(BurstStarted {
+            burst: None,
+            directory: None,
+            seconds_after,
+        })
+    }
+}
+
+/// What run control passes on to the applications while the run goes on.
+struct Inputs<'a> {
+    controls: &'a Receiver<TriggerInput>,
+    bursts: &'a Receiver<f64>,
+}
+
 /// Watches the run until its duration, an interrupt, or the end of the trigger or the
 /// orchestrator (without which no record can be made).
 fn supervise(
     plan: &Plan,
     apps: &mut [Running],
     events: &Receiver<(usize, anyhow::Result<Event>)>,
-    controls: &Receiver<TriggerInput>,
+    inputs: Inputs<'_>,
     stop: &StopRequest,
     started: Instant,
 ) -> StopReason {
@@ -373,11 +412,16 @@ fn supervise(
         if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
             take_event(apps, e);
         }
-        for input in controls.try_iter() {
+        for input in inputs.controls.try_iter() {
             if let TriggerInput::Control(c) = input
                 && let Some(trigger) = apps.iter_mut().find(|a| a.kind == AppKind::Trigger)
             {
                 trigger.command(&control::trigger_control_line(&c));
+            }
+        }
+        for seconds in inputs.bursts.try_iter() {
+            for readout in apps.iter_mut().filter(|a| a.kind == AppKind::Readout) {
+                readout.command(&control::record_line(seconds));
             }
         }
         for a in apps.iter_mut().filter(|a| !a.died) {
@@ -531,6 +575,13 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
                 if let Some(c) = r.roi_coverage {
                     out.roi_coverage.get_or_insert_default().add(&c);
                 }
+                out.recording = match (out.recording.take(), r.recording) {
+                    (Some(mut a), Some(b)) => {
+                        a.add(b);
+                        Some(a)
+                    }
+                    (a, b) => a.or(b),
+                };
             }
             AppKind::Trigger => out.trigger = r.trigger,
             AppKind::Dfo => out.dataflow = r.dataflow,

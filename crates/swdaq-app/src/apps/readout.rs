@@ -7,12 +7,14 @@
 //! counted on its link. A fragment for a builder declared gone is dropped and counted;
 //! to a live builder it waits up to the send time-out.
 
+use super::control::Command;
 use super::{AppContext, Clock};
 use crate::run::chain::{RunReport, TP_QUEUE, spawn_request_server};
 use crate::run::inputs::{prepare, truth_at_end};
 use crate::run::readout::{ReadoutControl, start_readout};
+use crate::run::recording::Recordings;
 use crate::run::topology::AppKind;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,11 +89,21 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         let outbound = std::thread::Builder::new()
             .name("net-out".into())
             .spawn_scoped(s, move || outbound.run(tp_rx, response_rx))?;
+        let recordings = Recordings::start(config, readout.links(), &monitoring.registry)?;
         super::control::say_ready()?;
         let mut report = RunReport::default();
         if ctx.commands.wait_for_start() {
             control.go();
-            while !ctx.commands.wait_for_stop(Duration::from_millis(100)) {}
+            let commands = ctx.commands.receiver();
+            while !ctx.commands.stop_requested() {
+                match commands.recv_timeout(Duration::from_millis(100)) {
+                    Ok(Command::Record(seconds)) => {
+                        Recordings::on_command(recordings.as_deref(), seconds, &ctx.spec.name)
+                    }
+                    Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+                    _ => {}
+                }
+            }
             // While the readout threads still run, for their CPU shares.
             clock.finish(&ctx.spec.name, &mut report);
         }
@@ -112,6 +124,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         }
         (report.server, report.roi_coverage) =
             server.join().map_err(|_| joined("request server"))?;
+        report.recording = recordings.map(|r| r.finish());
         report.links = outcome.links;
         report.hit_finding = outcome.hit_finding;
         Ok(report)

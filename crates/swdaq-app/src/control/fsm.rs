@@ -41,6 +41,8 @@ pub enum Event {
     Stop,
     /// A prescale or rate: no change of state.
     ChangeTrigger,
+    /// A raw burst of every link's buffer: no change of state.
+    Record,
     // The run's own events.
     Started,
     Ended,
@@ -80,13 +82,14 @@ impl State {
 }
 
 impl Event {
-    pub const ALL: [Event; 9] = [
+    pub const ALL: [Event; 10] = [
         Event::Configure,
         Event::Start,
         Event::Pause,
         Event::Resume,
         Event::Stop,
         Event::ChangeTrigger,
+        Event::Record,
         Event::Started,
         Event::Ended,
         Event::Failed,
@@ -114,6 +117,9 @@ pub const TRANSITIONS: &[(State, Event, State)] = &[
     (S::Configured, E::ChangeTrigger, S::Configured),
     (S::Running, E::ChangeTrigger, S::Running),
     (S::Paused, E::ChangeTrigger, S::Paused),
+    // Readout goes on while triggers are paused: a burst can be recorded.
+    (S::Running, E::Record, S::Running),
+    (S::Paused, E::Record, S::Paused),
     // A run ends by a stop, or by itself (its duration, every link ended, storage failed).
     (S::Starting, E::Ended, S::Configured),
     (S::Running, E::Ended, S::Configured),

@@ -10,6 +10,7 @@
 //! | `POST /stop` | | once stopped: the run's summary (`swdaq run --json`'s, with `run_number`) |
 //! | `POST /pause`, `POST /resume` | | triggers off / on; readout goes on |
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | a source's prescale or rate |
+//! | `POST /record` | `{"seconds"?}` | a raw burst of every link: `{"state", "recording"}` (409 when not taking data, recording off or a burst in progress) |
 //!
 //! Errors are `{"error", "state"}`: 409 for a command the state does not allow (or a run
 //! number already used), 400 for a body that is not what the route takes, 401 without the
@@ -44,6 +45,7 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Command::Pause => control.pause(who),
         Command::Resume => control.resume(who),
         Command::ChangeTrigger(change) => control.change_trigger(change, who),
+        Command::Record { seconds } => control.record(seconds, who),
     };
     match result {
         Ok(answer) => (200, answer),

@@ -150,6 +150,13 @@ enum CtlCommand {
         #[arg(long)]
         rate_hz: Option<f64>,
     },
+    /// Record every link's latency buffer and the next seconds of data to raw files
+    /// (`[recording]` must be on).
+    Record {
+        /// Data time after the request; default `recording.seconds_after`.
+        #[arg(long)]
+        seconds: Option<f64>,
+    },
 }
 
 /// `swdaq ctl`: one request; prints the JSON answer, fails with the server's message on a
@@ -180,6 +187,7 @@ pub fn ctl(args: &CtlArgs) -> anyhow::Result<()> {
             prescale: *prescale,
             rate_hz: *rate_hz,
         }),
+        CtlCommand::Record { seconds } => Command::Record { seconds: *seconds },
     };
     let answer = client.send(&command)?;
     let body = answer.into_result()?;

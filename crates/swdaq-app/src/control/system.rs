@@ -8,6 +8,7 @@ use crate::apps::launch::{self, run_distributed_with};
 use crate::error_report;
 use crate::run::chain::{RunHooks, run_chain_with};
 use crate::run::config::RunConfig;
+use crate::run::recording::{BurstReason, BurstRequests};
 use crate::run::stop::StopRequest;
 use crate::run::view;
 use crossbeam_channel::{Sender, TrySendError};
@@ -49,6 +50,8 @@ struct Run {
     stop: Arc<StopRequest>,
     /// The running trigger's input, from the moment data taking began until the stop.
     trigger: Option<Sender<TriggerInput>>,
+    /// Who records raw bursts (`[recording]` on), from data taking until the stop.
+    recorder: Option<Arc<dyn BurstRequests>>,
     started_at: SystemTime,
     /// The live view's figures, refreshed every status interval.
     live: Option<Value>,
@@ -143,6 +146,19 @@ impl RunHooks for Hooks {
             .filter(|r| r.number == self.number)
         {
             run.trigger = None;
+            run.recorder = None;
+        }
+    }
+
+    fn recording(&self, requests: Arc<dyn BurstRequests>) {
+        if let Some(run) = self
+            .shared
+            .lock()
+            .run
+            .as_mut()
+            .filter(|r| r.number == self.number)
+        {
+            run.recorder = Some(requests);
         }
     }
 }
@@ -217,6 +233,7 @@ impl RunControl {
             number,
             stop: Arc::clone(&stop),
             trigger: None,
+            recorder: None,
             started_at: SystemTime::now(),
             live: None,
         });
@@ -321,6 +338,38 @@ impl RunControl {
         Ok(json!({ "state": state }))
     }
 
+    /// Records a raw burst of every link: the latency buffer and `seconds` after (the
+    /// configuration's `recording.seconds_after` if `None`).
+    pub fn record(&self, seconds: Option<f64>, who: &str) -> Result<Value, ControlError> {
+        let mut inner = self.shared.lock();
+        next(inner.state, Event::Record)?;
+        let recording = inner
+            .config
+            .as_ref()
+            .map(|c| c.recording.clone())
+            .unwrap_or_default();
+        if !recording.enabled {
+            return Err(ControlError::Conflict(
+                "recording is off ([recording] enabled = false)".into(),
+            ));
+        }
+        let Some(recorder) = inner.run.as_ref().and_then(|r| r.recorder.clone()) else {
+            return Err(ControlError::Conflict("the run is not taking data".into()));
+        };
+        let seconds = seconds.unwrap_or(recording.seconds_after);
+        let started = recorder
+            .record(seconds, BurstReason::Command)
+            .map_err(|e| match e {
+                crate::run::recording::RecordError::BadSeconds(_) => {
+                    ControlError::BadRequest(e.to_string())
+                }
+                crate::run::recording::RecordError::Io(..) => ControlError::Failed(e.to_string()),
+                _ => ControlError::Conflict(e.to_string()),
+            })?;
+        let state = inner.apply(Event::Record, who, &format!(" ({seconds} s after)"))?;
+        Ok(json!({ "state": state, "recording": started }))
+    }
+
     /// The state, the run going on with its live figures, the last run's summary or error.
     pub fn status(&self) -> Value {
         let inner = self.shared.lock();
@@ -414,6 +463,31 @@ mod tests {
             control.start(None, "test"),
             Err(ControlError::Illegal(_))
         ));
+    }
+
+    #[test]
+    fn a_recording_request_without_a_run_or_with_recording_off_is_a_conflict() {
+        let control = RunControl::new(Box::new(|| {
+            let mut c = RunConfig::default();
+            c.recording.enabled = true;
+            Ok(c)
+        }));
+        control.configure("test").unwrap();
+        let (code, answer) = super::super::http::execute(
+            &control,
+            swdaq_control::Command::Record { seconds: None },
+            "test",
+        );
+        assert_eq!(code, 409, "{answer}");
+        let off = RunControl::new(Box::new(|| Ok(RunConfig::default())));
+        off.configure("test").unwrap();
+        // Running without recording: refused by the configuration, not the state.
+        off.shared.lock().state = State::Running;
+        let e = off.record(Some(1.0), "test").unwrap_err();
+        assert!(
+            matches!(&e, ControlError::Conflict(m) if m.contains("recording is off")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::config::RunConfig;
 use super::inputs::{prepare, truth_at_end};
 use super::metrics::{BuilderMetrics, TriggerMetrics};
 use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
+use super::recording::{self, BurstRequests, RecordOnTrigger, RecordingReport};
 use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
 use super::stop::StopRequest;
@@ -80,6 +81,8 @@ pub struct RunReport {
     pub apps: Vec<AppOutcome>,
     /// Messages the applications' inboxes refused, by reason (garbage, version, malformed).
     pub refused_messages: std::collections::BTreeMap<String, u64>,
+    /// Raw bursts recorded (`None`: `[recording]` is off).
+    pub recording: Option<RecordingReport>,
 }
 
 /// How one application of a multi-process run ended.
@@ -108,6 +111,9 @@ pub trait RunHooks {
     fn started(&self, trigger: Sender<TriggerInput>);
     /// The stop has begun: from now on the trigger takes no run-control requests.
     fn stopping(&self);
+    /// The run records raw bursts on request (`[recording]` is on); from data taking to the
+    /// stop.
+    fn recording(&self, _requests: Arc<dyn BurstRequests>) {}
 }
 
 /// `swdaq run`: nobody steers the run while it goes on.
@@ -166,6 +172,8 @@ pub fn run_chain_with(
         let mut readout = start_readout(s, config, &inputs, &control, registry, tp_tx.clone())?;
         let server =
             spawn_request_server(s, config, registry, &mut readout, request_rx, response_tx)?;
+        let recordings = recording::Recordings::start(config, readout.links(), registry)?;
+        let decision_tx = RecordOnTrigger::new(decision_tx, recordings.as_ref());
         let drain_wait = Duration::from_millis(config.dataflow.record_timeout_ms) * 2;
         let trigger_thread = std::thread::Builder::new()
             .name("trigger".into())
@@ -204,6 +212,7 @@ pub fn run_chain_with(
 
         control.go();
         hooks.started(stop_tx.clone());
+        recording::offer(hooks, recordings.as_ref());
         let started = Instant::now();
         let threads_at_start = read_threads();
         let watch = Supervisor {
@@ -235,6 +244,7 @@ pub fn run_chain_with(
         let (server, roi_coverage) = server
             .join()
             .map_err(|_| anyhow!("the request server panicked"))?;
+        let recording = recordings.map(|r| r.finish());
         stop.waiting_for("storage to write what is queued and close its files");
         let storage = sink.finish();
         Ok(RunReport {
@@ -248,6 +258,7 @@ pub fn run_chain_with(
             storage,
             hit_finding: readout.hit_finding,
             thread_cpu,
+            recording,
             ..Default::default()
         })
     });

@@ -9,6 +9,7 @@ use swdaq_sim::SimConfig;
 use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, RoiConfig, ThresholdConfig};
 use swdaq_trigger::TriggerConfig;
 
+use super::recording::RecordingSection;
 use super::topology::TopologySection;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -23,6 +24,8 @@ pub struct RunConfig {
     pub trigger: TriggerConfig,
     pub dataflow: DataflowSection,
     pub storage: StorageSection,
+    /// Raw bursts of every link's buffer on request (`swdaq ctl record`, a trigger type).
+    pub recording: RecordingSection,
     /// Applications in several processes and hosts; empty: the chain in one process.
     pub topology: TopologySection,
 }
@@ -490,6 +493,7 @@ impl RunConfig {
             "storage.max_file_mb",
             "must be >= 1",
         )?;
+        self.recording.validate(self.topology.is_distributed())?;
         self.topology.validate(emu.links)
     }
 }

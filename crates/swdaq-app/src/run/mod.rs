@@ -11,6 +11,7 @@ pub mod inputs;
 pub mod metrics;
 pub mod pass_score;
 pub mod readout;
+pub mod recording;
 pub mod roi_score;
 pub mod sink;
 pub mod stop;

@@ -201,6 +201,14 @@ fn roi_links(
 }
 
 impl ReadoutSet<'_> {
+    /// Each link's number and latency buffer.
+    pub fn links(&self) -> Vec<(u32, Arc<LinkShared>)> {
+        self.raw
+            .iter()
+            .map(|l| (l.source_id.id, Arc::clone(l)))
+            .collect()
+    }
+
     /// Every link has ended (sources finished or failed).
     pub fn all_ended(&self) -> bool {
         self.threads.iter().all(|h| h.is_finished())

@@ -76,6 +76,10 @@ pub struct Totals {
     /// ROI readout: bytes sent over the bytes the whole windows would have been.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roi_bytes_ratio: Option<f64>,
+    /// Raw bursts started, their write rate, and frames the recorders lost.
+    pub bursts: u64,
+    pub burst_mb_per_s: f64,
+    pub burst_frames_lost: u64,
 }
 
 impl Totals {
@@ -95,6 +99,9 @@ impl Totals {
                 + counter(s, "swdaq_trigger_dropped_busy_total").0,
             errors: ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum(),
             roi_bytes_ratio: roi_bytes_ratio(s),
+            bursts: counter(s, "swdaq_recording_bursts_total").0,
+            burst_mb_per_s: counter(s, "swdaq_recording_bytes_total").1 / 1e6,
+            burst_frames_lost: counter(s, "swdaq_recording_frames_lost_total").0,
         }
     }
 }
@@ -111,8 +118,16 @@ fn totals_line(status: &Status<'_>) -> String {
         .roi_bytes_ratio
         .map(|r| format!(" roi={:.2}% of window bytes", 100.0 * r))
         .unwrap_or_default();
+    let recording = if t.bursts > 0 {
+        format!(
+            " bursts={} ({:.0} MB/s, {} frames lost)",
+            t.bursts, t.burst_mb_per_s, t.burst_frames_lost
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}{roi}",
+        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}{roi}{recording}",
         t.elapsed_s,
         t.frames,
         t.frames_per_s,
@@ -420,6 +435,9 @@ pub fn summary(r: &RunReport) -> String {
             }
         }
     }
+    if let Some(recording) = &r.recording {
+        s.push_str(&recording.summary());
+    }
     let busy: Vec<String> = r
         .thread_cpu
         .iter()
@@ -535,6 +553,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "build_latency_p99_ms": ms(quantile(&r.builder.latencies, 0.99)),
         },
         "storage": r.storage,
+        "recording": r.recording,
         "dataflow": r.dataflow,
         "apps": r.apps,
         "refused_messages": r.refused_messages,
