@@ -581,18 +581,9 @@ mod tests {
         let link = link(4096);
         let total = 40_000;
         let done = AtomicBool::new(false);
+        // Started before the producer: every frame it publishes is the recorder's to write
+        // or to count lost.
         let (dropped, counts, file) = std::thread::scope(|s| {
-            let producer = s.spawn(|| {
-                let mut ingest = Ingest::new(&link, Generated(0, total), ()).unwrap();
-                // About 0.6 GB/s: the guard of 256 frames is 3 ms.
-                while ingest.step().unwrap() != Batch::End {
-                    if ingest.counts.frames.is_multiple_of(64) {
-                        std::thread::sleep(Duration::from_micros(700));
-                    }
-                }
-                done.store(true, Ordering::Release);
-                ingest.counts.dropped
-            });
             let mut recorder = Recorder::start(
                 &link,
                 SlowDisk(Vec::new(), Duration::from_millis(10)),
@@ -600,6 +591,19 @@ mod tests {
                 Start::Next,
             )
             .unwrap();
+            let producer = s.spawn(|| {
+                let mut ingest = Ingest::new(&link, Generated(0, total), ()).unwrap();
+                // About 0.23 GB/s, still more than the slow disk takes: the guard of 256
+                // frames is 8 ms, so a recorder thread descheduled while it copies one chunk
+                // on a loaded machine does not cost the producer a frame.
+                while ingest.step().unwrap() != Batch::End {
+                    if ingest.counts.frames.is_multiple_of(64) {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+                done.store(true, Ordering::Release);
+                ingest.counts.dropped
+            });
             while !done.load(Ordering::Acquire) {
                 recorder.step().unwrap();
             }
