@@ -4,7 +4,7 @@
 //! waiting on one, and writes its own files under `<evb.output>/<name>/`. A silent event
 //! manager ends its run as the event manager's end-of-run would.
 
-use super::{DEMUX_WAKE, EvbAppReport, EvbContext, monitoring, position, wait_for_stop};
+use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, monitoring, position, wait_for_stop};
 use crate::apps::{Clock, control};
 use crate::run::topology::AppKind;
 use crossbeam_channel::Sender;
@@ -104,10 +104,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(())
     })?;
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    drop(live);
-    monitoring.stop();
-    Ok(report)
+    Ok(finish(ctx, report, &clock, live, monitoring))
 }
 
 struct Demux<'a> {

@@ -2,43 +2,28 @@
 //! come on its inbox; a builder unit silent for the peer time-out is declared gone to the
 //! event manager, which counts the events it had not settled lost, by number.
 
-use super::{DEMUX_WAKE, EvbAppReport, EvbContext, monitoring, wait_for_stop};
-use crate::apps::{Clock, control};
-use crate::run::topology::AppKind;
-use anyhow::Context;
+use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, start_readout_unit, wait_for_stop};
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use swdaq_dataflow::transport::Outbox;
 use swdaq_evb::evm::Evm;
-use swdaq_evb::message::{ToBu, ToEvm};
-use swdaq_evb::producer::Producer;
-use swdaq_net::{Immediate, Inlet, Liveness, Message};
+use swdaq_evb::message::ToEvm;
+use swdaq_net::{Inlet, Liveness, Message};
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
-    let config = &ctx.config.evb;
-    let (monitoring, live) = monitoring(ctx)?;
-    let inlet = ctx.bind_inbox()?;
-    let bu_ids = ctx.ids_of(AppKind::Bu);
-    let bus = ctx.outlets_to(&bu_ids)?;
-    let _heartbeat = ctx.connect_and_heartbeat(bus.clone())?;
-    control::say_ready()?;
-    let clock = Clock::start();
+    let Some(unit) = start_readout_unit(ctx, 0)? else {
+        return Ok(EvbAppReport::default());
+    };
     let mut report = EvbAppReport::default();
-    if !ctx.commands.wait_for_start() {
-        return Ok(report);
-    }
-    let producer = Producer::new(0, config.fed_sim(0), Instant::now(), config.paced)
-        .context("readout unit 0's FEDs")?;
     // Requests are few (one per batch of events): unbounded, so the demultiplexer never
     // waits on an event manager that has finished.
     let (requests_tx, requests_rx) = crossbeam_channel::unbounded();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| -> anyhow::Result<()> {
         let demux = Demux {
-            inlet,
-            bus: &bu_ids,
+            inlet: unit.inlet,
+            bus: &unit.bu_ids,
             peer_timeout: ctx.peer_timeout(),
             done: &done,
         };
@@ -46,16 +31,13 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .name("net-demux".into())
             .spawn_scoped(s, move || demux.run(requests_tx))?;
         let evm = Evm {
-            producer,
+            producer: unit.producer,
             requests: Box::new(requests_rx),
-            to_bus: bus
-                .iter()
-                .map(|o| Box::new(Immediate(o.clone())) as Box<dyn Outbox<ToBu>>)
-                .collect(),
+            to_bus: unit.to_bus,
             stop: ctx.commands.stop_flag(),
-            max_events: config.max_events,
+            max_events: ctx.config.evb.max_events,
         };
-        let (evm_report, producer) = evm.run(&monitoring.registry)?;
+        let (evm_report, producer) = evm.run(&unit.monitoring.registry)?;
         report.read_from(0, &producer);
         report.evm = Some(evm_report);
         wait_for_stop(ctx);
@@ -65,10 +47,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(())
     })?;
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    drop(live);
-    monitoring.stop();
-    Ok(report)
+    Ok(finish(ctx, report, &unit.clock, unit.live, unit.monitoring))
 }
 
 struct Demux<'a> {

@@ -23,19 +23,23 @@ pub mod evm;
 pub mod live;
 pub mod ru;
 
-use super::AppContext;
+use super::{AppContext, Clock, control};
 use crate::evb_run::EvbRunConfig;
 use crate::run::chain::Monitoring;
 use crate::run::topology::AppKind;
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use swdaq_dataflow::transport::Outbox;
 use swdaq_evb::bu::BuReport;
 use swdaq_evb::check::FedCounts;
 use swdaq_evb::evm::EvmReport;
 use swdaq_evb::files::WriterCounts;
+use swdaq_evb::message::ToBu;
 use swdaq_evb::producer::Producer;
 use swdaq_evb::ru::RuReport;
+use swdaq_net::{Heartbeat, Immediate, Inlet};
 use swdaq_sim::fed::FedFaultKind;
 
 pub type EvbContext = AppContext<EvbRunConfig>;
@@ -109,4 +113,67 @@ fn position(ctx: &EvbContext) -> u16 {
         .iter()
         .position(|&id| id == ctx.me)
         .expect("an application is among those of its kind") as u16
+}
+
+/// A readout unit's application (the event manager is readout unit `index` 0) once the run
+/// has started: its monitoring, inbox, a never-waiting outbox to every builder unit with
+/// their heartbeat, and its FEDs.
+struct ReadoutUnit {
+    monitoring: Monitoring,
+    live: live::LiveReporter,
+    inlet: Inlet,
+    bu_ids: Vec<u32>,
+    to_bus: Vec<Box<dyn Outbox<ToBu>>>,
+    _heartbeat: Heartbeat,
+    clock: Clock,
+    producer: Producer,
+}
+
+/// Sets readout unit `index` up, says ready and waits for the start; `None`: stopped first.
+fn start_readout_unit(ctx: &EvbContext, index: u16) -> anyhow::Result<Option<ReadoutUnit>> {
+    let config = &ctx.config.evb;
+    let (monitoring, live) = monitoring(ctx)?;
+    let inlet = ctx.bind_inbox()?;
+    let bu_ids = ctx.ids_of(AppKind::Bu);
+    let bus = ctx.outlets_to(&bu_ids)?;
+    let heartbeat = ctx.connect_and_heartbeat(bus.clone())?;
+    control::say_ready()?;
+    let clock = Clock::start();
+    if !ctx.commands.wait_for_start() {
+        return Ok(None);
+    }
+    let producer = Producer::new(
+        index,
+        config.fed_sim(index as usize),
+        Instant::now(),
+        config.paced,
+    )
+    .with_context(|| format!("readout unit {index}'s FEDs"))?;
+    Ok(Some(ReadoutUnit {
+        monitoring,
+        live,
+        inlet,
+        bu_ids,
+        to_bus: bus
+            .into_iter()
+            .map(|o| Box::new(Immediate(o)) as Box<dyn Outbox<ToBu>>)
+            .collect(),
+        _heartbeat: heartbeat,
+        clock,
+        producer,
+    }))
+}
+
+/// Ends an application's report: its threads' CPU over the run, then monitoring stops.
+fn finish(
+    ctx: &EvbContext,
+    mut report: EvbAppReport,
+    clock: &Clock,
+    live: live::LiveReporter,
+    monitoring: Monitoring,
+) -> EvbAppReport {
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    drop(live);
+    monitoring.stop();
+    report
 }

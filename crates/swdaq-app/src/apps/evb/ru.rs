@@ -2,75 +2,50 @@
 //! its inbox; it sends each super-fragment to the builder unit that asked. It ends at the
 //! launcher's `stop` (it stops last) or when every builder unit has gone silent.
 
-use super::{DEMUX_WAKE, EvbAppReport, EvbContext, monitoring, position};
-use crate::apps::{Clock, control};
-use crate::run::topology::AppKind;
-use anyhow::Context;
+use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, start_readout_unit};
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use swdaq_dataflow::transport::Outbox;
-use swdaq_evb::message::{FragmentRequest, ToBu};
-use swdaq_evb::producer::Producer;
+use swdaq_evb::message::FragmentRequest;
 use swdaq_evb::ru::Ru;
-use swdaq_net::{Immediate, Inlet, Liveness, Message};
+use swdaq_net::{Inlet, Liveness, Message};
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let config = &ctx.config.evb;
     let index = 1 + position(ctx);
-    let (monitoring, live) = monitoring(ctx)?;
-    let inlet = ctx.bind_inbox()?;
-    let bu_ids = ctx.ids_of(AppKind::Bu);
-    let bus = ctx.outlets_to(&bu_ids)?;
-    let _heartbeat = ctx.connect_and_heartbeat(bus.clone())?;
-    control::say_ready()?;
-    let clock = Clock::start();
+    let Some(unit) = start_readout_unit(ctx, index)? else {
+        return Ok(EvbAppReport::default());
+    };
     let mut report = EvbAppReport::default();
-    if !ctx.commands.wait_for_start() {
-        return Ok(report);
-    }
-    let producer = Producer::new(
-        index,
-        config.fed_sim(index as usize),
-        Instant::now(),
-        config.paced,
-    )
-    .with_context(|| format!("readout unit {index}'s FEDs"))?;
     // Requests are bounded by the builder units' credits.
     let (requests_tx, requests_rx) = crossbeam_channel::unbounded();
     let demux = Demux {
-        inlet,
-        bus: bu_ids,
+        inlet: unit.inlet,
+        bus: unit.bu_ids,
         peer_timeout: ctx.peer_timeout(),
         stop: ctx.commands.stop_flag(),
     };
     let demux = std::thread::Builder::new()
         .name("net-demux".into())
         .spawn(move || demux.run(requests_tx))?;
-    let unit = Ru {
+    let ru = Ru {
         index,
-        producer,
+        producer: unit.producer,
         requests: Box::new(requests_rx),
-        to_bus: bus
-            .iter()
-            .map(|o| Box::new(Immediate(o.clone())) as Box<dyn Outbox<ToBu>>)
-            .collect(),
+        to_bus: unit.to_bus,
         capacity: config.ru_capacity,
         hold: config.ru_hold_timeout,
         max_events: config.max_events,
     };
-    let (ru_report, producer) = unit.run(&monitoring.registry)?;
+    let (ru_report, producer) = ru.run(&unit.monitoring.registry)?;
     report.read_from(index, &producer);
     report.ru = Some(ru_report);
     report.refused_messages = demux
         .join()
         .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    drop(live);
-    monitoring.stop();
-    Ok(report)
+    Ok(finish(ctx, report, &unit.clock, unit.live, unit.monitoring))
 }
 
 struct Demux {
