@@ -359,15 +359,16 @@ mod tests {
         copy
     }
 
-    #[test]
-    fn an_idle_writer_flushes_by_the_interval() {
+    /// A writer thread in its own directory, flushing by `flush_interval_ms` only (0: never
+    /// while open), handed three empty records.
+    fn three_records(tag: &str, flush_interval_ms: u64) -> (std::path::PathBuf, StorageThread) {
         let dir =
-            std::env::temp_dir().join(format!("swdaq-store-thread-idle-{}", std::process::id()));
+            std::env::temp_dir().join(format!("swdaq-store-thread-{tag}-{}", std::process::id()));
         let store = StorageThread::spawn(
             StoreConfig {
                 directory: dir.clone(),
                 min_free_bytes: 0,
-                flush_interval_ms: 20,
+                flush_interval_ms,
                 flush_every_records: 0,
                 ..Default::default()
             },
@@ -378,6 +379,12 @@ mod tests {
         for t in 1..=3 {
             store.submit(empty_record(t)).unwrap();
         }
+        (dir, store)
+    }
+
+    #[test]
+    fn an_idle_writer_flushes_by_the_interval() {
+        let (dir, store) = three_records("idle", 20);
         // No more records come: the thread must wake up by itself to flush.
         std::thread::sleep(std::time::Duration::from_millis(500));
         let snapshot = snapshot_of_the_open_file(&dir);
@@ -390,25 +397,7 @@ mod tests {
 
     #[test]
     fn without_flushes_the_open_file_is_not_readable() {
-        let dir = std::env::temp_dir().join(format!(
-            "swdaq-store-thread-no-flush-{}",
-            std::process::id()
-        ));
-        let store = StorageThread::spawn(
-            StoreConfig {
-                directory: dir.clone(),
-                min_free_bytes: 0,
-                flush_interval_ms: 0,
-                flush_every_records: 0,
-                ..Default::default()
-            },
-            4,
-            unmetered(),
-        )
-        .unwrap();
-        for t in 1..=3 {
-            store.submit(empty_record(t)).unwrap();
-        }
+        let (dir, store) = three_records("no-flush", 0);
         std::thread::sleep(std::time::Duration::from_millis(200));
         let snapshot = snapshot_of_the_open_file(&dir);
         let listed = crate::RecordFileReader::open(&snapshot).and_then(|r| r.record_ids());

@@ -86,10 +86,17 @@ struct OpenFile {
     size_on_disk: u64,
 }
 
-/// Adds the growth of the file at `path` since its size was last read (`size_on_disk`) to
-/// `counts`.
-fn count_growth(path: &Path, size_on_disk: &mut u64, counts: &mut WriterCounts) -> Result<()> {
-    let size = std::fs::metadata(path)
+/// Adds the growth of the open `file` (at `path`, for errors) since its size was last read
+/// (`size_on_disk`) to `counts`.
+fn count_growth(
+    file: &std::fs::File,
+    path: &Path,
+    size_on_disk: &mut u64,
+    counts: &mut WriterCounts,
+) -> Result<()> {
+    // `fstat` of the open handle: no path lookup per record.
+    let size = file
+        .metadata()
         .map_err(|source| StoreError::Io {
             what: "cannot read the size of",
             path: path.to_path_buf(),
@@ -105,7 +112,7 @@ fn count_growth(path: &Path, size_on_disk: &mut u64, counts: &mut WriterCounts) 
 
 impl OpenFile {
     fn count_growth(&mut self, counts: &mut WriterCounts) -> Result<()> {
-        count_growth(&self.writing, &mut self.size_on_disk, counts)
+        count_growth(&self.handle, &self.writing, &mut self.size_on_disk, counts)
     }
 
     /// Flushes the file (and with `sync_to_disk` waits until its bytes are on the device).
@@ -367,7 +374,12 @@ impl RecordFileWriter {
         if self.config.sync_to_disk {
             durable::sync_data(&open.handle, &open.writing)?;
         }
-        count_growth(&open.writing, &mut open.size_on_disk, &mut self.counts)?;
+        count_growth(
+            &open.handle,
+            &open.writing,
+            &mut open.size_on_disk,
+            &mut self.counts,
+        )?;
         self.counts.files_closed += 1;
         std::fs::rename(&open.writing, &open.done).map_err(|source| StoreError::Io {
             what: "cannot rename",
