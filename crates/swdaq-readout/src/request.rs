@@ -195,6 +195,21 @@ pub fn header(req: &DataRequest, fragment_type: FragmentType, error_bits: u32) -
     }
 }
 
+/// Tests' request for `[begin, end)` of `source` (trigger 1, run 1).
+#[cfg(test)]
+pub(crate) fn test_request(source: SourceId, begin: u64, end: u64) -> DataRequest {
+    DataRequest {
+        trigger_number: 1,
+        trigger_timestamp: begin,
+        run_number: 1,
+        sequence_number: 0,
+        source,
+        window_begin: begin,
+        window_end: end,
+        destination: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

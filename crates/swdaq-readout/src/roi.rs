@@ -227,7 +227,7 @@ impl<'a> FrameAdcs<'a> {
 mod tests {
     use super::*;
     use crate::checks::frame_flags;
-    use crate::request::{Lookup, lookup};
+    use crate::request::{Lookup, lookup, test_request};
     use crate::ring::{LatencyBuffer, SlotMeta};
     use swdaq_format::daq_eth::DaqEthHeader;
     use swdaq_format::roi::RoiPayload;
@@ -296,16 +296,7 @@ mod tests {
     }
 
     fn request(begin: u64, end: u64) -> DataRequest {
-        DataRequest {
-            trigger_number: 1,
-            trigger_timestamp: begin,
-            run_number: 1,
-            sequence_number: 0,
-            source: SourceId::readout(0),
-            window_begin: begin,
-            window_end: end,
-            destination: 0,
-        }
+        test_request(SourceId::readout(0), begin, end)
     }
 
     fn ask(

@@ -140,6 +140,7 @@ impl TpBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::test_request;
 
     const POLICY: RequestPolicy = RequestPolicy {
         max_window_ticks: 1 << 20,
@@ -154,16 +155,7 @@ mod tests {
     }
 
     fn request(begin: u64, end: u64) -> DataRequest {
-        DataRequest {
-            trigger_number: 1,
-            trigger_timestamp: begin,
-            run_number: 1,
-            sequence_number: 0,
-            source: SourceId::trigger(0),
-            window_begin: begin,
-            window_end: end,
-            destination: 0,
-        }
+        test_request(SourceId::trigger(0), begin, end)
     }
 
     fn answered(l: Lookup) -> (Vec<u64>, u32, RequestStatus) {
