@@ -127,10 +127,17 @@ struct Hooks {
     number: u32,
 }
 
+impl Hooks {
+    /// The run these hooks were made for, while it is still the one run control holds.
+    fn this_run<'a>(&self, inner: &'a mut Inner) -> Option<&'a mut Run> {
+        inner.run.as_mut().filter(|r| r.number == self.number)
+    }
+}
+
 impl RunHooks for Hooks {
     fn started(&self, trigger: Sender<TriggerInput>) {
         let mut inner = self.shared.lock();
-        if let Some(run) = inner.run.as_mut().filter(|r| r.number == self.number) {
+        if let Some(run) = self.this_run(&mut inner) {
             run.trigger = Some(trigger);
             let _ = inner.apply(Event::Started, &format!("run {}", self.number), "");
         }
@@ -138,26 +145,14 @@ impl RunHooks for Hooks {
     }
 
     fn stopping(&self) {
-        if let Some(run) = self
-            .shared
-            .lock()
-            .run
-            .as_mut()
-            .filter(|r| r.number == self.number)
-        {
+        if let Some(run) = self.this_run(&mut self.shared.lock()) {
             run.trigger = None;
             run.recorder = None;
         }
     }
 
     fn recording(&self, requests: Arc<dyn BurstRequests>) {
-        if let Some(run) = self
-            .shared
-            .lock()
-            .run
-            .as_mut()
-            .filter(|r| r.number == self.number)
-        {
+        if let Some(run) = self.this_run(&mut self.shared.lock()) {
             run.recorder = Some(requests);
         }
     }
