@@ -223,3 +223,32 @@ fn read_truth(config: &RunConfig) -> anyhow::Result<Option<TruthByLink>> {
     }
     Ok(Some(by_link))
 }
+
+/// Truth scoring's tests: a link of known shape whose truth they choose.
+#[cfg(test)]
+pub(crate) mod test_link {
+    use super::{Feed, LinkInput, SourceLabel};
+    use swdaq_format::FrameFormat;
+    use swdaq_sim::TruePulse;
+
+    /// Data time of the first frame.
+    pub const START: u64 = 1_000;
+    /// Ticks of one replay pass.
+    pub const SPAN: u64 = 100_000;
+
+    /// A WIBEth link of 64 collection channels (offline 100..164, noise 1 ADC) replayed in
+    /// passes of `SPAN` ticks from `START`, with `truth` as its first pass's pulses.
+    pub fn with_truth(truth: Vec<TruePulse>) -> LinkInput {
+        LinkInput {
+            format: FrameFormat::WibEth,
+            feed: Feed::Udp("127.0.0.1:9".parse().unwrap()),
+            channel_ids: (100..164).collect(),
+            collection: vec![true; 64],
+            sigma: vec![1.0; 64],
+            first_timestamp: START,
+            span_ticks: Some(SPAN),
+            truth: Some(truth),
+            label: SourceLabel::Emulator,
+        }
+    }
+}

@@ -121,37 +121,24 @@ impl<'a> PassScorer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::inputs::{Feed, SourceLabel};
-    use swdaq_format::FrameFormat;
+    use crate::run::inputs::test_link::{self, SPAN, START};
     use swdaq_sim::{Plane, PulseKind};
 
-    const START: u64 = 1_000;
-    const SPAN: u64 = 100_000;
     const PEAK: u64 = 50_000;
 
     /// A link whose truth is one 10-sigma pulse on channel 3, `PEAK` ticks into each pass.
     fn input() -> LinkInput {
-        LinkInput {
-            format: FrameFormat::WibEth,
-            feed: Feed::Udp("127.0.0.1:9".parse().unwrap()),
-            channel_ids: (100..164).collect(),
-            collection: vec![true; 64],
-            sigma: vec![1.0; 64],
-            first_timestamp: START,
-            span_ticks: Some(SPAN),
-            truth: Some(vec![TruePulse {
-                link: 0,
-                channel: 3,
-                offline_channel: 103,
-                plane: Plane::X,
-                start_tick: START + PEAK - 64,
-                peak_tick: START + PEAK,
-                charge: 100.0,
-                peak_adc: 10.0,
-                kind: PulseKind::Blip,
-            }]),
-            label: SourceLabel::Emulator,
-        }
+        test_link::with_truth(vec![TruePulse {
+            link: 0,
+            channel: 3,
+            offline_channel: 103,
+            plane: Plane::X,
+            start_tick: START + PEAK - 64,
+            peak_tick: START + PEAK,
+            charge: 100.0,
+            peak_adc: 10.0,
+            kind: PulseKind::Blip,
+        }])
     }
 
     /// A hit on offline channel `channel` starting at `time`, 4 samples long.

@@ -162,14 +162,10 @@ impl LinkTruth {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::inputs::{Feed, LinkInput, SourceLabel};
-    use swdaq_format::FrameFormat;
+    use crate::run::inputs::test_link::{self, SPAN, START};
     use swdaq_format::roi::RoiPayloadWriter;
     use swdaq_readout::request::{DataRequest, header};
     use swdaq_sim::{Plane, PulseKind, TruePulse};
-
-    const START: u64 = 1_000;
-    const SPAN: u64 = 100_000;
 
     /// One link: a 10-sigma pulse on channel index 3 (offline 103) at START + 50_000, its
     /// samples to START + 50_000 + 2 * 64; a 3-sigma one on channel 4.
@@ -187,17 +183,7 @@ mod tests {
         };
         Inputs::from([(
             0,
-            LinkInput {
-                format: FrameFormat::WibEth,
-                feed: Feed::Udp("127.0.0.1:9".parse().unwrap()),
-                channel_ids: (100..164).collect(),
-                collection: vec![true; 64],
-                sigma: vec![1.0; 64],
-                first_timestamp: START,
-                span_ticks: Some(SPAN),
-                truth: Some(vec![pulse(3, 10.0), pulse(4, 3.0)]),
-                label: SourceLabel::Emulator,
-            },
+            test_link::with_truth(vec![pulse(3, 10.0), pulse(4, 3.0)]),
         )])
     }
 
