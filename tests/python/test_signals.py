@@ -24,7 +24,9 @@ def run_and_signal(tmp_path, signals):
         time.sleep(4)
         for s in signals:
             proc.send_signal(s)
-            time.sleep(0.05)
+            # Long enough for the handler to take each signal (two pending SIGTERMs would
+            # merge into one), short enough to land while a quick clean stop still runs.
+            time.sleep(0.01)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
