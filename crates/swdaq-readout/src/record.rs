@@ -98,8 +98,10 @@ pub struct Recorder<'a, W: Write> {
     next: u64,
     /// Data time at which the recording ends (exclusive), once known.
     until: Option<u64>,
-    /// Ticks recorded after the request, when the end was not known at the start.
+    /// Ticks recorded after the request, when the end was not known at the start: counted
+    /// from the frame published first after the request, `anchor`.
     ticks_after: Option<u64>,
+    anchor: u64,
     caught_up: bool,
     done: bool,
     pub counts: RecorderCounts,
@@ -128,6 +130,7 @@ impl<'a, W: Write> Recorder<'a, W> {
             next,
             until: None,
             ticks_after: None,
+            anchor: next,
             caught_up: false,
             done: false,
             counts: RecorderCounts::default(),
@@ -146,7 +149,10 @@ impl<'a, W: Write> Recorder<'a, W> {
             .and_then(|i| self.reader.with_view(i, |view| view.meta(i).timestamp).ok());
         match newest {
             Some(ts) => self.until = Some(ts.saturating_add(ticks).saturating_add(1)),
-            None => self.ticks_after = Some(ticks),
+            None => {
+                self.ticks_after = Some(ticks);
+                self.anchor = self.link.buffer.published();
+            }
         }
         self
     }
@@ -172,7 +178,8 @@ impl<'a, W: Write> Recorder<'a, W> {
         let mut total = 0;
         while !self.done {
             let from = self.next;
-            let (stage, ticks_after) = (&mut self.stage, self.ticks_after);
+            let (stage, ticks_after, anchor) = (&mut self.stage, self.ticks_after, self.anchor);
+            let tpf = self.link.format.ticks_per_frame();
             let mut until = self.until;
             let chunk_frames = (self.link.buffer.capacity() as u64 / 32).max(1);
             let copied = self.reader.with_view(from, |view| {
@@ -180,11 +187,15 @@ impl<'a, W: Write> Recorder<'a, W> {
                 let mut i = view.first;
                 while i < view.end && stage.len() < STAGE_BYTES && i - view.first < chunk_frames {
                     let timestamp = view.meta(i).timestamp;
-                    // Ending `ticks_after` past the first frame: known from that frame on.
+                    // Ending `ticks_after` past the anchor frame: known from the first frame
+                    // copied, which is the anchor unless the anchor was lost (then its time
+                    // is this frame's less a frame period per frame lost).
                     if until.is_none()
                         && let Some(ticks) = ticks_after
                     {
-                        until = Some(timestamp.saturating_add(ticks).saturating_add(1));
+                        let anchor_time =
+                            timestamp.saturating_sub(i.saturating_sub(anchor).saturating_mul(tpf));
+                        until = Some(anchor_time.saturating_add(ticks).saturating_add(1));
                     }
                     if until.is_some_and(|u| timestamp >= u) {
                         chunk.reached_end = true;
@@ -208,8 +219,15 @@ impl<'a, W: Write> Recorder<'a, W> {
                     // Frames past the end are no loss: after the last frame written, the
                     // window had room for `in_window` more (timestamps a frame apart).
                     let tpf = self.link.format.ticks_per_frame();
-                    let in_window = match (self.until, self.counts.last_timestamp) {
-                        (Some(until), Some(last)) => until.saturating_sub(last + tpf).div_ceil(tpf),
+                    let in_window = match (self.until, self.counts.last_timestamp, self.ticks_after)
+                    {
+                        (Some(until), Some(last), _) => {
+                            until.saturating_sub(last + tpf).div_ceil(tpf)
+                        }
+                        // The end not yet known: the window is `ticks` from the anchor.
+                        (None, _, Some(ticks)) => {
+                            (self.anchor + ticks / tpf + 1).saturating_sub(from)
+                        }
                         _ => u64::MAX,
                     };
                     if in_window < lost {
@@ -509,6 +527,34 @@ mod tests {
         assert_eq!(header.source_id, SourceId::readout(4));
         assert_eq!((counts.frames_lost, counts.frames_written), (0, 78));
         assert_eq!(ingest.counts.dropped, 0);
+    }
+
+    #[test]
+    fn a_burst_asked_before_any_frame_ends_from_the_first_frame_published_even_when_lost() {
+        for (published_before_step, span) in [(5u64, 20u64), (200, 20), (200, 190)] {
+            let link = link(64);
+            let mut ingest = Ingest::new(&link, Generated(0, 1000), ()).unwrap();
+            let recorder = Recorder::start(&link, Vec::new(), &header(), Start::Oldest)
+                .unwrap()
+                .for_ticks(span * TICKS);
+            // The recorder sleeps until the ring has wrapped past frame 0, the anchor.
+            for _ in 0..published_before_step {
+                ingest.step().unwrap();
+            }
+            let mut recorder = recorder;
+            while !recorder.is_done() {
+                recorder.step().unwrap();
+                ingest.step().unwrap();
+            }
+            let (file, counts) = recorder.finish().unwrap();
+            let (_, numbers) = frames_in(&file);
+            // The window is frames 0..=span, whatever was lost of it.
+            assert!(numbers.iter().all(|&n| n <= span), "{numbers:?}");
+            assert_eq!(counts.frames_written + counts.frames_lost, span + 1);
+            if published_before_step < 60 {
+                assert_eq!(numbers, (0..=span).collect::<Vec<_>>());
+            }
+        }
     }
 
     #[test]
