@@ -1,5 +1,5 @@
-//! Event display (library side of `swdaq display`): one record's WIBEth data as channel versus
-//! time, pedestal-subtracted ADC (per-channel median) as colour, one panel per plane, with the
+//! Event display (library side of `swdaq display`): one record's WIBEth data (whole frames or
+//! ROI regions) as channel versus time, pedestal-subtracted ADC (per-channel median) as colour, one panel per plane, with the
 //! record's trigger primitives drawn on top as translucent boxes. PNG output; text is drawn with an
 //! embedded DejaVu Sans (the `dejavu` crate; Bitstream Vera licence), so no system font is
 //! needed.
@@ -13,6 +13,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Once;
+use swdaq_format::roi::RoiPayload;
 use swdaq_format::wibeth::{NUM_CHANNELS, SAMPLES_PER_FRAME, TICKS_PER_SAMPLE};
 use swdaq_format::{Fragment, FragmentType, SourceId, TriggerPrimitive, TriggerRecord};
 
@@ -136,34 +137,82 @@ fn median(values: &mut [f32]) -> f32 {
     *values.select_nth_unstable_by(mid, f32::total_cmp).1
 }
 
-/// Collects the record's WIBEth samples per offline channel and its TPs, by plane.
+/// Consecutive samples of one offline channel from `first_timestamp` on.
+struct SampleRun {
+    channel: u32,
+    first_timestamp: u64,
+    adcs: Vec<u16>,
+}
+
+/// The record's samples as runs per offline channel: every channel of each WIBEth frame, and
+/// every channel row of each ROI region (whose channel ids are offline already).
+fn sample_runs(fragments: &[Fragment<'_>], options: &DisplayOptions) -> Result<Vec<SampleRun>> {
+    let mut runs = Vec::new();
+    for f in fragments {
+        match f.header.fragment_type {
+            FragmentType::WIBETH => {
+                for frame in decode::wibeth_frames(f.payload).filter_map(|fr| fr.ok()) {
+                    runs.extend((0..NUM_CHANNELS).map(|c| SampleRun {
+                        channel: (options.channel_of)(f.header.element_id, c),
+                        first_timestamp: frame.timestamp(),
+                        adcs: (0..SAMPLES_PER_FRAME).map(|s| frame.adc(s, c)).collect(),
+                    }));
+                }
+            }
+            FragmentType::ROI => {
+                // A payload that does not parse is drawn as absent, like a bad WIBEth frame.
+                let Ok(roi) = RoiPayload::parse(f.payload) else {
+                    continue;
+                };
+                if roi.ticks_per_sample as u64 != TICKS_PER_SAMPLE {
+                    return Err(StoreError::Display(format!(
+                        "ROI fragment of {} samples every {} ticks: the display draws WIBEth's {}",
+                        f.header.element_id, roi.ticks_per_sample, TICKS_PER_SAMPLE
+                    )));
+                }
+                for region in roi.regions() {
+                    let adcs = region.adcs();
+                    let rows = adcs.chunks_exact(region.samples.max(1));
+                    runs.extend(
+                        region
+                            .channel_ids()
+                            .zip(rows)
+                            .map(|(channel, row)| SampleRun {
+                                channel,
+                                first_timestamp: region.first_timestamp,
+                                adcs: row.to_vec(),
+                            }),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(runs)
+}
+
+/// Collects the record's samples (WIBEth frames and ROI regions) per offline channel and its
+/// TPs, by plane.
 fn collect(record: &TriggerRecord, options: &DisplayOptions) -> Result<(Vec<Panel>, u64, usize)> {
     let fragments: Vec<Fragment<'_>> = record.fragments().filter_map(|f| f.ok()).collect();
-    let frames: Vec<(SourceId, _)> = fragments
+    let runs = sample_runs(&fragments, options)?;
+    let t0 = runs
         .iter()
-        .filter(|f| f.header.fragment_type == FragmentType::WIBETH)
-        .flat_map(|f| {
-            decode::wibeth_frames(f.payload)
-                .filter_map(|fr| fr.ok())
-                .map(move |fr| (f.header.element_id, fr))
-        })
-        .collect();
-    let t0 = frames
-        .iter()
-        .map(|(_, f)| f.timestamp())
+        .filter(|r| !r.adcs.is_empty())
+        .map(|r| r.first_timestamp)
         .min()
         .ok_or_else(|| {
             StoreError::Display(format!(
-                "record {} has no WIBEth frame to display",
+                "record {} has no WIBEth frame or ROI region to display",
                 record.header.trigger_number
             ))
         })?;
-    let end = frames
+    let end = runs
         .iter()
-        .map(|(_, f)| f.timestamp())
+        .map(|r| r.first_timestamp + r.adcs.len() as u64 * TICKS_PER_SAMPLE)
         .max()
         .unwrap_or(t0);
-    let samples = (end - t0) / TICKS_PER_SAMPLE + SAMPLES_PER_FRAME as u64;
+    let samples = (end - t0).div_ceil(TICKS_PER_SAMPLE);
     if samples > MAX_SAMPLES {
         return Err(StoreError::Display(format!(
             "record {} spans {samples} samples, more than the {MAX_SAMPLES} drawn",
@@ -184,17 +233,14 @@ fn collect(record: &TriggerRecord, options: &DisplayOptions) -> Result<(Vec<Pane
             tps: Vec::new(),
         })
     }
-    for (source, frame) in &frames {
-        let first = ((frame.timestamp() - t0) / TICKS_PER_SAMPLE) as usize;
-        for c in 0..NUM_CHANNELS {
-            let channel = (options.channel_of)(*source, c);
-            let row = panel(&mut panels, options, channel)
-                .channels
-                .entry(channel)
-                .or_insert_with(|| vec![f32::NAN; samples]);
-            for s in 0..SAMPLES_PER_FRAME {
-                row[first + s] = f32::from(frame.adc(s, c));
-            }
+    for run in &runs {
+        let first = ((run.first_timestamp - t0) / TICKS_PER_SAMPLE) as usize;
+        let row = panel(&mut panels, options, run.channel)
+            .channels
+            .entry(run.channel)
+            .or_insert_with(|| vec![f32::NAN; samples]);
+        for (at, &adc) in row[first..].iter_mut().zip(&run.adcs) {
+            *at = f32::from(adc);
         }
     }
     for f in fragments
