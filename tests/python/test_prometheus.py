@@ -1,11 +1,14 @@
 """swdaq under a real Prometheus: a Prometheus server (Debian's package, installed by
 scripts/setup-prometheus.sh) scrapes a running `swdaq run`; its series must agree with the run's
-closing summary, `promtool check metrics` must accept the scrape, and every query of the shipped
-Grafana dashboard must name metrics swdaq serves and evaluate in Prometheus.
+closing summary, `promtool check metrics` must accept the scrape, and every query of each shipped
+Grafana dashboard (one per dataflow model: the chain, the event builder, the SW ROD; written by
+deploy/grafana/dashboards.py) must name metrics a run of that model serves and evaluate in
+Prometheus over it.
 
 The tests that need the prometheus/promtool binaries skip, saying so, where they are missing."""
 
 import json
+import sys
 import re
 import shutil
 import subprocess
@@ -14,6 +17,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +25,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from swdaq_paths import ROOT, SWDAQ, free_port
-from test_run import scrape
+from test_run import CHAIN_METRICS, scrape
 
-DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "swdaq.json"
+DASHBOARDS = ROOT / "deploy" / "grafana"
 PROMETHEUS_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 
 # swdaq refreshes its snapshot every SNAPSHOT_S (run.status_interval_s); Prometheus scrapes every
@@ -108,10 +112,11 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def scraped_run():
-    """One `swdaq run` of RUN_S seconds, scraped by Prometheus (when installed) and once by the
-    test itself; Prometheus stays up (with the samples) until the module's tests are done."""
+@contextmanager
+def scraped(config_text: str, args: list[str], needs: tuple[str, ...] = CHAIN_METRICS):
+    """One `swdaq run` of RUN_S seconds (its configuration `config_text`, where {tmp} and {port}
+    are the temporary directory and the metrics port), scraped by Prometheus (when installed) and
+    once by the test itself; Prometheus stays up (with the samples) until the caller is done."""
     with tempfile.TemporaryDirectory(prefix="swdaq-prom-") as tmp_name:
         tmp = Path(tmp_name)
         port = free_port()
@@ -120,16 +125,20 @@ def scraped_run():
             prometheus, base = start_prometheus(tmp, port)
             wait_until_scraping(base, time.monotonic() + 30)
         config = tmp / "run.toml"
-        config.write_text(f"[run]\nstatus_interval_s = {SNAPSHOT_S}\n")
+        config.write_text(config_text.format(tmp=tmp, port=port))
         run = subprocess.Popen(
-            [SWDAQ, "run", "--config", str(config), "--duration", str(RUN_S), "--links", "2"]
-            + ["--out", str(tmp / "out"), "--metrics", f"127.0.0.1:{port}", "--json"],
+            [SWDAQ, "run", "--config", str(config), "--duration", str(RUN_S), "--json"] + [a.format(tmp=tmp, port=port) for a in args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         try:
-            text = scrape(f"http://127.0.0.1:{port}/metrics", time.monotonic() + 30)
+            try:
+                text = scrape(f"http://127.0.0.1:{port}/metrics", time.monotonic() + 30, needs)
+            except AssertionError:
+                if run.poll() is not None:
+                    pytest.fail(f"swdaq run ended before it served /metrics: {run.stderr.read()}")
+                raise
             scraped_by = time.time()
             stdout, stderr = run.communicate(timeout=60)
             exited_at = time.time()
@@ -140,6 +149,67 @@ def scraped_run():
             run.wait(timeout=10)
             if prometheus:
                 stop(prometheus)
+
+
+@pytest.fixture(scope="module")
+def scraped_run():
+    """The DUNE-style chain, with ROI readout and raw bursts on the periodic trigger on, so the
+    dashboard's panels of those have series."""
+    config = (
+        f"[run]\nstatus_interval_s = {SNAPSHOT_S}\n"
+        "[readout]\nbuffer_s = 0.25\n"
+        "[readout.roi]\nenabled = true\n"
+        "[recording]\nenabled = true\ndirectory = '{tmp}/bursts'\nseconds_after = 0.25\non_trigger_types = ['periodic']\n"
+    )
+    args = ["--links", "2", "--out", "{tmp}/out", "--metrics", "127.0.0.1:{port}"]
+    # A link's recording series appear with its first burst.
+    with scraped(config, args, CHAIN_METRICS + ("swdaq_recording_bytes_total",)) as run:
+        yield run
+
+
+def example_config(name: str, changes: dict[str, str]) -> str:
+    """A shipped example configuration with some lines replaced (each must be found)."""
+    text = (ROOT / "configs" / name).read_text().replace("{", "{{").replace("}", "}}")
+    for old, new in changes.items():
+        assert old in text, (name, old)
+        text = text.replace(old, new)
+    return text
+
+
+# Each model's dashboard: the shipped example configuration its run starts from, the lines
+# changed in it, and the metrics that say the run is taking data.
+MODEL_RUNS = {
+    "swdaq-evb.json": (
+        "evb.toml",
+        {
+            'metrics_addr = "127.0.0.1:9464"': 'metrics_addr = "127.0.0.1:{port}"',
+            'output = "/dev/shm/swdaq-evb"': 'output = "{tmp}/evb"',
+            "trigger_rate_hz = 20000": "trigger_rate_hz = 2000",
+        },
+        ("swdaq_evb_events_built_total",),
+    ),
+    "swdaq-swrod.json": (
+        "swrod.toml",
+        {
+            'metrics_addr = "127.0.0.1:9464"': 'metrics_addr = "127.0.0.1:{port}"',
+            'output_dir = "swrod-data"': 'output_dir = "{tmp}/swrod"',
+            # An e-link's error series appears with its first error.
+            "missing_chunk = 0.0": "missing_chunk = 0.001",
+        },
+        ("swdaq_swrod_chunks_total", "swdaq_swrod_events_total", "swdaq_swrod_elink_errors_total"),
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=["swdaq.json", *MODEL_RUNS])
+def dashboard_run(request, scraped_run):
+    """Each shipped dashboard with a run of its dataflow model."""
+    if request.param == "swdaq.json":
+        yield request.param, scraped_run
+    else:
+        example, changes, needs = MODEL_RUNS[request.param]
+        with scraped(example_config(example, changes), [], needs) as run:
+            yield request.param, run
 
 
 def wait_until_scraping(base: str, deadline: float) -> None:
@@ -237,17 +307,16 @@ def test_prometheus_series_agree_with_the_run_summary(scraped_run):
         assert resets and all(float(r["value"][1]) == 0 for r in resets), counter
 
 
-def test_promtool_accepts_the_scrape_and_the_shipped_config(scraped_run):
+def test_promtool_accepts_the_scrape_and_the_shipped_config(dashboard_run):
     if not shutil.which("promtool"):
         pytest.skip(NEEDS_PROMETHEUS)
-    r = subprocess.run(["promtool", "check", "metrics"], input=scraped_run.metrics_text, capture_output=True, text=True)
+    r = subprocess.run(["promtool", "check", "metrics"], input=dashboard_run[1].metrics_text, capture_output=True, text=True)
     assert r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(), r.stdout + r.stderr
     r = subprocess.run(["promtool", "check", "config", str(PROMETHEUS_CONFIG)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def dashboard_queries() -> list[str]:
-    dashboard = json.loads(DASHBOARD.read_text())
+def dashboard_queries(dashboard: dict) -> list[str]:
     return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
 
 
@@ -257,8 +326,20 @@ def metric_names(expr: str) -> set[str]:
     return {re.sub(r"_(bucket|sum|count)$", "", n) for n in names}
 
 
-def test_the_dashboard_is_provisionable_and_queries_only_metrics_swdaq_serves(scraped_run):
-    dashboard = json.loads(DASHBOARD.read_text())
+def test_the_dashboards_are_what_their_generator_writes():
+    sys.path.insert(0, str(DASHBOARDS))
+    import dashboards
+
+    files = {d.file for d in dashboards.DASHBOARDS}
+    assert files == {p.name for p in (DASHBOARDS / "dashboards").glob("*.json")}
+    for d in dashboards.DASHBOARDS:
+        written = (DASHBOARDS / "dashboards" / d.file).read_text()
+        assert written == dashboards.render(d), f"{d.file} differs: run python3 deploy/grafana/dashboards.py"
+
+
+def test_the_dashboard_is_provisionable_and_queries_only_metrics_swdaq_serves(dashboard_run):
+    name, run = dashboard_run
+    dashboard = json.loads((DASHBOARDS / "dashboards" / name).read_text())
     assert dashboard["uid"] and dashboard["title"] and isinstance(dashboard["schemaVersion"], int)
     assert "id" not in dashboard or dashboard["id"] is None  # provisioning assigns ids
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
@@ -271,18 +352,19 @@ def test_the_dashboard_is_provisionable_and_queries_only_metrics_swdaq_serves(sc
             assert panel["datasource"]["uid"] == "${datasource}" and panel["targets"], panel["title"]
             ref_ids = [t["refId"] for t in panel["targets"]]
             assert len(ref_ids) == len(set(ref_ids)), panel["title"]
-    served = {name for name, _ in served_metrics(scraped_run.metrics_text)}
-    queries = dashboard_queries()
-    used = set().union(*map(metric_names, queries))
-    assert used and used <= served, f"dashboard queries metrics /metrics lacks: {used - served}"
+    served = {name for name, _ in served_metrics(run.metrics_text)}
+    used = set().union(*map(metric_names, dashboard_queries(dashboard)))
+    assert used and used <= served, f"{name} queries metrics /metrics lacks: {used - served}"
 
 
-def test_every_dashboard_query_evaluates_over_the_run_in_prometheus(scraped_run):
-    if not scraped_run.prometheus:
+def test_every_dashboard_query_evaluates_over_the_run_in_prometheus(dashboard_run):
+    name, run = dashboard_run
+    if not run.prometheus:
         pytest.skip(NEEDS_PROMETHEUS)
-    end = scraped_run.exited_at
-    for expr in dashboard_queries():
+    end = run.exited_at
+    dashboard = json.loads((DASHBOARDS / "dashboards" / name).read_text())
+    for expr in dashboard_queries(dashboard):
         # Grafana's $__rate_interval is at least four scrape intervals.
         query = expr.replace("$__rate_interval", f"{int(4 * SCRAPE_S * 1000)}ms")
-        data = prometheus_query(scraped_run.prometheus, query, start=end - RUN_S, end=end, step="0.5")
-        assert data["resultType"] == "matrix" and data["result"], f"no data for {query}"
+        data = prometheus_query(run.prometheus, query, start=end - RUN_S, end=end, step="0.5")
+        assert data["resultType"] == "matrix" and data["result"], f"{name}: no data for {query}"

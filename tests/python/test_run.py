@@ -16,16 +16,20 @@ from swdaq_paths import SWDAQ, free_port
 import read_records  # noqa: E402  (examples/, put on the path by swdaq_paths)
 
 
-def scrape(url: str, deadline: float) -> str:
+CHAIN_METRICS = ("swdaq_readout_frames_total", "swdaq_trigger_decisions_total")
+
+
+def scrape(url: str, deadline: float, needs: tuple[str, ...] = CHAIN_METRICS) -> str:
+    """The first /metrics text that has every metric of `needs`."""
     while True:
         try:
             with urllib.request.urlopen(url, timeout=2) as r:
                 text = r.read().decode()
-            if "swdaq_readout_frames_total" in text and "swdaq_trigger_decisions_total" in text:
+            if all(name in text for name in needs):
                 return text
         except OSError:
             pass
-        assert time.monotonic() < deadline, "no /metrics with readout and trigger counters in time"
+        assert time.monotonic() < deadline, f"no /metrics with {needs} in time"
         time.sleep(0.2)
 
 
