@@ -1,7 +1,8 @@
 //! The CMS-style event builder as applications on 127.0.0.1 (`swdaq run` with an `[evb]`
 //! configuration and a topology of `evm`, `ru` and `bu` applications): every event built and
-//! written, and the fault drills across processes — a builder unit SIGKILLed mid-run (its
-//! unsettled events listed lost by number, every other event complete in a closed file) and
+//! written, and the fault drills across processes — a builder unit SIGKILLed mid-run (the
+//! events it was given and left in no closed file listed lost by number, exactly; every other
+//! event complete in one closed file; the files it left open named in the summary) and
 //! a readout unit SIGKILLed (later events incomplete, missing that readout unit; none
 //! dropped). Files are read back with `swdaq inspect`. One system at a time (two cores).
 
@@ -11,9 +12,7 @@ mod evb;
 #[path = "common/launched.rs"]
 mod launched;
 use common::free_port;
-use evb::{
-    BUILDER_UNITS, EVENTS_PER_FILE, assert_every_event_written_once, events_in, failure_of, u,
-};
+use evb::{BUILDER_UNITS, assert_every_event_written_once, events_in, failure_of, u};
 use launched::{Run, signal};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -49,7 +48,7 @@ fn evb_applications_build_every_event_complete_into_closed_files() {
 }
 
 #[test]
-fn a_killed_builder_unit_loses_its_unsettled_events_by_number_and_the_run_goes_on() {
+fn a_killed_builder_unit_loses_exactly_the_events_in_no_closed_file_and_the_run_goes_on() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let run = Run::start(&config(dir.path(), 6.0));
@@ -72,25 +71,47 @@ fn a_killed_builder_unit_loses_its_unsettled_events_by_number_and_the_run_goes_o
     assert!(!lost.is_empty(), "{s}");
     let events = events_in(dir.path(), &BUILDER_UNITS);
     let triggered = u(&s["triggered"]);
-    // Every event triggered is in a closed file, complete, or listed lost.
+    // Every event triggered is either in exactly one closed file, complete, or listed lost:
+    // the summary read back what the dead unit closed after its last report.
     for n in 1..=triggered {
+        let is_lost = lost.binary_search(&n).is_ok();
         match events.get(&n) {
             Some(e) => {
                 assert_eq!(e.len(), 1, "event {n} written twice: {e:?}");
                 assert!(!e[0].incomplete && e[0].fed_count == 8, "event {n}: {e:?}");
+                assert!(!is_lost, "event {n} both written ({}) and lost", e[0].bu);
             }
-            None => assert!(
-                lost.binary_search(&n).is_ok(),
-                "event {n} neither written nor lost"
-            ),
+            None => assert!(is_lost, "event {n} neither written nor lost"),
         }
     }
-    // Listed lost but in a closed file: only a file closed after the unit's last report.
-    let both = lost.iter().filter(|n| events.contains_key(n)).count() as u64;
-    assert!(
-        both <= EVENTS_PER_FILE,
-        "{both} events both written and lost"
+    assert_eq!(
+        (u(&s["written"]), u(&s["lost"])),
+        (events.len() as u64, triggered - events.len() as u64),
+        "{s}"
     );
+    // The files the dead unit left open are named, and none of their events counted.
+    let mut open: Vec<String> = std::fs::read_dir(dir.path().join("out/bu-1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    open.sort();
+    assert!(!open.is_empty());
+    let read_back = &s["read_back"];
+    assert_eq!(
+        (
+            &read_back[0]["bu"],
+            &read_back[0]["reported"],
+            &read_back[0]["partial_files"]
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(false),
+            &serde_json::json!(open)
+        ),
+        "{s}"
+    );
+    assert_eq!(read_back.as_array().unwrap().len(), 1, "{s}");
     // The survivor went on building after the kill.
     let last_of = |bu: &str| {
         events

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub const EVENTS_PER_FILE: u64 = 100;
+const EVENTS_PER_FILE: u64 = 100;
 
 /// The builder-unit applications every test topology has.
 pub const BUILDER_UNITS: [&str; 2] = ["bu-0", "bu-1"];
