@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use swdaq_evb::bu::WriterOutcome;
 use swdaq_evb::check::FedCheckFailure;
 use swdaq_evb::files::WriterError;
+use swdaq_evb::reconcile::ReadBack;
 use swdaq_evb::{Drills, EvbConfig, EvbRun, EvbSummary};
 use swdaq_monitor::{Snapshot, Value};
 
@@ -109,7 +110,7 @@ pub fn run_apps(
         }),
         records_bursts: false,
     };
-    Ok(AppsSummary::merge(launch(&plan, exe, stop, &())?))
+    Ok(AppsSummary::merge(launch(&plan, exe, stop, &())?, config))
 }
 
 /// The event builder's summary from its applications' reports, and how each ended.
@@ -127,7 +128,9 @@ pub struct AppsSummary {
 }
 
 impl AppsSummary {
-    fn merge(launched: Launched) -> Self {
+    /// The applications' reports in one summary; builder units that died, or were declared
+    /// gone, settled with what they left in `<evb.output>/<name>/`.
+    fn merge(launched: Launched, config: &EvbRunConfig) -> Self {
         let mut evb = EvbSummary {
             evm: Default::default(),
             rus: Vec::new(),
@@ -136,7 +139,16 @@ impl AppsSummary {
             feds: Vec::new(),
             injected: Default::default(),
             elapsed: Duration::from_secs_f64(launched.seconds),
+            read_back: Vec::new(),
         };
+        let bu_names: Vec<&str> = config
+            .topology
+            .apps
+            .iter()
+            .filter(|a| a.kind == AppKind::Bu)
+            .map(|a| a.name.as_str())
+            .collect();
+        let mut reported = vec![false; bu_names.len()];
         let mut apps = Vec::new();
         let mut refused_messages = std::collections::BTreeMap::new();
         let mut thread_cpu = Vec::new();
@@ -149,6 +161,11 @@ impl AppsSummary {
                     }
                     evb.rus.extend(r.ru);
                     evb.bus.extend(r.bu);
+                    if let (Some(_), Some(bu)) =
+                        (&r.writer, bu_names.iter().position(|&n| n == outcome.name))
+                    {
+                        reported[bu] = true;
+                    }
                     evb.writers
                         .extend(r.writer.map(|(counts, error)| WriterOutcome {
                             counts,
@@ -172,6 +189,9 @@ impl AppsSummary {
             apps.push(outcome);
         }
         evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
+        evb.settle_with_disk(config.evb.run, &reported, |bu| {
+            config.evb.output.join(bu_names[bu as usize])
+        });
         Self {
             evb,
             stop_reason: launched.stop_reason,
@@ -321,7 +341,25 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "fed_failures": fed_failures,
         "missing_per_ru": missing_per_ru(s),
         "writer_errors": s.writers.iter().filter_map(|w| w.error.as_ref().map(|e| e.to_string())).collect::<Vec<_>>(),
+        "read_back": s.read_back.iter().map(read_back_json).collect::<Vec<_>>(),
     })
+}
+
+/// What a dead builder unit left on disk, without its event numbers (the summary's
+/// `lost_events` already holds those it did not write).
+fn read_back_json(r: &ReadBack) -> serde_json::Value {
+    let mut j = serde_json::json!({ "bu": r.bu, "reported": r.reported });
+    match &r.left {
+        Ok(l) => {
+            j["events_in_closed_files"] = l.events.len().into();
+            j["closed_files"] = l.files.into();
+            j["duplicate_events"] = serde_json::json!(l.duplicates);
+            j["partial_files"] = serde_json::json!(l.partial);
+            j["unreadable_files"] = serde_json::json!(l.unreadable);
+        }
+        Err(e) => j["error"] = e.as_str().into(),
+    }
+    j
 }
 
 pub fn summary_text(s: &EvbSummary) -> String {
@@ -358,15 +396,45 @@ pub fn summary_text(s: &EvbSummary) -> String {
     }
     if !s.evm.gone.is_empty() {
         out += &format!(
-            "Lost      builder units {:?} gone; their unsettled events, by number: {}\n",
+            "Lost      builder units {:?} gone; their events in no closed file, by number: {}\n",
             s.evm.gone,
             numbers(&s.evm.lost)
         );
+    }
+    for r in &s.read_back {
+        out += &match &r.left {
+            Ok(l) => format!(
+                "Read back builder unit {}: {} events in {} closed files{}{}{}\n",
+                r.bu,
+                l.events.len(),
+                l.files,
+                listed("; left open, not counted written", &l.partial),
+                listed("; unreadable", &l.unreadable),
+                if l.duplicates.is_empty() {
+                    String::new()
+                } else {
+                    format!("; in two files: {}", numbers(&l.duplicates))
+                },
+            ),
+            Err(e) => format!(
+                "Read back builder unit {}: cannot read its directory ({e}); its lost events are an upper bound\n",
+                r.bu
+            ),
+        };
     }
     for w in s.writers.iter().filter_map(|w| w.error.as_ref()) {
         out += &format!("Writer    failed: {w}\n");
     }
     out
+}
+
+/// `"; what: a, b"`, or nothing for none.
+fn listed(what: &str, names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("{what}: {}", names.join(", "))
+    }
 }
 
 /// Event numbers, runs of consecutive ones as `a-b`.

@@ -3,7 +3,8 @@
 //! sends its own super-fragment with the assignment. Without credit it holds the trigger
 //! (counted as throttled), so slow builder units slow the trigger down instead of losing
 //! events. A builder unit that has gone (a send to it fails, or its watcher says so) gets
-//! nothing more; the events it was given and had not settled are counted lost by number.
+//! nothing more; the events it was given and had not settled are counted lost by number
+//! (then checked against its closed files, [`crate::reconcile`]).
 //! They are not re-assigned: the event manager's own super-fragment went with the assignment
 //! and the other readout units may already have sent theirs to the dead unit.
 
@@ -105,8 +106,10 @@ pub struct EvmReport {
     pub assigned: u64,
     /// Events that waited for a builder unit's credit.
     pub throttled: u64,
-    /// Events given to builder units that died and not settled by them, by number (an upper
-    /// bound: a unit may close a file after its last report and die before the next).
+    /// Events given to builder units that died and not settled by them, by number. As the
+    /// event manager sees it this is an upper bound (a unit may close a file after its last
+    /// report and die before the next); the summary settles it exactly with what the unit
+    /// left on disk (`EvbSummary::settle_with_disk`).
     pub lost: Vec<u64>,
     /// Builder units declared gone during the run.
     pub gone: Vec<u16>,

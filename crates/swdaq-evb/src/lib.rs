@@ -7,7 +7,8 @@
 //! one does not answer in time ([`build`], [`bu`]), and its writer thread puts events into
 //! `RAW_0002` files of `events_per_file` events with the filter farm's `.jsn` bookkeeping
 //! ([`files`], [`jsn`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
-//! [`system`] runs them all in one process.
+//! [`system`] runs them all in one process; [`reconcile`] settles a dead builder unit's
+//! events with what it left on disk.
 
 pub mod bench;
 pub mod bu;
@@ -21,6 +22,7 @@ pub mod jsn;
 pub mod message;
 pub mod metrics;
 pub mod producer;
+pub mod reconcile;
 pub mod ru;
 pub mod system;
 

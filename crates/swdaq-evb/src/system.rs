@@ -12,8 +12,10 @@ use crate::evm::{Evm, EvmReport};
 use crate::files::{FileWriter, WriterConfig, WriterError};
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
 use crate::producer::Producer;
+use crate::reconcile::ReadBack;
 use crate::ru::{Ru, RuReport};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -62,6 +64,8 @@ pub struct EvbSummary {
     /// Faults the FED emulators injected, per (FED, kind): the truth.
     pub injected: BTreeMap<(u16, FedFaultKind), u64>,
     pub elapsed: Duration,
+    /// Builder units settled with what they left on disk (`settle_with_disk`).
+    pub read_back: Vec<ReadBack>,
 }
 
 impl EvbSummary {
@@ -133,6 +137,13 @@ pub struct EvbRun {
     rus: Vec<Joined<(RuReport, Producer)>>,
     bus: Vec<Joined<BuReport>>,
     writers: Vec<JoinHandle<WriterOutcome>>,
+    run: u32,
+    output: PathBuf,
+}
+
+/// Builder unit `bu`'s directory under the run's output.
+fn bu_directory(output: &Path, bu: u16) -> PathBuf {
+    output.join(format!("bu{bu}"))
 }
 
 fn spawn<T: Send + 'static>(
@@ -182,7 +193,7 @@ impl EvbRun {
         for (j, inbox) in to_bu_rx.into_iter().enumerate() {
             let bu = j as u16;
             let file_writer = FileWriter::new(WriterConfig {
-                directory: config.output.join(format!("bu{j}")),
+                directory: bu_directory(&config.output, bu),
                 run: config.run,
                 events_per_file: config.events_per_file,
                 min_free_bytes: config.min_free_bytes,
@@ -260,6 +271,8 @@ impl EvbRun {
             rus,
             bus,
             writers,
+            run: config.run,
+            output: config.output.clone(),
         })
     }
 
@@ -276,6 +289,8 @@ impl EvbRun {
             && self.writers.iter().all(|h| h.is_finished())
     }
 
+    /// Waits for every thread; a builder unit that died is settled with what its writer
+    /// closed (`EvbSummary::settle_with_disk`), so its lost events are exact.
     pub fn join(self) -> Result<EvbSummary, EvbError> {
         let (evm, evm_producer) = join("evb-evm", self.evm)??;
         let mut feds = Vec::new();
@@ -305,7 +320,8 @@ impl EvbRun {
             .into_iter()
             .map(|h| join("evb-writer", h))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(EvbSummary {
+        let reported = vec![true; bus.len()];
+        let mut summary = EvbSummary {
             evm,
             rus,
             bus,
@@ -313,6 +329,9 @@ impl EvbRun {
             feds,
             injected,
             elapsed: self.started.elapsed(),
-        })
+            read_back: Vec::new(),
+        };
+        summary.settle_with_disk(self.run, &reported, |bu| bu_directory(&self.output, bu));
+        Ok(summary)
     }
 }

@@ -5,83 +5,16 @@
 //! CAP_NET_ADMIN (or without `ip`) the test says so and skips. Traffic stays inside the
 //! namespaces.
 
+#[path = "common/netns.rs"]
+mod netns;
 use serde_json::Value;
 use std::process::Command;
 
-/// Runs `ip ARGS`, in namespace `ns` when given.
-fn ip(ns: Option<&str>, args: &[&str]) -> Result<(), String> {
-    let mut argv: Vec<&str> = Vec::new();
-    if let Some(ns) = ns {
-        argv.extend(["netns", "exec", ns, "ip"]);
-    }
-    argv.extend(args);
-    let out = Command::new("ip")
-        .args(&argv)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            argv.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Namespaces this test made; removed (with their links) when dropped.
-struct Namespaces(Vec<String>);
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = ip(None, &["netns", "del", ns]);
-        }
-    }
-}
-
-/// Three hosts `<prefix>h1..h3` at 192.0.2.1..3 on a bridge in `<prefix>br`.
-fn make_hosts(prefix: &str) -> Result<Namespaces, String> {
-    let mut made = Namespaces(Vec::new());
-    let bridge_ns = format!("{prefix}br");
-    ip(None, &["netns", "add", &bridge_ns])?;
-    made.0.push(bridge_ns.clone());
-    ip(Some(&bridge_ns), &["link", "add", "br0", "type", "bridge"])?;
-    ip(Some(&bridge_ns), &["link", "set", "br0", "up"])?;
-    for i in 1..=3 {
-        let host = format!("{prefix}h{i}");
-        ip(None, &["netns", "add", &host])?;
-        made.0.push(host.clone());
-        let (a, b) = (format!("{prefix}a{i}"), format!("{prefix}b{i}"));
-        ip(
-            None,
-            &["link", "add", &a, "type", "veth", "peer", "name", &b],
-        )?;
-        ip(None, &["link", "set", &a, "netns", &host])?;
-        ip(None, &["link", "set", &b, "netns", &bridge_ns])?;
-        ip(Some(&bridge_ns), &["link", "set", &b, "master", "br0"])?;
-        ip(Some(&bridge_ns), &["link", "set", &b, "up"])?;
-        let address = format!("192.0.2.{i}/24");
-        ip(Some(&host), &["addr", "add", &address, "dev", &a])?;
-        ip(Some(&host), &["link", "set", &a, "up"])?;
-        ip(Some(&host), &["link", "set", "lo", "up"])?;
-    }
-    Ok(made)
-}
-
 #[test]
 fn one_topology_file_boots_applications_on_three_hosts() {
-    let prefix = format!("swdq{}", std::process::id() % 100_000);
-    let probe = format!("{prefix}probe");
-    if let Err(e) = ip(None, &["netns", "add", &probe]) {
-        eprintln!(
-            "SKIPPED: cannot make network namespaces here (needs CAP_NET_ADMIN and iproute2): {e}"
-        );
+    let Some(hosts) = netns::hosts_or_skip("dq", 3) else {
         return;
-    }
-    let _ = ip(None, &["netns", "del", &probe]);
-    let hosts = make_hosts(&prefix).expect("namespaces, veth pairs and a bridge");
+    };
     let dir = tempfile::tempdir().unwrap();
     let exe = env!("CARGO_BIN_EXE_swdaq");
     let mut t = format!(
@@ -89,11 +22,7 @@ fn one_topology_file_boots_applications_on_three_hosts() {
          [emulator]\nlinks = 2\n[trigger.periodic]\nrate_hz = 10.0\n",
         dir.path().join("data")
     );
-    for i in 1..=3 {
-        t += &format!(
-            "[[topology.hosts]]\nname = \"h{i}\"\nlauncher = [\"ip\", \"netns\", \"exec\", \"{prefix}h{i}\"]\n"
-        );
-    }
+    t += &hosts.topology();
     let apps = [
         ("readout-0", "readout", 1, 7400, "links = [0]"),
         ("readout-1", "readout", 2, 7400, "links = [1]"),
@@ -135,10 +64,5 @@ fn one_topology_file_boots_applications_on_three_hosts() {
         stderr.contains(" on h1") && stderr.contains(" on h3"),
         "{stderr}"
     );
-    drop(hosts);
-    let left = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&left.stdout).contains(&prefix),
-        "namespaces removed"
-    );
+    assert!(hosts.remove(), "namespaces removed");
 }

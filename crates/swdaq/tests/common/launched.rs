@@ -30,13 +30,14 @@ impl Run {
         let pipe = child.stderr.take().unwrap();
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                // "swdaq run: builder-1 (builder) started as pid 1234"
+                // "swdaq run: builder-1 (builder) started as pid 1234[ on HOST]"
                 if let Some((name, pid)) = line
                     .strip_prefix("swdaq run: ")
                     .and_then(|l| l.split_once(" started as pid "))
                 {
                     let name = name.split(' ').next().unwrap().to_string();
-                    let _ = tx.send((name, pid.trim().parse().unwrap()));
+                    let pid = pid.split(' ').next().unwrap().parse().unwrap();
+                    let _ = tx.send((name, pid));
                 }
                 text.lock().unwrap().push_str(&(line + "\n"));
             }

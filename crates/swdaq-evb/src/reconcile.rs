@@ -1,0 +1,261 @@
+//! A builder unit that died (or was declared gone) settled its last events where nobody heard
+//! it: the event manager lists as lost every event it gave the unit and was not told was
+//! settled, which is an upper bound. This reads the unit's directory back after the run —
+//! the events in its closed files (`.raw`, read with [`crate::inspect`]) are written, every
+//! other unsettled one is lost — so the summary's counts are exact: written + lost =
+//! assigned, each event number in exactly one of them. Files the unit left open (`.tmp`)
+//! are named, and none of their events counts as written.
+//!
+//! Why the disk and not a report from the unit at each file close: a kill can land between
+//! the rename that closes a file and the report leaving the process (or while the report sits
+//! in ZeroMQ's queue), so no message can make the account exact; only what is on disk can.
+//! The directory must be readable where the summary is made: on the launcher's machine,
+//! which holds for one host and for `ip netns exec` hosts (namespaces share the file
+//! system), not for `ssh` hosts. Where it cannot be read, the event manager's upper bound
+//! stands and the summary says why.
+
+use crate::EvbSummary;
+use crate::bu::WriterOutcome;
+use crate::files::WriterCounts;
+use crate::inspect::inspect;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// What a builder unit left in its directory for one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOnDisk {
+    /// Events in its closed files, by number.
+    pub events: BTreeSet<u64>,
+    /// Closed files and their bytes.
+    pub files: u64,
+    pub bytes: u64,
+    /// Event numbers found in more than one closed file.
+    pub duplicates: Vec<u64>,
+    /// Files it left open (`.tmp`), by name: partial, their events not written.
+    pub partial: Vec<String>,
+    /// Closed files that did not read to the end, with why (the events before that count).
+    pub unreadable: Vec<String>,
+}
+
+/// Reads back what run `run` left in `dir`: files named `run<NNNNNN>_...` only, so an
+/// earlier run's files in the same directory are not counted.
+pub fn read_left(dir: &Path, run: u32) -> std::io::Result<LeftOnDisk> {
+    let prefix = format!("run{run:06}_");
+    let mut left = LeftOnDisk::default();
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    names.retain(|n| n.starts_with(&prefix));
+    names.sort();
+    for name in names {
+        if name.ends_with(".tmp") {
+            left.partial.push(name);
+            continue;
+        }
+        if !name.ends_with(".raw") {
+            continue;
+        }
+        let bytes = std::fs::read(dir.join(&name))?;
+        let report = match inspect(&bytes, None) {
+            Ok(r) => r,
+            Err(e) => {
+                left.unreadable.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        if let Some(e) = report.error {
+            left.unreadable.push(format!("{name}: {e}"));
+        }
+        left.files += 1;
+        left.bytes += bytes.len() as u64;
+        for event in report.events {
+            let n = u64::from(event.event);
+            if !left.events.insert(n) {
+                left.duplicates.push(n);
+            }
+        }
+    }
+    Ok(left)
+}
+
+/// A builder unit whose account the event manager could not close, read back.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadBack {
+    pub bu: u16,
+    /// Its report (with its writer's counts) reached the summary.
+    pub reported: bool,
+    /// What it left, or why its directory could not be read.
+    pub left: Result<LeftOnDisk, String>,
+}
+
+impl EvbSummary {
+    /// Settles, with what they left on disk, the builder units the event manager declared
+    /// gone and those in `reported` marked false (they ended without a report, so their
+    /// writer's counts are unknown). `dir_of(bu)` is a unit's directory, `run` the run.
+    /// Afterwards `evm.lost` holds exactly the events in no closed file, and `writers` counts
+    /// what the unreported units wrote.
+    pub fn settle_with_disk(
+        &mut self,
+        run: u32,
+        reported: &[bool],
+        dir_of: impl Fn(u16) -> PathBuf,
+    ) {
+        let mut lost: BTreeSet<u64> = self.evm.lost.iter().copied().collect();
+        for (bu, &reported) in reported.iter().enumerate() {
+            let Some(account) = self.evm.accounts.get(bu) else {
+                continue;
+            };
+            let bu = bu as u16;
+            let gone = self.evm.gone.contains(&bu);
+            if (reported && !gone) || account.assigned == 0 {
+                continue;
+            }
+            if !gone {
+                // Ended without a report after the event manager had finished: what it had
+                // not settled by then.
+                lost.extend(&account.unsettled);
+            }
+            let left = read_left(&dir_of(bu), run).map_err(|e| e.to_string());
+            if let Ok(l) = &left {
+                lost.retain(|e| !l.events.contains(e));
+                if !reported {
+                    self.writers.push(WriterOutcome {
+                        counts: WriterCounts {
+                            events: l.events.len() as u64,
+                            files: l.files,
+                            bytes: l.bytes,
+                            ..Default::default()
+                        },
+                        error: None,
+                    });
+                }
+            }
+            self.read_back.push(ReadBack { bu, reported, left });
+        }
+        self.evm.lost = lost.into_iter().collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::EventBuilder;
+    use crate::evm::EvmReport;
+    use crate::files::{FileWriter, WriterConfig};
+    use crate::message::SuperFragment;
+    use std::time::{Duration, Instant};
+
+    const RUN: u32 = 7;
+
+    /// A writer of 10-event files under `dir`, and events `events` through it; `finish`
+    /// closes the last file, otherwise it is left open as a killed unit leaves it.
+    fn write(dir: &Path, events: impl IntoIterator<Item = u64>, finish: bool) {
+        let mut writer = FileWriter::new(WriterConfig {
+            directory: dir.to_owned(),
+            run: RUN,
+            events_per_file: 10,
+            min_free_bytes: 0,
+            disk_full: Default::default(),
+            source: "bu".into(),
+        })
+        .unwrap();
+        let mut builder = EventBuilder::new(RUN, 1, Duration::from_secs(1));
+        for event in events {
+            let fragment = SuperFragment {
+                ru: 0,
+                event,
+                bad_feds: 0,
+                data: vec![event as u8; 16],
+            };
+            let built = builder.start(event, 1, fragment, Instant::now()).unwrap();
+            writer.write(&built).unwrap();
+        }
+        if finish {
+            writer.finish().unwrap();
+        }
+    }
+
+    #[test]
+    fn closed_files_count_and_open_ones_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), 1..=25, false);
+        // Another run's file and a file that is not FRD: neither counted, the second named.
+        std::fs::write(dir.path().join("run000008_ls0001_index000000.raw"), b"x").unwrap();
+        std::fs::write(dir.path().join("run000007_ls0009_index000000.raw"), b"x").unwrap();
+        let left = read_left(dir.path(), RUN).unwrap();
+        assert_eq!(left.events, (1..=20).collect());
+        assert_eq!((left.files, left.duplicates.len()), (2, 0));
+        assert_eq!(left.partial, ["run000007_ls0001_index000002.raw.tmp"]);
+        assert_eq!(left.unreadable.len(), 1, "{:?}", left.unreadable);
+        assert!(left.unreadable[0].starts_with("run000007_ls0009_index000000.raw: "));
+        assert!(read_left(&dir.path().join("none"), RUN).is_err());
+    }
+
+    fn summary(lost: Vec<u64>, gone: Vec<u16>, unsettled: [&[u64]; 2]) -> EvbSummary {
+        let accounts = unsettled
+            .iter()
+            .map(|u| crate::evm::BuAccount {
+                requested: 100,
+                assigned: 50,
+                alive: true,
+                unsettled: u.iter().copied().collect(),
+            })
+            .collect();
+        EvbSummary {
+            evm: EvmReport {
+                assigned: 100,
+                lost,
+                gone,
+                accounts,
+                ..Default::default()
+            },
+            rus: Vec::new(),
+            bus: Vec::new(),
+            writers: Vec::new(),
+            feds: Vec::new(),
+            injected: Default::default(),
+            elapsed: Duration::from_secs(1),
+            read_back: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_killed_unit_s_closed_files_are_written_and_the_rest_lost_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let bu1 = dir.path().join("bu1");
+        // Unit 1 closed events 1..=30 (only 1..=10 reported settled), left 31..=35 open.
+        write(&bu1, 1..=35, false);
+        let mut s = summary((11..=40).collect(), vec![1], [&[], &[]]);
+        s.settle_with_disk(RUN, &[true, false], |bu| dir.path().join(format!("bu{bu}")));
+        assert_eq!(s.evm.lost, (31..=40).collect::<Vec<_>>());
+        assert_eq!(s.written(), 30, "the unreported unit's closed files");
+        assert_eq!(s.read_back.len(), 1);
+        let left = s.read_back[0].left.as_ref().unwrap();
+        assert_eq!(left.partial, ["run000007_ls0001_index000003.raw.tmp"]);
+    }
+
+    #[test]
+    fn a_unit_gone_that_still_reported_is_not_counted_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("bu0"), 1..=20, true);
+        let mut s = summary((5..=20).collect(), vec![0], [&[], &[]]);
+        s.settle_with_disk(RUN, &[true, true], |bu| dir.path().join(format!("bu{bu}")));
+        assert!(s.evm.lost.is_empty());
+        assert_eq!(s.written(), 0, "its own report counts what it wrote");
+    }
+
+    #[test]
+    fn a_unit_ending_without_a_report_after_the_event_manager_loses_its_unsettled() {
+        let dir = tempfile::tempdir().unwrap();
+        // Unit 1 closed 1..=10 and left 11 open.
+        write(&dir.path().join("bu1"), 1..=11, false);
+        let mut s = summary(Vec::new(), Vec::new(), [&[3], &[8, 9, 10, 11]]);
+        s.settle_with_disk(RUN, &[true, false], |bu| dir.path().join(format!("bu{bu}")));
+        assert_eq!(s.evm.lost, [11], "bu 0 reported: its account is its own");
+        let mut s = summary(vec![4], vec![1], [&[], &[]]);
+        s.settle_with_disk(RUN, &[true, false], |_| dir.path().join("none"));
+        assert_eq!(s.evm.lost, [4], "unreadable: the upper bound stands");
+        assert!(s.read_back[0].left.is_err());
+    }
+}
