@@ -11,6 +11,7 @@ use crate::build::{BuiltEvent, EventBuilder};
 use crate::check::SuperFragmentBuilder;
 use crate::config::EvbConfig;
 use crate::files::{FileWriter, WriterConfig};
+use crate::metrics::thread_cpu_ns;
 use crate::system::{Drills, EvbError, EvbRun, EvbSummary};
 use serde::Serialize;
 use std::hint::black_box;
@@ -148,15 +149,6 @@ fn bare_transport(bytes: usize, events: u64) -> TransportRow {
     }
 }
 
-/// CPU time of the calling thread in ns (`/proc/thread-self/schedstat`): the machine is
-/// shared, so per-item costs are CPU time, not wall time.
-fn thread_cpu_ns() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .unwrap_or(f64::NAN)
-}
-
 /// A stopwatch of this thread's CPU time.
 struct CpuClock(f64);
 
@@ -232,10 +224,10 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
         built.extend(done);
     }
     let bu_build = t.elapsed_ns() / events as f64;
-    let event_bytes: usize = built.iter().map(|b| b.bytes.len()).sum();
+    let event_bytes: usize = built.iter().map(BuiltEvent::size).sum();
     let t = CpuClock::start();
     for b in &built {
-        black_box(swdaq_format::crc::crc32c(black_box(&b.bytes)));
+        black_box(swdaq_format::crc::crc32c_iov(black_box(b).pieces()));
     }
     let crc32c_gbps = event_bytes as f64 / (t.elapsed_ns() / 1e9) / 1e9;
 
@@ -248,7 +240,7 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
         source: "bench".into(),
     })?;
     let t = CpuClock::start();
-    for b in &built {
+    for b in built {
         writer.write(b)?;
     }
     writer.finish()?;

@@ -107,3 +107,12 @@ pub fn queue_gauge(
 ) -> Result<Gauge, MonitorError> {
     registry.block(thread, labels).gauge(name, help)
 }
+
+/// CPU time of the calling thread in ns (`/proc/thread-self/schedstat`): the machine is
+/// shared, so per-item costs are CPU time, not wall time.
+pub fn thread_cpu_ns() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(f64::NAN)
+}
