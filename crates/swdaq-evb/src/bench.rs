@@ -11,14 +11,14 @@ use crate::build::{BuiltEvent, EventBuilder};
 use crate::check::SuperFragmentBuilder;
 use crate::config::EvbConfig;
 use crate::files::{FileWriter, WriterConfig};
-use crate::metrics::thread_cpu_ns;
+use crate::metrics::{builder_cpu_ticks, thread_cpu_ns};
 use crate::system::{Drills, EvbError, EvbRun, EvbSummary};
 use serde::Serialize;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use swdaq_monitor::Registry;
-use swdaq_monitor::proc::{USER_HZ, read_threads};
+use swdaq_monitor::proc::USER_HZ;
 use swdaq_sim::fed::{FedEmulator, FedEvent};
 
 #[derive(Debug, Clone, Serialize)]
@@ -77,21 +77,13 @@ pub struct BenchResult {
     pub costs: CostRow,
 }
 
-fn evb_cpu_ticks() -> u64 {
-    read_threads()
-        .iter()
-        .filter(|t| t.name.starts_with("evb-"))
-        .map(|t| t.cpu_ticks)
-        .sum()
-}
-
 /// Runs the event builder with `config` until it ends or `limit` passes, sampling the CPU
 /// time of its threads just before they end (they vanish from /proc once joined).
 fn measured_run(
     config: &EvbConfig,
     limit: Option<Duration>,
 ) -> Result<(EvbSummary, f64), EvbError> {
-    let before = evb_cpu_ticks();
+    let before = builder_cpu_ticks();
     let evb = EvbRun::start(config, &Registry::new(), &Drills::default())?;
     let started = Instant::now();
     let mut ticks = before;
@@ -99,7 +91,7 @@ fn measured_run(
         if limit.is_some_and(|l| started.elapsed() >= l) {
             evb.stop();
         }
-        ticks = ticks.max(evb_cpu_ticks());
+        ticks = ticks.max(builder_cpu_ticks());
         std::thread::sleep(Duration::from_millis(20));
     }
     let summary = evb.join()?;

@@ -7,10 +7,12 @@
 //!
 //! Events are not copied into a write buffer: the open file keeps up to [`WRITE_BATCH`]
 //! bytes of built events and writes their pieces (FRD header, super-fragments) where they
-//! lie with one vectored write, so the only copy of an event's bytes is the kernel's.
+//! lie with one vectored write, so the only copy of an event's bytes is the kernel's. When
+//! a file closes, the farm stand-in (if any) is told ([`FileWriter::notify_closed`]).
 
 use crate::build::BuiltEvent;
 use crate::config::DiskFullPolicy;
+use crate::farm::ClosedFile;
 use crate::jsn::{EolsJsn, FileJsn, eols_file_name, raw_file_name};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -134,6 +136,7 @@ pub struct FileWriter {
     counts: WriterCounts,
     last_event_size: u64,
     shedding_checked: Option<Instant>,
+    closed: Option<crossbeam_channel::Sender<ClosedFile>>,
 }
 
 impl FileWriter {
@@ -147,7 +150,14 @@ impl FileWriter {
             counts: WriterCounts::default(),
             last_event_size: 0,
             shedding_checked: None,
+            closed: None,
         })
+    }
+
+    /// Sends every file it closes (renamed, its `.jsn` written) to `closed`.
+    pub fn notify_closed(mut self, closed: crossbeam_channel::Sender<ClosedFile>) -> Self {
+        self.closed = Some(closed);
+        self
     }
 
     pub fn counts(&self) -> WriterCounts {
@@ -266,7 +276,17 @@ impl FileWriter {
             events: open.events as u64,
             bytes: open.bytes,
         };
-        write_whole(&raw.with_extension("jsn"), &jsn.render(&self.config.source))?;
+        let jsn_path = raw.with_extension("jsn");
+        write_whole(&jsn_path, &jsn.render(&self.config.source))?;
+        if let Some(closed) = &self.closed {
+            // The farm stand-in may have ended (the run is stopping); the file then stays.
+            let _ = closed.send(ClosedFile {
+                raw,
+                jsn: jsn_path,
+                run: self.config.run,
+                lumi: open.lumi,
+            });
+        }
         self.counts.files += 1;
         self.counts.events += open.events as u64;
         self.counts.bytes += open.bytes;

@@ -116,3 +116,13 @@ pub fn thread_cpu_ns() -> f64 {
         .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
         .unwrap_or(f64::NAN)
 }
+
+/// CPU ticks (USER_HZ) of the event builder's own threads (named `evb-*`): what the
+/// per-core figures count; the farm stand-in's threads (`farm-*`) are apart.
+pub fn builder_cpu_ticks() -> u64 {
+    swdaq_monitor::proc::read_threads()
+        .iter()
+        .filter(|t| t.name.starts_with("evb-"))
+        .map(|t| t.cpu_ticks)
+        .sum()
+}

@@ -1,6 +1,7 @@
 //! The whole event builder in one process: one thread per readout unit (readout unit 0 is
 //! the event manager), per builder unit and per builder unit's writer, linked by in-process
-//! channels behind the `swdaq_dataflow::transport` traits. Channel capacities cover the most
+//! channels behind the `swdaq_dataflow::transport` traits; with `[evb.farm]`, the filter-farm
+//! stand-in's consumer threads (`farm-N`) take every closed file. Channel capacities cover the most
 //! that can be in flight (builder units never hold more than `bu_capacity` events), so no
 //! send between units ever waits on a unit that is itself waiting.
 
@@ -9,6 +10,7 @@ use crate::build::EventBuilder;
 use crate::check::FedCounts;
 use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
+use crate::farm::{ClosedFile, FarmMetrics, FarmReport, run_consumer};
 use crate::files::{FileWriter, WriterConfig, WriterError};
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
 use crate::producer::Producer;
@@ -61,6 +63,10 @@ pub struct EvbSummary {
     pub feds: Vec<(u16, u16, FedCounts)>,
     /// Faults the FED emulators injected, per (FED, kind): the truth.
     pub injected: BTreeMap<(u16, FedFaultKind), u64>,
+    /// The filter-farm stand-in's work, over its consumers (`None`: no farm).
+    pub farm: Option<FarmReport>,
+    /// CPU seconds of the event builder's own threads (`evb-*`), when the caller measured them.
+    pub builder_cpu_seconds: Option<f64>,
     pub elapsed: Duration,
 }
 
@@ -133,6 +139,7 @@ pub struct EvbRun {
     rus: Vec<Joined<(RuReport, Producer)>>,
     bus: Vec<Joined<BuReport>>,
     writers: Vec<JoinHandle<WriterOutcome>>,
+    farm: Vec<JoinHandle<FarmReport>>,
 }
 
 fn spawn<T: Send + 'static>(
@@ -177,11 +184,22 @@ impl EvbRun {
                 .collect()
         };
 
+        // Unbounded: a writer never waits for the farm; a slow farm shows as its backlog.
+        let (closed_tx, closed_rx) = crossbeam_channel::unbounded::<ClosedFile>();
+        let mut farm = Vec::new();
+        for c in 0..config.farm.consumers {
+            let metrics = FarmMetrics::register(registry, c)?;
+            let files = closed_rx.clone();
+            farm.push(spawn(format!("farm-{c}"), move || {
+                run_consumer(files, metrics)
+            })?);
+        }
+        drop(closed_rx);
         let mut writers = Vec::new();
         let mut bus = Vec::new();
         for (j, inbox) in to_bu_rx.into_iter().enumerate() {
             let bu = j as u16;
-            let file_writer = FileWriter::new(WriterConfig {
+            let mut file_writer = FileWriter::new(WriterConfig {
                 directory: config.output.join(format!("bu{j}")),
                 run: config.run,
                 events_per_file: config.events_per_file,
@@ -189,6 +207,9 @@ impl EvbRun {
                 disk_full: config.disk_full,
                 source: format!("bu{j}"),
             })?;
+            if !farm.is_empty() {
+                file_writer = file_writer.notify_closed(closed_tx.clone());
+            }
             let counters = writer_counters(registry, bu)?;
             let (events_tx, events_rx) = crossbeam_channel::bounded(WRITER_QUEUE);
             let (settled_tx, settled_rx) = crossbeam_channel::unbounded();
@@ -221,6 +242,8 @@ impl EvbRun {
         }
         drop(request_tx);
         drop(to_ru_tx);
+        // The farm ends once every writer has finished and dropped its sender.
+        drop(closed_tx);
 
         let mut rus = Vec::new();
         for (k, inbox) in to_ru_rx.into_iter().enumerate() {
@@ -260,6 +283,7 @@ impl EvbRun {
             rus,
             bus,
             writers,
+            farm,
         })
     }
 
@@ -274,6 +298,7 @@ impl EvbRun {
             && self.rus.iter().all(|h| h.is_finished())
             && self.bus.iter().all(|h| h.is_finished())
             && self.writers.iter().all(|h| h.is_finished())
+            && self.farm.iter().all(|h| h.is_finished())
     }
 
     pub fn join(self) -> Result<EvbSummary, EvbError> {
@@ -305,6 +330,10 @@ impl EvbRun {
             .into_iter()
             .map(|h| join("evb-writer", h))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut farm: Option<FarmReport> = None;
+        for h in self.farm {
+            farm.get_or_insert_default().merge(join("farm", h)?);
+        }
         Ok(EvbSummary {
             evm,
             rus,
@@ -312,6 +341,8 @@ impl EvbRun {
             writers,
             feds,
             injected,
+            farm,
+            builder_cpu_seconds: None,
             elapsed: self.started.elapsed(),
         })
     }
