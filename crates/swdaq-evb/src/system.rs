@@ -1,9 +1,9 @@
 //! The whole event builder in one process: one thread per readout unit (readout unit 0 is
 //! the event manager), per builder unit and per builder unit's writer, linked by in-process
 //! channels behind the `swdaq_dataflow::transport` traits; with `[evb.farm]`, the filter-farm
-//! stand-in's consumer threads (`farm-N`) take every closed file. Channel capacities cover the most
-//! that can be in flight (builder units never hold more than `bu_capacity` events), so no
-//! send between units ever waits on a unit that is itself waiting.
+//! stand-in's consumer threads (`farm-N`) take every closed file. Channel capacities cover
+//! the most that can be in flight (builder units never hold more than `bu_capacity` events),
+//! so no send between units ever waits on a unit that is itself waiting.
 
 use crate::bu::{Bu, BuReport, WriterOutcome, run_writer, writer_counters};
 use crate::build::EventBuilder;
