@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 use swdaq_evb::bu::WriterOutcome;
 use swdaq_evb::check::FedCheckFailure;
 use swdaq_evb::files::WriterError;
+use swdaq_evb::metrics::builder_cpu_ticks;
 use swdaq_evb::reconcile::ReadBack;
 use swdaq_evb::{Drills, EvbConfig, EvbRun, EvbSummary};
+use swdaq_monitor::proc::USER_HZ;
 use swdaq_monitor::{Snapshot, Value};
 
 /// An event-builder run file: the builder's settings and how long to run.
@@ -75,6 +77,10 @@ pub fn parse(text: &str) -> anyhow::Result<EvbRunConfig> {
     config
         .topology
         .validate_evb(config.evb.rus.len(), config.evb.builder_units as usize)?;
+    anyhow::ensure!(
+        !(config.topology.is_distributed() && config.evb.farm.consumers > 0),
+        "evb.farm runs in one process only: not with a [topology]"
+    );
     Ok(config)
 }
 
@@ -138,6 +144,8 @@ impl AppsSummary {
             writers: Vec::new(),
             feds: Vec::new(),
             injected: Default::default(),
+            farm: None,
+            builder_cpu_seconds: None,
             elapsed: Duration::from_secs_f64(launched.seconds),
             read_back: Vec::new(),
         };
@@ -190,7 +198,7 @@ impl AppsSummary {
         }
         evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
         evb.settle_with_disk(config.evb.run, &reported, |bu| {
-            config.evb.output.join(bu_names[bu as usize])
+            Ok(config.evb.output.join(bu_names[bu as usize]))
         });
         Self {
             evb,
@@ -240,10 +248,14 @@ pub fn run(
 ) -> anyhow::Result<EvbSummary> {
     let monitoring =
         Monitoring::with_interval(Duration::from_secs(1), &config.metrics_addr, "metrics_addr")?;
+    let builder_ticks_before = builder_cpu_ticks();
     let evb = EvbRun::start(&config.evb, &monitoring.registry, &Drills::default())?;
     let started = Instant::now();
     let mut last_line = Instant::now();
+    // The builder's threads vanish from /proc once joined: the last sample before is kept.
+    let mut builder_ticks = builder_ticks_before;
     while !evb.is_finished() {
+        builder_ticks = builder_ticks.max(builder_cpu_ticks());
         let over = config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s;
         if over || interrupt.load(Ordering::Relaxed) {
             evb.stop();
@@ -254,7 +266,9 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let summary = evb.join()?;
+    let mut summary = evb.join()?;
+    summary.builder_cpu_seconds =
+        Some(builder_ticks.saturating_sub(builder_ticks_before) as f64 / USER_HZ);
     monitoring.stop();
     Ok(summary)
 }
@@ -274,14 +288,49 @@ fn gauges(s: &Snapshot, name: &str, label: &str) -> String {
         .join(" ")
 }
 
-/// Built events/s, GB/s, queues per readout and builder unit, FED errors/s.
+/// The values of every series of metric `name`.
+fn values<'a>(s: &'a Snapshot, name: &'a str) -> impl Iterator<Item = &'a Value> {
+    s.families
+        .iter()
+        .filter(move |f| f.name == name)
+        .flat_map(|f| &f.series)
+        .map(|series| &series.value)
+}
+
+/// Built events/s, GB/s, queues per readout and builder unit, FED errors/s; with the farm,
+/// its verified events/s, bad events and backlog of closed files.
 pub fn live_line(s: &Snapshot) -> String {
     let fed_errors: f64 = FedCheckFailure::ALL
         .iter()
         .map(|f| s.counter_rate(&format!("swdaq_evb_fed_{}_total", f.name())))
         .sum();
+    let farm = if s
+        .families
+        .iter()
+        .any(|f| f.name == "swdaq_evb_farm_files_total")
+    {
+        // Every consumer publishes the same backlog (the writers' queue of closed files).
+        let backlog = values(s, "swdaq_evb_farm_backlog_files")
+            .filter_map(|v| match v {
+                Value::Gauge { value } => Some(*value),
+                _ => None,
+            })
+            .fold(0.0, f64::max);
+        let bad: u64 = values(s, "swdaq_evb_farm_bad_events_total")
+            .map(|v| match v {
+                Value::Counter { total, .. } => *total,
+                _ => 0,
+            })
+            .sum();
+        format!(
+            "  farm verified {:.0}/s, bad {bad}, backlog {backlog:.0} files",
+            s.counter_rate("swdaq_evb_farm_events_verified_total"),
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "built {:.0}/s {:.3} GB/s  incomplete {:.0}/s  FED errors {:.0}/s  RU buffered: {}  BU open: {}  writer queue: {}",
+        "built {:.0}/s {:.3} GB/s  incomplete {:.0}/s  FED errors {:.0}/s  RU buffered: {}  BU open: {}  writer queue: {}{farm}",
         s.counter_rate("swdaq_evb_events_built_total"),
         s.counter_rate("swdaq_evb_built_bytes_total") / 1e9,
         s.counter_rate("swdaq_evb_events_incomplete_total"),
@@ -342,6 +391,17 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "missing_per_ru": missing_per_ru(s),
         "writer_errors": s.writers.iter().filter_map(|w| w.error.as_ref().map(|e| e.to_string())).collect::<Vec<_>>(),
         "read_back": s.read_back.iter().map(read_back_json).collect::<Vec<_>>(),
+        "builder_cpu_seconds": s.builder_cpu_seconds,
+        "farm": s.farm.as_ref().map(|f| serde_json::json!({
+            "files": f.counts.files,
+            "events_verified": f.counts.events,
+            "bytes": f.counts.bytes,
+            "bad_events": f.counts.bad_events,
+            "bad_files": f.counts.bad_files,
+            "cpu_seconds": f.cpu_seconds,
+            "kept": f.kept.iter().map(|(p, why)| format!("{}: {why}", p.display())).collect::<Vec<_>>(),
+            "errors": f.errors,
+        })),
     })
 }
 
@@ -424,6 +484,31 @@ pub fn summary_text(s: &EvbSummary) -> String {
     }
     for w in s.writers.iter().filter_map(|w| w.error.as_ref()) {
         out += &format!("Writer    failed: {w}\n");
+    }
+    if let Some(cpu) = s.builder_cpu_seconds {
+        out += &format!(
+            "CPU       event builder {cpu:.1} s ({:.1} us per built event)\n",
+            cpu * 1e6 / s.built().max(1) as f64
+        );
+    }
+    if let Some(f) = &s.farm {
+        let c = &f.counts;
+        out += &format!(
+            "Farm      {} files read back and deleted or kept, {} events verified ({:.3} GB), {} bad events, {} files kept as .bad; {:.1} CPU s ({:.1} us per event)\n",
+            c.files,
+            c.events,
+            c.bytes as f64 / 1e9,
+            c.bad_events,
+            c.bad_files,
+            f.cpu_seconds,
+            f.cpu_seconds * 1e6 / (c.events + c.bad_events).max(1) as f64,
+        );
+        for (path, why) in &f.kept {
+            out += &format!("Farm      kept {}: {why}\n", path.display());
+        }
+        for e in &f.errors {
+            out += &format!("Farm      {e}\n");
+        }
     }
     out
 }
@@ -539,6 +624,11 @@ mod tests {
         let mut wrong = config.clone();
         wrong.evb.builder_units = 3;
         assert!(parse(&toml::to_string_pretty(&wrong).unwrap()).is_err());
+        // The farm stand-in reads the files in the builder's process: not with applications.
+        let mut farm = config.clone();
+        farm.evb.farm.consumers = 1;
+        let err = parse(&toml::to_string_pretty(&farm).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("evb.farm"), "{err}");
     }
 
     #[test]

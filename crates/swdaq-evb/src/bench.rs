@@ -11,13 +11,14 @@ use crate::build::{BuiltEvent, EventBuilder};
 use crate::check::SuperFragmentBuilder;
 use crate::config::EvbConfig;
 use crate::files::{FileWriter, WriterConfig};
+use crate::metrics::{builder_cpu_ticks, thread_cpu_ns};
 use crate::system::{Drills, EvbError, EvbRun, EvbSummary};
 use serde::Serialize;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use swdaq_monitor::Registry;
-use swdaq_monitor::proc::{USER_HZ, read_threads};
+use swdaq_monitor::proc::USER_HZ;
 use swdaq_sim::fed::{FedEmulator, FedEvent};
 
 #[derive(Debug, Clone, Serialize)]
@@ -76,21 +77,13 @@ pub struct BenchResult {
     pub costs: CostRow,
 }
 
-fn evb_cpu_ticks() -> u64 {
-    read_threads()
-        .iter()
-        .filter(|t| t.name.starts_with("evb-"))
-        .map(|t| t.cpu_ticks)
-        .sum()
-}
-
 /// Runs the event builder with `config` until it ends or `limit` passes, sampling the CPU
 /// time of its threads just before they end (they vanish from /proc once joined).
 fn measured_run(
     config: &EvbConfig,
     limit: Option<Duration>,
 ) -> Result<(EvbSummary, f64), EvbError> {
-    let before = evb_cpu_ticks();
+    let before = builder_cpu_ticks();
     let evb = EvbRun::start(config, &Registry::new(), &Drills::default())?;
     let started = Instant::now();
     let mut ticks = before;
@@ -98,7 +91,7 @@ fn measured_run(
         if limit.is_some_and(|l| started.elapsed() >= l) {
             evb.stop();
         }
-        ticks = ticks.max(evb_cpu_ticks());
+        ticks = ticks.max(builder_cpu_ticks());
         std::thread::sleep(Duration::from_millis(20));
     }
     let summary = evb.join()?;
@@ -146,15 +139,6 @@ fn bare_transport(bytes: usize, events: u64) -> TransportRow {
         events_per_second: events as f64 / seconds,
         gbps: moved as f64 / seconds / 1e9,
     }
-}
-
-/// CPU time of the calling thread in ns (`/proc/thread-self/schedstat`): the machine is
-/// shared, so per-item costs are CPU time, not wall time.
-fn thread_cpu_ns() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .unwrap_or(f64::NAN)
 }
 
 /// A stopwatch of this thread's CPU time.
@@ -232,10 +216,10 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
         built.extend(done);
     }
     let bu_build = t.elapsed_ns() / events as f64;
-    let event_bytes: usize = built.iter().map(|b| b.bytes.len()).sum();
+    let event_bytes: usize = built.iter().map(BuiltEvent::size).sum();
     let t = CpuClock::start();
     for b in &built {
-        black_box(swdaq_format::crc::crc32c(black_box(&b.bytes)));
+        black_box(swdaq_format::crc::crc32c_iov(black_box(b).pieces()));
     }
     let crc32c_gbps = event_bytes as f64 / (t.elapsed_ns() / 1e9) / 1e9;
 
@@ -248,7 +232,7 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
         source: "bench".into(),
     })?;
     let t = CpuClock::start();
-    for b in &built {
+    for b in built {
         writer.write(b)?;
     }
     writer.finish()?;

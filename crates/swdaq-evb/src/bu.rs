@@ -257,7 +257,8 @@ pub fn run_writer(
             continue;
         }
         let before = writer.counts();
-        if let Err(e) = writer.write(&event) {
+        let number = event.event;
+        if let Err(e) = writer.write(event) {
             unwritten += 1;
             error = Some(e);
             if let Some(stop) = on_failure.take() {
@@ -272,9 +273,9 @@ pub fn run_writer(
             now_settled = std::mem::take(&mut in_open_file);
         }
         if after.shed > before.shed {
-            now_settled.push(event.event);
+            now_settled.push(number);
         } else {
-            in_open_file.push(event.event);
+            in_open_file.push(number);
         }
         if !now_settled.is_empty() {
             // The builder unit may have gone; its report then goes with it.

@@ -3,12 +3,14 @@
 //! passes first (or the run ends). Every super-fragment must carry the event's id, and so
 //! must every FED fragment in it; one that does not is counted and left out, which makes its
 //! readout unit missing. The built event is an FRD v6 event: header with CRC32C, then the
-//! FED fragments.
+//! FED fragments. It is built in place: the header is computed over the super-fragments
+//! where they arrived (CRC32C over the pieces), and the writer writes header and pieces with
+//! one vectored write, so an event's bytes are never copied into one buffer.
 
 use crate::message::SuperFragment;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
-use swdaq_format::crc::crc32c;
+use swdaq_format::crc::crc32c_iov;
 use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
 use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FrdEventHeader, frd_flags};
 
@@ -16,14 +18,33 @@ use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FrdEventHeader, frd_flags};
 pub struct BuiltEvent {
     pub event: u64,
     pub lumi: u32,
-    /// FRD event header and payload.
-    pub bytes: Vec<u8>,
+    /// FRD event header; the payload is `parts`' data in order.
+    pub header: [u8; FRD_EVENT_HEADER_SIZE],
+    /// The super-fragments that went into the event, in readout-unit order.
+    pub parts: Vec<SuperFragment>,
     /// Readout units whose super-fragment never came (or came for another event).
     pub missing_rus: Vec<u16>,
     /// FEDs left out by the readout units' checks.
     pub bad_feds: u32,
     /// From assignment to built.
     pub build_time: Duration,
+}
+
+impl BuiltEvent {
+    /// The event's bytes in file order: its header, then each super-fragment's fragments.
+    pub fn pieces(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(&self.header[..]).chain(self.parts.iter().map(|p| &p.data[..]))
+    }
+
+    /// Header and payload bytes.
+    pub fn size(&self) -> usize {
+        self.pieces().map(<[u8]>::len).sum()
+    }
+
+    /// The event as one buffer (tests and tools; the writer writes the pieces).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.pieces().collect::<Vec<_>>().concat()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -162,14 +183,12 @@ impl EventBuilder {
     fn assemble(&mut self, event: u64, building: Building, now: Instant) -> BuiltEvent {
         let mut missing_rus = Vec::new();
         let mut bad_feds = 0u32;
-        let size: usize = building.parts.iter().flatten().map(|p| p.data.len()).sum();
-        let mut bytes = Vec::with_capacity(FRD_EVENT_HEADER_SIZE + size);
-        bytes.resize(FRD_EVENT_HEADER_SIZE, 0);
+        let mut parts = Vec::with_capacity(building.parts.len());
         for (ru, part) in building.parts.into_iter().enumerate() {
             match part {
                 Some(p) if p.event == event && fragments_carry(&p.data, event) => {
                     bad_feds += p.bad_feds as u32;
-                    bytes.extend_from_slice(&p.data);
+                    parts.push(p);
                 }
                 Some(_) => {
                     self.counts.wrong_event_id += 1;
@@ -181,7 +200,7 @@ impl EventBuilder {
                 }
             }
         }
-        let payload = &bytes[FRD_EVENT_HEADER_SIZE..];
+        let payload_size: usize = parts.iter().map(|p| p.data.len()).sum();
         let header = FrdEventHeader {
             flags: if missing_rus.is_empty() {
                 0
@@ -192,21 +211,21 @@ impl EventBuilder {
             lumi: building.lumi,
             // The FRD header carries 32 bits of the event number.
             event: event as u32,
-            event_size: payload.len() as u32,
-            crc32c: crc32c(payload),
+            event_size: payload_size as u32,
+            crc32c: crc32c_iov(parts.iter().map(|p| &p.data[..])),
         };
-        bytes[..FRD_EVENT_HEADER_SIZE].copy_from_slice(&header.to_bytes());
         if missing_rus.is_empty() {
             self.counts.complete += 1;
         } else {
             self.counts.incomplete += 1;
         }
         self.counts.with_bad_feds += u64::from(bad_feds > 0);
-        self.counts.bytes += bytes.len() as u64;
+        self.counts.bytes += (FRD_EVENT_HEADER_SIZE + payload_size) as u64;
         BuiltEvent {
             event,
             lumi: building.lumi,
-            bytes,
+            header: header.to_bytes(),
+            parts,
             missing_rus,
             bad_feds,
             build_time: now.saturating_duration_since(building.started),
@@ -258,7 +277,8 @@ mod tests {
         assert!(b.start(7, 1, part(0, 7, 7), now).is_none());
         assert!(b.add(7, part(2, 7, 7), now).is_none());
         let built = b.add(7, part(1, 7, 7), now).unwrap();
-        let (frd, rest) = FrdEvent::parse_first(&built.bytes).unwrap();
+        let bytes = built.to_vec();
+        let (frd, rest) = FrdEvent::parse_first(&bytes).unwrap();
         assert!(rest.is_empty() && frd.crc_ok());
         assert_eq!(
             (frd.header.run, frd.header.event, frd.header.flags),
@@ -281,7 +301,8 @@ mod tests {
         b.expire(t0 + Duration::from_millis(10), &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].missing_rus, vec![2]);
-        let frd = FrdEvent::parse_first(&out[0].bytes).unwrap().0;
+        let bytes = out[0].to_vec();
+        let frd = FrdEvent::parse_first(&bytes).unwrap().0;
         assert_eq!(frd.header.flags, frd_flags::INCOMPLETE);
         assert!(frd.crc_ok());
         assert_eq!(b.counts().missing_per_ru, vec![0, 0, 1]);

@@ -1,5 +1,6 @@
 //! The event builder's settings: FEDs per readout unit, trigger, builder units, files.
 
+use crate::farm::FarmConfig;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,6 +53,8 @@ pub struct EvbConfig {
     pub disk_full: DiskFullPolicy,
     /// Events to trigger; `None` runs until stopped.
     pub max_events: Option<u64>,
+    /// The filter-farm stand-in that reads, checks and deletes closed files (off by default).
+    pub farm: FarmConfig,
 }
 
 /// The default output directory: RAM-backed when `/dev/shm` exists.
@@ -88,6 +91,7 @@ impl Default for EvbConfig {
             min_free_bytes: 256 << 20,
             disk_full: DiskFullPolicy::Stop,
             max_events: None,
+            farm: FarmConfig::default(),
         }
     }
 }

@@ -4,20 +4,29 @@
 //! written when a later lumi section starts (and rewritten if a late event still arrives
 //! for it). Before each file it checks the free space: below the reserve it stops (an
 //! error) or sheds events (counted), as configured.
+//!
+//! Events are not copied into a write buffer: the open file keeps up to [`WRITE_BATCH`]
+//! bytes of built events and writes their pieces (FRD header, super-fragments) where they
+//! lie with one vectored write, so the only copy of an event's bytes is the kernel's. When
+//! a file closes, the farm stand-in (if any) is told ([`FileWriter::notify_closed`]).
 
 use crate::build::BuiltEvent;
 use crate::config::DiskFullPolicy;
+use crate::farm::ClosedFile;
 use crate::jsn::{EolsJsn, FileJsn, eols_file_name, raw_file_name};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, IoSlice, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FRD_FILE_HEADER_SIZE, FrdFileHeader};
 
 /// While shedding, free space is looked at no more often than this.
 const SPACE_RECHECK: Duration = Duration::from_millis(10);
-const WRITE_BUFFER: usize = 1 << 20;
+/// Bytes of events gathered before one vectored write: 1 MiB, ~100 events of 8 KiB, well
+/// under the 1024 pieces a `writev` takes at once (std splits longer lists).
+const WRITE_BATCH: usize = 1 << 20;
 
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
@@ -83,9 +92,41 @@ struct LumiState {
 struct OpenFile {
     lumi: u32,
     name: String,
-    out: BufWriter<File>,
+    out: File,
     events: u32,
     bytes: u64,
+    /// Events not yet written, and their bytes.
+    pending: Vec<BuiltEvent>,
+    pending_bytes: usize,
+}
+
+impl OpenFile {
+    fn write_pending(&mut self) -> io::Result<()> {
+        let mut slices: Vec<IoSlice> = self
+            .pending
+            .iter()
+            .flat_map(BuiltEvent::pieces)
+            .map(IoSlice::new)
+            .collect();
+        write_all_vectored(&mut self.out, &mut slices)?;
+        drop(slices);
+        self.pending.clear();
+        self.pending_bytes = 0;
+        Ok(())
+    }
+}
+
+/// `Write::write_all_vectored` (not yet stable): every slice, whatever each call takes.
+fn write_all_vectored(out: &mut File, mut slices: &mut [IoSlice]) -> io::Result<()> {
+    while !slices.is_empty() {
+        match out.write_vectored(slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 pub struct FileWriter {
@@ -95,6 +136,7 @@ pub struct FileWriter {
     counts: WriterCounts,
     last_event_size: u64,
     shedding_checked: Option<Instant>,
+    closed: Option<crossbeam_channel::Sender<ClosedFile>>,
 }
 
 impl FileWriter {
@@ -108,14 +150,22 @@ impl FileWriter {
             counts: WriterCounts::default(),
             last_event_size: 0,
             shedding_checked: None,
+            closed: None,
         })
+    }
+
+    /// Sends every file it closes (renamed, its `.jsn` written) to `closed`.
+    pub fn notify_closed(mut self, closed: crossbeam_channel::Sender<ClosedFile>) -> Self {
+        self.closed = Some(closed);
+        self
     }
 
     pub fn counts(&self) -> WriterCounts {
         self.counts
     }
 
-    pub fn write(&mut self, event: &BuiltEvent) -> Result<(), WriterError> {
+    /// Takes the event into the open file (written by the time the file closes).
+    pub fn write(&mut self, event: BuiltEvent) -> Result<(), WriterError> {
         let lumi = event.lumi;
         if self
             .open
@@ -129,19 +179,23 @@ impl FileWriter {
         } else {
             self.close_lumis_before(lumi)?;
         }
-        self.last_event_size = event.bytes.len() as u64;
+        let size = event.size();
+        self.last_event_size = size as u64;
         if self.open.is_none() && !self.open_file(lumi)? {
             self.counts.shed += 1;
             self.lumis.entry(lumi).or_default().jsn.lost_events += 1;
             return Ok(());
         }
         let file = self.open.as_mut().expect("opened above");
-        let path = self.config.directory.join(format!("{}.tmp", file.name));
-        file.out
-            .write_all(&event.bytes)
-            .map_err(io_error("cannot write", &path))?;
         file.events += 1;
-        file.bytes += event.bytes.len() as u64;
+        file.bytes += size as u64;
+        file.pending.push(event);
+        file.pending_bytes += size;
+        if file.pending_bytes >= WRITE_BATCH {
+            let path = self.config.directory.join(format!("{}.tmp", file.name));
+            file.write_pending()
+                .map_err(io_error("cannot write", &path))?;
+        }
         Ok(())
     }
 
@@ -183,8 +237,7 @@ impl FileWriter {
         let name = raw_file_name(self.config.run, lumi, state.next_index);
         state.next_index += 1;
         let tmp = dir.join(format!("{name}.tmp"));
-        let file = File::create(&tmp).map_err(io_error("cannot create", &tmp))?;
-        let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
+        let mut out = File::create(&tmp).map_err(io_error("cannot create", &tmp))?;
         // The header is rewritten with the counts when the file closes.
         out.write_all(&[0; FRD_FILE_HEADER_SIZE])
             .map_err(io_error("cannot write", &tmp))?;
@@ -194,12 +247,14 @@ impl FileWriter {
             out,
             events: 0,
             bytes: FRD_FILE_HEADER_SIZE as u64,
+            pending: Vec::new(),
+            pending_bytes: 0,
         });
         Ok(true)
     }
 
     fn close_file(&mut self) -> Result<(), WriterError> {
-        let Some(open) = self.open.take() else {
+        let Some(mut open) = self.open.take() else {
             return Ok(());
         };
         let dir = &self.config.directory;
@@ -211,21 +266,27 @@ impl FileWriter {
             lumi: open.lumi,
             file_size: open.bytes,
         };
-        let mut file = open
-            .out
-            .into_inner()
-            .map_err(|e| io_error("cannot write", &tmp)(e.into_error()))?;
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.write_all(&header.to_bytes()))
+        open.write_pending()
+            .and_then(|()| open.out.write_all_at(&header.to_bytes(), 0))
             .map_err(io_error("cannot write", &tmp))?;
-        drop(file);
+        drop(open.out);
         let raw = dir.join(&open.name);
         std::fs::rename(&tmp, &raw).map_err(io_error("cannot rename", &tmp))?;
         let jsn = FileJsn {
             events: open.events as u64,
             bytes: open.bytes,
         };
-        write_whole(&raw.with_extension("jsn"), &jsn.render(&self.config.source))?;
+        let jsn_path = raw.with_extension("jsn");
+        write_whole(&jsn_path, &jsn.render(&self.config.source))?;
+        if let Some(closed) = &self.closed {
+            // The farm stand-in may have ended (the run is stopping); the file then stays.
+            let _ = closed.send(ClosedFile {
+                raw,
+                jsn: jsn_path,
+                run: self.config.run,
+                lumi: open.lumi,
+            });
+        }
         self.counts.files += 1;
         self.counts.events += open.events as u64;
         self.counts.bytes += open.bytes;
@@ -285,12 +346,16 @@ mod tests {
             crc32c: swdaq_format::crc::crc32c(&payload),
             ..Default::default()
         };
-        let mut bytes = header.to_bytes().to_vec();
-        bytes.extend(payload);
         BuiltEvent {
             event,
             lumi,
-            bytes,
+            header: header.to_bytes(),
+            parts: vec![crate::message::SuperFragment {
+                ru: 0,
+                event,
+                bad_feds: 0,
+                data: payload,
+            }],
             missing_rus: vec![],
             bad_feds: 0,
             build_time: Duration::ZERO,
@@ -313,7 +378,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)).unwrap();
         for e in 1..=10 {
-            w.write(&event(e, if e <= 6 { 1 } else { 2 })).unwrap();
+            w.write(event(e, if e <= 6 { 1 } else { 2 })).unwrap();
             if e == 6 {
                 // Lumi 1's first file is closed and renamed, its second still being written.
                 assert!(dir.path().join("run000003_ls0001_index000000.raw").exists());
@@ -365,18 +430,66 @@ mod tests {
     }
 
     #[test]
+    fn vectored_writes_put_each_event_s_pieces_back_to_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(dir.path(), 0, DiskFullPolicy::Stop);
+        cfg.events_per_file = 300;
+        let mut w = FileWriter::new(cfg).unwrap();
+        // 300 events of three super-fragments, about 2.4 MB: more than two write batches.
+        let events: Vec<BuiltEvent> = (1..=300u64)
+            .map(|e| {
+                let mut built = event(e, 1);
+                built.parts = (0..3u16)
+                    .map(|ru| crate::message::SuperFragment {
+                        ru,
+                        event: e,
+                        bad_feds: 0,
+                        data: vec![
+                            (e as u8) ^ (ru as u8);
+                            2000 + (e as usize * 13 + ru as usize) % 900
+                        ],
+                    })
+                    .collect();
+                built
+            })
+            .collect();
+        let mut expected = Vec::new();
+        for e in &events {
+            expected.extend(e.to_vec());
+        }
+        for e in events {
+            w.write(e).unwrap();
+        }
+        w.finish().unwrap();
+        let header = FrdFileHeader {
+            data_type: FRD_DATA_TYPE_EVENTS,
+            event_count: 300,
+            run: 3,
+            lumi: 1,
+            file_size: (FRD_FILE_HEADER_SIZE + expected.len()) as u64,
+        };
+        expected.splice(0..0, header.to_bytes());
+        assert!(expected.len() > 2 * WRITE_BATCH);
+        let raw = std::fs::read(dir.path().join("run000003_ls0001_index000000.raw")).unwrap();
+        assert!(
+            raw == expected,
+            "the file differs from its events back to back"
+        );
+    }
+
+    #[test]
     fn full_disk_stops_or_sheds_by_policy() {
         let dir = tempfile::tempdir().unwrap();
         let mut w =
             FileWriter::new(config(dir.path(), u64::MAX / 2, DiskFullPolicy::Stop)).unwrap();
         assert!(matches!(
-            w.write(&event(1, 1)),
+            w.write(event(1, 1)),
             Err(WriterError::DiskFull { .. })
         ));
         let mut w =
             FileWriter::new(config(dir.path(), u64::MAX / 2, DiskFullPolicy::Shed)).unwrap();
         for e in 1..=5 {
-            w.write(&event(e, 1)).unwrap();
+            w.write(event(e, 1)).unwrap();
         }
         let counts = w.finish().unwrap();
         assert_eq!((counts.events, counts.shed), (0, 5));
@@ -394,9 +507,9 @@ mod tests {
     fn late_event_for_a_closed_lumi_rewrites_its_eols() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)).unwrap();
-        w.write(&event(1, 1)).unwrap();
-        w.write(&event(3, 2)).unwrap();
-        w.write(&event(2, 1)).unwrap();
+        w.write(event(1, 1)).unwrap();
+        w.write(event(3, 2)).unwrap();
+        w.write(event(2, 1)).unwrap();
         let counts = w.finish().unwrap();
         assert_eq!(counts.late_for_lumi, 1);
         let eols = EolsJsn::parse(

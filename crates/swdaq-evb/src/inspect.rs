@@ -204,7 +204,7 @@ mod tests {
             let built = build
                 .start(ev.event, 1, check.build(&ev), Instant::now())
                 .unwrap();
-            writer.write(&built).unwrap();
+            writer.write(built).unwrap();
         }
         writer.finish().unwrap();
         let mut bytes = std::fs::read(dir.path().join("run000009_ls0001_index000000.raw")).unwrap();

@@ -6,7 +6,8 @@
 //! event with its CRC32C, flagging it incomplete with the missing readout units named when
 //! one does not answer in time ([`build`], [`bu`]), and its writer thread puts events into
 //! `RAW_0002` files of `events_per_file` events with the filter farm's `.jsn` bookkeeping
-//! ([`files`], [`jsn`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
+//! ([`files`], [`jsn`]); a stand-in for the filter farm reads them back, verifies and
+//! deletes them ([`farm`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
 //! [`system`] runs them all in one process; [`reconcile`] settles a dead builder unit's
 //! events with what it left on disk.
 
@@ -16,6 +17,7 @@ pub mod build;
 pub mod check;
 pub mod config;
 pub mod evm;
+pub mod farm;
 pub mod files;
 pub mod inspect;
 pub mod jsn;

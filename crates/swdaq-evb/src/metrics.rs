@@ -107,3 +107,22 @@ pub fn queue_gauge(
 ) -> Result<Gauge, MonitorError> {
     registry.block(thread, labels).gauge(name, help)
 }
+
+/// CPU time of the calling thread in ns (`/proc/thread-self/schedstat`): the machine is
+/// shared, so per-item costs are CPU time, not wall time.
+pub fn thread_cpu_ns() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// CPU ticks (USER_HZ) of the event builder's own threads (named `evb-*`): what the
+/// per-core figures count; the farm stand-in's threads (`farm-*`) are apart.
+pub fn builder_cpu_ticks() -> u64 {
+    swdaq_monitor::proc::read_threads()
+        .iter()
+        .filter(|t| t.name.starts_with("evb-"))
+        .map(|t| t.cpu_ticks)
+        .sum()
+}

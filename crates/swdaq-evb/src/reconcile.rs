@@ -92,14 +92,15 @@ pub struct ReadBack {
 impl EvbSummary {
     /// Settles, with what they left on disk, the builder units the event manager declared
     /// gone and those in `reported` marked false (they ended without a report, so their
-    /// writer's counts are unknown). `dir_of(bu)` is a unit's directory, `run` the run.
+    /// writer's counts are unknown). `dir_of(bu)` is a unit's directory, or why it cannot be
+    /// read back; `run` the run.
     /// Afterwards `evm.lost` holds exactly the events in no closed file, and `writers` counts
     /// what the unreported units wrote.
     pub fn settle_with_disk(
         &mut self,
         run: u32,
         reported: &[bool],
-        dir_of: impl Fn(u16) -> PathBuf,
+        dir_of: impl Fn(u16) -> Result<PathBuf, String>,
     ) {
         let mut lost: BTreeSet<u64> = self.evm.lost.iter().copied().collect();
         for (bu, &reported) in reported.iter().enumerate() {
@@ -116,7 +117,7 @@ impl EvbSummary {
                 // not settled by then.
                 lost.extend(&account.unsettled);
             }
-            let left = read_left(&dir_of(bu), run).map_err(|e| e.to_string());
+            let left = dir_of(bu).and_then(|dir| read_left(&dir, run).map_err(|e| e.to_string()));
             if let Ok(l) = &left {
                 lost.retain(|e| !l.events.contains(e));
                 if !reported {
@@ -169,7 +170,7 @@ mod tests {
                 data: vec![event as u8; 16],
             };
             let built = builder.start(event, 1, fragment, Instant::now()).unwrap();
-            writer.write(&built).unwrap();
+            writer.write(built).unwrap();
         }
         if finish {
             writer.finish().unwrap();
@@ -215,6 +216,8 @@ mod tests {
             writers: Vec::new(),
             feds: Vec::new(),
             injected: Default::default(),
+            farm: None,
+            builder_cpu_seconds: None,
             elapsed: Duration::from_secs(1),
             read_back: Vec::new(),
         }
@@ -227,7 +230,9 @@ mod tests {
         // Unit 1 closed events 1..=30 (only 1..=10 reported settled), left 31..=35 open.
         write(&bu1, 1..=35, false);
         let mut s = summary((11..=40).collect(), vec![1], [&[], &[]]);
-        s.settle_with_disk(RUN, &[true, false], |bu| dir.path().join(format!("bu{bu}")));
+        s.settle_with_disk(RUN, &[true, false], |bu| {
+            Ok(dir.path().join(format!("bu{bu}")))
+        });
         assert_eq!(s.evm.lost, (31..=40).collect::<Vec<_>>());
         assert_eq!(s.written(), 30, "the unreported unit's closed files");
         assert_eq!(s.read_back.len(), 1);
@@ -240,7 +245,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(&dir.path().join("bu0"), 1..=20, true);
         let mut s = summary((5..=20).collect(), vec![0], [&[], &[]]);
-        s.settle_with_disk(RUN, &[true, true], |bu| dir.path().join(format!("bu{bu}")));
+        s.settle_with_disk(RUN, &[true, true], |bu| {
+            Ok(dir.path().join(format!("bu{bu}")))
+        });
         assert!(s.evm.lost.is_empty());
         assert_eq!(s.written(), 0, "its own report counts what it wrote");
     }
@@ -251,10 +258,12 @@ mod tests {
         // Unit 1 closed 1..=10 and left 11 open.
         write(&dir.path().join("bu1"), 1..=11, false);
         let mut s = summary(Vec::new(), Vec::new(), [&[3], &[8, 9, 10, 11]]);
-        s.settle_with_disk(RUN, &[true, false], |bu| dir.path().join(format!("bu{bu}")));
+        s.settle_with_disk(RUN, &[true, false], |bu| {
+            Ok(dir.path().join(format!("bu{bu}")))
+        });
         assert_eq!(s.evm.lost, [11], "bu 0 reported: its account is its own");
         let mut s = summary(vec![4], vec![1], [&[], &[]]);
-        s.settle_with_disk(RUN, &[true, false], |_| dir.path().join("none"));
+        s.settle_with_disk(RUN, &[true, false], |_| Ok(dir.path().join("none")));
         assert_eq!(s.evm.lost, [4], "unreadable: the upper bound stands");
         assert!(s.read_back[0].left.is_err());
     }

@@ -1,14 +1,16 @@
 //! The whole event builder in one process: one thread per readout unit (readout unit 0 is
 //! the event manager), per builder unit and per builder unit's writer, linked by in-process
-//! channels behind the `swdaq_dataflow::transport` traits. Channel capacities cover the most
-//! that can be in flight (builder units never hold more than `bu_capacity` events), so no
-//! send between units ever waits on a unit that is itself waiting.
+//! channels behind the `swdaq_dataflow::transport` traits; with `[evb.farm]`, the filter-farm
+//! stand-in's consumer threads (`farm-N`) take every closed file. Channel capacities cover
+//! the most that can be in flight (builder units never hold more than `bu_capacity` events),
+//! so no send between units ever waits on a unit that is itself waiting.
 
 use crate::bu::{Bu, BuReport, WriterOutcome, run_writer, writer_counters};
 use crate::build::EventBuilder;
 use crate::check::FedCounts;
 use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
+use crate::farm::{ClosedFile, FarmMetrics, FarmReport, run_consumer};
 use crate::files::{FileWriter, WriterConfig, WriterError};
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
 use crate::producer::Producer;
@@ -63,6 +65,10 @@ pub struct EvbSummary {
     pub feds: Vec<(u16, u16, FedCounts)>,
     /// Faults the FED emulators injected, per (FED, kind): the truth.
     pub injected: BTreeMap<(u16, FedFaultKind), u64>,
+    /// The filter-farm stand-in's work, over its consumers (`None`: no farm).
+    pub farm: Option<FarmReport>,
+    /// CPU seconds of the event builder's own threads (`evb-*`), when the caller measured them.
+    pub builder_cpu_seconds: Option<f64>,
     pub elapsed: Duration,
     /// Builder units settled with what they left on disk (`settle_with_disk`).
     pub read_back: Vec<ReadBack>,
@@ -139,6 +145,7 @@ pub struct EvbRun {
     writers: Vec<JoinHandle<WriterOutcome>>,
     run: u32,
     output: PathBuf,
+    farm: Vec<JoinHandle<FarmReport>>,
 }
 
 /// Builder unit `bu`'s directory under the run's output.
@@ -188,11 +195,22 @@ impl EvbRun {
                 .collect()
         };
 
+        // Unbounded: a writer never waits for the farm; a slow farm shows as its backlog.
+        let (closed_tx, closed_rx) = crossbeam_channel::unbounded::<ClosedFile>();
+        let mut farm = Vec::new();
+        for c in 0..config.farm.consumers {
+            let metrics = FarmMetrics::register(registry, c)?;
+            let files = closed_rx.clone();
+            farm.push(spawn(format!("farm-{c}"), move || {
+                run_consumer(files, metrics)
+            })?);
+        }
+        drop(closed_rx);
         let mut writers = Vec::new();
         let mut bus = Vec::new();
         for (j, inbox) in to_bu_rx.into_iter().enumerate() {
             let bu = j as u16;
-            let file_writer = FileWriter::new(WriterConfig {
+            let mut file_writer = FileWriter::new(WriterConfig {
                 directory: bu_directory(&config.output, bu),
                 run: config.run,
                 events_per_file: config.events_per_file,
@@ -200,6 +218,9 @@ impl EvbRun {
                 disk_full: config.disk_full,
                 source: format!("bu{j}"),
             })?;
+            if !farm.is_empty() {
+                file_writer = file_writer.notify_closed(closed_tx.clone());
+            }
             let counters = writer_counters(registry, bu)?;
             let (events_tx, events_rx) = crossbeam_channel::bounded(WRITER_QUEUE);
             let (settled_tx, settled_rx) = crossbeam_channel::unbounded();
@@ -232,6 +253,8 @@ impl EvbRun {
         }
         drop(request_tx);
         drop(to_ru_tx);
+        // The farm ends once every writer has finished and dropped its sender.
+        drop(closed_tx);
 
         let mut rus = Vec::new();
         for (k, inbox) in to_ru_rx.into_iter().enumerate() {
@@ -273,6 +296,7 @@ impl EvbRun {
             writers,
             run: config.run,
             output: config.output.clone(),
+            farm,
         })
     }
 
@@ -287,6 +311,7 @@ impl EvbRun {
             && self.rus.iter().all(|h| h.is_finished())
             && self.bus.iter().all(|h| h.is_finished())
             && self.writers.iter().all(|h| h.is_finished())
+            && self.farm.iter().all(|h| h.is_finished())
     }
 
     /// Waits for every thread; a builder unit that died is settled with what its writer
@@ -320,6 +345,10 @@ impl EvbRun {
             .into_iter()
             .map(|h| join("evb-writer", h))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut farm: Option<FarmReport> = None;
+        for h in self.farm {
+            farm.get_or_insert_default().merge(join("farm", h)?);
+        }
         let reported = vec![true; bus.len()];
         let mut summary = EvbSummary {
             evm,
@@ -328,10 +357,21 @@ impl EvbRun {
             writers,
             feds,
             injected,
+            farm,
+            builder_cpu_seconds: None,
             elapsed: self.started.elapsed(),
             read_back: Vec::new(),
         };
-        summary.settle_with_disk(self.run, &reported, |bu| bu_directory(&self.output, bu));
+        // The farm deletes the files it verified: a dead unit's directory no longer says what
+        // it wrote, so its lost events stay the event manager's upper bound.
+        let farmed = summary.farm.is_some();
+        summary.settle_with_disk(self.run, &reported, |bu| {
+            if farmed {
+                Err("the filter farm consumed its files: lost is an upper bound".into())
+            } else {
+                Ok(bu_directory(&self.output, bu))
+            }
+        });
         Ok(summary)
     }
 }

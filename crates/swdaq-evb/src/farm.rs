@@ -1,0 +1,498 @@
+//! A stand-in for the CMS filter farm, which reads the builder units' files off the RAM
+//! disk: consumer threads take each closed file (renamed, its `.jsn` written), read it back,
+//! verify every event's CRC32C, that every event carries the file's run and lumi section,
+//! and the file's event count and size against its header and `.jsn`; they count events,
+//! bytes and bad events and delete the file and its `.jsn`, so a long run never fills the
+//! RAM disk. A file with anything wrong is never deleted: it is kept renamed `NAME.raw.bad`
+//! (its `.jsn` `NAME.jsn.bad`), counted, and named in the report, for a physicist to look at.
+//!
+//! Writers hand their closed files over a channel rather than the farm polling the
+//! directories: each file is then consumed exactly once whatever the number of consumers,
+//! and the channel's length is the backlog.
+
+use crate::jsn::{FileJsn, JsnError};
+use crate::metrics::{CounterSet, queue_gauge, thread_cpu_ns};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use swdaq_format::FormatError;
+use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FrdFile};
+use swdaq_monitor::{Gauge, MonitorError, Registry};
+
+/// `[evb.farm]`: the filter-farm stand-in, off unless `consumers` is at least 1.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FarmConfig {
+    /// Consumer threads (0: no farm; files stay where the writers put them).
+    pub consumers: u16,
+}
+
+/// A file a writer has closed: the raw file and the `.jsn` that describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClosedFile {
+    pub raw: PathBuf,
+    pub jsn: PathBuf,
+    pub run: u32,
+    pub lumi: u32,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FarmCounts {
+    /// Files taken off the disk: deleted when good, kept as `.bad` otherwise.
+    pub files: u64,
+    /// Events whose CRC32C, run and lumi section checked out.
+    pub events: u64,
+    /// Bytes of the files read, headers included.
+    pub bytes: u64,
+    /// Events with a wrong CRC32C, run or lumi section, or that could not be read (the
+    /// `.jsn`'s count minus the good events, when the file is cut or garbled).
+    pub bad_events: u64,
+    /// Files kept as `.bad`.
+    pub bad_files: u64,
+}
+
+impl FarmCounts {
+    fn add(&mut self, other: &FarmCounts) {
+        self.files += other.files;
+        self.events += other.events;
+        self.bytes += other.bytes;
+        self.bad_events += other.bad_events;
+        self.bad_files += other.bad_files;
+    }
+}
+
+/// What the farm's consumers did, over all of them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FarmReport {
+    pub counts: FarmCounts,
+    /// CPU seconds of the consumer threads (apart from the event builder's).
+    pub cpu_seconds: f64,
+    /// Files kept as `.bad`, with why.
+    pub kept: Vec<(PathBuf, String)>,
+    /// Files that could not be read, deleted or renamed (they stay as they were).
+    pub errors: Vec<String>,
+}
+
+impl FarmReport {
+    pub fn merge(&mut self, other: FarmReport) {
+        self.counts.add(&other.counts);
+        self.cpu_seconds += other.cpu_seconds;
+        self.kept.extend(other.kept);
+        self.errors.extend(other.errors);
+    }
+}
+
+/// Why a file is kept.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FileProblem {
+    #[error("its .jsn: {0}")]
+    Jsn(String),
+    #[error("not a readable FRD file: {0}")]
+    Format(#[from] FormatError),
+    #[error("{bad} of its events bad (CRC32C, run or lumi section)")]
+    BadEvents { bad: u64 },
+    #[error(
+        "{found} events read, the file header says {header} and the .jsn {jsn} events of {jsn_bytes} bytes ({bytes} read)"
+    )]
+    Count {
+        found: u64,
+        header: u64,
+        jsn: u64,
+        jsn_bytes: u64,
+        bytes: u64,
+    },
+    #[error("run {run} lumi section {lumi} in the file header, the file's name says {expected:?}")]
+    WrongRunOrLumi {
+        run: u32,
+        lumi: u32,
+        expected: (u32, u32),
+    },
+}
+
+impl From<JsnError> for FileProblem {
+    fn from(e: JsnError) -> Self {
+        Self::Jsn(e.to_string())
+    }
+}
+
+/// The verdict on one file: its good and bad events, and what is wrong with it if anything.
+#[derive(Debug, PartialEq)]
+pub struct Verdict {
+    pub good: u64,
+    pub bad: u64,
+    pub problem: Option<FileProblem>,
+}
+
+/// Checks a file's bytes against its `.jsn` text and the run and lumi section its name says.
+pub fn verify(raw: &[u8], jsn: &str, run: u32, lumi: u32) -> Verdict {
+    let jsn = match FileJsn::parse(jsn) {
+        Ok(j) => j,
+        Err(e) => {
+            return Verdict {
+                good: 0,
+                bad: 0,
+                problem: Some(e.into()),
+            };
+        }
+    };
+    // Whatever cannot be read of what the .jsn promised is bad.
+    let unreadable = |good: u64, bad: u64, problem: FileProblem| Verdict {
+        good,
+        bad: jsn.events.saturating_sub(good).max(bad),
+        problem: Some(problem),
+    };
+    let file = match FrdFile::parse(raw) {
+        Ok(f) => f,
+        Err(e) => return unreadable(0, 0, e.into()),
+    };
+    if file.header.data_type != FRD_DATA_TYPE_EVENTS {
+        let problem = FileProblem::Format(FormatError::Inconsistent {
+            what: "FRD file",
+            field: "data type",
+            value: u64::from(file.header.data_type),
+        });
+        return unreadable(0, 0, problem);
+    }
+    if (file.header.run, file.header.lumi) != (run, lumi) {
+        let problem = FileProblem::WrongRunOrLumi {
+            run: file.header.run,
+            lumi: file.header.lumi,
+            expected: (run, lumi),
+        };
+        return unreadable(0, 0, problem);
+    }
+    let (mut good, mut bad) = (0u64, 0u64);
+    for event in file.events() {
+        match event {
+            Ok(e) if e.crc_ok() && e.header.run == run && e.header.lumi == lumi => good += 1,
+            Ok(_) => bad += 1,
+            Err(e) => return unreadable(good, bad, e.into()),
+        }
+    }
+    let found = good + bad;
+    let header = u64::from(file.header.event_count);
+    let bytes = raw.len() as u64;
+    let problem = if found != header || found != jsn.events || bytes != jsn.bytes {
+        Some(FileProblem::Count {
+            found,
+            header,
+            jsn: jsn.events,
+            jsn_bytes: jsn.bytes,
+            bytes,
+        })
+    } else if bad > 0 {
+        Some(FileProblem::BadEvents { bad })
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => unreadable(good, bad, p),
+        None => Verdict {
+            good,
+            bad,
+            problem: None,
+        },
+    }
+}
+
+/// A kept file's name: `NAME.raw.bad` (and `NAME.jsn.bad`).
+pub fn kept_name(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".bad");
+    PathBuf::from(name)
+}
+
+/// One consumer's counters in the monitoring registry.
+pub struct FarmMetrics {
+    counters: CounterSet,
+    backlog: Gauge,
+}
+
+impl FarmMetrics {
+    pub fn register(registry: &Registry, consumer: u16) -> Result<Self, MonitorError> {
+        let thread = format!("farm-{consumer}");
+        let id = consumer.to_string();
+        let labels = [("consumer", id.as_str())];
+        let counters = CounterSet::register(
+            registry,
+            &thread,
+            &labels,
+            &[
+                (
+                    "swdaq_evb_farm_files_total",
+                    "Files the filter-farm stand-in took off the disk (deleted, or kept as .bad)",
+                ),
+                (
+                    "swdaq_evb_farm_events_verified_total",
+                    "Events read back with their CRC32C, run and lumi section right",
+                ),
+                (
+                    "swdaq_evb_farm_bytes_total",
+                    "Bytes of files read back by the filter-farm stand-in",
+                ),
+                (
+                    "swdaq_evb_farm_bad_events_total",
+                    "Events read back bad or missing from their file",
+                ),
+                ("swdaq_evb_farm_bad_files_total", "Files kept as .bad"),
+            ],
+        )?;
+        let backlog = queue_gauge(
+            registry,
+            &thread,
+            &labels,
+            "swdaq_evb_farm_backlog_files",
+            "Closed files waiting for the filter-farm stand-in",
+        )?;
+        Ok(Self { counters, backlog })
+    }
+
+    fn publish(&mut self, c: &FarmCounts, backlog: usize) {
+        self.counters
+            .publish(&[c.files, c.events, c.bytes, c.bad_events, c.bad_files]);
+        self.backlog.set(backlog as f64);
+    }
+}
+
+/// One consumer thread's loop: every closed file until every writer has hung up.
+pub fn run_consumer(
+    files: crossbeam_channel::Receiver<ClosedFile>,
+    mut metrics: FarmMetrics,
+) -> FarmReport {
+    let cpu_start = thread_cpu_ns();
+    let mut report = FarmReport::default();
+    // One buffer for every file: a file is about events_per_file events.
+    let mut raw = Vec::new();
+    for file in files.iter() {
+        consume(&file, &mut raw, &mut report);
+        metrics.publish(&report.counts, files.len());
+    }
+    metrics.publish(&report.counts, 0);
+    report.cpu_seconds = (thread_cpu_ns() - cpu_start) / 1e9;
+    report
+}
+
+fn consume(file: &ClosedFile, raw: &mut Vec<u8>, report: &mut FarmReport) {
+    raw.clear();
+    let read = std::fs::File::open(&file.raw)
+        .and_then(|mut f| f.read_to_end(raw))
+        .and_then(|_| std::fs::read_to_string(&file.jsn));
+    let jsn = match read {
+        Ok(text) => text,
+        Err(e) => {
+            report
+                .errors
+                .push(format!("cannot read {}: {e}", file.raw.display()));
+            return;
+        }
+    };
+    let verdict = verify(raw, &jsn, file.run, file.lumi);
+    let c = &mut report.counts;
+    c.files += 1;
+    c.bytes += raw.len() as u64;
+    c.events += verdict.good;
+    c.bad_events += verdict.bad;
+    let outcome = match verdict.problem {
+        None => std::fs::remove_file(&file.raw).and_then(|()| std::fs::remove_file(&file.jsn)),
+        Some(problem) => {
+            c.bad_files += 1;
+            report
+                .kept
+                .push((kept_name(&file.raw), problem.to_string()));
+            std::fs::rename(&file.raw, kept_name(&file.raw))
+                .and_then(|()| std::fs::rename(&file.jsn, kept_name(&file.jsn)))
+        }
+    };
+    if let Err(e) = outcome {
+        report.errors.push(format!(
+            "cannot remove or rename {}: {e}",
+            file.raw.display()
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::BuiltEvent;
+    use crate::config::DiskFullPolicy;
+    use crate::files::{FileWriter, WriterConfig};
+    use crate::message::SuperFragment;
+    use proptest::prelude::*;
+    use std::time::Duration;
+    use swdaq_format::crc::crc32c;
+    use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEventHeader};
+
+    const RUN: u32 = 3;
+    const LUMI: u32 = 1;
+
+    fn event(event: u64, size: usize) -> BuiltEvent {
+        let payload: Vec<u8> = (0..size).map(|i| (i as u64 * 7 + event) as u8).collect();
+        let header = FrdEventHeader {
+            run: RUN,
+            lumi: LUMI,
+            event: event as u32,
+            event_size: size as u32,
+            crc32c: crc32c(&payload),
+            ..Default::default()
+        };
+        BuiltEvent {
+            event,
+            lumi: LUMI,
+            header: header.to_bytes(),
+            parts: vec![SuperFragment {
+                ru: 0,
+                event,
+                bad_feds: 0,
+                data: payload,
+            }],
+            missing_rus: vec![],
+            bad_feds: 0,
+            build_time: Duration::ZERO,
+        }
+    }
+
+    /// Writes one closed file of events of these payload sizes; returns what the writer said.
+    fn closed_file(dir: &Path, sizes: &[usize]) -> ClosedFile {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut w = FileWriter::new(WriterConfig {
+            directory: dir.to_owned(),
+            run: RUN,
+            events_per_file: sizes.len() as u32,
+            min_free_bytes: 0,
+            disk_full: DiskFullPolicy::Stop,
+            source: "bu0".into(),
+        })
+        .unwrap()
+        .notify_closed(tx);
+        for (i, &size) in sizes.iter().enumerate() {
+            w.write(event(i as u64 + 1, size)).unwrap();
+        }
+        w.finish().unwrap();
+        rx.try_recv().unwrap()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_good_file_is_verified_event_by_event_then_deleted_with_its_jsn() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = closed_file(dir.path(), &[100, 0, 8192, 3]);
+        let mut report = FarmReport::default();
+        consume(&file, &mut Vec::new(), &mut report);
+        assert_eq!(
+            report.counts,
+            FarmCounts {
+                files: 1,
+                events: 4,
+                bytes: (FRD_FILE_HEADER_SIZE + 4 * FRD_EVENT_HEADER_SIZE + 8295) as u64,
+                bad_events: 0,
+                bad_files: 0,
+            }
+        );
+        assert!(report.kept.is_empty() && report.errors.is_empty());
+        // Only the lumi section's EoLS bookkeeping stays.
+        assert_eq!(names(dir.path()), ["run000003_ls0001_EoLS.jsn"]);
+    }
+
+    #[test]
+    fn a_flipped_byte_is_a_bad_event_and_the_file_is_kept_named_bad() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = closed_file(dir.path(), &[64, 64, 64]);
+        let mut bytes = std::fs::read(&file.raw).unwrap();
+        // A byte of the second event's payload.
+        bytes[FRD_FILE_HEADER_SIZE + 64 + 2 * FRD_EVENT_HEADER_SIZE + 10] ^= 0x40;
+        std::fs::write(&file.raw, &bytes).unwrap();
+        let mut report = FarmReport::default();
+        consume(&file, &mut Vec::new(), &mut report);
+        let c = report.counts;
+        assert_eq!((c.files, c.events, c.bad_events, c.bad_files), (1, 2, 1, 1));
+        assert_eq!(report.kept.len(), 1);
+        assert!(
+            report.kept[0].1.contains("1 of its events bad"),
+            "{report:?}"
+        );
+        assert_eq!(
+            names(dir.path()),
+            [
+                "run000003_ls0001_EoLS.jsn",
+                "run000003_ls0001_index000000.jsn.bad",
+                "run000003_ls0001_index000000.raw.bad",
+            ]
+        );
+        assert_eq!(std::fs::read(kept_name(&file.raw)).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_cut_file_or_a_jsn_that_disagrees_is_kept_with_its_unread_events_bad() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = closed_file(dir.path(), &[64, 64, 64]);
+        let raw = std::fs::read(&file.raw).unwrap();
+        let jsn = std::fs::read_to_string(&file.jsn).unwrap();
+        let cut = verify(&raw[..raw.len() - 10], &jsn, RUN, LUMI);
+        // The cut shows first as a file size that disagrees with the header: nothing is read.
+        assert_eq!((cut.good, cut.bad), (0, 3));
+        assert!(matches!(cut.problem, Some(FileProblem::Format(_))));
+        let other_count = FileJsn {
+            events: 4,
+            bytes: raw.len() as u64,
+        }
+        .render("bu0");
+        let v = verify(&raw, &other_count, RUN, LUMI);
+        assert_eq!((v.good, v.bad), (3, 1));
+        assert!(matches!(
+            v.problem,
+            Some(FileProblem::Count { found: 3, .. })
+        ));
+        let v = verify(&raw, &jsn, RUN, LUMI + 1);
+        assert!(matches!(
+            v.problem,
+            Some(FileProblem::WrongRunOrLumi { .. })
+        ));
+        let v = verify(&raw, "{}", RUN, LUMI);
+        assert!(matches!(v.problem, Some(FileProblem::Jsn(_))));
+        assert_eq!(verify(&raw, &jsn, RUN, LUMI).problem, None);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any byte flipped in an event's payload makes exactly that event bad, and any
+        /// flipped byte but an event's flags or number (which nothing can check) makes the
+        /// file bad.
+        #[test]
+        fn every_flipped_byte_is_caught(
+            sizes in proptest::collection::vec(0usize..300, 1..6),
+            at in any::<prop::sample::Index>(),
+            mask in 1u8..,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let file = closed_file(dir.path(), &sizes);
+            let mut raw = std::fs::read(&file.raw).unwrap();
+            let jsn = std::fs::read_to_string(&file.jsn).unwrap();
+            let at = at.index(raw.len());
+            raw[at] ^= mask;
+            let verdict = verify(&raw, &jsn, RUN, LUMI);
+            let mut start = FRD_FILE_HEADER_SIZE;
+            let mut unchecked = false;
+            for &size in &sizes {
+                let payload = start + FRD_EVENT_HEADER_SIZE..start + FRD_EVENT_HEADER_SIZE + size;
+                if payload.contains(&at) {
+                    prop_assert_eq!(verdict.good, sizes.len() as u64 - 1);
+                    prop_assert_eq!(&verdict.problem, &Some(FileProblem::BadEvents { bad: 1 }));
+                }
+                // Event header bytes 2..4 (flags) and 12..16 (event number).
+                unchecked |= (start + 2..start + 4).contains(&at) || (start + 12..start + 16).contains(&at);
+                start = payload.end;
+            }
+            prop_assert_eq!(verdict.problem.is_none(), unchecked);
+        }
+    }
+}
