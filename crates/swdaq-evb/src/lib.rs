@@ -15,6 +15,7 @@ pub mod build;
 pub mod check;
 pub mod config;
 pub mod evm;
+pub mod fed_link;
 pub mod files;
 pub mod inspect;
 pub mod jsn;

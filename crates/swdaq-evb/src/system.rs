@@ -11,7 +11,7 @@ use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
 use crate::files::{FileWriter, WriterConfig, WriterError};
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
-use crate::producer::Producer;
+use crate::producer::{Producer, ProducerError};
 use crate::ru::{Ru, RuReport};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +33,8 @@ pub enum EvbError {
     Monitor(#[from] MonitorError),
     #[error(transparent)]
     Writer(#[from] WriterError),
+    #[error("readout unit {ru}'s FEDs: {source}")]
+    Input { ru: u16, source: ProducerError },
     #[error("cannot start thread {name}: {source}")]
     Spawn {
         name: String,
@@ -226,7 +228,7 @@ impl EvbRun {
         for (k, inbox) in to_ru_rx.into_iter().enumerate() {
             let index = (k + 1) as u16;
             let producer = Producer::new(index, config.fed_sim(k + 1), started, config.paced)
-                .map_err(|source| EvbConfigError::Feds { ru: k + 1, source })?;
+                .map_err(|source| EvbError::Input { ru: index, source })?;
             let unit = Ru {
                 index,
                 producer,
@@ -242,7 +244,7 @@ impl EvbRun {
             })?);
         }
         let producer = Producer::new(0, config.fed_sim(0), started, config.paced)
-            .map_err(|source| EvbConfigError::Feds { ru: 0, source })?;
+            .map_err(|source| EvbError::Input { ru: 0, source })?;
         let evm = Evm {
             producer,
             requests: Box::new(request_rx),
