@@ -319,6 +319,13 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "build_time_p50_us": s.build_time_us(0.5),
         "build_time_p99_us": s.build_time_us(0.99),
         "fed_failures": fed_failures,
+        "feds": s.feds.iter().map(|(ru, fed, c)| serde_json::json!({
+            "ru": ru,
+            "fed": fed,
+            "good": c.good,
+            "failures": FedCheckFailure::ALL.iter().map(|f| (f.name().to_owned(), c.failed(*f).into())).collect::<serde_json::Map<_, _>>(),
+            "ingest": c.ingest,
+        })).collect::<Vec<_>>(),
         "missing_per_ru": missing_per_ru(s),
         "writer_errors": s.writers.iter().filter_map(|w| w.error.as_ref().map(|e| e.to_string())).collect::<Vec<_>>(),
     })

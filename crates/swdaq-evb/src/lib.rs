@@ -17,6 +17,7 @@ pub mod config;
 pub mod evm;
 pub mod fed_link;
 pub mod files;
+pub mod input;
 pub mod inspect;
 pub mod jsn;
 pub mod message;

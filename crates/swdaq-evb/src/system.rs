@@ -10,8 +10,9 @@ use crate::check::FedCounts;
 use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
 use crate::files::{FileWriter, WriterConfig, WriterError};
+use crate::input::InputError;
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
-use crate::producer::{Producer, ProducerError};
+use crate::producer::Producer;
 use crate::ru::{Ru, RuReport};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ pub enum EvbError {
     #[error(transparent)]
     Writer(#[from] WriterError),
     #[error("readout unit {ru}'s FEDs: {source}")]
-    Input { ru: u16, source: ProducerError },
+    Input { ru: u16, source: InputError },
     #[error("cannot start thread {name}: {source}")]
     Spawn {
         name: String,
@@ -227,7 +228,7 @@ impl EvbRun {
         let mut rus = Vec::new();
         for (k, inbox) in to_ru_rx.into_iter().enumerate() {
             let index = (k + 1) as u16;
-            let producer = Producer::new(index, config.fed_sim(k + 1), started, config.paced)
+            let producer = crate::input::open(config, k + 1, started)
                 .map_err(|source| EvbError::Input { ru: index, source })?;
             let unit = Ru {
                 index,
@@ -243,7 +244,7 @@ impl EvbRun {
                 unit.run(&registry)
             })?);
         }
-        let producer = Producer::new(0, config.fed_sim(0), started, config.paced)
+        let producer = crate::input::open(config, 0, started)
             .map_err(|source| EvbError::Input { ru: 0, source })?;
         let evm = Evm {
             producer,
