@@ -16,6 +16,12 @@
 //! * a truncated record (a file cut short): the read fails, the link ends (its `truncated`
 //!   ingest count) and that event's and every later fragment is `missing`; a garbage record
 //!   or one larger than a slot (its `oversized` ingest count, kept empty): `malformed`.
+//!
+//! A readout unit's input ends when every FED's source has ended and every fragment is
+//! placed: events after that are not read, so trailing events missing from all its FEDs
+//! (or whose last fragment was misnumbered, and so placed in an earlier event) are not
+//! built. A placement can also swap two faults' events (a missing N and a misnumbered N + 1
+//! count as a misnumbered N and a missing N + 1): counts by kind stay exact.
 
 use crate::fed_link::FedIngestCounts;
 use crate::message::SuperFragment;

@@ -7,6 +7,8 @@ use crate::producer::{FedSource, Producer, ProducerError};
 use std::fs::File;
 use std::io::BufReader;
 use std::net::SocketAddr;
+#[cfg(test)]
+use std::path::Path;
 use std::path::PathBuf;
 use std::time::Instant;
 use swdaq_format::fed::FED_RAW_FILE_TYPE;
@@ -109,4 +111,66 @@ fn open_file(path: PathBuf, fed: u16) -> Result<FedSource, InputError> {
         max_fragment: header.frame_size as usize,
         source: Box::new(source),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FedInputConfig;
+    use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
+    use swdaq_format::{FragmentType, SourceId};
+    use swdaq_sim::fed::{FedSimConfig, write_fed_files};
+
+    fn file_config(dir: &Path) -> EvbConfig {
+        EvbConfig {
+            rus: vec![FedSimConfig::uniform(0, 2, 256, 0)],
+            input: FedInputConfig {
+                kind: FedInputKind::File,
+                directory: dir.to_owned(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_missing_or_foreign_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = file_config(dir.path());
+        let error = open(&config, 0, Instant::now()).err().unwrap().to_string();
+        assert!(error.contains("fed0.swraw"), "{error}");
+        for fed in [0, 1] {
+            let header = RawFileHeader {
+                frame_type: FragmentType(0x1234),
+                frame_size: 64,
+                source_id: SourceId::readout(fed),
+                run_number: 1,
+                first_timestamp: 0,
+                created_unix_ns: 0,
+            };
+            let file = File::create(fed_raw_path(dir.path(), fed as u16)).unwrap();
+            RawFileWriter::new(file, &header).unwrap().finish().unwrap();
+        }
+        let error = open(&config, 0, Instant::now()).err().unwrap().to_string();
+        assert!(
+            error.contains("fed0.swraw") && error.contains("not a FED raw file"),
+            "{error}"
+        );
+    }
+
+    /// The generator's files read back into super-fragments of every event, then the input
+    /// is exhausted.
+    #[test]
+    fn generated_files_are_read_to_their_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = file_config(dir.path());
+        write_fed_files(config.fed_sim(0), 50, 1, dir.path()).unwrap();
+        let mut producer = open(&config, 0, Instant::now()).unwrap();
+        for event in 1..=50 {
+            assert_eq!(producer.not_due_for(), None);
+            let (_, sf) = producer.take();
+            assert_eq!((sf.event, sf.bad_feds), (event, 0));
+        }
+        assert!(producer.exhausted());
+    }
 }
