@@ -481,6 +481,26 @@ mod tests {
     }
 
     #[test]
+    fn shipped_files_config_reads_generated_fed_files_to_their_end() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-files.toml");
+        let mut config = load(&path).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let feds = config.evb.rus.concat();
+        let fed_sim = swdaq_sim::fed::FedSimConfig {
+            feds,
+            ..config.evb.fed_sim(0)
+        };
+        swdaq_sim::fed::write_fed_files(fed_sim, 300, 1, dir.path()).unwrap();
+        config.evb.input.directory = dir.path().to_owned();
+        config.evb.output = dir.path().join("out");
+        let summary = run(&config, &AtomicBool::new(false), true).unwrap();
+        assert_eq!(
+            (summary.built(), summary.written(), summary.incomplete()),
+            (300, 300, 0)
+        );
+    }
+
+    #[test]
     fn lost_events_print_as_runs_of_numbers() {
         assert_eq!(numbers(&[1, 2, 3, 7, 9, 10]), "1-3, 7, 9-10");
         assert_eq!(numbers(&[]), "");

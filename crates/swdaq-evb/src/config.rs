@@ -93,7 +93,7 @@ impl Default for FedInputConfig {
             kind: FedInputKind::Emulator,
             directory: PathBuf::new(),
             udp_address: None,
-            buffer_fragments: 4096,
+            buffer_fragments: 1024,
             max_fragment_bytes: 16 << 10,
             stop_wait: Duration::from_millis(100),
         }

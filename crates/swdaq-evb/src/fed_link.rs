@@ -56,9 +56,9 @@ pub const PLAUSIBLE_AHEAD: u64 = 1 << 16;
 /// Places event `event` on a link from the event numbers of its oldest unread fragments
 /// (`ahead`: the first one or two, `None` for an unreadable header). `settled`: nothing more
 /// will arrive that could belong to `event` or `event + 1` (the source ended, the FED was
-/// declared stopped, or the emulator has already produced event + 1). `newest`: the highest
-/// event the source can have sent yet (the emulator's last; `u64::MAX` for a stream): a
-/// fragment numbered beyond it has a corrupt id.
+/// declared stopped, or the emulator has produced everything up to `newest`). `newest`: the
+/// highest event the source can have sent yet (the emulator's last; `u64::MAX` for a
+/// stream): a fragment numbered beyond it has a corrupt id.
 ///
 /// A fragment numbered N is N's. Otherwise its successor decides first: numbered N, this one
 /// is a stray; numbered N + 1, this one is N's with a corrupt id. Then a fragment numbered

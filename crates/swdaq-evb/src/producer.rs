@@ -4,9 +4,9 @@
 //!
 //! The emulator stays one per unit (its FEDs share the trigger) and lands each FED's
 //! fragment in that FED's buffer: one copy from the emulator's event into the slot, which
-//! `swdaq bench evb` measures (`fed_link_ns_per_fragment` against the direct path). It runs
-//! at most one event ahead of the event being built: [`place`](crate::fed_link::place)
-//! needs the next event's fragment only when this one's is missing or misnumbered.
+//! `swdaq bench evb` measures (`fed_link_ns_per_fragment` against the direct path). It
+//! emulates the event being built and no further: its links then hold nothing newer, so
+//! [`place`](crate::fed_link::place) needs no look-ahead.
 //!
 //! Trigger time: the emulator's for emulated FEDs. FED fragments carry none, so with files
 //! or UDP an event's trigger time is when its readout unit found all its fragments placed
@@ -92,7 +92,7 @@ impl Producer {
                 let slot = (bytes as usize)
                     .next_multiple_of(FED_WORD)
                     .max(FED_MIN_SIZE);
-                // Two events ahead at most: the smallest buffer does.
+                // One event at a time: the smallest buffer does.
                 FedLink::new(spec.id, 0, slot).map_err(|source| ProducerError::Buffer {
                     fed: spec.id,
                     source,
@@ -207,31 +207,25 @@ impl Producer {
         if self.placements.is_some() {
             return true;
         }
-        loop {
-            if let Feed::Emulator { generated, .. } = &self.feed
-                && *generated < self.next
-            {
+        // Emulated links hold nothing past the last emulated event, so once it is the next
+        // one every placement is final (a fragment numbered beyond it has a corrupt id).
+        let (settled, newest) = match &self.feed {
+            Feed::Emulator { .. } => {
                 self.emulate();
-                continue;
+                (true, self.next)
             }
-            let (settled, newest) = match &self.feed {
-                Feed::Emulator { generated, .. } => (*generated > self.next, *generated),
-                Feed::Sources(_) => (false, u64::MAX),
-            };
-            let mut placements = Vec::with_capacity(self.links.len());
-            for index in 0..self.links.len() {
-                placements.push(self.place_on(index, settled, newest));
-            }
-            if !placements.contains(&Placement::Wait) {
-                self.ready_ns = self.start.elapsed().as_nanos() as u64;
-                self.placements = Some(placements);
-                return true;
-            }
-            if settled || matches!(self.feed, Feed::Sources(_)) {
-                return false;
-            }
-            self.emulate();
+            Feed::Sources(_) => (false, u64::MAX),
+        };
+        let mut placements = Vec::with_capacity(self.links.len());
+        for index in 0..self.links.len() {
+            placements.push(self.place_on(index, settled, newest));
         }
+        if placements.contains(&Placement::Wait) {
+            return false;
+        }
+        self.ready_ns = self.start.elapsed().as_nanos() as u64;
+        self.placements = Some(placements);
+        true
     }
 
     /// Places the next event on link `index`, reading its source and skipping strays.
@@ -251,7 +245,8 @@ impl Producer {
         }
     }
 
-    /// Emulates the next level-1 accept into the links, one fragment per FED that sent one.
+    /// Emulates the event built next into the links (one fragment per FED that sent one),
+    /// unless it already is.
     fn emulate(&mut self) {
         let Feed::Emulator {
             emulator,
@@ -263,6 +258,9 @@ impl Producer {
         else {
             return;
         };
+        if *generated >= self.next {
+            return;
+        }
         let mut faults = Vec::new();
         emulator.next_event(event, &mut faults);
         *generated = event.event;
@@ -280,7 +278,7 @@ impl Producer {
                 }
                 Ok(Poll::Frame(fragment.len()))
             });
-            // The emulator runs at most two events ahead of a buffer of many more slots.
+            // The links hold at most this event's fragments: there is always room.
             debug_assert!(matches!(landed, Ok(Poll::Frame(_))));
         }
     }
