@@ -388,6 +388,13 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "build_time_p50_us": s.build_time_us(0.5),
         "build_time_p99_us": s.build_time_us(0.99),
         "fed_failures": fed_failures,
+        "feds": s.feds.iter().map(|(ru, fed, c)| serde_json::json!({
+            "ru": ru,
+            "fed": fed,
+            "good": c.good,
+            "failures": FedCheckFailure::ALL.iter().map(|f| (f.name().to_owned(), c.failed(*f).into())).collect::<serde_json::Map<_, _>>(),
+            "ingest": c.ingest,
+        })).collect::<Vec<_>>(),
         "missing_per_ru": missing_per_ru(s),
         "writer_errors": s.writers.iter().filter_map(|w| w.error.as_ref().map(|e| e.to_string())).collect::<Vec<_>>(),
         "read_back": s.read_back.iter().map(read_back_json).collect::<Vec<_>>(),
@@ -629,6 +636,26 @@ mod tests {
         farm.evb.farm.consumers = 1;
         let err = parse(&toml::to_string_pretty(&farm).unwrap()).unwrap_err();
         assert!(err.to_string().contains("evb.farm"), "{err}");
+    }
+
+    #[test]
+    fn shipped_files_config_reads_generated_fed_files_to_their_end() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-files.toml");
+        let mut config = load(&path).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let feds = config.evb.rus.concat();
+        let fed_sim = swdaq_sim::fed::FedSimConfig {
+            feds,
+            ..config.evb.fed_sim(0)
+        };
+        swdaq_sim::fed::write_fed_files(fed_sim, 300, 1, dir.path()).unwrap();
+        config.evb.input.directory = dir.path().to_owned();
+        config.evb.output = dir.path().join("out");
+        let summary = run(&config, &AtomicBool::new(false), true).unwrap();
+        assert_eq!(
+            (summary.built(), summary.written(), summary.incomplete()),
+            (300, 300, 0)
+        );
     }
 
     #[test]

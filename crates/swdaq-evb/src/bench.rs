@@ -4,7 +4,8 @@
 //!   trigger rate: built events/s, GB/s written, CPU seconds of its threads (per-core rate =
 //!   events per CPU second), lost and incomplete events;
 //! * the bare in-process transport moving events of the same size between two threads;
-//! * per-fragment costs (FED emulation, readout-unit checks with CRC-16) and per-event costs
+//! * per-fragment costs (FED emulation, readout-unit checks with CRC-16, and both through
+//!   the FED links' latency buffers as the readout units run them) and per-event costs
 //!   (building with CRC32C, writing) on one core.
 
 use crate::build::{BuiltEvent, EventBuilder};
@@ -12,6 +13,7 @@ use crate::check::SuperFragmentBuilder;
 use crate::config::EvbConfig;
 use crate::files::{FileWriter, WriterConfig};
 use crate::metrics::{builder_cpu_ticks, thread_cpu_ns};
+use crate::producer::Producer;
 use crate::system::{Drills, EvbError, EvbRun, EvbSummary};
 use serde::Serialize;
 use std::hint::black_box;
@@ -48,6 +50,14 @@ pub struct CostRow {
     pub fed_emulation_ns_per_fragment: f64,
     /// Checks (markers, length, source, L1 id, CRC-16) and the copy into the super-fragment.
     pub ru_check_ns_per_fragment: f64,
+    /// The direct path, as readout units read before FED links: each event emulated into
+    /// one reused buffer and checked from there into its super-fragment.
+    pub direct_ns_per_fragment: f64,
+    /// The readout units' path: emulation into each FED's latency buffer, placement by L1
+    /// id, the same checks and copy into the super-fragment (`Producer`).
+    pub fed_link_ns_per_fragment: f64,
+    /// `fed_link_ns_per_fragment` over `direct_ns_per_fragment`, same run.
+    pub fed_link_vs_direct: f64,
     pub crc16_gbps: f64,
     /// Assembly of the FRD event from its super-fragments, CRC32C included.
     pub bu_build_ns_per_event: f64,
@@ -185,6 +195,26 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
     let t = CpuClock::start();
     let parts: Vec<_> = generated.iter().map(|e| checker.build(e)).collect();
     let ru_check = t.elapsed_ns() / (events as f64 * feds);
+    // Both paths emulate and check each event at once (cache-hot), unlike the stages above.
+    let (mut emulated, mut event) = (emulator()?, FedEvent::default());
+    let t = CpuClock::start();
+    for _ in 0..events {
+        emulated.next_event(&mut event, &mut truth);
+        black_box(checker.build(&event));
+    }
+    let direct = t.elapsed_ns() / (events as f64 * feds);
+    let mut producer =
+        Producer::new(0, config.fed_sim(0), Instant::now(), false).map_err(|source| {
+            EvbError::Input {
+                ru: 0,
+                source: source.into(),
+            }
+        })?;
+    let t = CpuClock::start();
+    for _ in 0..events {
+        black_box(producer.take());
+    }
+    let fed_link = t.elapsed_ns() / (events as f64 * feds);
     let fed_bytes: usize = generated.iter().map(|e| e.bytes.len()).sum();
     let t = CpuClock::start();
     for e in &generated {
@@ -240,6 +270,9 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
     Ok(CostRow {
         fed_emulation_ns_per_fragment: fed_emulation,
         ru_check_ns_per_fragment: ru_check,
+        direct_ns_per_fragment: direct,
+        fed_link_ns_per_fragment: fed_link,
+        fed_link_vs_direct: fed_link / direct,
         crc16_gbps,
         bu_build_ns_per_event: bu_build,
         crc32c_gbps,

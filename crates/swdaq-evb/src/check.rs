@@ -2,7 +2,28 @@
 //! super-fragment built from the fragments that pass. Each failure is counted once per FED,
 //! by the first check it fails, in this order: missing, malformed (markers, size), bad length
 //! (trailer length against the size received), wrong source id, wrong level-1 id, bad CRC.
+//!
+//! Which fragment is event N's is decided on the FED's link by its level-1 id
+//! ([`crate::fed_link::place`], tests there and in `producer`), so each fault still ends in
+//! exactly one counter:
+//! * a missing fragment: the link's next one is numbered N + 1 (or starts a run further on):
+//!   `missing`, and the next fragment waits for its own event;
+//! * a wrong level-1 id: the fragment is N's when its successor is N + 1 (or its id is far
+//!   off): `wrong_l1_id`; a record whose successor is N is a stray, counted by the first
+//!   check it fails for N and part of no event;
+//! * a stopped FED: a source that ended, or a stream with nothing for `stop_wait` while an
+//!   event waits for it, makes each later event `missing` at once (it never stalls the unit);
+//! * a truncated record (a file cut short): the read fails, the link ends (its `truncated`
+//!   ingest count) and that event's and every later fragment is `missing`; a garbage record
+//!   or one larger than a slot (its `oversized` ingest count, kept empty): `malformed`.
+//!
+//! A readout unit's input ends when every FED's source has ended and every fragment is
+//! placed: events after that are not read, so trailing events missing from all its FEDs
+//! (or whose last fragment was misnumbered, and so placed in an earlier event) are not
+//! built. A placement can also swap two faults' events (a missing N and a misnumbered N + 1
+//! count as a misnumbered N and a missing N + 1): counts by kind stay exact.
 
+use crate::fed_link::FedIngestCounts;
 use crate::message::SuperFragment;
 use swdaq_format::FormatError;
 use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
@@ -47,6 +68,8 @@ pub struct FedCounts {
     pub bytes: u64,
     /// Indexed like [`FedCheckFailure::ALL`].
     pub failures: [u64; 6],
+    /// What the FED's link took in, before the checks.
+    pub ingest: FedIngestCounts,
 }
 
 impl FedCounts {
@@ -99,29 +122,64 @@ impl SuperFragmentBuilder {
         &self.counts
     }
 
+    /// Checks and counts FED number `index`'s fragment of `event` (`None`: missing) and
+    /// appends it to `data` if it passes; true if it did.
+    pub fn add(
+        &mut self,
+        index: usize,
+        event: u64,
+        fragment: Option<&[u8]>,
+        data: &mut Vec<u8>,
+    ) -> bool {
+        let counts = &mut self.counts[index];
+        let verdict = match fragment {
+            None => Err(FedCheckFailure::Missing),
+            Some(bytes) => check_fragment(self.feds[index], event, bytes).map(|()| bytes),
+        };
+        match verdict {
+            Ok(bytes) => {
+                counts.good += 1;
+                counts.bytes += bytes.len() as u64;
+                data.extend_from_slice(bytes);
+                true
+            }
+            Err(failure) => {
+                counts.failures[failure as usize] += 1;
+                false
+            }
+        }
+    }
+
+    /// Counts a stray record on FED number `index`'s link (part of no event, found while
+    /// placing `event`) by the first check it fails.
+    pub fn stray(&mut self, index: usize, event: u64, bytes: &[u8]) {
+        let failure = check_fragment(self.feds[index], event, bytes)
+            .err()
+            .unwrap_or(FedCheckFailure::WrongL1Id);
+        self.counts[index].failures[failure as usize] += 1;
+    }
+
+    pub fn ru(&self) -> u16 {
+        self.ru
+    }
+
+    /// FED number `index`'s ingest counts, written by its link.
+    pub fn ingest_mut(&mut self, index: usize) -> &mut FedIngestCounts {
+        &mut self.counts[index].ingest
+    }
+
+    /// Checks the fragments of an emulated event (all of this unit's FEDs, in one buffer)
+    /// into its super-fragment.
     pub fn build(&mut self, event: &FedEvent) -> SuperFragment {
         let mut data = Vec::with_capacity(event.bytes.len());
         let mut bad_feds = 0;
         let mut sent = event.fragments.iter().peekable();
-        for (fed, counts) in self.feds.iter().zip(&mut self.counts) {
-            let verdict = match sent.next_if(|(id, _)| id == fed) {
-                None => Err(FedCheckFailure::Missing),
-                Some((_, range)) => {
-                    let bytes = &event.bytes[range.clone()];
-                    check_fragment(*fed, event.event, bytes).map(|()| bytes)
-                }
-            };
-            match verdict {
-                Ok(bytes) => {
-                    counts.good += 1;
-                    counts.bytes += bytes.len() as u64;
-                    data.extend_from_slice(bytes);
-                }
-                Err(failure) => {
-                    counts.failures[failure as usize] += 1;
-                    bad_feds += 1;
-                }
-            }
+        for index in 0..self.feds.len() {
+            let fed = self.feds[index];
+            let fragment = sent
+                .next_if(|(id, _)| *id == fed)
+                .map(|(_, range)| &event.bytes[range.clone()]);
+            bad_feds += u16::from(!self.add(index, event.event, fragment, &mut data));
         }
         SuperFragment {
             ru: self.ru,

@@ -51,10 +51,56 @@ pub struct EvbConfig {
     pub output: PathBuf,
     pub min_free_bytes: u64,
     pub disk_full: DiskFullPolicy,
-    /// Events to trigger; `None` runs until stopped.
+    /// Events to trigger; `None` runs until stopped (or, reading files, until they end).
     pub max_events: Option<u64>,
     /// The filter-farm stand-in that reads, checks and deletes closed files (off by default).
     pub farm: FarmConfig,
+    /// Where the readout units' FEDs come from (`[evb.input]`).
+    pub input: FedInputConfig,
+}
+
+/// Where FED fragments come from, as `[source]`'s `kind` says for the DUNE chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FedInputKind {
+    /// Each readout unit emulates its FEDs (paced by the trigger clock when `paced`).
+    #[default]
+    Emulator,
+    /// Each FED's raw file `fed<ID>.swraw` in `directory` (`swdaq gen --format fed`), read as
+    /// fast as the builder units take events.
+    File,
+    /// One datagram per fragment; the FED that is `i`-th in `rus` (from 0, all readout units
+    /// in order) listens on `udp_address`'s port + `i`.
+    Udp,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FedInputConfig {
+    pub kind: FedInputKind,
+    pub directory: PathBuf,
+    pub udp_address: Option<std::net::SocketAddr>,
+    /// Fragments each FED's latency buffer holds (files, UDP).
+    pub buffer_fragments: usize,
+    /// Largest UDP fragment in bytes (a larger datagram is counted oversized).
+    pub max_fragment_bytes: usize,
+    /// How long an event waits for a FED with nothing to read before it is taken as
+    /// stopped (its fragments missing until it sends again).
+    #[serde(with = "millis")]
+    pub stop_wait: Duration,
+}
+
+impl Default for FedInputConfig {
+    fn default() -> Self {
+        Self {
+            kind: FedInputKind::Emulator,
+            directory: PathBuf::new(),
+            udp_address: None,
+            buffer_fragments: 1024,
+            max_fragment_bytes: 16 << 10,
+            stop_wait: Duration::from_millis(100),
+        }
+    }
 }
 
 /// The default output directory: RAM-backed when `/dev/shm` exists.
@@ -92,6 +138,7 @@ impl Default for EvbConfig {
             disk_full: DiskFullPolicy::Stop,
             max_events: None,
             farm: FarmConfig::default(),
+            input: FedInputConfig::default(),
         }
     }
 }
@@ -104,6 +151,8 @@ pub enum EvbConfigError {
     Batch { batch: u32, capacity: u32 },
     #[error("events_per_file, ru_capacity and lumi_section must be positive")]
     ZeroSize,
+    #[error("[evb.input] kind = \"{0}\" needs `{1}`")]
+    Input(&'static str, &'static str),
     #[error("readout unit {ru}: {source}")]
     Feds {
         ru: usize,
@@ -135,6 +184,15 @@ impl EvbConfig {
         }
         if self.events_per_file == 0 || self.ru_capacity == 0 || self.lumi_section.is_zero() {
             return Err(EvbConfigError::ZeroSize);
+        }
+        match self.input.kind {
+            FedInputKind::File if self.input.directory.as_os_str().is_empty() => {
+                return Err(EvbConfigError::Input("file", "directory"));
+            }
+            FedInputKind::Udp if self.input.udp_address.is_none() => {
+                return Err(EvbConfigError::Input("udp", "udp_address"));
+            }
+            _ => {}
         }
         for ru in 0..self.rus.len() {
             self.fed_sim(ru)

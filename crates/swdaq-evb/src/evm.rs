@@ -156,7 +156,7 @@ impl Evm {
         loop {
             let all_gone = drain(&*self.requests, &mut credits, &mut report, Duration::ZERO);
             let (event, _) = self.producer.peek();
-            let done = self.max_events.is_some_and(|m| event > m);
+            let done = self.max_events.is_some_and(|m| event > m) || self.producer.exhausted();
             if all_gone || done || self.stop.load(Ordering::Relaxed) {
                 break;
             }

@@ -1,5 +1,7 @@
 //! A CMS-style event builder (the second dataflow model beside the DUNE request-window
-//! one): FEDs send one fragment per level-1 accept; readout units check them and build one
+//! one): FEDs send one fragment per level-1 accept; readout units read each FED through its own
+//! latency buffer, place each fragment in its event by level-1 id ([`fed_link`], from the
+//! emulator, files or UDP: [`input`], [`producer`]), check them and build one
 //! super-fragment per event ([`check`], [`ru`]); the event manager (readout unit 0, which
 //! sees the trigger) gives each event to a builder unit that has asked for work ([`evm`]);
 //! the builder unit asks every readout unit for that event's super-fragments, builds an FRD
@@ -18,7 +20,9 @@ pub mod check;
 pub mod config;
 pub mod evm;
 pub mod farm;
+pub mod fed_link;
 pub mod files;
+pub mod input;
 pub mod inspect;
 pub mod jsn;
 pub mod message;

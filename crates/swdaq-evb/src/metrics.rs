@@ -68,6 +68,15 @@ impl FedMetrics {
                 format!("FED fragments that failed the check: {}", f.name()),
             )
         }))
+        .chain(
+            [
+                ("received", "FED fragments the link took into its buffer"),
+                ("received_bytes", "Bytes the link took into its buffer"),
+                ("oversized", "FED fragments larger than a buffer slot"),
+                ("truncated", "Reads that failed part-way, ending the link"),
+            ]
+            .map(|(name, help)| (format!("swdaq_evb_fed_{name}_total"), help.to_owned())),
+        )
         .collect();
         let names: Vec<(&str, &str)> = names
             .iter()
@@ -92,6 +101,8 @@ impl FedMetrics {
         for (set, c) in self.per_fed.iter_mut().zip(counts) {
             let mut values = vec![c.good, c.bytes];
             values.extend_from_slice(&c.failures);
+            let i = &c.ingest;
+            values.extend([i.fragments, i.bytes, i.oversized, i.truncated]);
             set.publish(&values);
         }
     }

@@ -1,61 +1,188 @@
-//! A readout unit's input: its FEDs (emulated), paced by the trigger clock, read and
-//! checked into super-fragments.
+//! A readout unit's input: one [`FedLink`] per FED, fed by the unit's FED emulator (paced by
+//! the trigger clock) or by one `FrameSource` per FED (raw files, UDP), and the
+//! super-fragment of each event built from the links, lined up by level-1 id.
+//!
+//! The emulator stays one per unit (its FEDs share the trigger) and lands each FED's
+//! fragment in that FED's buffer: one copy from the emulator's event into the slot, which
+//! `swdaq bench evb` measures (`fed_link_ns_per_fragment` against the direct path). It
+//! emulates the event being built and no further: its links then hold nothing newer, so
+//! [`place`](crate::fed_link::place) needs no look-ahead.
+//!
+//! Trigger time: the emulator's for emulated FEDs. FED fragments carry none, so with files
+//! or UDP an event's trigger time is when its readout unit found all its fragments placed
+//! (nanoseconds since the unit started): lumi sections and latency then count from reading.
 
 use crate::check::{FedCounts, SuperFragmentBuilder};
+use crate::fed_link::{FedLink, Placement};
 use crate::message::SuperFragment;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
 use std::time::{Duration, Instant};
+use swdaq_format::fed::{FED_MIN_SIZE, FED_WORD};
+use swdaq_readout::source::{FrameSource, Poll};
 use swdaq_sim::fed::{FedConfigError, FedEmulator, FedEvent, FedFault, FedFaultKind, FedSimConfig};
 
+/// How long a readout unit waits before asking its links again when an event is not ready.
+const NOT_READY_WAIT: Duration = Duration::from_micros(200);
+/// Standard deviations above the mean an emulated FED's slot holds: a larger fragment
+/// (never seen: odds below 1e-50) would be counted oversized.
+const EMULATED_SLOT_SIGMAS: u32 = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProducerError {
+    #[error(transparent)]
+    Config(#[from] FedConfigError),
+    #[error("FED {fed}'s latency buffer: {source}")]
+    Buffer { fed: u16, source: io::Error },
+}
+
+/// Where the links' fragments come from.
+enum Feed {
+    Emulator {
+        emulator: Box<FedEmulator>,
+        event: FedEvent,
+        /// Last event produced into the links.
+        generated: u64,
+        /// Per produced, unbuilt event: its trigger time and injected faults.
+        pending: VecDeque<(u64, Vec<FedFault>)>,
+        paced: bool,
+    },
+    /// One source per link, in link order.
+    Sources(Vec<Box<dyn FrameSource>>),
+}
+
+/// One FED's input as a source: its id, source and largest fragment in bytes.
+pub struct FedSource {
+    pub fed: u16,
+    pub source: Box<dyn FrameSource>,
+    pub max_fragment: usize,
+}
+
 pub struct Producer {
-    emulator: FedEmulator,
+    feed: Feed,
+    links: Vec<FedLink>,
     builder: SuperFragmentBuilder,
-    event: FedEvent,
-    generated: bool,
-    faults: Vec<FedFault>,
+    /// The event built next.
+    next: u64,
+    /// Each link's placement of `next`, once every link has one.
+    placements: Option<Vec<Placement>>,
+    /// When `next` was found ready (sources: its trigger time).
+    ready_ns: u64,
+    stop_wait: Duration,
     injected: BTreeMap<(u16, FedFaultKind), u64>,
     start: Instant,
-    paced: bool,
 }
 
 impl Producer {
-    /// `start` is the run's time zero on the trigger clock, shared by every readout unit.
+    /// Emulated FEDs. `start` is the run's time zero on the trigger clock, shared by every
+    /// readout unit.
     pub fn new(
         ru: u16,
         config: FedSimConfig,
         start: Instant,
         paced: bool,
-    ) -> Result<Self, FedConfigError> {
-        let feds = config.feds.iter().map(|f| f.id).collect();
-        Ok(Self {
-            emulator: FedEmulator::new(config)?,
-            builder: SuperFragmentBuilder::new(ru, feds),
+    ) -> Result<Self, ProducerError> {
+        let emulator = FedEmulator::new(config)?;
+        let links = emulator
+            .config()
+            .feds
+            .iter()
+            .map(|spec| {
+                let bytes = spec.mean_bytes + EMULATED_SLOT_SIGMAS * spec.spread_bytes;
+                let slot = (bytes as usize)
+                    .next_multiple_of(FED_WORD)
+                    .max(FED_MIN_SIZE);
+                // One event at a time: the smallest buffer does.
+                FedLink::new(spec.id, 0, slot).map_err(|source| ProducerError::Buffer {
+                    fed: spec.id,
+                    source,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let feed = Feed::Emulator {
+            emulator: Box::new(emulator),
             event: FedEvent::default(),
-            generated: false,
-            faults: Vec::new(),
+            generated: 0,
+            pending: VecDeque::new(),
+            paced,
+        };
+        Ok(Self::with_links(ru, feed, links, Duration::ZERO, start))
+    }
+
+    /// FEDs read from sources (files, UDP) into buffers of `slots` fragments, from event
+    /// `first_event` (1 from the start of a run); a FED with nothing to read for `stop_wait`
+    /// while an event waits for it is taken as stopped (its fragments missing) until it
+    /// sends again.
+    pub fn from_sources(
+        ru: u16,
+        sources: Vec<FedSource>,
+        slots: usize,
+        stop_wait: Duration,
+        first_event: u64,
+        start: Instant,
+    ) -> Result<Self, ProducerError> {
+        let mut links = Vec::with_capacity(sources.len());
+        let mut feeds = Vec::with_capacity(sources.len());
+        for s in sources {
+            let link = FedLink::new(s.fed, slots, s.max_fragment.max(FED_MIN_SIZE))
+                .map_err(|source| ProducerError::Buffer { fed: s.fed, source })?;
+            links.push(link);
+            feeds.push(s.source);
+        }
+        let mut producer = Self::with_links(ru, Feed::Sources(feeds), links, stop_wait, start);
+        producer.next = first_event.max(1);
+        Ok(producer)
+    }
+
+    fn with_links(
+        ru: u16,
+        feed: Feed,
+        links: Vec<FedLink>,
+        stop_wait: Duration,
+        start: Instant,
+    ) -> Self {
+        let feds = links.iter().map(|l| l.fed).collect();
+        Self {
+            feed,
+            links,
+            builder: SuperFragmentBuilder::new(ru, feds),
+            next: 1,
+            placements: None,
+            ready_ns: 0,
+            stop_wait,
             injected: BTreeMap::new(),
             start,
-            paced,
-        })
-    }
-
-    /// The next event's number and trigger time; its FEDs send it now if they have not.
-    pub fn peek(&mut self) -> (u64, u64) {
-        if !self.generated {
-            self.faults.clear();
-            self.emulator.next_event(&mut self.event, &mut self.faults);
-            self.generated = true;
         }
-        (self.event.event, self.event.trigger_ns)
     }
 
-    /// How long until the next event's trigger time, if paced and not yet due.
+    /// The next event's number and trigger time (sources: the time now until it is ready).
+    pub fn peek(&mut self) -> (u64, u64) {
+        self.resolve();
+        (self.next, self.trigger_ns())
+    }
+
+    fn trigger_ns(&self) -> u64 {
+        match &self.feed {
+            Feed::Emulator { pending, .. } => pending.front().map_or(0, |(t, _)| *t),
+            Feed::Sources(_) if self.placements.is_some() => self.ready_ns,
+            Feed::Sources(_) => self.start.elapsed().as_nanos() as u64,
+        }
+    }
+
+    fn paced(&self) -> bool {
+        matches!(self.feed, Feed::Emulator { paced: true, .. })
+    }
+
+    /// How long until the next event may be taken: its trigger time when paced, or a short
+    /// wait while its fragments are not all placed; `None` when it may be taken now.
     pub fn not_due_for(&mut self) -> Option<Duration> {
-        let (_, trigger_ns) = self.peek();
-        if !self.paced {
+        if !self.resolve() {
+            return Some(NOT_READY_WAIT);
+        }
+        if !self.paced() {
             return None;
         }
-        let due = self.start + Duration::from_nanos(trigger_ns);
+        let due = self.start + Duration::from_nanos(self.trigger_ns());
         due.checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
     }
@@ -63,21 +190,134 @@ impl Producer {
     /// How far the next event is behind its trigger time (zero when not paced or not due).
     pub fn behind(&mut self) -> Duration {
         let (_, trigger_ns) = self.peek();
-        if !self.paced {
+        if !self.paced() {
             return Duration::ZERO;
         }
         (self.start + Duration::from_nanos(trigger_ns)).elapsed()
     }
 
-    /// Checks the next event's fragments into its super-fragment and moves on.
-    pub fn take(&mut self) -> (u64, SuperFragment) {
-        let (_, trigger_ns) = self.peek();
-        self.generated = false;
-        // Faults count as injected once their event is read (not merely looked ahead at).
-        for f in &self.faults {
-            *self.injected.entry((f.fed, f.kind)).or_default() += 1;
+    /// True when every source has ended and every fragment is built: no event will come.
+    pub fn exhausted(&self) -> bool {
+        matches!(self.feed, Feed::Sources(_)) && self.links.iter().all(FedLink::drained)
+    }
+
+    /// Places the next event on every link, reading (or emulating) what that needs; true
+    /// once every link has a placement.
+    fn resolve(&mut self) -> bool {
+        if self.placements.is_some() {
+            return true;
         }
-        (trigger_ns, self.builder.build(&self.event))
+        // Emulated links hold nothing past the last emulated event, so once it is the next
+        // one every placement is final (a fragment numbered beyond it has a corrupt id).
+        let (settled, newest) = match &self.feed {
+            Feed::Emulator { .. } => {
+                self.emulate();
+                (true, self.next)
+            }
+            Feed::Sources(_) => (false, u64::MAX),
+        };
+        let mut placements = Vec::with_capacity(self.links.len());
+        for index in 0..self.links.len() {
+            placements.push(self.place_on(index, settled, newest));
+        }
+        if placements.contains(&Placement::Wait) {
+            return false;
+        }
+        self.ready_ns = self.start.elapsed().as_nanos() as u64;
+        self.placements = Some(placements);
+        true
+    }
+
+    /// Places the next event on link `index`, reading its source and skipping strays.
+    fn place_on(&mut self, index: usize, settled: bool, newest: u64) -> Placement {
+        let (event, link) = (self.next, &mut self.links[index]);
+        loop {
+            if let Feed::Sources(sources) = &mut self.feed {
+                link.fill(&mut *sources[index], event, self.builder.ingest_mut(index));
+            }
+            match link.place(event, settled, newest, self.stop_wait) {
+                Placement::Stray => {
+                    let builder = &mut self.builder;
+                    link.consume(|bytes| builder.stray(index, event, bytes));
+                }
+                placement => return placement,
+            }
+        }
+    }
+
+    /// Emulates the event built next into the links (one fragment per FED that sent one),
+    /// unless it already is.
+    fn emulate(&mut self) {
+        let Feed::Emulator {
+            emulator,
+            event,
+            generated,
+            pending,
+            ..
+        } = &mut self.feed
+        else {
+            return;
+        };
+        if *generated >= self.next {
+            return;
+        }
+        let mut faults = Vec::new();
+        emulator.next_event(event, &mut faults);
+        *generated = event.event;
+        pending.push_back((event.trigger_ns, faults));
+        // Fragments come in configuration order, which is the links' order.
+        let mut sent = event.fragments.iter().peekable();
+        for (index, link) in self.links.iter_mut().enumerate() {
+            let Some((_, range)) = sent.next_if(|(id, _)| *id == link.fed) else {
+                continue;
+            };
+            let fragment = &event.bytes[range.clone()];
+            let landed = link.land(self.next, self.builder.ingest_mut(index), |slot| {
+                if let Some(slot) = slot.get_mut(..fragment.len()) {
+                    slot.copy_from_slice(fragment);
+                }
+                Ok(Poll::Frame(fragment.len()))
+            });
+            // The links hold at most this event's fragments: there is always room.
+            debug_assert!(matches!(landed, Ok(Poll::Frame(_))));
+        }
+    }
+
+    /// Builds the next event's super-fragment from its placed fragments and moves on; call
+    /// once [`Self::not_due_for`] says it may be taken (a link still waiting counts missing).
+    pub fn take(&mut self) -> (u64, SuperFragment) {
+        self.resolve();
+        let trigger_ns = self.trigger_ns();
+        let placements = self.placements.take().unwrap_or_default();
+        let event = self.next;
+        let mut data = Vec::new();
+        let mut bad_feds = 0;
+        for (index, link) in self.links.iter_mut().enumerate() {
+            let builder = &mut self.builder;
+            let good = match placements.get(index) {
+                Some(Placement::Fragment) => {
+                    link.consume(|bytes| builder.add(index, event, Some(bytes), &mut data))
+                }
+                _ => builder.add(index, event, None, &mut data),
+            };
+            bad_feds += u16::from(!good);
+        }
+        if let Feed::Emulator { pending, .. } = &mut self.feed
+            && let Some((_, faults)) = pending.pop_front()
+        {
+            // Faults count as injected once their event is built (not merely emulated ahead).
+            for f in faults {
+                *self.injected.entry((f.fed, f.kind)).or_default() += 1;
+            }
+        }
+        self.next += 1;
+        let sf = SuperFragment {
+            ru: self.builder.ru(),
+            event,
+            bad_feds,
+            data,
+        };
+        (trigger_ns, sf)
     }
 
     pub fn feds(&self) -> &[u16] {
@@ -91,5 +331,281 @@ impl Producer {
     /// Faults the emulator injected, per (FED, kind): the truth the counts are checked against.
     pub fn injected(&self) -> &BTreeMap<(u16, FedFaultKind), u64> {
         &self.injected
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::FedCheckFailure;
+    use proptest::prelude::*;
+    use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader, encode_fed_fragment};
+
+    /// What one FED sends for one event.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Sent {
+        Good,
+        Missing,
+        /// The L1 id moved this far (2^20 and more, so no neighbour's).
+        WrongL1Id(u32),
+        BadCrc,
+        BadLength,
+        /// A record whose header is not a FED header.
+        Garbage,
+    }
+
+    fn sent() -> impl Strategy<Value = Sent> {
+        prop_oneof![
+            6 => Just(Sent::Good),
+            1 => Just(Sent::Missing),
+            1 => (0u32..1 << 22).prop_map(|r| Sent::WrongL1Id((1 << 20) + r)),
+            1 => Just(Sent::BadCrc),
+            1 => Just(Sent::BadLength),
+            1 => Just(Sent::Garbage),
+        ]
+    }
+
+    /// The counter each kind must end in (`None`: passes).
+    fn counter(sent: Sent) -> Option<FedCheckFailure> {
+        match sent {
+            Sent::Good => None,
+            Sent::Missing => Some(FedCheckFailure::Missing),
+            Sent::WrongL1Id(_) => Some(FedCheckFailure::WrongL1Id),
+            Sent::BadCrc => Some(FedCheckFailure::BadCrc),
+            Sent::BadLength => Some(FedCheckFailure::BadLength),
+            Sent::Garbage => Some(FedCheckFailure::Malformed),
+        }
+    }
+
+    fn fragment(fed: u16, event: u64, sent: Sent, words: usize) -> Option<Vec<u8>> {
+        let mut l1_id = event as u32 & FED_L1_ID_MASK;
+        match sent {
+            Sent::Missing => return None,
+            Sent::Garbage => return Some(vec![0x33; 8 * (words + 2)]),
+            Sent::WrongL1Id(by) => l1_id = (l1_id + by) & FED_L1_ID_MASK,
+            _ => {}
+        }
+        let header = FedHeader {
+            l1_id,
+            source_id: fed,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        let payload: Vec<u8> = (0..words * 8).map(|i| (i as u64 ^ event) as u8).collect();
+        encode_fed_fragment(&mut out, &header, &Default::default(), &payload);
+        let trailer = out.len() - 8;
+        match sent {
+            Sent::BadCrc => out[trailer + 2] ^= 0x5A,
+            Sent::BadLength => out[trailer + 4] ^= 0x01,
+            _ => {}
+        }
+        Some(out)
+    }
+
+    /// Records in memory; `idle[i]`: how many `Idle` answers come before record `i`; a
+    /// `truncated` stream fails after its last record.
+    struct Records {
+        records: VecDeque<(u8, Vec<u8>)>,
+        truncated: bool,
+    }
+
+    impl FrameSource for Records {
+        fn next_frame(&mut self, slot: &mut [u8]) -> io::Result<Poll> {
+            match self.records.front_mut() {
+                Some((idle, _)) if *idle > 0 => {
+                    *idle -= 1;
+                    Ok(Poll::Idle)
+                }
+                Some(_) => {
+                    let (_, bytes) = self.records.pop_front().expect("front exists");
+                    slot[..bytes.len()].copy_from_slice(&bytes);
+                    Ok(Poll::Frame(bytes.len()))
+                }
+                None if self.truncated => Err(io::ErrorKind::UnexpectedEof.into()),
+                None => Ok(Poll::End),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Any faults on any FED, any arrival interleaving (idle polls), across the 24-bit
+        /// wrap: every event's super-fragment holds exactly its good fragments, in FED order,
+        /// and every fault is in exactly one counter of its kind.
+        #[test]
+        fn super_fragments_hold_exactly_the_good_fragments(
+            first in prop_oneof![Just(1u64), (1u64 << 24) - 40..(1 << 24) + 40],
+            plan in proptest::collection::vec(
+                proptest::collection::vec((sent(), 0u8..3, 0usize..6), 60),
+                1..4,
+            ),
+            stops in proptest::collection::vec(proptest::option::weighted(0.25, 20usize..60), 3),
+            truncated in proptest::collection::vec(any::<bool>(), 3),
+        ) {
+            let events = 60;
+            let mut expected = vec![Vec::new(); events];
+            let mut numbered = vec![false; events];
+            let mut counts = vec![[0u64; 6]; plan.len()];
+            let mut good = vec![0u64; plan.len()];
+            let mut sources = Vec::new();
+            for (k, fed_plan) in plan.iter().enumerate() {
+                let fed = 10 + k as u16;
+                let stop = stops[k].unwrap_or(events);
+                let mut records = VecDeque::new();
+                for (i, &(sent, idle, words)) in fed_plan.iter().enumerate() {
+                    let event = first + i as u64;
+                    // A stopped FED's and a truncated stream's lost record are missing.
+                    let sent = if i >= stop { Sent::Missing } else { sent };
+                    let cut = truncated[k] && i + 1 == stop && sent != Sent::Missing;
+                    let sent = if cut { Sent::Missing } else { sent };
+                    match counter(sent) {
+                        None => good[k] += 1,
+                        Some(f) => counts[k][f as usize] += 1,
+                    }
+                    if let Some(bytes) = fragment(fed, event, sent, words) {
+                        numbered[i] |= matches!(sent, Sent::Good | Sent::BadCrc | Sent::BadLength);
+                        if sent == Sent::Good {
+                            expected[i].extend_from_slice(&bytes);
+                        }
+                        records.push_back((idle, bytes));
+                    }
+                }
+                sources.push(FedSource {
+                    fed,
+                    source: Box::new(Records { records, truncated: truncated[k] && stop < events }),
+                    max_fragment: 8 * 8,
+                });
+            }
+            let mut producer = Producer::from_sources(
+                0, sources, 64, Duration::from_secs(30), first, Instant::now(),
+            ).unwrap();
+            let mut built = 0;
+            for _ in 0..100_000 {
+                if built == events || producer.exhausted() {
+                    break;
+                }
+                if producer.not_due_for().is_some() {
+                    continue;
+                }
+                let (_, sf) = producer.take();
+                prop_assert_eq!(sf.event, first + built as u64);
+                prop_assert_eq!(&sf.data, &expected[built]);
+                built += 1;
+            }
+            // The input ends with its last fragment: events after every FED's last correctly
+            // numbered one may not be built (a misnumbered last one is placed earlier).
+            let all_missing_tail = numbered.iter().rev().take_while(|&&any| !any).count();
+            prop_assert!(built + all_missing_tail >= events, "built {built}");
+            for (k, c) in producer.fed_counts().iter().enumerate() {
+                if built == events {
+                    prop_assert_eq!(c.failures, counts[k], "FED {}", k);
+                    prop_assert_eq!(c.good, good[k]);
+                }
+                prop_assert_eq!(c.ingest.truncated, u64::from(truncated[k] && stops[k].is_some()));
+            }
+        }
+    }
+
+    /// Emulated FEDs with every fault kind: each fault ends in exactly one counter of its
+    /// kind, and a stopped FED does not hold events up.
+    #[test]
+    fn emulated_faults_are_counted_once_through_the_links() {
+        use swdaq_sim::fed::FedFaultRates;
+        let config = FedSimConfig {
+            feds: FedSimConfig::uniform(10, 4, 512, 64),
+            trigger_rate_hz: 100e3,
+            poisson: false,
+            seed: 3,
+            faults: FedFaultRates {
+                missing: 0.03,
+                wrong_l1_id: 0.03,
+                bad_crc: 0.03,
+                bad_length: 0.03,
+                stops: vec![(12, 900)],
+            },
+        };
+        let mut producer = Producer::new(0, config, Instant::now(), false).unwrap();
+        let mut bad = 0;
+        for n in 1..=1000 {
+            assert_eq!(producer.not_due_for(), None);
+            let (_, sf) = producer.take();
+            assert_eq!(sf.event, n);
+            bad += u64::from(sf.bad_feds);
+        }
+        let injected = producer.injected().clone();
+        assert_eq!(bad, injected.values().sum::<u64>());
+        for (i, c) in producer.fed_counts().iter().enumerate() {
+            let fed = 10 + i as u16;
+            let of = |k| injected.get(&(fed, k)).copied().unwrap_or(0);
+            use FedCheckFailure as F;
+            use FedFaultKind as K;
+            assert_eq!(c.failed(F::Missing), of(K::Missing) + of(K::Stopped));
+            assert_eq!(c.failed(F::WrongL1Id), of(K::WrongL1Id));
+            assert_eq!(c.failed(F::BadCrc), of(K::BadCrc));
+            assert_eq!(c.failed(F::BadLength), of(K::BadLength));
+            assert_eq!(c.good + c.failures.iter().sum::<u64>(), 1000);
+            assert_eq!(c.ingest.fragments, 1000 - c.failed(F::Missing));
+        }
+    }
+}
+
+#[cfg(test)]
+mod udp_tests {
+    use super::*;
+    use swdaq_format::fed::{FedHeader, encode_fed_fragment};
+    use swdaq_readout::udp::{UdpSender, UdpSource};
+
+    /// One datagram per fragment on 127.0.0.1; FED 2 sends nothing after event 3 and is
+    /// taken as stopped after `stop_wait`, without holding events up for longer.
+    #[test]
+    fn udp_fragments_are_placed_and_a_silent_fed_is_missing() {
+        let mut sources = Vec::new();
+        let mut senders = Vec::new();
+        for fed in [1u16, 2] {
+            let source = UdpSource::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            senders.push(UdpSender::connect(source.local_addr().unwrap()).unwrap());
+            sources.push(FedSource {
+                fed,
+                source: Box::new(source),
+                max_fragment: 256,
+            });
+        }
+        let stop_wait = Duration::from_millis(50);
+        let mut producer =
+            Producer::from_sources(0, sources, 64, stop_wait, 1, Instant::now()).unwrap();
+        for event in 1..=6u64 {
+            for (sender, fed) in senders.iter().zip([1u16, 2]) {
+                if fed == 2 && event > 3 {
+                    continue;
+                }
+                let header = FedHeader {
+                    l1_id: event as u32,
+                    source_id: fed,
+                    ..Default::default()
+                };
+                let mut bytes = Vec::new();
+                encode_fed_fragment(&mut bytes, &header, &Default::default(), &[0; 64]);
+                sender.send(&bytes).unwrap();
+            }
+        }
+        let started = Instant::now();
+        for event in 1..=6u64 {
+            let waited = Instant::now();
+            while producer.not_due_for().is_some() {
+                assert!(waited.elapsed() < Duration::from_secs(5), "event {event}");
+            }
+            let (_, sf) = producer.take();
+            assert_eq!((sf.event, sf.bad_feds), (event, u16::from(event > 3)));
+        }
+        // One stop wait for the silent FED (plus the receive time-outs), not one per event.
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        let counts = producer.fed_counts();
+        assert_eq!((counts[0].good, counts[1].good), (6, 3));
+        assert_eq!(counts[1].failed(crate::check::FedCheckFailure::Missing), 3);
+        assert_eq!(counts[0].ingest.fragments, 6);
     }
 }

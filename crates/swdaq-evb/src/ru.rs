@@ -80,7 +80,7 @@ impl Ru {
         let mut paused = false;
         while !closed {
             let (next, _) = self.producer.peek();
-            let finished = self.max_events.is_some_and(|m| next > m);
+            let finished = self.max_events.is_some_and(|m| next > m) || self.producer.exhausted();
             let full = held.len() >= self.capacity;
             // Block on the inbox (not a sleep) while there is nothing to read, so a request
             // is served at once.

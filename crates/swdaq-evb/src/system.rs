@@ -12,6 +12,7 @@ use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
 use crate::farm::{ClosedFile, FarmMetrics, FarmReport, run_consumer};
 use crate::files::{FileWriter, WriterConfig, WriterError};
+use crate::input::InputError;
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
 use crate::producer::Producer;
 use crate::reconcile::ReadBack;
@@ -37,6 +38,8 @@ pub enum EvbError {
     Monitor(#[from] MonitorError),
     #[error(transparent)]
     Writer(#[from] WriterError),
+    #[error("readout unit {ru}'s FEDs: {source}")]
+    Input { ru: u16, source: InputError },
     #[error("cannot start thread {name}: {source}")]
     Spawn {
         name: String,
@@ -259,8 +262,8 @@ impl EvbRun {
         let mut rus = Vec::new();
         for (k, inbox) in to_ru_rx.into_iter().enumerate() {
             let index = (k + 1) as u16;
-            let producer = Producer::new(index, config.fed_sim(k + 1), started, config.paced)
-                .map_err(|source| EvbConfigError::Feds { ru: k + 1, source })?;
+            let producer = crate::input::open(config, k + 1, started)
+                .map_err(|source| EvbError::Input { ru: index, source })?;
             let unit = Ru {
                 index,
                 producer,
@@ -275,8 +278,8 @@ impl EvbRun {
                 unit.run(&registry)
             })?);
         }
-        let producer = Producer::new(0, config.fed_sim(0), started, config.paced)
-            .map_err(|source| EvbConfigError::Feds { ru: 0, source })?;
+        let producer = crate::input::open(config, 0, started)
+            .map_err(|source| EvbError::Input { ru: 0, source })?;
         let evm = Evm {
             producer,
             requests: Box::new(request_rx),

@@ -593,10 +593,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 all.load_average.1
             );
             println!(
-                "per fragment: emulation {:.0} ns, RU checks {:.0} ns (CRC-16 {:.2} GB/s); per event: build {:.0} ns (CRC32C {:.2} GB/s), write {:.0} ns",
+                "per fragment: emulation {:.0} ns, RU checks {:.0} ns (CRC-16 {:.2} GB/s); emulated and checked at once: direct {:.0} ns, through the FED links {:.0} ns ({:.3} x direct); per event: build {:.0} ns (CRC32C {:.2} GB/s), write {:.0} ns",
                 c.fed_emulation_ns_per_fragment,
                 c.ru_check_ns_per_fragment,
                 c.crc16_gbps,
+                c.direct_ns_per_fragment,
+                c.fed_link_ns_per_fragment,
+                c.fed_link_vs_direct,
                 c.bu_build_ns_per_event,
                 c.crc32c_gbps,
                 c.write_ns_per_event

@@ -142,13 +142,8 @@ fn start_readout_unit(ctx: &EvbContext, index: u16) -> anyhow::Result<Option<Rea
     if !ctx.commands.wait_for_start() {
         return Ok(None);
     }
-    let producer = Producer::new(
-        index,
-        config.fed_sim(index as usize),
-        Instant::now(),
-        config.paced,
-    )
-    .with_context(|| format!("readout unit {index}'s FEDs"))?;
+    let producer = swdaq_evb::input::open(config, index as usize, Instant::now())
+        .with_context(|| format!("readout unit {index}'s FEDs"))?;
     Ok(Some(ReadoutUnit {
         monitoring,
         live,

@@ -1,0 +1,363 @@
+//! One FED's link into its readout unit: a latency buffer (`swdaq_readout::ring`) with one
+//! fragment per slot, written straight into the slot by the FED's `FrameSource` (raw file,
+//! UDP datagram) or by the emulator, and read back by the readout unit on the same thread.
+//!
+//! Each slot's `timestamp` holds the fragment's event number: its 24-bit level-1 id extended
+//! to 64 bits around the event the readout unit builds next ([`extend_l1_id`]), so the
+//! readout unit finds event N's fragment by its number, never by its position (a missing
+//! fragment leaves no trace in a stream). [`place`] decides what the oldest unread fragment
+//! is for event N. The producer writes only while the readout unit's cursor stays readable,
+//! so a fragment is never overwritten before it is placed: a full buffer holds the source
+//! back (the FED's back-pressure).
+
+use std::io;
+use std::time::{Duration, Instant};
+use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader};
+use swdaq_readout::ring::{LatencyBuffer, SlotMeta};
+use swdaq_readout::source::{FrameSource, Poll};
+
+/// Slot flag: the fragment's header could not be read, its `timestamp` means nothing.
+pub const UNREADABLE_ID: u32 = 1;
+/// Most fragments one refill reads, so a busy source does not hold the unit's loop up.
+const FILL_BATCH: usize = 64;
+/// Fewest slots a link's buffer has: the ring keeps a sixteenth as its reader guard.
+pub const MIN_LINK_SLOTS: usize = 64;
+
+/// A 24-bit level-1 id as the event number nearest to `near` with those low bits.
+pub fn extend_l1_id(l1_id: u32, near: u64) -> u64 {
+    let span = u64::from(FED_L1_ID_MASK) + 1;
+    let candidate = (near & !(span - 1)) | u64::from(l1_id & FED_L1_ID_MASK);
+    if candidate > near && candidate - near > span / 2 && candidate >= span {
+        candidate - span
+    } else if candidate < near && near - candidate >= span / 2 {
+        candidate + span
+    } else {
+        candidate
+    }
+}
+
+/// What a link's oldest unread fragment is to event N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// It is event N's fragment (its checks still judge it).
+    Fragment,
+    /// Event N has no fragment on this link; the oldest unread one belongs to a later event.
+    Missing,
+    /// It belongs to no event (a repeat or stray record whose successor is N): skip it.
+    Stray,
+    /// Cannot tell yet: more fragments may come.
+    Wait,
+}
+
+/// Event numbers further ahead of the event being built than this are taken as corrupt ids
+/// unless the next fragment follows on: no link buffers that many fragments.
+pub const PLAUSIBLE_AHEAD: u64 = 1 << 16;
+
+/// Places event `event` on a link from the event numbers of its oldest unread fragments
+/// (`ahead`: the first one or two, `None` for an unreadable header). `settled`: nothing more
+/// will arrive that could belong to `event` or `event + 1` (the source ended, the FED was
+/// declared stopped, or the emulator has produced everything up to `newest`). `newest`: the
+/// highest event the source can have sent yet (the emulator's last; `u64::MAX` for a
+/// stream): a fragment numbered beyond it has a corrupt id.
+///
+/// A fragment numbered N is N's. Otherwise its successor decides first: numbered N, this one
+/// is a stray; numbered N + 1, this one is N's with a corrupt id. Then a fragment numbered
+/// N + 1, or a little further ahead (within [`PLAUSIBLE_AHEAD`]), or further still but
+/// followed by the next number, belongs to a later event: N is missing. Anything else
+/// (behind N, far ahead, unreadable) is N's fragment with a corrupt or unreadable id.
+pub fn place(event: u64, ahead: &[Option<u64>], settled: bool, newest: u64) -> Placement {
+    let later = |first: Option<u64>, second: Option<u64>| match first {
+        Some(id) if id > event && id <= newest => {
+            id <= event + PLAUSIBLE_AHEAD || second.is_some_and(|s| s == id + 1)
+        }
+        _ => false,
+    };
+    match *ahead {
+        [] if settled => Placement::Missing,
+        [] => Placement::Wait,
+        [first, ..] if first == Some(event) => Placement::Fragment,
+        [_] if !settled => Placement::Wait,
+        [first] if later(first, None) => Placement::Missing,
+        [_] => Placement::Fragment,
+        [_, second, ..] if second == Some(event) => Placement::Stray,
+        [_, second, ..] if second == Some(event + 1) => Placement::Fragment,
+        [first, second, ..] if later(first, second) => Placement::Missing,
+        [_, ..] => Placement::Fragment,
+    }
+}
+
+/// What one FED's link took in (one writer: the readout unit's thread).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FedIngestCounts {
+    pub fragments: u64,
+    pub bytes: u64,
+    /// Fragments larger than a slot (kept as an empty, unreadable record).
+    pub oversized: u64,
+    /// Reads that failed part-way (a truncated or unreadable file): the link ends there.
+    pub truncated: u64,
+}
+
+pub struct FedLink {
+    pub fed: u16,
+    buffer: LatencyBuffer,
+    /// Index of the oldest fragment not yet placed in an event.
+    cursor: u64,
+    ended: bool,
+    /// When the link first held an event up with nothing to read.
+    stalled_since: Option<Instant>,
+    /// Declared stopped after a bounded wait: events go on without it until it sends again.
+    silent: bool,
+}
+
+impl FedLink {
+    /// `slots` fragments of at most `max_fragment` bytes.
+    pub fn new(fed: u16, slots: usize, max_fragment: usize) -> io::Result<Self> {
+        Ok(Self {
+            fed,
+            buffer: LatencyBuffer::new(slots.max(MIN_LINK_SLOTS), max_fragment)?,
+            cursor: 0,
+            ended: false,
+            stalled_since: None,
+            silent: false,
+        })
+    }
+
+    /// Lands one fragment, written into the next slot by `write` (which returns what a
+    /// source's `next_frame` does), its event number extended around `near`, counted in
+    /// `counts`. `Idle` when the buffer has no room.
+    pub fn land(
+        &mut self,
+        near: u64,
+        counts: &mut FedIngestCounts,
+        write: impl FnOnce(&mut [u8]) -> io::Result<Poll>,
+    ) -> io::Result<Poll> {
+        // The cursor's fragment must stay readable after this write.
+        if self.buffer.oldest_readable_after(1) > self.cursor {
+            return Ok(Poll::Idle);
+        }
+        let Some(mut producer) = self.buffer.producer() else {
+            return Ok(Poll::Idle);
+        };
+        let Some(slot) = producer.next_slot() else {
+            return Ok(Poll::Idle);
+        };
+        let slot_len = slot.len();
+        let poll = write(slot);
+        let len = match poll {
+            Err(e) => {
+                self.ended = true;
+                counts.truncated += 1;
+                return Err(e);
+            }
+            Ok(Poll::End) => {
+                self.ended = true;
+                return Ok(Poll::End);
+            }
+            Ok(Poll::Idle) => return Ok(Poll::Idle),
+            Ok(Poll::Frame(len)) => len,
+        };
+        let meta = if len > slot_len {
+            counts.oversized += 1;
+            SlotMeta {
+                timestamp: 0,
+                len: 0,
+                flags: UNREADABLE_ID,
+            }
+        } else {
+            match FedHeader::parse(&slot[..len]) {
+                Ok(header) => SlotMeta {
+                    timestamp: extend_l1_id(header.l1_id, near),
+                    len: len as u32,
+                    flags: 0,
+                },
+                Err(_) => SlotMeta {
+                    timestamp: 0,
+                    len: len as u32,
+                    flags: UNREADABLE_ID,
+                },
+            }
+        };
+        producer.publish(meta);
+        counts.fragments += 1;
+        counts.bytes += len.min(slot_len) as u64;
+        self.stalled_since = None;
+        self.silent = false;
+        Ok(Poll::Frame(len))
+    }
+
+    /// Reads up to a batch of fragments from `source` while fewer than two are unread (all
+    /// [`place`] needs); a source error ends the link (counted as truncated).
+    pub fn fill(&mut self, source: &mut dyn FrameSource, near: u64, counts: &mut FedIngestCounts) {
+        if self.ended || self.unread() >= 2 {
+            return;
+        }
+        for _ in 0..FILL_BATCH {
+            match self.land(near, counts, |slot| source.next_frame(slot)) {
+                Ok(Poll::Frame(_)) => {}
+                Ok(Poll::Idle | Poll::End) | Err(_) => break,
+            }
+        }
+    }
+
+    /// Fragments landed and not yet placed.
+    pub fn unread(&self) -> u64 {
+        self.buffer.published() - self.cursor
+    }
+
+    /// True once the source has ended and every fragment is placed.
+    pub fn drained(&self) -> bool {
+        self.ended && self.unread() == 0
+    }
+
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Event numbers of the (at most two) oldest unread fragments.
+    pub fn ahead(&self) -> ([Option<u64>; 2], usize) {
+        let mut ids = [None; 2];
+        let count = self.unread().min(2) as usize;
+        let Some(mut reader) = self.buffer.reader() else {
+            return (ids, 0);
+        };
+        let read = reader.with_view(self.cursor, |view| {
+            for (i, id) in ids.iter_mut().enumerate().take(count) {
+                let meta = view.meta(self.cursor + i as u64);
+                *id = (meta.flags & UNREADABLE_ID == 0).then_some(meta.timestamp);
+            }
+        });
+        (ids, if read.is_ok() { count } else { 0 })
+    }
+
+    /// Places `event` on this link; `settled` and `newest` as for [`place`], to which a source end and
+    /// a stopped FED add. A stream link with nothing to place for longer than `stop_wait`
+    /// is declared stopped.
+    pub fn place(
+        &mut self,
+        event: u64,
+        settled: bool,
+        newest: u64,
+        stop_wait: Duration,
+    ) -> Placement {
+        let (ids, count) = self.ahead();
+        let settled = settled || self.ended || self.silent;
+        let placement = place(event, &ids[..count], settled, newest);
+        if placement == Placement::Wait {
+            let since = *self.stalled_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= stop_wait {
+                self.silent = true;
+                return place(event, &ids[..count], true, newest);
+            }
+        }
+        placement
+    }
+
+    /// Hands the oldest unread fragment to `f` and moves past it.
+    pub fn consume<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let mut reader = self
+            .buffer
+            .reader()
+            .expect("the unit is the link's only reader");
+        let result = reader
+            .with_view(self.cursor, |view| f(view.frame(self.cursor)))
+            .expect("the producer never overwrites the cursor");
+        self.cursor += 1;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const N: u64 = 1000;
+    const M: u64 = u64::MAX;
+
+    #[test]
+    fn placement_rules() {
+        use Placement::*;
+        let s = Some;
+        // In order, and a missing fragment (N + 1 next, or a run further on).
+        assert_eq!(place(N, &[s(N)], false, M), Fragment);
+        assert_eq!(place(N, &[s(N + 1), s(N + 2)], false, M), Missing);
+        assert_eq!(place(N, &[s(N + 1)], true, M), Missing);
+        assert_eq!(place(N, &[s(N + 3), s(N + 4)], false, M), Missing);
+        assert_eq!(place(N, &[s(N + 3), None], false, M), Missing);
+        // A corrupt id: N + 1 follows, or it is far off or behind.
+        assert_eq!(place(N, &[s(N + 1), s(N + 1)], false, M), Fragment);
+        assert_eq!(place(N, &[s(N + 5_000_000), s(N + 2)], false, M), Fragment);
+        assert_eq!(place(N, &[s(7), s(N + 2)], false, M), Fragment);
+        assert_eq!(place(N, &[None, s(N + 1)], false, M), Fragment);
+        assert_eq!(place(N, &[None], true, M), Fragment);
+        // A far-off run is a later event; a repeat before N is a stray.
+        let far = N + 5_000_000;
+        assert_eq!(place(N, &[s(far), s(far + 1)], false, M), Missing);
+        assert_eq!(place(N, &[s(N - 1), s(N)], false, M), Stray);
+        assert_eq!(place(N, &[None, s(N)], false, M), Stray);
+        // Not enough to tell.
+        assert_eq!(place(N, &[], false, M), Wait);
+        assert_eq!(place(N, &[s(N + 1)], false, M), Wait);
+        assert_eq!(place(N, &[None], false, M), Wait);
+        assert_eq!(place(N, &[], true, M), Missing);
+        // Beyond what the source can have sent: a corrupt id, however near.
+        assert_eq!(place(N, &[s(N + 3)], true, N + 1), Fragment);
+    }
+
+    #[test]
+    fn a_full_buffer_holds_the_source_back_and_never_overwrites_the_cursor() {
+        let mut link = FedLink::new(3, MIN_LINK_SLOTS, 64).unwrap();
+        let mut counts = FedIngestCounts::default();
+        let mut landed = 0;
+        while let Ok(Poll::Frame(_)) = link.land(1, &mut counts, |slot| {
+            slot[..16].copy_from_slice(&[7; 16]);
+            Ok(Poll::Frame(16))
+        }) {
+            landed += 1;
+        }
+        assert!(landed > 0 && landed < MIN_LINK_SLOTS as u64, "{landed}");
+        assert_eq!(link.unread(), landed);
+        assert_eq!(link.consume(|b| b.to_vec()), vec![7; 16]);
+        let more = link.land(1, &mut counts, |slot| {
+            slot[..8].fill(1);
+            Ok(Poll::Frame(8))
+        });
+        assert_eq!(more.unwrap(), Poll::Frame(8));
+        assert_eq!(counts.fragments, landed + 1);
+    }
+
+    #[test]
+    fn oversized_and_failed_reads_are_counted() {
+        let mut link = FedLink::new(3, MIN_LINK_SLOTS, 64).unwrap();
+        let mut counts = FedIngestCounts::default();
+        assert_eq!(
+            link.land(1, &mut counts, |_| Ok(Poll::Frame(65))).unwrap(),
+            Poll::Frame(65)
+        );
+        assert_eq!(link.ahead(), ([None, None], 1));
+        assert_eq!(link.consume(<[u8]>::len), 0);
+        let failed = link.land(1, &mut counts, |_| Err(io::ErrorKind::UnexpectedEof.into()));
+        assert!(failed.is_err() && link.ended() && link.drained());
+        assert_eq!((counts.oversized, counts.truncated), (1, 1));
+    }
+
+    #[test]
+    fn a_link_with_nothing_is_declared_stopped_after_the_wait() {
+        let mut link = FedLink::new(3, MIN_LINK_SLOTS, 64).unwrap();
+        let wait = Duration::from_millis(20);
+        assert_eq!(link.place(5, false, M, wait), Placement::Wait);
+        std::thread::sleep(wait);
+        assert_eq!(link.place(5, false, M, wait), Placement::Missing);
+        // Still stopped for the next event, at once.
+        assert_eq!(link.place(6, false, M, wait), Placement::Missing);
+    }
+
+    proptest! {
+        /// Ids within half the 24-bit range of the reference come back whole, across wraps.
+        #[test]
+        fn extended_ids_survive_the_wrap(near in 1u64..1 << 40, offset in -(1i64 << 22)..1 << 22) {
+            let id = near.saturating_add_signed(offset).max(1);
+            prop_assert_eq!(extend_l1_id(id as u32 & FED_L1_ID_MASK, near), id);
+        }
+    }
+}

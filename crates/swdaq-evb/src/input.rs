@@ -1,0 +1,176 @@
+//! Opens a readout unit's FED input as `[evb.input]` says: its emulator, each FED's raw file
+//! (its frame type checked, its largest fragment sizing the FED's buffer) or each FED's UDP
+//! socket. A file or address that cannot be used is an error that names it.
+
+use crate::config::{EvbConfig, FedInputKind};
+use crate::producer::{FedSource, Producer, ProducerError};
+use std::fs::File;
+use std::io::BufReader;
+use std::net::SocketAddr;
+#[cfg(test)]
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Instant;
+use swdaq_format::fed::FED_RAW_FILE_TYPE;
+use swdaq_format::rawfile::RawFileError;
+use swdaq_readout::source::FileSource;
+use swdaq_readout::udp::UdpSource;
+use swdaq_sim::fed::fed_raw_path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("cannot open FED file {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("FED file {path}: {source}")]
+    Header { path: PathBuf, source: RawFileError },
+    #[error("{path} is not a FED raw file (frame type {frame_type:#x})")]
+    NotFed { path: PathBuf, frame_type: u32 },
+    #[error("cannot listen for FED {fed} on {addr}: {source}")]
+    Bind {
+        fed: u16,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Producer(#[from] ProducerError),
+}
+
+/// Readout unit `ru`'s input; `start` is the run's time zero.
+pub fn open(config: &EvbConfig, ru: usize, start: Instant) -> Result<Producer, InputError> {
+    let input = &config.input;
+    let index = ru as u16;
+    let sources = match input.kind {
+        FedInputKind::Emulator => {
+            return Ok(Producer::new(
+                index,
+                config.fed_sim(ru),
+                start,
+                config.paced,
+            )?);
+        }
+        FedInputKind::File => config.rus[ru]
+            .iter()
+            .map(|spec| open_file(fed_raw_path(&input.directory, spec.id), spec.id))
+            .collect::<Result<Vec<_>, _>>()?,
+        FedInputKind::Udp => {
+            let base = input
+                .udp_address
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+            let before: usize = config.rus[..ru].iter().map(Vec::len).sum();
+            config.rus[ru]
+                .iter()
+                .enumerate()
+                .map(|(i, spec)| {
+                    let mut addr = base;
+                    addr.set_port(base.port().wrapping_add((before + i) as u16));
+                    let source = UdpSource::bind(addr).map_err(|source| InputError::Bind {
+                        fed: spec.id,
+                        addr,
+                        source,
+                    })?;
+                    Ok(FedSource {
+                        fed: spec.id,
+                        source: Box::new(source),
+                        max_fragment: input.max_fragment_bytes,
+                    })
+                })
+                .collect::<Result<Vec<_>, InputError>>()?
+        }
+    };
+    Ok(Producer::from_sources(
+        index,
+        sources,
+        input.buffer_fragments,
+        input.stop_wait,
+        1,
+        start,
+    )?)
+}
+
+fn open_file(path: PathBuf, fed: u16) -> Result<FedSource, InputError> {
+    let file = File::open(&path).map_err(|source| InputError::Open {
+        path: path.clone(),
+        source,
+    })?;
+    let source = FileSource::new(BufReader::new(file)).map_err(|source| InputError::Header {
+        path: path.clone(),
+        source,
+    })?;
+    let header = source.header();
+    if header.frame_type != FED_RAW_FILE_TYPE {
+        return Err(InputError::NotFed {
+            frame_type: header.frame_type.0,
+            path,
+        });
+    }
+    Ok(FedSource {
+        fed,
+        max_fragment: header.frame_size as usize,
+        source: Box::new(source),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FedInputConfig;
+    use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
+    use swdaq_format::{FragmentType, SourceId};
+    use swdaq_sim::fed::{FedSimConfig, write_fed_files};
+
+    fn file_config(dir: &Path) -> EvbConfig {
+        EvbConfig {
+            rus: vec![FedSimConfig::uniform(0, 2, 256, 0)],
+            input: FedInputConfig {
+                kind: FedInputKind::File,
+                directory: dir.to_owned(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_missing_or_foreign_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = file_config(dir.path());
+        let error = open(&config, 0, Instant::now()).err().unwrap().to_string();
+        assert!(error.contains("fed0.swraw"), "{error}");
+        for fed in [0, 1] {
+            let header = RawFileHeader {
+                frame_type: FragmentType(0x1234),
+                frame_size: 64,
+                source_id: SourceId::readout(fed),
+                run_number: 1,
+                first_timestamp: 0,
+                created_unix_ns: 0,
+            };
+            let file = File::create(fed_raw_path(dir.path(), fed as u16)).unwrap();
+            RawFileWriter::new(file, &header).unwrap().finish().unwrap();
+        }
+        let error = open(&config, 0, Instant::now()).err().unwrap().to_string();
+        assert!(
+            error.contains("fed0.swraw") && error.contains("not a FED raw file"),
+            "{error}"
+        );
+    }
+
+    /// The generator's files read back into super-fragments of every event, then the input
+    /// is exhausted.
+    #[test]
+    fn generated_files_are_read_to_their_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = file_config(dir.path());
+        write_fed_files(config.fed_sim(0), 50, 1, dir.path()).unwrap();
+        let mut producer = open(&config, 0, Instant::now()).unwrap();
+        for event in 1..=50 {
+            assert_eq!(producer.not_due_for(), None);
+            let (_, sf) = producer.take();
+            assert_eq!((sf.event, sf.bad_feds), (event, 0));
+        }
+        assert!(producer.exhausted());
+    }
+}
