@@ -138,16 +138,8 @@ impl AppsSummary {
     /// gone, settled with what they left in `<evb.output>/<name>/`.
     fn merge(launched: Launched, config: &EvbRunConfig) -> Self {
         let mut evb = EvbSummary {
-            evm: Default::default(),
-            rus: Vec::new(),
-            bus: Vec::new(),
-            writers: Vec::new(),
-            feds: Vec::new(),
-            injected: Default::default(),
-            farm: None,
-            builder_cpu_seconds: None,
             elapsed: Duration::from_secs_f64(launched.seconds),
-            read_back: Vec::new(),
+            ..Default::default()
         };
         let bu_names: Vec<&str> = config
             .topology

@@ -41,6 +41,34 @@ impl BuiltEvent {
         self.pieces().map(<[u8]>::len).sum()
     }
 
+    /// A complete event of one super-fragment holding `payload`, as the builder would make
+    /// it (for the file and farm tests).
+    #[cfg(test)]
+    pub(crate) fn of_payload(run: u32, lumi: u32, event: u64, payload: Vec<u8>) -> Self {
+        let header = FrdEventHeader {
+            run,
+            lumi,
+            event: event as u32,
+            event_size: payload.len() as u32,
+            crc32c: swdaq_format::crc::crc32c(&payload),
+            ..Default::default()
+        };
+        Self {
+            event,
+            lumi,
+            header: header.to_bytes(),
+            parts: vec![SuperFragment {
+                ru: 0,
+                event,
+                bad_feds: 0,
+                data: payload,
+            }],
+            missing_rus: vec![],
+            bad_feds: 0,
+            build_time: Duration::ZERO,
+        }
+    }
+
     /// The event as one buffer (tests and tools; the writer writes the pieces).
     pub fn to_vec(&self) -> Vec<u8> {
         self.pieces().collect::<Vec<_>>().concat()

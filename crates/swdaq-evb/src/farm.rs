@@ -317,39 +317,15 @@ mod tests {
     use crate::build::BuiltEvent;
     use crate::config::DiskFullPolicy;
     use crate::files::{FileWriter, WriterConfig};
-    use crate::message::SuperFragment;
     use proptest::prelude::*;
-    use std::time::Duration;
-    use swdaq_format::crc::crc32c;
-    use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEventHeader};
+    use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE};
 
     const RUN: u32 = 3;
     const LUMI: u32 = 1;
 
     fn event(event: u64, size: usize) -> BuiltEvent {
         let payload: Vec<u8> = (0..size).map(|i| (i as u64 * 7 + event) as u8).collect();
-        let header = FrdEventHeader {
-            run: RUN,
-            lumi: LUMI,
-            event: event as u32,
-            event_size: size as u32,
-            crc32c: crc32c(&payload),
-            ..Default::default()
-        };
-        BuiltEvent {
-            event,
-            lumi: LUMI,
-            header: header.to_bytes(),
-            parts: vec![SuperFragment {
-                ru: 0,
-                event,
-                bad_feds: 0,
-                data: payload,
-            }],
-            missing_rus: vec![],
-            bad_feds: 0,
-            build_time: Duration::ZERO,
-        }
+        BuiltEvent::of_payload(RUN, LUMI, event, payload)
     }
 
     /// Writes one closed file of events of these payload sizes; returns what the writer said.

@@ -335,31 +335,10 @@ fn write_whole(path: &Path, text: &str) -> Result<(), WriterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use swdaq_format::frd::{FrdEventHeader, FrdFile};
+    use swdaq_format::frd::FrdFile;
 
     fn event(event: u64, lumi: u32) -> BuiltEvent {
-        let payload = vec![event as u8; 40];
-        let header = FrdEventHeader {
-            lumi,
-            event: event as u32,
-            event_size: 40,
-            crc32c: swdaq_format::crc::crc32c(&payload),
-            ..Default::default()
-        };
-        BuiltEvent {
-            event,
-            lumi,
-            header: header.to_bytes(),
-            parts: vec![crate::message::SuperFragment {
-                ru: 0,
-                event,
-                bad_feds: 0,
-                data: payload,
-            }],
-            missing_rus: vec![],
-            bad_feds: 0,
-            build_time: Duration::ZERO,
-        }
+        BuiltEvent::of_payload(0, lumi, event, vec![event as u8; 40])
     }
 
     fn config(dir: &Path, min_free_bytes: u64, disk_full: DiskFullPolicy) -> WriterConfig {

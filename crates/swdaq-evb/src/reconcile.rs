@@ -211,15 +211,7 @@ mod tests {
                 accounts,
                 ..Default::default()
             },
-            rus: Vec::new(),
-            bus: Vec::new(),
-            writers: Vec::new(),
-            feds: Vec::new(),
-            injected: Default::default(),
-            farm: None,
-            builder_cpu_seconds: None,
-            elapsed: Duration::from_secs(1),
-            read_back: Vec::new(),
+            ..Default::default()
         }
     }
 

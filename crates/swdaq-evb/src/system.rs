@@ -56,7 +56,7 @@ pub struct Drills {
     pub kill_bu: Option<(u16, u64)>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct EvbSummary {
     pub evm: EvmReport,
     /// Readout units 1.. (the event manager's reading is in `evm`).
