@@ -198,7 +198,7 @@ EVENT_BUILDER = Dashboard(
     "swdaq-evb.json",
     "swdaq-evb",
     "swdaq event builder",
-    "swdaq run with [evb]: FEDs, readout units, event manager, builder units, files",
+    "swdaq run with [evb]: FEDs and their links, readout units, event manager, builder units, files, filter farm",
     [
         Row(
             "FEDs and readout units",
@@ -207,6 +207,17 @@ EVENT_BUILDER = Dashboard(
                       [(rate("swdaq_evb_fed_fragments_total", "fed"), "FED {{fed}}")]),
                 Panel("FED bytes", "Bytes of good fragments per second, per readout unit", "Bps",
                       [(rate("swdaq_evb_fed_bytes_total", "ru"), "RU {{ru}}")]),
+                Panel(
+                    "FED links",
+                    "What each FED's link took into its latency buffer per second, and fragments "
+                    "too large for a slot or cut short by a failed read",
+                    "short",
+                    [
+                        (rate("swdaq_evb_fed_received_total", "fed"), "received {{fed}}"),
+                        (rate("swdaq_evb_fed_oversized_total", "fed"), "oversized {{fed}}"),
+                        (rate("swdaq_evb_fed_truncated_total", "fed"), "truncated {{fed}}"),
+                    ],
+                ),
                 Panel(
                     "FED errors",
                     "Fragments per second that failed a check, by check and FED; zero in a healthy run",
@@ -280,6 +291,26 @@ EVENT_BUILDER = Dashboard(
                         (rate("swdaq_evb_written_files_total", "bu"), "files {{bu}}"),
                         (rate("swdaq_evb_late_superfragments_total"), "late super-fragments"),
                         (rate("swdaq_evb_wrong_event_id_total"), "wrong event id"),
+                    ],
+                ),
+                Panel(
+                    "Filter farm",
+                    "Events the filter-farm stand-in verified per second, bad events and files kept "
+                    "as .bad ([evb.farm] on)",
+                    "short",
+                    [
+                        (rate("swdaq_evb_farm_events_verified_total"), "verified"),
+                        (rate("swdaq_evb_farm_bad_events_total"), "bad events"),
+                        (rate("swdaq_evb_farm_bad_files_total"), "bad files"),
+                    ],
+                ),
+                Panel(
+                    "Filter farm backlog",
+                    "Closed files waiting for the farm, and bytes it read back per second",
+                    "short",
+                    [
+                        ("sum(swdaq_evb_farm_backlog_files)", "files waiting"),
+                        (rate("swdaq_evb_farm_bytes_total"), "bytes read"),
                     ],
                 ),
             ],

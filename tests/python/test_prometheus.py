@@ -185,6 +185,7 @@ MODEL_RUNS = {
             'metrics_addr = "127.0.0.1:9464"': 'metrics_addr = "127.0.0.1:{port}"',
             'output = "/dev/shm/swdaq-evb"': 'output = "{tmp}/evb"',
             "trigger_rate_hz = 20000": "trigger_rate_hz = 2000",
+            "consumers = 0": "consumers = 1",
         },
         ("swdaq_evb_events_built_total",),
     ),
