@@ -89,6 +89,14 @@ pub enum RobRequestStatus {
     Invalid,
 }
 
+/// How far past the newest fragment a request is still plausible in a run with ECRs. The ECR
+/// count is the extended L1 ID's top 8 bits, so each ECR moves it by up to 2^24. The HLT hears
+/// of an L1 accept from the card before a ROB has built it, and a ROB thread that lags (a
+/// loaded host) can be several ECRs behind when ECRs come every few thousand L1 accepts: up to
+/// 64 ECRs ahead is "not yet", further is no event of the run. (One ECR's worth answered
+/// "invalid" for events a lagging ROB built moments later.)
+pub const PLAUSIBLE_AHEAD: u32 = 64 << 24;
+
 /// The fragments a request server keeps: the newest `capacity`, by L1 ID.
 pub struct FragmentStore {
     by_l1_id: HashMap<u32, Arc<BuiltFragment>>,

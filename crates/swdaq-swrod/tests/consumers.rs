@@ -8,7 +8,8 @@ use swdaq_format::rawfile::{RawFileHeader, RawFileReader, RawFileWriter};
 use swdaq_format::{FragmentType, SourceId};
 use swdaq_sim::felix::{FelixCard, FelixConfig};
 use swdaq_swrod::consumers::{
-    ConsumerChain, FragmentStore, RobRequest, RobRequestStatus, record, serve_requests,
+    ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RobRequest, RobRequestStatus, record,
+    serve_requests,
 };
 use swdaq_swrod::{
     Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex, RobConfig,
@@ -53,6 +54,18 @@ fn requests_get_found_not_yet_gone_and_invalid() {
     assert_eq!(status(100), RobRequestStatus::Gone);
     assert_eq!(status(400), RobRequestStatus::NotYet);
     assert_eq!(status(5000), RobRequestStatus::Invalid);
+}
+
+/// A ROB that lags several ECRs behind the L1 accepts the HLT asks for answers "not yet", not
+/// "invalid" (the SW ROD run's clean test saw events cut short that way on a loaded host).
+#[test]
+fn a_request_some_ecrs_ahead_of_a_lagging_rob_is_not_yet() {
+    let mut store = FragmentStore::new(100, PLAUSIBLE_AHEAD);
+    build(300, |f| store.insert(Arc::new(f)));
+    let ecr = |n: u32, l1: u32| (n << 24) | l1;
+    assert_eq!(store.lookup(ecr(3, 0x299)).0, RobRequestStatus::NotYet);
+    assert_eq!(store.lookup(ecr(64, 0)).0, RobRequestStatus::NotYet);
+    assert_eq!(store.lookup(ecr(65, 0)).0, RobRequestStatus::Invalid);
 }
 
 #[test]

@@ -16,15 +16,12 @@ use swdaq_format::felix::{BLOCK_SIZE, BlockHeader};
 use swdaq_monitor::{Counter, Registry};
 use swdaq_sim::felix::{FelixCard, FelixFaults};
 use swdaq_swrod::consumers::{
-    ConsumerChain, FragmentStore, RequestCounts, RobRequest, serve_requests,
+    ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestCounts, RobRequest, serve_requests,
 };
 use swdaq_swrod::hlt::{AssembledEvent, HltConfig, HltCounts, RobPort, assemble_events};
 use swdaq_swrod::metrics::RobMetrics;
 use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex};
 
-/// An ECR moves the extended L1 ID by up to 2^24: requests that far ahead are still
-/// plausible (the HLT hears of an L1 accept before the ROBs have built it).
-const MAX_REQUEST_AHEAD: u32 = 1 << 25;
 /// How often data threads copy their counts to the registry.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// Cards emit L1 accepts in batches of about this much time.
@@ -184,7 +181,7 @@ pub fn run_threads(
                         serve_requests(
                             fragments,
                             requests,
-                            FragmentStore::new(s.request_store_fragments, MAX_REQUEST_AHEAD),
+                            FragmentStore::new(s.request_store_fragments, PLAUSIBLE_AHEAD),
                         )
                     })
             })
