@@ -190,28 +190,35 @@ impl SuperFragmentBuilder {
     }
 }
 
+/// FEDs 10..14 of 512-byte fragments with each fault kind at `rate` and FED 12 stopping at
+/// event 900: the fixture of the tests that every fault ends in one counter.
+#[cfg(test)]
+pub(crate) fn four_feds_with_every_fault(rate: f64) -> swdaq_sim::fed::FedSimConfig {
+    use swdaq_sim::fed::{FedFaultRates, FedSimConfig};
+    FedSimConfig {
+        feds: FedSimConfig::uniform(10, 4, 512, 64),
+        trigger_rate_hz: 100e3,
+        poisson: false,
+        seed: 3,
+        faults: FedFaultRates {
+            missing: rate,
+            wrong_l1_id: rate,
+            bad_crc: rate,
+            bad_length: rate,
+            stops: vec![(12, 900)],
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use swdaq_sim::fed::{FedEmulator, FedFaultKind, FedFaultRates, FedSimConfig};
+    use swdaq_sim::fed::{FedEmulator, FedFaultKind};
 
     /// Every injected fault ends in exactly one failure counter of its FED.
     #[test]
     fn each_injected_fault_is_counted_once() {
-        let config = FedSimConfig {
-            feds: FedSimConfig::uniform(10, 4, 512, 64),
-            trigger_rate_hz: 100e3,
-            poisson: false,
-            seed: 3,
-            faults: FedFaultRates {
-                missing: 0.02,
-                wrong_l1_id: 0.02,
-                bad_crc: 0.02,
-                bad_length: 0.02,
-                stops: vec![(12, 900)],
-            },
-        };
-        let mut emu = FedEmulator::new(config).unwrap();
+        let mut emu = FedEmulator::new(four_feds_with_every_fault(0.02)).unwrap();
         let mut builder = SuperFragmentBuilder::new(0, vec![10, 11, 12, 13]);
         let (mut event, mut truth) = (FedEvent::default(), Vec::new());
         let mut bad = 0;

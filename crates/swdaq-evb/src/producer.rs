@@ -510,20 +510,7 @@ mod tests {
     /// kind, and a stopped FED does not hold events up.
     #[test]
     fn emulated_faults_are_counted_once_through_the_links() {
-        use swdaq_sim::fed::FedFaultRates;
-        let config = FedSimConfig {
-            feds: FedSimConfig::uniform(10, 4, 512, 64),
-            trigger_rate_hz: 100e3,
-            poisson: false,
-            seed: 3,
-            faults: FedFaultRates {
-                missing: 0.03,
-                wrong_l1_id: 0.03,
-                bad_crc: 0.03,
-                bad_length: 0.03,
-                stops: vec![(12, 900)],
-            },
-        };
+        let config = crate::check::four_feds_with_every_fault(0.03);
         let mut producer = Producer::new(0, config, Instant::now(), false).unwrap();
         let mut bad = 0;
         for n in 1..=1000 {
