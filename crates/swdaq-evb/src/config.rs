@@ -1,10 +1,15 @@
 //! The event builder's settings: FEDs per readout unit, trigger, builder units, files.
 
 use crate::farm::FarmConfig;
+use crate::producer::Pacing;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 use swdaq_sim::fed::{FedFaultRates, FedSimConfig, FedSpec};
+
+/// The pacing tick unless configured: 40 events per tick at 80 kHz, and far below any
+/// builder unit's time-out.
+pub const DEFAULT_PACING_TICK: Duration = Duration::from_micros(500);
 
 /// What a writer does when the output directory's free space falls below the reserve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -27,6 +32,11 @@ pub struct EvbConfig {
     pub poisson: bool,
     /// Follow the trigger clock; `false` emulates as fast as the builder units take events.
     pub paced: bool,
+    /// Paced: fragments become readable once per tick of this length (milliseconds; trigger
+    /// times rounded up to it), so the units wake once per tick, not once per event. Adds at
+    /// most one tick of latency; 0 makes each event readable at its own trigger time.
+    #[serde(with = "millis")]
+    pub pacing_tick: Duration,
     pub seed: u64,
     pub faults: FedFaultRates,
     pub builder_units: u16,
@@ -123,6 +133,7 @@ impl Default for EvbConfig {
             trigger_rate_hz: 100e3,
             poisson: true,
             paced: true,
+            pacing_tick: DEFAULT_PACING_TICK,
             seed: 1,
             faults: FedFaultRates::default(),
             builder_units: 2,
@@ -161,6 +172,15 @@ pub enum EvbConfigError {
 }
 
 impl EvbConfig {
+    /// How the emulated FEDs follow the trigger clock.
+    pub fn pacing(&self) -> Pacing {
+        if self.paced {
+            Pacing::Tick(self.pacing_tick)
+        } else {
+            Pacing::FlatOut
+        }
+    }
+
     /// The FED emulator settings of readout unit `ru`.
     pub fn fed_sim(&self, ru: usize) -> FedSimConfig {
         FedSimConfig {

@@ -48,7 +48,7 @@ pub fn open(config: &EvbConfig, ru: usize, start: Instant) -> Result<Producer, I
                 index,
                 config.fed_sim(ru),
                 start,
-                config.paced,
+                config.pacing(),
             )?);
         }
         FedInputKind::File => config.rus[ru]

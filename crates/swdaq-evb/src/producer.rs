@@ -36,6 +36,28 @@ pub enum ProducerError {
     Buffer { fed: u16, source: io::Error },
 }
 
+/// How emulated FEDs follow the trigger clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    /// As fast as the builder units take events.
+    FlatOut,
+    /// Each event readable once the tick its trigger time falls in has passed (trigger times
+    /// rounded up to a multiple of the tick; a zero tick: at its trigger time). Data arrives
+    /// in blocks, as a DMA engine hands it over, so a waiting thread wakes once per tick, not
+    /// once per event: a wake-up costs more CPU than building an event.
+    Tick(Duration),
+}
+
+/// `ns` rounded up to a whole number of `tick`s.
+fn round_up(ns: u64, tick: Duration) -> u64 {
+    let tick = tick.as_nanos() as u64;
+    if tick == 0 {
+        ns
+    } else {
+        ns.div_ceil(tick) * tick
+    }
+}
+
 /// Where the links' fragments come from.
 enum Feed {
     Emulator {
@@ -45,7 +67,7 @@ enum Feed {
         generated: u64,
         /// Per produced, unbuilt event: its trigger time and injected faults.
         pending: VecDeque<(u64, Vec<FedFault>)>,
-        paced: bool,
+        pacing: Pacing,
     },
     /// One source per link, in link order.
     Sources(Vec<Box<dyn FrameSource>>),
@@ -80,7 +102,7 @@ impl Producer {
         ru: u16,
         config: FedSimConfig,
         start: Instant,
-        paced: bool,
+        pacing: Pacing,
     ) -> Result<Self, ProducerError> {
         let emulator = FedEmulator::new(config)?;
         let links = emulator
@@ -104,7 +126,7 @@ impl Producer {
             event: FedEvent::default(),
             generated: 0,
             pending: VecDeque::new(),
-            paced,
+            pacing,
         };
         Ok(Self::with_links(ru, feed, links, Duration::ZERO, start))
     }
@@ -170,19 +192,28 @@ impl Producer {
     }
 
     fn paced(&self) -> bool {
-        matches!(self.feed, Feed::Emulator { paced: true, .. })
+        self.tick().is_some()
     }
 
-    /// How long until the next event may be taken: its trigger time when paced, or a short
-    /// wait while its fragments are not all placed; `None` when it may be taken now.
+    fn tick(&self) -> Option<Duration> {
+        match self.feed {
+            Feed::Emulator {
+                pacing: Pacing::Tick(tick),
+                ..
+            } => Some(tick),
+            _ => None,
+        }
+    }
+
+    /// How long until the next event may be taken: when paced, the end of the tick its
+    /// trigger time falls in; a short wait while its fragments are not all placed; `None`
+    /// when it may be taken now.
     pub fn not_due_for(&mut self) -> Option<Duration> {
         if !self.resolve() {
             return Some(NOT_READY_WAIT);
         }
-        if !self.paced() {
-            return None;
-        }
-        let due = self.start + Duration::from_nanos(self.trigger_ns());
+        let tick = self.tick()?;
+        let due = self.start + Duration::from_nanos(round_up(self.trigger_ns(), tick));
         due.checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
     }
@@ -506,12 +537,53 @@ mod tests {
         }
     }
 
+    #[test]
+    fn trigger_times_round_up_to_whole_ticks() {
+        let tick = Duration::from_nanos(500);
+        assert_eq!(
+            [0, 1, 500, 501].map(|ns| round_up(ns, tick)),
+            [0, 500, 500, 1000]
+        );
+        assert_eq!(round_up(777, Duration::ZERO), 777);
+    }
+
+    /// Paced by a tick, every event whose trigger time falls in a tick that has passed is
+    /// readable at once, and the next one only when its own tick ends.
+    #[test]
+    fn paced_events_are_readable_a_whole_tick_at_a_time() {
+        let tick = Duration::from_secs(1);
+        let config = FedSimConfig {
+            trigger_rate_hz: 1000.0,
+            ..crate::check::four_feds_with_every_fault(0.0)
+        };
+        // The run began 1.5 ticks ago: the first tick is over, the second half gone.
+        let start = Instant::now()
+            .checked_sub(tick * 3 / 2)
+            .expect("the machine has been up for seconds");
+        let mut producer = Producer::new(0, config, start, Pacing::Tick(tick)).unwrap();
+        let mut taken = Vec::new();
+        while producer.not_due_for().is_none() {
+            taken.push(producer.take().0);
+        }
+        assert!(
+            taken.len() >= 999,
+            "a tick's worth at once: {}",
+            taken.len()
+        );
+        assert!(taken.iter().all(|&t| t <= tick.as_nanos() as u64));
+        let (_, next) = producer.peek();
+        assert!(next > tick.as_nanos() as u64);
+        // Due when the second tick ends, half a tick from now (less this test's own time).
+        let wait = producer.not_due_for().expect("the next tick has not ended");
+        assert!(wait <= tick / 2 && wait > tick / 4, "{wait:?}");
+    }
+
     /// Emulated FEDs with every fault kind: each fault ends in exactly one counter of its
     /// kind, and a stopped FED does not hold events up.
     #[test]
     fn emulated_faults_are_counted_once_through_the_links() {
         let config = crate::check::four_feds_with_every_fault(0.03);
-        let mut producer = Producer::new(0, config, Instant::now(), false).unwrap();
+        let mut producer = Producer::new(0, config, Instant::now(), Pacing::FlatOut).unwrap();
         let mut bad = 0;
         for n in 1..=1000 {
             assert_eq!(producer.not_due_for(), None);
