@@ -140,11 +140,13 @@ impl SwrodReport {
         ]
     }
 
-    /// Counters no injected fault leads to: each must be 0.
+    /// Counters no injected fault leads to: each must be 0. A ROB missing from an HLT event
+    /// is one: e-link faults leave a ROB fragment incomplete, never absent.
     pub fn unexpected(&self) -> Vec<(&'static str, u64)> {
         let d = |f: fn(&DecoderCounts) -> u64| self.sum(|r| f(&r.decoder));
         let a = |f: fn(&AggregatorCounts) -> u64| self.sum(|r| f(&r.aggregator));
         vec![
+            ("hlt_events_missing_robs", self.hlt.incomplete_events),
             ("corrupt_blocks", d(|c| c.corrupt_blocks)),
             ("foreign_blocks", d(|c| c.foreign_blocks)),
             ("broken_chunks", d(|c| c.broken_chunks)),
