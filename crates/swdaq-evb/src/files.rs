@@ -13,7 +13,7 @@
 use crate::build::BuiltEvent;
 use crate::config::DiskFullPolicy;
 use crate::farm::ClosedFile;
-use crate::jsn::{EolsJsn, FileJsn, eols_file_name, raw_file_name};
+use crate::jsn::{EolsJsn, FileJsn, eols_file_name, files_of_run, raw_file_name};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, IoSlice, Write};
@@ -55,6 +55,14 @@ pub enum WriterError {
         available: u64,
         needed: u64,
         reserve: u64,
+    },
+    #[error(
+        "{dir} already holds files of run {run} ({file}): delete them or choose another run number; a run's files are never overwritten"
+    )]
+    RunExists {
+        dir: PathBuf,
+        run: u32,
+        file: String,
     },
     /// A writer's error as its application reported it (the event builder as applications).
     #[error("{0}")]
@@ -143,6 +151,15 @@ impl FileWriter {
     pub fn new(config: WriterConfig) -> Result<Self, WriterError> {
         std::fs::create_dir_all(&config.directory)
             .map_err(io_error("cannot create", &config.directory))?;
+        let earlier = files_of_run(&config.directory, config.run)
+            .map_err(io_error("cannot list", &config.directory))?;
+        if let Some(file) = earlier.into_iter().next() {
+            return Err(WriterError::RunExists {
+                dir: config.directory,
+                run: config.run,
+                file,
+            });
+        }
         Ok(Self {
             config,
             open: None,
@@ -454,6 +471,32 @@ mod tests {
             raw == expected,
             "the file differs from its events back to back"
         );
+    }
+
+    /// A second writer of the same run in the same directory is refused before it touches
+    /// anything; another run's writer there is not.
+    #[test]
+    fn a_run_s_closed_files_are_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)).unwrap();
+        for e in 1..=4 {
+            w.write(event(e, 1)).unwrap();
+        }
+        w.finish().unwrap();
+        let before = std::fs::read(dir.path().join("run000003_ls0001_index000000.raw")).unwrap();
+        match FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)) {
+            Err(WriterError::RunExists { run: 3, file, .. }) => {
+                assert!(file.starts_with("run000003_"), "{file}")
+            }
+            other => panic!("expected RunExists, got {:?}", other.err()),
+        }
+        let next_run = WriterConfig {
+            run: 4,
+            ..config(dir.path(), 0, DiskFullPolicy::Stop)
+        };
+        FileWriter::new(next_run).unwrap();
+        let after = std::fs::read(dir.path().join("run000003_ls0001_index000000.raw")).unwrap();
+        assert_eq!(before, after);
     }
 
     #[test]

@@ -112,12 +112,29 @@ impl EolsJsn {
     }
 }
 
+/// How every file name of `run` begins.
+fn run_file_prefix(run: u32) -> String {
+    format!("run{run:06}_")
+}
+
+/// The names of `run`'s files in `dir` (data, `.jsn`, `.tmp`, kept bad), sorted; an earlier
+/// run's files in the same directory are not among them.
+pub fn files_of_run(dir: &std::path::Path, run: u32) -> std::io::Result<Vec<String>> {
+    let prefix = run_file_prefix(run);
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    names.retain(|n| n.starts_with(&prefix));
+    names.sort();
+    Ok(names)
+}
+
 pub fn raw_file_name(run: u32, lumi: u32, index: u32) -> String {
-    format!("run{run:06}_ls{lumi:04}_index{index:06}.raw")
+    format!("{}ls{lumi:04}_index{index:06}.raw", run_file_prefix(run))
 }
 
 pub fn eols_file_name(run: u32, lumi: u32) -> String {
-    format!("run{run:06}_ls{lumi:04}_EoLS.jsn")
+    format!("{}ls{lumi:04}_EoLS.jsn", run_file_prefix(run))
 }
 
 #[cfg(test)]

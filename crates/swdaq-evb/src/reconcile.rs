@@ -18,6 +18,7 @@ use crate::EvbSummary;
 use crate::bu::WriterOutcome;
 use crate::files::WriterCounts;
 use crate::inspect::inspect;
+use crate::jsn::files_of_run;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -41,14 +42,8 @@ pub struct LeftOnDisk {
 /// Reads back what run `run` left in `dir`: files named `run<NNNNNN>_...` only, so an
 /// earlier run's files in the same directory are not counted.
 pub fn read_left(dir: &Path, run: u32) -> std::io::Result<LeftOnDisk> {
-    let prefix = format!("run{run:06}_");
     let mut left = LeftOnDisk::default();
-    let mut names: Vec<String> = std::fs::read_dir(dir)?
-        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
-        .collect::<Result<_, _>>()?;
-    names.retain(|n| n.starts_with(&prefix));
-    names.sort();
-    for name in names {
+    for name in files_of_run(dir, run)? {
         if name.ends_with(".tmp") {
             left.partial.push(name);
             continue;
