@@ -474,6 +474,89 @@ mod tests {
         assert_eq!(written.files[3].2, 0);
     }
 
+    /// Every FED fault kind, a FED that stops, and one FED larger than the payload pool.
+    fn pinned_config() -> FedSimConfig {
+        let mut config = config(FedFaultRates {
+            missing: 0.03,
+            wrong_l1_id: 0.03,
+            bad_crc: 0.03,
+            bad_length: 0.03,
+            stops: vec![(102, 150)],
+        });
+        config.feds.push(FedSpec {
+            id: 150,
+            mean_bytes: (PAYLOAD_POOL_BYTES + 4096) as u32,
+            spread_bytes: 64,
+        });
+        config
+    }
+
+    fn digest_faults(faults: &[FedFault], out: &mut Vec<u8>) {
+        for f in faults {
+            out.extend_from_slice(&f.event.to_le_bytes());
+            out.extend_from_slice(&f.fed.to_le_bytes());
+            out.push(f.kind as u8);
+        }
+    }
+
+    /// The emulator's output for a seed is pinned, so a readout unit's links and `swdaq gen
+    /// --format fed` files stay the same for the same seed: CRC32C of every event's number,
+    /// trigger time, bunch crossing, fragments (FED, place, CRC32C of the bytes) and faults,
+    /// as the emulator wrote them when it encoded each event into one buffer (main at
+    /// f324547).
+    #[test]
+    fn the_same_seed_gives_the_pinned_fragments_and_truth() {
+        let mut emu = FedEmulator::new(pinned_config()).unwrap();
+        let (mut ev, mut truth, mut digest) = (FedEvent::default(), Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let before = truth.len();
+            emu.next_event(&mut ev, &mut truth);
+            digest.extend_from_slice(&ev.event.to_le_bytes());
+            digest.extend_from_slice(&ev.trigger_ns.to_le_bytes());
+            digest.extend_from_slice(&ev.bx_id.to_le_bytes());
+            for (i, (fed, range)) in ev.fragments.iter().enumerate() {
+                digest.extend_from_slice(&fed.to_le_bytes());
+                digest.extend_from_slice(&(range.start as u64).to_le_bytes());
+                digest.extend_from_slice(&(range.end as u64).to_le_bytes());
+                let crc = swdaq_format::crc::crc32c(ev.fragment(i).1);
+                digest.extend_from_slice(&crc.to_le_bytes());
+            }
+            digest_faults(&truth[before..], &mut digest);
+        }
+        assert_eq!(
+            (truth.len(), swdaq_format::crc::crc32c(&digest)),
+            (172, 0xe905_6d2c)
+        );
+    }
+
+    /// The same for `swdaq gen --format fed`'s files: every record of every FED's file, its
+    /// header's frame size and the faults, pinned as main at f324547 wrote them.
+    #[test]
+    fn fed_files_for_the_same_seed_are_the_pinned_bytes() {
+        use swdaq_format::rawfile::RawFileReader;
+        let dir = tempfile::tempdir().unwrap();
+        // Without the FED beyond the pool: a raw file record holds at most 1 MiB.
+        let mut config = pinned_config();
+        config.feds.pop();
+        let written = write_fed_files(config, 200, 4, dir.path()).unwrap();
+        let mut digest = Vec::new();
+        for (id, path, count) in &written.files {
+            let mut reader = RawFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+            digest.extend_from_slice(&id.to_le_bytes());
+            digest.extend_from_slice(&count.to_le_bytes());
+            digest.extend_from_slice(&reader.header().frame_size.to_le_bytes());
+            let mut buf = Vec::new();
+            while reader.next_frame(&mut buf).unwrap() {
+                digest.extend_from_slice(&swdaq_format::crc::crc32c(&buf).to_le_bytes());
+            }
+        }
+        digest_faults(&written.faults, &mut digest);
+        assert_eq!(
+            (written.faults.len(), swdaq_format::crc::crc32c(&digest)),
+            (152, 0x5052_e936)
+        );
+    }
+
     fn config(faults: FedFaultRates) -> FedSimConfig {
         FedSimConfig {
             feds: FedSimConfig::uniform(100, 4, 1024, 128),
