@@ -272,20 +272,35 @@ pub fn encode_fed_fragment(
 ) -> std::ops::Range<usize> {
     debug_assert!(payload.len().is_multiple_of(FED_WORD));
     let start = out.len();
-    let size = FED_MIN_SIZE + payload.len();
-    out.extend_from_slice(&header.to_word().to_le_bytes());
+    out.extend_from_slice(&[0; FED_HEADER_SIZE]);
     out.extend_from_slice(payload);
     out.extend_from_slice(&[0; FED_TRAILER_SIZE]);
-    let frag = &mut out[start..];
+    let sealed = seal_fed_fragment(&mut out[start..], header, trailer_flags);
+    debug_assert!(sealed.is_ok(), "header and trailer words are there");
+    start..out.len()
+}
+
+/// Makes `fragment` a FED fragment around the payload already in place between its first
+/// and last word: writes the header word and the trailer, with the length (whole words of
+/// `fragment`) and the CRC-16 filled in and `trailer_flags`' flags. A producer that writes
+/// the payload where the fragment goes (a FED link's slot) seals it there, without a copy.
+pub fn seal_fed_fragment(
+    fragment: &mut [u8],
+    header: &FedHeader,
+    trailer_flags: &FedTrailer,
+) -> Result<(), FormatError> {
+    need(FedFragment::WHAT, fragment, FED_MIN_SIZE)?;
+    let size = fragment.len();
+    put_u64(fragment, 0, header.to_word());
     let mut trailer = FedTrailer {
         length_words: (size / FED_WORD) as u32,
         crc: 0,
         ..*trailer_flags
     };
-    put_u64(frag, size - FED_TRAILER_SIZE, trailer.to_word());
-    trailer.crc = fed_crc16(frag);
-    put_u64(frag, size - FED_TRAILER_SIZE, trailer.to_word());
-    start..start + size
+    put_u64(fragment, size - FED_TRAILER_SIZE, trailer.to_word());
+    trailer.crc = fed_crc16(fragment);
+    put_u64(fragment, size - FED_TRAILER_SIZE, trailer.to_word());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -404,6 +419,34 @@ mod tests {
             if let Ok(f) = FedFragment::parse(&bytes) { let _ = f.crc_ok(); }
             let _ = FedFragment::parse_last(&bytes);
         }
+    }
+
+    /// A payload written in place and sealed there is the fragment `encode_fed_fragment`
+    /// appends; a buffer without room for header and trailer is an error, left untouched.
+    #[test]
+    fn sealing_in_place_is_encoding() {
+        let header = FedHeader {
+            l1_id: 77,
+            source_id: 12,
+            ..Default::default()
+        };
+        let flags = FedTrailer {
+            tts: 8,
+            ..Default::default()
+        };
+        let payload: Vec<u8> = (0..40u8).collect();
+        let mut encoded = Vec::new();
+        encode_fed_fragment(&mut encoded, &header, &flags, &payload);
+        let mut in_place = vec![0xEE; FED_MIN_SIZE + payload.len()];
+        in_place[FED_HEADER_SIZE..FED_HEADER_SIZE + payload.len()].copy_from_slice(&payload);
+        seal_fed_fragment(&mut in_place, &header, &flags).unwrap();
+        assert_eq!(in_place, encoded);
+        let mut short = [0xEE; FED_MIN_SIZE - 1];
+        assert!(matches!(
+            seal_fed_fragment(&mut short, &header, &flags),
+            Err(FormatError::Truncated { .. })
+        ));
+        assert_eq!(short, [0xEE; FED_MIN_SIZE - 1]);
     }
 
     #[test]
