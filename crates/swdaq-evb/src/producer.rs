@@ -2,8 +2,8 @@
 //! the trigger clock) or by one `FrameSource` per FED (raw files, UDP), and the
 //! super-fragment of each event built from the links, lined up by level-1 id.
 //!
-//! The emulator stays one per unit (its FEDs share the trigger) and lands each FED's
-//! fragment in that FED's buffer: one copy from the emulator's event into the slot, which
+//! The emulator stays one per unit (its FEDs share the trigger) and writes each FED's
+//! fragment straight into that FED's buffer, as a FED's DMA would: no copy on the way, which
 //! `swdaq bench evb` measures (`fed_link_ns_per_fragment` against the direct path). It
 //! emulates the event being built and no further: its links then hold nothing newer, so
 //! [`place`](crate::fed_link::place) needs no look-ahead.
@@ -20,7 +20,7 @@ use std::io;
 use std::time::{Duration, Instant};
 use swdaq_format::fed::{FED_MIN_SIZE, FED_WORD};
 use swdaq_readout::source::{FrameSource, Poll};
-use swdaq_sim::fed::{FedConfigError, FedEmulator, FedEvent, FedFault, FedFaultKind, FedSimConfig};
+use swdaq_sim::fed::{FedConfigError, FedEmulator, FedFault, FedFaultKind, FedSimConfig};
 
 /// How long a readout unit waits before asking its links again when an event is not ready.
 const NOT_READY_WAIT: Duration = Duration::from_micros(200);
@@ -40,7 +40,6 @@ pub enum ProducerError {
 enum Feed {
     Emulator {
         emulator: Box<FedEmulator>,
-        event: FedEvent,
         /// Last event produced into the links.
         generated: u64,
         /// Per produced, unbuilt event: its trigger time and injected faults.
@@ -101,7 +100,6 @@ impl Producer {
             .collect::<Result<_, _>>()?;
         let feed = Feed::Emulator {
             emulator: Box::new(emulator),
-            event: FedEvent::default(),
             generated: 0,
             pending: VecDeque::new(),
             paced,
@@ -250,7 +248,6 @@ impl Producer {
     fn emulate(&mut self) {
         let Feed::Emulator {
             emulator,
-            event,
             generated,
             pending,
             ..
@@ -261,26 +258,21 @@ impl Producer {
         if *generated >= self.next {
             return;
         }
+        let accept = emulator.next_accept();
         let mut faults = Vec::new();
-        emulator.next_event(event, &mut faults);
-        *generated = event.event;
-        pending.push_back((event.trigger_ns, faults));
-        // Fragments come in configuration order, which is the links' order.
-        let mut sent = event.fragments.iter().peekable();
+        // The links are in configuration order, as the emulator numbers its FEDs.
         for (index, link) in self.links.iter_mut().enumerate() {
-            let Some((_, range)) = sent.next_if(|(id, _)| *id == link.fed) else {
+            let Some(plan) = emulator.plan(&accept, index, &mut faults) else {
                 continue;
             };
-            let fragment = &event.bytes[range.clone()];
             let landed = link.land(self.next, self.builder.ingest_mut(index), |slot| {
-                if let Some(slot) = slot.get_mut(..fragment.len()) {
-                    slot.copy_from_slice(fragment);
-                }
-                Ok(Poll::Frame(fragment.len()))
+                Ok(Poll::Frame(emulator.write(&plan, slot)))
             });
             // The links hold at most this event's fragments: there is always room.
             debug_assert!(matches!(landed, Ok(Poll::Frame(_))));
         }
+        *generated = accept.event;
+        pending.push_back((accept.trigger_ns, faults));
     }
 
     /// Builds the next event's super-fragment from its placed fragments and moves on; call
@@ -290,7 +282,15 @@ impl Producer {
         let trigger_ns = self.trigger_ns();
         let placements = self.placements.take().unwrap_or_default();
         let event = self.next;
-        let mut data = Vec::new();
+        // Sized once: grown from empty it was copied as it grew.
+        let placed: usize = self
+            .links
+            .iter_mut()
+            .zip(&placements)
+            .filter(|(_, p)| **p == Placement::Fragment)
+            .map(|(link, _)| link.oldest_len())
+            .sum();
+        let mut data = Vec::with_capacity(placed);
         let mut bad_feds = 0;
         for (index, link) in self.links.iter_mut().enumerate() {
             let builder = &mut self.builder;
@@ -504,6 +504,31 @@ mod tests {
                 prop_assert_eq!(c.ingest.truncated, u64::from(truncated[k] && stops[k].is_some()));
             }
         }
+    }
+
+    /// Emulated straight into the links, every super-fragment is the one the direct path
+    /// builds from the emulator's whole event (whose bytes its own tests pin for a seed).
+    #[test]
+    fn emulated_links_build_the_direct_paths_super_fragments() {
+        let config = crate::check::four_feds_with_every_fault(0.03);
+        let mut producer = Producer::new(0, config.clone(), Instant::now(), false).unwrap();
+        let mut emulator = FedEmulator::new(config).unwrap();
+        let mut direct = SuperFragmentBuilder::new(0, vec![10, 11, 12, 13]);
+        let (mut event, mut truth) = (swdaq_sim::fed::FedEvent::default(), Vec::new());
+        for _ in 0..1000 {
+            emulator.next_event(&mut event, &mut truth);
+            assert_eq!(producer.take().1, direct.build(&event));
+        }
+        // The checks' counts agree; the links' ingest counts are the producer's own.
+        let checked: Vec<_> = producer
+            .fed_counts()
+            .iter()
+            .map(|c| FedCounts {
+                ingest: Default::default(),
+                ..*c
+            })
+            .collect();
+        assert_eq!(checked, direct.counts());
     }
 
     /// Emulated FEDs with every fault kind: each fault ends in exactly one counter of its
