@@ -21,7 +21,8 @@ use swdaq_readout::source::{FrameSource, Poll};
 pub const UNREADABLE_ID: u32 = 1;
 /// Most fragments one refill reads, so a busy source does not hold the unit's loop up.
 const FILL_BATCH: usize = 64;
-/// Fewest slots a link's buffer has: the ring keeps a sixteenth as its reader guard.
+/// Fewest slots a link read from a source has: the ring keeps a sixteenth as its reader
+/// guard, and a refill reads up to a batch.
 pub const MIN_LINK_SLOTS: usize = 64;
 
 /// A 24-bit level-1 id as the event number nearest to `near` with those low bits.
@@ -115,9 +116,9 @@ pub struct FedLink {
 }
 
 impl FedLink {
-    /// `slots` fragments of at most `max_fragment` bytes.
+    /// `slots` fragments (a power of two, at least 2) of at most `max_fragment` bytes.
     pub fn new(fed: u16, slots: usize, max_fragment: usize) -> io::Result<Self> {
-        let buffer = Arc::new(LatencyBuffer::new(slots.max(MIN_LINK_SLOTS), max_fragment)?);
+        let buffer = Arc::new(LatencyBuffer::new(slots, max_fragment)?);
         let ends_taken = || io::Error::other("a new latency buffer's ends are taken");
         let producer = buffer.shared_producer().ok_or_else(ends_taken)?;
         let reader = buffer.shared_reader().ok_or_else(ends_taken)?;

@@ -13,7 +13,7 @@
 //! (nanoseconds since the unit started): lumi sections and latency then count from reading.
 
 use crate::check::{FedCounts, SuperFragmentBuilder};
-use crate::fed_link::{FedLink, Placement};
+use crate::fed_link::{FedLink, MIN_LINK_SLOTS, Placement};
 use crate::message::SuperFragment;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -27,6 +27,10 @@ const NOT_READY_WAIT: Duration = Duration::from_micros(200);
 /// Standard deviations above the mean an emulated FED's slot holds: a larger fragment
 /// (never seen: odds below 1e-50) would be counted oversized.
 const EMULATED_SLOT_SIGMAS: u32 = 16;
+/// Slots of an emulated FED's link: it holds one unread fragment at a time (the event being
+/// built) and the ring's guard one more, so a few slots do, and they stay in cache (64 were
+/// written cold, one every 64 events).
+const EMULATED_LINK_SLOTS: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProducerError {
@@ -65,6 +69,8 @@ pub struct Producer {
     next: u64,
     /// Each link's placement of `next`, once every link has one.
     placements: Option<Vec<Placement>>,
+    /// The last placements' vector, reused: allocated per event it cost a malloc and a free.
+    spare_placements: Vec<Placement>,
     /// When `next` was found ready (sources: its trigger time).
     ready_ns: u64,
     stop_wait: Duration,
@@ -91,10 +97,11 @@ impl Producer {
                 let slot = (bytes as usize)
                     .next_multiple_of(FED_WORD)
                     .max(FED_MIN_SIZE);
-                // One event at a time: the smallest buffer does.
-                FedLink::new(spec.id, 0, slot).map_err(|source| ProducerError::Buffer {
-                    fed: spec.id,
-                    source,
+                FedLink::new(spec.id, EMULATED_LINK_SLOTS, slot).map_err(|source| {
+                    ProducerError::Buffer {
+                        fed: spec.id,
+                        source,
+                    }
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -122,8 +129,12 @@ impl Producer {
         let mut links = Vec::with_capacity(sources.len());
         let mut feeds = Vec::with_capacity(sources.len());
         for s in sources {
-            let link = FedLink::new(s.fed, slots, s.max_fragment.max(FED_MIN_SIZE))
-                .map_err(|source| ProducerError::Buffer { fed: s.fed, source })?;
+            let link = FedLink::new(
+                s.fed,
+                slots.max(MIN_LINK_SLOTS),
+                s.max_fragment.max(FED_MIN_SIZE),
+            )
+            .map_err(|source| ProducerError::Buffer { fed: s.fed, source })?;
             links.push(link);
             feeds.push(s.source);
         }
@@ -146,6 +157,7 @@ impl Producer {
             builder: SuperFragmentBuilder::new(ru, feds),
             next: 1,
             placements: None,
+            spare_placements: Vec::new(),
             ready_ns: 0,
             stop_wait,
             injected: BTreeMap::new(),
@@ -214,11 +226,13 @@ impl Producer {
             }
             Feed::Sources(_) => (false, u64::MAX),
         };
-        let mut placements = Vec::with_capacity(self.links.len());
+        let mut placements = std::mem::take(&mut self.spare_placements);
+        placements.clear();
         for index in 0..self.links.len() {
             placements.push(self.place_on(index, settled, newest));
         }
         if placements.contains(&Placement::Wait) {
+            self.spare_placements = placements;
             return false;
         }
         self.ready_ns = self.start.elapsed().as_nanos() as u64;
@@ -311,6 +325,7 @@ impl Producer {
             }
         }
         self.next += 1;
+        self.spare_placements = placements;
         let sf = SuperFragment {
             ru: self.builder.ru(),
             event,
