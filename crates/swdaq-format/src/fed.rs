@@ -163,17 +163,19 @@ fn check_marker(what: &'static str, word: u64, expected: u64) -> Result<(), Form
 /// carries it: every word most significant byte first, the trailer's CRC field as zero.
 /// Bytes past the last whole word are ignored.
 ///
-/// `crc-fast`'s carry-less-multiply CRC-16/CMS over the words byte-reversed into a stack
-/// buffer: the FED emulator and every readout-unit check run it over every byte, and the
+/// `crc-fast`'s carry-less-multiply CRC-16/CMS over the words byte-reversed into a
+/// per-thread buffer: the FED emulator and every readout-unit check run it over every byte, and the
 /// hand-written slice-by-8 it replaced cost most of a readout unit's time (`swdaq bench
 /// evb` reports its GB/s). The tests hold it to the `crc` crate's CRC-16/CMS.
 pub fn fed_crc16(fragment: &[u8]) -> u16 {
     let whole = &fragment[..fragment.len() / FED_WORD * FED_WORD];
     let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc16Cms);
-    let mut reversed = [0u8; CRC16_CHUNK];
+    let mut scratch = REVERSED.take();
+    // Zeroed once per thread (a no-op after the first call).
+    scratch.resize(CRC16_CHUNK, 0);
     let mut chunks = whole.chunks(CRC16_CHUNK).peekable();
     while let Some(chunk) = chunks.next() {
-        let reversed = &mut reversed[..chunk.len()];
+        let reversed = &mut scratch[..chunk.len()];
         // The CRC field is cleared after.
         reverse_words(chunk, reversed);
         if chunks.peek().is_none() {
@@ -183,7 +185,16 @@ pub fn fed_crc16(fragment: &[u8]) -> u16 {
         }
         digest.update(reversed);
     }
+    REVERSED.set(scratch);
     digest.finalize() as u16
+}
+
+thread_local! {
+    /// Each thread's buffer for the byte-reversed words, kept between calls: a stack buffer
+    /// was zeroed per call, a 4 KiB `memset` per fragment checked or emulated (`perf` of
+    /// `swdaq run`, BENCHMARKS.md's fourth round). Taken and put back, so a nested call
+    /// would only allocate its own.
+    static REVERSED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Each whole word of `src` byte-reversed into `dst`. Baseline x86-64 has no byte shuffle,
@@ -218,8 +229,8 @@ fn reverse_words_portable(src: &[u8], dst: &mut [u8]) {
     }
 }
 
-/// Bytes byte-reversed per `crc-fast` call: a stack buffer in which fragments of a few KiB
-/// (the emulator's default is 1 KiB) take one call.
+/// Bytes byte-reversed per `crc-fast` call: the per-thread buffer, in which fragments of a
+/// few KiB (the emulator's default is 1 KiB) take one call.
 const CRC16_CHUNK: usize = 4096;
 
 /// A FED fragment viewed in place. Parsing checks the structure (size, markers, length
