@@ -11,16 +11,18 @@
 //! back (the FED's back-pressure).
 
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader};
-use swdaq_readout::ring::{LatencyBuffer, SlotMeta};
+use swdaq_readout::ring::{LatencyBuffer, SharedProducer, SharedReader, SlotMeta};
 use swdaq_readout::source::{FrameSource, Poll};
 
 /// Slot flag: the fragment's header could not be read, its `timestamp` means nothing.
 pub const UNREADABLE_ID: u32 = 1;
 /// Most fragments one refill reads, so a busy source does not hold the unit's loop up.
 const FILL_BATCH: usize = 64;
-/// Fewest slots a link's buffer has: the ring keeps a sixteenth as its reader guard.
+/// Fewest slots a link read from a source has: the ring keeps a sixteenth as its reader
+/// guard, and a refill reads up to a batch.
 pub const MIN_LINK_SLOTS: usize = 64;
 
 /// A 24-bit level-1 id as the event number nearest to `near` with those low bits.
@@ -99,7 +101,11 @@ pub struct FedIngestCounts {
 
 pub struct FedLink {
     pub fed: u16,
-    buffer: LatencyBuffer,
+    buffer: Arc<LatencyBuffer>,
+    /// The buffer's write and read ends, kept for the link's life: claimed per call they cost
+    /// atomic read-modify-writes and a fence per fragment.
+    producer: SharedProducer,
+    reader: SharedReader,
     /// Index of the oldest fragment not yet placed in an event.
     cursor: u64,
     ended: bool,
@@ -110,11 +116,17 @@ pub struct FedLink {
 }
 
 impl FedLink {
-    /// `slots` fragments of at most `max_fragment` bytes.
+    /// `slots` fragments (a power of two, at least 2) of at most `max_fragment` bytes.
     pub fn new(fed: u16, slots: usize, max_fragment: usize) -> io::Result<Self> {
+        let buffer = Arc::new(LatencyBuffer::new(slots, max_fragment)?);
+        let ends_taken = || io::Error::other("a new latency buffer's ends are taken");
+        let producer = buffer.shared_producer().ok_or_else(ends_taken)?;
+        let reader = buffer.shared_reader().ok_or_else(ends_taken)?;
         Ok(Self {
             fed,
-            buffer: LatencyBuffer::new(slots.max(MIN_LINK_SLOTS), max_fragment)?,
+            buffer,
+            producer,
+            reader,
             cursor: 0,
             ended: false,
             stalled_since: None,
@@ -135,10 +147,7 @@ impl FedLink {
         if self.buffer.oldest_readable_after(1) > self.cursor {
             return Ok(Poll::Idle);
         }
-        let Some(mut producer) = self.buffer.producer() else {
-            return Ok(Poll::Idle);
-        };
-        let Some(slot) = producer.next_slot() else {
+        let Some(slot) = self.producer.next_slot() else {
             return Ok(Poll::Idle);
         };
         let slot_len = slot.len();
@@ -177,7 +186,7 @@ impl FedLink {
                 },
             }
         };
-        producer.publish(meta);
+        self.producer.publish(meta);
         counts.fragments += 1;
         counts.bytes += len.min(slot_len) as u64;
         self.stalled_since = None;
@@ -214,15 +223,13 @@ impl FedLink {
     }
 
     /// Event numbers of the (at most two) oldest unread fragments.
-    pub fn ahead(&self) -> ([Option<u64>; 2], usize) {
+    pub fn ahead(&mut self) -> ([Option<u64>; 2], usize) {
         let mut ids = [None; 2];
         let count = self.unread().min(2) as usize;
-        let Some(mut reader) = self.buffer.reader() else {
-            return (ids, 0);
-        };
-        let read = reader.with_view(self.cursor, |view| {
+        let cursor = self.cursor;
+        let read = self.reader.with_view(cursor, |view| {
             for (i, id) in ids.iter_mut().enumerate().take(count) {
-                let meta = view.meta(self.cursor + i as u64);
+                let meta = view.meta(cursor + i as u64);
                 *id = (meta.flags & UNREADABLE_ID == 0).then_some(meta.timestamp);
             }
         });
@@ -252,14 +259,23 @@ impl FedLink {
         placement
     }
 
+    /// Size in bytes of the oldest unread fragment (0 when there is none).
+    pub fn oldest_len(&mut self) -> usize {
+        let cursor = self.cursor;
+        if self.unread() == 0 {
+            return 0;
+        }
+        self.reader
+            .with_view(cursor, |view| view.meta(cursor).len as usize)
+            .unwrap_or(0)
+    }
+
     /// Hands the oldest unread fragment to `f` and moves past it.
     pub fn consume<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> R {
-        let mut reader = self
-            .buffer
-            .reader()
-            .expect("the unit is the link's only reader");
-        let result = reader
-            .with_view(self.cursor, |view| f(view.frame(self.cursor)))
+        let cursor = self.cursor;
+        let result = self
+            .reader
+            .with_view(cursor, |view| f(view.frame(cursor)))
             .expect("the producer never overwrites the cursor");
         self.cursor += 1;
         result
@@ -308,6 +324,7 @@ mod tests {
     fn a_full_buffer_holds_the_source_back_and_never_overwrites_the_cursor() {
         let mut link = FedLink::new(3, MIN_LINK_SLOTS, 64).unwrap();
         let mut counts = FedIngestCounts::default();
+        assert_eq!(link.oldest_len(), 0);
         let mut landed = 0;
         while let Ok(Poll::Frame(_)) = link.land(1, &mut counts, |slot| {
             slot[..16].copy_from_slice(&[7; 16]);
@@ -317,6 +334,7 @@ mod tests {
         }
         assert!(landed > 0 && landed < MIN_LINK_SLOTS as u64, "{landed}");
         assert_eq!(link.unread(), landed);
+        assert_eq!(link.oldest_len(), 16);
         assert_eq!(link.consume(|b| b.to_vec()), vec![7; 16]);
         let more = link.land(1, &mut counts, |slot| {
             slot[..8].fill(1);

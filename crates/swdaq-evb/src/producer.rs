@@ -2,8 +2,8 @@
 //! the trigger clock) or by one `FrameSource` per FED (raw files, UDP), and the
 //! super-fragment of each event built from the links, lined up by level-1 id.
 //!
-//! The emulator stays one per unit (its FEDs share the trigger) and lands each FED's
-//! fragment in that FED's buffer: one copy from the emulator's event into the slot, which
+//! The emulator stays one per unit (its FEDs share the trigger) and writes each FED's
+//! fragment straight into that FED's buffer, as a FED's DMA would: no copy on the way, which
 //! `swdaq bench evb` measures (`fed_link_ns_per_fragment` against the direct path). It
 //! emulates the event being built and no further: its links then hold nothing newer, so
 //! [`place`](crate::fed_link::place) needs no look-ahead.
@@ -13,20 +13,24 @@
 //! (nanoseconds since the unit started): lumi sections and latency then count from reading.
 
 use crate::check::{FedCounts, SuperFragmentBuilder};
-use crate::fed_link::{FedLink, Placement};
+use crate::fed_link::{FedLink, MIN_LINK_SLOTS, Placement};
 use crate::message::SuperFragment;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::time::{Duration, Instant};
 use swdaq_format::fed::{FED_MIN_SIZE, FED_WORD};
 use swdaq_readout::source::{FrameSource, Poll};
-use swdaq_sim::fed::{FedConfigError, FedEmulator, FedEvent, FedFault, FedFaultKind, FedSimConfig};
+use swdaq_sim::fed::{FedConfigError, FedEmulator, FedFault, FedFaultKind, FedSimConfig};
 
 /// How long a readout unit waits before asking its links again when an event is not ready.
 const NOT_READY_WAIT: Duration = Duration::from_micros(200);
 /// Standard deviations above the mean an emulated FED's slot holds: a larger fragment
 /// (never seen: odds below 1e-50) would be counted oversized.
 const EMULATED_SLOT_SIGMAS: u32 = 16;
+/// Slots of an emulated FED's link: it holds one unread fragment at a time (the event being
+/// built) and the ring's guard one more, so a few slots do, and they stay in cache (64 were
+/// written cold, one every 64 events).
+const EMULATED_LINK_SLOTS: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProducerError {
@@ -62,7 +66,6 @@ fn round_up(ns: u64, tick: Duration) -> u64 {
 enum Feed {
     Emulator {
         emulator: Box<FedEmulator>,
-        event: FedEvent,
         /// Last event produced into the links.
         generated: u64,
         /// Per produced, unbuilt event: its trigger time and injected faults.
@@ -88,6 +91,8 @@ pub struct Producer {
     next: u64,
     /// Each link's placement of `next`, once every link has one.
     placements: Option<Vec<Placement>>,
+    /// The last placements' vector, reused: allocated per event it cost a malloc and a free.
+    spare_placements: Vec<Placement>,
     /// When `next` was found ready (sources: its trigger time).
     ready_ns: u64,
     stop_wait: Duration,
@@ -114,16 +119,16 @@ impl Producer {
                 let slot = (bytes as usize)
                     .next_multiple_of(FED_WORD)
                     .max(FED_MIN_SIZE);
-                // One event at a time: the smallest buffer does.
-                FedLink::new(spec.id, 0, slot).map_err(|source| ProducerError::Buffer {
-                    fed: spec.id,
-                    source,
+                FedLink::new(spec.id, EMULATED_LINK_SLOTS, slot).map_err(|source| {
+                    ProducerError::Buffer {
+                        fed: spec.id,
+                        source,
+                    }
                 })
             })
             .collect::<Result<_, _>>()?;
         let feed = Feed::Emulator {
             emulator: Box::new(emulator),
-            event: FedEvent::default(),
             generated: 0,
             pending: VecDeque::new(),
             pacing,
@@ -146,8 +151,12 @@ impl Producer {
         let mut links = Vec::with_capacity(sources.len());
         let mut feeds = Vec::with_capacity(sources.len());
         for s in sources {
-            let link = FedLink::new(s.fed, slots, s.max_fragment.max(FED_MIN_SIZE))
-                .map_err(|source| ProducerError::Buffer { fed: s.fed, source })?;
+            let link = FedLink::new(
+                s.fed,
+                slots.max(MIN_LINK_SLOTS),
+                s.max_fragment.max(FED_MIN_SIZE),
+            )
+            .map_err(|source| ProducerError::Buffer { fed: s.fed, source })?;
             links.push(link);
             feeds.push(s.source);
         }
@@ -170,6 +179,7 @@ impl Producer {
             builder: SuperFragmentBuilder::new(ru, feds),
             next: 1,
             placements: None,
+            spare_placements: Vec::new(),
             ready_ns: 0,
             stop_wait,
             injected: BTreeMap::new(),
@@ -247,11 +257,13 @@ impl Producer {
             }
             Feed::Sources(_) => (false, u64::MAX),
         };
-        let mut placements = Vec::with_capacity(self.links.len());
+        let mut placements = std::mem::take(&mut self.spare_placements);
+        placements.clear();
         for index in 0..self.links.len() {
             placements.push(self.place_on(index, settled, newest));
         }
         if placements.contains(&Placement::Wait) {
+            self.spare_placements = placements;
             return false;
         }
         self.ready_ns = self.start.elapsed().as_nanos() as u64;
@@ -281,7 +293,6 @@ impl Producer {
     fn emulate(&mut self) {
         let Feed::Emulator {
             emulator,
-            event,
             generated,
             pending,
             ..
@@ -292,26 +303,21 @@ impl Producer {
         if *generated >= self.next {
             return;
         }
+        let accept = emulator.next_accept();
         let mut faults = Vec::new();
-        emulator.next_event(event, &mut faults);
-        *generated = event.event;
-        pending.push_back((event.trigger_ns, faults));
-        // Fragments come in configuration order, which is the links' order.
-        let mut sent = event.fragments.iter().peekable();
+        // The links are in configuration order, as the emulator numbers its FEDs.
         for (index, link) in self.links.iter_mut().enumerate() {
-            let Some((_, range)) = sent.next_if(|(id, _)| *id == link.fed) else {
+            let Some(plan) = emulator.plan(&accept, index, &mut faults) else {
                 continue;
             };
-            let fragment = &event.bytes[range.clone()];
             let landed = link.land(self.next, self.builder.ingest_mut(index), |slot| {
-                if let Some(slot) = slot.get_mut(..fragment.len()) {
-                    slot.copy_from_slice(fragment);
-                }
-                Ok(Poll::Frame(fragment.len()))
+                Ok(Poll::Frame(emulator.write(&plan, slot)))
             });
             // The links hold at most this event's fragments: there is always room.
             debug_assert!(matches!(landed, Ok(Poll::Frame(_))));
         }
+        *generated = accept.event;
+        pending.push_back((accept.trigger_ns, faults));
     }
 
     /// Builds the next event's super-fragment from its placed fragments and moves on; call
@@ -321,7 +327,15 @@ impl Producer {
         let trigger_ns = self.trigger_ns();
         let placements = self.placements.take().unwrap_or_default();
         let event = self.next;
-        let mut data = Vec::new();
+        // Sized once: grown from empty it was copied as it grew.
+        let placed: usize = self
+            .links
+            .iter_mut()
+            .zip(&placements)
+            .filter(|(_, p)| **p == Placement::Fragment)
+            .map(|(link, _)| link.oldest_len())
+            .sum();
+        let mut data = Vec::with_capacity(placed);
         let mut bad_feds = 0;
         for (index, link) in self.links.iter_mut().enumerate() {
             let builder = &mut self.builder;
@@ -342,6 +356,7 @@ impl Producer {
             }
         }
         self.next += 1;
+        self.spare_placements = placements;
         let sf = SuperFragment {
             ru: self.builder.ru(),
             event,
@@ -576,6 +591,32 @@ mod tests {
         // Due when the second tick ends, half a tick from now (less this test's own time).
         let wait = producer.not_due_for().expect("the next tick has not ended");
         assert!(wait <= tick / 2 && wait > tick / 4, "{wait:?}");
+    }
+
+    /// Emulated straight into the links, every super-fragment is the one the direct path
+    /// builds from the emulator's whole event (whose bytes its own tests pin for a seed).
+    #[test]
+    fn emulated_links_build_the_direct_paths_super_fragments() {
+        let config = crate::check::four_feds_with_every_fault(0.03);
+        let mut producer =
+            Producer::new(0, config.clone(), Instant::now(), Pacing::FlatOut).unwrap();
+        let mut emulator = FedEmulator::new(config).unwrap();
+        let mut direct = SuperFragmentBuilder::new(0, vec![10, 11, 12, 13]);
+        let (mut event, mut truth) = (swdaq_sim::fed::FedEvent::default(), Vec::new());
+        for _ in 0..1000 {
+            emulator.next_event(&mut event, &mut truth);
+            assert_eq!(producer.take().1, direct.build(&event));
+        }
+        // The checks' counts agree; the links' ingest counts are the producer's own.
+        let checked: Vec<_> = producer
+            .fed_counts()
+            .iter()
+            .map(|c| FedCounts {
+                ingest: Default::default(),
+                ..*c
+            })
+            .collect();
+        assert_eq!(checked, direct.counts());
     }
 
     /// Emulated FEDs with every fault kind: each fault ends in exactly one counter of its

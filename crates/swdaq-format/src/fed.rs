@@ -163,25 +163,21 @@ fn check_marker(what: &'static str, word: u64, expected: u64) -> Result<(), Form
 /// carries it: every word most significant byte first, the trailer's CRC field as zero.
 /// Bytes past the last whole word are ignored.
 ///
-/// `crc-fast`'s carry-less-multiply CRC-16/CMS over the words byte-reversed into a stack
-/// buffer: the FED emulator and every readout-unit check run it over every byte, and the
+/// `crc-fast`'s carry-less-multiply CRC-16/CMS over the words byte-reversed into a
+/// per-thread buffer: the FED emulator and every readout-unit check run it over every byte, and the
 /// hand-written slice-by-8 it replaced cost most of a readout unit's time (`swdaq bench
 /// evb` reports its GB/s). The tests hold it to the `crc` crate's CRC-16/CMS.
 pub fn fed_crc16(fragment: &[u8]) -> u16 {
     let whole = &fragment[..fragment.len() / FED_WORD * FED_WORD];
     let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc16Cms);
-    let mut reversed = [0u8; CRC16_CHUNK];
+    let mut scratch = REVERSED.take();
+    // Zeroed once per thread (a no-op after the first call).
+    scratch.resize(CRC16_CHUNK, 0);
     let mut chunks = whole.chunks(CRC16_CHUNK).peekable();
     while let Some(chunk) = chunks.next() {
-        let reversed = &mut reversed[..chunk.len()];
-        // A plain loop the compiler turns into byte shuffles; the CRC field is cleared after.
-        for (src, dst) in chunk
-            .chunks_exact(FED_WORD)
-            .zip(reversed.chunks_exact_mut(FED_WORD))
-        {
-            let w = u64::from_le_bytes(src.try_into().expect("chunks of 8"));
-            dst.copy_from_slice(&w.to_be_bytes());
-        }
+        let reversed = &mut scratch[..chunk.len()];
+        // The CRC field is cleared after.
+        reverse_words(chunk, reversed);
         if chunks.peek().is_none() {
             // Bits 16..32 of the trailer word are its bytes 4 and 5 most significant first.
             let trailer = reversed.len() - FED_WORD;
@@ -189,11 +185,52 @@ pub fn fed_crc16(fragment: &[u8]) -> u16 {
         }
         digest.update(reversed);
     }
+    REVERSED.set(scratch);
     digest.finalize() as u16
 }
 
-/// Bytes byte-reversed per `crc-fast` call: a stack buffer in which fragments of a few KiB
-/// (the emulator's default is 1 KiB) take one call.
+thread_local! {
+    /// Each thread's buffer for the byte-reversed words, kept between calls: a stack buffer
+    /// was zeroed per call, a 4 KiB `memset` per fragment checked or emulated (`perf` of
+    /// `swdaq run`, BENCHMARKS.md's fourth round). Taken and put back, so a nested call
+    /// would only allocate its own.
+    static REVERSED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Each whole word of `src` byte-reversed into `dst`. Baseline x86-64 has no byte shuffle,
+/// so the loop takes a byte-swap, a load and a store per word; compiled for AVX2 it becomes
+/// `vpshufb` over 32 bytes at a time, which the CRC-16 of every fragment, twice per fragment
+/// in a readout unit (emulator and check), is worth (`swdaq bench evb`'s `crc16_gbps`).
+fn reverse_words(src: &[u8], dst: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, all `reverse_words_avx2` needs.
+        unsafe { reverse_words_avx2(src, dst) };
+        return;
+    }
+    reverse_words_portable(src, dst);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn reverse_words_avx2(src: &[u8], dst: &mut [u8]) {
+    reverse_words_portable(src, dst);
+}
+
+/// Inlined into each caller, so it compiles with the caller's target features.
+#[inline(always)]
+fn reverse_words_portable(src: &[u8], dst: &mut [u8]) {
+    for (src, dst) in src
+        .chunks_exact(FED_WORD)
+        .zip(dst.chunks_exact_mut(FED_WORD))
+    {
+        let w = u64::from_le_bytes(src.try_into().expect("chunks of 8"));
+        dst.copy_from_slice(&w.to_be_bytes());
+    }
+}
+
+/// Bytes byte-reversed per `crc-fast` call: the per-thread buffer, in which fragments of a
+/// few KiB (the emulator's default is 1 KiB) take one call.
 const CRC16_CHUNK: usize = 4096;
 
 /// A FED fragment viewed in place. Parsing checks the structure (size, markers, length
@@ -272,20 +309,35 @@ pub fn encode_fed_fragment(
 ) -> std::ops::Range<usize> {
     debug_assert!(payload.len().is_multiple_of(FED_WORD));
     let start = out.len();
-    let size = FED_MIN_SIZE + payload.len();
-    out.extend_from_slice(&header.to_word().to_le_bytes());
+    out.extend_from_slice(&[0; FED_HEADER_SIZE]);
     out.extend_from_slice(payload);
     out.extend_from_slice(&[0; FED_TRAILER_SIZE]);
-    let frag = &mut out[start..];
+    let sealed = seal_fed_fragment(&mut out[start..], header, trailer_flags);
+    debug_assert!(sealed.is_ok(), "header and trailer words are there");
+    start..out.len()
+}
+
+/// Makes `fragment` a FED fragment around the payload already in place between its first
+/// and last word: writes the header word and the trailer, with the length (whole words of
+/// `fragment`) and the CRC-16 filled in and `trailer_flags`' flags. A producer that writes
+/// the payload where the fragment goes (a FED link's slot) seals it there, without a copy.
+pub fn seal_fed_fragment(
+    fragment: &mut [u8],
+    header: &FedHeader,
+    trailer_flags: &FedTrailer,
+) -> Result<(), FormatError> {
+    need(FedFragment::WHAT, fragment, FED_MIN_SIZE)?;
+    let size = fragment.len();
+    put_u64(fragment, 0, header.to_word());
     let mut trailer = FedTrailer {
         length_words: (size / FED_WORD) as u32,
         crc: 0,
         ..*trailer_flags
     };
-    put_u64(frag, size - FED_TRAILER_SIZE, trailer.to_word());
-    trailer.crc = fed_crc16(frag);
-    put_u64(frag, size - FED_TRAILER_SIZE, trailer.to_word());
-    start..start + size
+    put_u64(fragment, size - FED_TRAILER_SIZE, trailer.to_word());
+    trailer.crc = fed_crc16(fragment);
+    put_u64(fragment, size - FED_TRAILER_SIZE, trailer.to_word());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -316,6 +368,31 @@ mod tests {
         for len in [CRC16_CHUNK, CRC16_CHUNK + 8, 3 * CRC16_CHUNK + 24 + 5] {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 131 + i / 7) as u8).collect();
             assert_eq!(fed_crc16(&bytes), reference_crc16(&bytes), "{len} bytes");
+        }
+    }
+
+    /// The AVX2 build of the word reversal (used when the CPU has it) and the portable one
+    /// agree on every length, whole words or not.
+    #[test]
+    fn word_reversal_is_the_same_on_every_path() {
+        let src: Vec<u8> = (0..1000u32).map(|i| (i * 37 + i / 5) as u8).collect();
+        for len in [0, 7, 8, 9, 64, 104, 999, 1000] {
+            let mut portable = vec![0; len];
+            reverse_words_portable(&src[..len], &mut portable);
+            let mut chosen = vec![0; len];
+            reverse_words(&src[..len], &mut chosen);
+            assert_eq!(chosen, portable, "{len} bytes");
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut avx2 = vec![0; len];
+                // SAFETY: the CPU has AVX2.
+                unsafe { reverse_words_avx2(&src[..len], &mut avx2) };
+                assert_eq!(avx2, portable, "{len} bytes");
+            }
+            for (i, word) in portable.chunks_exact(FED_WORD).enumerate() {
+                let original = &src[i * FED_WORD..(i + 1) * FED_WORD];
+                assert!(word.iter().eq(original.iter().rev()));
+            }
         }
     }
 
@@ -404,6 +481,34 @@ mod tests {
             if let Ok(f) = FedFragment::parse(&bytes) { let _ = f.crc_ok(); }
             let _ = FedFragment::parse_last(&bytes);
         }
+    }
+
+    /// A payload written in place and sealed there is the fragment `encode_fed_fragment`
+    /// appends; a buffer without room for header and trailer is an error, left untouched.
+    #[test]
+    fn sealing_in_place_is_encoding() {
+        let header = FedHeader {
+            l1_id: 77,
+            source_id: 12,
+            ..Default::default()
+        };
+        let flags = FedTrailer {
+            tts: 8,
+            ..Default::default()
+        };
+        let payload: Vec<u8> = (0..40u8).collect();
+        let mut encoded = Vec::new();
+        encode_fed_fragment(&mut encoded, &header, &flags, &payload);
+        let mut in_place = vec![0xEE; FED_MIN_SIZE + payload.len()];
+        in_place[FED_HEADER_SIZE..FED_HEADER_SIZE + payload.len()].copy_from_slice(&payload);
+        seal_fed_fragment(&mut in_place, &header, &flags).unwrap();
+        assert_eq!(in_place, encoded);
+        let mut short = [0xEE; FED_MIN_SIZE - 1];
+        assert!(matches!(
+            seal_fed_fragment(&mut short, &header, &flags),
+            Err(FormatError::Truncated { .. })
+        ));
+        assert_eq!(short, [0xEE; FED_MIN_SIZE - 1]);
     }
 
     #[test]

@@ -24,6 +24,8 @@ use crossbeam_utils::CachePadded;
 use memmap2::{MmapMut, MmapOptions};
 use std::cell::UnsafeCell;
 use std::io;
+use std::ops::Deref;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// How many readers may pin one buffer at once.
@@ -123,16 +125,31 @@ impl LatencyBuffer {
     /// The write end. There must be exactly one; calling this twice is a logic error the
     /// type system cannot see, so the buffer hands it out once.
     pub fn producer(&self) -> Option<Producer<'_>> {
-        let bit = 1u32 << MAX_READERS;
-        (self.claimed.fetch_or(bit, Ordering::AcqRel) & bit == 0).then_some(Producer {
-            buffer: self,
-            next_check: 0,
-            blocked_from: u64::MAX,
-        })
+        ProducerOf::claim(self)
     }
 
     /// A read end with its own pin, or `None` when [`MAX_READERS`] are in use.
     pub fn reader(&self) -> Option<Reader<'_>> {
+        ReaderOf::claim(self)
+    }
+
+    /// The write end, holding the buffer: for an owner that keeps it across calls.
+    pub fn shared_producer(self: &Arc<Self>) -> Option<SharedProducer> {
+        ProducerOf::claim(Arc::clone(self))
+    }
+
+    /// A read end holding the buffer: for an owner that keeps it across calls.
+    pub fn shared_reader(self: &Arc<Self>) -> Option<SharedReader> {
+        ReaderOf::claim(Arc::clone(self))
+    }
+
+    fn claim_producer(&self) -> bool {
+        let bit = 1u32 << MAX_READERS;
+        self.claimed.fetch_or(bit, Ordering::AcqRel) & bit == 0
+    }
+
+    /// A free pin, now claimed.
+    fn claim_pin(&self) -> Option<usize> {
         let mut claimed = self.claimed.load(Ordering::Acquire);
         loop {
             let free = (0..MAX_READERS).find(|i| claimed & (1 << i) == 0)?;
@@ -142,12 +159,7 @@ impl LatencyBuffer {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => {
-                    return Some(Reader {
-                        buffer: self,
-                        pin: free,
-                    });
-                }
+                Ok(_) => return Some(free),
                 Err(now) => claimed = now,
             }
         }
@@ -162,25 +174,43 @@ impl LatencyBuffer {
     }
 }
 
-/// The single write end of a [`LatencyBuffer`].
-pub struct Producer<'a> {
-    buffer: &'a LatencyBuffer,
+/// The single write end of a [`LatencyBuffer`], reaching it through `B`: a borrow
+/// ([`Producer`]) or an `Arc` ([`SharedProducer`]), which an owner of the buffer can keep
+/// beside it across calls instead of claiming the write end (an atomic read-modify-write
+/// each way) and reading the pins again (a fence) per frame.
+pub struct ProducerOf<B: Deref<Target = LatencyBuffer>> {
+    buffer: B,
     /// Write index at which the pins must be read again.
     next_check: u64,
     /// First write index that would overwrite a pinned frame, as of the last check.
     blocked_from: u64,
 }
 
-impl Producer<'_> {
+/// The write end borrowing its buffer.
+pub type Producer<'a> = ProducerOf<&'a LatencyBuffer>;
+/// The write end holding its buffer.
+pub type SharedProducer = ProducerOf<Arc<LatencyBuffer>>;
+
+impl<B: Deref<Target = LatencyBuffer>> ProducerOf<B> {
+    /// The write end of `buffer`, unless it is already out.
+    pub fn claim(buffer: B) -> Option<Self> {
+        // Built only when claimed: a refused one, dropped, would release the real claim.
+        buffer.claim_producer().then(|| Self {
+            buffer,
+            next_check: 0,
+            blocked_from: u64::MAX,
+        })
+    }
+
     /// The next slot to fill, or `None` if a reader still pins the frame it would overwrite
     /// (the caller counts the frame as dropped and carries on).
     pub fn next_slot(&mut self) -> Option<&mut [u8]> {
-        let b = self.buffer;
+        let writable = self.writable(1) == 1;
+        let b = &*self.buffer;
         let index = b.write_index.load(Ordering::Relaxed);
         // SAFETY: `writable` cleared this slot for writing (see the module docs); `&mut self`
         // keeps the slice unique on the producer side.
-        (self.writable(1) == 1)
-            .then(|| unsafe { std::slice::from_raw_parts_mut(b.slot_ptr(index), b.max_frame) })
+        writable.then(|| unsafe { std::slice::from_raw_parts_mut(b.slot_ptr(index), b.max_frame) })
     }
 
     /// Up to `max` consecutive slots from the next one, for a source that fills several per
@@ -190,7 +220,7 @@ impl Producer<'_> {
         let first = self.buffer.write_index.load(Ordering::Relaxed);
         let len = self.writable(max as u64) as usize;
         (len > 0).then_some(SlotRun {
-            buffer: self.buffer,
+            buffer: &self.buffer,
             first,
             len,
         })
@@ -200,7 +230,7 @@ impl Producer<'_> {
     /// producer may write them. Reads the pins again whenever the run would reach past the
     /// last check's cover; checking early only costs a fence.
     fn writable(&mut self, max: u64) -> u64 {
-        let b = self.buffer;
+        let b = &*self.buffer;
         let index = b.write_index.load(Ordering::Relaxed);
         if index + max > self.next_check || index + max > self.blocked_from {
             // The fence orders our last `write_index` store before the pin loads (Dekker with
@@ -215,7 +245,7 @@ impl Producer<'_> {
 
     /// Publishes the slot returned by the last [`Self::next_slot`] with its metadata.
     pub fn publish(&mut self, meta: SlotMeta) {
-        let b = self.buffer;
+        let b = &*self.buffer;
         let index = b.write_index.load(Ordering::Relaxed);
         // SAFETY: as for `next_slot`: the slot at `index` is the producer's until published.
         unsafe { *b.meta[(index & b.mask) as usize].get() = meta };
@@ -224,7 +254,7 @@ impl Producer<'_> {
 
     /// The frame just published, for the observer (hit finder) running on this thread.
     pub fn last_published(&self) -> Option<(SlotMeta, &[u8])> {
-        let b = self.buffer;
+        let b = &*self.buffer;
         let index = b.write_index.load(Ordering::Relaxed).checked_sub(1)?;
         // SAFETY: only this thread writes slots, and it is borrowed immutably here.
         let meta = unsafe { *b.meta[(index & b.mask) as usize].get() };
@@ -234,7 +264,7 @@ impl Producer<'_> {
     }
 }
 
-impl Drop for Producer<'_> {
+impl<B: Deref<Target = LatencyBuffer>> Drop for ProducerOf<B> {
     fn drop(&mut self) {
         self.buffer
             .claimed
@@ -298,11 +328,17 @@ impl SlotRun<'_> {
     }
 }
 
-/// A read end of a [`LatencyBuffer`] with its own pin.
-pub struct Reader<'a> {
-    buffer: &'a LatencyBuffer,
+/// A read end of a [`LatencyBuffer`] with its own pin, reaching it through `B` like
+/// [`ProducerOf`].
+pub struct ReaderOf<B: Deref<Target = LatencyBuffer>> {
+    buffer: B,
     pin: usize,
 }
+
+/// The read end borrowing its buffer.
+pub type Reader<'a> = ReaderOf<&'a LatencyBuffer>;
+/// The read end holding its buffer.
+pub type SharedReader = ReaderOf<Arc<LatencyBuffer>>;
 
 /// Frames `[first, end)` of a buffer, guaranteed not to change while this view lives.
 pub struct PinnedView<'r> {
@@ -329,7 +365,13 @@ impl PinnedView<'_> {
     }
 }
 
-impl Reader<'_> {
+impl<B: Deref<Target = LatencyBuffer>> ReaderOf<B> {
+    /// A read end of `buffer` with its own pin, or `None` when [`MAX_READERS`] are in use.
+    pub fn claim(buffer: B) -> Option<Self> {
+        let pin = buffer.claim_pin()?;
+        Some(Self { buffer, pin })
+    }
+
     /// Pins `from` (clamped to the newest frame) and runs `f` over frames `[from, published)`.
     /// `Err(oldest)` if `from` is no longer readable; `oldest` is the oldest index that is.
     pub fn with_view<R>(
@@ -337,7 +379,7 @@ impl Reader<'_> {
         from: u64,
         f: impl FnOnce(&PinnedView<'_>) -> R,
     ) -> Result<R, u64> {
-        let b = self.buffer;
+        let b = &*self.buffer;
         let pin = &b.pins[self.pin];
         pin.store(from, Ordering::SeqCst);
         let end = b.write_index.load(Ordering::SeqCst);
@@ -356,7 +398,7 @@ impl Reader<'_> {
     }
 }
 
-impl Drop for Reader<'_> {
+impl<B: Deref<Target = LatencyBuffer>> Drop for ReaderOf<B> {
     fn drop(&mut self) {
         self.buffer.pins[self.pin].store(UNPINNED, Ordering::SeqCst);
         self.buffer
@@ -369,7 +411,7 @@ impl Drop for Reader<'_> {
 mod tests {
     use super::*;
 
-    fn put(p: &mut Producer<'_>, ts: u64) -> bool {
+    fn put<B: Deref<Target = LatencyBuffer>>(p: &mut ProducerOf<B>, ts: u64) -> bool {
         match p.next_slot() {
             Some(slot) => {
                 slot[..8].copy_from_slice(&ts.to_le_bytes());
@@ -397,12 +439,42 @@ mod tests {
         let b = LatencyBuffer::new(16, 8).unwrap();
         let p = b.producer().unwrap();
         assert!(b.producer().is_none());
+        assert!(b.producer().is_none(), "a refused claim keeps the real one");
         drop(p);
         assert!(b.producer().is_some());
         let readers: Vec<_> = (0..MAX_READERS).map(|_| b.reader().unwrap()).collect();
         assert!(b.reader().is_none());
         drop(readers);
         assert!(b.reader().is_some());
+    }
+
+    /// Shared ends hold the buffer and their claims for as long as they live, like borrowed
+    /// ones, and the buffer outlives every other handle to it.
+    #[test]
+    fn shared_ends_hold_the_buffer_and_their_claims() {
+        let b = Arc::new(LatencyBuffer::new(16, 8).unwrap());
+        let mut p = b.shared_producer().unwrap();
+        assert!(b.producer().is_none() && b.shared_producer().is_none());
+        let readers: Vec<_> = (0..MAX_READERS - 1).map(|_| b.reader().unwrap()).collect();
+        let mut r = b.shared_reader().unwrap();
+        assert!(b.reader().is_none() && b.shared_reader().is_none());
+        drop(readers);
+        let weak = Arc::downgrade(&b);
+        drop(b);
+        for ts in 0..20 {
+            assert!(put(&mut p, ts));
+        }
+        let got = r.with_view(10, |v| {
+            (v.first..v.end)
+                .map(|i| v.meta(i).timestamp)
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(got.unwrap(), (10..20).collect::<Vec<_>>());
+        let buffer = weak.upgrade().expect("the ends keep the buffer");
+        drop(p);
+        assert!(buffer.producer().is_some());
+        drop((r, buffer));
+        assert!(weak.upgrade().is_none(), "the last end frees it");
     }
 
     #[test]

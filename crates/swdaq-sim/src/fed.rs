@@ -16,8 +16,8 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use swdaq_format::SourceId;
 use swdaq_format::fed::{
-    FED_L1_ID_MASK, FED_MIN_SIZE, FED_RAW_FILE_TYPE, FED_SOURCE_ID_MAX, FED_WORD, FedHeader,
-    FedTrailer, encode_fed_fragment,
+    FED_HEADER_SIZE, FED_L1_ID_MASK, FED_MIN_SIZE, FED_RAW_FILE_TYPE, FED_SOURCE_ID_MAX,
+    FED_TRAILER_SIZE, FED_WORD, FedHeader, FedTrailer, seal_fed_fragment,
 };
 use swdaq_format::rawfile::{MAX_FRAME_SIZE, RawFileHeader, RawFileWriter};
 
@@ -156,6 +156,29 @@ impl FedEvent {
     }
 }
 
+/// One level-1 accept, as every FED sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L1Accept {
+    /// Event number, from 1; the FED header carries its low 24 bits.
+    pub event: u64,
+    /// Trigger time in nanoseconds since the start of the run.
+    pub trigger_ns: u64,
+    pub bx_id: u16,
+}
+
+/// What one FED sends for one level-1 accept, drawn before a byte is written: its size tells
+/// a caller where the fragment goes ([`FedEmulator::write`] writes it there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FedFragmentPlan {
+    pub fed: u16,
+    /// Bytes, header and trailer included.
+    pub size: usize,
+    header: FedHeader,
+    /// Where in the payload pool the payload starts.
+    payload_at: usize,
+    fault: Option<FedFaultKind>,
+}
+
 /// Random bytes payloads are cut from: drawing every word anew costs more than the checks
 /// the emulator feeds (measured by `swdaq bench evb`), and content does not matter to them.
 const PAYLOAD_POOL_BYTES: usize = 1 << 20;
@@ -191,6 +214,26 @@ impl FedEmulator {
     /// Produces the next level-1 accept into `out` (reusing its buffers) and appends the
     /// faults injected into it to `truth`.
     pub fn next_event(&mut self, out: &mut FedEvent, truth: &mut Vec<FedFault>) {
+        let accept = self.next_accept();
+        out.event = accept.event;
+        out.trigger_ns = accept.trigger_ns;
+        out.bx_id = accept.bx_id;
+        out.bytes.clear();
+        out.fragments.clear();
+        for index in 0..self.config.feds.len() {
+            let Some(plan) = self.plan(&accept, index, truth) else {
+                continue;
+            };
+            let start = out.bytes.len();
+            out.bytes.resize(start + plan.size, 0);
+            self.write(&plan, &mut out.bytes[start..]);
+            out.fragments.push((plan.fed, start..start + plan.size));
+        }
+    }
+
+    /// The next level-1 accept; its fragments come from [`Self::plan`] and [`Self::write`],
+    /// FED by FED, each wherever its caller wants it.
+    pub fn next_accept(&mut self) -> L1Accept {
         self.event += 1;
         let event = self.event;
         let spacing_ns = 1e9 / self.config.trigger_rate_hz;
@@ -200,62 +243,93 @@ impl FedEmulator {
         } else {
             self.trigger_ns += spacing_ns;
         }
-        out.event = event;
-        out.trigger_ns = self.trigger_ns as u64;
-        out.bx_id = (mix(self.config.seed, event, u64::MAX) % BX_PER_ORBIT) as u16;
-        out.bytes.clear();
-        out.fragments.clear();
-        for spec in &self.config.feds {
-            let mut rng =
-                Xoshiro256PlusPlus::seed_from_u64(mix(self.config.seed, event, spec.id as u64));
-            let fault = self.fault_for(spec.id, event, &mut rng);
-            if let Some(kind) = fault {
-                truth.push(FedFault {
-                    event,
-                    fed: spec.id,
-                    kind,
-                });
-            }
-            if matches!(fault, Some(FedFaultKind::Missing | FedFaultKind::Stopped)) {
-                continue;
-            }
-            let payload = payload_slice(
-                &self.payload_pool,
-                fragment_size(spec, &mut rng) - FED_MIN_SIZE,
-                &mut rng,
-            );
-            let mut l1_id = (event as u32) & FED_L1_ID_MASK;
-            if fault == Some(FedFaultKind::WrongL1Id) {
-                l1_id = (l1_id + 1 + rng.random_range(0..FED_L1_ID_MASK - 1)) & FED_L1_ID_MASK;
-            }
-            let header = FedHeader {
-                event_type: 1,
-                l1_id,
-                bx_id: out.bx_id,
-                source_id: spec.id,
-                version: 0,
-                more_headers: false,
-            };
-            let range =
-                encode_fed_fragment(&mut out.bytes, &header, &FedTrailer::default(), &payload);
-            let trailer_at = range.end - FED_WORD;
-            match fault {
-                // The CRC field's low byte is bits 16..24 of the trailer word.
-                Some(FedFaultKind::BadCrc) => out.bytes[trailer_at + 2] ^= 0x5A,
-                // Bits 32..56 hold the length in words; one word more than was sent.
-                Some(FedFaultKind::BadLength) => {
-                    let mut word = u64::from_le_bytes(
-                        out.bytes[trailer_at..range.end]
-                            .try_into()
-                            .expect("8 bytes"),
-                    );
-                    word += 1 << 32;
-                    out.bytes[trailer_at..range.end].copy_from_slice(&word.to_le_bytes());
-                }
-                _ => {}
-            }
-            out.fragments.push((spec.id, range));
+        L1Accept {
+            event,
+            trigger_ns: self.trigger_ns as u64,
+            bx_id: (mix(self.config.seed, event, u64::MAX) % BX_PER_ORBIT) as u16,
         }
+    }
+
+    /// What FED number `index` (in configuration order) sends for `accept`, with the fault
+    /// injected into it appended to `truth`; `None` when it sends nothing (missing, stopped,
+    /// or no such FED).
+    pub fn plan(
+        &self,
+        accept: &L1Accept,
+        index: usize,
+        truth: &mut Vec<FedFault>,
+    ) -> Option<FedFragmentPlan> {
+        let spec = self.config.feds.get(index)?;
+        let event = accept.event;
+        let mut rng =
+            Xoshiro256PlusPlus::seed_from_u64(mix(self.config.seed, event, spec.id as u64));
+        let fault = self.fault_for(spec.id, event, &mut rng);
+        if let Some(kind) = fault {
+            truth.push(FedFault {
+                event,
+                fed: spec.id,
+                kind,
+            });
+        }
+        if matches!(fault, Some(FedFaultKind::Missing | FedFaultKind::Stopped)) {
+            return None;
+        }
+        let size = fragment_size(spec, &mut rng);
+        let payload_at = payload_start(self.payload_pool.len(), size - FED_MIN_SIZE, &mut rng);
+        let mut l1_id = (event as u32) & FED_L1_ID_MASK;
+        if fault == Some(FedFaultKind::WrongL1Id) {
+            l1_id = (l1_id + 1 + rng.random_range(0..FED_L1_ID_MASK - 1)) & FED_L1_ID_MASK;
+        }
+        let header = FedHeader {
+            event_type: 1,
+            l1_id,
+            bx_id: accept.bx_id,
+            source_id: spec.id,
+            version: 0,
+            more_headers: false,
+        };
+        Some(FedFragmentPlan {
+            fed: spec.id,
+            size,
+            header,
+            payload_at,
+            fault,
+        })
+    }
+
+    /// Writes `plan`'s fragment at the start of `out` if it fits there, and returns its size
+    /// either way (larger than `out`: nothing written), as a `FrameSource` reports a frame.
+    pub fn write(&self, plan: &FedFragmentPlan, out: &mut [u8]) -> usize {
+        let size = plan.size;
+        let Some(fragment) = out.get_mut(..size) else {
+            return size;
+        };
+        // The pool repeats for payloads beyond it (those start at its beginning).
+        let mut from = plan.payload_at;
+        for chunk in
+            fragment[FED_HEADER_SIZE..size - FED_TRAILER_SIZE].chunks_mut(self.payload_pool.len())
+        {
+            chunk.copy_from_slice(&self.payload_pool[from..from + chunk.len()]);
+            from = 0;
+        }
+        if seal_fed_fragment(fragment, &plan.header, &FedTrailer::default()).is_err() {
+            // Not reached: sizes are whole words of at least header and trailer.
+            return size;
+        }
+        let trailer = &mut fragment[size - FED_TRAILER_SIZE..];
+        match plan.fault {
+            // The CRC field's low byte is bits 16..24 of the trailer word.
+            Some(FedFaultKind::BadCrc) => trailer[2] ^= 0x5A,
+            // Bits 32..56 hold the length in words; one word more than was sent.
+            Some(FedFaultKind::BadLength) => {
+                let mut word = [0; FED_TRAILER_SIZE];
+                word.copy_from_slice(trailer);
+                let word = u64::from_le_bytes(word) + (1 << 32);
+                trailer.copy_from_slice(&word.to_le_bytes());
+            }
+            _ => {}
+        }
+        size
     }
 
     fn fault_for(
@@ -407,23 +481,13 @@ fn fragment_size(spec: &FedSpec, rng: &mut Xoshiro256PlusPlus) -> usize {
     words as usize * FED_WORD
 }
 
-/// `bytes` (whole words) of the pool from a random word; the pool repeats for sizes beyond it.
-fn payload_slice<'a>(
-    pool: &'a [u8],
-    bytes: usize,
-    rng: &mut Xoshiro256PlusPlus,
-) -> std::borrow::Cow<'a, [u8]> {
-    if bytes > pool.len() {
-        return pool
-            .iter()
-            .cycle()
-            .take(bytes)
-            .copied()
-            .collect::<Vec<u8>>()
-            .into();
+/// Where a payload of `bytes` (whole words) starts in a pool of `pool_len` bytes: a random
+/// word, or the pool's start when the payload is larger (the pool then repeats).
+fn payload_start(pool_len: usize, bytes: usize, rng: &mut Xoshiro256PlusPlus) -> usize {
+    if bytes > pool_len {
+        return 0;
     }
-    let start = rng.random_range(0..=(pool.len() - bytes) / FED_WORD) * FED_WORD;
-    pool[start..start + bytes].into()
+    rng.random_range(0..=(pool_len - bytes) / FED_WORD) * FED_WORD
 }
 
 #[cfg(test)]
@@ -472,6 +536,89 @@ mod tests {
         }
         assert!(written.files[2].2 < 300);
         assert_eq!(written.files[3].2, 0);
+    }
+
+    /// Every FED fault kind, a FED that stops, and one FED larger than the payload pool.
+    fn pinned_config() -> FedSimConfig {
+        let mut config = config(FedFaultRates {
+            missing: 0.03,
+            wrong_l1_id: 0.03,
+            bad_crc: 0.03,
+            bad_length: 0.03,
+            stops: vec![(102, 150)],
+        });
+        config.feds.push(FedSpec {
+            id: 150,
+            mean_bytes: (PAYLOAD_POOL_BYTES + 4096) as u32,
+            spread_bytes: 64,
+        });
+        config
+    }
+
+    fn digest_faults(faults: &[FedFault], out: &mut Vec<u8>) {
+        for f in faults {
+            out.extend_from_slice(&f.event.to_le_bytes());
+            out.extend_from_slice(&f.fed.to_le_bytes());
+            out.push(f.kind as u8);
+        }
+    }
+
+    /// The emulator's output for a seed is pinned, so a readout unit's links and `swdaq gen
+    /// --format fed` files stay the same for the same seed: CRC32C of every event's number,
+    /// trigger time, bunch crossing, fragments (FED, place, CRC32C of the bytes) and faults,
+    /// as the emulator wrote them when it encoded each event into one buffer (main at
+    /// f324547).
+    #[test]
+    fn the_same_seed_gives_the_pinned_fragments_and_truth() {
+        let mut emu = FedEmulator::new(pinned_config()).unwrap();
+        let (mut ev, mut truth, mut digest) = (FedEvent::default(), Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let before = truth.len();
+            emu.next_event(&mut ev, &mut truth);
+            digest.extend_from_slice(&ev.event.to_le_bytes());
+            digest.extend_from_slice(&ev.trigger_ns.to_le_bytes());
+            digest.extend_from_slice(&ev.bx_id.to_le_bytes());
+            for (i, (fed, range)) in ev.fragments.iter().enumerate() {
+                digest.extend_from_slice(&fed.to_le_bytes());
+                digest.extend_from_slice(&(range.start as u64).to_le_bytes());
+                digest.extend_from_slice(&(range.end as u64).to_le_bytes());
+                let crc = swdaq_format::crc::crc32c(ev.fragment(i).1);
+                digest.extend_from_slice(&crc.to_le_bytes());
+            }
+            digest_faults(&truth[before..], &mut digest);
+        }
+        assert_eq!(
+            (truth.len(), swdaq_format::crc::crc32c(&digest)),
+            (172, 0xe905_6d2c)
+        );
+    }
+
+    /// The same for `swdaq gen --format fed`'s files: every record of every FED's file, its
+    /// header's frame size and the faults, pinned as main at f324547 wrote them.
+    #[test]
+    fn fed_files_for_the_same_seed_are_the_pinned_bytes() {
+        use swdaq_format::rawfile::RawFileReader;
+        let dir = tempfile::tempdir().unwrap();
+        // Without the FED beyond the pool: a raw file record holds at most 1 MiB.
+        let mut config = pinned_config();
+        config.feds.pop();
+        let written = write_fed_files(config, 200, 4, dir.path()).unwrap();
+        let mut digest = Vec::new();
+        for (id, path, count) in &written.files {
+            let mut reader = RawFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+            digest.extend_from_slice(&id.to_le_bytes());
+            digest.extend_from_slice(&count.to_le_bytes());
+            digest.extend_from_slice(&reader.header().frame_size.to_le_bytes());
+            let mut buf = Vec::new();
+            while reader.next_frame(&mut buf).unwrap() {
+                digest.extend_from_slice(&swdaq_format::crc::crc32c(&buf).to_le_bytes());
+            }
+        }
+        digest_faults(&written.faults, &mut digest);
+        assert_eq!(
+            (written.faults.len(), swdaq_format::crc::crc32c(&digest)),
+            (152, 0x5052_e936)
+        );
     }
 
     fn config(faults: FedFaultRates) -> FedSimConfig {
@@ -571,6 +718,44 @@ mod tests {
         ] {
             assert!(seen[&kind] > 20, "{kind:?}: {seen:?}");
         }
+    }
+
+    /// A fragment written where its caller wants it is the one `next_event` appends; one
+    /// larger than the buffer it is offered is not written, and its size says so.
+    #[test]
+    fn fragments_written_in_place_are_the_events_and_too_large_ones_are_not_written() {
+        let faults = FedFaultRates {
+            bad_crc: 0.1,
+            bad_length: 0.1,
+            ..Default::default()
+        };
+        let (mut whole, mut in_place) = (
+            FedEmulator::new(config(faults.clone())).unwrap(),
+            FedEmulator::new(config(faults)).unwrap(),
+        );
+        let (mut ev, mut truth) = (FedEvent::default(), Vec::new());
+        let mut slot = vec![0u8; 4096];
+        for _ in 0..100 {
+            whole.next_event(&mut ev, &mut truth);
+            let accept = in_place.next_accept();
+            assert_eq!(
+                (accept.event, accept.trigger_ns, accept.bx_id),
+                (ev.event, ev.trigger_ns, ev.bx_id)
+            );
+            for index in 0..4 {
+                let plan = in_place.plan(&accept, index, &mut Vec::new()).unwrap();
+                assert_eq!(in_place.write(&plan, &mut slot), plan.size);
+                assert_eq!(&slot[..plan.size], ev.fragment(index).1);
+                let mut short = vec![0xEE; plan.size - 8];
+                assert_eq!(in_place.write(&plan, &mut short), plan.size);
+                assert!(short.iter().all(|&b| b == 0xEE));
+            }
+        }
+        let accept = in_place.next_accept();
+        assert!(
+            in_place.plan(&accept, 4, &mut truth).is_none(),
+            "no fifth FED"
+        );
     }
 
     #[test]
