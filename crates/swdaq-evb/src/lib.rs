@@ -10,7 +10,7 @@
 //! `RAW_0002` files of `events_per_file` events with the filter farm's `.jsn` bookkeeping
 //! ([`files`], [`jsn`]); a stand-in for the filter farm reads them back, verifies and
 //! deletes them ([`farm`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
-//! [`system`] runs them all in one process; [`reconcile`] settles a dead builder unit's
+//! [`system`] runs them all in one process; [`fed_udp`] sends emulated FEDs over UDP; [`reconcile`] settles a dead builder unit's
 //! events with what it left on disk.
 
 pub mod bench;
@@ -21,6 +21,7 @@ pub mod config;
 pub mod evm;
 pub mod farm;
 pub mod fed_link;
+pub mod fed_udp;
 pub mod files;
 pub mod input;
 pub mod inspect;

@@ -17,7 +17,7 @@ use crate::source::{Batch, FrameSource, Poll};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Datagrams one `recvmmsg` asks for when the caller does not say.
 #[cfg(target_os = "linux")]
@@ -167,6 +167,58 @@ impl FrameSource for UdpSource {
     }
 }
 
+/// Address `k` of a set of consecutive ports from `base`: link or FED `k` listens on `base`'s
+/// port + `k`. The one mapping every sender and receiver of such a set uses.
+pub fn port_offset(base: SocketAddr, k: usize) -> io::Result<SocketAddr> {
+    let port = usize::from(base.port())
+        .checked_add(k)
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{base}: port + {k} is not a port"),
+            )
+        })?;
+    let mut addr = base;
+    addr.set_port(port);
+    Ok(addr)
+}
+
+/// Sleeping overshoots by the timer slack (Linux's default: 50 us) plus the wake-up, so a
+/// pacer spins the last stretch before a deadline.
+const SPIN_BELOW: Duration = Duration::from_micros(100);
+
+/// Holds a sender to a schedule counted from one start: each item's due time is an offset
+/// from the start, never from the previous send, so the pace does not drift.
+pub struct Pacer {
+    start: Instant,
+}
+
+impl Pacer {
+    pub fn start_now() -> Self {
+        Self {
+            start: Instant::now(),
+        }
+    }
+
+    /// Returns once `offset` has passed since the start: sleeps while the deadline is far,
+    /// spins the last [`SPIN_BELOW`].
+    pub fn wait_until(&self, offset: Duration) {
+        let due = self.start + offset;
+        loop {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            if left > SPIN_BELOW {
+                std::thread::sleep(left - SPIN_BELOW);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
 /// Sends frames as datagrams to one destination.
 pub struct UdpSender {
     socket: UdpSocket,
@@ -300,6 +352,25 @@ mod tests {
         assert_eq!(source.next_frame(&mut slot).unwrap(), Poll::Frame(65));
         assert_eq!(source.next_frame(&mut slot).unwrap(), Poll::Frame(64));
         assert_eq!(slot, [7; 64]);
+    }
+
+    #[test]
+    fn ports_are_offset_from_the_base_and_never_wrap() {
+        let base: SocketAddr = "127.0.0.1:65530".parse().unwrap();
+        assert_eq!(port_offset(base, 5).unwrap().port(), 65535);
+        assert_eq!(port_offset(base, 0).unwrap(), base);
+        assert!(port_offset(base, 6).is_err());
+        assert!(port_offset(base, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn a_pacer_never_returns_before_the_deadline() {
+        let pacer = Pacer::start_now();
+        for ms in [0, 1, 3, 6] {
+            let offset = Duration::from_millis(ms);
+            pacer.wait_until(offset);
+            assert!(pacer.start.elapsed() >= offset);
+        }
     }
 
     #[test]
