@@ -14,7 +14,7 @@ use std::io;
 use std::time::{Duration, Instant};
 use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader};
 use swdaq_readout::ring::{LatencyBuffer, SlotMeta};
-use swdaq_readout::source::{FrameSource, Poll};
+use swdaq_readout::source::{Batch, FrameSource, Poll};
 
 /// Slot flag: the fragment's header could not be read, its `timestamp` means nothing.
 pub const UNREADABLE_ID: u32 = 1;
@@ -95,6 +95,53 @@ pub struct FedIngestCounts {
     pub oversized: u64,
     /// Reads that failed part-way (a truncated or unreadable file): the link ends there.
     pub truncated: u64,
+    /// Datagrams the kernel dropped before the link read them (the socket's receive buffer
+    /// was full): each is a missing fragment the FED did send. As of the link's last idle
+    /// read; 0 for sources that cannot tell.
+    pub kernel_dropped: u64,
+}
+
+/// A landed fragment's metadata, counted in `counts`: its event number extended around
+/// `near`, or unreadable (a record larger than the slot is kept empty, counted oversized).
+fn judge(slot: &[u8], len: usize, near: u64, counts: &mut FedIngestCounts) -> SlotMeta {
+    counts.fragments += 1;
+    counts.bytes += len.min(slot.len()) as u64;
+    if len > slot.len() {
+        counts.oversized += 1;
+        return SlotMeta {
+            timestamp: 0,
+            len: 0,
+            flags: UNREADABLE_ID,
+        };
+    }
+    match FedHeader::parse(&slot[..len]) {
+        Ok(header) => SlotMeta {
+            timestamp: extend_l1_id(header.l1_id, near),
+            len: len as u32,
+            flags: 0,
+        },
+        Err(_) => SlotMeta {
+            timestamp: 0,
+            len: len as u32,
+            flags: UNREADABLE_ID,
+        },
+    }
+}
+
+/// Records a source's end, or its failure (counted as truncated), in `ended`.
+fn note_end<T: PartialEq>(
+    answer: &io::Result<T>,
+    end: T,
+    ended: &mut bool,
+    counts: &mut FedIngestCounts,
+) {
+    match answer {
+        Err(_) => {
+            *ended = true;
+            counts.truncated += 1;
+        }
+        Ok(answer) => *ended |= *answer == end,
+    }
 }
 
 pub struct FedLink {
@@ -141,60 +188,83 @@ impl FedLink {
         let Some(slot) = producer.next_slot() else {
             return Ok(Poll::Idle);
         };
-        let slot_len = slot.len();
         let poll = write(slot);
-        let len = match poll {
-            Err(e) => {
-                self.ended = true;
-                counts.truncated += 1;
-                return Err(e);
-            }
-            Ok(Poll::End) => {
-                self.ended = true;
-                return Ok(Poll::End);
-            }
-            Ok(Poll::Idle) => return Ok(Poll::Idle),
-            Ok(Poll::Frame(len)) => len,
+        note_end(&poll, Poll::End, &mut self.ended, counts);
+        let len = match poll? {
+            Poll::Frame(len) => len,
+            other => return Ok(other),
         };
-        let meta = if len > slot_len {
-            counts.oversized += 1;
-            SlotMeta {
-                timestamp: 0,
-                len: 0,
-                flags: UNREADABLE_ID,
-            }
-        } else {
-            match FedHeader::parse(&slot[..len]) {
-                Ok(header) => SlotMeta {
-                    timestamp: extend_l1_id(header.l1_id, near),
-                    len: len as u32,
-                    flags: 0,
-                },
-                Err(_) => SlotMeta {
-                    timestamp: 0,
-                    len: len as u32,
-                    flags: UNREADABLE_ID,
-                },
-            }
-        };
+        let meta = judge(slot, len, near, counts);
         producer.publish(meta);
-        counts.fragments += 1;
-        counts.bytes += len.min(slot_len) as u64;
         self.stalled_since = None;
         self.silent = false;
         Ok(Poll::Frame(len))
     }
 
-    /// Reads up to a batch of fragments from `source` while fewer than two are unread (all
-    /// [`place`] needs); a source error ends the link (counted as truncated).
+    /// Lands up to `max` fragments with one `next_frames` call of `source` (one `recvmmsg`
+    /// for a UDP socket), into consecutive slots, each judged and counted as [`Self::land`]
+    /// does one.
+    fn land_batch(
+        &mut self,
+        source: &mut dyn FrameSource,
+        near: u64,
+        counts: &mut FedIngestCounts,
+        max: usize,
+    ) -> io::Result<Batch> {
+        // Every slot written must leave the cursor's fragment readable.
+        let mut want = max.min(source.batch_size()).min(FILL_BATCH);
+        while want > 0 && self.buffer.oldest_readable_after(want as u64) > self.cursor {
+            want -= 1;
+        }
+        let Some(mut producer) = self.buffer.producer().filter(|_| want > 0) else {
+            return Ok(Batch::Idle);
+        };
+        let mut metas = [SlotMeta::default(); FILL_BATCH];
+        let received = {
+            let Some(mut run) = producer.next_slots(want) else {
+                return Ok(Batch::Idle);
+            };
+            let mut lens = [0usize; FILL_BATCH];
+            let slots = run.len();
+            let batch = source.next_frames(&mut run, &mut lens[..slots]);
+            note_end(&batch, Batch::End, &mut self.ended, counts);
+            let received = match batch? {
+                Batch::Frames(n) => n,
+                other => return Ok(other),
+            };
+            for (i, meta) in metas.iter_mut().enumerate().take(received) {
+                *meta = judge(run.slot(i), lens[i], near, counts);
+            }
+            received
+        };
+        // The run's borrow of the producer has ended: publish its slots in order.
+        for meta in &metas[..received] {
+            producer.publish(*meta);
+        }
+        self.stalled_since = None;
+        self.silent = false;
+        Ok(Batch::Frames(received))
+    }
+
+    /// Reads fragments from `source` while fewer than two are unread (all [`place`] needs),
+    /// up to [`FILL_BATCH`] per call, as many per read as the source takes at once; a
+    /// source error ends the link (counted as truncated). When the source is idle its
+    /// kernel drop count is read: nothing queued then could still arrive.
     pub fn fill(&mut self, source: &mut dyn FrameSource, near: u64, counts: &mut FedIngestCounts) {
         if self.ended || self.unread() >= 2 {
             return;
         }
-        for _ in 0..FILL_BATCH {
-            match self.land(near, counts, |slot| source.next_frame(slot)) {
-                Ok(Poll::Frame(_)) => {}
-                Ok(Poll::Idle | Poll::End) | Err(_) => break,
+        let mut landed = 0;
+        while landed < FILL_BATCH {
+            match self.land_batch(source, near, counts, FILL_BATCH - landed) {
+                Ok(Batch::Frames(n)) => landed += n,
+                Ok(Batch::Idle) => {
+                    if let Some(dropped) = source.kernel_drops() {
+                        counts.kernel_dropped = dropped;
+                    }
+                    break;
+                }
+                Ok(Batch::End) | Err(_) => break,
             }
         }
     }

@@ -74,6 +74,10 @@ impl FedMetrics {
                 ("received_bytes", "Bytes the link took into its buffer"),
                 ("oversized", "FED fragments larger than a buffer slot"),
                 ("truncated", "Reads that failed part-way, ending the link"),
+                (
+                    "kernel_dropped",
+                    "Datagrams the kernel dropped before the link read them (socket buffer full)",
+                ),
             ]
             .map(|(name, help)| (format!("swdaq_evb_fed_{name}_total"), help.to_owned())),
         )
@@ -102,7 +106,13 @@ impl FedMetrics {
             let mut values = vec![c.good, c.bytes];
             values.extend_from_slice(&c.failures);
             let i = &c.ingest;
-            values.extend([i.fragments, i.bytes, i.oversized, i.truncated]);
+            values.extend([
+                i.fragments,
+                i.bytes,
+                i.oversized,
+                i.truncated,
+                i.kernel_dropped,
+            ]);
             set.publish(&values);
         }
     }

@@ -340,6 +340,7 @@ mod tests {
     use crate::check::FedCheckFailure;
     use proptest::prelude::*;
     use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader, encode_fed_fragment};
+    use swdaq_readout::source::Batch;
 
     /// What one FED sends for one event.
     #[derive(Debug, Clone, Copy, PartialEq)]
@@ -403,13 +404,40 @@ mod tests {
     }
 
     /// Records in memory; `idle[i]`: how many `Idle` answers come before record `i`; a
-    /// `truncated` stream fails after its last record.
+    /// `truncated` stream fails after its last record. Up to `batch` records per
+    /// `next_frames` call, as a socket's queue gives them: those queued without an idle
+    /// answer between them.
+    #[derive(Clone)]
     struct Records {
         records: VecDeque<(u8, Vec<u8>)>,
         truncated: bool,
+        batch: usize,
     }
 
     impl FrameSource for Records {
+        fn batch_size(&self) -> usize {
+            self.batch
+        }
+
+        fn next_frames(
+            &mut self,
+            run: &mut swdaq_readout::ring::SlotRun<'_>,
+            lens: &mut [usize],
+        ) -> io::Result<Batch> {
+            let mut received = 0;
+            while received < lens.len().min(self.batch) {
+                if received > 0 && self.records.front().is_none_or(|(idle, _)| *idle > 0) {
+                    break;
+                }
+                match self.next_frame(run.slot_mut(received))? {
+                    Poll::Frame(len) => lens[received] = len,
+                    other => return Ok(other.into()),
+                }
+                received += 1;
+            }
+            Ok(Batch::Frames(received))
+        }
+
         fn next_frame(&mut self, slot: &mut [u8]) -> io::Result<Poll> {
             match self.records.front_mut() {
                 Some((idle, _)) if *idle > 0 => {
@@ -418,7 +446,9 @@ mod tests {
                 }
                 Some(_) => {
                     let (_, bytes) = self.records.pop_front().expect("front exists");
-                    slot[..bytes.len()].copy_from_slice(&bytes);
+                    // A record larger than the slot: its length says so, as a socket's does.
+                    let fits = bytes.len().min(slot.len());
+                    slot[..fits].copy_from_slice(&bytes[..fits]);
                     Ok(Poll::Frame(bytes.len()))
                 }
                 None if self.truncated => Err(io::ErrorKind::UnexpectedEof.into()),
@@ -431,7 +461,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
         /// Any faults on any FED, any arrival interleaving (idle polls), across the 24-bit
         /// wrap: every event's super-fragment holds exactly its good fragments, in FED order,
-        /// and every fault is in exactly one counter of its kind.
+        /// and every fault is in exactly one counter of its kind; read one record at a time
+        /// or in batches, the same.
         #[test]
         fn super_fragments_hold_exactly_the_good_fragments(
             first in prop_oneof![Just(1u64), (1u64 << 24) - 40..(1 << 24) + 40],
@@ -441,6 +472,8 @@ mod tests {
             ),
             stops in proptest::collection::vec(proptest::option::weighted(0.25, 20usize..60), 3),
             truncated in proptest::collection::vec(any::<bool>(), 3),
+            oversized in proptest::collection::vec(proptest::bool::weighted(0.2), 3),
+            batch in 2usize..=64,
         ) {
             let events = 60;
             let mut expected = vec![Vec::new(); events];
@@ -470,40 +503,78 @@ mod tests {
                         records.push_back((idle, bytes));
                     }
                 }
-                sources.push(FedSource {
-                    fed,
-                    source: Box::new(Records { records, truncated: truncated[k] && stop < events }),
-                    max_fragment: 8 * 8,
-                });
+                // Some records too large for a slot: kept empty, counted oversized.
+                if oversized[k] {
+                    records.push_back((0, vec![0x44; 8 * 9]));
+                }
+                sources.push((fed, Records {
+                    records,
+                    truncated: truncated[k] && stop < events,
+                    batch: 1,
+                }));
             }
-            let mut producer = Producer::from_sources(
-                0, sources, 64, Duration::from_secs(30), first, Instant::now(),
-            ).unwrap();
-            let mut built = 0;
-            for _ in 0..100_000 {
-                if built == events || producer.exhausted() {
-                    break;
-                }
-                if producer.not_due_for().is_some() {
-                    continue;
-                }
-                let (_, sf) = producer.take();
-                prop_assert_eq!(sf.event, first + built as u64);
-                prop_assert_eq!(&sf.data, &expected[built]);
-                built += 1;
+            let (built_one, counts_one) = build(&sources, first, events);
+            for s in &mut sources {
+                s.1.batch = batch;
+            }
+            let (built_many, counts_many) = build(&sources, first, events);
+            // Batched intake places and counts exactly as one record per read does.
+            prop_assert_eq!(&built_many, &built_one);
+            prop_assert_eq!(&counts_many, &counts_one);
+            let built = built_one.len();
+            for (n, sf) in built_one.iter().enumerate() {
+                prop_assert_eq!(sf.event, first + n as u64);
+                prop_assert_eq!(&sf.data, &expected[n]);
             }
             // The input ends with its last fragment: events after every FED's last correctly
             // numbered one may not be built (a misnumbered last one is placed earlier).
             let all_missing_tail = numbered.iter().rev().take_while(|&&any| !any).count();
             prop_assert!(built + all_missing_tail >= events, "built {built}");
-            for (k, c) in producer.fed_counts().iter().enumerate() {
-                if built == events {
+            for (k, c) in counts_one.iter().enumerate() {
+                if built == events && !oversized[k] {
                     prop_assert_eq!(c.failures, counts[k], "FED {}", k);
                     prop_assert_eq!(c.good, good[k]);
                 }
                 prop_assert_eq!(c.ingest.truncated, u64::from(truncated[k] && stops[k].is_some()));
+                prop_assert_eq!(c.ingest.oversized, u64::from(oversized[k]));
             }
         }
+    }
+
+    /// Builds up to `events` events from copies of `sources`: their super-fragments and
+    /// each FED's counts.
+    fn build(
+        sources: &[(u16, Records)],
+        first: u64,
+        events: usize,
+    ) -> (Vec<SuperFragment>, Vec<FedCounts>) {
+        let sources = sources
+            .iter()
+            .map(|(fed, records)| FedSource {
+                fed: *fed,
+                source: Box::new(records.clone()),
+                max_fragment: 8 * 8,
+            })
+            .collect();
+        let mut producer = Producer::from_sources(
+            0,
+            sources,
+            64,
+            Duration::from_secs(30),
+            first,
+            Instant::now(),
+        )
+        .unwrap();
+        let mut built = Vec::new();
+        for _ in 0..100_000 {
+            if built.len() == events || producer.exhausted() {
+                break;
+            }
+            if producer.not_due_for().is_none() {
+                built.push(producer.take().1);
+            }
+        }
+        (built, producer.fed_counts().to_vec())
     }
 
     /// Emulated FEDs with every fault kind: each fault ends in exactly one counter of its

@@ -165,6 +165,26 @@ impl FrameSource for UdpSource {
         }
         Ok(Batch::Frames(received))
     }
+
+    #[cfg(target_os = "linux")]
+    fn kernel_drops(&self) -> Option<u64> {
+        // `SO_MEMINFO` fills the socket's memory counters; the drop count is the last we need.
+        let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+        let mut len = size_of_val(&info) as libc::socklen_t;
+        // SAFETY: the descriptor is the open socket's; `info` is writable for `len` bytes and
+        // `len` is passed by pointer for the kernel to shorten.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &raw mut len,
+            )
+        };
+        (rc == 0 && len as usize == size_of_val(&info))
+            .then(|| u64::from(info[libc::SK_MEMINFO_DROPS as usize]))
+    }
 }
 
 /// Address `k` of a set of consecutive ports from `base`: link or FED `k` listens on `base`'s
@@ -352,6 +372,31 @@ mod tests {
         assert_eq!(source.next_frame(&mut slot).unwrap(), Poll::Frame(65));
         assert_eq!(source.next_frame(&mut slot).unwrap(), Poll::Frame(64));
         assert_eq!(slot, [7; 64]);
+    }
+
+    /// More datagrams than the socket buffer holds, sent before any is received: each one
+    /// is either received or in the kernel's drop count.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn kernel_drops_account_for_every_datagram_not_received() {
+        let mut source = UdpSource::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert_eq!(source.kernel_drops(), Some(0));
+        let sender = UdpSender::connect(source.local_addr().unwrap()).unwrap();
+        // Loopback delivers (or drops) each datagram within `send`: send until one is dropped.
+        let mut sent = 0u64;
+        while source.kernel_drops() == Some(0) {
+            assert!(sent < 1 << 20, "1 GiB sent and nothing dropped");
+            for _ in 0..1024 {
+                sender.send(&[1; 1024]).unwrap();
+            }
+            sent += 1024;
+        }
+        let mut slot = [0u8; 1024];
+        let mut received = 0;
+        while source.next_frame(&mut slot).unwrap() == Poll::Frame(1024) {
+            received += 1;
+        }
+        assert_eq!(received + source.kernel_drops().unwrap(), sent);
     }
 
     #[test]
