@@ -322,6 +322,13 @@ impl FedLink {
         placement
     }
 
+    /// Forgets the link's wait and that it was taken as stopped: every FED of its unit was
+    /// silent, so it was the data that had stopped (not begun, paused, ended), not this FED.
+    pub fn rearm(&mut self) {
+        self.stalled_since = None;
+        self.silent = false;
+    }
+
     /// Hands the oldest unread fragment to `f` and moves past it.
     pub fn consume<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> R {
         let mut reader = self

@@ -8,6 +8,11 @@
 //! emulates the event being built and no further: its links then hold nothing newer, so
 //! [`place`](crate::fed_link::place) needs no look-ahead.
 //!
+//! End of data, for a stream (UDP): an event no FED of the unit sent anything for is never
+//! made up of missing fragments. While every FED is silent the unit waits for data (not
+//! begun, paused, or ended: the run's `duration_s`, `max_events` or Ctrl-C ends it), and the
+//! first FED to send again gives the others a fresh `stop_wait`.
+//!
 //! Trigger time: the emulator's for emulated FEDs. FED fragments carry none, so with files
 //! or UDP an event's trigger time is when its readout unit found all its fragments placed
 //! (nanoseconds since the unit started): lumi sections and latency then count from reading.
@@ -69,6 +74,9 @@ pub struct Producer {
     /// When `next` was found ready (sources: its trigger time).
     ready_ns: u64,
     stop_wait: Duration,
+    /// Streams only: every link was silent with nothing to read; the next event waits
+    /// until a FED sends again ([`Self::woken`]).
+    idle: bool,
     injected: BTreeMap<(u16, FedFaultKind), u64>,
     start: Instant,
 }
@@ -150,6 +158,7 @@ impl Producer {
             placements: None,
             ready_ns: 0,
             stop_wait,
+            idle: false,
             injected: BTreeMap::new(),
             start,
         }
@@ -207,6 +216,9 @@ impl Producer {
         if self.placements.is_some() {
             return true;
         }
+        if self.idle && !self.woken() {
+            return false;
+        }
         // Emulated links hold nothing past the last emulated event, so once it is the next
         // one every placement is final (a fragment numbered beyond it has a corrupt id).
         let (settled, newest) = match &self.feed {
@@ -223,8 +235,33 @@ impl Producer {
         if placements.contains(&Placement::Wait) {
             return false;
         }
+        // No FED sent anything for it: no evidence the event was triggered. The FEDs have
+        // not all stopped; the data has (not begun, paused, ended): wait for it.
+        let nothing = self.links.iter().all(|l| l.unread() == 0);
+        if nothing && !self.exhausted() && matches!(self.feed, Feed::Sources(_)) {
+            self.idle = true;
+            return false;
+        }
         self.ready_ns = self.start.elapsed().as_nanos() as u64;
         self.placements = Some(placements);
+        true
+    }
+
+    /// While idle: reads every link; once any FED has sent, every link waits for the next
+    /// event afresh (up to `stop_wait` from now), so FEDs sending the same event a moment
+    /// apart are not taken as stopped.
+    fn woken(&mut self) -> bool {
+        let Feed::Sources(sources) = &mut self.feed else {
+            return true;
+        };
+        for (index, (link, source)) in self.links.iter_mut().zip(sources).enumerate() {
+            link.fill(&mut **source, self.next, self.builder.ingest_mut(index));
+        }
+        if self.links.iter().all(|l| l.unread() == 0) && !self.exhausted() {
+            return false;
+        }
+        self.links.iter_mut().for_each(FedLink::rearm);
+        self.idle = false;
         true
     }
 
@@ -613,10 +650,8 @@ mod udp_tests {
     use swdaq_format::fed::{FedHeader, encode_fed_fragment};
     use swdaq_readout::udp::{UdpSender, UdpSource};
 
-    /// One datagram per fragment on 127.0.0.1; FED 2 sends nothing after event 3 and is
-    /// taken as stopped after `stop_wait`, without holding events up for longer.
-    #[test]
-    fn udp_fragments_are_placed_and_a_silent_fed_is_missing() {
+    /// Two FEDs on 127.0.0.1 (UDP sources) with their senders.
+    fn udp_feds(stop_wait: Duration) -> (Producer, Vec<UdpSender>) {
         let mut sources = Vec::new();
         let mut senders = Vec::new();
         for fed in [1u16, 2] {
@@ -628,22 +663,59 @@ mod udp_tests {
                 max_fragment: 256,
             });
         }
-        let stop_wait = Duration::from_millis(50);
-        let mut producer =
+        let producer =
             Producer::from_sources(0, sources, 64, stop_wait, 1, Instant::now()).unwrap();
+        (producer, senders)
+    }
+
+    fn fed_fragment(fed: u16, event: u64) -> Vec<u8> {
+        let header = FedHeader {
+            l1_id: event as u32,
+            source_id: fed,
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        encode_fed_fragment(&mut bytes, &header, &Default::default(), &[0; 64]);
+        bytes
+    }
+
+    /// Before any FED sends (or after all stop), no event is made up of missing fragments:
+    /// the unit waits. When one FED sends, the other gets a fresh `stop_wait`, not "stopped"
+    /// from the silence before.
+    #[test]
+    fn silence_on_every_fed_is_no_event_and_the_first_to_send_wakes_the_others() {
+        let stop_wait = Duration::from_millis(50);
+        let (mut producer, senders) = udp_feds(stop_wait);
+        let quiet = Instant::now();
+        while quiet.elapsed() < 4 * stop_wait {
+            assert!(producer.not_due_for().is_some(), "an event from nothing");
+        }
+        senders[0].send(&fed_fragment(1, 1)).unwrap();
+        let woken = Instant::now();
+        while woken.elapsed() < stop_wait / 2 {
+            assert!(producer.not_due_for().is_some(), "FED 2 taken as stopped");
+        }
+        senders[1].send(&fed_fragment(2, 1)).unwrap();
+        let sent = Instant::now();
+        while producer.not_due_for().is_some() {
+            assert!(sent.elapsed() < Duration::from_secs(5));
+        }
+        let (_, sf) = producer.take();
+        assert_eq!((sf.event, sf.bad_feds), (1, 0));
+    }
+
+    /// One datagram per fragment on 127.0.0.1; FED 2 sends nothing after event 3 and is
+    /// taken as stopped after `stop_wait`, without holding events up for longer.
+    #[test]
+    fn udp_fragments_are_placed_and_a_silent_fed_is_missing() {
+        let stop_wait = Duration::from_millis(50);
+        let (mut producer, senders) = udp_feds(stop_wait);
         for event in 1..=6u64 {
             for (sender, fed) in senders.iter().zip([1u16, 2]) {
                 if fed == 2 && event > 3 {
                     continue;
                 }
-                let header = FedHeader {
-                    l1_id: event as u32,
-                    source_id: fed,
-                    ..Default::default()
-                };
-                let mut bytes = Vec::new();
-                encode_fed_fragment(&mut bytes, &header, &Default::default(), &[0; 64]);
-                sender.send(&bytes).unwrap();
+                sender.send(&fed_fragment(fed, event)).unwrap();
             }
         }
         let started = Instant::now();
