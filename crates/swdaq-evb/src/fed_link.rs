@@ -154,6 +154,8 @@ pub struct FedLink {
     stalled_since: Option<Instant>,
     /// Declared stopped after a bounded wait: events go on without it until it sends again.
     silent: bool,
+    /// When a source last landed fragments here (the emulator's landings are not timed).
+    last_landed: Option<Instant>,
 }
 
 impl FedLink {
@@ -166,6 +168,7 @@ impl FedLink {
             ended: false,
             stalled_since: None,
             silent: false,
+            last_landed: None,
         })
     }
 
@@ -243,6 +246,7 @@ impl FedLink {
         }
         self.stalled_since = None;
         self.silent = false;
+        self.last_landed = Some(Instant::now());
         Ok(Batch::Frames(received))
     }
 
@@ -322,11 +326,24 @@ impl FedLink {
         placement
     }
 
-    /// Forgets the link's wait and that it was taken as stopped: every FED of its unit was
-    /// silent, so it was the data that had stopped (not begun, paused, ended), not this FED.
-    pub fn rearm(&mut self) {
-        self.stalled_since = None;
-        self.silent = false;
+    /// When a source last landed fragments on this link.
+    pub fn last_landed(&self) -> Option<Instant> {
+        self.last_landed
+    }
+
+    /// Every FED of the unit has been silent, so the data stopped (not begun, paused,
+    /// ended), not necessarily this FED: forgets the link's wait and that it was taken as
+    /// stopped, unless it had nothing for `stop_wait` while another FED still sent
+    /// (`others_last`: the unit's last landing), which is this FED stopping.
+    pub fn rearm(&mut self, others_last: Option<Instant>, stop_wait: Duration) {
+        let stopped_first = match (self.stalled_since, others_last) {
+            (Some(stalled), Some(last)) => stalled + stop_wait <= last,
+            _ => false,
+        };
+        if !stopped_first {
+            self.stalled_since = None;
+            self.silent = false;
+        }
     }
 
     /// Hands the oldest unread fragment to `f` and moves past it.

@@ -66,7 +66,7 @@ pub fn open(config: &EvbConfig, ru: usize, start: Instant) -> Result<Producer, I
                 .map(|(i, spec)| {
                     let source = port_offset(base, before + i)
                         .and_then(UdpSource::bind)
-                        .map(|s| s.with_batch_size(input.udp_batch))
+                        .and_then(|s| s.with_batch_size(input.udp_batch).without_waiting())
                         .map_err(|source| InputError::Bind {
                             fed: spec.id,
                             addr: format!("{base} + {}", before + i),

@@ -77,6 +77,8 @@ pub struct Producer {
     /// Streams only: every link was silent with nothing to read; the next event waits
     /// until a FED sends again ([`Self::woken`]).
     idle: bool,
+    /// The unit's last landing before it went idle.
+    last_before_idle: Option<Instant>,
     injected: BTreeMap<(u16, FedFaultKind), u64>,
     start: Instant,
 }
@@ -159,6 +161,7 @@ impl Producer {
             ready_ns: 0,
             stop_wait,
             idle: false,
+            last_before_idle: None,
             injected: BTreeMap::new(),
             start,
         }
@@ -240,6 +243,7 @@ impl Producer {
         let nothing = self.links.iter().all(|l| l.unread() == 0);
         if nothing && !self.exhausted() && matches!(self.feed, Feed::Sources(_)) {
             self.idle = true;
+            self.last_before_idle = self.links.iter().filter_map(FedLink::last_landed).max();
             return false;
         }
         self.ready_ns = self.start.elapsed().as_nanos() as u64;
@@ -249,7 +253,8 @@ impl Producer {
 
     /// While idle: reads every link; once any FED has sent, every link waits for the next
     /// event afresh (up to `stop_wait` from now), so FEDs sending the same event a moment
-    /// apart are not taken as stopped.
+    /// apart are not taken as stopped; a FED that stopped while the others still sent stays
+    /// stopped.
     fn woken(&mut self) -> bool {
         let Feed::Sources(sources) = &mut self.feed else {
             return true;
@@ -260,7 +265,9 @@ impl Producer {
         if self.links.iter().all(|l| l.unread() == 0) && !self.exhausted() {
             return false;
         }
-        self.links.iter_mut().for_each(FedLink::rearm);
+        for link in &mut self.links {
+            link.rearm(self.last_before_idle, self.stop_wait);
+        }
         self.idle = false;
         true
     }
@@ -650,12 +657,14 @@ mod udp_tests {
     use swdaq_format::fed::{FedHeader, encode_fed_fragment};
     use swdaq_readout::udp::{UdpSender, UdpSource};
 
-    /// Two FEDs on 127.0.0.1 (UDP sources) with their senders.
+    /// Two FEDs on 127.0.0.1 (UDP sources, as `input` opens them) with their senders.
     fn udp_feds(stop_wait: Duration) -> (Producer, Vec<UdpSender>) {
         let mut sources = Vec::new();
         let mut senders = Vec::new();
         for fed in [1u16, 2] {
-            let source = UdpSource::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            let source = UdpSource::bind("127.0.0.1:0".parse().unwrap())
+                .and_then(UdpSource::without_waiting)
+                .unwrap();
             senders.push(UdpSender::connect(source.local_addr().unwrap()).unwrap());
             sources.push(FedSource {
                 fed,
@@ -702,6 +711,21 @@ mod udp_tests {
         }
         let (_, sf) = producer.take();
         assert_eq!((sf.event, sf.bad_feds), (1, 0));
+        // FED 2 stops while FED 1 sends on, then both are silent: when FED 1 sends again,
+        // FED 2 is still stopped, its fragments missing at once.
+        let mut take = |event: u64, within: Duration| {
+            senders[0].send(&fed_fragment(1, event)).unwrap();
+            let sent = Instant::now();
+            while producer.not_due_for().is_some() {
+                assert!(sent.elapsed() < within, "event {event}: FED 2 waited for");
+            }
+            let (_, sf) = producer.take();
+            assert_eq!((sf.event, sf.bad_feds), (event, 1));
+        };
+        take(2, Duration::from_secs(5));
+        take(3, stop_wait / 2);
+        std::thread::sleep(2 * stop_wait);
+        take(4, stop_wait / 2);
     }
 
     /// One datagram per fragment on 127.0.0.1; FED 2 sends nothing after event 3 and is

@@ -75,6 +75,14 @@ impl UdpSource {
         self
     }
 
+    /// Never waits for a datagram: a receive with nothing queued is `Idle` at once, for a
+    /// thread that reads several sockets in turn (one silent socket must not hold the
+    /// others up for the poll time-out).
+    pub fn without_waiting(self) -> io::Result<Self> {
+        self.socket.set_nonblocking(true)?;
+        Ok(self)
+    }
+
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.socket.local_addr()
     }
@@ -397,6 +405,30 @@ mod tests {
             received += 1;
         }
         assert_eq!(received + source.kernel_drops().unwrap(), sent);
+    }
+
+    /// 100 receives on an empty socket: waiting would take 100 poll time-outs (1 s).
+    #[test]
+    fn a_socket_without_waiting_is_idle_at_once() {
+        for batch in BATCH_SIZES {
+            let mut source = UdpSource::bind("127.0.0.1:0".parse().unwrap())
+                .unwrap()
+                .with_batch_size(batch)
+                .without_waiting()
+                .unwrap();
+            let link = LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.01).unwrap();
+            let mut producer = link.buffer.producer().unwrap();
+            let mut lens = [0; MAX_BATCH];
+            let start = Instant::now();
+            for _ in 0..100 {
+                let mut run = producer.next_slots(batch).unwrap();
+                assert_eq!(
+                    source.next_frames(&mut run, &mut lens).unwrap(),
+                    Batch::Idle
+                );
+            }
+            assert!(start.elapsed() < 50 * POLL_TIMEOUT, "{:?}", start.elapsed());
+        }
     }
 
     #[test]
