@@ -147,3 +147,11 @@ pub fn builder_cpu_ticks() -> u64 {
         .map(|t| t.cpu_ticks)
         .sum()
 }
+
+/// One-minute load average (`/proc/loadavg`); NaN where it cannot be read.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
