@@ -87,7 +87,8 @@ pub struct FedInputConfig {
     /// Datagrams one receive takes per FED (`recvmmsg`), 1 to 64; 1: one `recvmsg` each.
     pub udp_batch: usize,
     /// How long an event waits for a FED with nothing to read before it is taken as
-    /// stopped (its fragments missing until it sends again).
+    /// stopped (its fragments missing until it sends again). A stream whose every FED is
+    /// silent is no event at all: the unit waits for data (`producer`).
     #[serde(with = "millis")]
     pub stop_wait: Duration,
 }
