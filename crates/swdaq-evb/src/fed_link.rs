@@ -219,7 +219,10 @@ impl FedLink {
         while want > 0 && self.buffer.oldest_readable_after(want as u64) > self.cursor {
             want -= 1;
         }
-        let Some(mut producer) = self.buffer.producer().filter(|_| want > 0) else {
+        if want == 0 {
+            return Ok(Batch::Idle);
+        }
+        let Some(mut producer) = self.buffer.producer() else {
             return Ok(Batch::Idle);
         };
         let mut metas = [SlotMeta::default(); FILL_BATCH];
