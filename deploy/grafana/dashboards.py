@@ -210,12 +210,14 @@ EVENT_BUILDER = Dashboard(
                 Panel(
                     "FED links",
                     "What each FED's link took into its latency buffer per second, and fragments "
-                    "too large for a slot or cut short by a failed read",
+                    "too large for a slot, cut short by a failed read, or dropped by the kernel "
+                    "(UDP: the socket's receive buffer was full)",
                     "short",
                     [
                         (rate("swdaq_evb_fed_received_total", "fed"), "received {{fed}}"),
                         (rate("swdaq_evb_fed_oversized_total", "fed"), "oversized {{fed}}"),
                         (rate("swdaq_evb_fed_truncated_total", "fed"), "truncated {{fed}}"),
+                        (rate("swdaq_evb_fed_kernel_dropped_total", "fed"), "kernel dropped {{fed}}"),
                     ],
                 ),
                 Panel(

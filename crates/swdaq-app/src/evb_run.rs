@@ -650,6 +650,57 @@ mod tests {
         );
     }
 
+    /// The shipped UDP configuration on free ports, fed by the FED sender: every event the
+    /// FEDs send is built, and the run ends at `max_events`.
+    #[test]
+    fn shipped_udp_config_builds_what_the_feds_send() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-udp.toml");
+        let mut config = load(&path).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let feds = config.evb.rus.concat();
+        let base = loop {
+            let first = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = first.local_addr().unwrap().port();
+            let free = |k: usize| std::net::UdpSocket::bind(("127.0.0.1", port + k as u16));
+            if port < 60_000 && (1..feds.len()).all(|k| free(k).is_ok()) {
+                break first.local_addr().unwrap();
+            }
+        };
+        config.evb.input.udp_address = Some(base);
+        config.evb.output = dir.path().join("out");
+        config.evb.max_events = Some(300);
+        let fed_sim = swdaq_sim::fed::FedSimConfig {
+            feds,
+            ..config.evb.fed_sim(0)
+        };
+        let sender = std::thread::spawn(move || {
+            // Send once every FED's port is bound (`/proc/net/udp`).
+            let bound = |k: u16| {
+                let local = format!("0100007F:{:04X}", base.port() + k);
+                std::fs::read_to_string("/proc/net/udp")
+                    .unwrap()
+                    .lines()
+                    .any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !(0..8).all(bound) {
+                assert!(Instant::now() < deadline, "the run never bound its ports");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            swdaq_evb::fed_udp::send(fed_sim, 300, base, true).unwrap()
+        });
+        let summary = run(&config, &AtomicBool::new(false), true).unwrap();
+        let sent = sender.join().unwrap();
+        assert_eq!(sent.datagrams, 8 * 300);
+        let dropped: u64 = summary.feds.iter().map(|f| f.2.ingest.kernel_dropped).sum();
+        assert_eq!(
+            (summary.built(), summary.written(), summary.incomplete()),
+            (300, 300, 0)
+        );
+        let good: u64 = summary.feds.iter().map(|f| f.2.good).sum();
+        assert_eq!(good + dropped, sent.datagrams);
+    }
+
     #[test]
     fn lost_events_print_as_runs_of_numbers() {
         assert_eq!(numbers(&[1, 2, 3, 7, 9, 10]), "1-3, 7, 9-10");

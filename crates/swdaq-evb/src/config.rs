@@ -94,8 +94,11 @@ pub struct FedInputConfig {
     pub buffer_fragments: usize,
     /// Largest UDP fragment in bytes (a larger datagram is counted oversized).
     pub max_fragment_bytes: usize,
+    /// Datagrams one receive takes per FED (`recvmmsg`), 1 to 64; 1: one `recvmsg` each.
+    pub udp_batch: usize,
     /// How long an event waits for a FED with nothing to read before it is taken as
-    /// stopped (its fragments missing until it sends again).
+    /// stopped (its fragments missing until it sends again). A stream whose every FED is
+    /// silent is no event at all: the unit waits for data (`producer`).
     #[serde(with = "millis")]
     pub stop_wait: Duration,
 }
@@ -108,6 +111,7 @@ impl Default for FedInputConfig {
             udp_address: None,
             buffer_fragments: 1024,
             max_fragment_bytes: 16 << 10,
+            udp_batch: swdaq_readout::udp::DEFAULT_BATCH,
             stop_wait: Duration::from_millis(100),
         }
     }
@@ -164,6 +168,8 @@ pub enum EvbConfigError {
     ZeroSize,
     #[error("[evb.input] kind = \"{0}\" needs `{1}`")]
     Input(&'static str, &'static str),
+    #[error("[evb.input] udp_batch = {0}: must be 1 to {max}", max = swdaq_readout::udp::MAX_BATCH)]
+    UdpBatch(usize),
     #[error("readout unit {ru}: {source}")]
     Feds {
         ru: usize,
@@ -212,6 +218,11 @@ impl EvbConfig {
             FedInputKind::Udp if self.input.udp_address.is_none() => {
                 return Err(EvbConfigError::Input("udp", "udp_address"));
             }
+            FedInputKind::Udp
+                if !(1..=swdaq_readout::udp::MAX_BATCH).contains(&self.input.udp_batch) =>
+            {
+                return Err(EvbConfigError::UdpBatch(self.input.udp_batch));
+            }
             _ => {}
         }
         for ru in 0..self.rus.len() {
@@ -239,5 +250,35 @@ mod millis {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let ms = f64::deserialize(d)?;
         Duration::try_from_secs_f64(ms / 1e3).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_udp_input_needs_an_address_and_a_batch_recvmmsg_can_take() {
+        let mut config = EvbConfig {
+            input: FedInputConfig {
+                kind: FedInputKind::Udp,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            config.validate(),
+            Err(EvbConfigError::Input("udp", "udp_address"))
+        );
+        config.input.udp_address = Some("127.0.0.1:9000".parse().unwrap());
+        for (batch, ok) in [(0, false), (1, true), (64, true), (65, false)] {
+            config.input.udp_batch = batch;
+            let expected = if ok {
+                Ok(())
+            } else {
+                Err(EvbConfigError::UdpBatch(batch))
+            };
+            assert_eq!(config.validate(), expected, "udp_batch {batch}");
+        }
     }
 }

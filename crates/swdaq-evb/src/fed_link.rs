@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader};
 use swdaq_readout::ring::{LatencyBuffer, SharedProducer, SharedReader, SlotMeta};
-use swdaq_readout::source::{FrameSource, Poll};
+use swdaq_readout::source::{Batch, FrameSource, Poll};
 
 /// Slot flag: the fragment's header could not be read, its `timestamp` means nothing.
 pub const UNREADABLE_ID: u32 = 1;
@@ -97,6 +97,53 @@ pub struct FedIngestCounts {
     pub oversized: u64,
     /// Reads that failed part-way (a truncated or unreadable file): the link ends there.
     pub truncated: u64,
+    /// Datagrams the kernel dropped before the link read them (the socket's receive buffer
+    /// was full): each is a missing fragment the FED did send. As of the link's last idle
+    /// read; 0 for sources that cannot tell.
+    pub kernel_dropped: u64,
+}
+
+/// A landed fragment's metadata, counted in `counts`: its event number extended around
+/// `near`, or unreadable (a record larger than the slot is kept empty, counted oversized).
+fn judge(slot: &[u8], len: usize, near: u64, counts: &mut FedIngestCounts) -> SlotMeta {
+    counts.fragments += 1;
+    counts.bytes += len.min(slot.len()) as u64;
+    if len > slot.len() {
+        counts.oversized += 1;
+        return SlotMeta {
+            timestamp: 0,
+            len: 0,
+            flags: UNREADABLE_ID,
+        };
+    }
+    match FedHeader::parse(&slot[..len]) {
+        Ok(header) => SlotMeta {
+            timestamp: extend_l1_id(header.l1_id, near),
+            len: len as u32,
+            flags: 0,
+        },
+        Err(_) => SlotMeta {
+            timestamp: 0,
+            len: len as u32,
+            flags: UNREADABLE_ID,
+        },
+    }
+}
+
+/// Records a source's end, or its failure (counted as truncated), in `ended`.
+fn note_end<T: PartialEq>(
+    answer: &io::Result<T>,
+    end: T,
+    ended: &mut bool,
+    counts: &mut FedIngestCounts,
+) {
+    match answer {
+        Err(_) => {
+            *ended = true;
+            counts.truncated += 1;
+        }
+        Ok(answer) => *ended |= *answer == end,
+    }
 }
 
 pub struct FedLink {
@@ -113,6 +160,8 @@ pub struct FedLink {
     stalled_since: Option<Instant>,
     /// Declared stopped after a bounded wait: events go on without it until it sends again.
     silent: bool,
+    /// When a source last landed fragments here (the emulator's landings are not timed).
+    last_landed: Option<Instant>,
 }
 
 impl FedLink {
@@ -131,6 +180,7 @@ impl FedLink {
             ended: false,
             stalled_since: None,
             silent: false,
+            last_landed: None,
         })
     }
 
@@ -150,60 +200,84 @@ impl FedLink {
         let Some(slot) = self.producer.next_slot() else {
             return Ok(Poll::Idle);
         };
-        let slot_len = slot.len();
         let poll = write(slot);
-        let len = match poll {
-            Err(e) => {
-                self.ended = true;
-                counts.truncated += 1;
-                return Err(e);
-            }
-            Ok(Poll::End) => {
-                self.ended = true;
-                return Ok(Poll::End);
-            }
-            Ok(Poll::Idle) => return Ok(Poll::Idle),
-            Ok(Poll::Frame(len)) => len,
+        note_end(&poll, Poll::End, &mut self.ended, counts);
+        let len = match poll? {
+            Poll::Frame(len) => len,
+            other => return Ok(other),
         };
-        let meta = if len > slot_len {
-            counts.oversized += 1;
-            SlotMeta {
-                timestamp: 0,
-                len: 0,
-                flags: UNREADABLE_ID,
-            }
-        } else {
-            match FedHeader::parse(&slot[..len]) {
-                Ok(header) => SlotMeta {
-                    timestamp: extend_l1_id(header.l1_id, near),
-                    len: len as u32,
-                    flags: 0,
-                },
-                Err(_) => SlotMeta {
-                    timestamp: 0,
-                    len: len as u32,
-                    flags: UNREADABLE_ID,
-                },
-            }
-        };
+        let meta = judge(slot, len, near, counts);
         self.producer.publish(meta);
-        counts.fragments += 1;
-        counts.bytes += len.min(slot_len) as u64;
         self.stalled_since = None;
         self.silent = false;
         Ok(Poll::Frame(len))
     }
 
-    /// Reads up to a batch of fragments from `source` while fewer than two are unread (all
-    /// [`place`] needs); a source error ends the link (counted as truncated).
+    /// Lands up to `max` fragments with one `next_frames` call of `source` (one `recvmmsg`
+    /// for a UDP socket), into consecutive slots, each judged and counted as [`Self::land`]
+    /// does one.
+    fn land_batch(
+        &mut self,
+        source: &mut dyn FrameSource,
+        near: u64,
+        counts: &mut FedIngestCounts,
+        max: usize,
+    ) -> io::Result<Batch> {
+        // Every slot written must leave the cursor's fragment readable.
+        let mut want = max.min(source.batch_size()).min(FILL_BATCH);
+        while want > 0 && self.buffer.oldest_readable_after(want as u64) > self.cursor {
+            want -= 1;
+        }
+        if want == 0 {
+            return Ok(Batch::Idle);
+        }
+        let mut metas = [SlotMeta::default(); FILL_BATCH];
+        let received = {
+            let Some(mut run) = self.producer.next_slots(want) else {
+                return Ok(Batch::Idle);
+            };
+            let mut lens = [0usize; FILL_BATCH];
+            let slots = run.len();
+            let batch = source.next_frames(&mut run, &mut lens[..slots]);
+            note_end(&batch, Batch::End, &mut self.ended, counts);
+            let received = match batch? {
+                Batch::Frames(n) => n,
+                other => return Ok(other),
+            };
+            for (i, meta) in metas.iter_mut().enumerate().take(received) {
+                *meta = judge(run.slot(i), lens[i], near, counts);
+            }
+            received
+        };
+        // The run's borrow of the producer has ended: publish its slots in order.
+        for meta in &metas[..received] {
+            self.producer.publish(*meta);
+        }
+        self.stalled_since = None;
+        self.silent = false;
+        self.last_landed = Some(Instant::now());
+        Ok(Batch::Frames(received))
+    }
+
+    /// Reads fragments from `source` while fewer than two are unread (all [`place`] needs),
+    /// up to [`FILL_BATCH`] per call, as many per read as the source takes at once; a
+    /// source error ends the link (counted as truncated). When the source is idle its
+    /// kernel drop count is read: nothing queued then could still arrive.
     pub fn fill(&mut self, source: &mut dyn FrameSource, near: u64, counts: &mut FedIngestCounts) {
         if self.ended || self.unread() >= 2 {
             return;
         }
-        for _ in 0..FILL_BATCH {
-            match self.land(near, counts, |slot| source.next_frame(slot)) {
-                Ok(Poll::Frame(_)) => {}
-                Ok(Poll::Idle | Poll::End) | Err(_) => break,
+        let mut landed = 0;
+        while landed < FILL_BATCH {
+            match self.land_batch(source, near, counts, FILL_BATCH - landed) {
+                Ok(Batch::Frames(n)) => landed += n,
+                Ok(Batch::Idle) => {
+                    if let Some(dropped) = source.kernel_drops() {
+                        counts.kernel_dropped = dropped;
+                    }
+                    break;
+                }
+                Ok(Batch::End) | Err(_) => break,
             }
         }
     }
@@ -268,6 +342,26 @@ impl FedLink {
         self.reader
             .with_view(cursor, |view| view.meta(cursor).len as usize)
             .unwrap_or(0)
+    }
+
+    /// When a source last landed fragments on this link.
+    pub fn last_landed(&self) -> Option<Instant> {
+        self.last_landed
+    }
+
+    /// Every FED of the unit has been silent, so the data stopped (not begun, paused,
+    /// ended), not necessarily this FED: forgets the link's wait and that it was taken as
+    /// stopped, unless it had nothing for `stop_wait` while another FED still sent
+    /// (`others_last`: the unit's last landing), which is this FED stopping.
+    pub fn rearm(&mut self, others_last: Option<Instant>, stop_wait: Duration) {
+        let stopped_first = match (self.stalled_since, others_last) {
+            (Some(stalled), Some(last)) => stalled + stop_wait <= last,
+            _ => false,
+        };
+        if !stopped_first {
+            self.stalled_since = None;
+            self.silent = false;
+        }
     }
 
     /// Hands the oldest unread fragment to `f` and moves past it.

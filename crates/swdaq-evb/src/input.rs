@@ -14,7 +14,7 @@ use std::time::Instant;
 use swdaq_format::fed::FED_RAW_FILE_TYPE;
 use swdaq_format::rawfile::RawFileError;
 use swdaq_readout::source::FileSource;
-use swdaq_readout::udp::UdpSource;
+use swdaq_readout::udp::{UdpSource, port_offset};
 use swdaq_sim::fed::fed_raw_path;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +31,7 @@ pub enum InputError {
     #[error("cannot listen for FED {fed} on {addr}: {source}")]
     Bind {
         fed: u16,
-        addr: SocketAddr,
+        addr: String,
         source: std::io::Error,
     },
     #[error(transparent)]
@@ -64,13 +64,14 @@ pub fn open(config: &EvbConfig, ru: usize, start: Instant) -> Result<Producer, I
                 .iter()
                 .enumerate()
                 .map(|(i, spec)| {
-                    let mut addr = base;
-                    addr.set_port(base.port().wrapping_add((before + i) as u16));
-                    let source = UdpSource::bind(addr).map_err(|source| InputError::Bind {
-                        fed: spec.id,
-                        addr,
-                        source,
-                    })?;
+                    let source = port_offset(base, before + i)
+                        .and_then(UdpSource::bind)
+                        .and_then(|s| s.with_batch_size(input.udp_batch).without_waiting())
+                        .map_err(|source| InputError::Bind {
+                            fed: spec.id,
+                            addr: format!("{base} + {}", before + i),
+                            source,
+                        })?;
                     Ok(FedSource {
                         fed: spec.id,
                         source: Box::new(source),

@@ -10,10 +10,11 @@
 //! `RAW_0002` files of `events_per_file` events with the filter farm's `.jsn` bookkeeping
 //! ([`files`], [`jsn`]); a stand-in for the filter farm reads them back, verifies and
 //! deletes them ([`farm`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
-//! [`system`] runs them all in one process; [`reconcile`] settles a dead builder unit's
+//! [`system`] runs them all in one process; [`fed_udp`] sends emulated FEDs over UDP; [`reconcile`] settles a dead builder unit's
 //! events with what it left on disk.
 
 pub mod bench;
+pub mod bench_udp;
 pub mod bu;
 pub mod build;
 pub mod check;
@@ -21,6 +22,7 @@ pub mod config;
 pub mod evm;
 pub mod farm;
 pub mod fed_link;
+pub mod fed_udp;
 pub mod files;
 pub mod input;
 pub mod inspect;

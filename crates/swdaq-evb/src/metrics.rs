@@ -74,6 +74,10 @@ impl FedMetrics {
                 ("received_bytes", "Bytes the link took into its buffer"),
                 ("oversized", "FED fragments larger than a buffer slot"),
                 ("truncated", "Reads that failed part-way, ending the link"),
+                (
+                    "kernel_dropped",
+                    "Datagrams the kernel dropped before the link read them (socket buffer full)",
+                ),
             ]
             .map(|(name, help)| (format!("swdaq_evb_fed_{name}_total"), help.to_owned())),
         )
@@ -102,7 +106,13 @@ impl FedMetrics {
             let mut values = vec![c.good, c.bytes];
             values.extend_from_slice(&c.failures);
             let i = &c.ingest;
-            values.extend([i.fragments, i.bytes, i.oversized, i.truncated]);
+            values.extend([
+                i.fragments,
+                i.bytes,
+                i.oversized,
+                i.truncated,
+                i.kernel_dropped,
+            ]);
             set.publish(&values);
         }
     }
@@ -136,4 +146,12 @@ pub fn builder_cpu_ticks() -> u64 {
         .filter(|t| t.name.starts_with("evb-"))
         .map(|t| t.cpu_ticks)
         .sum()
+}
+
+/// One-minute load average (`/proc/loadavg`); NaN where it cannot be read.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }

@@ -8,6 +8,11 @@
 //! emulates the event being built and no further: its links then hold nothing newer, so
 //! [`place`](crate::fed_link::place) needs no look-ahead.
 //!
+//! End of data, for a stream (UDP): an event no FED of the unit sent anything for is never
+//! made up of missing fragments. While every FED is silent the unit waits for data (not
+//! begun, paused, or ended: the run's `duration_s`, `max_events` or Ctrl-C ends it), and the
+//! first FED to send again gives the others a fresh `stop_wait`.
+//!
 //! Trigger time: the emulator's for emulated FEDs. FED fragments carry none, so with files
 //! or UDP an event's trigger time is when its readout unit found all its fragments placed
 //! (nanoseconds since the unit started): lumi sections and latency then count from reading.
@@ -96,6 +101,11 @@ pub struct Producer {
     /// When `next` was found ready (sources: its trigger time).
     ready_ns: u64,
     stop_wait: Duration,
+    /// Streams only: every link was silent with nothing to read; the next event waits
+    /// until a FED sends again ([`Self::woken`]).
+    idle: bool,
+    /// The unit's last landing before it went idle.
+    last_before_idle: Option<Instant>,
     injected: BTreeMap<(u16, FedFaultKind), u64>,
     start: Instant,
 }
@@ -182,6 +192,8 @@ impl Producer {
             spare_placements: Vec::new(),
             ready_ns: 0,
             stop_wait,
+            idle: false,
+            last_before_idle: None,
             injected: BTreeMap::new(),
             start,
         }
@@ -248,6 +260,9 @@ impl Producer {
         if self.placements.is_some() {
             return true;
         }
+        if self.idle && !self.woken() {
+            return false;
+        }
         // Emulated links hold nothing past the last emulated event, so once it is the next
         // one every placement is final (a fragment numbered beyond it has a corrupt id).
         let (settled, newest) = match &self.feed {
@@ -266,8 +281,37 @@ impl Producer {
             self.spare_placements = placements;
             return false;
         }
+        // No FED sent anything for it: no evidence the event was triggered. The FEDs have
+        // not all stopped; the data has (not begun, paused, ended): wait for it.
+        let nothing = self.links.iter().all(|l| l.unread() == 0);
+        if nothing && !self.exhausted() && matches!(self.feed, Feed::Sources(_)) {
+            self.idle = true;
+            self.last_before_idle = self.links.iter().filter_map(FedLink::last_landed).max();
+            return false;
+        }
         self.ready_ns = self.start.elapsed().as_nanos() as u64;
         self.placements = Some(placements);
+        true
+    }
+
+    /// While idle: reads every link; once any FED has sent, every link waits for the next
+    /// event afresh (up to `stop_wait` from now), so FEDs sending the same event a moment
+    /// apart are not taken as stopped; a FED that stopped while the others still sent stays
+    /// stopped.
+    fn woken(&mut self) -> bool {
+        let Feed::Sources(sources) = &mut self.feed else {
+            return true;
+        };
+        for (index, (link, source)) in self.links.iter_mut().zip(sources).enumerate() {
+            link.fill(&mut **source, self.next, self.builder.ingest_mut(index));
+        }
+        if self.links.iter().all(|l| l.unread() == 0) && !self.exhausted() {
+            return false;
+        }
+        for link in &mut self.links {
+            link.rearm(self.last_before_idle, self.stop_wait);
+        }
+        self.idle = false;
         true
     }
 
@@ -386,6 +430,7 @@ mod tests {
     use crate::check::FedCheckFailure;
     use proptest::prelude::*;
     use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader, encode_fed_fragment};
+    use swdaq_readout::source::Batch;
 
     /// What one FED sends for one event.
     #[derive(Debug, Clone, Copy, PartialEq)]
@@ -449,13 +494,40 @@ mod tests {
     }
 
     /// Records in memory; `idle[i]`: how many `Idle` answers come before record `i`; a
-    /// `truncated` stream fails after its last record.
+    /// `truncated` stream fails after its last record. Up to `batch` records per
+    /// `next_frames` call, as a socket's queue gives them: those queued without an idle
+    /// answer between them.
+    #[derive(Clone)]
     struct Records {
         records: VecDeque<(u8, Vec<u8>)>,
         truncated: bool,
+        batch: usize,
     }
 
     impl FrameSource for Records {
+        fn batch_size(&self) -> usize {
+            self.batch
+        }
+
+        fn next_frames(
+            &mut self,
+            run: &mut swdaq_readout::ring::SlotRun<'_>,
+            lens: &mut [usize],
+        ) -> io::Result<Batch> {
+            let mut received = 0;
+            while received < lens.len().min(self.batch) {
+                if received > 0 && self.records.front().is_none_or(|(idle, _)| *idle > 0) {
+                    break;
+                }
+                match self.next_frame(run.slot_mut(received))? {
+                    Poll::Frame(len) => lens[received] = len,
+                    other => return Ok(other.into()),
+                }
+                received += 1;
+            }
+            Ok(Batch::Frames(received))
+        }
+
         fn next_frame(&mut self, slot: &mut [u8]) -> io::Result<Poll> {
             match self.records.front_mut() {
                 Some((idle, _)) if *idle > 0 => {
@@ -464,7 +536,9 @@ mod tests {
                 }
                 Some(_) => {
                     let (_, bytes) = self.records.pop_front().expect("front exists");
-                    slot[..bytes.len()].copy_from_slice(&bytes);
+                    // A record larger than the slot: its length says so, as a socket's does.
+                    let fits = bytes.len().min(slot.len());
+                    slot[..fits].copy_from_slice(&bytes[..fits]);
                     Ok(Poll::Frame(bytes.len()))
                 }
                 None if self.truncated => Err(io::ErrorKind::UnexpectedEof.into()),
@@ -477,7 +551,8 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
         /// Any faults on any FED, any arrival interleaving (idle polls), across the 24-bit
         /// wrap: every event's super-fragment holds exactly its good fragments, in FED order,
-        /// and every fault is in exactly one counter of its kind.
+        /// and every fault is in exactly one counter of its kind; read one record at a time
+        /// or in batches, the same.
         #[test]
         fn super_fragments_hold_exactly_the_good_fragments(
             first in prop_oneof![Just(1u64), (1u64 << 24) - 40..(1 << 24) + 40],
@@ -487,6 +562,8 @@ mod tests {
             ),
             stops in proptest::collection::vec(proptest::option::weighted(0.25, 20usize..60), 3),
             truncated in proptest::collection::vec(any::<bool>(), 3),
+            oversized in proptest::collection::vec(proptest::bool::weighted(0.2), 3),
+            batch in 2usize..=64,
         ) {
             let events = 60;
             let mut expected = vec![Vec::new(); events];
@@ -516,38 +593,40 @@ mod tests {
                         records.push_back((idle, bytes));
                     }
                 }
-                sources.push(FedSource {
-                    fed,
-                    source: Box::new(Records { records, truncated: truncated[k] && stop < events }),
-                    max_fragment: 8 * 8,
-                });
+                // Some records too large for a slot: kept empty, counted oversized.
+                if oversized[k] {
+                    records.push_back((0, vec![0x44; 8 * 9]));
+                }
+                sources.push((fed, Records {
+                    records,
+                    truncated: truncated[k] && stop < events,
+                    batch: 1,
+                }));
             }
-            let mut producer = Producer::from_sources(
-                0, sources, 64, Duration::from_secs(30), first, Instant::now(),
-            ).unwrap();
-            let mut built = 0;
-            for _ in 0..100_000 {
-                if built == events || producer.exhausted() {
-                    break;
-                }
-                if producer.not_due_for().is_some() {
-                    continue;
-                }
-                let (_, sf) = producer.take();
-                prop_assert_eq!(sf.event, first + built as u64);
-                prop_assert_eq!(&sf.data, &expected[built]);
-                built += 1;
+            let (built_one, counts_one) = build(&sources, first, events);
+            for s in &mut sources {
+                s.1.batch = batch;
+            }
+            let (built_many, counts_many) = build(&sources, first, events);
+            // Batched intake places and counts exactly as one record per read does.
+            prop_assert_eq!(&built_many, &built_one);
+            prop_assert_eq!(&counts_many, &counts_one);
+            let built = built_one.len();
+            for (n, sf) in built_one.iter().enumerate() {
+                prop_assert_eq!(sf.event, first + n as u64);
+                prop_assert_eq!(&sf.data, &expected[n]);
             }
             // The input ends with its last fragment: events after every FED's last correctly
             // numbered one may not be built (a misnumbered last one is placed earlier).
             let all_missing_tail = numbered.iter().rev().take_while(|&&any| !any).count();
             prop_assert!(built + all_missing_tail >= events, "built {built}");
-            for (k, c) in producer.fed_counts().iter().enumerate() {
-                if built == events {
+            for (k, c) in counts_one.iter().enumerate() {
+                if built == events && !oversized[k] {
                     prop_assert_eq!(c.failures, counts[k], "FED {}", k);
                     prop_assert_eq!(c.good, good[k]);
                 }
                 prop_assert_eq!(c.ingest.truncated, u64::from(truncated[k] && stops[k].is_some()));
+                prop_assert_eq!(c.ingest.oversized, u64::from(oversized[k]));
             }
         }
     }
@@ -619,6 +698,42 @@ mod tests {
         assert_eq!(checked, direct.counts());
     }
 
+    /// Builds up to `events` events from copies of `sources`: their super-fragments and
+    /// each FED's counts.
+    fn build(
+        sources: &[(u16, Records)],
+        first: u64,
+        events: usize,
+    ) -> (Vec<SuperFragment>, Vec<FedCounts>) {
+        let sources = sources
+            .iter()
+            .map(|(fed, records)| FedSource {
+                fed: *fed,
+                source: Box::new(records.clone()),
+                max_fragment: 8 * 8,
+            })
+            .collect();
+        let mut producer = Producer::from_sources(
+            0,
+            sources,
+            64,
+            Duration::from_secs(30),
+            first,
+            Instant::now(),
+        )
+        .unwrap();
+        let mut built = Vec::new();
+        for _ in 0..100_000 {
+            if built.len() == events || producer.exhausted() {
+                break;
+            }
+            if producer.not_due_for().is_none() {
+                built.push(producer.take().1);
+            }
+        }
+        (built, producer.fed_counts().to_vec())
+    }
+
     /// Emulated FEDs with every fault kind: each fault ends in exactly one counter of its
     /// kind, and a stopped FED does not hold events up.
     #[test]
@@ -655,14 +770,14 @@ mod udp_tests {
     use swdaq_format::fed::{FedHeader, encode_fed_fragment};
     use swdaq_readout::udp::{UdpSender, UdpSource};
 
-    /// One datagram per fragment on 127.0.0.1; FED 2 sends nothing after event 3 and is
-    /// taken as stopped after `stop_wait`, without holding events up for longer.
-    #[test]
-    fn udp_fragments_are_placed_and_a_silent_fed_is_missing() {
+    /// Two FEDs on 127.0.0.1 (UDP sources, as `input` opens them) with their senders.
+    fn udp_feds(stop_wait: Duration) -> (Producer, Vec<UdpSender>) {
         let mut sources = Vec::new();
         let mut senders = Vec::new();
         for fed in [1u16, 2] {
-            let source = UdpSource::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            let source = UdpSource::bind("127.0.0.1:0".parse().unwrap())
+                .and_then(UdpSource::without_waiting)
+                .unwrap();
             senders.push(UdpSender::connect(source.local_addr().unwrap()).unwrap());
             sources.push(FedSource {
                 fed,
@@ -670,22 +785,74 @@ mod udp_tests {
                 max_fragment: 256,
             });
         }
-        let stop_wait = Duration::from_millis(50);
-        let mut producer =
+        let producer =
             Producer::from_sources(0, sources, 64, stop_wait, 1, Instant::now()).unwrap();
+        (producer, senders)
+    }
+
+    fn fed_fragment(fed: u16, event: u64) -> Vec<u8> {
+        let header = FedHeader {
+            l1_id: event as u32,
+            source_id: fed,
+            ..Default::default()
+        };
+        let mut bytes = Vec::new();
+        encode_fed_fragment(&mut bytes, &header, &Default::default(), &[0; 64]);
+        bytes
+    }
+
+    /// Before any FED sends (or after all stop), no event is made up of missing fragments:
+    /// the unit waits. When one FED sends, the other gets a fresh `stop_wait`, not "stopped"
+    /// from the silence before.
+    #[test]
+    fn silence_on_every_fed_is_no_event_and_the_first_to_send_wakes_the_others() {
+        let stop_wait = Duration::from_millis(50);
+        let (mut producer, senders) = udp_feds(stop_wait);
+        let quiet = Instant::now();
+        while quiet.elapsed() < 4 * stop_wait {
+            assert!(producer.not_due_for().is_some(), "an event from nothing");
+        }
+        senders[0].send(&fed_fragment(1, 1)).unwrap();
+        let woken = Instant::now();
+        while woken.elapsed() < stop_wait / 2 {
+            assert!(producer.not_due_for().is_some(), "FED 2 taken as stopped");
+        }
+        senders[1].send(&fed_fragment(2, 1)).unwrap();
+        let sent = Instant::now();
+        while producer.not_due_for().is_some() {
+            assert!(sent.elapsed() < Duration::from_secs(5));
+        }
+        let (_, sf) = producer.take();
+        assert_eq!((sf.event, sf.bad_feds), (1, 0));
+        // FED 2 stops while FED 1 sends on, then both are silent: when FED 1 sends again,
+        // FED 2 is still stopped, its fragments missing at once.
+        let mut take = |event: u64, within: Duration| {
+            senders[0].send(&fed_fragment(1, event)).unwrap();
+            let sent = Instant::now();
+            while producer.not_due_for().is_some() {
+                assert!(sent.elapsed() < within, "event {event}: FED 2 waited for");
+            }
+            let (_, sf) = producer.take();
+            assert_eq!((sf.event, sf.bad_feds), (event, 1));
+        };
+        take(2, Duration::from_secs(5));
+        take(3, stop_wait / 2);
+        std::thread::sleep(2 * stop_wait);
+        take(4, stop_wait / 2);
+    }
+
+    /// One datagram per fragment on 127.0.0.1; FED 2 sends nothing after event 3 and is
+    /// taken as stopped after `stop_wait`, without holding events up for longer.
+    #[test]
+    fn udp_fragments_are_placed_and_a_silent_fed_is_missing() {
+        let stop_wait = Duration::from_millis(50);
+        let (mut producer, senders) = udp_feds(stop_wait);
         for event in 1..=6u64 {
             for (sender, fed) in senders.iter().zip([1u16, 2]) {
                 if fed == 2 && event > 3 {
                     continue;
                 }
-                let header = FedHeader {
-                    l1_id: event as u32,
-                    source_id: fed,
-                    ..Default::default()
-                };
-                let mut bytes = Vec::new();
-                encode_fed_fragment(&mut bytes, &header, &Default::default(), &[0; 64]);
-                sender.send(&bytes).unwrap();
+                sender.send(&fed_fragment(fed, event)).unwrap();
             }
         }
         let started = Instant::now();

@@ -55,6 +55,13 @@ pub trait FrameSource: Send {
         }
         Ok(poll.into())
     }
+
+    /// Frames the kernel dropped before the source could receive them (a UDP socket's
+    /// receive buffer was full), counted since the source opened; `None` where it cannot
+    /// tell. A system call: ask when idle, not per frame.
+    fn kernel_drops(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Replays a raw file written by `swdaq gen` or by recording.

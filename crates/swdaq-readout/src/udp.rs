@@ -17,7 +17,7 @@ use crate::source::{Batch, FrameSource, Poll};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Datagrams one `recvmmsg` asks for when the caller does not say.
 #[cfg(target_os = "linux")]
@@ -73,6 +73,14 @@ impl UdpSource {
             1
         };
         self
+    }
+
+    /// Never waits for a datagram: a receive with nothing queued is `Idle` at once, for a
+    /// thread that reads several sockets in turn (one silent socket must not hold the
+    /// others up for the poll time-out).
+    pub fn without_waiting(self) -> io::Result<Self> {
+        self.socket.set_nonblocking(true)?;
+        Ok(self)
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -164,6 +172,78 @@ impl FrameSource for UdpSource {
             *len = datagram_len(header.msg_len as usize, header.msg_hdr.msg_flags, slot_len);
         }
         Ok(Batch::Frames(received))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn kernel_drops(&self) -> Option<u64> {
+        // `SO_MEMINFO` fills the socket's memory counters; the drop count is the last we need.
+        let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+        let mut len = size_of_val(&info) as libc::socklen_t;
+        // SAFETY: the descriptor is the open socket's; `info` is writable for `len` bytes and
+        // `len` is passed by pointer for the kernel to shorten.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &raw mut len,
+            )
+        };
+        (rc == 0 && len as usize == size_of_val(&info))
+            .then(|| u64::from(info[libc::SK_MEMINFO_DROPS as usize]))
+    }
+}
+
+/// Address `k` of a set of consecutive ports from `base`: link or FED `k` listens on `base`'s
+/// port + `k`. The one mapping every sender and receiver of such a set uses.
+pub fn port_offset(base: SocketAddr, k: usize) -> io::Result<SocketAddr> {
+    let port = usize::from(base.port())
+        .checked_add(k)
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{base}: port + {k} is not a port"),
+            )
+        })?;
+    let mut addr = base;
+    addr.set_port(port);
+    Ok(addr)
+}
+
+/// Sleeping overshoots by the timer slack (Linux's default: 50 us) plus the wake-up, so a
+/// pacer spins the last stretch before a deadline.
+const SPIN_BELOW: Duration = Duration::from_micros(100);
+
+/// Holds a sender to a schedule counted from one start: each item's due time is an offset
+/// from the start, never from the previous send, so the pace does not drift.
+pub struct Pacer {
+    start: Instant,
+}
+
+impl Pacer {
+    pub fn start_now() -> Self {
+        Self {
+            start: Instant::now(),
+        }
+    }
+
+    /// Returns once `offset` has passed since the start: sleeps while the deadline is far,
+    /// spins the last [`SPIN_BELOW`].
+    pub fn wait_until(&self, offset: Duration) {
+        let due = self.start + offset;
+        loop {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            if left > SPIN_BELOW {
+                std::thread::sleep(left - SPIN_BELOW);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
     }
 }
 
@@ -300,6 +380,74 @@ mod tests {
         assert_eq!(source.next_frame(&mut slot).unwrap(), Poll::Frame(65));
         assert_eq!(source.next_frame(&mut slot).unwrap(), Poll::Frame(64));
         assert_eq!(slot, [7; 64]);
+    }
+
+    /// More datagrams than the socket buffer holds, sent before any is received: each one
+    /// is either received or in the kernel's drop count.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn kernel_drops_account_for_every_datagram_not_received() {
+        let mut source = UdpSource::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert_eq!(source.kernel_drops(), Some(0));
+        let sender = UdpSender::connect(source.local_addr().unwrap()).unwrap();
+        // Loopback delivers (or drops) each datagram within `send`: send until one is dropped.
+        let mut sent = 0u64;
+        while source.kernel_drops() == Some(0) {
+            assert!(sent < 1 << 20, "1 GiB sent and nothing dropped");
+            for _ in 0..1024 {
+                sender.send(&[1; 1024]).unwrap();
+            }
+            sent += 1024;
+        }
+        let mut slot = [0u8; 1024];
+        let mut received = 0;
+        while source.next_frame(&mut slot).unwrap() == Poll::Frame(1024) {
+            received += 1;
+        }
+        assert_eq!(received + source.kernel_drops().unwrap(), sent);
+    }
+
+    /// 100 receives on an empty socket: waiting would take 100 poll time-outs (1 s).
+    #[test]
+    fn a_socket_without_waiting_is_idle_at_once() {
+        for batch in BATCH_SIZES {
+            let mut source = UdpSource::bind("127.0.0.1:0".parse().unwrap())
+                .unwrap()
+                .with_batch_size(batch)
+                .without_waiting()
+                .unwrap();
+            let link = LinkShared::new(SourceId::readout(1), FrameFormat::WibEth, 0.01).unwrap();
+            let mut producer = link.buffer.producer().unwrap();
+            let mut lens = [0; MAX_BATCH];
+            let start = Instant::now();
+            for _ in 0..100 {
+                let mut run = producer.next_slots(batch).unwrap();
+                assert_eq!(
+                    source.next_frames(&mut run, &mut lens).unwrap(),
+                    Batch::Idle
+                );
+            }
+            assert!(start.elapsed() < 50 * POLL_TIMEOUT, "{:?}", start.elapsed());
+        }
+    }
+
+    #[test]
+    fn ports_are_offset_from_the_base_and_never_wrap() {
+        let base: SocketAddr = "127.0.0.1:65530".parse().unwrap();
+        assert_eq!(port_offset(base, 5).unwrap().port(), 65535);
+        assert_eq!(port_offset(base, 0).unwrap(), base);
+        assert!(port_offset(base, 6).is_err());
+        assert!(port_offset(base, usize::MAX).is_err());
+    }
+
+    #[test]
+    fn a_pacer_never_returns_before_the_deadline() {
+        let pacer = Pacer::start_now();
+        for ms in [0, 1, 3, 6] {
+            let offset = Duration::from_millis(ms);
+            pacer.wait_until(offset);
+            assert!(pacer.start.elapsed() >= offset);
+        }
     }
 
     #[test]

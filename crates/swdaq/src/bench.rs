@@ -145,6 +145,17 @@ enum What {
         #[arg(long, default_value_t = 10.0)]
         zeromq_seconds: f64,
     },
+    /// One readout unit's FED links taking fragments over UDP loopback on one core, one
+    /// `recvmsg` per datagram against `recvmmsg` batches, in the same run.
+    EvbUdp {
+        #[arg(long, default_value_t = 100_000)]
+        events: u64,
+        #[arg(long, default_value_t = 4)]
+        feds: u16,
+        /// Mean FED fragment size in bytes (spread: an eighth of it).
+        #[arg(long, default_value_t = 1024)]
+        fed_bytes: u32,
+    },
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -484,6 +495,56 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     ]
                 },
             )
+        }
+        What::EvbUdp {
+            events,
+            feds,
+            fed_bytes,
+        } => {
+            anyhow::ensure!(
+                *events > 0 && *feds > 0,
+                "events and feds must be at least 1"
+            );
+            let batches = [
+                1,
+                8,
+                swdaq_readout::udp::DEFAULT_BATCH,
+                swdaq_readout::udp::MAX_BATCH,
+            ];
+            let result = swdaq_evb::bench_udp::udp_intake(*feds, *fed_bytes, *events, &batches)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+                return Ok(());
+            }
+            print_results(
+                false,
+                &result.rows,
+                &[
+                    "batch",
+                    "fragments",
+                    "ns/fragment",
+                    "fragments/s per core",
+                    "GB/s per core",
+                    "kernel dropped",
+                    "bad",
+                ],
+                |r| {
+                    vec![
+                        r.batch.to_string(),
+                        r.fragments.to_string(),
+                        format!("{:.0}", r.ns_per_fragment),
+                        format!("{:.0}", r.fragments_per_core_second),
+                        format!("{:.2}", r.gbps_per_core),
+                        r.kernel_dropped.to_string(),
+                        r.bad_fragments.to_string(),
+                    ]
+                },
+            )?;
+            println!(
+                "{} FEDs of {} bytes; largest batch / one at a time: {:.2}x; load average {:.2}",
+                result.feds, result.fed_bytes, result.batched_speedup, result.load_average
+            );
+            Ok(())
         }
         What::Evb {
             events,

@@ -5,8 +5,10 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
+use std::time::Duration;
 use swdaq_format::rawfile::{RawFileHeader, RawFileWriter, link_path};
 use swdaq_format::{FragmentType, SourceId};
+use swdaq_readout::udp::{Pacer, port_offset};
 use swdaq_sim::{Detector, FrameFormat, SimConfig, truth};
 
 #[derive(clap::Args)]
@@ -33,10 +35,14 @@ pub struct Args {
     /// Timestamp of the first frame, in clock ticks.
     #[arg(long, default_value_t = 0)]
     start_timestamp: u64,
-    /// Send the frames as UDP datagrams instead of writing raw files: link K goes to this
-    /// address's port + K, paced at the link's real-time rate. The truth is still written.
+    /// Send the frames as UDP datagrams instead of writing raw files: link K (FED K, the
+    /// K-th in the configuration) goes to this address's port + K, paced at the link's
+    /// real-time rate (FEDs: at each level-1 accept's trigger time). The truth is still written.
     #[arg(long)]
     udp: Option<std::net::SocketAddr>,
+    /// With `--udp`: send as fast as the sockets take the datagrams, not paced.
+    #[arg(long, requires = "udp")]
+    flat_out: bool,
     /// Also package the data as this many consecutive trigger records (every link's frames
     /// of each window as one fragment) in an HDF5 file in the output directory.
     #[arg(long, conflicts_with = "udp")]
@@ -46,7 +52,8 @@ pub struct Args {
 /// Where a link's frames go.
 enum Sink {
     File(RawFileWriter<BufWriter<File>>, PathBuf),
-    Udp(swdaq_readout::udp::UdpSender, std::time::Instant, f64),
+    /// The sender, and the pacer with the link's frame rate (`None`: flat out).
+    Udp(swdaq_readout::udp::UdpSender, Option<(Pacer, f64)>),
 }
 
 impl Sink {
@@ -55,11 +62,9 @@ impl Sink {
             Sink::File(writer, path) => writer
                 .write_frame(frame)
                 .with_context(|| format!("writing {}", path.display())),
-            Sink::Udp(sender, start, rate) => {
-                // Deadlines from the frame index: the pace does not drift.
-                let due = *start + std::time::Duration::from_secs_f64(index as f64 / *rate);
-                while std::time::Instant::now() < due {
-                    std::hint::spin_loop();
+            Sink::Udp(sender, pace) => {
+                if let Some((pacer, rate)) = pace {
+                    pacer.wait_until(Duration::from_secs_f64(index as f64 / *rate));
                 }
                 sender.send(frame).context("sending a UDP datagram")
             }
@@ -166,7 +171,7 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
     use swdaq_sim::felix::{FelixCard, FelixConfig, L1_RATE_HZ};
     anyhow::ensure!(
         args.udp.is_none() && args.records.is_none(),
-        "--udp and --records are for the TPC formats"
+        "--udp and --records are for the TPC and FED formats"
     );
     let mut config = match &args.config {
         Some(path) => read_config::<FelixConfig>(path)?,
@@ -229,15 +234,13 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// FEDs: FED K's fragments (one raw-file record each) to `fed<K>.swraw`, the injected
-/// faults to `fed_faults.csv`. Without `--config`, `--links` FEDs numbered from 0 with the
-/// event builder's default sizes, rate and seed.
+/// FEDs: FED K's fragments (one raw-file record each) to `fed<K>.swraw`, or with `--udp`
+/// one datagram each to the K-th port, the injected faults to `fed_faults.csv`. Without
+/// `--config`, `--links` FEDs numbered from 0 with the event builder's default sizes, rate
+/// and seed.
 fn run_fed(args: &Args) -> anyhow::Result<()> {
     use swdaq_sim::fed::{FedSimConfig, write_fed_files};
-    anyhow::ensure!(
-        args.udp.is_none() && args.records.is_none(),
-        "--udp and --records are for the TPC formats"
-    );
+    anyhow::ensure!(args.records.is_none(), "--records is for the TPC formats");
     let mut config = match &args.config {
         Some(path) => read_config::<FedSimConfig>(path)?,
         None => {
@@ -257,6 +260,21 @@ fn run_fed(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let feds = config.feds.len();
+    if let Some(base) = args.udp {
+        let sent = swdaq_evb::fed_udp::send(config, events, base, !args.flat_out)?;
+        truth::write_csv(&args.out.join("fed_faults.csv"), &sent.faults)?;
+        println!(
+            "sent {feds} FEDs x {events} L1 accepts to UDP {base} (+ FED index): {} datagrams, \
+             {:.1} MB in {:.3} s ({:.0} datagrams/s), truth in {} ({} injected faults)",
+            sent.datagrams,
+            sent.bytes as f64 / 1e6,
+            sent.seconds,
+            sent.datagrams as f64 / sent.seconds,
+            args.out.display(),
+            sent.faults.len()
+        );
+        return Ok(());
+    }
     let written = write_fed_files(config, events, args.run, &args.out)?;
     truth::write_csv(&args.out.join("fed_faults.csv"), &written.faults)?;
     println!(
@@ -283,16 +301,12 @@ fn write_link(
     bar: &ProgressBar,
 ) -> anyhow::Result<(Vec<truth::TruePulse>, Vec<truth::InjectedFault>)> {
     let mut sink = match args.udp {
-        Some(mut addr) => {
-            addr.set_port(
-                addr.port()
-                    .checked_add(link as u16)
-                    .context("UDP port out of range")?,
-            );
+        Some(base) => {
+            let addr = port_offset(base, link as usize)?;
             let sender = swdaq_readout::udp::UdpSender::connect(addr)
                 .with_context(|| format!("UDP to {addr}"))?;
             let rate = format.clock_hz() / format.ticks_per_frame() as f64;
-            Sink::Udp(sender, std::time::Instant::now(), rate)
+            Sink::Udp(sender, (!args.flat_out).then(|| (Pacer::start_now(), rate)))
         }
         None => {
             let path = link_path(&args.out, link);

@@ -159,14 +159,11 @@ pub fn channel_map(sim: &LinkSimulator, format: FrameFormat) -> (Vec<u32>, Vec<b
 
 /// Link `link`'s address: `source.udp_address` with its port + `link`.
 fn udp_address(base: &str, link: u32) -> anyhow::Result<SocketAddr> {
-    let mut addr: SocketAddr = base
+    let addr: SocketAddr = base
         .parse()
         .with_context(|| format!("source.udp_address: {base:?}"))?;
-    let port = u16::try_from(u32::from(addr.port()) + link)
-        .ok()
-        .with_context(|| format!("source.udp_address: port + link {link} is not a port"))?;
-    addr.set_port(port);
-    Ok(addr)
+    swdaq_readout::udp::port_offset(addr, link as usize)
+        .with_context(|| format!("source.udp_address: link {link}"))
 }
 
 /// Link `link`'s raw file, all of it, as a template; and the timestamp of its first frame.

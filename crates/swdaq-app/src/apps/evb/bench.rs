@@ -12,6 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 use swdaq_evb::EvbConfig;
 use swdaq_evb::bench::{BenchResult, RunRow, TransportRow};
+use swdaq_evb::metrics::load_average;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EvbBenchResult {
@@ -29,14 +30,6 @@ pub struct EvbBenchResult {
     pub zeromq_vs_one_process_per_cpu: f64,
     /// The machine's 1-minute load average before and after (it may be shared).
     pub load_average: (f64, f64),
-}
-
-/// One-minute load average (`/proc/loadavg`); NaN where it cannot be read.
-fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
 }
 
 /// An `evm`, `ru` and `bu` topology for `config` on free loopback ports.

@@ -1,0 +1,146 @@
+//! `swdaq bench evb-udp`: what one readout unit's FED links take over UDP loopback on one
+//! core, each FED's socket read `batch` datagrams per `recvmmsg` (1: one `recvmsg` each),
+//! every batch size in the same run. Each burst of events is sent first and waits in the
+//! sockets (a burst fits their buffers); then the unit takes the burst's events — receive,
+//! placement by level-1 id, checks, super-fragment — and only that is timed, in CPU time of
+//! the thread, as `swdaq bench readout` times the UDP receive of WIBEth frames.
+
+use crate::metrics::{load_average, thread_cpu_ns};
+use crate::producer::{FedSource, Producer};
+use serde::Serialize;
+use std::io;
+use std::time::{Duration, Instant};
+use swdaq_readout::udp::{UdpSender, UdpSource};
+use swdaq_sim::fed::{FedEmulator, FedEvent, FedSimConfig};
+
+/// Events sent before the unit takes them: 512 datagrams of ~1 KiB per socket, well inside a
+/// 4 MiB receive buffer (`net.core.rmem_max` here); a smaller one drops, and says so.
+const BURST_EVENTS: u64 = 512;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpIntakeRow {
+    /// Datagrams per receive call.
+    pub batch: usize,
+    pub fragments: u64,
+    pub ns_per_fragment: f64,
+    pub fragments_per_core_second: f64,
+    pub gbps_per_core: f64,
+    /// Datagrams the kernel dropped (must be 0 for the figure to stand).
+    pub kernel_dropped: u64,
+    /// Fragments that failed a check or were missing (must be 0).
+    pub bad_fragments: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UdpIntakeResult {
+    pub feds: u16,
+    pub fed_bytes: u32,
+    pub events: u64,
+    pub rows: Vec<UdpIntakeRow>,
+    /// One-at-a-time ns per fragment over the largest batch's, same run.
+    pub batched_speedup: f64,
+    pub load_average: f64,
+}
+
+/// `events` events of `feds` FEDs of `fed_bytes` (spread an eighth) for each batch size.
+pub fn udp_intake(
+    feds: u16,
+    fed_bytes: u32,
+    events: u64,
+    batches: &[usize],
+) -> io::Result<UdpIntakeResult> {
+    let config = FedSimConfig {
+        feds: FedSimConfig::uniform(0, feds, fed_bytes, fed_bytes / 8),
+        trigger_rate_hz: 100e3,
+        poisson: false,
+        seed: 1,
+        faults: Default::default(),
+    };
+    let rows = batches
+        .iter()
+        .map(|&batch| measure(&config, events, batch))
+        .collect::<io::Result<Vec<_>>>()?;
+    let ns = |r: Option<&UdpIntakeRow>| r.map_or(f64::NAN, |r| r.ns_per_fragment);
+    let one = ns(rows.iter().find(|r| r.batch == 1));
+    let largest = ns(rows.iter().max_by_key(|r| r.batch));
+    Ok(UdpIntakeResult {
+        feds,
+        fed_bytes,
+        events,
+        batched_speedup: one / largest,
+        rows,
+        load_average: load_average(),
+    })
+}
+
+fn measure(config: &FedSimConfig, events: u64, batch: usize) -> io::Result<UdpIntakeRow> {
+    let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+    let mut emulator = FedEmulator::new(config.clone()).map_err(|e| invalid(e.to_string()))?;
+    let mut sources = Vec::new();
+    let mut senders = Vec::new();
+    for spec in &config.feds {
+        let source = UdpSource::bind((std::net::Ipv4Addr::LOCALHOST, 0).into())?
+            .with_batch_size(batch)
+            .without_waiting()?;
+        senders.push(UdpSender::connect(source.local_addr()?)?);
+        sources.push(FedSource {
+            fed: spec.id,
+            source: Box::new(source),
+            max_fragment: 16 << 10,
+        });
+    }
+    let wait = Duration::from_secs(1);
+    let mut unit = Producer::from_sources(0, sources, 1024, wait, 1, Instant::now())
+        .map_err(|e| invalid(e.to_string()))?;
+    let (mut event, mut faults) = (FedEvent::default(), Vec::new());
+    let (mut taken, mut cpu_ns, mut bytes, mut bad) = (0, 0.0, 0, 0);
+    while taken < events {
+        let burst = BURST_EVENTS.min(events - taken);
+        for _ in 0..burst {
+            emulator.next_event(&mut event, &mut faults);
+            for ((_, range), sender) in event.fragments.iter().zip(&senders) {
+                sender.send(&event.bytes[range.clone()])?;
+                bytes += range.len() as u64;
+            }
+        }
+        let start = thread_cpu_ns();
+        for _ in 0..burst {
+            while unit.not_due_for().is_some() {}
+            bad += u64::from(unit.take().1.bad_feds);
+        }
+        cpu_ns += thread_cpu_ns() - start;
+        taken += burst;
+    }
+    // An idle read brings the kernel's drop counts up to date.
+    let _ = unit.not_due_for();
+    let fragments = events * config.feds.len() as u64;
+    Ok(UdpIntakeRow {
+        batch,
+        fragments,
+        ns_per_fragment: cpu_ns / fragments as f64,
+        fragments_per_core_second: fragments as f64 / (cpu_ns / 1e9),
+        gbps_per_core: bytes as f64 / cpu_ns,
+        kernel_dropped: unit
+            .fed_counts()
+            .iter()
+            .map(|c| c.ingest.kernel_dropped)
+            .sum(),
+        bad_fragments: bad,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fragment_is_taken_good_at_every_batch_size() {
+        let result = udp_intake(4, 512, 600, &[1, 32]).unwrap();
+        for row in &result.rows {
+            assert_eq!(row.fragments, 2400);
+            assert_eq!((row.kernel_dropped, row.bad_fragments), (0, 0), "{row:?}");
+            assert!(row.ns_per_fragment > 0.0);
+        }
+        assert!(result.batched_speedup.is_finite());
+    }
+}

@@ -1,0 +1,291 @@
+//! The event builder fed over UDP end to end, through the binary, on 127.0.0.1: `swdaq run`
+//! of an `[evb]` configuration with `[evb.input] kind = "udp"` and `max_events`, while
+//! `swdaq gen --format fed --udp` sends every FED's fragments (one datagram each, every fault
+//! kind on) at a modest trigger rate; then `swdaq inspect --json` of every FRD file. Every
+//! event sent is built once, each FED fragment in it is byte for byte what the FED sent
+//! (the same generator's raw files: same configuration, same truth), and per FED the
+//! failure counts are the sender's truth.
+//!
+//! A datagram the kernel dropped (the socket's receive buffer was full: the machine is
+//! shared) is allowed only as counted: the FED's `kernel_dropped` (the socket's own drop
+//! count) must account for every fragment missing beyond the truth, so a fragment lost in
+//! the event builder itself fails the test.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use swdaq_format::fed::FedFragment;
+use swdaq_format::frd::FrdFile;
+use swdaq_format::rawfile::RawFileReader;
+
+const FEDS: u16 = 8;
+const EVENTS: u64 = 1000;
+/// Level-1 accepts per second the sender is paced at: 16 k datagrams/s in all.
+const RATE_HZ: f64 = 2000.0;
+
+fn swdaq(args: &[&str], dir: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "swdaq {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A base port with the `FEDS` ports from it free now (the run binds them next).
+fn free_udp_ports() -> u16 {
+    loop {
+        let base = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = base.local_addr().unwrap().port();
+        if port < 60_000 && (1..FEDS).all(|k| UdpSocket::bind(("127.0.0.1", port + k)).is_ok()) {
+            return port;
+        }
+    }
+}
+
+/// True once some socket is bound to 127.0.0.1:`port` (`/proc/net/udp`), without binding it.
+fn bound(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+}
+
+/// (event, FED) -> fault kind, from `fed_faults.csv`.
+fn truth(dir: &Path) -> BTreeMap<(u64, u16), String> {
+    let text = std::fs::read_to_string(dir.join("fed_faults.csv")).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            (
+                (f[0].parse().unwrap(), f[1].parse().unwrap()),
+                f[2].to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let feds: Vec<String> = (0..FEDS)
+        .map(|id| format!("{{ id = {id}, mean_bytes = 512, spread_bytes = 64 }}"))
+        .collect();
+    std::fs::write(
+        dir.path().join("gen.toml"),
+        format!(
+            "feds = [{}]\ntrigger_rate_hz = {RATE_HZ:?}\npoisson = false\nseed = 5\n\
+             [faults]\nmissing = 0.02\nwrong_l1_id = 0.02\nbad_crc = 0.02\nbad_length = 0.02\n\
+             stops = [[6, 400]]\n",
+            feds.join(", ")
+        ),
+    )
+    .unwrap();
+    let seconds = (EVENTS as f64 / RATE_HZ).to_string();
+    // The same FEDs to raw files: what each FED sends, record by record.
+    swdaq(
+        &[
+            "gen",
+            "--format",
+            "fed",
+            "--config",
+            "gen.toml",
+            "--seconds",
+            &seconds,
+            "--out",
+            "files",
+        ],
+        dir.path(),
+    );
+
+    let port = free_udp_ports();
+    // `duration_s` only bounds a broken run; `max_events` ends a good one.
+    std::fs::write(
+        dir.path().join("evb.toml"),
+        format!(
+            "duration_s = 15\nmetrics_addr = \"\"\n[evb]\nbuilder_units = 2\nevents_per_file = 100\n\
+             max_events = {EVENTS}\nmin_free_bytes = 0\noutput = {:?}\nrus = [[{}], [{}]]\n\
+             [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\nstop_wait = 100\n",
+            dir.path().join("out"),
+            feds[..4].join(", "),
+            feds[4..].join(", "),
+        ),
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--config", "evb.toml", "--json"])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(0..FEDS).all(|k| bound(port + k)) {
+        assert!(Instant::now() < deadline, "swdaq run never bound its ports");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    swdaq(
+        &[
+            "gen",
+            "--format",
+            "fed",
+            "--config",
+            "gen.toml",
+            "--seconds",
+            &seconds,
+            "--udp",
+            &format!("127.0.0.1:{port}"),
+            "--out",
+            "sent",
+        ],
+        dir.path(),
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "swdaq run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    // The sender's truth is the files' truth: the same fragments went over UDP.
+    let faults = truth(&dir.path().join("sent"));
+    assert_eq!(faults, truth(&dir.path().join("files")));
+    let mut sent: BTreeMap<(u64, u16), Vec<u8>> = BTreeMap::new();
+    for fed in 0..FEDS {
+        let path = dir.path().join("files").join(format!("fed{fed}.swraw"));
+        let mut reader = RawFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
+        let mut record = Vec::new();
+        for event in 1..=EVENTS {
+            let kind = faults.get(&(event, fed)).map(String::as_str);
+            if matches!(kind, Some("missing" | "stopped")) {
+                continue;
+            }
+            assert!(reader.next_frame(&mut record).unwrap());
+            if kind.is_none() {
+                sent.insert((event, fed), record.clone());
+            }
+        }
+    }
+
+    // Every event once; each fragment in it exactly a good one sent. A good fragment absent
+    // can only be one the kernel dropped (checked against its count below).
+    let mut seen = BTreeMap::new();
+    let mut good_absent = [0u64; FEDS as usize];
+    for bu in ["bu0", "bu1"] {
+        for entry in std::fs::read_dir(dir.path().join("out").join(bu)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "raw") {
+                continue;
+            }
+            let report: Value = serde_json::from_str(&swdaq(
+                &["inspect", "--json", path.to_str().unwrap()],
+                dir.path(),
+            ))
+            .unwrap();
+            assert_eq!(report["error"], Value::Null, "{}", path.display());
+            assert_eq!(report["bad_event_crc"], 0);
+            let bytes = std::fs::read(&path).unwrap();
+            for event in FrdFile::parse(&bytes).unwrap().events() {
+                let event = event.unwrap();
+                let number = u64::from(event.header.event);
+                *seen.entry(number).or_insert(0) += 1;
+                let mut rest = event.payload;
+                let mut fragments = BTreeMap::new();
+                while !rest.is_empty() {
+                    let (fragment, before) = FedFragment::parse_last(rest).unwrap();
+                    fragments.insert(fragment.header.source_id, &rest[before.len()..]);
+                    rest = before;
+                }
+                for fed in 0..FEDS {
+                    match (sent.get(&(number, fed)), fragments.get(&fed)) {
+                        (Some(sent), Some(&built)) => {
+                            assert!(sent == built, "event {number} FED {fed}: bytes differ")
+                        }
+                        (Some(_), None) => good_absent[fed as usize] += 1,
+                        (None, Some(_)) => panic!("event {number} FED {fed}: not a good fragment"),
+                        (None, None) => {}
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(seen.len() as u64, EVENTS, "events built");
+    assert!(
+        seen.iter()
+            .all(|(&e, &n)| n == 1 && (1..=EVENTS).contains(&e))
+    );
+
+    // Per FED: the failures are the truth's, plus the kernel's drops counted missing.
+    let kind_counter = [
+        ("missing", "missing"),
+        ("stopped", "missing"),
+        ("wrong_l1_id", "wrong_l1_id"),
+        ("bad_crc", "bad_crc"),
+        ("bad_length", "bad_length"),
+    ];
+    let mut dropped_total = 0;
+    for fed in summary["feds"].as_array().unwrap() {
+        let id = fed["fed"].as_u64().unwrap() as u16;
+        let dropped = fed["ingest"]["kernel_dropped"].as_u64().unwrap();
+        dropped_total += dropped;
+        let mut expected: BTreeMap<&str, u64> = BTreeMap::new();
+        for ((_, f), kind) in &faults {
+            if *f == id {
+                let counter = kind_counter.iter().find(|(k, _)| k == kind).unwrap().1;
+                *expected.entry(counter).or_default() += 1;
+            }
+        }
+        let failed = |name: &str| fed["failures"][name].as_u64().unwrap();
+        let want = |name: &str| expected.get(name).copied().unwrap_or(0);
+        assert_eq!(
+            failed("missing"),
+            want("missing") + dropped,
+            "FED {id} missing"
+        );
+        // A dropped fragment was good or carried a fault: its fault then shows as missing.
+        let mut faulty_dropped = 0;
+        for name in ["wrong_l1_id", "bad_crc", "bad_length"] {
+            assert!(failed(name) <= want(name), "FED {id} {name}");
+            faulty_dropped += want(name) - failed(name);
+        }
+        assert_eq!(
+            failed("malformed") + failed("wrong_source_id"),
+            0,
+            "FED {id}"
+        );
+        assert_eq!(
+            good_absent[id as usize] + faulty_dropped,
+            dropped,
+            "FED {id}: fragments missing that the kernel did not drop"
+        );
+        let good = EVENTS - expected.values().sum::<u64>() - good_absent[id as usize];
+        assert_eq!(fed["good"].as_u64().unwrap(), good, "FED {id}");
+        assert_eq!(fed["ingest"]["oversized"], 0);
+    }
+    if dropped_total > 0 {
+        eprintln!(
+            "the kernel dropped {dropped_total} datagrams (counted, each a missing fragment)"
+        );
+    }
+    assert_eq!(summary["built"].as_u64().unwrap(), EVENTS);
+    assert_eq!(summary["incomplete"].as_u64().unwrap(), 0);
+    assert_eq!(summary["lost"].as_u64().unwrap(), 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}
