@@ -138,7 +138,9 @@ mod tests {
         let result = udp_intake(4, 512, 600, &[1, 32]).unwrap();
         for row in &result.rows {
             assert_eq!(row.fragments, 2400);
-            assert_eq!((row.kernel_dropped, row.bad_fragments), (0, 0), "{row:?}");
+            // A loaded host may drop a datagram of a burst (the bench's figures then say so):
+            // each drop is one missing fragment, and nothing else is bad.
+            assert_eq!(row.bad_fragments, row.kernel_dropped, "{row:?}");
             assert!(row.ns_per_fragment > 0.0);
         }
         assert!(result.batched_speedup.is_finite());

@@ -129,13 +129,11 @@ pub fn queue_gauge(
     registry.block(thread, labels).gauge(name, help)
 }
 
-/// CPU time of the calling thread in ns (`/proc/thread-self/schedstat`): the machine is
-/// shared, so per-item costs are CPU time, not wall time.
+/// CPU time of the calling thread in ns (`CLOCK_THREAD_CPUTIME_ID`): the machine is shared,
+/// so per-item costs are CPU time, not wall time. Not `/proc/thread-self/schedstat`: a
+/// running thread's figure there moves only at scheduler ticks, so a short span read 0.
 pub fn thread_cpu_ns() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .unwrap_or(f64::NAN)
+    cpu_time::ThreadTime::now().as_duration().as_nanos() as f64
 }
 
 /// CPU ticks (USER_HZ) of the event builder's own threads (named `evb-*`): what the
