@@ -11,34 +11,21 @@
 //! count) must account for every fragment missing beyond the truth, so a fragment lost in
 //! the event builder itself fails the test.
 
+#[path = "common/fed_streams.rs"]
+mod fed_streams;
+use fed_streams::{
+    FEDS, built_events, expected_failures, fed_specs, generate, good_fragments, truth,
+    two_readout_units, write_generator_config,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use swdaq_format::fed::FedFragment;
-use swdaq_format::frd::FrdFile;
-use swdaq_format::rawfile::RawFileReader;
 
-const FEDS: u16 = 8;
 const EVENTS: u64 = 1000;
 /// Level-1 accepts per second the sender is paced at: 16 k datagrams/s in all.
 const RATE_HZ: f64 = 2000.0;
-
-fn swdaq(args: &[&str], dir: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "swdaq {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A base port with the `FEDS` ports from it free now (the run binds them next).
 fn free_udp_ports() -> u16 {
@@ -61,54 +48,14 @@ fn bound(port: u16) -> bool {
         .any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
 }
 
-/// (event, FED) -> fault kind, from `fed_faults.csv`.
-fn truth(dir: &Path) -> BTreeMap<(u64, u16), String> {
-    let text = std::fs::read_to_string(dir.join("fed_faults.csv")).unwrap();
-    text.lines()
-        .skip(1)
-        .map(|line| {
-            let f: Vec<&str> = line.split(',').collect();
-            (
-                (f[0].parse().unwrap(), f[1].parse().unwrap()),
-                f[2].to_owned(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let feds: Vec<String> = (0..FEDS)
-        .map(|id| format!("{{ id = {id}, mean_bytes = 512, spread_bytes = 64 }}"))
-        .collect();
-    std::fs::write(
-        dir.path().join("gen.toml"),
-        format!(
-            "feds = [{}]\ntrigger_rate_hz = {RATE_HZ:?}\npoisson = false\nseed = 5\n\
-             [faults]\nmissing = 0.02\nwrong_l1_id = 0.02\nbad_crc = 0.02\nbad_length = 0.02\n\
-             stops = [[6, 400]]\n",
-            feds.join(", ")
-        ),
-    )
-    .unwrap();
-    let seconds = (EVENTS as f64 / RATE_HZ).to_string();
+    let feds = fed_specs(512);
+    let seconds = write_generator_config(dir.path(), &feds, RATE_HZ, EVENTS);
     // The same FEDs to raw files: what each FED sends, record by record.
-    swdaq(
-        &[
-            "gen",
-            "--format",
-            "fed",
-            "--config",
-            "gen.toml",
-            "--seconds",
-            &seconds,
-            "--out",
-            "files",
-        ],
-        dir.path(),
-    );
+    generate(dir.path(), &seconds, &["--out", "files"]);
 
     let port = free_udp_ports();
     // `duration_s` only bounds a broken run; `max_events` ends a good one.
@@ -116,11 +63,10 @@ fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
         dir.path().join("evb.toml"),
         format!(
             "duration_s = 15\nmetrics_addr = \"\"\n[evb]\nbuilder_units = 2\nevents_per_file = 100\n\
-             max_events = {EVENTS}\nmin_free_bytes = 0\noutput = {:?}\nrus = [[{}], [{}]]\n\
+             max_events = {EVENTS}\nmin_free_bytes = 0\noutput = {:?}\n{}\n\
              [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\nstop_wait = 100\n",
             dir.path().join("out"),
-            feds[..4].join(", "),
-            feds[4..].join(", "),
+            two_readout_units(&feds),
         ),
     )
     .unwrap();
@@ -136,21 +82,10 @@ fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
         assert!(Instant::now() < deadline, "swdaq run never bound its ports");
         std::thread::sleep(Duration::from_millis(20));
     }
-    swdaq(
-        &[
-            "gen",
-            "--format",
-            "fed",
-            "--config",
-            "gen.toml",
-            "--seconds",
-            &seconds,
-            "--udp",
-            &format!("127.0.0.1:{port}"),
-            "--out",
-            "sent",
-        ],
+    generate(
         dir.path(),
+        &seconds,
+        &["--udp", &format!("127.0.0.1:{port}"), "--out", "sent"],
     );
     let out = run.wait_with_output().unwrap();
     assert!(
@@ -163,91 +98,34 @@ fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
     // The sender's truth is the files' truth: the same fragments went over UDP.
     let faults = truth(&dir.path().join("sent"));
     assert_eq!(faults, truth(&dir.path().join("files")));
-    let mut sent: BTreeMap<(u64, u16), Vec<u8>> = BTreeMap::new();
-    for fed in 0..FEDS {
-        let path = dir.path().join("files").join(format!("fed{fed}.swraw"));
-        let mut reader = RawFileReader::new(std::fs::File::open(path).unwrap()).unwrap();
-        let mut record = Vec::new();
-        for event in 1..=EVENTS {
-            let kind = faults.get(&(event, fed)).map(String::as_str);
-            if matches!(kind, Some("missing" | "stopped")) {
-                continue;
-            }
-            assert!(reader.next_frame(&mut record).unwrap());
-            if kind.is_none() {
-                sent.insert((event, fed), record.clone());
-            }
-        }
-    }
+    let sent = good_fragments(&dir.path().join("files"), &faults, EVENTS);
 
     // Every event once; each fragment in it exactly a good one sent. A good fragment absent
     // can only be one the kernel dropped (checked against its count below).
-    let mut seen = BTreeMap::new();
+    let built = built_events(dir.path(), &dir.path().join("out"));
+    assert!(built.keys().copied().eq(1..=EVENTS), "events built");
     let mut good_absent = [0u64; FEDS as usize];
-    for bu in ["bu0", "bu1"] {
-        for entry in std::fs::read_dir(dir.path().join("out").join(bu)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "raw") {
-                continue;
-            }
-            let report: Value = serde_json::from_str(&swdaq(
-                &["inspect", "--json", path.to_str().unwrap()],
-                dir.path(),
-            ))
-            .unwrap();
-            assert_eq!(report["error"], Value::Null, "{}", path.display());
-            assert_eq!(report["bad_event_crc"], 0);
-            let bytes = std::fs::read(&path).unwrap();
-            for event in FrdFile::parse(&bytes).unwrap().events() {
-                let event = event.unwrap();
-                let number = u64::from(event.header.event);
-                *seen.entry(number).or_insert(0) += 1;
-                let mut rest = event.payload;
-                let mut fragments = BTreeMap::new();
-                while !rest.is_empty() {
-                    let (fragment, before) = FedFragment::parse_last(rest).unwrap();
-                    fragments.insert(fragment.header.source_id, &rest[before.len()..]);
-                    rest = before;
+    for (&number, fragments) in &built {
+        let fragments: BTreeMap<u16, &Vec<u8>> = fragments.iter().map(|(f, b)| (*f, b)).collect();
+        for fed in 0..FEDS {
+            match (sent.get(&(number, fed)), fragments.get(&fed)) {
+                (Some(sent), Some(&built)) => {
+                    assert!(sent == built, "event {number} FED {fed}: bytes differ")
                 }
-                for fed in 0..FEDS {
-                    match (sent.get(&(number, fed)), fragments.get(&fed)) {
-                        (Some(sent), Some(&built)) => {
-                            assert!(sent == built, "event {number} FED {fed}: bytes differ")
-                        }
-                        (Some(_), None) => good_absent[fed as usize] += 1,
-                        (None, Some(_)) => panic!("event {number} FED {fed}: not a good fragment"),
-                        (None, None) => {}
-                    }
-                }
+                (Some(_), None) => good_absent[fed as usize] += 1,
+                (None, Some(_)) => panic!("event {number} FED {fed}: not a good fragment"),
+                (None, None) => {}
             }
         }
     }
-    assert_eq!(seen.len() as u64, EVENTS, "events built");
-    assert!(
-        seen.iter()
-            .all(|(&e, &n)| n == 1 && (1..=EVENTS).contains(&e))
-    );
 
     // Per FED: the failures are the truth's, plus the kernel's drops counted missing.
-    let kind_counter = [
-        ("missing", "missing"),
-        ("stopped", "missing"),
-        ("wrong_l1_id", "wrong_l1_id"),
-        ("bad_crc", "bad_crc"),
-        ("bad_length", "bad_length"),
-    ];
     let mut dropped_total = 0;
     for fed in summary["feds"].as_array().unwrap() {
         let id = fed["fed"].as_u64().unwrap() as u16;
         let dropped = fed["ingest"]["kernel_dropped"].as_u64().unwrap();
         dropped_total += dropped;
-        let mut expected: BTreeMap<&str, u64> = BTreeMap::new();
-        for ((_, f), kind) in &faults {
-            if *f == id {
-                let counter = kind_counter.iter().find(|(k, _)| k == kind).unwrap().1;
-                *expected.entry(counter).or_default() += 1;
-            }
-        }
+        let expected = expected_failures(&faults, id);
         let failed = |name: &str| fed["failures"][name].as_u64().unwrap();
         let want = |name: &str| expected.get(name).copied().unwrap_or(0);
         assert_eq!(
