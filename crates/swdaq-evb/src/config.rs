@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 use swdaq_sim::fed::{FedFaultRates, FedSimConfig, FedSpec};
 
-/// The pacing tick unless configured: 40 events per tick at 80 kHz, and far below any
-/// builder unit's time-out.
-pub const DEFAULT_PACING_TICK: Duration = Duration::from_micros(500);
+/// The pacing tick unless configured: at most 1 ms of latency, far below any builder unit's
+/// time-out. A wake-up costs tens of microseconds of CPU on the 2-core test VM: at 25 kHz
+/// the builder spent 32 us per event at 1 ms, 37 us at 0.5 ms, 52-54 us waking per event
+/// (BENCHMARKS.md).
+pub const DEFAULT_PACING_TICK: Duration = Duration::from_millis(1);
 
 /// What a writer does when the output directory's free space falls below the reserve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
