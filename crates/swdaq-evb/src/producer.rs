@@ -94,10 +94,10 @@ pub struct Producer {
     builder: SuperFragmentBuilder,
     /// The event built next.
     next: u64,
-    /// Each link's placement of `next`, once every link has one.
-    placements: Option<Vec<Placement>>,
-    /// The last placements' vector, reused: allocated per event it cost a malloc and a free.
-    spare_placements: Vec<Placement>,
+    /// Each link's placement of `next` (a vector kept across events: allocated per event it
+    /// cost a malloc and a free); final once `placed`.
+    placements: Vec<Placement>,
+    placed: bool,
     /// When `next` was found ready (sources: its trigger time).
     ready_ns: u64,
     stop_wait: Duration,
@@ -188,8 +188,8 @@ impl Producer {
             links,
             builder: SuperFragmentBuilder::new(ru, feds),
             next: 1,
-            placements: None,
-            spare_placements: Vec::new(),
+            placements: Vec::new(),
+            placed: false,
             ready_ns: 0,
             stop_wait,
             idle: false,
@@ -208,7 +208,7 @@ impl Producer {
     fn trigger_ns(&self) -> u64 {
         match &self.feed {
             Feed::Emulator { pending, .. } => pending.front().map_or(0, |(t, _)| *t),
-            Feed::Sources(_) if self.placements.is_some() => self.ready_ns,
+            Feed::Sources(_) if self.placed => self.ready_ns,
             Feed::Sources(_) => self.start.elapsed().as_nanos() as u64,
         }
     }
@@ -257,7 +257,7 @@ impl Producer {
     /// Places the next event on every link, reading (or emulating) what that needs; true
     /// once every link has a placement.
     fn resolve(&mut self) -> bool {
-        if self.placements.is_some() {
+        if self.placed {
             return true;
         }
         if self.idle && !self.woken() {
@@ -272,13 +272,13 @@ impl Producer {
             }
             Feed::Sources(_) => (false, u64::MAX),
         };
-        let mut placements = std::mem::take(&mut self.spare_placements);
+        let mut placements = std::mem::take(&mut self.placements);
         placements.clear();
         for index in 0..self.links.len() {
             placements.push(self.place_on(index, settled, newest));
         }
-        if placements.contains(&Placement::Wait) {
-            self.spare_placements = placements;
+        self.placements = placements;
+        if self.placements.contains(&Placement::Wait) {
             return false;
         }
         // No FED sent anything for it: no evidence the event was triggered. The FEDs have
@@ -290,7 +290,7 @@ impl Producer {
             return false;
         }
         self.ready_ns = self.start.elapsed().as_nanos() as u64;
-        self.placements = Some(placements);
+        self.placed = true;
         true
     }
 
@@ -369,7 +369,11 @@ impl Producer {
     pub fn take(&mut self) -> (u64, SuperFragment) {
         self.resolve();
         let trigger_ns = self.trigger_ns();
-        let placements = self.placements.take().unwrap_or_default();
+        let mut placements = std::mem::take(&mut self.placements);
+        if !self.placed {
+            // Not ready: every link counts missing, none is read.
+            placements.clear();
+        }
         let event = self.next;
         // Sized once: grown from empty it was copied as it grew.
         let placed: usize = self
@@ -400,7 +404,8 @@ impl Producer {
             }
         }
         self.next += 1;
-        self.spare_placements = placements;
+        self.placements = placements;
+        self.placed = false;
         let sf = SuperFragment {
             ru: self.builder.ru(),
             event,
