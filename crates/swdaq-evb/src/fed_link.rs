@@ -194,7 +194,7 @@ impl FedLink {
         write: impl FnOnce(&mut [u8]) -> io::Result<Poll>,
     ) -> io::Result<Poll> {
         // The cursor's fragment must stay readable after this write.
-        if self.buffer.oldest_readable_after(1) > self.cursor {
+        if self.buffer.room_keeping(self.cursor) == 0 {
             return Ok(Poll::Idle);
         }
         let Some(slot) = self.producer.next_slot() else {
@@ -224,10 +224,8 @@ impl FedLink {
         max: usize,
     ) -> io::Result<Batch> {
         // Every slot written must leave the cursor's fragment readable.
-        let mut want = max.min(source.batch_size()).min(FILL_BATCH);
-        while want > 0 && self.buffer.oldest_readable_after(want as u64) > self.cursor {
-            want -= 1;
-        }
+        let room = self.buffer.room_keeping(self.cursor);
+        let want = (max.min(source.batch_size()).min(FILL_BATCH) as u64).min(room) as usize;
         if want == 0 {
             return Ok(Batch::Idle);
         }

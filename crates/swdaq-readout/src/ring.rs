@@ -115,6 +115,12 @@ impl LatencyBuffer {
         (self.published() + self.guard + frames).saturating_sub(self.capacity() as u64)
     }
 
+    /// How many more frames the producer may write with frame `index` still readable after
+    /// them (0 once one more would take it).
+    pub fn room_keeping(&self, index: u64) -> u64 {
+        (index + self.capacity() as u64).saturating_sub(self.published() + self.guard)
+    }
+
     fn slot_ptr(&self, index: u64) -> *mut u8 {
         let offset = (index & self.mask) as usize * self.slot_stride;
         // SAFETY: offset < capacity * slot_stride, the mapping's length; only a pointer is
@@ -475,6 +481,28 @@ mod tests {
         assert!(buffer.producer().is_some());
         drop((r, buffer));
         assert!(weak.upgrade().is_none(), "the last end frees it");
+    }
+
+    /// The room kept for a frame is the most frames that leave it readable, whatever has
+    /// been published.
+    #[test]
+    fn room_keeping_a_frame_is_what_leaves_it_readable() {
+        let b = LatencyBuffer::new(16, 8).unwrap();
+        let mut p = b.producer().unwrap();
+        for published in 0..40u64 {
+            for index in b.oldest_readable()..=published {
+                let room = b.room_keeping(index);
+                assert!(
+                    b.oldest_readable_after(room) <= index,
+                    "{published} {index}"
+                );
+                assert!(
+                    b.oldest_readable_after(room + 1) > index,
+                    "{published} {index}"
+                );
+            }
+            assert!(put(&mut p, published));
+        }
     }
 
     #[test]
