@@ -568,6 +568,9 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
         },
         config.evb.output.display()
     );
+    if let Some(warning) = swdaq_evb::ramdisk::advice(&config.evb.output) {
+        eprintln!("{warning}");
+    }
     let summary = run(&config, &interrupt, json)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&summary_json(&summary))?);

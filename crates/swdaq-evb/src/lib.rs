@@ -9,7 +9,7 @@
 //! one does not answer in time ([`build`], [`bu`]), and its writer thread puts events into
 //! `RAW_0002` files of `events_per_file` events with the filter farm's `.jsn` bookkeeping
 //! ([`files`], [`jsn`]); a stand-in for the filter farm reads them back, verifies and
-//! deletes them ([`farm`]). Units talk only through `swdaq_dataflow::transport` ([`message`]);
+//! deletes them ([`farm`]); [`ramdisk`] tells whether the RAM disk keeps files in large pages. Units talk only through `swdaq_dataflow::transport` ([`message`]);
 //! [`system`] runs them all in one process; [`fed_udp`] sends emulated FEDs over UDP; [`reconcile`] settles a dead builder unit's
 //! events with what it left on disk.
 
@@ -30,6 +30,7 @@ pub mod jsn;
 pub mod message;
 pub mod metrics;
 pub mod producer;
+pub mod ramdisk;
 pub mod reconcile;
 pub mod ru;
 pub mod system;

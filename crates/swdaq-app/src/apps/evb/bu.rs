@@ -33,8 +33,12 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let mut everyone = rus.clone();
     everyone.push(evm.clone());
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
+    let directory = config.output.join(&ctx.spec.name);
+    if let Some(warning) = swdaq_evb::ramdisk::advice(&directory) {
+        eprintln!("{warning}");
+    }
     let file_writer = FileWriter::new(WriterConfig {
-        directory: config.output.join(&ctx.spec.name),
+        directory,
         run: config.run,
         events_per_file: config.events_per_file,
         min_free_bytes: config.min_free_bytes,
