@@ -98,7 +98,12 @@ impl Bu {
         let mut asked: u64 = 0;
         let mut finished: u64 = 0;
         let mut settled: Vec<u64> = Vec::new();
+        // The event manager said the run is over (or every sender has gone): nothing more
+        // will be assigned.
         let mut end = false;
+        // A request could not be sent: the event manager has ended. What it assigned before
+        // that is already in the inbox, so this unit still builds it before it ends.
+        let mut evm_gone = false;
         let mut writer_failed = false;
         let mut built = Vec::new();
         let mut new_events = Vec::new();
@@ -106,7 +111,7 @@ impl Bu {
             let in_flight = asked as usize + self.builder.open() + self.writer.len();
             let room = in_flight + self.request_batch as usize <= self.capacity as usize;
             settled.extend(self.settled.try_iter().flatten());
-            if !end && (room || !settled.is_empty()) {
+            if !end && !evm_gone && (room || !settled.is_empty()) {
                 let count = if room { self.request_batch } else { 0 };
                 let request = BuRequest {
                     bu: self.index,
@@ -116,13 +121,14 @@ impl Bu {
                 if self.to_evm.send(request).is_ok() {
                     asked += count as u64;
                 } else {
-                    end = true;
+                    evm_gone = true;
                 }
             }
             let now = Instant::now();
             let mut wait = self.builder.next_deadline().map_or(IDLE_WAIT, |d| {
                 d.saturating_duration_since(now).min(IDLE_WAIT)
             });
+            let mut drained = false;
             loop {
                 match self.inbox.receive(wait) {
                     Received::Message(ToBu::Assigned(batch)) => {
@@ -145,7 +151,10 @@ impl Bu {
                         }
                     }
                     Received::Message(ToBu::EndOfRun) | Received::Closed => end = true,
-                    Received::Nothing => break,
+                    Received::Nothing => {
+                        drained = true;
+                        break;
+                    }
                 }
                 if end || new_events.len() >= self.request_batch as usize {
                     break;
@@ -186,7 +195,7 @@ impl Bu {
                 report.unwritten += self.builder.open() as u64;
                 break;
             }
-            if end && self.builder.open() == 0 {
+            if (end || evm_gone && drained) && self.builder.open() == 0 {
                 break;
             }
         }
@@ -327,6 +336,52 @@ mod recorded_values {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::{Assignment, SuperFragment};
+
+    fn assigned(event: u64) -> ToBu {
+        ToBu::Assigned(vec![Assignment {
+            event,
+            trigger_ns: 0,
+            evm_fragment: SuperFragment {
+                ru: 0,
+                event,
+                bad_feds: 0,
+                data: Vec::new(),
+            },
+        }])
+    }
+
+    /// The event manager ends right after its last assignments: the unit's next request
+    /// fails, yet every event waiting in its inbox is still built, none left uncounted.
+    #[test]
+    fn events_assigned_before_the_event_manager_ended_are_all_built() {
+        let (to_evm, evm_inbox) = crossbeam_channel::unbounded::<BuRequest>();
+        drop(evm_inbox);
+        let (inbox_tx, inbox) = crossbeam_channel::unbounded();
+        for event in 1..=3 {
+            inbox_tx.send(assigned(event)).unwrap();
+        }
+        inbox_tx.send(ToBu::EndOfRun).unwrap();
+        let (writer, written) = crossbeam_channel::unbounded();
+        let (_settled_tx, settled) = crossbeam_channel::unbounded();
+        let unit = Bu {
+            index: 0,
+            lumi_of: Box::new(|_| 1),
+            builder: EventBuilder::new(1, 1, Duration::from_secs(5)),
+            request_batch: 32,
+            capacity: 512,
+            to_evm: Box::new(to_evm),
+            settled,
+            to_rus: Vec::new(),
+            inbox: Box::new(inbox),
+            writer,
+            die_after: None,
+        };
+        let report = unit.run(&Registry::new()).unwrap();
+        assert_eq!(report.build.complete, 3);
+        let events: Vec<u64> = written.try_iter().map(|e| e.event).collect();
+        assert_eq!(events, [1, 2, 3]);
+    }
 
     #[test]
     fn a_report_keeps_its_build_time_quantiles_across_serialisation() {
