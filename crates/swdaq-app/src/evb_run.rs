@@ -370,6 +370,7 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "written_bytes": s.written_bytes(),
         "lost": s.lost(),
         "lost_with_dead_builder_units": s.evm.lost.len(),
+        "assigned_not_built": s.assigned_not_built(),
         "lost_events": s.evm.lost,
         "builder_units_gone": s.evm.gone,
         "unwritten": s.unwritten(),
@@ -424,7 +425,7 @@ fn read_back_json(r: &ReadBack) -> serde_json::Value {
 pub fn summary_text(s: &EvbSummary) -> String {
     let j = summary_json(s);
     let mut out = format!(
-        "Events    {} triggered, {} built ({} incomplete), {} written ({:.3} GB), {} lost ({} with dead builder units, {} unwritten); {} throttled, at most {:.1} ms behind the trigger clock\n",
+        "Events    {} triggered, {} built ({} incomplete), {} written ({:.3} GB), {} lost ({} with dead builder units, {} unwritten{}); {} throttled, at most {:.1} ms behind the trigger clock\n",
         s.evm.assigned,
         s.built(),
         s.incomplete(),
@@ -433,6 +434,10 @@ pub fn summary_text(s: &EvbSummary) -> String {
         s.lost(),
         s.evm.lost.len(),
         s.unwritten(),
+        match s.assigned_not_built() {
+            Some(n) if n > 0 => format!(", {n} assigned and never built"),
+            _ => String::new(),
+        },
         s.evm.throttled,
         s.evm.max_behind.as_secs_f64() * 1e3,
     );

@@ -112,9 +112,18 @@ impl EvbSummary {
     }
 
     /// Events triggered and given out that are in no file: lost with a dead builder unit,
-    /// or built and never written. Every one is counted somewhere.
+    /// built and never written, or assigned and never built. Every one is counted somewhere.
     pub fn lost(&self) -> u64 {
-        self.evm.lost.len() as u64 + self.unwritten()
+        self.evm.lost.len() as u64 + self.unwritten() + self.assigned_not_built().unwrap_or(0)
+    }
+
+    /// Events the event manager assigned that no builder unit built, when every unit
+    /// reported and none has gone (`None` otherwise: a dead unit's events are counted by
+    /// number instead). Zero unless a unit dropped an assignment: the check that keeps such
+    /// an event from being in no file and no counter.
+    pub fn assigned_not_built(&self) -> Option<u64> {
+        (self.evm.gone.is_empty() && self.bus.len() == self.evm.accounts.len())
+            .then(|| self.evm.assigned.saturating_sub(self.built()))
     }
 
     /// Build time quantile in microseconds over every builder unit.
@@ -376,5 +385,47 @@ impl EvbRun {
             }
         });
         Ok(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::BuildCounts;
+    use crate::evm::BuAccount;
+
+    fn summary(assigned: u64, built_per_bu: &[u64]) -> EvbSummary {
+        EvbSummary {
+            evm: EvmReport {
+                assigned,
+                accounts: vec![BuAccount::default(); built_per_bu.len()],
+                ..Default::default()
+            },
+            bus: built_per_bu
+                .iter()
+                .map(|&complete| BuReport {
+                    build: BuildCounts {
+                        complete,
+                        ..Default::default()
+                    },
+                    unwritten: 0,
+                    build_time_us: hdrhistogram::Histogram::new(3).unwrap(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_assigned_event_no_unit_built_is_counted_lost() {
+        let s = summary(10, &[4, 4]);
+        assert_eq!((s.assigned_not_built(), s.lost()), (Some(2), 2));
+        let whole = summary(10, &[5, 5]);
+        assert_eq!((whole.assigned_not_built(), whole.lost()), (Some(0), 0));
+        // A unit that has gone is settled by number, not by this difference.
+        let mut gone = summary(10, &[5, 3]);
+        gone.evm.gone.push(1);
+        gone.evm.lost = vec![9, 10];
+        assert_eq!((gone.assigned_not_built(), gone.lost()), (None, 2));
     }
 }
