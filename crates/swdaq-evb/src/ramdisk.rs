@@ -4,8 +4,9 @@
 //! pages: each page written is allocated, charged and put on a list, and freed again when
 //! the filter farm deletes the file. At 100 kHz of 8 KiB events that kernel work was about
 //! half of all the CPU on a 2-core machine; on a tmpfs mounted `huge=within_size` (Linux
-//! 6.14 or later also uses folios smaller than 2 MiB for such files) the writers' and the
-//! farm's kernel time roughly halved (BENCHMARKS.md, "RAM disk pages"). A run on a 4 KiB
+//! 6.18 there kept those 0.8 MB files in folios of 8-256 KiB; a kernel without large tmpfs
+//! folios uses 2 MiB pages only for files that large) the writers' and the farm's kernel
+//! time roughly halved (BENCHMARKS.md, "RAM disk pages"). A run on a 4 KiB
 //! RAM disk works, but is told so at start; `scripts/ramdisk.sh` mounts a large-page one.
 
 use std::path::{Path, PathBuf};
