@@ -27,6 +27,16 @@ pub struct BuReport {
     pub build_time_us: Histogram<u64>,
 }
 
+impl Default for BuReport {
+    fn default() -> Self {
+        Self {
+            build: BuildCounts::default(),
+            unwritten: 0,
+            build_time_us: Histogram::new(3).expect("3 significant digits is valid"),
+        }
+    }
+}
+
 pub struct Bu {
     pub index: u16,
     pub lumi_of: Box<dyn Fn(u64) -> u32 + Send>,
@@ -90,11 +100,7 @@ impl Bu {
             "swdaq_evb_bu_writer_queue",
             "Built events waiting for the writer",
         )?;
-        let mut report = BuReport {
-            build: BuildCounts::default(),
-            unwritten: 0,
-            build_time_us: Histogram::new(3).expect("3 significant digits is valid"),
-        };
+        let mut report = BuReport::default();
         let mut asked: u64 = 0;
         let mut finished: u64 = 0;
         let mut settled: Vec<u64> = Vec::new();
@@ -391,7 +397,7 @@ mod tests {
                 ..Default::default()
             },
             unwritten: 1,
-            build_time_us: Histogram::new(3).unwrap(),
+            ..Default::default()
         };
         for v in [5, 5, 70, 1200, 900_000] {
             report.build_time_us.record(v).unwrap();

@@ -211,7 +211,6 @@ impl EventBuilder {
     fn assemble(&mut self, event: u64, building: Building, now: Instant) -> BuiltEvent {
         // The CRC32C of every part first: it streams each byte into this core's cache, so the
         // fragment checks below, which jump from trailer to header, find theirs there.
-        let present = building.parts.iter().flatten().count();
         let crc_of_present = crc32c_iov(building.parts.iter().flatten().map(|p| &p.data[..]));
         let mut missing_rus = Vec::new();
         let mut bad_feds = 0u32;
@@ -244,7 +243,7 @@ impl EventBuilder {
             // The FRD header carries 32 bits of the event number.
             event: event as u32,
             event_size: payload_size as u32,
-            crc32c: if parts.len() == present {
+            crc32c: if parts.len() == building.arrived {
                 crc_of_present
             } else {
                 crc32c_iov(parts.iter().map(|p| &p.data[..]))

@@ -408,8 +408,7 @@ mod tests {
                         complete,
                         ..Default::default()
                     },
-                    unwritten: 0,
-                    build_time_us: hdrhistogram::Histogram::new(3).unwrap(),
+                    ..Default::default()
                 })
                 .collect(),
             ..Default::default()
