@@ -23,6 +23,7 @@ use swdaq_evb::files::WriterError;
 use swdaq_evb::metrics::builder_cpu_ticks;
 use swdaq_evb::reconcile::ReadBack;
 use swdaq_evb::{Drills, EvbConfig, EvbRun, EvbSummary};
+use swdaq_format::run_files;
 use swdaq_monitor::proc::USER_HZ;
 use swdaq_monitor::{Snapshot, Value};
 
@@ -203,8 +204,7 @@ impl AppsSummary {
     }
 
     pub fn json(&self) -> serde_json::Value {
-        let mut j = summary_json(&self.evb);
-        j["stop_reason"] = serde_json::to_value(&self.stop_reason).unwrap_or_default();
+        let mut j = summary_json(&self.evb, &self.stop_reason);
         j["refused_messages"] = serde_json::json!(self.refused_messages);
         j["apps"] = serde_json::to_value(&self.apps).unwrap_or_default();
         j["thread_cpu"] = serde_json::json!(self.thread_cpu);
@@ -213,7 +213,7 @@ impl AppsSummary {
     }
 
     pub fn text(&self) -> String {
-        let mut out = summary_text(&self.evb);
+        let mut out = summary_text(&self.evb, &self.stop_reason);
         for a in &self.apps {
             out += &format!(
                 "App       {:<12} {:<4} {}\n",
@@ -232,12 +232,13 @@ impl AppsSummary {
     }
 }
 
-/// Runs until the duration, `max_events`, Ctrl-C (`interrupt`) or a writer failure ends it.
+/// Runs until the duration, `max_events`, Ctrl-C (`interrupt`) or a writer failure ends it;
+/// the summary and which of them it was.
 pub fn run(
     config: &EvbRunConfig,
     interrupt: &AtomicBool,
     json: bool,
-) -> anyhow::Result<EvbSummary> {
+) -> anyhow::Result<(EvbSummary, StopReason)> {
     let monitoring =
         Monitoring::with_interval(Duration::from_secs(1), &config.metrics_addr, "metrics_addr")?;
     let builder_ticks_before = builder_cpu_ticks();
@@ -246,11 +247,18 @@ pub fn run(
     let mut last_line = Instant::now();
     // The builder's threads vanish from /proc once joined: the last sample before is kept.
     let mut builder_ticks = builder_ticks_before;
+    let mut stopped_by = None;
     while !evb.is_finished() {
         builder_ticks = builder_ticks.max(builder_cpu_ticks());
-        let over = config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s;
-        if over || interrupt.load(Ordering::Relaxed) {
-            evb.stop();
+        if stopped_by.is_none() {
+            if config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s {
+                stopped_by = Some(StopReason::Duration);
+            } else if interrupt.load(Ordering::Relaxed) {
+                stopped_by = Some(StopReason::Interrupted);
+            }
+            if stopped_by.is_some() {
+                evb.stop();
+            }
         }
         if !json && last_line.elapsed() >= Duration::from_secs(1) {
             last_line = Instant::now();
@@ -262,7 +270,15 @@ pub fn run(
     summary.builder_cpu_seconds =
         Some(builder_ticks.saturating_sub(builder_ticks_before) as f64 / USER_HZ);
     monitoring.stop();
-    Ok(summary)
+    // A failed writer stops the run itself; it is the reason even if a stop came after.
+    let failed = summary.writers.iter().enumerate().find_map(|(bu, w)| {
+        let e = w.error.as_ref()?;
+        Some(StopReason::StorageFailed(format!(
+            "builder unit {bu}'s writer: {e}"
+        )))
+    });
+    let stop_reason = failed.or(stopped_by).unwrap_or(StopReason::InputEnded);
+    Ok((summary, stop_reason))
 }
 
 fn gauges(s: &Snapshot, name: &str, label: &str) -> String {
@@ -346,7 +362,7 @@ fn missing_per_ru(s: &EvbSummary) -> Vec<u64> {
 }
 
 /// The closing summary as JSON: every count, and the latency quantiles.
-pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
+pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Value {
     let seconds = s.elapsed.as_secs_f64();
     let fed_failures: serde_json::Map<String, serde_json::Value> = FedCheckFailure::ALL
         .iter()
@@ -363,6 +379,8 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         .collect();
     serde_json::json!({
         "seconds": seconds,
+        "stop_reason": stop_reason,
+        "stop_reason_text": stop_reason.to_string(),
         "triggered": s.evm.assigned,
         "built": s.built(),
         "incomplete": s.incomplete(),
@@ -374,6 +392,7 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
         "lost_events": s.evm.lost,
         "builder_units_gone": s.evm.gone,
         "unwritten": s.unwritten(),
+        "unaccounted": s.unaccounted(),
         "throttled": s.evm.throttled,
         "max_behind_trigger_ms": s.evm.max_behind.as_secs_f64() * 1e3,
         "built_per_second": s.built() as f64 / seconds,
@@ -422,9 +441,13 @@ fn read_back_json(r: &ReadBack) -> serde_json::Value {
     j
 }
 
-pub fn summary_text(s: &EvbSummary) -> String {
-    let j = summary_json(s);
+pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
+    let j = summary_json(s, stop_reason);
     let mut out = format!(
+        "Run ended after {:.1} s ({stop_reason}).\n",
+        s.elapsed.as_secs_f64()
+    );
+    out += &format!(
         "Events    {} triggered, {} built ({} incomplete), {} written ({:.3} GB), {} lost ({} with dead builder units, {} unwritten{}); {} throttled, at most {:.1} ms behind the trigger clock\n",
         s.evm.assigned,
         s.built(),
@@ -441,6 +464,12 @@ pub fn summary_text(s: &EvbSummary) -> String {
         s.evm.throttled,
         s.evm.max_behind.as_secs_f64() * 1e3,
     );
+    if s.unaccounted() > 0 {
+        out += &format!(
+            "UNACCOUNTED {} events triggered are neither written nor counted lost: a bug, please report it\n",
+            s.unaccounted()
+        );
+    }
     out += &format!(
         "Rate      {:.0} events/s, {:.3} GB/s; build time p50 {} us p99 {} us\n",
         j["built_per_second"].as_f64().unwrap_or(0.0),
@@ -553,6 +582,7 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     if let Some(d) = duration {
         config.duration_s = d;
     }
+    config.evb.run = run_files::claim_run(&[&config.evb.output], config.evb.run, None)?;
     if config.topology.is_distributed() {
         return main_apps(&config, json);
     }
@@ -576,11 +606,14 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     if let Some(warning) = swdaq_evb::ramdisk::advice(&config.evb.output) {
         eprintln!("{warning}");
     }
-    let summary = run(&config, &interrupt, json)?;
+    let (summary, stop_reason) = run(&config, &interrupt, json)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&summary_json(&summary))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary_json(&summary, &stop_reason))?
+        );
     } else {
-        print!("{}", summary_text(&summary));
+        print!("{}", summary_text(&summary, &stop_reason));
     }
     if let Some(e) = summary.writers.iter().find_map(|w| w.error.as_ref()) {
         anyhow::bail!("{e}");
@@ -651,7 +684,7 @@ mod tests {
         swdaq_sim::fed::write_fed_files(fed_sim, 300, 1, dir.path()).unwrap();
         config.evb.input.directory = dir.path().to_owned();
         config.evb.output = dir.path().join("out");
-        let summary = run(&config, &AtomicBool::new(false), true).unwrap();
+        let (summary, _) = run(&config, &AtomicBool::new(false), true).unwrap();
         assert_eq!(
             (summary.built(), summary.written(), summary.incomplete()),
             (300, 300, 0)
@@ -697,7 +730,7 @@ mod tests {
             }
             swdaq_evb::fed_udp::send(fed_sim, 300, base, true).unwrap()
         });
-        let summary = run(&config, &AtomicBool::new(false), true).unwrap();
+        let (summary, _) = run(&config, &AtomicBool::new(false), true).unwrap();
         let sent = sender.join().unwrap();
         assert_eq!(sent.datagrams, 8 * 300);
         let dropped: u64 = summary.feds.iter().map(|f| f.2.ingest.kernel_dropped).sum();
@@ -725,12 +758,14 @@ mod tests {
         config.evb.max_events = Some(2000);
         config.evb.paced = false;
         config.metrics_addr = "127.0.0.1:0".into();
-        let summary = run(&config, &AtomicBool::new(false), true).unwrap();
+        let (summary, stop_reason) = run(&config, &AtomicBool::new(false), true).unwrap();
         assert_eq!(
             (summary.built(), summary.written(), summary.lost()),
             (2000, 2000, 0)
         );
-        let text = summary_text(&summary);
+        assert_eq!(stop_reason, StopReason::InputEnded);
+        let text = summary_text(&summary, &stop_reason);
+        assert!(text.contains("(the input ended"), "{text}");
         assert!(text.contains("2000 built (0 incomplete)"), "{text}");
     }
 }

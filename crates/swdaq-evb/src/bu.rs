@@ -249,14 +249,14 @@ pub struct WriterOutcome {
 
 /// The writer thread's loop: every built event into files until the builder unit hangs up.
 /// After a failure it keeps taking events, counting them unwritten, so none is lost
-/// uncounted in its queue; `on_failure` is called once (to stop the run). The numbers of
+/// uncounted in its queue; `on_failure` is called once with the error (to stop the run). The numbers of
 /// events settled (their file closed, or shed) go to `settled` as they settle.
 pub fn run_writer(
     events: crossbeam_channel::Receiver<BuiltEvent>,
     mut writer: FileWriter,
     mut counters: CounterSet,
     settled: crossbeam_channel::Sender<Vec<u64>>,
-    on_failure: impl FnOnce(),
+    on_failure: impl FnOnce(&WriterError),
 ) -> WriterOutcome {
     let publish =
         |set: &mut CounterSet, c: WriterCounts| set.publish(&[c.events, c.files, c.bytes, c.shed]);
@@ -275,10 +275,10 @@ pub fn run_writer(
         let number = event.event;
         if let Err(e) = writer.write(event) {
             unwritten += 1;
-            error = Some(e);
             if let Some(stop) = on_failure.take() {
-                stop();
+                stop(&e);
             }
+            error = Some(e);
             continue;
         }
         let after = writer.counts();
@@ -302,17 +302,18 @@ pub fn run_writer(
             publish(&mut counters, writer.counts());
         }
     }
-    let mut counts = writer.counts();
-    match writer.finish() {
+    let mut counts = match writer.finish() {
         Ok(c) => {
-            counts = c;
             let _ = settled.send(in_open_file);
+            c
         }
-        Err(e) => {
+        Err((e, c)) => {
             error.get_or_insert(e);
+            c
         }
-    }
-    counts.unwritten = unwritten;
+    };
+    // The writer's own (a file it could not finish) and the events it was given after.
+    counts.unwritten += unwritten;
     publish(&mut counters, counts);
     WriterOutcome { counts, error }
 }

@@ -27,6 +27,7 @@ pub enum DiskFullPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvbConfig {
+    /// 0: the next run number free in `output` (a number with files there is refused).
     pub run: u32,
     /// FEDs of each readout unit; readout unit 0 is the event manager.
     pub rus: Vec<Vec<FedSpec>>,
@@ -132,7 +133,7 @@ pub fn default_output() -> PathBuf {
 impl Default for EvbConfig {
     fn default() -> Self {
         Self {
-            run: 1,
+            run: 0,
             rus: (0..2)
                 .map(|r| FedSimConfig::uniform(100 * (r + 1), 4, 1024, 128))
                 .collect(),

@@ -21,6 +21,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FRD_FILE_HEADER_SIZE, FrdFileHeader};
+use swdaq_format::run_files;
 
 /// While shedding, free space is looked at no more often than this.
 const SPACE_RECHECK: Duration = Duration::from_millis(10);
@@ -181,8 +182,24 @@ impl FileWriter {
         self.counts
     }
 
-    /// Takes the event into the open file (written by the time the file closes).
+    /// Takes the event into the open file (written by the time the file closes). After an
+    /// error the events of the file that could not be finished are counted unwritten (its
+    /// `.tmp` stays for `swdaq inspect` to name); the event passed in is the caller's to count.
     pub fn write(&mut self, event: BuiltEvent) -> Result<(), WriterError> {
+        let taken = self.take(event);
+        if taken.is_err() {
+            self.abandon_open_file();
+        }
+        taken
+    }
+
+    fn abandon_open_file(&mut self) {
+        if let Some(open) = self.open.take() {
+            self.counts.unwritten += u64::from(open.events);
+        }
+    }
+
+    fn take(&mut self, event: BuiltEvent) -> Result<(), WriterError> {
         let lumi = event.lumi;
         if self
             .open
@@ -216,11 +233,19 @@ impl FileWriter {
         Ok(())
     }
 
-    /// Closes the open file and writes every lumi section's EoLS.
-    pub fn finish(mut self) -> Result<WriterCounts, WriterError> {
-        self.close_file()?;
-        self.close_lumis_before(u32::MAX)?;
-        Ok(self.counts)
+    /// Closes the open file and writes every lumi section's EoLS; on an error, the counts
+    /// so far (the open file's events unwritten) go with it.
+    pub fn finish(mut self) -> Result<WriterCounts, (WriterError, WriterCounts)> {
+        let finished = self
+            .close_file()
+            .and_then(|()| self.close_lumis_before(u32::MAX));
+        match finished {
+            Ok(()) => Ok(self.counts),
+            Err(e) => {
+                self.abandon_open_file();
+                Err((e, self.counts))
+            }
+        }
     }
 
     /// Opens a file for `lumi`; false when shedding for want of space.
@@ -254,7 +279,7 @@ impl FileWriter {
         let name = raw_file_name(self.config.run, lumi, state.next_index);
         state.next_index += 1;
         let tmp = dir.join(format!("{name}.tmp"));
-        let mut out = File::create(&tmp).map_err(io_error("cannot create", &tmp))?;
+        let mut out = run_files::create_new(&tmp).map_err(io_error("cannot create", &tmp))?;
         // The header is rewritten with the counts when the file closes.
         out.write_all(&[0; FRD_FILE_HEADER_SIZE])
             .map_err(io_error("cannot write", &tmp))?;
@@ -283,12 +308,25 @@ impl FileWriter {
             lumi: open.lumi,
             file_size: open.bytes,
         };
-        open.write_pending()
-            .and_then(|()| open.out.write_all_at(&header.to_bytes(), 0))
-            .map_err(io_error("cannot write", &tmp))?;
-        drop(open.out);
         let raw = dir.join(&open.name);
-        std::fs::rename(&tmp, &raw).map_err(io_error("cannot rename", &tmp))?;
+        let finished = open
+            .write_pending()
+            .and_then(|()| open.out.write_all_at(&header.to_bytes(), 0))
+            .map_err(io_error("cannot write", &tmp))
+            .and_then(|()| {
+                run_files::rename_no_replace(&tmp, &raw).map_err(io_error("cannot rename", &tmp))
+            });
+        if let Err(e) = finished {
+            // Not in a finished file: its `.tmp` is what a killed writer leaves.
+            self.counts.unwritten += u64::from(open.events);
+            return Err(e);
+        }
+        drop(open.out);
+        // From here the events are in a complete file under its final name: written,
+        // whatever happens to the bookkeeping after.
+        self.counts.files += 1;
+        self.counts.events += open.events as u64;
+        self.counts.bytes += open.bytes;
         let jsn = FileJsn {
             events: open.events as u64,
             bytes: open.bytes,
@@ -304,9 +342,6 @@ impl FileWriter {
                 lumi: open.lumi,
             });
         }
-        self.counts.files += 1;
-        self.counts.events += open.events as u64;
-        self.counts.bytes += open.bytes;
         let state = self.lumis.entry(open.lumi).or_default();
         state.jsn.events += open.events as u64;
         state.jsn.files += 1;
@@ -345,8 +380,14 @@ impl FileWriter {
 /// Writes `text` to `path` through a temporary name, so readers never see half a file.
 fn write_whole(path: &Path, text: &str) -> Result<(), WriterError> {
     let tmp = path.with_extension("jsn.tmp");
-    std::fs::write(&tmp, text).map_err(io_error("cannot write", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_error("cannot rename", &tmp))
+    let written = std::fs::write(&tmp, text)
+        .map_err(io_error("cannot write", &tmp))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(io_error("cannot rename", &tmp)));
+    if written.is_err() {
+        // Half a bookkeeping file says nothing true; the error says what is missing.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(test)]

@@ -117,6 +117,14 @@ impl EvbSummary {
         self.evm.lost.len() as u64 + self.unwritten() + self.assigned_not_built().unwrap_or(0)
     }
 
+    /// Events triggered that are neither written nor counted lost: always 0 unless an
+    /// event slipped through every counter (the summary then says so).
+    pub fn unaccounted(&self) -> u64 {
+        self.evm
+            .assigned
+            .saturating_sub(self.written() + self.lost())
+    }
+
     /// Events the event manager assigned that no builder unit built, when every unit
     /// reported and none has gone (`None` otherwise: a dead unit's events are counted by
     /// number instead). Zero unless a unit dropped an assignment: the check that keeps such
@@ -239,7 +247,7 @@ impl EvbRun {
             let stop_on_failure = stop.clone();
             writers.push(spawn(format!("evb-writer-{j}"), move || {
                 // A writer that cannot write stops the run (the default disk-full policy).
-                run_writer(events_rx, file_writer, counters, settled_tx, move || {
+                run_writer(events_rx, file_writer, counters, settled_tx, move |_| {
                     stop_on_failure.store(true, Ordering::Relaxed)
                 })
             })?);

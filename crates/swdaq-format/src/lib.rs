@@ -7,7 +7,7 @@
 //! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). CMS-compatible:
 //! [`fed`] (FED fragments with their CRC-16), [`frd`] (FRD event header v6, `RAW_0002` file
 //! header). ATLAS: [`felix`] (FELIX to-host blocks, GBT mode), [`eformat`] (event format v5
-//! ROB/ROD), [`eformat_event`] (full events). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link). [`crc`] computes CRC32C.
+//! ROB/ROD), [`eformat_event`] (full events). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link), [`run_files`] (which run a file belongs to; run numbers claimed so no run overwrites another). [`crc`] computes CRC32C.
 
 pub mod adc_matrix;
 pub mod crc;
@@ -24,6 +24,7 @@ mod le;
 pub mod protowib;
 pub mod rawfile;
 pub mod roi;
+pub mod run_files;
 pub mod source_id;
 pub mod tp;
 pub mod trigger_record;

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_format::rawfile::{RawFileHeader, write_record};
+use swdaq_format::run_files;
 
 /// Bytes copied from the ring under one pin, and written to the file at once.
 pub const STAGE_BYTES: usize = 1 << 20;
@@ -349,7 +350,7 @@ pub fn record_burst(
     let started = Instant::now();
     let cpu = cpu_time::ThreadTime::now();
     let writing = writing_path(path);
-    let file = std::fs::File::create(&writing)?;
+    let file = run_files::create_new(&writing)?;
     let mut recorder = Recorder::start(link, file, header, Start::Oldest)
         .ok_or_else(|| io::Error::other("every reader of the link's latency buffer is in use"))?
         .for_ticks(ticks_after);
@@ -381,7 +382,7 @@ pub fn record_burst(
     if let Some(m) = metrics.as_mut() {
         m.publish(&counts, 0.0);
     }
-    std::fs::rename(&writing, path)?;
+    run_files::rename_no_replace(&writing, path)?;
     Ok(LinkBurst {
         path: path.to_owned(),
         counts,

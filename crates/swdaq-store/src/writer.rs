@@ -12,7 +12,7 @@ use hdf5::types::VarLenUnicode;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use swdaq_format::{FragmentHeader, TriggerRecord};
+use swdaq_format::{FragmentHeader, TriggerRecord, run_files};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -211,8 +211,8 @@ impl RecordFileWriter {
         let done = self.config.directory.join(&name);
         let writing = self.config.directory.join(format!("{name}.writing"));
         // Creating it first turns a read-only or missing directory into a plain I/O error
-        // instead of an HDF5 error stack.
-        let handle = std::fs::File::create(&writing).map_err(|source| StoreError::Io {
+        // instead of an HDF5 error stack; and exclusively, so no other writer's file is taken.
+        let handle = run_files::create_new(&writing).map_err(|source| StoreError::Io {
             what: "cannot create",
             path: writing.clone(),
             source,
@@ -381,10 +381,12 @@ impl RecordFileWriter {
             &mut self.counts,
         )?;
         self.counts.files_closed += 1;
-        std::fs::rename(&open.writing, &open.done).map_err(|source| StoreError::Io {
-            what: "cannot rename",
-            path: open.writing.clone(),
-            source,
+        run_files::rename_no_replace(&open.writing, &open.done).map_err(|source| {
+            StoreError::Io {
+                what: "cannot rename",
+                path: open.writing.clone(),
+                source,
+            }
         })?;
         if self.config.sync_to_disk {
             durable::sync_directory(&self.config.directory)?;

@@ -240,6 +240,42 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
 }
 
 #[test]
+fn a_restarted_server_goes_on_from_the_runs_on_disk_and_never_overwrites_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let take_a_run = |server: &Server, number: Option<u32>| {
+        let c = server.client();
+        let body = number.map(|n| json!({ "run_number": n }));
+        let started = ok(c.post("/start", body.as_ref()));
+        std::thread::sleep(Duration::from_millis(300));
+        ok(c.post("/stop", None));
+        started["run_number"].as_u64().unwrap() as u32
+    };
+    let server = Server::start(dir.path(), &[]);
+    ok(server.client().post("/configure", None));
+    assert_eq!(take_a_run(&server, None), 1);
+    assert_eq!(take_a_run(&server, None), 2);
+    drop(server);
+    let run_1 = files_of_run(dir.path(), 1);
+    assert!(run_1.0 >= 1);
+
+    let server = Server::start(dir.path(), &[]);
+    let c = server.client();
+    ok(c.post("/configure", None));
+    // A number that has files is refused with the file named; nothing of it changes.
+    let refused = c.post("/start", Some(&json!({ "run_number": 1 }))).unwrap();
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    let why = refused.body["error"].as_str().unwrap();
+    assert!(
+        why.contains("run 1 already has files") && why.contains("swdaq_run000001_"),
+        "{why}"
+    );
+    assert_eq!(state(&server), "configured");
+    assert_eq!(take_a_run(&server, None), 3);
+    assert_eq!(files_of_run(dir.path(), 1), run_1);
+}
+
+#[test]
 fn illegal_transitions_get_409_with_the_state() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 //! multipart message per record, the DUNE trigger-record header then each fragment as stored.
 
 use super::{AppContext, Clock};
-use crate::run::chain::{RunReport, build_records, builder_config, sources_of};
+use crate::run::chain::{RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of};
 use crate::run::metrics::BuilderMetrics;
 use crate::run::sink::StorageSink;
 use crate::run::topology::AppKind;
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::nodes::BuilderPorts;
 use swdaq_dataflow::transport::local;
-use swdaq_dataflow::{RecordBuilder, RecordSink, SinkError};
+use swdaq_dataflow::{RecordBuilder, RecordSink, SinkError, StorageFailurePolicy};
 use swdaq_format::{SourceId, TriggerRecord};
 use swdaq_net::{Immediate, Inlet, Liveness, Message};
 use swdaq_readout::server::DataResponse;
@@ -60,6 +60,8 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         storage,
         stream: RecordStream::open(ctx)?,
     };
+    let storage_failed = sink.storage.failure_flag();
+    let stops_on_failure = config.storage.on_failure == StorageFailurePolicy::Stop;
     let metrics = BuilderMetrics::register(&monitoring.registry)?;
     let builder = RecordBuilder::new(builder_config(config, element));
     super::control::say_ready()?;
@@ -78,6 +80,13 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         let demux = std::thread::Builder::new()
             .name("net-demux".into())
             .spawn_scoped(s, move || demux.run(decision_tx, response_tx))?;
+        if stops_on_failure {
+            let done = &done;
+            let failed = &storage_failed;
+            std::thread::Builder::new()
+                .name("storage-watch".into())
+                .spawn_scoped(s, move || tell_launcher_when_storage_fails(failed, done))?;
+        }
         if ctx.commands.wait_for_start() {
             let credits = config.dataflow.max_records_in_flight as u64;
             dfo.send(&Message::BuilderCredits { n: credits })
@@ -108,6 +117,20 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     clock.finish(&ctx.spec.name, &mut report);
     monitoring.stop();
     Ok(report)
+}
+
+/// The launcher stops the run when this builder's storage fails (`on_failure = "stop"`), as
+/// the one-process chain does.
+fn tell_launcher_when_storage_fails(failed: &AtomicBool, done: &AtomicBool) {
+    while !done.load(Ordering::Acquire) {
+        if failed.load(Ordering::Relaxed) {
+            if let Err(e) = super::control::say_storage_failed(STORAGE_STOPPED) {
+                eprintln!("cannot tell the launcher storage failed: {e}");
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Splits the inbox into the builder's two inputs: decisions (closed by the orchestrator's

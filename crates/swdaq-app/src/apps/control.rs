@@ -10,7 +10,9 @@
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
 //!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded: the chain's
 //!   `RunReport`, or the event builder's `EvbAppReport`) at the end; the event builder's
-//!   applications also send `live HEX` once a second (their rates and gauges, `postcard`).
+//!   applications also send `live HEX` once a second (their rates and gauges, `postcard`);
+//!   an application whose storage failed, where that stops the run, says `storage-failed WHY`
+//!   at once (the launcher then stops the run).
 //! - stderr: the application's log.
 
 use crate::run::config::RunConfig;
@@ -170,6 +172,13 @@ pub fn send_report(report: &impl serde::Serialize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Tells the launcher this application's storage failed and the run must stop.
+pub fn say_storage_failed(why: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "storage-failed {}", why.replace('\n', " "))?;
+    out.flush()
+}
+
 /// Sends the launcher this application's latest figures for the live line.
 pub fn send_live(figures: &impl serde::Serialize) -> anyhow::Result<()> {
     let bytes = postcard::to_stdvec(figures).context("encoding the live figures")?;
@@ -187,6 +196,8 @@ pub enum Event {
     Report(Vec<u8>),
     /// The latest live figures' `postcard` bytes, likewise.
     Live(Vec<u8>),
+    /// Its storage failed: the run stops (why, as the application says it).
+    StorageFailed(String),
 }
 
 /// Parses one stdout line of an application (`None` for anything else, e.g. stray output).
@@ -196,6 +207,9 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
         l => {
             if let Some(hex) = l.strip_prefix("live ") {
                 return Some(hex::decode(hex).context("live: not hex").map(Event::Live));
+            }
+            if let Some(why) = l.strip_prefix("storage-failed ") {
+                return Some(Ok(Event::StorageFailed(why.to_string())));
             }
             let hex = l.strip_prefix("report ")?;
             Some(

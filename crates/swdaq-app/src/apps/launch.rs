@@ -68,6 +68,8 @@ struct Running {
     ready: bool,
     report: Option<Vec<u8>>,
     live: Option<Vec<u8>>,
+    /// Why its storage failed, when it said so (the run then stops).
+    storage_failed: Option<String>,
     /// Set when it exited before it was told to stop.
     died: bool,
 }
@@ -171,7 +173,9 @@ pub fn run_distributed_with(
     }
     let mut report = merge(reports.into_iter());
     report.seconds = launched.seconds;
-    report.stop_reason = launched.stop_reason;
+    report.stop_reason = launched
+        .stop_reason
+        .with_storage_error(report.storage.as_ref());
     report.apps = outcomes;
     Ok(report)
 }
@@ -260,7 +264,7 @@ fn spawn(
     };
     let toml = &plan.toml;
     let log_path = plan.logs.join(format!("{}.log", app.name));
-    let log = std::fs::File::create(&log_path)
+    let log = swdaq_format::run_files::create_new(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let mut argv: Vec<String> = launcher.to_vec();
     argv.push(exe.display().to_string());
@@ -319,6 +323,7 @@ fn spawn(
         ready: false,
         report: None,
         live: None,
+        storage_failed: None,
         died: false,
     })
 }
@@ -328,6 +333,7 @@ fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::Result<Event
     match event {
         Ok(Event::Ready) => a.ready = true,
         Ok(Event::Live(l)) => a.live = Some(l),
+        Ok(Event::StorageFailed(why)) => a.storage_failed = Some(why),
         Ok(Event::Report(r)) => {
             a.report = Some(r);
             a.outcome.reported = true;
@@ -438,6 +444,10 @@ fn supervise(
         }
         if stop.is_requested() {
             return StopReason::Interrupted;
+        }
+        if let Some(a) = apps.iter().find(|a| a.storage_failed.is_some()) {
+            let why = a.storage_failed.as_deref().unwrap_or_default();
+            return StopReason::StorageFailed(format!("{}: {why}", a.outcome.name));
         }
         let now = Instant::now();
         if duration.is_some_and(|d| now - started >= d) {

@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 use swdaq_dataflow::TriggerInput;
+use swdaq_format::run_files::RunClaimError;
 use swdaq_trigger::{TriggerChange, TriggerControl};
 
 /// How long a start waits for data taking to begin before answering.
@@ -201,7 +202,8 @@ impl RunControl {
         Ok(json!({ "state": state }))
     }
 
-    /// Starts run `number` (the last run's number + 1 if none is given) and answers once data
+    /// Starts run `number` (if none is given: the configuration's, then the next free one in
+    /// the output directory; a number with files there is refused) and answers once data
     /// taking has begun, or the run stopped or failed first.
     pub fn start(&self, number: Option<u32>, who: &str) -> Result<Value, ControlError> {
         let mut inner = self.shared.lock();
@@ -210,19 +212,26 @@ impl RunControl {
             state: inner.state,
             event: Event::Start,
         })?;
-        let number = match (number, inner.last_run_number) {
-            (Some(n), Some(last)) if n <= last => {
-                return Err(ControlError::Conflict(format!(
-                    "run numbers must increase: run {n} is not after the last run, {last}"
-                )));
-            }
+        if let (Some(n), Some(last)) = (number, inner.last_run_number)
+            && n <= last
+        {
+            return Err(ControlError::Conflict(format!(
+                "run numbers must increase: run {n} is not after the last run, {last}"
+            )));
+        }
+        config.run.number = match (number, inner.last_run_number) {
             (Some(n), _) => n,
-            (None, Some(last)) => last
-                .checked_add(1)
-                .ok_or(ControlError::Conflict("run numbers are used up".into()))?,
+            (None, Some(_)) => 0,
             (None, None) => config.run.number,
         };
-        config.run.number = number;
+        // 0: the next number free in the output directory, so a restarted server goes on
+        // from what it holds; a number that has files there is refused.
+        let number = config
+            .claim_run_number(inner.last_run_number)
+            .map_err(|e| match e.downcast_ref::<RunClaimError>() {
+                Some(RunClaimError::Taken { .. }) => ControlError::Conflict(format!("{e:#}")),
+                _ => ControlError::Failed(format!("{e:#}")),
+            })?;
         let stop = Arc::new(StopRequest::default());
         inner.run = Some(Run {
             number,

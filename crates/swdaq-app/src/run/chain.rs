@@ -44,6 +44,9 @@ use swdaq_readout::server::{DataResponse, ServerConfig, ServerCounts, serve};
 use swdaq_store::StoreReport;
 use swdaq_trigger::{Trigger, TriggerDecision};
 
+/// Why a run stops when its storage fails (the writer's report adds its error).
+pub const STORAGE_STOPPED: &str = "storage stopped writing (storage.on_failure = \"stop\")";
+
 /// Poll period of the trigger, builder and request server loops.
 pub const NODE_POLL: Duration = Duration::from_millis(1);
 
@@ -54,9 +57,37 @@ pub enum StopReason {
     Duration,
     Interrupted,
     AllLinksEnded,
+    /// The event builder's input is done: `max_events` triggered, or its files ended.
+    InputEnded,
     StorageFailed(String),
     /// An application the run cannot go on without ended.
     AppFailed(String),
+}
+
+impl StopReason {
+    /// A storage failure with the writer's own error, which only its report has (whoever
+    /// stopped the run saw only that storage had failed).
+    pub fn with_storage_error(self, storage: Option<&StoreReport>) -> Self {
+        match (self, storage.and_then(|s| s.error.as_ref())) {
+            (Self::StorageFailed(policy), Some(e)) => Self::StorageFailed(format!("{e}; {policy}")),
+            (reason, _) => reason,
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Duration => f.write_str("duration reached"),
+            Self::Interrupted => f.write_str("interrupted"),
+            Self::AllLinksEnded => f.write_str("every link ended"),
+            Self::InputEnded => {
+                f.write_str("the input ended (max_events, or the end of its files)")
+            }
+            Self::StorageFailed(e) => write!(f, "storage failed: {e}"),
+            Self::AppFailed(e) => f.write_str(e),
+        }
+    }
 }
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -247,6 +278,7 @@ pub fn run_chain_with(
         let recording = recordings.map(|r| r.finish());
         stop.waiting_for("storage to write what is queued and close its files");
         let storage = sink.finish();
+        let stop_reason = stop_reason.with_storage_error(storage.as_ref());
         Ok(RunReport {
             seconds: started.elapsed().as_secs_f64(),
             stop_reason,
@@ -476,9 +508,7 @@ impl Supervisor<'_> {
             if self.storage_failed.load(Ordering::Relaxed)
                 && self.config.storage.on_failure == StorageFailurePolicy::Stop
             {
-                return StopReason::StorageFailed(
-                    "storage stopped writing (storage.on_failure = \"stop\")".into(),
-                );
+                return StopReason::StorageFailed(STORAGE_STOPPED.into());
             }
             if readout_ended() {
                 return StopReason::AllLinksEnded;

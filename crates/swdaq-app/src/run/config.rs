@@ -33,6 +33,8 @@ pub struct RunConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunSection {
+    /// 0: the next run number free in `output_dir` (and the recording directory); a number
+    /// that already has files there is refused before anything starts.
     pub number: u32,
     /// Seconds of data taking; 0 runs until Ctrl-C.
     pub duration_s: f64,
@@ -46,7 +48,7 @@ pub struct RunSection {
 impl Default for RunSection {
     fn default() -> Self {
         Self {
-            number: 1,
+            number: 0,
             duration_s: 10.0,
             output_dir: PathBuf::from("swdaq-data"),
             status_interval_s: 1.0,
@@ -359,8 +361,23 @@ impl RunConfig {
         Self::parse(&text).with_context(|| format!("in {}", path.display()))
     }
 
+    /// Parses a TOML document; an error names the line, shows it and says what was wrong.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {}", e.message()))
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+    }
+
+    /// Gives the run its number before anything is written: `run.number`, refused if it
+    /// already has files, or with 0 the next one free (after `after` too: the last run this
+    /// process started), in the output directory and, when recording, the bursts' directory.
+    pub fn claim_run_number(&mut self, after: Option<u32>) -> anyhow::Result<u32> {
+        let output = self.run.output_dir.clone();
+        let recordings = self.recording.directory(self);
+        let mut dirs = vec![output.as_path()];
+        if self.recording.enabled {
+            dirs.push(&recordings);
+        }
+        self.run.number = swdaq_format::run_files::claim_run(&dirs, self.run.number, after)?;
+        Ok(self.run.number)
     }
 
     pub fn to_toml(&self) -> String {

@@ -87,11 +87,12 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     {
         return crate::swrod_run::main(path, args.duration, args.json);
     }
-    let config = args.config()?;
+    let mut config = args.config()?;
     if args.print_config {
         print!("{}", config.to_toml());
         return Ok(());
     }
+    config.claim_run_number(None)?;
     let stop = Arc::new(stop::StopRequest::default());
     stop::install(Arc::clone(&stop))?;
     eprintln!(

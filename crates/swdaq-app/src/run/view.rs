@@ -1,7 +1,7 @@
 //! What `swdaq run` prints: a live view on a terminal (plain periodic lines otherwise), and
 //! the closing summary.
 
-use super::chain::{RunReport, Status, StopReason};
+use super::chain::{RunReport, Status};
 use super::inputs::SourceLabel;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -242,14 +242,7 @@ fn ms(d: Option<Duration>) -> String {
 /// The closing summary: totals, rates, drops, errors, files, hit-finding quality.
 pub fn summary(r: &RunReport) -> String {
     let mut s = String::new();
-    let why = match &r.stop_reason {
-        StopReason::Duration => "duration reached".to_string(),
-        StopReason::Interrupted => "interrupted".to_string(),
-        StopReason::AllLinksEnded => "every link ended".to_string(),
-        StopReason::StorageFailed(e) => format!("storage failed: {e}"),
-        StopReason::AppFailed(e) => e.clone(),
-    };
-    let _ = writeln!(s, "Run ended after {:.1} s ({why}).", r.seconds);
+    let _ = writeln!(s, "Run ended after {:.1} s ({}).", r.seconds, r.stop_reason);
     let frames: u64 = r.links.iter().map(|l| l.frames).sum();
     let bytes: u64 = r.links.iter().map(|l| l.bytes).sum();
     let dropped: u64 = r.links.iter().map(|l| l.dropped).sum();

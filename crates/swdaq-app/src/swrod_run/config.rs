@@ -19,6 +19,7 @@ pub struct SwrodRunConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SwrodSettings {
+    /// 0: the next run number free in `output_dir` (a number with files there is refused).
     pub run_number: u32,
     pub output_dir: PathBuf,
     /// A new raw file when the current one would pass this size.
@@ -67,7 +68,7 @@ impl Default for SwrodRunConfig {
 impl Default for SwrodSettings {
     fn default() -> Self {
         Self {
-            run_number: 1,
+            run_number: 0,
             output_dir: "swrod-data".into(),
             max_file_mb: 256,
             cards: 1,

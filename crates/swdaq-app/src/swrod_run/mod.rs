@@ -20,6 +20,7 @@ use crate::run::stop::StopRequest;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use swdaq_format::run_files;
 
 /// Runs until the duration, `max_l1as` or a stop request ends it; `on_second` sees the
 /// monitoring snapshot once a second.
@@ -53,6 +54,8 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     if let Some(d) = duration {
         config.duration_s = d;
     }
+    let s = &mut config.swrod;
+    s.run_number = run_files::claim_run(&[&s.output_dir], s.run_number, None)?;
     let stop = Arc::new(StopRequest::default());
     crate::run::stop::install(Arc::clone(&stop))?;
     let s = &config.swrod;

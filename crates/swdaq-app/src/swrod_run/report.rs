@@ -50,7 +50,10 @@ pub struct SwrodReport {
     pub samples: u64,
     pub sample_errors: u64,
     pub stored_events: u64,
+    /// Bytes of the closed files (headers included).
     pub stored_bytes: u64,
+    /// Events sent to storage that are in no closed file (storage failed).
+    pub unwritten_events: u64,
     pub files: Vec<StoredFile>,
     pub storage_error: Option<String>,
 }
@@ -296,6 +299,7 @@ pub fn summary_json(r: &SwrodReport) -> serde_json::Value {
         "sample_errors": r.sample_errors,
         "stored_events": r.stored_events,
         "stored_bytes": r.stored_bytes,
+        "unwritten_events": r.unwritten_events,
         "files": r.files,
         "storage_error": r.storage_error,
         "truth": {
@@ -406,7 +410,10 @@ pub fn summary_text(r: &SwrodReport) -> String {
         if r.truth_ok() { "OK" } else { "MISMATCH" },
     );
     if let Some(e) = &r.storage_error {
-        out += &format!("Storage   failed: {e}\n");
+        out += &format!(
+            "Storage   failed: {e}; {} events unwritten\n",
+            r.unwritten_events
+        );
     }
     out
 }

@@ -1,6 +1,7 @@
 //! Storage of the SW ROD run: full events as records of swdaq raw files, a new file when the
 //! current one would pass `max_file_bytes`. A file is written as `NAME.part` and renamed when
-//! closed, so a reader never sees a file being written.
+//! closed, so a reader never sees a file being written; an event counts as stored once its
+//! file is closed, and the events of a file that could not be finished count as unwritten.
 
 use serde::Serialize;
 use std::fs::File;
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use swdaq_format::SourceId;
 use swdaq_format::eformat_event::RAW_FILE_TYPE;
 use swdaq_format::rawfile::{RAW_HEADER_SIZE, RECORD_HEADER_SIZE, RawFileHeader, RawFileWriter};
+use swdaq_format::run_files;
 
 const WRITE_BUFFER: usize = 8 << 20;
 
@@ -26,6 +28,8 @@ pub struct EventFiles {
     nominal_event_bytes: u32,
     current: Option<(RawFileWriter<BufWriter<File>>, StoredFile)>,
     pub closed: Vec<StoredFile>,
+    /// Events given to a file that could not be finished (an error named the file).
+    pub unwritten: u64,
 }
 
 impl EventFiles {
@@ -43,10 +47,28 @@ impl EventFiles {
             nominal_event_bytes: nominal_event_bytes.max(1),
             current: None,
             closed: Vec::new(),
+            unwritten: 0,
         })
     }
 
+    /// Writes one event; after an error the open file's events and this one are unwritten.
     pub fn write(&mut self, event: &[u8]) -> io::Result<()> {
+        let written = self.write_event(event);
+        if written.is_err() {
+            self.abandon_open_file();
+            self.unwritten += 1;
+        }
+        written
+    }
+
+    fn abandon_open_file(&mut self) {
+        if let Some((_, f)) = self.current.take() {
+            // Its `.part` stays, as a killed writer's would, for `swdaq inspect` to name.
+            self.unwritten += f.events;
+        }
+    }
+
+    fn write_event(&mut self, event: &[u8]) -> io::Result<()> {
         let size = (RECORD_HEADER_SIZE + event.len()) as u64;
         if let Some((_, f)) = &self.current
             && f.events > 0
@@ -58,7 +80,7 @@ impl EventFiles {
             self.open()?;
         }
         if let Some((writer, f)) = &mut self.current {
-            writer.write_frame(event)?;
+            writer.write_frame(event).map_err(at(&f.path))?;
             f.events += 1;
             f.bytes += size;
         }
@@ -71,7 +93,7 @@ impl EventFiles {
             self.run_number,
             self.closed.len()
         ));
-        let file = File::create(part(&path))?;
+        let file = run_files::create_new(&part(&path)).map_err(at(&part(&path)))?;
         let header = RawFileHeader {
             frame_type: RAW_FILE_TYPE,
             frame_size: self.nominal_event_bytes,
@@ -82,7 +104,8 @@ impl EventFiles {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
         };
-        let writer = RawFileWriter::new(BufWriter::with_capacity(WRITE_BUFFER, file), &header)?;
+        let writer = RawFileWriter::new(BufWriter::with_capacity(WRITE_BUFFER, file), &header)
+            .map_err(at(&part(&path)))?;
         self.current = Some((
             writer,
             StoredFile {
@@ -95,20 +118,33 @@ impl EventFiles {
     }
 
     fn close(&mut self) -> io::Result<()> {
-        if let Some((writer, f)) = self.current.take() {
-            let file = writer.finish()?.into_inner().map_err(|e| e.into_error())?;
-            file.sync_all()?;
-            std::fs::rename(part(&f.path), &f.path)?;
-            self.closed.push(f);
+        let Some((writer, f)) = self.current.take() else {
+            return Ok(());
+        };
+        let partial = part(&f.path);
+        let closed = writer
+            .finish()
+            .and_then(|w| w.into_inner().map_err(|e| e.into_error()))
+            .and_then(|file| file.sync_all())
+            .and_then(|()| run_files::rename_no_replace(&partial, &f.path))
+            .map_err(at(&partial));
+        match closed {
+            Ok(()) => self.closed.push(f),
+            Err(_) => self.unwritten += f.events,
         }
-        Ok(())
+        closed
     }
 
-    /// Closes the open file; the files written.
-    pub fn finish(mut self) -> io::Result<Vec<StoredFile>> {
-        self.close()?;
-        Ok(self.closed)
+    /// Closes the open file: the files written, and the events that could not be.
+    pub fn finish(mut self) -> (Vec<StoredFile>, u64, io::Result<()>) {
+        let closed = self.close();
+        (self.closed, self.unwritten, closed)
     }
+}
+
+/// An I/O error that names the file it happened to.
+fn at(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 fn part(path: &Path) -> PathBuf {
@@ -129,7 +165,9 @@ mod tests {
         for i in 0..25u8 {
             files.write(&[i; 96]).unwrap();
         }
-        let written = files.finish().unwrap();
+        let (written, unwritten, closed) = files.finish();
+        closed.unwrap();
+        assert_eq!(unwritten, 0);
         // 64-byte file header, then 104 bytes a record: 9 records fit in 1000 bytes.
         assert_eq!(
             written.iter().map(|f| f.events).collect::<Vec<_>>(),
@@ -151,5 +189,33 @@ mod tests {
                 .unwrap()
                 .all(|e| { !e.unwrap().path().to_string_lossy().ends_with(".part") })
         );
+    }
+
+    #[test]
+    fn a_failed_file_names_itself_and_its_events_are_counted_unwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let mut files = EventFiles::new(&out, 4, 1000, 100).unwrap();
+        for i in 0..12u8 {
+            files.write(&[i; 96]).unwrap();
+        }
+        // The directory goes away under the writer: the open file cannot be renamed, the
+        // next one cannot be created.
+        std::fs::rename(&out, dir.path().join("gone")).unwrap();
+        let e = files.write(&[12; 96]).unwrap_err();
+        assert!(
+            e.to_string().contains("swrod_run000004_0001.raw.part"),
+            "{e}"
+        );
+        let e = files.write(&[13; 96]).unwrap_err();
+        assert!(
+            e.to_string().contains("swrod_run000004_0001.raw.part"),
+            "{e}"
+        );
+        let (written, unwritten, closed) = files.finish();
+        closed.unwrap();
+        // 9 in the closed file; 3 in the one that could not close, and the 2 after.
+        assert_eq!(written.iter().map(|f| f.events).sum::<u64>(), 9);
+        assert_eq!(unwritten, 5);
     }
 }

@@ -244,6 +244,7 @@ pub fn run_threads(
             sample_errors,
             stored_events: stored.events,
             stored_bytes: stored.bytes,
+            unwritten_events: stored.unwritten,
             files: stored.files,
             storage_error: stored.error,
         })
@@ -520,35 +521,33 @@ struct Stored {
     events: u64,
     bytes: u64,
     files: Vec<super::storage::StoredFile>,
+    unwritten: u64,
     error: Option<String>,
 }
 
+/// Stores every event it is given; after a failure the rest are counted unwritten, so each
+/// event is stored (in a closed file) or unwritten, never neither.
 fn write_events(mut files: EventFiles, events: Receiver<Vec<u8>>) -> Stored {
-    let mut stored = Stored {
-        events: 0,
-        bytes: 0,
-        files: Vec::new(),
-        error: None,
-    };
+    let mut error = None;
+    let mut after_failure = 0;
     for event in events.iter() {
-        if stored.error.is_some() {
-            continue;
-        }
-        match files.write(&event) {
-            Ok(()) => {
-                stored.events += 1;
-                stored.bytes += event.len() as u64;
-            }
-            Err(e) => stored.error = Some(e.to_string()),
+        if error.is_some() {
+            after_failure += 1;
+        } else if let Err(e) = files.write(&event) {
+            error = Some(e.to_string());
         }
     }
-    match files.finish() {
-        Ok(f) => stored.files = f,
-        Err(e) => {
-            stored.error.get_or_insert(e.to_string());
-        }
+    let (files, unwritten, closed) = files.finish();
+    if let Err(e) = closed {
+        error.get_or_insert(e.to_string());
     }
-    stored
+    Stored {
+        events: files.iter().map(|f| f.events).sum(),
+        bytes: files.iter().map(|f| f.bytes).sum(),
+        unwritten: unwritten + after_failure,
+        files,
+        error,
+    }
 }
 
 struct SamplerMetrics {

@@ -62,8 +62,12 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         let writer = std::thread::Builder::new()
             .name("evb-writer".into())
             .spawn_scoped(s, || {
-                run_writer(events_rx, file_writer, counters, settled_tx, || {
-                    writer_failed.store(true, Ordering::Relaxed)
+                run_writer(events_rx, file_writer, counters, settled_tx, |e| {
+                    writer_failed.store(true, Ordering::Relaxed);
+                    // The run stops, as in one process: the launcher is told at once.
+                    if let Err(told) = control::say_storage_failed(&format!("its writer: {e}")) {
+                        eprintln!("cannot tell the launcher storage failed: {told}");
+                    }
                 })
             })?;
         let demux = Demux {

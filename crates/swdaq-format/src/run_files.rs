@@ -1,0 +1,314 @@
+//! Which run a file on disk belongs to, and how a run gets its number, so that no run ever
+//! overwrites an earlier run's files.
+//!
+//! Every file or directory a swdaq model writes for run N has `run` and N in six or more
+//! digits in its name, at the start or after `_` (`swdaq_run000007_0000.hdf5`,
+//! `run000007_ls0001_index000000.raw`, `swrod_run000007_0000.raw`, `run000007_burst000/`,
+//! `run000007-logs/`). A run's number is claimed once, before anything is written, in every
+//! directory it writes to ([`claim_run`]): with no number asked for, the next one after every
+//! run found there (files, or the last number claimed, kept in [`LAST_RUN_FILE`] so that a
+//! run whose files were all deleted — a filter farm deletes what it has read — is not reused);
+//! a number asked for that already has files is refused, naming one. Writers then finish
+//! each file with [`rename_no_replace`], so even two processes racing for a number cannot
+//! replace a file.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Beside a run's files: the last run number claimed in that directory.
+pub const LAST_RUN_FILE: &str = ".swdaq-last-run";
+
+/// Digits a run number has in a file name (at least; a larger number has more).
+const RUN_DIGITS: usize = 6;
+
+/// The run a file or directory named `name` belongs to, if its name says so.
+pub fn run_of_name(name: &str) -> Option<u32> {
+    name.match_indices("run").find_map(|(at, _)| {
+        let starts_word = at == 0 || name.as_bytes()[at - 1] == b'_';
+        let after = &name[at + 3..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        (starts_word && digits >= RUN_DIGITS)
+            .then(|| after[..digits].parse().ok())
+            .flatten()
+    })
+}
+
+/// What a directory holds of earlier runs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RunsOnDisk {
+    /// The highest run number found in a name or in [`LAST_RUN_FILE`].
+    pub highest: Option<u32>,
+    /// The directory's entries (and its subdirectories': a builder unit writes into its own)
+    /// that belong to the run asked about, sorted.
+    pub files_of_run: Vec<PathBuf>,
+}
+
+impl RunsOnDisk {
+    /// Looks at `dir` and its immediate subdirectories for runs; `run` is the run whose
+    /// files are listed. A directory that does not exist holds no runs.
+    pub fn scan(dir: &Path, run: Option<u32>) -> io::Result<Self> {
+        let mut found = Self {
+            highest: read_last_run(dir)?,
+            files_of_run: Vec::new(),
+        };
+        for (path, name) in entries(dir)? {
+            found.note(&path, &name, run);
+            if path.is_dir() && run_of_name(&name).is_none() {
+                for (inner, inner_name) in entries(&path)? {
+                    found.note(&inner, &inner_name, run);
+                }
+            }
+        }
+        found.files_of_run.sort();
+        Ok(found)
+    }
+
+    fn note(&mut self, path: &Path, name: &str, run: Option<u32>) {
+        let Some(n) = run_of_name(name) else { return };
+        self.highest = self.highest.max(Some(n));
+        if Some(n) == run {
+            self.files_of_run.push(path.to_path_buf());
+        }
+    }
+}
+
+/// The entries of `dir` with their names; none when it does not exist.
+fn entries(dir: &Path) -> io::Result<Vec<(PathBuf, String)>> {
+    let read = match std::fs::read_dir(dir) {
+        Ok(read) => read,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    read.map(|e| e.map(|e| (e.path(), e.file_name().to_string_lossy().into_owned())))
+        .collect()
+}
+
+fn read_last_run(dir: &Path) -> io::Result<Option<u32>> {
+    match std::fs::read_to_string(dir.join(LAST_RUN_FILE)) {
+        // A damaged file says nothing: the names on disk still do.
+        Ok(text) => Ok(text.trim().parse().ok()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunClaimError {
+    #[error(
+        "run {run} already has files in {dir} ({file}): a run's files are never overwritten; give no run number to take the next free one ({next}), or another number"
+    )]
+    Taken {
+        run: u32,
+        dir: PathBuf,
+        file: PathBuf,
+        next: u32,
+    },
+    #[error("run numbers are used up in {0} (run {max} exists)", max = u32::MAX)]
+    UsedUp(PathBuf),
+    #[error("cannot claim a run number in {dir}: {source}")]
+    Io { dir: PathBuf, source: io::Error },
+}
+
+/// Claims a run number in every directory of `dirs` (creating them): `requested` if it has no
+/// files in any of them, or, with 0, the next number after every run found in any of them
+/// and after `at_least_after` (the last run this process started). The number claimed is
+/// kept in each directory's [`LAST_RUN_FILE`].
+pub fn claim_run(
+    dirs: &[&Path],
+    requested: u32,
+    at_least_after: Option<u32>,
+) -> Result<u32, RunClaimError> {
+    let requested = (requested != 0).then_some(requested);
+    let mut highest = at_least_after;
+    for &dir in dirs {
+        let found = RunsOnDisk::scan(dir, requested).map_err(|source| RunClaimError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        if let (Some(run), Some(file)) = (requested, found.files_of_run.first()) {
+            return Err(RunClaimError::Taken {
+                run,
+                dir: dir.to_path_buf(),
+                file: file.clone(),
+                next: found.highest.unwrap_or(0).saturating_add(1),
+            });
+        }
+        highest = highest.max(found.highest);
+    }
+    let run = match requested {
+        Some(run) => run,
+        None => match highest {
+            Some(h) => h
+                .checked_add(1)
+                .ok_or_else(|| RunClaimError::UsedUp(dirs[0].to_path_buf()))?,
+            None => 1,
+        },
+    };
+    for &dir in dirs {
+        write_last_run(dir, run).map_err(|source| RunClaimError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(run)
+}
+
+/// Records `run` as claimed in `dir`, unless a higher run already was.
+fn write_last_run(dir: &Path, run: u32) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    if read_last_run(dir)?.is_some_and(|last| last >= run) {
+        return Ok(());
+    }
+    let path = dir.join(LAST_RUN_FILE);
+    let partial = dir.join(format!("{LAST_RUN_FILE}.{}", std::process::id()));
+    std::fs::write(&partial, format!("{run}\n"))?;
+    std::fs::rename(&partial, path)
+}
+
+/// Gives the finished file `from` its final name `to`, failing with `AlreadyExists` instead
+/// of replacing a file already there (a hard link, then the old name removed: both are
+/// atomic, and a crash between them leaves two names of one complete file, never a loss).
+pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => std::fs::remove_file(from),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists and is never replaced", to.display()),
+        )),
+        // A file system without hard links: check, then rename (only a race can replace).
+        // EPERM: the file system (or its hard-link protection) does not allow the link.
+        Err(e) if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(1) => {
+            if to.symlink_metadata().is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} already exists and is never replaced", to.display()),
+                ));
+            }
+            std::fs::rename(from, to)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates `path` for writing, failing if anything is already there.
+pub fn create_new(path: &Path) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .read(true)
+        .create_new(true)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn every_model_s_names_say_their_run() {
+        for (name, run) in [
+            ("swdaq_run000007_0000.hdf5", Some(7)),
+            ("swdaq_builder-0_run000012_0003.hdf5.writing", Some(12)),
+            ("run000003_ls0001_index000000.raw", Some(3)),
+            ("run000003_ls0001_EoLS.jsn", Some(3)),
+            ("swrod_run000005_0000.raw.part", Some(5)),
+            ("run000001_burst002", Some(1)),
+            ("run000009-logs", Some(9)),
+            ("run1234567_x", Some(1_234_567)),
+            ("runrun000001", None),
+            ("run_x_run000002", Some(2)),
+            ("bu0", None),
+            ("run12_short", None),
+            ("prerun000001", None),
+            ("truth_pulses.csv", None),
+            ("x_run_000001", None),
+            (LAST_RUN_FILE, None),
+        ] {
+            assert_eq!(run_of_name(name), run, "{name}");
+        }
+    }
+
+    fn touch(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, b"data").unwrap();
+    }
+
+    #[test]
+    fn with_no_number_a_run_takes_the_next_free_one_and_keeps_taking_new_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        assert_eq!(claim_run(&[&out], 0, None).unwrap(), 1);
+        // Claimed but no file written (a run that failed at once): still not reused.
+        assert_eq!(claim_run(&[&out], 0, None).unwrap(), 2);
+        touch(&out.join("bu1/run000010_ls0001_index000000.raw"));
+        assert_eq!(claim_run(&[&out], 0, None).unwrap(), 11);
+        // The last run this process started counts even where its files are gone.
+        assert_eq!(claim_run(&[&out], 0, Some(40)).unwrap(), 41);
+    }
+
+    #[test]
+    fn a_number_asked_for_that_has_files_is_refused_naming_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        touch(&b.join("swdaq_run000004_0000.hdf5"));
+        touch(&b.join("swdaq_run000004_0001.hdf5"));
+        match claim_run(&[&a, &b], 4, None) {
+            Err(RunClaimError::Taken {
+                run: 4,
+                dir,
+                file,
+                next: 5,
+            }) => {
+                assert_eq!(dir, b);
+                assert_eq!(file, b.join("swdaq_run000004_0000.hdf5"));
+            }
+            other => panic!("expected Taken, got {other:?}"),
+        }
+        // Refused before anything was claimed.
+        assert!(!a.join(LAST_RUN_FILE).exists());
+        assert_eq!(claim_run(&[&a, &b], 3, None).unwrap(), 3);
+        // An earlier number stays allowed when it has no files, and does not lower the mark.
+        assert_eq!(claim_run(&[&a, &b], 0, None).unwrap(), 5);
+    }
+
+    #[test]
+    fn a_damaged_last_run_file_is_ignored_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LAST_RUN_FILE), "garbage").unwrap();
+        touch(&dir.path().join("run000002-logs/app.log"));
+        assert_eq!(claim_run(&[dir.path()], 0, None).unwrap(), 3);
+    }
+
+    #[test]
+    fn a_finished_file_never_replaces_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("a.writing"), dir.path().join("a"));
+        std::fs::write(&to, b"earlier run").unwrap();
+        std::fs::write(&from, b"this run").unwrap();
+        let e = rename_no_replace(&from, &to).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&to).unwrap(), b"earlier run");
+        assert_eq!(std::fs::read(&from).unwrap(), b"this run");
+        std::fs::remove_file(&to).unwrap();
+        rename_no_replace(&from, &to).unwrap();
+        assert!(!from.exists());
+        assert_eq!(std::fs::read(&to).unwrap(), b"this run");
+        assert_eq!(
+            create_new(&to).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_name_is_read_without_panic(name in ".{0,40}") {
+            let _ = run_of_name(&name);
+        }
+
+        #[test]
+        fn a_run_s_own_names_give_it_back(run: u32, prefix in "[a-z]{0,6}_", index in 0u32..10_000) {
+            let name = format!("{prefix}run{run:06}_{index:04}.hdf5");
+            prop_assert_eq!(run_of_name(&name), Some(run));
+        }
+    }
+}

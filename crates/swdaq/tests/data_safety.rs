@@ -1,0 +1,375 @@
+//! Data safety drills for every dataflow model (the chain and the event builder in one process
+//! and as applications, the SW ROD), from the binary as a user runs it:
+//! - a run never overwrites an earlier run's files: with no number it takes the next free one,
+//!   a number that has files is refused before anything starts, naming one;
+//! - a disk that fills up mid-run: every event ends in exactly one counter (written or lost),
+//!   the summary says the run ended on storage, and what was written stays readable;
+//! - a read-only output is named as such, not as a lack of space.
+//!
+//! The disk drills mount a tmpfs of their own (skipped with a message without the right to
+//! mount). One run at a time: the machine has two cores.
+
+mod common;
+#[path = "common/disk.rs"]
+mod disk;
+use common::loopback_apps;
+use disk::{SmallDisk, snapshot};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Model {
+    Chain,
+    ChainApps,
+    Evb,
+    EvbApps,
+    Swrod,
+}
+
+const EVERY_MODEL: [Model; 5] = [
+    Model::Chain,
+    Model::ChainApps,
+    Model::Evb,
+    Model::EvbApps,
+    Model::Swrod,
+];
+
+/// One FED list of `n` FEDs of about `bytes` each, ids from `first`.
+fn feds(first: u32, n: u32, bytes: u32) -> String {
+    let feds: Vec<String> = (first..first + n)
+        .map(|id| format!("{{ id = {id}, mean_bytes = {bytes}, spread_bytes = 64 }}"))
+        .collect();
+    format!("[{}]", feds.join(", "))
+}
+
+/// A short run of `model` writing to `out` as run `run` (0: the next free one); with `flood`,
+/// a longer one with more data, enough to fill a small disk.
+fn config(dir: &Path, model: Model, out: &Path, run: u32, flood: bool) -> PathBuf {
+    let text = match model {
+        Model::Chain | Model::ChainApps => {
+            let (duration, rate) = if flood { (6.0, 200.0) } else { (1.0, 10.0) };
+            let mut t = format!(
+                "[run]\nnumber = {run}\nduration_s = {duration}\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
+                 [emulator]\nlinks = 2\ntemplate_s = 0.05\n[readout]\nbuffer_s = 1.0\n\
+                 [trigger.periodic]\nenabled = true\nrate_hz = {rate}\n\
+                 [storage]\nmin_free_mb = 0\n"
+            );
+            if model == Model::ChainApps {
+                t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n";
+                t += &loopback_apps(1);
+            }
+            t
+        }
+        Model::Evb | Model::EvbApps => {
+            let (seconds, bytes) = if flood { (4.0, 2048) } else { (1.0, 512) };
+            let mut t = format!(
+                "duration_s = {seconds}\nmetrics_addr = \"\"\n[evb]\nrun = {run}\noutput = {out:?}\n\
+                 min_free_bytes = 0\nevents_per_file = 100\n\
+                 trigger_rate_hz = 10000\nbuild_timeout = 1000\nbuilder_units = 2\n\
+                 rus = [{}, {}]\n",
+                feds(100, 4, bytes),
+                feds(200, 4, bytes)
+            );
+            if model == Model::EvbApps {
+                t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n";
+                for (name, kind) in [
+                    ("evm", "evm"),
+                    ("ru-1", "ru"),
+                    ("bu-0", "bu"),
+                    ("bu-1", "bu"),
+                ] {
+                    t += &format!(
+                        "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n",
+                        common::free_port()
+                    );
+                }
+            }
+            t
+        }
+        Model::Swrod => {
+            let l1as = if flood { 400_000 } else { 2000 };
+            format!(
+                "duration_s = 0\nmetrics_addr = \"\"\n[swrod]\nrun_number = {run}\noutput_dir = {out:?}\n\
+                 max_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\nmax_l1as = {l1as}\n\
+                 hlt_accept_every = 1\n[swrod.felix]\nelinks = 16\n"
+            )
+        }
+    };
+    let path = dir.join(format!("{model:?}-{run}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn swdaq_run(config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The run number `swdaq run` announced ("swdaq run N ...").
+fn announced_run(o: &Output) -> u32 {
+    let text = stderr(o);
+    text.lines()
+        .find_map(|l| {
+            let n = l.strip_prefix("swdaq run ")?;
+            n.split([' ', ':']).next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no run announced in:\n{text}"))
+}
+
+fn summary(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "summary not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            stderr(o)
+        )
+    })
+}
+
+/// Names of the files below `dir` that hold `run` in their name.
+fn files_of_run(dir: &Path, run: u32) -> Vec<PathBuf> {
+    let tag = format!("run{run:06}");
+    snapshot(dir)
+        .into_keys()
+        .filter(|p| p.to_string_lossy().contains(&tag))
+        .collect()
+}
+
+#[test]
+fn no_model_s_run_overwrites_an_earlier_run_s_files() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for model in EVERY_MODEL {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let first = swdaq_run(&config(dir.path(), model, &out, 0, false));
+        assert!(first.status.success(), "{model:?}: {}", stderr(&first));
+        assert_eq!(announced_run(&first), 1, "{model:?}");
+        assert!(!files_of_run(&out, 1).is_empty(), "{model:?}");
+        let after_first = snapshot(&out);
+
+        // Again with no number: the next one, and run 1's files exactly as they were.
+        let second = swdaq_run(&config(dir.path(), model, &out, 0, false));
+        assert!(second.status.success(), "{model:?}: {}", stderr(&second));
+        assert_eq!(announced_run(&second), 2, "{model:?}");
+        assert!(!files_of_run(&out, 2).is_empty(), "{model:?}");
+        let after_second = snapshot(&out);
+        for (path, bytes) in &after_first {
+            if path.ends_with(".swdaq-last-run") {
+                continue;
+            }
+            assert!(
+                after_second.get(path) == Some(bytes),
+                "{model:?}: run 2 changed {}",
+                path.display()
+            );
+        }
+
+        // Run 1 asked for by number: refused before anything starts, naming one of its files.
+        let refused = swdaq_run(&config(dir.path(), model, &out, 1, false));
+        assert!(!refused.status.success(), "{model:?}");
+        let message = stderr(&refused);
+        assert!(
+            message.contains("run 1 already has files") && message.contains("run000001"),
+            "{model:?}: {message}"
+        );
+        assert_eq!(
+            snapshot(&out),
+            after_second,
+            "{model:?}: the refused run wrote"
+        );
+    }
+}
+
+#[test]
+fn the_chain_s_run_flag_is_refused_too_when_its_run_has_files() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let config = config(dir.path(), Model::Chain, &out, 0, false);
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_swdaq"))
+            .args(["run", "--config"])
+            .arg(&config)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = run(&["--run", "7"]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let before = snapshot(&out);
+    let again = run(&["--run", "7"]);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("run 7 already has files"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(snapshot(&out), before);
+    // The quick start again and again: each time the next number.
+    let next = run(&[]);
+    assert!(next.status.success(), "{}", stderr(&next));
+    assert_eq!(announced_run(&next), 8);
+}
+
+/// What a model's summary says was triggered, written and lost, and why the run ended.
+fn accounts(model: Model, s: &Value) -> (u64, u64, u64, String) {
+    let u = |v: &Value| {
+        v.as_u64()
+            .unwrap_or_else(|| panic!("{model:?}: not a count: {v}"))
+    };
+    match model {
+        Model::Chain | Model::ChainApps => {
+            let storage = &s["storage"];
+            (
+                u(&s["trigger"]["decisions"]),
+                u(&storage["records_written"]),
+                u(&storage["records_not_written"]) + u(&s["records"]["not_stored"]),
+                s["stop_reason"].to_string(),
+            )
+        }
+        Model::Evb | Model::EvbApps => {
+            assert_eq!(s["unaccounted"], 0, "{model:?}: {s}");
+            (
+                u(&s["triggered"]),
+                u(&s["written"]),
+                u(&s["lost"]),
+                s["stop_reason"].to_string(),
+            )
+        }
+        Model::Swrod => (
+            u(&s["hlt"]["events"]),
+            u(&s["stored_events"]),
+            u(&s["unwritten_events"]),
+            s["storage_error"].to_string(),
+        ),
+    }
+}
+
+#[test]
+fn a_disk_that_fills_up_leaves_every_event_in_exactly_one_counter() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for model in EVERY_MODEL {
+        let Some(disk) = SmallDisk::mount("12m") else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let out = disk.path().join("out");
+        let run = swdaq_run(&config(dir.path(), model, &out, 0, true));
+        let s = summary(&run);
+        assert!(
+            !run.status.success(),
+            "{model:?}: the run must fail on a full disk: {s}\n{}",
+            stderr(&run)
+        );
+        let (triggered, written, lost, why) = accounts(model, &s);
+        eprintln!("{model:?}: {triggered} triggered = {written} written + {lost} lost; {why}");
+        assert!(written > 0 && lost > 0, "{model:?}: {s}");
+        assert_eq!(triggered, written + lost, "{model:?}: {s}");
+        assert!(
+            why.contains("No space left on device") || why.contains("not enough free space"),
+            "{model:?}: ended for {why}"
+        );
+    }
+}
+
+#[test]
+fn a_read_only_output_is_named_as_such() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for model in EVERY_MODEL {
+        let Some(disk) = SmallDisk::mount("4m") else {
+            return;
+        };
+        std::fs::create_dir(disk.path().join("out")).unwrap();
+        disk.make_read_only();
+        let dir = tempfile::tempdir().unwrap();
+        let run = swdaq_run(&config(
+            dir.path(),
+            model,
+            &disk.path().join("out"),
+            0,
+            false,
+        ));
+        assert!(!run.status.success(), "{model:?}");
+        let message = stderr(&run);
+        assert!(
+            message.contains("Read-only file system") && !message.contains("free space"),
+            "{model:?}: {message}"
+        );
+    }
+}
+
+/// `swdaq run` of `model` on `config` until it has run `after`, then `signal` (`TERM` or
+/// `KILL`) to it; what it printed, once it ended (bounded).
+fn run_and_signal(config: &Path, after: std::time::Duration, signal: &str) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ends within 60 s of the signal")
+        .unwrap()
+}
+
+#[test]
+fn sigterm_ends_every_model_cleanly_with_its_counts_adding_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for model in EVERY_MODEL {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        // Long runs, ended by the signal.
+        let config = config(dir.path(), model, &out, 0, true);
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(
+            &config,
+            text.replace("duration_s = 6", "duration_s = 0")
+                .replace("duration_s = 4", "duration_s = 0")
+                .replace("trigger_rate_hz = 10000", "trigger_rate_hz = 2000")
+                .replace("max_l1as = 400000", "max_l1as = 100000000")
+                .replace("l1a_rate_hz = 0.0", "l1a_rate_hz = 5000.0"),
+        )
+        .unwrap();
+        let run = run_and_signal(&config, std::time::Duration::from_secs(3), "TERM");
+        assert!(run.status.success(), "{model:?}: {}", stderr(&run));
+        let s = summary(&run);
+        let (triggered, written, lost, _) = accounts(model, &s);
+        assert!(triggered > 0, "{model:?}: {s}");
+        assert_eq!((written, lost), (triggered, 0), "{model:?}: {s}");
+        if model != Model::Swrod {
+            assert_eq!(s["stop_reason"], "Interrupted", "{model:?}: {s}");
+        }
+        let leftovers: Vec<PathBuf> = snapshot(&out)
+            .into_keys()
+            .filter(|p| {
+                let name = p.to_string_lossy();
+                [".tmp", ".part", ".writing"]
+                    .iter()
+                    .any(|e| name.ends_with(e))
+            })
+            .collect();
+        assert!(leftovers.is_empty(), "{model:?}: left open: {leftovers:?}");
+    }
+}
