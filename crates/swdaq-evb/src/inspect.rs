@@ -10,7 +10,8 @@
 use serde::Serialize;
 use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
 use swdaq_format::frd::{
-    FRD_FILE_HEADER_SIZE, FrdEvent, FrdFileHeader, FrdItem, FrdScan, frd_flags,
+    FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEvent, FrdFileHeader, FrdItem, FrdScan,
+    frd_flags,
 };
 
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +35,8 @@ pub struct EventSummary {
     pub fed_count: usize,
     /// FED fragments that do not parse, fail their CRC-16 or carry another level-1 id.
     pub bad_feds: usize,
+    /// FED fragments whose level-1 id is not the event number's.
+    pub feds_with_other_l1_id: usize,
     /// Why the FED fragments could not all be read, if they could not.
     pub fed_error: Option<String>,
     /// Filled for the event asked for only.
@@ -112,11 +115,12 @@ pub fn inspect(bytes: &[u8], detail: Option<u32>) -> FrdReport {
         match item {
             FrdItem::Event { offset, event } => {
                 let summary = summarise(offset, &event, detail);
-                if !summary.crc_ok {
+                let bytes = FRD_EVENT_HEADER_SIZE + summary.bytes as usize;
+                for why in event_header_doubts(&event, &summary, header.as_ref()) {
                     problems.push(FrdProblem {
                         offset,
-                        bytes: summary.bytes as usize,
-                        reason: format!("event {}: CRC32C of its payload fails", summary.event),
+                        bytes,
+                        reason: format!("event {}: {why}", summary.event),
                     });
                 }
                 report.bad_event_crc += usize::from(!summary.crc_ok);
@@ -158,6 +162,39 @@ pub fn inspect(bytes: &[u8], detail: Option<u32>) -> FrdReport {
     report
 }
 
+/// What is wrong with an event the scan found whole: its CRC32C, and the header fields the
+/// CRC does not cover, checked against the file header, the flags CMS defines and its FEDs.
+fn event_header_doubts(
+    event: &FrdEvent<'_>,
+    summary: &EventSummary,
+    file: Option<&FrdFileHeader>,
+) -> Vec<String> {
+    let h = event.header;
+    let mut doubts = Vec::new();
+    if !summary.crc_ok {
+        doubts.push("CRC32C of its payload fails".to_string());
+    }
+    if let Some(f) = file
+        && (h.run, h.lumi) != (f.run, f.lumi)
+    {
+        doubts.push(format!(
+            "run {} lumi section {}, the file's are {} and {}",
+            h.run, h.lumi, f.run, f.lumi
+        ));
+    }
+    let unknown_flags = h.flags & !(frd_flags::GENERATED | frd_flags::INCOMPLETE);
+    if unknown_flags != 0 {
+        doubts.push(format!("unassigned flag bits 0x{unknown_flags:04x} set"));
+    }
+    if summary.fed_count > 0 && summary.feds_with_other_l1_id == summary.fed_count {
+        doubts.push(format!(
+            "none of its {} FEDs carries its level-1 id (event number corrupt?)",
+            summary.fed_count
+        ));
+    }
+    doubts
+}
+
 /// One event's summary with its FED fragments walked (listed when it is `detail`).
 fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventSummary {
     let h = event.header;
@@ -170,6 +207,7 @@ fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventS
         crc_ok: event.crc_ok(),
         fed_count: 0,
         bad_feds: 0,
+        feds_with_other_l1_id: 0,
         fed_error: None,
         feds: Vec::new(),
     };
@@ -178,9 +216,11 @@ fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventS
         match FedFragment::parse_last(rest) {
             Ok((f, before)) => {
                 let crc_ok = f.crc_ok();
+                let other_l1_id = f.header.l1_id != h.event & FED_L1_ID_MASK;
                 summary.fed_count += 1;
-                summary.bad_feds +=
-                    usize::from(!crc_ok || f.header.l1_id != h.event & FED_L1_ID_MASK);
+                summary.bad_feds += usize::from(!crc_ok || other_l1_id);
+                summary.feds_with_other_l1_id += usize::from(other_l1_id);
+
                 if detail == Some(h.event) {
                     summary.feds.push(FedSummary {
                         source_id: f.header.source_id,
@@ -372,14 +412,39 @@ mod tests {
     #[test]
     fn a_corrupt_event_header_hides_only_that_event() {
         let bytes = written_file(100);
-        for (byte, bit) in [(0, 1), (1, 7), (16, 0), (18, 3), (19, 7)] {
+        // Version, flags, run, lumi, event number, size, CRC32C.
+        let flips = [
+            (0, 1),
+            (1, 7),
+            (2, 1),
+            (4, 0),
+            (8, 2),
+            (12, 0),
+            (14, 5),
+            (16, 0),
+            (18, 3),
+            (19, 7),
+            (20, 4),
+        ];
+        for (byte, bit) in flips {
             let mut bad = bytes.clone();
             bad[FRD_FILE_HEADER_SIZE + byte] ^= 1 << bit;
             let report = inspect(&bad, None);
-            assert_eq!(intact(&report), 99, "byte {byte} bit {bit}");
+            let others = report
+                .events
+                .iter()
+                .filter(|e| e.offset > FRD_FILE_HEADER_SIZE);
+            assert_eq!(
+                others.filter(|e| e.crc_ok).count(),
+                99,
+                "byte {byte} bit {bit}"
+            );
             assert_eq!(report.events.last().map(|e| e.event), Some(100));
             assert!(
-                report.problems.iter().any(|p| p.offset == FRD_FILE_HEADER_SIZE),
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.offset == FRD_FILE_HEADER_SIZE),
                 "{:?}",
                 report.problems
             );

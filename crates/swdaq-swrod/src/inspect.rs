@@ -30,7 +30,7 @@ pub struct SwrodFileReport {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EventSummary {
-    /// Index of the record in the file.
+    /// Index of the record among the file's whole records.
     pub record: usize,
     /// Where the record starts in the file.
     pub offset: usize,
