@@ -7,16 +7,18 @@
 //! |-------------|------|
 //! | HDF5 signature at 0, 512, 1024, ... (after a user block) | [`FileKind::Hdf5`] |
 //! | `RAW_0002` header that parses | [`FileKind::Frd`] |
-//! | a damaged or zeroed 32-byte header, then an FRD v6 event header (or `RAW_0002` off by a byte or two) | [`FileKind::FrdDamagedHeader`] |
 //! | `SWDAQRAW` with the full-event frame type | [`FileKind::SwrodEvents`] |
 //! | `SWDAQRAW`, any other frame type | [`FileKind::SwdaqRaw`] |
+//! | a damaged or zeroed 32-byte header, then an FRD v6 event header (or `RAW_0002` off by a byte or two) | [`FileKind::FrdDamagedHeader`] |
+//!
+//! in that order: a swdaq raw header can hold what reads as an FRD event header at byte 32.
 //!
 //! A name ending `.tmp` (event builder), `.writing` (HDF5 writer) or `.part` (SW ROD storage)
 //! is a file its writer never closed: [`Detected::left_open`].
 
 use crate::eformat_event::RAW_FILE_TYPE;
 use crate::frd::{
-    FRD_FILE_HEADER_SIZE, FRD_FILE_ID, FRD_FILE_VERSION, FrdEventHeader, FrdFileHeader,
+    FRD_FILE_HEADER_SIZE, FRD_FILE_ID, FRD_FILE_VERSION, FrdEventHeader, FrdFileHeader, frd_flags,
 };
 use crate::le::get_u32;
 use crate::rawfile::RAW_MAGIC;
@@ -123,8 +125,6 @@ fn kind_of(head: &[u8]) -> FileKind {
         FileKind::Hdf5
     } else if FrdFileHeader::parse(head).is_ok() {
         FileKind::Frd
-    } else if looks_like_frd(head) {
-        FileKind::FrdDamagedHeader
     } else if head.starts_with(&RAW_MAGIC) {
         // The frame type says what the records are, even when another header field is bad.
         if head.len() >= 20 && get_u32(head, 16) == RAW_FILE_TYPE.0 {
@@ -132,6 +132,8 @@ fn kind_of(head: &[u8]) -> FileKind {
         } else {
             FileKind::SwdaqRaw
         }
+    } else if looks_like_frd(head) {
+        FileKind::FrdDamagedHeader
     } else {
         FileKind::Unknown
     }
@@ -145,7 +147,8 @@ fn is_hdf5(head: &[u8]) -> bool {
         .any(|o| head[o..].starts_with(&HDF5_SIGNATURE))
 }
 
-/// An FRD event header right after the file header, or a header id at most two bytes off.
+/// An FRD event header (version 6, no flag bit CMS leaves unassigned) right after the file
+/// header, or a header id at most two bytes off. Checked after every other signature.
 fn looks_like_frd(head: &[u8]) -> bool {
     let id: Vec<u8> = FRD_FILE_ID
         .iter()
@@ -154,9 +157,11 @@ fn looks_like_frd(head: &[u8]) -> bool {
         .collect();
     let id_nearly_right =
         head.len() >= id.len() && head.iter().zip(&id).filter(|(a, b)| a != b).count() <= 2;
+    let known_flags = frd_flags::GENERATED | frd_flags::INCOMPLETE;
     let event_follows = head
         .get(FRD_FILE_HEADER_SIZE..)
-        .is_some_and(|rest| FrdEventHeader::parse(rest).is_ok());
+        .and_then(|rest| FrdEventHeader::parse(rest).ok())
+        .is_some_and(|e| e.flags & !known_flags == 0);
     id_nearly_right || event_follows
 }
 
@@ -205,6 +210,10 @@ mod tests {
             detect(&raw_header(FragmentType::WIBETH), "link0.swraw").kind,
             FileKind::SwdaqRaw
         );
+        // Run 6 puts what reads as an FRD v6 event header at byte 32 of a raw header.
+        let mut run_6 = raw_header(RAW_FILE_TYPE);
+        run_6[32] = 6;
+        assert_eq!(detect(&run_6, "swrod.raw").kind, FileKind::SwrodEvents);
         assert_eq!(detect(b"", "x").kind, FileKind::Empty);
         assert_eq!(detect(b"hello world", "x").kind, FileKind::Unknown);
         let dir = std::env::temp_dir();
