@@ -89,7 +89,8 @@ def test_every_flushed_record_survives_sigkill(tmp_path):
             raise AssertionError(context) from e
         shown = subprocess.run([SWDAQ, "inspect", str(path)], capture_output=True, text=True)
         assert shown.returncode == 0, (context, shown.stderr)
-        first = shown.stdout.splitlines()[0]
+        kind, first = shown.stdout.splitlines()[:2]
+        assert kind == f"{path}: HDF5 trigger-record file, left open by its writer (.writing: killed or still writing; its end may be missing or cut)", kind
         assert first.startswith("not closed (writer stopped or killed), ") and first.endswith(" records readable"), first
         readable = int(first.split(", ")[1].split()[0])
         assert readable >= flushed, (context, first)

@@ -75,8 +75,10 @@ def test_run_serves_metrics_stops_on_ctrl_c_and_writes_files_h5py_reads(tmp_path
                 assert stamps[0] <= header["window_begin"] < stamps[0] + 2048
     assert seen == decisions
     # Output cut short by the reader ends the command quietly, never with a panic.
-    cut = subprocess.run(f"{SWDAQ} inspect {files[0]} | head -1", shell=True, capture_output=True, text=True)
-    assert cut.stdout.startswith("run 1 file 0") and "panicked" not in cut.stderr, cut.stderr
+    cut = subprocess.run(f"{SWDAQ} inspect {files[0]} | head -2", shell=True, capture_output=True, text=True)
+    kind, first = cut.stdout.splitlines()
+    assert kind == f"{files[0]}: HDF5 trigger-record file" and first.startswith("run 1 file 0"), cut.stdout
+    assert "panicked" not in cut.stderr, cut.stderr
 
 
 def test_a_bad_configuration_or_a_busy_port_stops_the_start_with_one_clear_message(tmp_path):

@@ -1,11 +1,18 @@
 //! What an FRD file holds, checked: the `RAW_0002` header against the file, every event's
 //! CRC32C, and every FED fragment in it (markers, length, CRC-16, level-1 id against the
 //! event number). Library side of `swdaq inspect` for `.raw` files.
+//!
+//! A damaged file is read as far as it goes: the events are walked with
+//! [`FrdScan`], which resynchronises on the next intact event after a corrupt header or a
+//! wrong size, so every intact event is listed and every damaged span, header disagreement
+//! and bad CRC is named in [`FrdReport::problems`] with where and why.
 
 use serde::Serialize;
-use swdaq_format::FormatError;
 use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
-use swdaq_format::frd::{FrdFile, FrdFileHeader, frd_flags};
+use swdaq_format::frd::{
+    FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEvent, FrdFileHeader, FrdItem, FrdScan,
+    frd_flags,
+};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FedSummary {
@@ -18,6 +25,8 @@ pub struct FedSummary {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EventSummary {
+    /// Where the event's header starts in the file.
+    pub offset: usize,
     pub event: u32,
     pub lumi: u32,
     pub incomplete: bool,
@@ -26,113 +35,233 @@ pub struct EventSummary {
     pub fed_count: usize,
     /// FED fragments that do not parse, fail their CRC-16 or carry another level-1 id.
     pub bad_feds: usize,
+    /// FED fragments whose level-1 id is not the event number's.
+    pub feds_with_other_l1_id: usize,
     /// Why the FED fragments could not all be read, if they could not.
     pub fed_error: Option<String>,
     /// Filled for the event asked for only.
     pub feds: Vec<FedSummary>,
 }
 
+/// The `RAW_0002` header's fields.
 #[derive(Debug, Clone, Serialize)]
-pub struct FrdReport {
+pub struct HeaderSummary {
     pub run: u32,
     pub lumi: u32,
-    pub event_count_in_header: u32,
+    pub event_count: u32,
+    /// The file size the header declares, header included.
     pub file_size: u64,
+}
+
+/// Something wrong with the file: where (bytes from its start) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FrdProblem {
+    pub offset: usize,
+    /// Bytes the problem covers (a damaged span); 0 for a disagreement about the whole file.
+    pub bytes: usize,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FrdReport {
+    /// The file header, `None` when it does not parse (named in `problems`).
+    pub header: Option<HeaderSummary>,
+    /// Bytes in the file.
+    pub file_size: u64,
+    /// Every event found, intact or with a bad CRC32C, in file order.
     pub events: Vec<EventSummary>,
     pub bad_event_crc: usize,
     pub incomplete: usize,
-    /// Why reading stopped before the end of the file, if it did.
-    pub error: Option<String>,
+    /// Everything wrong, each named: header, damaged spans, events whose CRC32C fails.
+    /// Empty for a good file.
+    pub problems: Vec<FrdProblem>,
 }
 
-/// Whether `bytes` start like an FRD file.
-pub fn is_frd(bytes: &[u8]) -> bool {
-    FrdFileHeader::parse(bytes).is_ok()
-}
-
-/// Reads and checks a whole FRD file; `detail` names an event whose FED fragments to list.
-pub fn inspect(bytes: &[u8], detail: Option<u32>) -> Result<FrdReport, FormatError> {
-    let file = FrdFile::parse(bytes)?;
+/// Reads and checks a whole FRD file, however damaged; `detail` names an event whose FED
+/// fragments to list.
+pub fn inspect(bytes: &[u8], detail: Option<u32>) -> FrdReport {
+    let mut problems = Vec::new();
+    let header = match FrdFileHeader::parse(bytes) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            let unwritten = bytes.len() >= FRD_FILE_HEADER_SIZE
+                && bytes[..FRD_FILE_HEADER_SIZE].iter().all(|&b| b == 0);
+            problems.push(FrdProblem {
+                offset: 0,
+                bytes: FRD_FILE_HEADER_SIZE.min(bytes.len()),
+                reason: if unwritten {
+                    "file header not written (all zero): the writer writes it when it closes the file; events found by scanning".into()
+                } else {
+                    format!("{e}; events found by scanning")
+                },
+            });
+            None
+        }
+    };
     let mut report = FrdReport {
-        run: file.header.run,
-        lumi: file.header.lumi,
-        event_count_in_header: file.header.event_count,
-        file_size: file.header.file_size,
+        header: header.map(|h| HeaderSummary {
+            run: h.run,
+            lumi: h.lumi,
+            event_count: h.event_count,
+            file_size: h.file_size,
+        }),
+        file_size: bytes.len() as u64,
         events: Vec::new(),
         bad_event_crc: 0,
         incomplete: 0,
-        error: None,
+        problems: Vec::new(),
     };
-    for event in file.events() {
-        let event = match event {
-            Ok(e) => e,
+    for item in FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, header.map(|h| h.run)) {
+        match item {
+            FrdItem::Event { offset, event } => {
+                let summary = summarise(offset, &event, detail);
+                let bytes = FRD_EVENT_HEADER_SIZE + summary.bytes as usize;
+                for why in event_header_doubts(&event, &summary, header.as_ref()) {
+                    problems.push(FrdProblem {
+                        offset,
+                        bytes,
+                        reason: format!("event {}: {why}", summary.event),
+                    });
+                }
+                report.bad_event_crc += usize::from(!summary.crc_ok);
+                report.incomplete += usize::from(summary.incomplete);
+                report.events.push(summary);
+            }
+            FrdItem::Damaged { offset, len, error } => problems.push(FrdProblem {
+                offset,
+                bytes: len,
+                reason: format!("no intact event: {error}"),
+            }),
+        }
+    }
+    if let Some(h) = header {
+        if h.file_size != report.file_size {
+            problems.push(FrdProblem {
+                offset: 0,
+                bytes: 0,
+                reason: format!(
+                    "the header says the file holds {} bytes, it holds {}",
+                    h.file_size, report.file_size
+                ),
+            });
+        }
+        if h.event_count as usize != report.events.len() {
+            problems.push(FrdProblem {
+                offset: 0,
+                bytes: 0,
+                reason: format!(
+                    "the header says {} events, {} found",
+                    h.event_count,
+                    report.events.len()
+                ),
+            });
+        }
+    }
+    problems.sort_by_key(|p| p.offset);
+    report.problems = problems;
+    report
+}
+
+/// What is wrong with an event the scan found whole: its CRC32C, and the header fields the
+/// CRC does not cover, checked against the file header, the flags CMS defines and its FEDs.
+fn event_header_doubts(
+    event: &FrdEvent<'_>,
+    summary: &EventSummary,
+    file: Option<&FrdFileHeader>,
+) -> Vec<String> {
+    let h = event.header;
+    let mut doubts = Vec::new();
+    if !summary.crc_ok {
+        doubts.push("CRC32C of its payload fails".to_string());
+    }
+    if let Some(f) = file
+        && (h.run, h.lumi) != (f.run, f.lumi)
+    {
+        doubts.push(format!(
+            "run {} lumi section {}, the file's are {} and {}",
+            h.run, h.lumi, f.run, f.lumi
+        ));
+    }
+    let unknown_flags = h.flags & !(frd_flags::GENERATED | frd_flags::INCOMPLETE);
+    if unknown_flags != 0 {
+        doubts.push(format!("unassigned flag bits 0x{unknown_flags:04x} set"));
+    }
+    if summary.fed_count > 0 && summary.feds_with_other_l1_id == summary.fed_count {
+        doubts.push(format!(
+            "none of its {} FEDs carries its level-1 id (event number corrupt?)",
+            summary.fed_count
+        ));
+    }
+    doubts
+}
+
+/// One event's summary with its FED fragments walked (listed when it is `detail`).
+fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventSummary {
+    let h = event.header;
+    let mut summary = EventSummary {
+        offset,
+        event: h.event,
+        lumi: h.lumi,
+        incomplete: h.flags & frd_flags::INCOMPLETE != 0,
+        bytes: h.event_size,
+        crc_ok: event.crc_ok(),
+        fed_count: 0,
+        bad_feds: 0,
+        feds_with_other_l1_id: 0,
+        fed_error: None,
+        feds: Vec::new(),
+    };
+    let mut rest = event.payload;
+    while !rest.is_empty() {
+        match FedFragment::parse_last(rest) {
+            Ok((f, before)) => {
+                let crc_ok = f.crc_ok();
+                let other_l1_id = f.header.l1_id != h.event & FED_L1_ID_MASK;
+                summary.fed_count += 1;
+                summary.bad_feds += usize::from(!crc_ok || other_l1_id);
+                summary.feds_with_other_l1_id += usize::from(other_l1_id);
+
+                if detail == Some(h.event) {
+                    summary.feds.push(FedSummary {
+                        source_id: f.header.source_id,
+                        l1_id: f.header.l1_id,
+                        bx_id: f.header.bx_id,
+                        bytes: f.bytes.len(),
+                        crc_ok,
+                    });
+                }
+                rest = before;
+            }
             Err(e) => {
-                report.error = Some(e.to_string());
+                summary.fed_error = Some(e.to_string());
                 break;
             }
-        };
-        let h = event.header;
-        let mut summary = EventSummary {
-            event: h.event,
-            lumi: h.lumi,
-            incomplete: h.flags & frd_flags::INCOMPLETE != 0,
-            bytes: h.event_size,
-            crc_ok: event.crc_ok(),
-            fed_count: 0,
-            bad_feds: 0,
-            fed_error: None,
-            feds: Vec::new(),
-        };
-        let mut rest = event.payload;
-        while !rest.is_empty() {
-            match FedFragment::parse_last(rest) {
-                Ok((f, before)) => {
-                    let crc_ok = f.crc_ok();
-                    summary.fed_count += 1;
-                    summary.bad_feds +=
-                        usize::from(!crc_ok || f.header.l1_id != h.event & FED_L1_ID_MASK);
-                    if detail == Some(h.event) {
-                        summary.feds.push(FedSummary {
-                            source_id: f.header.source_id,
-                            l1_id: f.header.l1_id,
-                            bx_id: f.header.bx_id,
-                            bytes: f.bytes.len(),
-                            crc_ok,
-                        });
-                    }
-                    rest = before;
-                }
-                Err(e) => {
-                    summary.fed_error = Some(e.to_string());
-                    break;
-                }
-            }
         }
-        summary.feds.reverse();
-        report.bad_event_crc += usize::from(!summary.crc_ok);
-        report.incomplete += usize::from(summary.incomplete);
-        report.events.push(summary);
     }
-    Ok(report)
+    summary.feds.reverse();
+    summary
 }
 
 pub fn render(r: &FrdReport) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    let header = r
+        .header
+        .as_ref()
+        .map_or("header unreadable".to_string(), |h| {
+            format!(
+                "run {} lumi section {}, {} events and {} bytes in the header",
+                h.run, h.lumi, h.event_count, h.file_size
+            )
+        });
     let _ = writeln!(
         out,
-        "FRD file: run {} lumi section {}, {} events in the header, {} read, {} bytes; {} with a bad CRC32C, {} incomplete",
-        r.run,
-        r.lumi,
-        r.event_count_in_header,
+        "FRD file: {header}; {} events read, {} bytes; {} with a bad CRC32C, {} incomplete",
         r.events.len(),
         r.file_size,
         r.bad_event_crc,
         r.incomplete
     );
-    if let Some(e) = &r.error {
-        let _ = writeln!(out, "reading stopped: {e}");
-    }
     for e in &r.events {
         let _ = writeln!(
             out,
@@ -164,6 +293,14 @@ pub fn render(r: &FrdReport) -> String {
             );
         }
     }
+    for p in &r.problems {
+        let span = if p.bytes > 0 {
+            format!("bytes {}..{}", p.offset, p.offset + p.bytes)
+        } else {
+            "file".to_string()
+        };
+        let _ = writeln!(out, "BAD {span}: {}", p.reason);
+    }
     out
 }
 
@@ -176,8 +313,8 @@ mod tests {
     use std::time::{Duration, Instant};
     use swdaq_sim::fed::{FedEmulator, FedEvent, FedSimConfig};
 
-    #[test]
-    fn reads_back_what_the_writer_wrote_and_finds_corruption() {
+    /// A closed file of `n` events of three FEDs each, as a builder unit writes it.
+    fn written_file(n: u32) -> Vec<u8> {
         let dir = tempfile::tempdir().unwrap();
         let fed_config = FedSimConfig {
             feds: FedSimConfig::uniform(5, 3, 256, 0),
@@ -192,14 +329,14 @@ mod tests {
         let mut writer = FileWriter::new(WriterConfig {
             directory: dir.path().to_owned(),
             run: 9,
-            events_per_file: 10,
+            events_per_file: n,
             min_free_bytes: 0,
             disk_full: Default::default(),
             source: "t".into(),
         })
         .unwrap();
         let (mut ev, mut truth) = (FedEvent::default(), Vec::new());
-        for _ in 0..10 {
+        for _ in 0..n {
             emu.next_event(&mut ev, &mut truth);
             let built = build
                 .start(ev.event, 1, check.build(&ev), Instant::now())
@@ -207,15 +344,24 @@ mod tests {
             writer.write(built).unwrap();
         }
         writer.finish().unwrap();
-        let mut bytes = std::fs::read(dir.path().join("run000009_ls0001_index000000.raw")).unwrap();
-        let report = inspect(&bytes, Some(3)).unwrap();
+        std::fs::read(dir.path().join("run000009_ls0001_index000000.raw")).unwrap()
+    }
+
+    fn intact(r: &FrdReport) -> usize {
+        r.events.iter().filter(|e| e.crc_ok).count()
+    }
+
+    #[test]
+    fn reads_back_what_the_writer_wrote_and_finds_corruption() {
+        let mut bytes = written_file(10);
+        let report = inspect(&bytes, Some(3));
         assert_eq!(
             (
                 report.events.len(),
                 report.bad_event_crc,
-                report.error.as_deref()
+                &report.problems[..]
             ),
-            (10, 0, None)
+            (10, 0, &[][..])
         );
         assert!(
             report
@@ -234,8 +380,103 @@ mod tests {
         assert!(render(&report).contains("FED    6"));
         // A flipped payload byte in the first event: its CRC32C and that FED's CRC-16 fail.
         bytes[32 + 24 + 100] ^= 1;
-        let report = inspect(&bytes, None).unwrap();
+        let report = inspect(&bytes, None);
         assert_eq!(report.bad_event_crc, 1);
         assert_eq!(report.events[0].bad_feds, 1);
+        assert_eq!(report.problems.len(), 1);
+        assert!(render(&report).contains("BAD bytes 32.."));
+    }
+
+    /// Issue #22: a file cut by one byte showed none of its intact events.
+    #[test]
+    fn a_cut_file_shows_every_whole_event_and_names_the_cut_one() {
+        let bytes = written_file(100);
+        let cut = &bytes[..bytes.len() - 1];
+        let report = inspect(cut, None);
+        assert_eq!((report.events.len(), intact(&report)), (99, 99));
+        let reasons: Vec<&str> = report.problems.iter().map(|p| p.reason.as_str()).collect();
+        assert_eq!(reasons.len(), 3, "{reasons:?}");
+        assert!(
+            reasons.iter().any(|r| r.contains("buffer holds")),
+            "{reasons:?}"
+        );
+        assert!(reasons.iter().any(|r| r.contains("100 events, 99 found")));
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("holds 1 bytes") || r.contains("bytes, it holds"))
+        );
+    }
+
+    /// Issue #22: a flipped bit in the first event's header hid all 100 events.
+    #[test]
+    fn a_corrupt_event_header_hides_only_that_event() {
+        let bytes = written_file(100);
+        // Version, flags, run, lumi, event number, size, CRC32C.
+        let flips = [
+            (0, 1),
+            (1, 7),
+            (2, 1),
+            (4, 0),
+            (8, 2),
+            (12, 0),
+            (14, 5),
+            (16, 0),
+            (18, 3),
+            (19, 7),
+            (20, 4),
+        ];
+        for (byte, bit) in flips {
+            let mut bad = bytes.clone();
+            bad[FRD_FILE_HEADER_SIZE + byte] ^= 1 << bit;
+            let report = inspect(&bad, None);
+            let others = report
+                .events
+                .iter()
+                .filter(|e| e.offset > FRD_FILE_HEADER_SIZE);
+            assert_eq!(
+                others.filter(|e| e.crc_ok).count(),
+                99,
+                "byte {byte} bit {bit}"
+            );
+            assert_eq!(report.events.last().map(|e| e.event), Some(100));
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.offset == FRD_FILE_HEADER_SIZE),
+                "{:?}",
+                report.problems
+            );
+        }
+    }
+
+    /// Issue #22: a flipped event count in the file header went unnoticed.
+    #[test]
+    fn a_wrong_event_count_or_header_is_named() {
+        let mut bytes = written_file(5);
+        bytes[12] ^= 1 << 3;
+        let report = inspect(&bytes, None);
+        assert_eq!(intact(&report), 5);
+        assert_eq!(report.problems.len(), 1);
+        assert!(report.problems[0].reason.contains("13 events, 5 found"));
+        // A header the writer never wrote (a killed writer's .tmp): the events still read.
+        bytes[..FRD_FILE_HEADER_SIZE].fill(0);
+        let report = inspect(&bytes, None);
+        assert!(report.header.is_none());
+        assert_eq!(intact(&report), 5);
+        assert!(report.problems[0].reason.contains("not written"));
+    }
+
+    proptest::proptest! {
+        /// Any bytes: a report, never a panic; every event listed lies inside the file.
+        #[test]
+        fn inspect_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2000)) {
+            let report = inspect(&bytes, Some(0));
+            for e in &report.events {
+                proptest::prop_assert!(e.offset + 24 + e.bytes as usize <= bytes.len());
+            }
+            let _ = render(&report);
+        }
     }
 }

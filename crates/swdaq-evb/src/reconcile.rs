@@ -35,7 +35,7 @@ pub struct LeftOnDisk {
     pub duplicates: Vec<u64>,
     /// Files it left open (`.tmp`), by name: partial, their events not written.
     pub partial: Vec<String>,
-    /// Closed files that did not read to the end, with why (the events before that count).
+    /// Closed files with anything wrong, with why (their intact events count).
     pub unreadable: Vec<String>,
 }
 
@@ -52,15 +52,14 @@ pub fn read_left(dir: &Path, run: u32) -> std::io::Result<LeftOnDisk> {
             continue;
         }
         let bytes = std::fs::read(dir.join(&name))?;
-        let report = match inspect(&bytes, None) {
-            Ok(r) => r,
-            Err(e) => {
-                left.unreadable.push(format!("{name}: {e}"));
-                continue;
-            }
-        };
-        if let Some(e) = report.error {
-            left.unreadable.push(format!("{name}: {e}"));
+        let report = inspect(&bytes, None);
+        if !report.problems.is_empty() {
+            let why: Vec<&str> = report.problems.iter().map(|p| p.reason.as_str()).collect();
+            left.unreadable.push(format!("{name}: {}", why.join("; ")));
+        }
+        // Without a header it is not an FRD file the unit closed.
+        if report.header.is_none() {
+            continue;
         }
         left.files += 1;
         left.bytes += bytes.len() as u64;

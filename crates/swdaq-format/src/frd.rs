@@ -236,6 +236,100 @@ impl<'a> FrdFile<'a> {
     }
 }
 
+/// One step of [`FrdScan`]: an event, or bytes that hold no intact event.
+#[derive(Debug, Clone)]
+pub enum FrdItem<'a> {
+    /// An event whose header parses and whose declared size fits the file; its CRC32C may
+    /// still fail ([`FrdEvent::crc_ok`]). `offset` counts from the start of the file.
+    Event { offset: usize, event: FrdEvent<'a> },
+    /// `len` bytes at `offset` that are no intact event, and why.
+    Damaged {
+        offset: usize,
+        len: usize,
+        error: FormatError,
+    },
+}
+
+/// A tolerant walk through an FRD file's events, for readers that must show every intact
+/// event of a damaged file. Where an event header does not parse (or the file ends inside
+/// the event) it scans forward for the next intact event: a version-6 header whose payload
+/// fits the file and matches its CRC32C (and, when known, carries the file's run number).
+/// An event whose CRC32C fails is checked the same way for an intact event starting inside
+/// it: its size field was then wrong, and its bytes up to that event are one damaged span.
+pub struct FrdScan<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    run: Option<u32>,
+}
+
+impl<'a> FrdScan<'a> {
+    /// Walks `file` (the whole file, header included) from byte `start`; `run`, when known,
+    /// is the run every event must carry to count as intact while resynchronising.
+    pub fn new(file: &'a [u8], start: usize, run: Option<u32>) -> Self {
+        Self {
+            bytes: file,
+            at: start.min(file.len()),
+            run,
+        }
+    }
+
+    fn intact_at(&self, at: usize) -> bool {
+        FrdEvent::parse_first(&self.bytes[at..])
+            .is_ok_and(|(e, _)| self.run.is_none_or(|run| e.header.run == run) && e.crc_ok())
+    }
+
+    /// The first offset in `from..to` where an intact event starts.
+    fn next_intact(&self, from: usize, to: usize) -> Option<usize> {
+        let version = FRD_EVENT_VERSION.to_le_bytes();
+        (from..to.min(self.bytes.len()))
+            .filter(|&at| self.bytes[at..].starts_with(&version))
+            .find(|&at| self.intact_at(at))
+    }
+}
+
+impl<'a> Iterator for FrdScan<'a> {
+    type Item = FrdItem<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let offset = self.at;
+        if offset >= self.bytes.len() {
+            return None;
+        }
+        let damaged = |next: usize, error| FrdItem::Damaged {
+            offset,
+            len: next - offset,
+            error,
+        };
+        match FrdEvent::parse_first(&self.bytes[offset..]) {
+            Ok((event, _)) => {
+                let end = offset + FRD_EVENT_HEADER_SIZE + event.payload.len();
+                if !event.crc_ok()
+                    && let Some(next) = self.next_intact(offset + 1, end)
+                {
+                    self.at = next;
+                    return Some(damaged(
+                        next,
+                        FormatError::Inconsistent {
+                            what: "FRD event (an intact event starts inside it)",
+                            field: "event size",
+                            value: u64::from(event.header.event_size),
+                        },
+                    ));
+                }
+                self.at = end;
+                Some(FrdItem::Event { offset, event })
+            }
+            Err(error) => {
+                let next = self
+                    .next_intact(offset + 1, self.bytes.len())
+                    .unwrap_or(self.bytes.len());
+                self.at = next;
+                Some(damaged(next, error))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +388,86 @@ mod tests {
             if let Ok(f) = FrdFile::parse(&bytes) {
                 for e in f.events().flatten() { let _ = e.crc_ok(); }
             }
+        }
+    }
+
+    fn file_of(payloads: &[Vec<u8>], run: u32) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (i, p) in payloads.iter().enumerate() {
+            body.extend(event_bytes(
+                FrdEventHeader {
+                    run,
+                    event: i as u32,
+                    ..Default::default()
+                },
+                p,
+            ));
+        }
+        let header = FrdFileHeader {
+            event_count: payloads.len() as u32,
+            run,
+            file_size: (FRD_FILE_HEADER_SIZE + body.len()) as u64,
+            ..Default::default()
+        };
+        let mut file = header.to_bytes().to_vec();
+        file.extend(body);
+        file
+    }
+
+    /// Where the events a scan found intact start.
+    fn intact(file: &[u8], run: u32) -> Vec<usize> {
+        FrdScan::new(file, FRD_FILE_HEADER_SIZE, Some(run))
+            .filter_map(|item| match item {
+                FrdItem::Event { offset, event } if event.crc_ok() => Some(offset),
+                _ => None,
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// Any bytes: the scan's items tile the file from the start offset, never a panic.
+        #[test]
+        fn scan_tiles_any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..600), start in 0usize..64, run: Option<u32>) {
+            let mut at = start.min(bytes.len());
+            for item in FrdScan::new(&bytes, start, run) {
+                let (offset, len) = match item {
+                    FrdItem::Event { offset, event } => (offset, FRD_EVENT_HEADER_SIZE + event.payload.len()),
+                    FrdItem::Damaged { offset, len, .. } => (offset, len),
+                };
+                prop_assert_eq!(offset, at);
+                prop_assert!(len > 0);
+                at += len;
+            }
+            prop_assert_eq!(at, bytes.len().max(start.min(bytes.len())));
+        }
+
+        /// A good file scans back to its events; one damaged byte in an event's header, or a
+        /// file cut short, loses at most that event (the one cut).
+        #[test]
+        fn scan_keeps_every_other_event(
+            payloads in proptest::collection::vec(proptest::collection::vec(1u8..=255, 8..200), 1..8),
+            victim: proptest::sample::Index, byte in 0usize..FRD_EVENT_HEADER_SIZE, flip in 1u8..=255,
+            cut in 0usize..4,
+        ) {
+            let run = 0x5eed;
+            let file = file_of(&payloads, run);
+            let starts: Vec<usize> = payloads
+                .iter()
+                .scan(FRD_FILE_HEADER_SIZE, |at, p| {
+                    let start = *at;
+                    *at += FRD_EVENT_HEADER_SIZE + p.len();
+                    Some(start)
+                })
+                .collect();
+            prop_assert_eq!(intact(&file, run), starts.clone());
+            let at = starts[victim.index(payloads.len())];
+            let mut damaged = file.clone();
+            damaged[at + byte] ^= flip;
+            let others: Vec<usize> = starts.iter().copied().filter(|&s| s != at).collect();
+            let found: Vec<usize> = intact(&damaged, run).into_iter().filter(|&s| s != at).collect();
+            prop_assert_eq!(found, others);
+            let cut_file = &file[..file.len() - 1 - cut];
+            prop_assert_eq!(intact(cut_file, run), starts[..starts.len() - 1].to_vec());
         }
     }
 

@@ -7,7 +7,9 @@
 //! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). CMS-compatible:
 //! [`fed`] (FED fragments with their CRC-16), [`frd`] (FRD event header v6, `RAW_0002` file
 //! header). ATLAS: [`felix`] (FELIX to-host blocks, GBT mode), [`eformat`] (event format v5
-//! ROB/ROD), [`eformat_event`] (full events). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link), [`run_files`] (which run a file belongs to; run numbers claimed so no run overwrites another). [`crc`] computes CRC32C.
+//! ROB/ROD), [`eformat_event`] (full events). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link),
+//! [`run_files`] (which run a file belongs to; run numbers claimed so no run overwrites another).
+//! [`file_kind`] tells which of these a file holds. [`crc`] computes CRC32C.
 
 pub mod adc_matrix;
 pub mod crc;
@@ -17,6 +19,7 @@ pub mod eformat_event;
 mod error;
 pub mod fed;
 pub mod felix;
+pub mod file_kind;
 pub mod fragment;
 pub mod frame_format;
 pub mod frd;

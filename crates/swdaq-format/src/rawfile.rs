@@ -215,6 +215,17 @@ impl<R: Read> RawFileReader<R> {
     }
 }
 
+/// The frame of the record at byte `offset` of a raw file held in memory, or why the record
+/// is not whole there (for readers that walk, and resynchronise in, a damaged file).
+pub fn record_at(file: &[u8], offset: usize) -> Result<&[u8], FormatError> {
+    let rest = file.get(offset..).unwrap_or_default();
+    crate::error::need("raw file record header", rest, RECORD_HEADER_SIZE)?;
+    let len = get_u32(rest, 0) as usize;
+    let frame = &rest[RECORD_HEADER_SIZE..];
+    crate::error::need("raw file record", frame, len)?;
+    Ok(&frame[..len])
+}
+
 /// Reads as many bytes as are available up to `buf.len()`, retrying short reads.
 fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
@@ -279,12 +290,28 @@ mod tests {
         }
 
         #[test]
-        fn reading_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        fn reading_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300), at in 0usize..400) {
+            let _ = record_at(&bytes, at);
             if let Ok(mut r) = RawFileReader::new(&bytes[..]) {
                 let mut buf = Vec::new();
                 while let Ok(true) = r.next_frame(&mut buf) {}
             }
         }
+    }
+
+    #[test]
+    fn records_read_in_place() {
+        let mut w = RawFileWriter::new(Vec::new(), &header()).unwrap();
+        w.write_frame(&[7u8; 16]).unwrap();
+        w.write_frame(&[]).unwrap();
+        let bytes = w.finish().unwrap();
+        assert_eq!(record_at(&bytes, RAW_HEADER_SIZE).unwrap(), &[7u8; 16]);
+        assert_eq!(
+            record_at(&bytes, RAW_HEADER_SIZE + 24).unwrap(),
+            &[] as &[u8]
+        );
+        assert!(record_at(&bytes[..bytes.len() - 1], RAW_HEADER_SIZE + 24).is_err());
+        assert!(record_at(&bytes, bytes.len() + 5).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use numpy::PyArray1;
 use numpy::ndarray::Array2;
 use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use std::path::PathBuf;
 use swdaq_format::adc_matrix::{AdcMatrix, adc_matrix};
 use swdaq_format::fragment::FRAGMENT_HEADER_SIZE;
@@ -77,10 +77,12 @@ impl File {
     }
 
     /// The file's attributes (run number, file index, application, layout version, ...); the
-    /// closing time and recorded size are None for a file still being written.
+    /// closing time and recorded size are None for a file still being written, any other
+    /// value None when it is missing or of the wrong type, named in `problems` (each a dict
+    /// of `name`, `expected`, `found`).
     #[getter]
     fn attributes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let a = self.reader()?.attributes().map_err(store_error)?;
+        let a = self.reader()?.attributes();
         let d = PyDict::new(py);
         d.set_item("run_number", a.run_number)?;
         d.set_item("file_index", a.file_index)?;
@@ -90,6 +92,15 @@ impl File {
         d.set_item("application_name", a.application_name)?;
         d.set_item("record_type", a.record_type)?;
         d.set_item("filelayout_version", a.filelayout_version)?;
+        let problems = PyList::empty(py);
+        for p in &a.problems {
+            let named = PyDict::new(py);
+            named.set_item("name", p.name)?;
+            named.set_item("expected", p.expected)?;
+            named.set_item("found", &p.found)?;
+            problems.append(named)?;
+        }
+        d.set_item("problems", problems)?;
         Ok(d)
     }
 

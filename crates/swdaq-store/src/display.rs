@@ -59,6 +59,8 @@ pub struct DisplaySummary {
     /// The ADC deviation drawn at full colour.
     pub adc_scale: f32,
     pub panels: Vec<PanelSummary>,
+    /// Fragments that parse but whose content is garbage, left out of the picture, with why.
+    pub left_out: Vec<BadFragment>,
 }
 
 /// A rendered display: RGB pixels, row by row.
@@ -101,7 +103,7 @@ pub fn save_rgb_png(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Result<
 }
 
 /// Renders record `trigger` (sequence 0) of `file` into a PNG at `out`; fragments that cannot
-/// be read are left out of the picture and returned with why.
+/// be read, or whose content is garbage, are left out of the picture and returned with why.
 pub fn display_file(
     file: &Path,
     trigger: u64,
@@ -116,9 +118,10 @@ pub fn display_file(
         .ok_or_else(|| {
             StoreError::Display(format!("{} has no record {trigger}", file.display()))
         })?;
-    let (record, bad_fragments) = reader.read_record_skipping_bad(&id)?;
+    let (record, mut bad_fragments) = reader.read_record_skipping_bad(&id)?;
     let image = render(&record, options)?;
     image.save_png(out)?;
+    bad_fragments.extend(image.summary.left_out.iter().cloned());
     Ok((image.summary, bad_fragments))
 }
 
@@ -144,58 +147,98 @@ struct SampleRun {
     adcs: Vec<u16>,
 }
 
-/// The record's samples as runs per offline channel: every channel of each WIBEth frame, and
-/// every channel row of each ROI region (whose channel ids are offline already).
-fn sample_runs(fragments: &[Fragment<'_>], options: &DisplayOptions) -> Result<Vec<SampleRun>> {
-    let mut runs = Vec::new();
-    for f in fragments {
-        match f.header.fragment_type {
-            FragmentType::WIBETH => {
-                for frame in decode::wibeth_frames(f.payload).filter_map(|fr| fr.ok()) {
-                    runs.extend((0..NUM_CHANNELS).map(|c| SampleRun {
-                        channel: (options.channel_of)(f.header.element_id, c),
-                        first_timestamp: frame.timestamp(),
-                        adcs: (0..SAMPLES_PER_FRAME).map(|s| frame.adc(s, c)).collect(),
-                    }));
-                }
+/// What one fragment adds to the picture.
+#[derive(Default)]
+struct Drawn {
+    runs: Vec<SampleRun>,
+    tps: Vec<TriggerPrimitive>,
+}
+
+/// A fragment's samples as runs per offline channel (every channel of each WIBEth frame,
+/// every channel row of each ROI region, whose channel ids are offline already) and its TPs;
+/// or why the fragment is garbage and left out: a frame or payload that does not parse, a
+/// sampling the display does not draw, or samples too far from the trigger to share its
+/// time axis (a corrupt timestamp would otherwise stretch the picture past drawing).
+fn fragment_content(
+    f: &Fragment<'_>,
+    trigger_timestamp: u64,
+    options: &DisplayOptions,
+) -> std::result::Result<Drawn, String> {
+    let mut drawn = Drawn::default();
+    match f.header.fragment_type {
+        FragmentType::WIBETH => {
+            for (i, frame) in decode::wibeth_frames(f.payload).enumerate() {
+                let frame = frame.map_err(|e| format!("WIBEth frame {i}: {e}"))?;
+                drawn.runs.extend((0..NUM_CHANNELS).map(|c| SampleRun {
+                    channel: (options.channel_of)(f.header.element_id, c),
+                    first_timestamp: frame.timestamp(),
+                    adcs: (0..SAMPLES_PER_FRAME).map(|s| frame.adc(s, c)).collect(),
+                }));
             }
-            FragmentType::ROI => {
-                // A payload that does not parse is drawn as absent, like a bad WIBEth frame.
-                let Ok(roi) = RoiPayload::parse(f.payload) else {
-                    continue;
-                };
-                if roi.ticks_per_sample as u64 != TICKS_PER_SAMPLE {
-                    return Err(StoreError::Display(format!(
-                        "ROI fragment of {} samples every {} ticks: the display draws WIBEth's {}",
-                        f.header.element_id, roi.ticks_per_sample, TICKS_PER_SAMPLE
-                    )));
-                }
-                for region in roi.regions() {
-                    let adcs = region.adcs();
-                    let rows = adcs.chunks_exact(region.samples.max(1));
-                    runs.extend(
-                        region
-                            .channel_ids()
-                            .zip(rows)
-                            .map(|(channel, row)| SampleRun {
-                                channel,
-                                first_timestamp: region.first_timestamp,
-                                adcs: row.to_vec(),
-                            }),
-                    );
-                }
-            }
-            _ => {}
         }
+        FragmentType::ROI => {
+            let roi = RoiPayload::parse(f.payload).map_err(|e| format!("ROI payload: {e}"))?;
+            if roi.ticks_per_sample as u64 != TICKS_PER_SAMPLE {
+                return Err(format!(
+                    "ROI samples every {} ticks: the display draws WIBEth's {TICKS_PER_SAMPLE}",
+                    roi.ticks_per_sample
+                ));
+            }
+            for region in roi.regions() {
+                let adcs = region.adcs();
+                let rows = adcs.chunks_exact(region.samples.max(1));
+                drawn.runs.extend(
+                    region
+                        .channel_ids()
+                        .zip(rows)
+                        .map(|(channel, row)| SampleRun {
+                            channel,
+                            first_timestamp: region.first_timestamp,
+                            adcs: row.to_vec(),
+                        }),
+                );
+            }
+        }
+        FragmentType::TRIGGER_PRIMITIVE => {
+            drawn.tps = decode::trigger_primitives(f.payload)
+                .map_err(|e| format!("trigger primitives: {e}"))?;
+        }
+        _ => {}
     }
-    Ok(runs)
+    let reach = MAX_SAMPLES / 2 * TICKS_PER_SAMPLE;
+    if let Some(far) = drawn
+        .runs
+        .iter()
+        .map(|r| r.first_timestamp)
+        .find(|t| t.abs_diff(trigger_timestamp) > reach)
+    {
+        return Err(format!(
+            "samples at timestamp {far}, more than {} samples from the trigger's {trigger_timestamp}",
+            MAX_SAMPLES / 2
+        ));
+    }
+    Ok(drawn)
 }
 
 /// Collects the record's samples (WIBEth frames and ROI regions) per offline channel and its
-/// TPs, by plane.
-fn collect(record: &TriggerRecord, options: &DisplayOptions) -> Result<(Vec<Panel>, u64, usize)> {
-    let fragments: Vec<Fragment<'_>> = record.fragments().filter_map(|f| f.ok()).collect();
-    let runs = sample_runs(&fragments, options)?;
+/// TPs, by plane; garbage fragments are left out and returned with why.
+fn collect(
+    record: &TriggerRecord,
+    options: &DisplayOptions,
+) -> Result<(Vec<Panel>, u64, usize, Vec<BadFragment>)> {
+    let (mut runs, mut tps, mut left_out) = (Vec::new(), Vec::new(), Vec::new());
+    for f in record.fragments().filter_map(|f| f.ok()) {
+        match fragment_content(&f, record.header.trigger_timestamp, options) {
+            Ok(drawn) => {
+                runs.extend(drawn.runs);
+                tps.extend(drawn.tps);
+            }
+            Err(reason) => left_out.push(BadFragment {
+                dataset: crate::layout::fragment_dataset(&f.header),
+                reason,
+            }),
+        }
+    }
     let t0 = runs
         .iter()
         .filter(|r| !r.adcs.is_empty())
@@ -203,8 +246,9 @@ fn collect(record: &TriggerRecord, options: &DisplayOptions) -> Result<(Vec<Pane
         .min()
         .ok_or_else(|| {
             StoreError::Display(format!(
-                "record {} has no WIBEth frame or ROI region to display",
-                record.header.trigger_number
+                "record {} has no WIBEth frame or ROI region to display ({} fragments left out as garbage)",
+                record.header.trigger_number,
+                left_out.len()
             ))
         })?;
     let end = runs
@@ -243,13 +287,8 @@ fn collect(record: &TriggerRecord, options: &DisplayOptions) -> Result<(Vec<Pane
             *at = f32::from(adc);
         }
     }
-    for f in fragments
-        .iter()
-        .filter(|f| f.header.fragment_type == FragmentType::TRIGGER_PRIMITIVE)
-    {
-        for tp in decode::trigger_primitives(f.payload).unwrap_or_default() {
-            panel(&mut panels, options, tp.channel).tps.push(tp);
-        }
+    for tp in tps {
+        panel(&mut panels, options, tp.channel).tps.push(tp);
     }
     let mut panels: Vec<Panel> = panels
         .into_values()
@@ -262,7 +301,7 @@ fn collect(record: &TriggerRecord, options: &DisplayOptions) -> Result<(Vec<Pane
             row.iter_mut().for_each(|v| *v -= pedestal);
         }
     }
-    Ok((panels, t0, samples))
+    Ok((panels, t0, samples, left_out))
 }
 
 /// Full-colour deviation: the 99.9th percentile of |ADC - pedestal| (at least 10 ADC), so a
@@ -320,7 +359,7 @@ fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> S
 /// Draws the record into an RGB image.
 pub fn render(record: &TriggerRecord, options: &DisplayOptions) -> Result<EventImage> {
     register_fonts();
-    let (panels, t0, samples) = collect(record, options)?;
+    let (panels, t0, samples, left_out) = collect(record, options)?;
     let scale = adc_scale(&panels);
     let (width, height) = (options.width.max(200), options.height.max(150));
     let mut rgb = vec![255u8; 3 * width as usize * height as usize];
@@ -363,6 +402,7 @@ pub fn render(record: &TriggerRecord, options: &DisplayOptions) -> Result<EventI
                     tps: p.tps.len(),
                 })
                 .collect(),
+            left_out,
         },
     })
 }

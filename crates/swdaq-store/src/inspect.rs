@@ -225,7 +225,7 @@ pub fn inspect(path: &Path, record: Option<u64>) -> Result<FileReport> {
         records.push(summarise(id.group, &headers.header, fragments));
     }
     Ok(FileReport {
-        attributes: reader.attributes()?,
+        attributes: reader.attributes(),
         records,
         problems,
     })
@@ -238,6 +238,12 @@ impl FileReport {
         self.attributes.closing_timestamp.is_some()
     }
 
+    /// Everything named bad: unreadable records and fragments, and file attributes missing
+    /// or of the wrong type.
+    pub fn bad_items(&self) -> usize {
+        self.problems.len() + self.attributes.problems.len()
+    }
+
     /// Records listed with none of their fragments bad.
     pub fn readable_records(&self) -> usize {
         self.records
@@ -245,6 +251,11 @@ impl FileReport {
             .filter(|r| !self.problems.iter().any(|p| p.record == r.name))
             .count()
     }
+}
+
+/// An attribute's value, `?` when it could not be read.
+fn shown<T: std::fmt::Display>(value: &Option<T>) -> String {
+    value.as_ref().map_or("?".into(), T::to_string)
 }
 
 /// A human-readable rendering of a report.
@@ -259,13 +270,13 @@ pub fn render(report: &FileReport) -> String {
     }
     out += &format!(
         "run {} file {} ({} by {}, layout {}), {} records, {} bytes recorded\n",
-        a.run_number,
-        a.file_index,
-        a.record_type,
-        a.application_name,
-        a.filelayout_version,
+        shown(&a.run_number),
+        shown(&a.file_index),
+        shown(&a.record_type),
+        shown(&a.application_name),
+        shown(&a.filelayout_version),
         report.records.len(),
-        a.recorded_size.map_or("?".into(), |s| s.to_string())
+        shown(&a.recorded_size)
     );
     for r in &report.records {
         out += &format!(
@@ -351,6 +362,12 @@ pub fn render(report: &FileReport) -> String {
                 Some(Content::Undecoded) | None => {}
             }
         }
+    }
+    for p in &a.problems {
+        out += &format!(
+            "BAD attribute {}: expected {}, found {}\n",
+            p.name, p.expected, p.found
+        );
     }
     for p in &report.problems {
         out += &match &p.fragment {

@@ -26,6 +26,7 @@
 //! 64 x 64 KiB fragments ~0.65 GB/s (0.26 x). Newer file-format bounds and a larger metadata
 //! block measured no faster, so files keep HDF5's defaults, like hdf5libs.
 
+mod attributes;
 pub mod bench;
 pub mod display;
 pub mod durable;
@@ -40,6 +41,6 @@ pub mod writer;
 
 pub use error::StoreError;
 pub use metrics::StoreMetrics;
-pub use reader::{FileAttributes, RecordFileReader, RecordHeaders, RecordId};
+pub use reader::{AttributeProblem, FileAttributes, RecordFileReader, RecordHeaders, RecordId};
 pub use thread::{StorageThread, StoreReport};
 pub use writer::{RecordFileWriter, StoreConfig, WriterCounts};

@@ -2,28 +2,13 @@
 //! order, whole records with their header decoded; [`decode`] helpers turn fragment payloads
 //! into WIBEth frames and trigger primitives. Corrupt or foreign files give typed errors.
 
+pub use crate::attributes::{AttributeProblem, FileAttributes};
 use crate::error::{AtPath, Result, StoreError};
-use crate::layout::{self, attr};
-use hdf5::types::VarLenUnicode;
+use crate::layout;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use swdaq_format::fragment::FRAGMENT_HEADER_SIZE;
 use swdaq_format::{FragmentHeader, TriggerRecord, TriggerRecordHeader};
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FileAttributes {
-    pub run_number: u32,
-    pub file_index: u64,
-    /// Milliseconds since the Unix epoch.
-    pub creation_timestamp: u64,
-    /// Absent while a file is still being written.
-    pub closing_timestamp: Option<u64>,
-    /// Bytes of records (headers and fragments); absent while a file is still being written.
-    pub recorded_size: Option<u64>,
-    pub application_name: String,
-    pub record_type: String,
-    pub filelayout_version: u32,
-}
 
 /// A record's place in a file: its group name and the numbers the name encodes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -55,33 +40,10 @@ impl RecordFileReader {
         })
     }
 
-    fn scalar<T: hdf5::H5Type>(&self, name: &str) -> Result<T> {
-        self.file
-            .attr(name)
-            .and_then(|a| a.read_scalar())
-            .at(&self.path)
-    }
-
-    fn text(&self, name: &str) -> Result<String> {
-        Ok(self.scalar::<VarLenUnicode>(name)?.as_str().to_string())
-    }
-
-    pub fn attributes(&self) -> Result<FileAttributes> {
-        let closed = self.file.attr(attr::CLOSING_TIMESTAMP).is_ok();
-        Ok(FileAttributes {
-            run_number: self.scalar(attr::RUN_NUMBER)?,
-            file_index: self.scalar(attr::FILE_INDEX)?,
-            creation_timestamp: self.scalar(attr::CREATION_TIMESTAMP)?,
-            closing_timestamp: closed
-                .then(|| self.scalar(attr::CLOSING_TIMESTAMP))
-                .transpose()?,
-            recorded_size: closed
-                .then(|| self.scalar(attr::RECORDED_SIZE))
-                .transpose()?,
-            application_name: self.text(attr::APPLICATION_NAME)?,
-            record_type: self.text(attr::RECORD_TYPE)?,
-            filelayout_version: self.scalar(attr::LAYOUT_VERSION)?,
-        })
+    /// The file's root attributes; one missing or of the wrong type is named in
+    /// [`FileAttributes::problems`] and the others still read.
+    pub fn attributes(&self) -> FileAttributes {
+        crate::attributes::read(&self.file)
     }
 
     /// The records in the file, in trigger then sequence number order (group names that do

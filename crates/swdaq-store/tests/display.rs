@@ -141,3 +141,23 @@ fn only_the_regions_channels_and_samples_are_drawn() {
     assert_eq!(planes, vec![("U (induction)", 20), ("X (collection)", 20)]);
     assert_eq!(image.summary.samples, 100);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// A record with one fragment of any payload (under a good header, of a drawn type) is
+    /// still drawn: that fragment is drawn or left out and named, never the record refused.
+    #[test]
+    fn any_garbage_fragment_is_drawn_or_named_never_the_record_refused(
+        payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20_000),
+        kind in proptest::sample::select(vec![FragmentType::WIBETH, FragmentType::ROI, FragmentType::TRIGGER_PRIMITIVE]),
+    ) {
+        let mut record = sample::track_record(1).record;
+        let template = Fragment::parse(&record.fragments[0]).unwrap().header;
+        let header = FragmentHeader { fragment_type: kind, ..template };
+        record.fragments.push(Fragment::assemble(header, [&payload[..]]));
+        let small = DisplayOptions { width: 240, height: 160, ..options() };
+        let image = render(&record, &small).unwrap();
+        proptest::prop_assert!(image.summary.left_out.len() <= 1);
+    }
+}

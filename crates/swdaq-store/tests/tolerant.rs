@@ -84,3 +84,106 @@ fn one_garbage_fragment_is_named_and_the_rest_is_listed() {
     assert!(png.exists());
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
+
+/// Issue #22: one file attribute of the wrong type, or missing, hid every record and the
+/// message did not name it.
+#[test]
+fn a_bad_or_missing_attribute_is_named_and_the_records_still_read() {
+    let path = written_file("attributes", 3);
+    {
+        let file = hdf5::File::open_rw(&path).unwrap();
+        file.delete_attr("run_number").unwrap();
+        let text: hdf5::types::VarLenUnicode = "twelve".parse().unwrap();
+        file.new_attr::<hdf5::types::VarLenUnicode>()
+            .create("run_number")
+            .and_then(|a| a.write_scalar(&text))
+            .unwrap();
+        file.delete_attr("application_name").unwrap();
+    }
+    let report = inspect(&path, None).unwrap();
+    assert_eq!(report.records.len(), 3);
+    assert_eq!(report.problems.len(), 0);
+    let named: Vec<(&str, &str, &str)> = report
+        .attributes
+        .problems
+        .iter()
+        .map(|p| (p.name, p.expected, p.found.as_str()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (
+                "run_number",
+                "unsigned 32-bit integer",
+                r#"string "twelve""#
+            ),
+            ("application_name", "string", "missing"),
+        ]
+    );
+    assert_eq!(report.bad_items(), 2);
+    assert_eq!(report.attributes.run_number, None);
+    assert_eq!(report.attributes.file_index, Some(0));
+    let text = render(&report);
+    assert!(
+        text.contains("BAD attribute run_number: expected unsigned 32-bit integer"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+/// Issue #22: `swdaq display` refused a whole record because one fragment's content was
+/// garbage (its frames' timestamps stretched the picture past drawing).
+#[test]
+fn the_display_draws_the_good_fragments_and_names_the_garbage_one() {
+    let path = written_file("display-garbage", 2);
+    let reader = RecordFileReader::open(&path).unwrap();
+    let ids = reader.record_ids().unwrap();
+    let good = display_file(
+        &path,
+        ids[1].trigger_number,
+        &path.with_extension("good.png"),
+        &DisplayOptions::default(),
+    )
+    .unwrap()
+    .0;
+    drop(reader);
+    // The fragment's header kept, its payload garbage: it parses, its frames' timestamps
+    // are nonsense.
+    let name = {
+        let file = hdf5::File::open_rw(&path).unwrap();
+        let raw = file
+            .group(&format!("{}/{RAW_DATA_GROUP}", ids[1].group))
+            .unwrap();
+        let name = raw
+            .member_names()
+            .unwrap()
+            .into_iter()
+            .find(|n| n.ends_with("WIBEth"))
+            .unwrap();
+        let dataset = raw.dataset(&name).unwrap();
+        let mut bytes = dataset.read_raw::<i8>().unwrap();
+        bytes[swdaq_format::fragment::FRAGMENT_HEADER_SIZE..].fill(0x5a);
+        dataset.write_raw(&bytes).unwrap();
+        name
+    };
+    let png = path.with_extension("png");
+    let (summary, left_out) = display_file(
+        &path,
+        ids[1].trigger_number,
+        &png,
+        &DisplayOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(left_out.len(), 1, "{left_out:?}");
+    assert_eq!(left_out[0].dataset, name);
+    assert!(
+        left_out[0].reason.contains("from the trigger"),
+        "{left_out:?}"
+    );
+    let channels = |s: &swdaq_store::display::DisplaySummary| -> usize {
+        s.panels.iter().map(|p| p.channels).sum()
+    };
+    assert_eq!(channels(&summary), channels(&good) - 64);
+    assert!(png.exists());
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}

@@ -1,7 +1,7 @@
 //! An ATLAS-style software ROD (SW ROD): FELIX e-link chunks in GBT mode ([`decoder`]) are
 //! aggregated by L1 ID into eformat v5 ROB fragments ([`aggregator`]) in pooled buffers
 //! ([`pool`]) and handed down a chain of consumers ([`consumers`]): the data-request server,
-//! recording, monitoring samples.
+//! recording, monitoring samples. [`inspect`] checks the files a SW ROD run stores.
 
 pub mod aggregator;
 pub mod bench;
@@ -9,6 +9,7 @@ pub mod consumers;
 pub mod decoder;
 pub mod elinks;
 pub mod hlt;
+pub mod inspect;
 pub mod metrics;
 pub mod pool;
 

@@ -2,6 +2,7 @@
 //! pedestal-subtracted ADC as colour, one panel per plane, the record's TPs drawn on top.
 
 use std::path::PathBuf;
+use swdaq_format::file_kind::{FileKind, detect_path};
 use swdaq_sim::{Plane, SimConfig};
 use swdaq_store::display::{DisplayOptions, display_file};
 
@@ -19,6 +20,17 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
+    let detected = detect_path(&args.file)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", args.file.display()))?;
+    anyhow::ensure!(
+        detected.kind == FileKind::Hdf5,
+        "{}: {}; swdaq display draws records of HDF5 trigger-record files",
+        args.file.display(),
+        detected.describe()
+    );
+    if detected.left_open.is_some() {
+        println!("{}: {}", args.file.display(), detected.describe());
+    }
     let first = args.first_channel;
     let options = DisplayOptions {
         channel_of: Box::new(move |source, c| first + 64 * source.id + c as u32),
@@ -41,11 +53,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         summary.panels.len()
     );
     for bad in &bad_fragments {
-        eprintln!("BAD fragment {} (left out): {}", bad.dataset, bad.reason);
+        eprintln!(
+            "BAD fragment {} (left out, the rest drawn): {}",
+            bad.dataset, bad.reason
+        );
     }
     if !bad_fragments.is_empty() {
         anyhow::bail!(
-            "{}: {} fragments of record {} could not be read",
+            "{}: {} fragments of record {} could not be read or are garbage",
             args.file.display(),
             bad_fragments.len(),
             args.record

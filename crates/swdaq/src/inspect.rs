@@ -1,89 +1,139 @@
-//! `swdaq inspect`: what an HDF5 trigger-record file, a CMS-style FRD file (`.raw`, from
-//! the event builder) or a swdaq raw file (`.swraw`, from `swdaq gen` or a recorded burst)
-//! holds.
+//! `swdaq inspect`: what a data file holds — an HDF5 trigger-record file, a CMS-style FRD
+//! file (`.raw`, from the event builder), a SW ROD run's file of full events, or a swdaq raw
+//! file (`.swraw`, from `swdaq gen` or a recorded burst). The format is told from the file's
+//! first bytes (`swdaq_format::file_kind`) and said first; every good event or record is
+//! listed, every bad one named with why, and anything bad makes the exit status non-zero.
 
+use serde::Serialize;
 use std::path::PathBuf;
+use swdaq_format::file_kind::{Detected, FileKind, detect_path};
 
 #[derive(clap::Args)]
 pub struct Args {
     file: PathBuf,
     /// Decode this trigger number's fragments (frame headers, trigger primitives); for an
-    /// FRD file, list this event's FED fragments.
+    /// FRD file, list this event's FED fragments; for a SW ROD file, this L1 ID's ROBs.
     #[arg(long)]
     record: Option<u64>,
     #[arg(long)]
     json: bool,
 }
 
+/// The format a file was read as, in front of its report (text) or beside it (JSON).
+#[derive(Serialize)]
+struct Tagged<'a, T> {
+    format: String,
+    /// The writer's suffix of a file it never closed.
+    left_open: Option<&'static str>,
+    #[serde(flatten)]
+    report: &'a T,
+}
+
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let mut head = [0u8; swdaq_format::frd::FRD_FILE_HEADER_SIZE];
-    let is_frd = std::fs::File::open(&args.file)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-        .is_ok_and(|()| swdaq_evb::inspect::is_frd(&head));
-    if is_frd {
-        return frd(args);
+    let detected = detect_path(&args.file)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", args.file.display()))?;
+    match detected.kind {
+        FileKind::Hdf5 => hdf5(args, &detected),
+        FileKind::Frd | FileKind::FrdDamagedHeader => frd(args, &detected),
+        FileKind::SwrodEvents => swrod(args, &detected),
+        FileKind::SwdaqRaw => raw(args, &detected),
+        FileKind::Directory | FileKind::Empty | FileKind::Unknown => {
+            anyhow::bail!("{}: {}", args.file.display(), detected.describe())
+        }
     }
-    if head.starts_with(&swdaq_format::rawfile::RAW_MAGIC) {
-        return raw(args);
-    }
-    let report = swdaq_store::inspect::inspect(&args.file, args.record)?;
-    if args.record.is_some() && report.records.is_empty() {
-        anyhow::bail!(
-            "{} has no record with trigger number {}",
-            args.file.display(),
-            args.record.unwrap_or_default()
-        );
-    }
+}
+
+/// Prints the report (its format first), and fails naming how many items are bad.
+fn show<T: Serialize>(
+    args: &Args,
+    detected: &Detected,
+    report: &T,
+    text: impl FnOnce(&T) -> String,
+    bad: usize,
+    what: &str,
+) -> anyhow::Result<()> {
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let tagged = Tagged {
+            format: detected.kind.describe().to_string(),
+            left_open: detected.left_open,
+            report,
+        };
+        println!("{}", serde_json::to_string_pretty(&tagged)?);
     } else {
-        print!("{}", swdaq_store::inspect::render(&report));
+        println!("{}: {}", args.file.display(), detected.describe());
+        print!("{}", text(report));
     }
-    if !report.problems.is_empty() {
+    anyhow::ensure!(
+        bad == 0,
+        "{}: {bad} {what} (listed above as BAD)",
+        args.file.display()
+    );
+    Ok(())
+}
+
+fn hdf5(args: &Args, detected: &Detected) -> anyhow::Result<()> {
+    let report = swdaq_store::inspect::inspect(&args.file, args.record)?;
+    if let Some(n) = args.record
+        && report.records.is_empty()
+    {
         anyhow::bail!(
-            "{}: {} records or fragments could not be read (listed above as BAD)",
-            args.file.display(),
-            report.problems.len()
+            "{} has no record with trigger number {n}",
+            args.file.display()
         );
     }
-    Ok(())
+    show(
+        args,
+        detected,
+        &report,
+        swdaq_store::inspect::render,
+        report.bad_items(),
+        "records, fragments or file attributes could not be read",
+    )
 }
 
 /// A swdaq raw file: its header and its frames through the readout's continuity checks.
-fn raw(args: &Args) -> anyhow::Result<()> {
+fn raw(args: &Args, detected: &Detected) -> anyhow::Result<()> {
     use swdaq_readout::raw_inspect;
     let file = std::fs::File::open(&args.file)?;
-    let report = raw_inspect::inspect_raw(std::io::BufReader::with_capacity(8 << 20, file))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", raw_inspect::render(&report));
-    }
-    if let Some(e) = &report.error {
-        anyhow::bail!("{}: {e}", args.file.display());
-    }
-    Ok(())
+    let report = raw_inspect::inspect_raw(std::io::BufReader::with_capacity(8 << 20, file))
+        .map_err(|e| anyhow::anyhow!("{}: {}: {e}", args.file.display(), detected.describe()))?;
+    let bad = usize::from(report.error.is_some());
+    show(
+        args,
+        detected,
+        &report,
+        raw_inspect::render,
+        bad,
+        "record could not be read",
+    )
 }
 
-/// An FRD file: every event's CRC32C and FED fragments checked.
-fn frd(args: &Args) -> anyhow::Result<()> {
+/// An FRD file: every event's CRC32C and FED fragments checked, damaged spans skipped.
+fn frd(args: &Args, detected: &Detected) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.file)?;
     let detail = args.record.map(u32::try_from).transpose()?;
-    let report = swdaq_evb::inspect::inspect(&bytes, detail)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", swdaq_evb::inspect::render(&report));
-    }
-    anyhow::ensure!(
-        report.bad_event_crc == 0 && report.error.is_none(),
-        "{}: {} events with a bad CRC32C{}",
-        args.file.display(),
-        report.bad_event_crc,
-        report
-            .error
-            .as_ref()
-            .map_or(String::new(), |e| format!(", {e}"))
-    );
-    Ok(())
+    let report = swdaq_evb::inspect::inspect(&bytes, detail);
+    show(
+        args,
+        detected,
+        &report,
+        swdaq_evb::inspect::render,
+        report.problems.len(),
+        "problems: damaged spans, events with a bad CRC32C or header disagreements",
+    )
+}
+
+/// A SW ROD run's file: every full event and ROB checked.
+fn swrod(args: &Args, detected: &Detected) -> anyhow::Result<()> {
+    let bytes = std::fs::read(&args.file)?;
+    let detail = args.record.map(u32::try_from).transpose()?;
+    let report = swdaq_swrod::inspect::inspect(&bytes, detail);
+    show(
+        args,
+        detected,
+        &report,
+        swdaq_swrod::inspect::render,
+        report.problems.len(),
+        "bad events or damaged records",
+    )
 }

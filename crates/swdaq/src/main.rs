@@ -42,7 +42,8 @@ enum Command {
     Bench(bench::Args),
     /// Draw one trigger record: channel vs time per plane, with its TPs.
     Display(display::Args),
-    /// Show what an HDF5 trigger-record file holds.
+    /// Show what a data file holds (HDF5 trigger records, FRD, SW ROD or swdaq raw), checked:
+    /// every good event or record listed, every bad one named, non-zero exit if any.
     Inspect(inspect::Args),
     /// Hit-finding quality against the emulator's truth, over a threshold scan.
     TpgQuality(quality::Args),

@@ -113,6 +113,20 @@ fn check_files(
     let mut l1a_indices = Vec::new();
     let per_rob = ELINKS / ROBS_PER_CARD;
     for f in files {
+        // `swdaq inspect` finds every event good (status bits are listed, not bad).
+        let inspect = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+            .args(["inspect", "--json", f["path"].as_str().unwrap()])
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&inspect.stdout).unwrap();
+        assert!(inspect.status.success(), "{:#}", report["problems"]);
+        let listed = report["events"].as_array().map(Vec::len);
+        assert_eq!(
+            listed,
+            Some(u(&f["events"]) as usize),
+            "{:#}",
+            report["format"]
+        );
         let mut reader =
             RawFileReader::new(File::open(f["path"].as_str().unwrap()).unwrap()).unwrap();
         let mut buf = Vec::new();

@@ -136,7 +136,12 @@ pub fn built_events(dir: &Path, out: &Path) -> BTreeMap<u64, Vec<(u16, Vec<u8>)>
             let report: Value =
                 serde_json::from_str(&swdaq(&["inspect", "--json", path.to_str().unwrap()], dir))
                     .unwrap();
-            assert_eq!(report["error"], Value::Null, "{}", path.display());
+            assert_eq!(
+                report["problems"],
+                serde_json::json!([]),
+                "{}",
+                path.display()
+            );
             assert_eq!(report["bad_event_crc"], 0);
             let bytes = std::fs::read(&path).unwrap();
             for event in FrdFile::parse(&bytes).unwrap().events() {

@@ -1,0 +1,342 @@
+//! `swdaq inspect` and `swdaq display` from the binary on damaged files (issue #22): the
+//! format is named, every good event or record shown, every bad one named, and the exit
+//! status non-zero when anything is bad. Files are made here byte by byte.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use swdaq_format::SourceId;
+use swdaq_format::crc::crc32c;
+use swdaq_format::eformat::{RobFragment, RodHeader};
+use swdaq_format::eformat_event::{EventHeader, RAW_FILE_TYPE, encode_event, event_status};
+use swdaq_format::fed::{FedHeader, FedTrailer, encode_fed_fragment};
+use swdaq_format::frd::{FRD_FILE_HEADER_SIZE, FrdEventHeader, FrdFileHeader};
+use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
+use swdaq_store::{RecordFileWriter, StoreConfig, sample};
+
+/// Tests here run one at a time: a child spawned by one test inherits the descriptors of an
+/// HDF5 file another test has open (HDF5 does not open them close-on-exec), and with them
+/// its file lock, which then refuses that test's next open.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn swdaq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn inspect(path: &Path, json: bool) -> (bool, String, String) {
+    let p = path.to_str().unwrap();
+    let out = if json {
+        swdaq(&["inspect", "--json", p])
+    } else {
+        swdaq(&["inspect", p])
+    };
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// An FRD file of `n` events of one FED each, as the event builder writes it.
+fn frd_file(n: u32) -> Vec<u8> {
+    let mut body = Vec::new();
+    for event in 1..=n {
+        let mut payload = Vec::new();
+        let fed = FedHeader {
+            l1_id: event,
+            source_id: 7,
+            ..Default::default()
+        };
+        encode_fed_fragment(
+            &mut payload,
+            &fed,
+            &FedTrailer::default(),
+            &[event as u8; 64],
+        );
+        let header = FrdEventHeader {
+            run: 3,
+            lumi: 1,
+            event,
+            event_size: payload.len() as u32,
+            crc32c: crc32c(&payload),
+            ..Default::default()
+        };
+        body.extend(header.to_bytes());
+        body.extend(payload);
+    }
+    let header = FrdFileHeader {
+        event_count: n,
+        run: 3,
+        lumi: 1,
+        file_size: (FRD_FILE_HEADER_SIZE + body.len()) as u64,
+        ..Default::default()
+    };
+    let mut file = header.to_bytes().to_vec();
+    file.extend(body);
+    file
+}
+
+fn written(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+#[test]
+fn frd_files_show_every_intact_event_and_fail_on_damage() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let good = frd_file(100);
+    let (ok, text, _) = inspect(&written(dir.path(), "good.raw", &good), false);
+    assert!(ok, "{text}");
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .ends_with("CMS FRD file (RAW_0002)"),
+        "{text}"
+    );
+    assert!(text.contains("100 events read"), "{text}");
+
+    // Cut by one byte: the 99 whole events shown, the cut one named.
+    let (ok, text, err) = inspect(
+        &written(dir.path(), "cut.raw", &good[..good.len() - 1]),
+        false,
+    );
+    assert!(!ok);
+    assert!(text.contains("99 events read"), "{text}");
+    assert_eq!(text.matches("crc32c ok").count(), 99);
+    assert!(text.contains("BAD bytes"), "{text}");
+    assert!(err.contains("problems"), "{err}");
+
+    // A flipped bit in the first event's header: the other 99 shown.
+    let mut flipped = good.clone();
+    flipped[FRD_FILE_HEADER_SIZE] ^= 1;
+    let (ok, text, _) = inspect(&written(dir.path(), "flipped.raw", &flipped), false);
+    assert!(!ok);
+    assert_eq!(text.matches("crc32c ok").count(), 99, "{text}");
+    assert!(
+        text.contains(&format!("BAD bytes {FRD_FILE_HEADER_SIZE}..")),
+        "{text}"
+    );
+
+    // A flipped event count in the file header: named, and the exit status says so.
+    let mut count = good.clone();
+    count[12] ^= 2;
+    let (ok, out, _) = inspect(&written(dir.path(), "count.raw", &count), true);
+    assert!(!ok);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["format"], "CMS FRD file (RAW_0002)");
+    assert_eq!(report["events"].as_array().unwrap().len(), 100);
+    assert!(
+        report["problems"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the header says 102 events, 100 found"),
+        "{report}"
+    );
+
+    // A damaged header id: still taken for FRD, not HDF5.
+    let mut magic = good.clone();
+    magic[0] = b'X';
+    let (ok, text, err) = inspect(&written(dir.path(), "magic.raw", &magic), false);
+    assert!(!ok);
+    assert!(
+        text.contains("damaged or unwritten RAW_0002 header"),
+        "{text}"
+    );
+    assert_eq!(text.matches("crc32c ok").count(), 100);
+    assert!(!err.contains("HDF5"), "{err}");
+
+    // A killed writer's file: header not written yet, events still listed.
+    let mut open = good.clone();
+    open[..FRD_FILE_HEADER_SIZE].fill(0);
+    let (ok, text, _) = inspect(
+        &written(dir.path(), "run000003_ls0001_index000000.raw.tmp", &open),
+        false,
+    );
+    assert!(!ok);
+    assert!(text.contains("left open by its writer (.tmp"), "{text}");
+    assert!(text.contains("file header not written"), "{text}");
+    assert_eq!(text.matches("crc32c ok").count(), 100);
+}
+
+#[test]
+fn what_is_no_data_file_is_said_in_one_line() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, err) = inspect(dir.path(), false);
+    assert!(!ok);
+    assert!(err.contains("a directory, not a data file"), "{err}");
+    assert!(!err.contains("HDF5 error"), "{err}");
+    let (ok, _, err) = inspect(&written(dir.path(), "notes.txt", b"hello"), false);
+    assert!(!ok);
+    assert!(err.contains("no known data format"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = swdaq(&[
+        "display",
+        written(dir.path(), "x.raw", &frd_file(1)).to_str().unwrap(),
+        "--record",
+        "1",
+        "-o",
+        dir.path().join("x.png").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("CMS FRD file") && err.contains("draws records of HDF5"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sw_rod_files_check_markers_and_payloads() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let header = RawFileHeader {
+        frame_type: RAW_FILE_TYPE,
+        frame_size: 4096,
+        source_id: SourceId::readout(0),
+        run_number: 4,
+        first_timestamp: 0,
+        created_unix_ns: 0,
+    };
+    let mut w = RawFileWriter::new(Vec::new(), &header).unwrap();
+    for l1_id in 0..5u32 {
+        let rod = RodHeader {
+            source_id: 0x0071_0000,
+            l1_id,
+            ..Default::default()
+        };
+        let rob = RobFragment::assemble(0x0071_0000, &[0], &rod, &[1; 32]);
+        let mut event = Vec::new();
+        let h = EventHeader {
+            l1_id,
+            ..Default::default()
+        };
+        encode_event(&mut event, &h, &event_status(&[]), &[&rob]);
+        w.write_frame(&event).unwrap();
+    }
+    let good = w.finish().unwrap();
+    let (ok, text, _) = inspect(
+        &written(dir.path(), "swrod_run000004_0000.raw", &good),
+        false,
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("ATLAS full events") && text.contains("5 good events"),
+        "{text}"
+    );
+    // The third event's marker flipped (records are 64 + 8 + event bytes each).
+    let event_bytes = (good.len() - 64) / 5 - 8;
+    let mut bad = good.clone();
+    bad[64 + 2 * (8 + event_bytes) + 8] ^= 1;
+    let (ok, text, _) = inspect(&written(dir.path(), "marker.raw", &bad), false);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("4 good events") && text.contains("BAD record 2"),
+        "{text}"
+    );
+    assert!(text.contains("bad magic"), "{text}");
+    // A ROB's payload cut short inside the event (its ROD trailer's data count off by one).
+    let mut bad = good.clone();
+    let trailer = 64 + 8 + event_bytes - 8;
+    bad[trailer] ^= 1;
+    let (ok, text, _) = inspect(&written(dir.path(), "payload.raw", &bad), false);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("BAD record 0") && text.contains("ROB 0"),
+        "{text}"
+    );
+}
+
+fn hdf5_file(dir: &Path, records: u64) -> PathBuf {
+    let mut writer = RecordFileWriter::new(StoreConfig {
+        directory: dir.to_owned(),
+        min_free_bytes: 0,
+        ..Default::default()
+    })
+    .unwrap();
+    for trigger in 1..=records {
+        writer.write(&sample::track_record(trigger).record).unwrap();
+    }
+    writer.close().unwrap();
+    writer.closed_files()[0].clone()
+}
+
+#[test]
+fn hdf5_attributes_of_the_wrong_type_are_named_and_records_still_listed() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = hdf5_file(dir.path(), 3);
+    {
+        let file = hdf5::File::open_rw(&path).unwrap();
+        file.delete_attr("file_index").unwrap();
+        file.new_attr::<f64>()
+            .create("file_index")
+            .and_then(|a| a.write_scalar(&1.5))
+            .unwrap();
+    }
+    let (ok, text, err) = inspect(&path, false);
+    assert!(!ok);
+    assert!(
+        text.starts_with(&format!("{}: HDF5 trigger-record file", path.display())),
+        "{text}"
+    );
+    assert!(text.contains(", 3 records"), "{text}");
+    assert!(
+        text.contains("BAD attribute file_index: expected unsigned integer, found float64"),
+        "{text}"
+    );
+    assert!(err.contains("file attributes"), "{err}");
+    let (_, out, _) = inspect(&path, true);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["attributes"]["problems"][0]["name"], "file_index");
+    assert_eq!(report["records"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn display_draws_around_a_garbage_fragment_and_names_it() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = hdf5_file(dir.path(), 1);
+    let garbled = {
+        let file = hdf5::File::open_rw(&path).unwrap();
+        let raw = file.group("TriggerRecord00001.0000/RawData").unwrap();
+        let name = raw
+            .member_names()
+            .unwrap()
+            .into_iter()
+            .find(|n| n.ends_with("WIBEth"))
+            .unwrap();
+        let dataset = raw.dataset(&name).unwrap();
+        let mut bytes = dataset.read_raw::<i8>().unwrap();
+        bytes[swdaq_format::fragment::FRAGMENT_HEADER_SIZE..].fill(0x5a);
+        dataset.write_raw(&bytes).unwrap();
+        name
+    };
+    let png = dir.path().join("event.png");
+    let out = swdaq(&[
+        "display",
+        path.to_str().unwrap(),
+        "--record",
+        "1",
+        "-o",
+        png.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(png.exists(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "BAD fragment {garbled} (left out, the rest drawn)"
+        )),
+        "{err}"
+    );
+}
