@@ -380,16 +380,27 @@ fn a_token_shorter_than_16_characters_is_refused_before_binding() {
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "x\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["serve", "--addr", "127.0.0.1:0", "--token-file"])
         .arg(&token_file)
         .env_remove("SWDAQ_TOKEN")
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // Its first stdout line would say where it listens; it must end without one.
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if !line.is_empty() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(line, "", "never listened");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("fewer than 16"), "{err}");
-    assert!(out.stdout.is_empty(), "never listened");
 }
 
 /// The server process's threads and resident memory in kB (`/proc`).
