@@ -6,11 +6,14 @@
 //! Outlets never wait for ever: a send that a peer does not take within the send time-out
 //! (peer gone, or too slow) fails and is counted, so a dead peer costs its own data, never
 //! the sender's progress. Inlets refuse what is not ours (wrong magic, another protocol
-//! version, a malformed body) with a counter and a line on stderr, and remember when each
-//! peer was last heard from (liveness; see `crate::liveness`).
+//! version, a malformed body, a sender id outside the topology) with a counter and a line on
+//! stderr, and remember when each peer was last heard from (liveness; see `crate::liveness`).
+//! A stranger's heartbeat is refused too: it must neither count as traffic nor keep anyone
+//! alive.
 
 use crate::wire::{self, AppId, Message, WireError};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Display;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -205,7 +208,7 @@ pub struct Delivery {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InletCounts {
     pub received: u64,
-    /// Messages refused, by reason: `garbage`, `version`, `malformed`.
+    /// Messages refused, by reason: `garbage`, `version`, `malformed`, `unknown_sender`.
     pub refused: BTreeMap<String, u64>,
 }
 
@@ -215,6 +218,8 @@ pub struct Inlet {
     endpoint: String,
     counts: InletCounts,
     last_seen: HashMap<AppId, Instant>,
+    /// The sender ids taken (the topology's applications); any if `None`.
+    senders: Option<BTreeSet<AppId>>,
     refusals_logged: u32,
 }
 
@@ -243,8 +248,16 @@ impl Inlet {
             endpoint,
             counts: InletCounts::default(),
             last_seen: HashMap::new(),
+            senders: None,
             refusals_logged: 0,
         })
+    }
+
+    /// Takes messages only from `senders` from now on; the rest are refused as
+    /// `unknown_sender`.
+    pub fn admitting(mut self, senders: impl IntoIterator<Item = AppId>) -> Self {
+        self.senders = Some(senders.into_iter().collect());
+        self
     }
 
     /// The bound address (with the port the system chose, for `tcp://127.0.0.1:0`).
@@ -303,22 +316,35 @@ impl Inlet {
         let decoded = match wire::decode(&frames[0]) {
             Ok(d) if d.frames_after as usize == frames.len() - 1 => d,
             Ok(d) => {
-                self.refuse(WireError::Malformed {
+                let reason = format!(
+                    "header announces {} more frames, {} came",
+                    d.frames_after,
+                    frames.len() - 1
+                );
+                self.refuse_wire(WireError::Malformed {
                     sender: d.sender,
                     what: "message",
-                    reason: format!(
-                        "header announces {} more frames, {} came",
-                        d.frames_after,
-                        frames.len() - 1
-                    ),
+                    reason,
                 });
                 return None;
             }
             Err(e) => {
-                self.refuse(e);
+                self.refuse_wire(e);
                 return None;
             }
         };
+        if self
+            .senders
+            .as_ref()
+            .is_some_and(|s| !s.contains(&decoded.sender))
+        {
+            let sender = decoded.sender;
+            self.refuse(
+                "unknown_sender",
+                format!("sender {sender} is not in the topology"),
+            );
+            return None;
+        }
         self.counts.received += 1;
         self.last_seen.insert(decoded.sender, Instant::now());
         if decoded.message == Message::Heartbeat {
@@ -333,15 +359,15 @@ impl Inlet {
         })
     }
 
-    fn refuse(&mut self, error: WireError) {
-        *self
-            .counts
-            .refused
-            .entry(error.reason().to_string())
-            .or_default() += 1;
+    fn refuse_wire(&mut self, error: WireError) {
+        self.refuse(error.reason(), error);
+    }
+
+    fn refuse(&mut self, reason: &str, why: impl Display) {
+        *self.counts.refused.entry(reason.to_string()).or_default() += 1;
         if self.refusals_logged < REFUSALS_LOGGED {
             self.refusals_logged += 1;
-            eprintln!("swdaq: {}: refused a message: {error}", self.endpoint);
+            eprintln!("swdaq: {}: refused a message: {why}", self.endpoint);
         }
     }
 }

@@ -108,6 +108,25 @@ fn foreign_versions_and_garbage_are_refused_and_counted() {
 }
 
 #[test]
+fn a_sender_outside_the_topology_is_refused_and_counted_even_its_heartbeat() {
+    let context = zmq::Context::new();
+    let mut inlet = Inlet::bind(&context, "tcp://127.0.0.1:0")
+        .unwrap()
+        .admitting(0..3);
+    let raw = context.socket(zmq::PUSH).unwrap();
+    raw.connect(inlet.endpoint()).unwrap();
+    raw.send(wire::encode(7, &Message::Heartbeat, 0), 0)
+        .unwrap();
+    raw.send(wire::encode(7, &Message::End, 0), 0).unwrap();
+    raw.send(wire::encode(2, &Message::End, 0), 0).unwrap();
+    let d = inlet.receive(Duration::from_secs(5)).unwrap();
+    assert_eq!((d.sender, d.message), (2, Message::End));
+    assert_eq!(inlet.counts().refused.get("unknown_sender"), Some(&2));
+    assert_eq!(inlet.counts().received, 1);
+    assert_eq!(inlet.last_seen(7), None, "a stranger keeps no one alive");
+}
+
+#[test]
 fn a_send_to_nobody_fails_within_its_time_out() {
     let context = zmq::Context::new();
     let options = NetOptions {

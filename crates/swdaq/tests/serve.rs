@@ -7,7 +7,8 @@
 mod common;
 use common::loopback_apps;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -86,16 +87,28 @@ impl Server {
         Client::new(&self.addr, None)
     }
 
-    /// A raw request: any method, path and body bytes.
+    /// A raw request: any method, path and body bytes, with a bearer token if given.
     fn raw(&self, method: &str, path: &str, body: &[u8], token: Option<&str>) -> (u16, Value) {
+        let authorization = token.map(|t| format!("Bearer {t}"));
+        self.raw_authorized(method, path, body, authorization.as_deref())
+    }
+
+    /// A raw request with the `Authorization` header as given.
+    fn raw_authorized(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+    ) -> (u16, Value) {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .build()
             .into();
         let url = format!("http://{}{path}", self.addr);
         let request = ureq::http::Request::builder().method(method).uri(url);
-        let request = match token {
-            Some(t) => request.header("Authorization", format!("Bearer {t}")),
+        let request = match authorization {
+            Some(a) => request.header("Authorization", a),
             None => request,
         };
         let mut response = agent.run(request.body(body.to_vec()).unwrap()).unwrap();
@@ -338,21 +351,33 @@ fn bad_json_is_400_an_unknown_route_404() {
     );
 }
 
+/// A token as `openssl rand -hex 8` makes one: the shortest length accepted.
+const TOKEN: &str = "3f9c0a7e5b1d2468";
+
 #[test]
 fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "tok-123456\n").unwrap();
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
     let server = Server::start(dir.path(), &["--token-file", token_file.to_str().unwrap()]);
-    for token in [None, Some("tok-12345"), Some("tok-1234567"), Some("")] {
+    let (shorter, longer) = (&TOKEN[..TOKEN.len() - 1], format!("{TOKEN}0"));
+    for token in [None, Some(shorter), Some(longer.as_str()), Some("")] {
         let (status, answer) = server.raw("POST", "/configure", b"", token);
         assert_eq!(status, 401, "{token:?}: {answer}");
+        // A client without the token learns nothing of the system.
+        assert_eq!(answer, json!({ "error": "missing or wrong bearer token" }));
         let (status, _) = server.raw("GET", "/state", b"", token);
         assert_eq!(status, 401);
     }
     assert_eq!(
-        server.raw("POST", "/configure", b"", Some("tok-123456")),
+        server.raw("POST", "/configure", b"", Some(TOKEN)),
+        (200, json!({ "state": "configured" }))
+    );
+    // The scheme is case-insensitive.
+    let lower = format!("bearer {TOKEN}");
+    assert_eq!(
+        server.raw_authorized("GET", "/state", b"", Some(&lower)),
         (200, json!({ "state": "configured" }))
     );
     assert!(server.logged("refused POST /configure: missing or wrong token"));
@@ -384,6 +409,141 @@ fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
     assert!(!out.status.success(), "pause while configured");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("HTTP 409; state configured"), "{err}");
+}
+
+#[test]
+fn a_token_shorter_than_16_characters_is_refused_before_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "x\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--token-file"])
+        .arg(&token_file)
+        .env_remove("SWDAQ_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first stdout line would say where it listens; it must end without one.
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if !line.is_empty() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(line, "", "never listened");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fewer than 16"), "{err}");
+}
+
+/// The server process's threads and resident memory in kB (`/proc`).
+fn threads_and_rss_kb(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        let line = status.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    (field("Threads:"), field("VmRSS:"))
+}
+
+/// Reads the status code of the answer on `stream` (waiting at most `wait`).
+fn status_code(stream: &mut TcpStream, wait: Duration) -> Option<u16> {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).ok()?;
+    line.split(' ').nth(1)?.parse().ok()
+}
+
+#[test]
+fn a_huge_head_is_refused_unread_and_idle_connections_are_bounded_and_reaped() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let server = Server::start(dir.path(), &["--token-file", token_file.to_str().unwrap()]);
+    let pid = server.child.id();
+    let (threads, rss_kb) = threads_and_rss_kb(pid);
+
+    // 100 MB of header without a token: answered 431 after 16 KiB, the rest never read.
+    let mut huge = TcpStream::connect(&server.addr).unwrap();
+    huge.write_all(b"POST /configure HTTP/1.1\r\nX-Pad: ")
+        .unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..100 {
+        if huge.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    assert_eq!(status_code(&mut huge, Duration::from_secs(5)), Some(431));
+    let (_, rss_after_kb) = threads_and_rss_kb(pid);
+    assert!(
+        rss_after_kb < rss_kb + 10_000,
+        "resident memory grew from {rss_kb} to {rss_after_kb} kB"
+    );
+
+    // 100 idle connections: the first ones take the connection threads, the rest are
+    // answered 503 at once; no thread is started for any of them.
+    let mut idle: Vec<TcpStream> = (0..100)
+        .map(|_| TcpStream::connect(&server.addr).unwrap())
+        .collect();
+    assert_eq!(
+        status_code(idle.last_mut().unwrap(), Duration::from_secs(5)),
+        Some(503)
+    );
+    let (threads_after, _) = threads_and_rss_kb(pid);
+    assert!(
+        threads_after <= threads,
+        "{threads} threads before, {threads_after} with 100 idle connections"
+    );
+    // The idle ones are closed within the idle time-out (5 s).
+    let started = Instant::now();
+    let mut first = idle.swap_remove(0);
+    first
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(
+        matches!(first.read(&mut [0u8; 1]), Ok(0)),
+        "closed by the server"
+    );
+    assert!(started.elapsed() < Duration::from_secs(8));
+    drop(idle);
+
+    let (status, answer) = server.raw("GET", "/status", b"", Some(TOKEN));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["refused_requests"]["431"], 1, "{answer}");
+    assert!(
+        answer["refused_requests"]["503"].as_u64() >= Some(1),
+        "{answer}"
+    );
+    assert!(server.logged("refused a request: request line and headers larger than 16384 bytes"));
+}
+
+#[test]
+fn a_failed_configure_leaves_the_system_unconfigured_and_says_why() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let path = config(dir.path());
+    let server = Server::with_config(&path, &[]);
+    let c = server.client();
+    ok(c.post("/configure", None));
+    let good = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, "[emulator]\nlinks = \"many\"\n").unwrap();
+    let failed = c.post("/configure", None).unwrap();
+    assert_eq!(failed.status, 500, "{}", failed.body);
+    assert_eq!(failed.body["state"], "initial", "{}", failed.body);
+    let status = ok(c.get("/status"));
+    assert_eq!(status["state"], "initial");
+    let error = status["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("configure failed: "), "{status}");
+    assert!(error.contains("serve.toml"), "{status}");
+    // The old configuration is gone: no run starts from it.
+    assert_eq!(c.post("/start", None).unwrap().status, 409);
+    std::fs::write(&path, good).unwrap();
+    ok(c.post("/configure", None));
+    assert!(ok(c.get("/status"))["error"].is_null());
 }
 
 #[test]

@@ -78,9 +78,13 @@ impl<C: TopologyConfig> AppContext<C> {
         })
     }
 
+    /// Binds this application's inbox, which takes messages from the topology's applications
+    /// only (ids `0..apps`); anything else is refused and counted in the report.
     pub fn bind_inbox(&self) -> anyhow::Result<Inlet> {
-        Inlet::bind(&self.zmq, &self.spec.address)
-            .with_context(|| format!("{}: inbox", self.spec.name))
+        let apps = self.config.topology().apps.len() as AppId;
+        Ok(Inlet::bind(&self.zmq, &self.spec.address)
+            .with_context(|| format!("{}: inbox", self.spec.name))?
+            .admitting(0..apps))
     }
 
     /// An outlet to the inbox of application `peer`.
@@ -233,5 +237,52 @@ impl Clock {
             .map(|(thread, share)| (format!("{app}/{thread}"), share))
             .collect();
         (elapsed.as_secs_f64(), shares)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(name: &str, kind: AppKind) -> App {
+        App {
+            name: name.into(),
+            kind,
+            host: String::new(),
+            address: "tcp://127.0.0.1:0".into(),
+            links: Vec::new(),
+            record_stream: String::new(),
+            record_stream_every: 1,
+            metrics_addr: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_inbox_refuses_a_sender_outside_the_topology_and_counts_it_for_the_report() {
+        let mut config = RunConfig::default();
+        config.topology.apps = vec![app("trigger", AppKind::Trigger), app("dfo", AppKind::Dfo)];
+        let context = AppContext::new(
+            config,
+            "trigger",
+            Commands::spawn(std::io::empty()).unwrap(),
+        )
+        .unwrap();
+        let mut inbox = context.bind_inbox().unwrap();
+        let stranger =
+            Outlet::connect(&context.zmq, inbox.endpoint(), 2, &context.options).unwrap();
+        let dfo = Outlet::connect(&context.zmq, inbox.endpoint(), 1, &context.options).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Sends are refused until the connection is made (`connect_and_heartbeat`).
+        while stranger.send(&Message::Heartbeat).is_err() && Instant::now() < deadline {}
+        stranger.send(&Message::End).unwrap();
+        while inbox.counts().refused.get("unknown_sender") != Some(&2) && Instant::now() < deadline
+        {
+            inbox.receive(Duration::from_millis(50));
+        }
+        dfo.send(&Message::End).unwrap();
+        let delivery = inbox.receive(Duration::from_secs(5)).unwrap();
+        assert_eq!((delivery.sender, delivery.message), (1, Message::End));
+        assert_eq!(inbox.counts().refused.get("unknown_sender"), Some(&2));
+        assert_eq!(inbox.last_seen(2), None);
     }
 }

@@ -4,17 +4,22 @@
 //!
 //! ```text
 //! initial ─configure─► configured ─start─► starting ─started─► running ◄─resume/pause─► paused
-//!                          ▲  ▲                  │ stop            │ stop                │ stop
-//!                          │  └──── ended ─── stopping ◄───────────┴─────────────────────┘
-//!                          └─configure── error ◄─failed─ (starting, running, paused, stopping)
+//!    ▲                     ▲  ▲                  │ stop            │ stop                │ stop
+//!    │                     │  └──── ended ─── stopping ◄───────────┴─────────────────────┘
+//!    │                     └─configure── error ◄─failed─ (starting, running, paused, stopping)
+//!    └── configure-failed ── (initial, configured, error)
 //! ```
+//!
+//! A configure that fails (the file unreadable or invalid) leaves the system unconfigured:
+//! the configuration loaded before is dropped, so no run starts from a configuration the
+//! operator has since changed.
 
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
-    /// No configuration loaded yet.
+    /// No configuration loaded: none yet, or the last configure failed.
     Initial,
     /// Configured and idle between runs.
     Configured,
@@ -35,6 +40,8 @@ pub enum State {
 pub enum Event {
     // Operators' commands.
     Configure,
+    /// A configure whose configuration could not be loaded.
+    ConfigureFailed,
     Start,
     Pause,
     Resume,
@@ -82,8 +89,9 @@ impl State {
 }
 
 impl Event {
-    pub const ALL: [Event; 10] = [
+    pub const ALL: [Event; 11] = [
         Event::Configure,
+        Event::ConfigureFailed,
         Event::Start,
         Event::Pause,
         Event::Resume,
@@ -104,6 +112,9 @@ pub const TRANSITIONS: &[(State, Event, State)] = &[
     (S::Initial, E::Configure, S::Configured),
     (S::Configured, E::Configure, S::Configured),
     (S::Error, E::Configure, S::Configured),
+    (S::Initial, E::ConfigureFailed, S::Initial),
+    (S::Configured, E::ConfigureFailed, S::Initial),
+    (S::Error, E::ConfigureFailed, S::Initial),
     (S::Configured, E::Start, S::Starting),
     (S::Starting, E::Started, S::Running),
     (S::Running, E::Pause, S::Paused),
@@ -241,7 +252,7 @@ mod tests {
                         if event == Event::Start {
                             prop_assert!(!state.has_run());
                         }
-                        if event == Event::Configure {
+                        if matches!(event, Event::Configure | Event::ConfigureFailed) {
                             prop_assert!(!state.has_run());
                         }
                         if matches!(to, State::Running | State::Paused) {

@@ -13,26 +13,37 @@
 //! | `POST /record` | `{"seconds"?}` | a raw burst of every link: `{"state", "recording"}` (409 when not taking data, recording off or a burst in progress) |
 //!
 //! Errors are `{"error", "state"}`: 409 for a command the state does not allow (or a run
-//! number already used), 400 for a body that is not what the route takes, 401 without the
-//! token, 404 for another route, 503 when the running trigger cannot take a request now, 500
-//! when the configuration or the run failed.
+//! number already used), 400 for a body that is not what the route takes, 404 for another
+//! route, 503 when the running trigger cannot take a request now, 500 when the configuration
+//! or the run failed. Refusals made before the request reaches run control are `{"error"}`
+//! alone, saying nothing of the system: 401 without the token, and the server's own
+//! (`http_server`, within [`LIMITS`]) — 431 for a request line and headers too large, 413 for
+//! a body too large, 408 for a request too slow to arrive, 503 when every connection is in
+//! use. Every refusal is counted in `/status` by its code.
 
 use super::auth::Token;
+use super::http_server::{Handler, HttpServer, Limits, Refusal, Request, Response};
 use super::system::{ControlError, RunControl};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use swdaq_control::{Command, parse_request};
-use tiny_http::{Header, Request, Response, Server};
 
-/// Bodies larger than this are refused (every command's body is a few bytes).
-const MAX_BODY: u64 = 64 * 1024;
-/// Requests handled at once: a stop waiting for its run must not hold up `/status`.
-const WORKERS: usize = 4;
+/// What one client may make the server hold before and after its token is checked.
+const LIMITS: Limits = Limits {
+    // A browser's request line and headers (cookies included) stay well under this.
+    head_bytes: 16 * 1024,
+    // Every command's body is a few bytes.
+    body_bytes: 64 * 1024,
+    // Clients send their request as soon as they connect; a console polling every second
+    // keeps its connection within this.
+    idle: Duration::from_secs(5),
+    // A stop holds its connection until the run has ended, so `/status` must find another
+    // one free; a browser opens up to six.
+    connections: 16,
+};
 
 /// Carries out `command`: the status code and JSON answer.
 pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value) {
@@ -64,12 +75,8 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
     }
 }
 
-/// The HTTP server: worker threads over one listening socket.
-pub struct ControlServer {
-    server: Arc<Server>,
-    closing: Arc<AtomicBool>,
-    workers: Vec<std::thread::JoinHandle<()>>,
-}
+/// `swdaq serve`'s server: the API over [`RunControl`] within [`LIMITS`].
+pub struct ControlServer(HttpServer);
 
 impl ControlServer {
     /// Listens on `addr` (checked against `token` by the caller) and serves `control`.
@@ -78,52 +85,24 @@ impl ControlServer {
         token: Option<Token>,
         control: Arc<RunControl>,
     ) -> anyhow::Result<Self> {
-        let server = Arc::new(
-            Server::http(addr).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?,
-        );
-        let closing = Arc::new(AtomicBool::new(false));
-        let token = Arc::new(token);
-        let refused = Arc::new(Refused::default());
-        let workers = (0..WORKERS)
-            .map(|i| {
-                let (server, closing) = (Arc::clone(&server), Arc::clone(&closing));
-                let (token, control) = (Arc::clone(&token), Arc::clone(&control));
-                let refused = Arc::clone(&refused);
-                std::thread::Builder::new()
-                    .name(format!("control-http-{i}"))
-                    .spawn(move || {
-                        while !closing.load(Ordering::Relaxed) {
-                            if let Ok(Some(request)) =
-                                server.recv_timeout(Duration::from_millis(100))
-                            {
-                                handle(request, token.as_ref().as_ref(), &control, &refused);
-                            }
-                        }
-                    })
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Self {
-            server,
-            closing,
-            workers,
-        })
+        let api = Api {
+            token,
+            control,
+            refused: Refused::default(),
+        };
+        HttpServer::start(addr, LIMITS, Arc::new(api), "control-http")
+            .map(Self)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
     }
 
     /// The address it listens on (with the port the system chose for port 0).
-    pub fn addr(&self) -> anyhow::Result<SocketAddr> {
-        self.server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| anyhow::anyhow!("the control server is not on an IP socket"))
+    pub fn addr(&self) -> SocketAddr {
+        self.0.addr()
     }
 
     /// Stops taking requests and waits for those being handled.
     pub fn stop(self) {
-        self.closing.store(true, Ordering::Relaxed);
-        self.server.unblock();
-        for w in self.workers {
-            let _ = w.join();
-        }
+        self.0.stop();
     }
 }
 
@@ -146,78 +125,84 @@ impl Refused {
     }
 }
 
-fn handle(mut request: Request, token: Option<&Token>, control: &RunControl, refused: &Refused) {
-    let peer = request
-        .remote_addr()
-        .map_or("unknown peer".into(), |a| a.to_string());
-    let authorization = request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .map(|h| h.value.as_str().to_owned());
-    let who = match token {
-        Some(_) => format!("{peer} (token)"),
-        None => format!("{peer} (loopback, no token)"),
-    };
-    let (code, answer) = if token.is_some_and(|t| !t.admits(authorization.as_deref())) {
-        eprintln!(
-            "{} swdaq serve: {peer}: refused {} {}: missing or wrong token",
-            humantime::format_rfc3339_millis(std::time::SystemTime::now()),
-            request.method(),
-            request.url()
-        );
-        (
-            401,
-            json!({ "error": "missing or wrong bearer token", "state": control.state() }),
-        )
-    } else {
-        let mut body = Vec::new();
-        let read = request
-            .as_reader()
-            .take(MAX_BODY + 1)
-            .read_to_end(&mut body);
-        let method = request.method().as_str().to_owned();
-        match read {
-            Err(e) => (
-                400,
-                json!({ "error": format!("cannot read the body: {e}") }),
-            ),
-            Ok(_) if body.len() as u64 > MAX_BODY => (
-                400,
-                json!({ "error": format!("body larger than {MAX_BODY} bytes") }),
-            ),
-            Ok(_) => match parse_request(&method, request.url(), &body) {
-                Ok(command) => {
-                    let is_status = command == Command::Status;
-                    let (code, mut answer) = execute(control, command, &who);
-                    if is_status {
-                        answer["refused_requests"] = refused.to_json();
-                    }
-                    (code, answer)
-                }
-                Err(e) => (
-                    e.status_code(),
-                    json!({ "error": e.to_string(), "state": control.state() }),
-                ),
-            },
-        }
-    };
-    if code >= 400 {
-        refused.count(code);
-    }
-    respond(request, code, &answer);
+struct Api {
+    token: Option<Token>,
+    control: Arc<RunControl>,
+    refused: Refused,
 }
 
-fn respond(request: Request, code: u16, answer: &Value) {
-    let body = serde_json::to_vec_pretty(answer).unwrap_or_default();
-    let mut response = Response::from_data(body).with_status_code(code);
-    if let Ok(h) = Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..]) {
-        response.add_header(h);
+/// Logs a request refused before it reached run control.
+fn log_refusal(peer: SocketAddr, what: &str, why: &str) {
+    eprintln!(
+        "{} swdaq serve: {peer}: refused {what}: {why}",
+        humantime::format_rfc3339_millis(std::time::SystemTime::now()),
+    );
+}
+
+impl Handler for Api {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        let peer = request.peer();
+        let (code, answer) = match &self.token {
+            Some(t) if !t.admits(request.header("Authorization")) => {
+                let what = format!("{} {}", request.method(), request.target());
+                log_refusal(peer, &what, "missing or wrong token");
+                // Nothing about the system to a client without the token.
+                (401, json!({ "error": "missing or wrong bearer token" }))
+            }
+            token => {
+                let who = match token {
+                    Some(_) => format!("{peer} (token)"),
+                    None => format!("{peer} (loopback, no token)"),
+                };
+                self.answer(request, &who)
+            }
+        };
+        if code >= 400 {
+            self.refused.count(code);
+        }
+        json_response(code, &answer)
     }
-    if code == 401
-        && let Ok(h) = Header::from_bytes(&b"WWW-Authenticate"[..], &b"Bearer"[..])
-    {
-        response.add_header(h);
+
+    fn refused(&self, peer: SocketAddr, refusal: &Refusal) -> Response {
+        log_refusal(peer, "a request", &refusal.reason);
+        self.refused.count(refusal.code);
+        json_response(refusal.code, &json!({ "error": refusal.reason }))
     }
-    let _ = request.respond(response);
+}
+
+impl Api {
+    /// The answer to an admitted request.
+    fn answer(&self, request: &mut Request<'_>, who: &str) -> (u16, Value) {
+        let body = match request.body() {
+            Ok(body) => body,
+            Err(refusal) => return (refusal.code, json!({ "error": refusal.reason })),
+        };
+        match parse_request(request.method(), request.target(), &body) {
+            Ok(command) => {
+                let is_status = command == Command::Status;
+                let (code, mut answer) = execute(&self.control, command, who);
+                if is_status {
+                    answer["refused_requests"] = self.refused.to_json();
+                }
+                (code, answer)
+            }
+            Err(e) => (
+                e.status_code(),
+                json!({ "error": e.to_string(), "state": self.control.state() }),
+            ),
+        }
+    }
+}
+
+fn json_response(code: u16, answer: &Value) -> Response {
+    Response {
+        code,
+        content_type: "application/json",
+        body: serde_json::to_vec_pretty(answer).unwrap_or_default(),
+        headers: if code == 401 {
+            vec![("WWW-Authenticate", "Bearer")]
+        } else {
+            Vec::new()
+        },
+    }
 }

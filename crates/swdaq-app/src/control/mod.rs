@@ -13,6 +13,7 @@ pub mod auth;
 pub mod client;
 pub mod fsm;
 pub mod http;
+mod http_server;
 pub mod system;
 
 use crate::run::config::RunConfig;
@@ -92,7 +93,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let control = Arc::new(RunControl::new(Box::new(move || args.load())));
     let server = http::ControlServer::start(addr, token, Arc::clone(&control))?;
     // The one stdout line: where it listens (with the port chosen for port 0).
-    println!("swdaq serve: listening on http://{}", server.addr()?);
+    println!("swdaq serve: listening on http://{}", server.addr());
     std::io::stdout().flush()?;
     eprintln!(
         "swdaq serve: {}; POST /configure, then /start; Ctrl-C or SIGTERM ends it",

@@ -1,7 +1,9 @@
 //! The system under run control: its state (`fsm`), its configuration, and the run going on,
 //! whose chain runs on a thread of its own. Every command goes through the state machine
 //! under one lock, so concurrent commands see one order; waits (a run coming up, a run
-//! stopping) release the lock.
+//! stopping) release the lock. A configure that fails leaves the system unconfigured (the
+//! configuration loaded before is dropped: a start would otherwise run a file the operator
+//! has since changed) with the error in `/status` until a configure works.
 
 use super::fsm::{Event, Illegal, State, next};
 use crate::apps::launch::{self, run_distributed_with};
@@ -67,7 +69,7 @@ struct Inner {
     /// or the error, newest last; a stop finds its own run's here even if another run has
     /// started since.
     ended: VecDeque<(u32, Result<Value, String>)>,
-    /// Why the configuration could not be loaded or the last run failed.
+    /// Why the last configure or the last run failed (cleared by a configure that works).
     last_error: Option<String>,
 }
 
@@ -181,16 +183,25 @@ impl RunControl {
         self.shared.lock().state
     }
 
-    /// (Re)loads the configuration.
+    /// (Re)loads the configuration; if it cannot be loaded, the system is left unconfigured
+    /// (the one loaded before is dropped) and `/status` says why.
     pub fn configure(&self, who: &str) -> Result<Value, ControlError> {
         let mut inner = self.shared.lock();
         next(inner.state, Event::Configure)?;
-        let config = (self.source)()
-            .and_then(|c| {
-                c.validate()?;
-                Ok(c)
-            })
-            .map_err(|e| ControlError::Failed(one_line(&e)))?;
+        let loaded = (self.source)().and_then(|c| {
+            c.validate()?;
+            Ok(c)
+        });
+        let config = match loaded {
+            Ok(config) => config,
+            Err(e) => {
+                let message = one_line(&e);
+                inner.config = None;
+                inner.last_error = Some(format!("configure failed: {message}"));
+                inner.apply(Event::ConfigureFailed, who, &format!(": {message}"))?;
+                return Err(ControlError::Failed(message));
+            }
+        };
         let detail = format!(
             " ({} links, output to {})",
             config.emulator.links,
@@ -455,18 +466,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_configuration_that_does_not_load_leaves_the_state_and_says_why() {
-        let control = RunControl::new(Box::new(|| anyhow::bail!("run.toml: no such file")));
+    fn a_configuration_that_does_not_load_leaves_the_system_unconfigured_and_says_why() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let broken = Arc::new(AtomicBool::new(false));
+        let source_broken = Arc::clone(&broken);
+        let control = RunControl::new(Box::new(move || {
+            if source_broken.load(Ordering::Relaxed) {
+                anyhow::bail!("run.toml: no such file");
+            }
+            Ok(RunConfig::default())
+        }));
+        control.configure("test").unwrap();
+        assert_eq!(control.state(), State::Configured);
+        // The file is edited to be invalid: the configuration loaded before is dropped.
+        broken.store(true, Ordering::Relaxed);
         let e = control.configure("test").unwrap_err();
         assert!(
             matches!(&e, ControlError::Failed(m) if m.contains("no such file")),
             "{e}"
         );
         assert_eq!(control.state(), State::Initial);
+        let status = control.status();
+        assert_eq!(status["state"], "initial");
+        let error = status["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("configure failed: run.toml: no such file"),
+            "{status}"
+        );
         assert!(matches!(
             control.start(None, "test"),
             Err(ControlError::Illegal(_))
         ));
+        // Fixed again: configured, and the error is gone.
+        broken.store(false, Ordering::Relaxed);
+        control.configure("test").unwrap();
+        assert_eq!(control.state(), State::Configured);
+        assert!(control.status()["error"].is_null());
     }
 
     #[test]
