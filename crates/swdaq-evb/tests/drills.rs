@@ -17,6 +17,7 @@ use swdaq_sim::fed::{FedFaultKind, FedFaultRates};
 
 fn config(dir: &Path, events: u64) -> EvbConfig {
     EvbConfig {
+        run: 1,
         paced: false,
         max_events: Some(events),
         output: dir.to_owned(),

@@ -162,7 +162,10 @@ fn looks_like_frd(head: &[u8]) -> bool {
         .get(FRD_FILE_HEADER_SIZE..)
         .and_then(|rest| FrdEventHeader::parse(rest).ok())
         .is_some_and(|e| e.flags & !known_flags == 0);
-    id_nearly_right || event_follows
+    // The event builder writes the header when a file closes: a file killed before its
+    // first batch of events reached it holds the zeroed header alone.
+    let header_only_unwritten = head.len() == FRD_FILE_HEADER_SIZE && head.iter().all(|&b| b == 0);
+    id_nearly_right || event_follows || header_only_unwritten
 }
 
 #[cfg(test)]
@@ -195,6 +198,12 @@ mod tests {
         assert_eq!(left.kind, FileKind::FrdDamagedHeader);
         assert_eq!(left.left_open, Some(".tmp"));
         assert!(left.describe().contains("left open"));
+        // Killed before its first batch of events: the zeroed header alone.
+        let header_only = vec![0u8; FRD_FILE_HEADER_SIZE];
+        assert_eq!(
+            detect(&header_only, "a.raw.tmp").kind,
+            FileKind::FrdDamagedHeader
+        );
         let mut flipped = frd;
         flipped[1] ^= 4;
         assert_eq!(detect(&flipped, "a.raw").kind, FileKind::FrdDamagedHeader);

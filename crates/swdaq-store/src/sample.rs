@@ -178,3 +178,21 @@ pub fn track_record(trigger: u64) -> SampleRecord {
         adcs,
     }
 }
+
+/// Overwrites the payload of record group `group`'s first WIBEth fragment in the file at
+/// `path` with garbage, its fragment header kept: a fragment that parses but holds nonsense,
+/// for tests of the readers and the display. Returns the fragment's dataset name.
+pub fn garble_wibeth_payload(path: &std::path::Path, group: &str) -> hdf5::Result<String> {
+    let file = hdf5::File::open_rw(path)?;
+    let raw = file.group(&format!("{group}/{}", crate::layout::RAW_DATA_GROUP))?;
+    let name = raw
+        .member_names()?
+        .into_iter()
+        .find(|n| n.ends_with("WIBEth"))
+        .ok_or_else(|| hdf5::Error::from(format!("{group} has no WIBEth fragment")))?;
+    let dataset = raw.dataset(&name)?;
+    let mut bytes = dataset.read_raw::<i8>()?;
+    bytes[swdaq_format::fragment::FRAGMENT_HEADER_SIZE..].fill(0x5a);
+    dataset.write_raw(&bytes)?;
+    Ok(name)
+}

@@ -149,23 +149,7 @@ fn the_display_draws_the_good_fragments_and_names_the_garbage_one() {
     drop(reader);
     // The fragment's header kept, its payload garbage: it parses, its frames' timestamps
     // are nonsense.
-    let name = {
-        let file = hdf5::File::open_rw(&path).unwrap();
-        let raw = file
-            .group(&format!("{}/{RAW_DATA_GROUP}", ids[1].group))
-            .unwrap();
-        let name = raw
-            .member_names()
-            .unwrap()
-            .into_iter()
-            .find(|n| n.ends_with("WIBEth"))
-            .unwrap();
-        let dataset = raw.dataset(&name).unwrap();
-        let mut bytes = dataset.read_raw::<i8>().unwrap();
-        bytes[swdaq_format::fragment::FRAGMENT_HEADER_SIZE..].fill(0x5a);
-        dataset.write_raw(&bytes).unwrap();
-        name
-    };
+    let name = swdaq_store::sample::garble_wibeth_payload(&path, &ids[1].group).unwrap();
     let png = path.with_extension("png");
     let (summary, left_out) = display_file(
         &path,

@@ -13,7 +13,7 @@ mod common;
 #[path = "common/disk.rs"]
 mod disk;
 use common::loopback_apps;
-use disk::{SmallDisk, snapshot};
+use disk::{SmallDisk, settled_snapshot, snapshot};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -309,7 +309,21 @@ fn a_read_only_output_is_named_as_such() {
     }
 }
 
-/// `swdaq run` of `model` on `config` until it has run `after`, then `signal` (`TERM` or
+/// A run of `model` that goes on until a signal ends it, at a rate a loaded machine keeps.
+fn long_run_config(dir: &Path, model: Model, out: &Path) -> PathBuf {
+    let config = config(dir, model, out, 0, true);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let long = text
+        .replace("duration_s = 6", "duration_s = 0")
+        .replace("duration_s = 4", "duration_s = 0")
+        .replace("trigger_rate_hz = 10000", "trigger_rate_hz = 2000")
+        .replace("max_l1as = 400000", "max_l1as = 100000000")
+        .replace("l1a_rate_hz = 0.0", "l1a_rate_hz = 5000.0");
+    std::fs::write(&config, long).unwrap();
+    config
+}
+
+/// `swdaq run` on `config` until it has run `after`, then `signal` (`TERM` or
 /// `KILL`) to it; what it printed, once it ended (bounded).
 fn run_and_signal(config: &Path, after: std::time::Duration, signal: &str) -> Output {
     let child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
@@ -340,18 +354,7 @@ fn sigterm_ends_every_model_cleanly_with_its_counts_adding_up() {
     for model in EVERY_MODEL {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        // Long runs, ended by the signal.
-        let config = config(dir.path(), model, &out, 0, true);
-        let text = std::fs::read_to_string(&config).unwrap();
-        std::fs::write(
-            &config,
-            text.replace("duration_s = 6", "duration_s = 0")
-                .replace("duration_s = 4", "duration_s = 0")
-                .replace("trigger_rate_hz = 10000", "trigger_rate_hz = 2000")
-                .replace("max_l1as = 400000", "max_l1as = 100000000")
-                .replace("l1a_rate_hz = 0.0", "l1a_rate_hz = 5000.0"),
-        )
-        .unwrap();
+        let config = long_run_config(dir.path(), model, &out);
         let run = run_and_signal(&config, std::time::Duration::from_secs(3), "TERM");
         assert!(run.status.success(), "{model:?}: {}", stderr(&run));
         let s = summary(&run);
@@ -361,7 +364,7 @@ fn sigterm_ends_every_model_cleanly_with_its_counts_adding_up() {
         if model != Model::Swrod {
             assert_eq!(s["stop_reason"], "Interrupted", "{model:?}: {s}");
         }
-        let leftovers: Vec<PathBuf> = snapshot(&out)
+        let leftovers: Vec<PathBuf> = settled_snapshot(&out)
             .into_keys()
             .filter(|p| {
                 let name = p.to_string_lossy();
@@ -371,5 +374,63 @@ fn sigterm_ends_every_model_cleanly_with_its_counts_adding_up() {
             })
             .collect();
         assert!(leftovers.is_empty(), "{model:?}: left open: {leftovers:?}");
+    }
+}
+
+/// `swdaq inspect --json` of one file: its report, or why there is none.
+fn inspect(path: &Path) -> Result<Value, String> {
+    let o = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["inspect", "--json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&o.stdout).map_err(|_| stderr(&o))
+}
+
+#[test]
+fn sigkill_changes_no_earlier_run_and_leaves_only_files_inspect_reads_or_names() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for model in EVERY_MODEL {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let first = swdaq_run(&config(dir.path(), model, &out, 0, false));
+        assert!(first.status.success(), "{model:?}: {}", stderr(&first));
+        let run_1 = snapshot(&out);
+        // Killed mid-way with no chance to close anything.
+        let config = long_run_config(dir.path(), model, &out);
+        let killed = run_and_signal(&config, std::time::Duration::from_secs(3), "KILL");
+        assert!(!killed.status.success(), "{model:?}");
+        let after = settled_snapshot(&out);
+        for (path, bytes) in &run_1 {
+            if !path.ends_with(".swdaq-last-run") {
+                assert!(
+                    after.get(path) == Some(bytes),
+                    "{model:?}: {path:?} changed"
+                );
+            }
+        }
+        // Every data file of the killed run is read, or named for what it is (left open).
+        let mut leftovers = 0;
+        for path in after.keys().filter(|p| !run_1.contains_key(*p)) {
+            let name = path.file_name().unwrap().to_string_lossy();
+            if [".jsn", ".log", ".swdaq-last-run"]
+                .iter()
+                .any(|e| name.ends_with(e))
+            {
+                continue;
+            }
+            match inspect(path) {
+                Ok(report) => {
+                    assert!(report["format"].is_string(), "{model:?}: {name}: {report}");
+                    leftovers += usize::from(report["left_open"].is_string());
+                }
+                // Nothing in it to read (killed before its first bytes left the buffer).
+                Err(why) => {
+                    assert!(why.contains("left open"), "{model:?}: {name}: {why}");
+                    leftovers += 1;
+                }
+            }
+        }
+        eprintln!("{model:?}: killed run left {leftovers} files open, each named by inspect");
     }
 }

@@ -306,21 +306,8 @@ fn display_draws_around_a_garbage_fragment_and_names_it() {
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let path = hdf5_file(dir.path(), 1);
-    let garbled = {
-        let file = hdf5::File::open_rw(&path).unwrap();
-        let raw = file.group("TriggerRecord00001.0000/RawData").unwrap();
-        let name = raw
-            .member_names()
-            .unwrap()
-            .into_iter()
-            .find(|n| n.ends_with("WIBEth"))
-            .unwrap();
-        let dataset = raw.dataset(&name).unwrap();
-        let mut bytes = dataset.read_raw::<i8>().unwrap();
-        bytes[swdaq_format::fragment::FRAGMENT_HEADER_SIZE..].fill(0x5a);
-        dataset.write_raw(&bytes).unwrap();
-        name
-    };
+    let garbled =
+        swdaq_store::sample::garble_wibeth_payload(&path, "TriggerRecord00001.0000").unwrap();
     let png = dir.path().join("event.png");
     let out = swdaq(&[
         "display",

@@ -196,26 +196,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         let mut files = EventFiles::new(&out, 4, 1000, 100).unwrap();
-        for i in 0..12u8 {
+        // 9 events a file: the first closed, the second full.
+        for i in 0..18u8 {
             files.write(&[i; 96]).unwrap();
         }
-        // The directory goes away under the writer: the open file cannot be renamed, the
+        // The directory goes away under the writer: the full file cannot be renamed, the
         // next one cannot be created.
         std::fs::rename(&out, dir.path().join("gone")).unwrap();
-        let e = files.write(&[12; 96]).unwrap_err();
-        assert!(
-            e.to_string().contains("swrod_run000004_0001.raw.part"),
-            "{e}"
-        );
-        let e = files.write(&[13; 96]).unwrap_err();
-        assert!(
-            e.to_string().contains("swrod_run000004_0001.raw.part"),
-            "{e}"
-        );
+        for i in [18, 19] {
+            let e = files.write(&[i; 96]).unwrap_err();
+            assert!(
+                e.to_string().contains("swrod_run000004_0001.raw.part"),
+                "{e}"
+            );
+        }
         let (written, unwritten, closed) = files.finish();
         closed.unwrap();
-        // 9 in the closed file; 3 in the one that could not close, and the 2 after.
+        // 9 in the closed file; 9 in the one that could not close, and the 2 after.
         assert_eq!(written.iter().map(|f| f.events).sum::<u64>(), 9);
-        assert_eq!(unwritten, 5);
+        assert_eq!(unwritten, 11);
     }
 }

@@ -52,19 +52,39 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Every file below `dir` with its bytes: what a later run must leave exactly as it was.
-pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = std::collections::BTreeMap::new();
+pub type Snapshot = std::collections::BTreeMap<PathBuf, Vec<u8>>;
+
+/// Every file below `dir` with its bytes: what a later run must leave exactly as it was. A
+/// file renamed or removed while it is walked is left out.
+pub fn snapshot(dir: &Path) -> Snapshot {
+    let mut out = Snapshot::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for path in entries.filter_map(|e| Some(e.ok()?.path())) {
             if path.is_dir() {
                 todo.push(path);
-            } else {
-                out.insert(path.clone(), std::fs::read(&path).unwrap());
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                out.insert(path, bytes);
             }
         }
     }
     out
+}
+
+/// [`snapshot`] once nothing below `dir` has changed for half a second (applications of a
+/// killed launcher still closing their files), within 30 s.
+pub fn settled_snapshot(dir: &Path) -> Snapshot {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut last = snapshot(dir);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let now = snapshot(dir);
+        if now == last || std::time::Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
 }
