@@ -31,7 +31,7 @@ def test_decoded_adcs_equal_the_known_adcs(tmp_path):
             assert stamps[0] == header["window_begin"] and np.all(np.diff(stamps) == 2048)
     with h5py.File(h5, "r") as f:
         assert f.attrs["run_number"] == 1 and f.attrs["record_type"] == "TriggerRecord"
-        assert f.attrs["filelayout_version"] == 5 and "closing_timestamp" in f.attrs
+        assert f.attrs["filelayout_version"] == 6 and "closing_timestamp" in f.attrs
         header = read_records.as_bytes(f["TriggerRecord00002.0000/RawData/TR_Builder_0x00000000_TriggerRecordHeader"])
         assert header[:8].view("<u4").tolist() == [0x33334444, 4] and header[8:16].view("<u8")[0] == 2
 

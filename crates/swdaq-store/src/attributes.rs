@@ -1,8 +1,13 @@
-//! A file's root attributes, read tolerantly: each one missing or of a type that does not
-//! convert is named ([`AttributeProblem`]) and left `None`, and the file's records are
-//! still read. Attribute types are interpreted in one place ([`value_of`]): integers of any
-//! width and sign, variable-length strings; a further written form (DUNE's older files, say)
-//! is one more arm there.
+//! A file's root attributes, read tolerantly: each required one missing or of a type that
+//! does not convert is named ([`AttributeProblem`]) and left `None`, and the file's records
+//! are still read. Attribute types are interpreted in one place ([`value_of`]): integers of
+//! any width and sign, variable-length strings; timestamps in both of hdf5libs' forms.
+//!
+//! Required, as hdf5libs reads them on demand and fails without them: `run_number`,
+//! `file_index`, `creation_timestamp`, `application_name`. Optional, as hdf5libs opens a file
+//! without them (`HDF5RawDataFile`'s read constructor): `recorded_size`, `record_type`,
+//! `filelayout_version` (and `filelayout_params`, the JSON maps, which swdaq's reader does
+//! not need), and `closing_timestamp`, absent while a file is being written.
 
 use crate::layout::attr;
 use hdf5::types::{TypeDescriptor, VarLenAscii, VarLenUnicode};
@@ -12,14 +17,16 @@ use serde::Serialize;
 pub struct FileAttributes {
     pub run_number: Option<u32>,
     pub file_index: Option<u64>,
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch (an integer, or in hdf5libs v2.x files a string).
     pub creation_timestamp: Option<u64>,
     /// Absent while a file is still being written.
     pub closing_timestamp: Option<u64>,
     /// Bytes of records (headers and fragments); absent while a file is still being written.
     pub recorded_size: Option<u64>,
     pub application_name: Option<String>,
+    /// Optional, as in hdf5libs.
     pub record_type: Option<String>,
+    /// Optional, as in hdf5libs.
     pub filelayout_version: Option<u32>,
     /// Attributes that are missing or do not read as their expected type, each named.
     pub problems: Vec<AttributeProblem>,
@@ -32,6 +39,14 @@ pub struct AttributeProblem {
     pub expected: &'static str,
     /// What the file holds instead: `missing`, or the type found.
     pub found: String,
+}
+
+/// The integer an attribute must hold.
+#[derive(Clone, Copy)]
+enum Form {
+    U32,
+    U64,
+    Timestamp,
 }
 
 /// An attribute's value as written, before it is converted to the field's type.
@@ -75,14 +90,22 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
             found,
         });
     };
-    let mut integer = |name: &'static str, max: u64| {
-        let expected = if max == u64::from(u32::MAX) {
-            "unsigned 32-bit integer"
-        } else {
-            "unsigned integer"
+    // `Form::Timestamp` also takes the decimal string hdf5libs wrote up to v2.8.0 (layout
+    // version 5, `std::to_string` of the milliseconds); later versions write a `size_t`.
+    let mut integer = |name: &'static str, form: Form| {
+        let (max, expected) = match form {
+            Form::U32 => (u64::from(u32::MAX), "unsigned 32-bit integer"),
+            Form::U64 => (u64::MAX, "unsigned integer"),
+            Form::Timestamp => (
+                u64::MAX,
+                "unsigned integer or decimal string (milliseconds)",
+            ),
         };
         match value_of(file, name) {
             Ok(Value::Integer(v)) if (0..=i128::from(max)).contains(&v) => Some(v as u64),
+            Ok(Value::Text(s)) if matches!(form, Form::Timestamp) && s.parse::<u64>().is_ok() => {
+                s.parse().ok()
+            }
             Ok(Value::Integer(v)) => {
                 note(name, expected, format!("{v}, out of range"));
                 None
@@ -97,18 +120,19 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
             }
         }
     };
-    let (u32_max, u64_max) = (u64::from(u32::MAX), u64::MAX);
-    let run_number = integer(attr::RUN_NUMBER, u32_max).map(|v| v as u32);
-    let file_index = integer(attr::FILE_INDEX, u64_max);
-    let creation_timestamp = integer(attr::CREATION_TIMESTAMP, u64_max);
-    let filelayout_version = integer(attr::LAYOUT_VERSION, u32_max).map(|v| v as u32);
-    // Written only when the file is closed: absent is an open file, not a problem.
-    let closed = file.attr(attr::CLOSING_TIMESTAMP).is_ok();
-    let closing_timestamp = closed
-        .then(|| integer(attr::CLOSING_TIMESTAMP, u64_max))
+    // An optional attribute that is absent is `None` and no problem; present, it is checked.
+    let present = |name: &str| file.attr(name).is_ok();
+    let run_number = integer(attr::RUN_NUMBER, Form::U32).map(|v| v as u32);
+    let file_index = integer(attr::FILE_INDEX, Form::U64);
+    let creation_timestamp = integer(attr::CREATION_TIMESTAMP, Form::Timestamp);
+    let filelayout_version = present(attr::LAYOUT_VERSION)
+        .then(|| integer(attr::LAYOUT_VERSION, Form::U32).map(|v| v as u32))
         .flatten();
-    let recorded_size = closed
-        .then(|| integer(attr::RECORDED_SIZE, u64_max))
+    let closing_timestamp = present(attr::CLOSING_TIMESTAMP)
+        .then(|| integer(attr::CLOSING_TIMESTAMP, Form::Timestamp))
+        .flatten();
+    let recorded_size = present(attr::RECORDED_SIZE)
+        .then(|| integer(attr::RECORDED_SIZE, Form::U64))
         .flatten();
     let mut text = |name: &'static str| match value_of(file, name) {
         Ok(Value::Text(s)) => Some(s),
@@ -122,7 +146,9 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
         }
     };
     let application_name = text(attr::APPLICATION_NAME);
-    let record_type = text(attr::RECORD_TYPE);
+    let record_type = present(attr::RECORD_TYPE)
+        .then(|| text(attr::RECORD_TYPE))
+        .flatten();
     FileAttributes {
         run_number,
         file_index,

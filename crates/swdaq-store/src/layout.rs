@@ -1,11 +1,19 @@
-//! Names and attributes of a swdaq HDF5 file: DUNE's `hdf5libs` file layout version 5 as its
-//! `DataWriter` writes it (record numbers with 5 digits, sequence numbers with 4), so scripts
-//! and tools written for DUNE files find their way around ours:
+//! Names and attributes of a swdaq HDF5 file, as DUNE's `hdf5libs` (`HDF5RawDataFile`,
+//! `HDF5SourceIDHandler`) writes them, so scripts and tools written for DUNE files find their
+//! way around ours. Followed, all `DUNE-DAQ/hdf5libs` (the newest code whose commits are known;
+//! the commit of the latest release, v3.6.2 of `coredaq-v5.7.1`, could not be established):
+//! `036adeb592596b024ce8d2f7d5e4de8be1163eaf:src/HDF5RawDataFile.cpp` (file attributes,
+//! integer timestamps), `03c7a5285e8f640b2e82749819646b642ee2eea5:src/HDF5SourceIDHandler.cpp`
+//! (the JSON maps, geo-id packing), `2755361e079667a8bec3fb3003f479e7131eeb22:src/HDF5FileLayout.cpp`
+//! (paths, `filelayout_params`). Record numbers have 5 digits, sequence numbers 4, as
+//! `filelayout_params` says (hdf5libs' default is 6 digits; its readers take the file's params).
 //!
 //! ```text
-//! /                                   attributes: run_number, file_index, creation_timestamp,
-//!                                     application_name, filelayout_params, filelayout_version,
-//!                                     record_type, and once closed recorded_size, closing_timestamp
+//! /                                   attributes: run_number (u32), file_index (u64),
+//!                                     creation_timestamp (u64 ms), application_name,
+//!                                     filelayout_params (JSON), filelayout_version (u32),
+//!                                     record_type, and once closed source_id_geo_id_map (JSON),
+//!                                     recorded_size (u64), closing_timestamp (u64 ms)
 //! /TriggerRecord00042.0000/           one group per record (trigger number . sequence number);
 //!                                     attributes record_header_source_id, source_id_path_map,
 //!                                     fragment_type_source_id_map, subdetector_source_id_map (JSON)
@@ -15,18 +23,29 @@
 //!         Trigger_0x00000000_Trigger_Primitive
 //! ```
 //!
-//! Every dataset is `char` (HDF5 int8) with shape `[bytes, 1]`, as `hdf5libs` writes them:
-//! its reader converts any other integer type (and would clip bytes above 127).
+//! Text attributes are variable-length strings, as HighFive writes `std::string`. Every dataset
+//! is `char` (HDF5 int8) with shape `[bytes, 1]`, as `hdf5libs` writes them: its reader converts
+//! any other integer type (and would clip bytes above 127).
+//!
+//! Not established from hdf5libs' code, so not guessed at: what an empty map is written as
+//! (ours: `{"map_entries":[]}`), and the attributes DUNE's `dfmodules` (not hdf5libs) adds
+//! (`operational_environment`, `offline_data_stream`, `run_was_for_test_purposes`).
 
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use swdaq_format::{FragmentHeader, SourceId, TriggerRecordHeader};
+use std::collections::{BTreeMap, BTreeSet};
+use swdaq_format::daq_eth::DaqEthHeader;
+use swdaq_format::fragment::FRAGMENT_HEADER_SIZE;
+use swdaq_format::wibeth::{self, WibEthFrame};
+use swdaq_format::{FragmentHeader, FragmentType, SourceId, Subsystem, TriggerRecordHeader};
 
 pub const RECORD_TYPE: &str = "TriggerRecord";
 pub const RECORD_HEADER_DATASET: &str = "TriggerRecordHeader";
 pub const RAW_DATA_GROUP: &str = "RawData";
-/// `hdf5libs` file layout version whose names and attributes these are.
-pub const LAYOUT_VERSION: u32 = 5;
+/// `hdf5libs` file layout version whose names and attributes these are: 6, the first whose
+/// timestamps are integers (hdf5libs' tools read them as integers from 6 on, as strings
+/// before; v2.8.0 wrote strings with version 5). Whether v3.6.2 writes 6 or a later version
+/// with the same names is open.
+pub const LAYOUT_VERSION: u32 = 6;
 const DIGITS_FOR_RECORD_NUMBER: usize = 5;
 const DIGITS_FOR_SEQUENCE_NUMBER: usize = 4;
 
@@ -40,6 +59,7 @@ pub mod attr {
     pub const RECORD_TYPE: &str = "record_type";
     pub const LAYOUT_VERSION: &str = "filelayout_version";
     pub const LAYOUT_PARAMS: &str = "filelayout_params";
+    pub const SOURCE_ID_GEO_ID_MAP: &str = "source_id_geo_id_map";
     pub const RECORD_HEADER_SOURCE_ID: &str = "record_header_source_id";
     pub const SOURCE_ID_PATH_MAP: &str = "source_id_path_map";
     pub const FRAGMENT_TYPE_MAP: &str = "fragment_type_source_id_map";
@@ -103,6 +123,37 @@ fn sid(s: SourceId) -> Value {
     json!({"subsys": s.subsystem.0, "id": s.id})
 }
 
+/// The geo id of a readout fragment as `HDF5SourceIDHandler` packs it (stream << 48 |
+/// slot << 32 | crate << 16 | detector), from its first frame's DAQ Ethernet header: where
+/// DUNE takes it from its hardware map, swdaq has only what its links send. Fragments of
+/// other types have no DAQ Ethernet header, so no geo id.
+pub fn fragment_geo_id(header: &FragmentHeader, fragment: &[u8]) -> Option<u64> {
+    if header.element_id.subsystem != Subsystem::DETECTOR_READOUT
+        || header.fragment_type != FragmentType::WIBETH
+    {
+        return None;
+    }
+    let first = fragment.get(FRAGMENT_HEADER_SIZE..FRAGMENT_HEADER_SIZE + wibeth::FRAME_SIZE)?;
+    let frame = WibEthFrame::parse(first).ok()?;
+    Some(geo_id(&frame.daq_header()))
+}
+
+fn geo_id(h: &DaqEthHeader) -> u64 {
+    u64::from(h.stream_id) << 48
+        | u64::from(h.slot_id) << 32
+        | u64::from(h.crate_id) << 16
+        | u64::from(h.det_id)
+}
+
+/// The file's `source_id_geo_id_map` attribute: each readout source with its geo ids.
+pub fn geo_id_map(geo_ids: &BTreeMap<SourceId, BTreeSet<u64>>) -> String {
+    let entries: Vec<Value> = geo_ids
+        .iter()
+        .map(|(s, ids)| json!({"subsys": s.subsystem.0, "id": s.id, "geoids": ids}))
+        .collect();
+    json!({ "map_entries": entries }).to_string()
+}
+
 /// The record group's JSON attributes (`HDF5SourceIDHandler`), by name.
 pub fn record_attributes(
     group: &str,
@@ -149,7 +200,6 @@ pub fn record_attributes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use swdaq_format::{FragmentType, Subsystem};
 
     #[test]
     fn names_follow_hdf5libs() {

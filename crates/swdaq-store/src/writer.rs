@@ -10,9 +10,10 @@ use crate::error::{AtPath, Result, StoreError};
 use crate::layout::{self, attr};
 use hdf5::types::VarLenUnicode;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use swdaq_format::{FragmentHeader, TriggerRecord, run_files};
+use swdaq_format::{FragmentHeader, SourceId, TriggerRecord, run_files};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -84,6 +85,10 @@ struct OpenFile {
     unflushed: Unflushed,
     /// The file's size when last read (what `WriterCounts::file_bytes` holds of it).
     size_on_disk: u64,
+    /// The geo ids of the readout sources written so far: hdf5libs is given them by its
+    /// configuration before the file opens, swdaq learns them from the records, so the
+    /// file's `source_id_geo_id_map` is written when it closes.
+    geo_ids: BTreeMap<SourceId, BTreeSet<u64>>,
 }
 
 /// Adds the growth of the open `file` (at `path`, for errors) since its size was last read
@@ -255,6 +260,7 @@ impl RecordFileWriter {
             records: 0,
             unflushed: Unflushed::default(),
             size_on_disk: 0,
+            geo_ids: BTreeMap::new(),
         };
         if self.flush_policy.enabled() {
             // Readable (with no records) from the start, not only after the first flush.
@@ -307,6 +313,14 @@ impl RecordFileWriter {
         let grown = open.count_growth(&mut self.counts);
         written?;
         grown?;
+        for (fragment, header) in record.fragments.iter().zip(&headers) {
+            if let Some(geo_id) = layout::fragment_geo_id(header, fragment) {
+                open.geo_ids
+                    .entry(header.element_id)
+                    .or_default()
+                    .insert(geo_id);
+            }
+        }
         open.bytes += size;
         open.records += 1;
         open.unflushed.add(Instant::now());
@@ -361,6 +375,12 @@ impl RecordFileWriter {
         let Some(mut open) = self.current.take() else {
             return Ok(());
         };
+        write_text(
+            &open.file,
+            attr::SOURCE_ID_GEO_ID_MAP,
+            &layout::geo_id_map(&open.geo_ids),
+            &open.writing,
+        )?;
         write_attr(&open.file, attr::RECORDED_SIZE, &open.bytes, &open.writing)?;
         write_attr(
             &open.file,

@@ -347,3 +347,117 @@ fn a_refused_record_leaves_nothing_behind() {
     assert_eq!(read_all(&w.closed_files()[0]), vec![first, last]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue #23: a closed file holds every file and record-group attribute hdf5libs writes, each
+/// of hdf5libs' type, and its maps name every dataset of every record.
+#[test]
+fn the_file_holds_hdf5libs_attributes_and_maps() {
+    use hdf5::types::{IntSize, TypeDescriptor, VarLenUnicode};
+    use serde_json::{Value, json};
+    use swdaq_store::sample::{LINKS, track_record};
+
+    let dir = temp_dir("hdf5libs-attributes");
+    let mut w = RecordFileWriter::new(config(&dir)).unwrap();
+    for t in 1..=2 {
+        w.write(&track_record(t).record).unwrap();
+    }
+    w.close().unwrap();
+    let file = hdf5::File::open(&w.closed_files()[0]).unwrap();
+    let kind = |loc: &hdf5::Location, name: &str| {
+        loc.attr(name)
+            .and_then(|a| a.dtype())
+            .and_then(|t| t.to_descriptor())
+            .unwrap()
+    };
+    let json_of = |loc: &hdf5::Location, name: &str| -> Value {
+        let text = loc.attr(name).unwrap().read_scalar::<VarLenUnicode>();
+        serde_json::from_str(text.unwrap().as_str()).unwrap()
+    };
+    let (u32_, u64_, text) = (
+        TypeDescriptor::Unsigned(IntSize::U4),
+        TypeDescriptor::Unsigned(IntSize::U8),
+        TypeDescriptor::VarLenUnicode,
+    );
+    let expected = [
+        ("application_name", text.clone()),
+        ("closing_timestamp", u64_.clone()),
+        ("creation_timestamp", u64_.clone()),
+        ("file_index", u64_.clone()),
+        ("filelayout_params", text.clone()),
+        ("filelayout_version", u32_.clone()),
+        ("record_type", text.clone()),
+        ("recorded_size", u64_),
+        ("run_number", u32_),
+        ("source_id_geo_id_map", text.clone()),
+    ];
+    let mut names = file.attr_names().unwrap();
+    names.sort();
+    assert_eq!(names, expected.each_ref().map(|(n, _)| *n));
+    for (name, t) in &expected {
+        assert_eq!(&kind(&file, name), t, "{name}");
+    }
+    // Each link's geo id from its frames: stream = link, detector 3 (HD TPC).
+    let geo: Vec<Value> = (0..LINKS)
+        .map(|l| json!({"subsys": 1, "id": l, "geoids": [u64::from(l) << 48 | 3]}))
+        .collect();
+    assert_eq!(
+        json_of(&file, "source_id_geo_id_map"),
+        json!({ "map_entries": geo })
+    );
+
+    for group in ["TriggerRecord00001.0000", "TriggerRecord00002.0000"] {
+        let g = file.group(group).unwrap();
+        let mut names = g.attr_names().unwrap();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "fragment_type_source_id_map",
+                "record_header_source_id",
+                "source_id_path_map",
+                "subdetector_source_id_map"
+            ]
+        );
+        for name in &names {
+            assert_eq!(kind(&g, name), text, "{group} {name}");
+        }
+        assert_eq!(
+            json_of(&g, "record_header_source_id"),
+            json!({"subsys": 4, "id": 0})
+        );
+        let paths: Vec<String> = json_of(&g, "source_id_path_map")["map_entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap().to_string())
+            .collect();
+        let mut datasets: Vec<String> = g
+            .group("RawData")
+            .unwrap()
+            .member_names()
+            .unwrap()
+            .into_iter()
+            .map(|n| format!("/{group}/RawData/{n}"))
+            .collect();
+        datasets.sort();
+        let mut listed = paths.clone();
+        listed.sort();
+        assert_eq!(listed, datasets, "every dataset in the map, once");
+        let readout: Vec<Value> = (0..LINKS).map(|l| json!({"subsys": 1, "id": l})).collect();
+        let trigger = json!([{"subsys": 3, "id": 0}]);
+        assert_eq!(
+            json_of(&g, "fragment_type_source_id_map"),
+            json!({"map_entries": [
+                {"fragment_type": FragmentType::TRIGGER_PRIMITIVE.0, "sourceids": trigger},
+                {"fragment_type": FragmentType::WIBETH.0, "sourceids": readout},
+            ]})
+        );
+        let mut all = readout.clone();
+        all.extend(trigger.as_array().unwrap().iter().cloned());
+        assert_eq!(
+            json_of(&g, "subdetector_source_id_map"),
+            json!({"map_entries": [{"subdetector": 3, "sourceids": all}]})
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -171,3 +171,159 @@ fn the_display_draws_the_good_fragments_and_names_the_garbage_one() {
     assert!(png.exists());
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
+
+/// A file as hdf5libs v2.8.0 (`HDF5RawDataFile.cpp` of `DUNE-DAQ/hdf5libs` tag v2.8.0,
+/// 1de7a465784e45ec19a82eb392035937d157a13c) writes it, not as swdaq's writer does: layout
+/// version 5, timestamps as decimal strings of milliseconds, 6-digit record numbers, one record
+/// holding its header and the first fragment of `record`.
+fn hdf5libs_v2_file(path: &std::path::Path, record: &swdaq_format::TriggerRecord) {
+    use hdf5::types::VarLenUnicode;
+    let file = hdf5::File::create(path).unwrap();
+    let text = |loc: &hdf5::Location, name: &str, value: &str| {
+        let value: VarLenUnicode = value.parse().unwrap();
+        loc.new_attr::<VarLenUnicode>()
+            .create(name)
+            .and_then(|a| a.write_scalar(&value))
+            .unwrap();
+    };
+    let bytes = |group: &hdf5::Group, name: &str, data: &[u8]| {
+        group
+            .new_dataset::<i8>()
+            .shape((data.len(), 1))
+            .create(name)
+            .and_then(|d| d.write_raw(bytemuck::cast_slice::<u8, i8>(data)))
+            .unwrap();
+    };
+    file.new_attr::<u32>()
+        .create("run_number")
+        .and_then(|a| a.write_scalar(&7u32))
+        .unwrap();
+    file.new_attr::<u64>()
+        .create("file_index")
+        .and_then(|a| a.write_scalar(&0u64))
+        .unwrap();
+    text(&file, "creation_timestamp", "1711630000000");
+    text(&file, "application_name", "dataflow0");
+    text(
+        &file,
+        "filelayout_params",
+        r#"{"digits_for_record_number":6,"digits_for_sequence_number":4,"path_param_list":[],"raw_data_group_name":"RawData","record_header_dataset_name":"TriggerRecordHeader","record_name_prefix":"TriggerRecord","view_group_name":"Views"}"#,
+    );
+    file.new_attr::<u32>()
+        .create("filelayout_version")
+        .and_then(|a| a.write_scalar(&5u32))
+        .unwrap();
+    text(
+        &file,
+        "source_id_geo_id_map",
+        r#"{"map_entries":[{"geoids":[3],"id":0,"subsys":1}]}"#,
+    );
+    text(&file, "record_type", "TriggerRecord");
+    let group = file.create_group("TriggerRecord000001.0000").unwrap();
+    let raw = group.create_group("RawData").unwrap();
+    bytes(
+        &raw,
+        "TR_Builder_0x00000000_TriggerRecordHeader",
+        &record.header.to_bytes(),
+    );
+    bytes(
+        &raw,
+        "Detector_Readout_0x00000000_WIBEth",
+        &record.fragments[0],
+    );
+    text(&group, "record_header_source_id", r#"{"id":0,"subsys":4}"#);
+    text(
+        &group,
+        "source_id_path_map",
+        r#"{"map_entries":[{"id":0,"path":"/TriggerRecord000001.0000/RawData/TR_Builder_0x00000000_TriggerRecordHeader","subsys":4},{"id":0,"path":"/TriggerRecord000001.0000/RawData/Detector_Readout_0x00000000_WIBEth","subsys":1}]}"#,
+    );
+    text(
+        &group,
+        "fragment_type_source_id_map",
+        r#"{"map_entries":[{"fragment_type":12,"sourceids":[{"id":0,"subsys":1}]}]}"#,
+    );
+    text(
+        &group,
+        "subdetector_source_id_map",
+        r#"{"map_entries":[{"sourceids":[{"id":0,"subsys":1}],"subdetector":3}]}"#,
+    );
+    file.new_attr::<u64>()
+        .create("recorded_size")
+        .and_then(|a| a.write_scalar(&123u64))
+        .unwrap();
+    text(&file, "closing_timestamp", "1711630001500");
+}
+
+/// Issue #23: hdf5libs v2.x wrote its timestamps as strings; such a file was refused.
+#[test]
+fn an_hdf5libs_v2_file_with_string_timestamps_reads() {
+    let dir = std::env::temp_dir().join(format!("swdaq-store-v2-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("np04hd_raw_run000007_0000_dataflow0_datawriter_0_20240328T123640.hdf5");
+    let sample = track_record(1).record;
+    hdf5libs_v2_file(&path, &sample);
+
+    let report = inspect(&path, None).unwrap();
+    let a = &report.attributes;
+    assert_eq!(a.problems, []);
+    assert_eq!(
+        (a.creation_timestamp, a.closing_timestamp, a.run_number),
+        (Some(1_711_630_000_000), Some(1_711_630_001_500), Some(7))
+    );
+    assert_eq!(a.filelayout_version, Some(5));
+    assert_eq!(report.problems.len(), 0);
+    let reader = RecordFileReader::open(&path).unwrap();
+    let ids = reader.record_ids().unwrap();
+    assert_eq!(ids.len(), 1);
+    let record = reader.read_record(&ids[0]).unwrap();
+    assert_eq!(record.header, sample.header);
+    assert_eq!(record.fragments, sample.fragments[..1]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue #23: an attribute hdf5libs opens a file without is no problem when absent; a
+/// required one absent is one line naming it.
+#[test]
+fn optional_attributes_may_be_absent_and_a_missing_required_one_is_one_line() {
+    let path = written_file("optional", 2);
+    {
+        let file = hdf5::File::open_rw(&path).unwrap();
+        for name in [
+            "recorded_size",
+            "record_type",
+            "filelayout_version",
+            "filelayout_params",
+            "source_id_geo_id_map",
+        ] {
+            file.delete_attr(name).unwrap();
+        }
+        let group = file.group("TriggerRecord00001.0000").unwrap();
+        for name in [
+            "record_header_source_id",
+            "source_id_path_map",
+            "fragment_type_source_id_map",
+            "subdetector_source_id_map",
+        ] {
+            group.delete_attr(name).unwrap();
+        }
+    }
+    let report = inspect(&path, None).unwrap();
+    assert_eq!(report.attributes.problems, []);
+    assert_eq!((report.records.len(), report.bad_items()), (2, 0));
+    assert_eq!(report.attributes.record_type, None);
+
+    hdf5::File::open_rw(&path)
+        .unwrap()
+        .delete_attr("run_number")
+        .unwrap();
+    let report = inspect(&path, None).unwrap();
+    assert_eq!((report.records.len(), report.bad_items()), (2, 1));
+    let text = render(&report);
+    let bad: Vec<&str> = text.lines().filter(|l| l.starts_with("BAD")).collect();
+    assert_eq!(
+        bad,
+        ["BAD attribute run_number: expected unsigned 32-bit integer, found missing"]
+    );
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
