@@ -38,7 +38,7 @@ def test_files_match_the_emulator_truth(tmp_path):
     summary = run_evb(tmp_path)
     assert summary["built"] == EVENTS and summary["lost"] == 0 and summary["incomplete"] == 0
     seen = {}
-    for raw in sorted(tmp_path.glob("bu*/*.raw")):
+    for raw in sorted(tmp_path.glob("bu*/run*/*.raw")):
         it = read_frd.events(str(raw))
         header = next(it)
         assert header["run"] == 1

@@ -263,7 +263,7 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
     for b in built {
         writer.write(b)?;
     }
-    writer.finish().map_err(|(e, _)| e)?;
+    writer.finish(None).map_err(|(e, _)| e)?;
     let write = t.elapsed_ns() / events as f64;
     Ok(CostRow {
         fed_emulation_ns_per_fragment: fed_emulation,

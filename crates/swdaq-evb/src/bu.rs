@@ -1,12 +1,14 @@
 //! A builder unit: asks the event manager for events when it has room, asks every other
 //! readout unit for its super-fragments of the events it is given, builds them
 //! ([`crate::build`]) and hands them to its writer thread ([`crate::files`]), telling the
-//! event manager with its next request which events the writer has settled. It finishes
+//! event manager with its next request which events the writer has settled. The event
+//! manager's ends of lumi sections go to the writer once no event of theirs is still being
+//! built, so each EoLS counts all of its lumi section's events. It finishes
 //! when the event manager says the run is over and nothing is open, or when its writer
 //! fails (then what it was building is counted lost).
 
-use crate::build::{BuildCounts, BuiltEvent, EventBuilder};
-use crate::files::{FileWriter, WriterCounts, WriterError};
+use crate::build::{BuildCounts, EventBuilder};
+use crate::files::{FileWriter, ToWriter, WriterCounts, WriterError};
 use crate::message::{BuRequest, FragmentRequest, ToBu};
 use crate::metrics::{CounterSet, PUBLISH_EVERY, queue_gauge};
 use hdrhistogram::Histogram;
@@ -49,7 +51,7 @@ pub struct Bu {
     /// Readout units 1.. (the event manager sends its part with the assignment).
     pub to_rus: Vec<Box<dyn Outbox<FragmentRequest>>>,
     pub inbox: Box<dyn Inbox<ToBu>>,
-    pub writer: crossbeam_channel::Sender<BuiltEvent>,
+    pub writer: crossbeam_channel::Sender<ToWriter>,
     /// Fault drill: the unit dies (returns without a word) after this many events.
     pub die_after: Option<u64>,
 }
@@ -113,6 +115,10 @@ impl Bu {
         let mut writer_failed = false;
         let mut built = Vec::new();
         let mut new_events = Vec::new();
+        // Lumi sections the event manager ended, (lumi, its total), not yet passed on.
+        let mut ended_lumis = std::collections::VecDeque::new();
+        // The run's last lumi section, once the event manager said the run is over.
+        let mut last_lumi = None;
         loop {
             let in_flight = asked as usize + self.builder.open() + self.writer.len();
             let room = in_flight + self.request_batch as usize <= self.capacity as usize;
@@ -156,7 +162,14 @@ impl Bu {
                             built.extend(self.builder.add(sf.event, sf, now));
                         }
                     }
-                    Received::Message(ToBu::EndOfRun) | Received::Closed => end = true,
+                    Received::Message(ToBu::EndOfLumi { lumi, total_events }) => {
+                        ended_lumis.push_back((lumi, total_events));
+                    }
+                    Received::Message(ToBu::EndOfRun { last_lumi: last }) => {
+                        last_lumi = last;
+                        end = true;
+                    }
+                    Received::Closed => end = true,
                     Received::Nothing => {
                         drained = true;
                         break;
@@ -183,7 +196,7 @@ impl Bu {
                 report
                     .build_time_us
                     .saturating_record(event.build_time.as_micros() as u64);
-                if writer_failed || self.writer.send(event).is_err() {
+                if writer_failed || self.writer.send(ToWriter::Event(event)).is_err() {
                     writer_failed = true;
                     report.unwritten += 1;
                 }
@@ -192,6 +205,15 @@ impl Bu {
                     open_gauge.set(self.builder.open() as f64);
                     writer_gauge.set(self.writer.len() as f64);
                 }
+            }
+            let oldest_open = self.builder.oldest_open_lumi();
+            while let Some(&(lumi, total_events)) = ended_lumis.front() {
+                if oldest_open.is_some_and(|open| open <= lumi) {
+                    break;
+                }
+                ended_lumis.pop_front();
+                // A writer that has gone is counted by the events it no longer takes.
+                let _ = self.writer.send(ToWriter::EndOfLumi { lumi, total_events });
             }
             if self.die_after.is_some_and(|n| finished >= n) {
                 return Ok(report);
@@ -204,6 +226,9 @@ impl Bu {
             if (end || evm_gone && drained) && self.builder.open() == 0 {
                 break;
             }
+        }
+        if let Some(last_lumi) = last_lumi.filter(|_| !writer_failed) {
+            let _ = self.writer.send(ToWriter::EndOfRun { last_lumi });
         }
         publish(&mut counters, self.builder.counts());
         open_gauge.set(0.0);
@@ -252,7 +277,7 @@ pub struct WriterOutcome {
 /// uncounted in its queue; `on_failure` is called once with the error (to stop the run). The numbers of
 /// events settled (their file closed, or shed) go to `settled` as they settle.
 pub fn run_writer(
-    events: crossbeam_channel::Receiver<BuiltEvent>,
+    events: crossbeam_channel::Receiver<ToWriter>,
     mut writer: FileWriter,
     mut counters: CounterSet,
     settled: crossbeam_channel::Sender<Vec<u64>>,
@@ -266,7 +291,32 @@ pub fn run_writer(
     let mut on_failure = Some(on_failure);
     // Events in the open file: settled when it closes.
     let mut in_open_file: Vec<u64> = Vec::new();
-    for event in events.iter() {
+    let mut last_lumi = None;
+    for message in events.iter() {
+        let event = match message {
+            ToWriter::Event(event) => event,
+            ToWriter::EndOfRun { last_lumi: last } => {
+                last_lumi = Some(last);
+                continue;
+            }
+            ToWriter::EndOfLumi { .. } if error.is_some() => continue,
+            ToWriter::EndOfLumi { lumi, total_events } => {
+                let before = writer.counts();
+                match writer.end_lumi(lumi, total_events) {
+                    Ok(()) if writer.counts().files > before.files => {
+                        let _ = settled.send(std::mem::take(&mut in_open_file));
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        if let Some(stop) = on_failure.take() {
+                            stop(&e);
+                        }
+                        error = Some(e);
+                    }
+                }
+                continue;
+            }
+        };
         if error.is_some() {
             unwritten += 1;
             continue;
@@ -302,7 +352,7 @@ pub fn run_writer(
             publish(&mut counters, writer.counts());
         }
     }
-    let mut counts = match writer.finish() {
+    let mut counts = match writer.finish(last_lumi.filter(|_| error.is_none())) {
         Ok(c) => {
             let _ = settled.send(in_open_file);
             c
@@ -359,7 +409,8 @@ mod tests {
     }
 
     /// The event manager ends right after its last assignments: the unit's next request
-    /// fails, yet every event waiting in its inbox is still built, none left uncounted.
+    /// fails, yet every event waiting in its inbox is still built, none left uncounted, and
+    /// the lumi section's end and the run's reach the writer after its events.
     #[test]
     fn events_assigned_before_the_event_manager_ended_are_all_built() {
         let (to_evm, evm_inbox) = crossbeam_channel::unbounded::<BuRequest>();
@@ -368,7 +419,15 @@ mod tests {
         for event in 1..=3 {
             inbox_tx.send(assigned(event)).unwrap();
         }
-        inbox_tx.send(ToBu::EndOfRun).unwrap();
+        inbox_tx
+            .send(ToBu::EndOfLumi {
+                lumi: 1,
+                total_events: 5,
+            })
+            .unwrap();
+        inbox_tx
+            .send(ToBu::EndOfRun { last_lumi: Some(1) })
+            .unwrap();
         let (writer, written) = crossbeam_channel::unbounded();
         let (_settled_tx, settled) = crossbeam_channel::unbounded();
         let unit = Bu {
@@ -386,8 +445,18 @@ mod tests {
         };
         let report = unit.run(&Registry::new()).unwrap();
         assert_eq!(report.build.complete, 3);
-        let events: Vec<u64> = written.try_iter().map(|e| e.event).collect();
-        assert_eq!(events, [1, 2, 3]);
+        let written: Vec<String> = written
+            .try_iter()
+            .map(|m| match m {
+                ToWriter::Event(e) => format!("event {}", e.event),
+                ToWriter::EndOfLumi { lumi, total_events } => format!("EoLS {lumi} {total_events}"),
+                ToWriter::EndOfRun { last_lumi } => format!("EoR {last_lumi}"),
+            })
+            .collect();
+        assert_eq!(
+            written,
+            ["event 1", "event 2", "event 3", "EoLS 1 5", "EoR 1"]
+        );
     }
 
     #[test]

@@ -135,6 +135,12 @@ impl EventBuilder {
         self.building.len()
     }
 
+    /// The lumi section of the oldest event being built: events are numbered in trigger
+    /// order, so no event being built belongs to an earlier one.
+    pub fn oldest_open_lumi(&self) -> Option<u32> {
+        self.building.first_key_value().map(|(_, b)| b.lumi)
+    }
+
     /// Starts building `event` with the event manager's super-fragment; returns it built
     /// when that is all there is.
     pub fn start(

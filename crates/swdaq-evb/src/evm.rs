@@ -7,6 +7,11 @@
 //! (then checked against its closed files, [`crate::reconcile`]).
 //! They are not re-assigned: the event manager's own super-fragment went with the assignment
 //! and the other readout units may already have sent theirs to the dead unit.
+//!
+//! It counts the events it gives out per lumi section and, once an event of a later lumi
+//! section is given out, ends the earlier ones (empty ones too) with their counts to every
+//! builder unit, after their events: a CMS EoLS's `TotalEvents` is the whole lumi section's,
+//! the same in every builder unit's.
 
 use crate::message::{Assignment, BuRequest, MAX_BATCH, ToBu, ToEvm};
 use crate::metrics::{CounterSet, FedMetrics, PUBLISH_EVERY};
@@ -125,6 +130,14 @@ pub struct Evm {
     pub to_bus: Vec<Box<dyn Outbox<ToBu>>>,
     pub stop: Arc<AtomicBool>,
     pub max_events: Option<u64>,
+    /// The lumi section of a trigger time (`EvbConfig::lumi_of`).
+    pub lumi_of: Box<dyn Fn(u64) -> u32 + Send>,
+}
+
+/// The lumi section being given out and its events so far.
+struct LumiCount {
+    lumi: u32,
+    events: u64,
 }
 
 impl Evm {
@@ -153,6 +166,7 @@ impl Evm {
         let mut report = EvmReport::default();
         let mut waited_for_credit = false;
         let mut batches: Vec<Vec<Assignment>> = vec![Vec::new(); self.to_bus.len()];
+        let mut counting = LumiCount { lumi: 1, events: 0 };
         loop {
             let all_gone = drain(&*self.requests, &mut credits, &mut report, Duration::ZERO);
             let (event, _) = self.producer.peek();
@@ -182,6 +196,11 @@ impl Evm {
             waited_for_credit = false;
             report.max_behind = report.max_behind.max(self.producer.behind());
             let (trigger_ns, evm_fragment) = self.producer.take();
+            let lumi = (self.lumi_of)(trigger_ns);
+            if lumi > counting.lumi {
+                self.end_lumis_before(lumi, &mut counting, &mut batches, &mut credits, &mut report);
+            }
+            counting.events += 1;
             let assignment = Assignment {
                 event,
                 trigger_ns,
@@ -197,12 +216,24 @@ impl Evm {
                 counters.publish(&[report.assigned, report.throttled, report.lost.len() as u64]);
             }
         }
-        self.flush(&mut batches, &mut credits, &mut report);
-        for (bu, outbox) in self.to_bus.iter().enumerate() {
-            if credits.accounts()[bu].alive && outbox.send(ToBu::EndOfRun).is_err() {
-                report.bu_gone(&mut credits, bu as u16);
-            }
-        }
+        // The run's last lumi section is its last event's: none without events.
+        let last_lumi = if report.assigned == 0 {
+            0
+        } else {
+            counting.lumi
+        };
+        let after_last = last_lumi + 1;
+        self.end_lumis_before(
+            after_last,
+            &mut counting,
+            &mut batches,
+            &mut credits,
+            &mut report,
+        );
+        let end = ToBu::EndOfRun {
+            last_lumi: Some(last_lumi),
+        };
+        self.broadcast(&end, &mut credits, &mut report);
         fed_metrics.publish(self.producer.fed_counts());
         counters.publish(&[report.assigned, report.throttled, report.lost.len() as u64]);
         report.accounts = credits.accounts().to_vec();
@@ -211,6 +242,39 @@ impl Evm {
 }
 
 impl Evm {
+    /// Ends every lumi section from the one being counted up to `lumi` (excluded), after
+    /// sending the assignments gathered so far, so each builder unit has their events first.
+    fn end_lumis_before(
+        &self,
+        lumi: u32,
+        counting: &mut LumiCount,
+        batches: &mut [Vec<Assignment>],
+        credits: &mut BuCredits,
+        report: &mut EvmReport,
+    ) {
+        self.flush(batches, credits, report);
+        while counting.lumi < lumi {
+            let end = ToBu::EndOfLumi {
+                lumi: counting.lumi,
+                total_events: counting.events,
+            };
+            self.broadcast(&end, credits, report);
+            *counting = LumiCount {
+                lumi: counting.lumi + 1,
+                events: 0,
+            };
+        }
+    }
+
+    /// Sends `message` to every builder unit still alive.
+    fn broadcast(&self, message: &ToBu, credits: &mut BuCredits, report: &mut EvmReport) {
+        for (bu, outbox) in self.to_bus.iter().enumerate() {
+            if credits.accounts()[bu].alive && outbox.send(message.clone()).is_err() {
+                report.bu_gone(credits, bu as u16);
+            }
+        }
+    }
+
     /// Sends every builder unit its gathered assignments.
     fn flush(
         &self,

@@ -355,12 +355,14 @@ mod tests {
         for (i, &size) in sizes.iter().enumerate() {
             w.write(event(i as u64 + 1, size)).unwrap();
         }
-        w.finish().unwrap();
+        w.end_lumi(LUMI, sizes.len() as u64).unwrap();
+        w.finish(Some(LUMI)).unwrap();
         rx.try_recv().unwrap()
     }
 
+    /// What is left in the run's directory under `dir`.
     fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
+        let mut names: Vec<String> = std::fs::read_dir(crate::jsn::run_directory(dir, RUN))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
@@ -385,8 +387,15 @@ mod tests {
             }
         );
         assert!(report.kept.is_empty() && report.errors.is_empty());
-        // Only the lumi section's EoLS bookkeeping stays.
-        assert_eq!(names(dir.path()), ["run000003_ls0001_EoLS.jsn"]);
+        // Only the definitions, the lumi section's EoLS and the run's EoR stay.
+        assert_eq!(
+            names(dir.path()),
+            [
+                "jsd",
+                "run000003_ls0000_EoR.jsn",
+                "run000003_ls0001_EoLS.jsn"
+            ]
+        );
     }
 
     #[test]
@@ -409,6 +418,8 @@ mod tests {
         assert_eq!(
             names(dir.path()),
             [
+                "jsd",
+                "run000003_ls0000_EoR.jsn",
                 "run000003_ls0001_EoLS.jsn",
                 "run000003_ls0001_index000000.jsn.bad",
                 "run000003_ls0001_index000000.raw.bad",
@@ -445,7 +456,7 @@ mod tests {
             events: 4,
             bytes: raw.len() as u64,
         }
-        .render("bu0");
+        .render(Path::new("/r"), "bu0");
         let v = verify(&raw, &other_count, RUN, LUMI);
         assert_eq!((v.good, v.bad), (3, 1));
         assert!(matches!(

@@ -1,9 +1,13 @@
 //! A builder unit's writer: FRD events into files of `events_per_file` events (one lumi
-//! section per file), each written as `NAME.raw.tmp` under a `RAW_0002` header and renamed to
-//! `NAME.raw` when closed, then described by `NAME.jsn`; one `_EoLS.jsn` per lumi section,
-//! written when a later lumi section starts (and rewritten if a late event still arrives
-//! for it). Before each file it checks the free space: below the reserve it stops (an
-//! error) or sheds events (counted), as configured.
+//! section per file) in the run's directory (`run{run:06}/`, laid out as [`crate::jsn`]
+//! says, its `jsd/` definitions written first), each written as `NAME.raw.tmp` under a
+//! `RAW_0002` header and renamed to `NAME.raw` when closed, then described by `NAME.jsn`.
+//! A lumi section's `_EoLS.jsn` is written when the event manager says it is over
+//! ([`ToWriter::EndOfLumi`], with its count over all builder units), for every lumi section
+//! of the run, empty ones too (and rewritten if a late event still arrives for it); the
+//! run's `_EoR.jsn` when the event manager says the run is over. Before each file it checks
+//! the free space: below the reserve it stops (an error) or sheds events (counted), as
+//! configured.
 //!
 //! Events are not copied into a write buffer: the open file keeps up to [`WRITE_BATCH`]
 //! bytes of built events and writes their pieces (FRD header, super-fragments) where they
@@ -13,7 +17,10 @@
 use crate::build::BuiltEvent;
 use crate::config::DiskFullPolicy;
 use crate::farm::ClosedFile;
-use crate::jsn::{EolsJsn, FileJsn, eols_file_name, files_of_run, raw_file_name};
+use crate::jsn::{
+    DEFINITIONS, EolsJsn, EorJsn, FileJsn, eols_file_name, eor_file_name, raw_file_name,
+    run_directory,
+};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, IoSlice, Write};
@@ -29,8 +36,25 @@ const SPACE_RECHECK: Duration = Duration::from_millis(10);
 /// under the 1024 pieces a `writev` takes at once (std splits longer lists).
 const WRITE_BATCH: usize = 1 << 20;
 
+/// What a writer thread is handed, in the builder unit's order.
+#[derive(Debug)]
+pub enum ToWriter {
+    Event(BuiltEvent),
+    /// The event manager's end of a lumi section, passed on once none of its events is
+    /// still being built.
+    EndOfLumi {
+        lumi: u32,
+        total_events: u64,
+    },
+    /// The run's last lumi section, every one up to it ended (0: no event).
+    EndOfRun {
+        last_lumi: u32,
+    },
+}
+
 #[derive(Debug, Clone)]
 pub struct WriterConfig {
+    /// The builder unit's directory: the run's files go in its `run{run:06}/`.
     pub directory: PathBuf,
     pub run: u32,
     pub events_per_file: u32,
@@ -95,6 +119,7 @@ pub struct WriterCounts {
 struct LumiState {
     jsn: EolsJsn,
     next_index: u32,
+    /// The event manager ended it (its EoLS is written).
     closed: bool,
 }
 
@@ -140,6 +165,9 @@ fn write_all_vectored(out: &mut File, mut slices: &mut [IoSlice]) -> io::Result<
 
 pub struct FileWriter {
     config: WriterConfig,
+    /// `run{run:06}/` under the unit's directory, absolute: the `.jsn` name their
+    /// definitions by absolute path, as CMS writes them.
+    run_dir: PathBuf,
     open: Option<OpenFile>,
     lumis: BTreeMap<u32, LumiState>,
     counts: WriterCounts,
@@ -152,17 +180,29 @@ impl FileWriter {
     pub fn new(config: WriterConfig) -> Result<Self, WriterError> {
         std::fs::create_dir_all(&config.directory)
             .map_err(io_error("cannot create", &config.directory))?;
-        let earlier = files_of_run(&config.directory, config.run)
-            .map_err(io_error("cannot list", &config.directory))?;
-        if let Some(file) = earlier.into_iter().next() {
-            return Err(WriterError::RunExists {
-                dir: config.directory,
-                run: config.run,
-                file,
+        let dir = std::path::absolute(&config.directory)
+            .map_err(io_error("cannot resolve", &config.directory))?;
+        let run_dir = run_directory(&dir, config.run);
+        // Creating the run directory is the claim: an earlier writer of this run made it.
+        if let Err(e) = std::fs::create_dir(&run_dir) {
+            return Err(if e.kind() == io::ErrorKind::AlreadyExists {
+                WriterError::RunExists {
+                    dir: config.directory,
+                    run: config.run,
+                    file: run_dir.display().to_string(),
+                }
+            } else {
+                io_error("cannot create", &run_dir)(e)
             });
+        }
+        let jsd = run_dir.join("jsd");
+        std::fs::create_dir(&jsd).map_err(io_error("cannot create", &jsd))?;
+        for definition in DEFINITIONS {
+            write_whole(&definition.path(&run_dir), &definition.render())?;
         }
         Ok(Self {
             config,
+            run_dir,
             open: None,
             lumis: BTreeMap::new(),
             counts: WriterCounts::default(),
@@ -180,6 +220,11 @@ impl FileWriter {
 
     pub fn counts(&self) -> WriterCounts {
         self.counts
+    }
+
+    /// The run's directory, where its files are.
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
     }
 
     /// Takes the event into the open file (written by the time the file closes). After an
@@ -210,8 +255,6 @@ impl FileWriter {
         }
         if self.lumis.get(&lumi).is_some_and(|l| l.closed) {
             self.counts.late_for_lumi += 1;
-        } else {
-            self.close_lumis_before(lumi)?;
         }
         let size = event.size();
         self.last_event_size = size as u64;
@@ -226,19 +269,35 @@ impl FileWriter {
         file.pending.push(event);
         file.pending_bytes += size;
         if file.pending_bytes >= WRITE_BATCH {
-            let path = self.config.directory.join(format!("{}.tmp", file.name));
+            let path = self.run_dir.join(format!("{}.tmp", file.name));
             file.write_pending()
                 .map_err(io_error("cannot write", &path))?;
         }
         Ok(())
     }
 
-    /// Closes the open file and writes every lumi section's EoLS; on an error, the counts
-    /// so far (the open file's events unwritten) go with it.
-    pub fn finish(mut self) -> Result<WriterCounts, (WriterError, WriterCounts)> {
-        let finished = self
-            .close_file()
-            .and_then(|()| self.close_lumis_before(u32::MAX));
+    /// Lumi section `lumi` is over, with `total_events` over all builder units: closes its
+    /// file if open and writes its EoLS, whether this unit wrote any of its events or not.
+    pub fn end_lumi(&mut self, lumi: u32, total_events: u64) -> Result<(), WriterError> {
+        if self.open.as_ref().is_some_and(|f| f.lumi <= lumi) {
+            self.close_file()?;
+        }
+        let state = self.lumis.entry(lumi).or_default();
+        state.closed = true;
+        state.jsn.total_events = total_events;
+        self.write_eols(lumi)
+    }
+
+    /// Closes the open file and, when the run's end is known (`last_lumi`), writes its EoR;
+    /// on an error, the counts so far (the open file's events unwritten) go with it.
+    pub fn finish(
+        mut self,
+        last_lumi: Option<u32>,
+    ) -> Result<WriterCounts, (WriterError, WriterCounts)> {
+        let finished = self.close_file().and_then(|()| match last_lumi {
+            Some(last) => self.write_eor(last),
+            None => Ok(()),
+        });
         match finished {
             Ok(()) => Ok(self.counts),
             Err(e) => {
@@ -257,7 +316,7 @@ impl FileWriter {
         {
             return Ok(false);
         }
-        let dir = &self.config.directory;
+        let dir = &self.run_dir;
         let available =
             fs4::available_space(dir).map_err(io_error("cannot read the free space of", dir))?;
         if available < needed.saturating_add(self.config.min_free_bytes) {
@@ -299,7 +358,7 @@ impl FileWriter {
         let Some(mut open) = self.open.take() else {
             return Ok(());
         };
-        let dir = &self.config.directory;
+        let dir = &self.run_dir;
         let tmp = dir.join(format!("{}.tmp", open.name));
         let header = FrdFileHeader {
             data_type: FRD_DATA_TYPE_EVENTS,
@@ -332,7 +391,7 @@ impl FileWriter {
             bytes: open.bytes,
         };
         let jsn_path = raw.with_extension("jsn");
-        write_whole(&jsn_path, &jsn.render(&self.config.source))?;
+        write_whole(&jsn_path, &jsn.render(&self.run_dir, &self.config.source))?;
         if let Some(closed) = &self.closed {
             // The farm stand-in may have ended (the run is stopping); the file then stays.
             let _ = closed.send(ClosedFile {
@@ -352,28 +411,25 @@ impl FileWriter {
         Ok(())
     }
 
-    fn close_lumis_before(&mut self, lumi: u32) -> Result<(), WriterError> {
-        let to_close: Vec<u32> = self
-            .lumis
-            .range(..lumi)
-            .filter(|(_, s)| !s.closed)
-            .map(|(&l, _)| l)
-            .collect();
-        for l in to_close {
-            self.lumis.get_mut(&l).expect("listed").closed = true;
-            self.write_eols(l)?;
-        }
-        Ok(())
+    fn write_eols(&self, lumi: u32) -> Result<(), WriterError> {
+        let state = &self.lumis[&lumi];
+        let path = self.run_dir.join(eols_file_name(self.config.run, lumi));
+        write_whole(&path, &state.jsn.render(&self.run_dir, &self.config.source))
     }
 
-    fn write_eols(&mut self, lumi: u32) -> Result<(), WriterError> {
-        let state = self.lumis.get_mut(&lumi).expect("known lumi");
-        state.jsn.total_events = state.jsn.events + state.jsn.lost_events;
-        let path = self
-            .config
-            .directory
-            .join(eols_file_name(self.config.run, lumi));
-        write_whole(&path, &state.jsn.render(&self.config.source))
+    /// The run's totals: `TotalEvents` over the lumi sections the event manager ended.
+    fn write_eor(&self, last_lumi: u32) -> Result<(), WriterError> {
+        let ended: Vec<&LumiState> = self.lumis.values().filter(|s| s.closed).collect();
+        let eor = EorJsn {
+            events: self.counts.events,
+            files: self.counts.files,
+            lumis: ended.len() as u64,
+            last_lumi: u64::from(last_lumi),
+            total_events: ended.iter().map(|s| s.jsn.total_events).sum(),
+            lost_events: self.counts.shed,
+        };
+        let path = self.run_dir.join(eor_file_name(self.config.run));
+        write_whole(&path, &eor.render(&self.run_dir, &self.config.source))
     }
 }
 
@@ -399,6 +455,10 @@ mod tests {
         BuiltEvent::of_payload(0, lumi, event, vec![event as u8; 40])
     }
 
+    fn read_jsn(dir: &Path, name: &str) -> String {
+        std::fs::read_to_string(dir.join("run000003").join(name)).unwrap()
+    }
+
     fn config(dir: &Path, min_free_bytes: u64, disk_full: DiskFullPolicy) -> WriterConfig {
         WriterConfig {
             directory: dir.to_owned(),
@@ -410,25 +470,33 @@ mod tests {
         }
     }
 
+    /// Files of at most 4 events per lumi section; an EoLS for every lumi section the event
+    /// manager ends, one this unit wrote nothing in too, with the event manager's total; the
+    /// EoR; and every `.jsn` names a definition that is there, its legend as long as its data.
     #[test]
-    fn files_of_n_events_per_lumi_with_jsn() {
+    fn files_of_n_events_per_lumi_with_jsn_eols_and_eor() {
         let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run000003");
         let mut w = FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)).unwrap();
         for e in 1..=10 {
-            w.write(event(e, if e <= 6 { 1 } else { 2 })).unwrap();
+            w.write(event(e, if e <= 6 { 1 } else { 3 })).unwrap();
             if e == 6 {
                 // Lumi 1's first file is closed and renamed, its second still being written.
-                assert!(dir.path().join("run000003_ls0001_index000000.raw").exists());
+                assert!(run_dir.join("run000003_ls0001_index000000.raw").exists());
                 assert!(
-                    dir.path()
+                    run_dir
                         .join("run000003_ls0001_index000001.raw.tmp")
                         .exists()
                 );
+                // Other builder units' events of lumi 1 count in its total.
+                w.end_lumi(1, 9).unwrap();
+                w.end_lumi(2, 5).unwrap();
             }
         }
-        let counts = w.finish().unwrap();
+        w.end_lumi(3, 4).unwrap();
+        let counts = w.finish(Some(3)).unwrap();
         assert_eq!((counts.events, counts.files), (10, 3));
-        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        let mut names: Vec<_> = std::fs::read_dir(&run_dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
@@ -437,17 +505,15 @@ mod tests {
         let expect_events = [
             ("ls0001_index000000", 4),
             ("ls0001_index000001", 2),
-            ("ls0002_index000000", 4),
+            ("ls0003_index000000", 4),
         ];
         for (stem, n) in expect_events {
-            let raw = std::fs::read(dir.path().join(format!("run000003_{stem}.raw"))).unwrap();
+            let raw = std::fs::read(run_dir.join(format!("run000003_{stem}.raw"))).unwrap();
             let file = FrdFile::parse(&raw).unwrap();
             assert_eq!(file.header.event_count, n);
             assert!(file.events().all(|e| e.unwrap().crc_ok()));
-            let jsn = FileJsn::parse(
-                &std::fs::read_to_string(dir.path().join(format!("run000003_{stem}.jsn"))).unwrap(),
-            )
-            .unwrap();
+            let jsn =
+                FileJsn::parse(&read_jsn(dir.path(), &format!("run000003_{stem}.jsn"))).unwrap();
             assert_eq!(
                 jsn,
                 FileJsn {
@@ -456,14 +522,37 @@ mod tests {
                 }
             );
         }
-        let eols = EolsJsn::parse(
-            &std::fs::read_to_string(dir.path().join("run000003_ls0001_EoLS.jsn")).unwrap(),
-        )
-        .unwrap();
+        let eols = |lumi: u32| {
+            let j = EolsJsn::parse(&read_jsn(dir.path(), &eols_file_name(3, lumi))).unwrap();
+            (j.events, j.files, j.total_events, j.lost_events)
+        };
+        assert_eq!(eols(1), (6, 2, 9, 0));
+        assert_eq!(eols(2), (0, 0, 5, 0));
+        assert_eq!(eols(3), (4, 1, 4, 0));
+        let eor = EorJsn::parse(&read_jsn(dir.path(), "run000003_ls0000_EoR.jsn")).unwrap();
         assert_eq!(
-            (eols.events, eols.files, eols.total_events, eols.lost_events),
-            (6, 2, 6, 0)
+            eor,
+            EorJsn {
+                events: 10,
+                files: 3,
+                lumis: 3,
+                last_lumi: 3,
+                total_events: 18,
+                lost_events: 0,
+            }
         );
+        for name in names.iter().filter(|n| n.ends_with(".jsn")) {
+            let doc: serde_json::Value = serde_json::from_str(&read_jsn(dir.path(), name)).unwrap();
+            let definition = Path::new(doc["definition"].as_str().unwrap());
+            assert!(definition.is_absolute(), "{name}: {definition:?}");
+            let jsd: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(definition).unwrap()).unwrap();
+            assert_eq!(
+                jsd["legend"].as_array().unwrap().len(),
+                doc["data"].as_array().unwrap().len(),
+                "{name}"
+            );
+        }
     }
 
     #[test]
@@ -497,7 +586,7 @@ mod tests {
         for e in events {
             w.write(e).unwrap();
         }
-        w.finish().unwrap();
+        w.finish(None).unwrap();
         let header = FrdFileHeader {
             data_type: FRD_DATA_TYPE_EVENTS,
             event_count: 300,
@@ -507,7 +596,11 @@ mod tests {
         };
         expected.splice(0..0, header.to_bytes());
         assert!(expected.len() > 2 * WRITE_BATCH);
-        let raw = std::fs::read(dir.path().join("run000003_ls0001_index000000.raw")).unwrap();
+        let raw = std::fs::read(
+            dir.path()
+                .join("run000003/run000003_ls0001_index000000.raw"),
+        )
+        .unwrap();
         assert!(
             raw == expected,
             "the file differs from its events back to back"
@@ -523,11 +616,14 @@ mod tests {
         for e in 1..=4 {
             w.write(event(e, 1)).unwrap();
         }
-        w.finish().unwrap();
-        let before = std::fs::read(dir.path().join("run000003_ls0001_index000000.raw")).unwrap();
+        w.finish(None).unwrap();
+        let first = dir
+            .path()
+            .join("run000003/run000003_ls0001_index000000.raw");
+        let before = std::fs::read(&first).unwrap();
         match FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)) {
             Err(WriterError::RunExists { run: 3, file, .. }) => {
-                assert!(file.starts_with("run000003_"), "{file}")
+                assert!(file.ends_with("run000003"), "{file}")
             }
             other => panic!("expected RunExists, got {:?}", other.err()),
         }
@@ -536,7 +632,7 @@ mod tests {
             ..config(dir.path(), 0, DiskFullPolicy::Stop)
         };
         FileWriter::new(next_run).unwrap();
-        let after = std::fs::read(dir.path().join("run000003_ls0001_index000000.raw")).unwrap();
+        let after = std::fs::read(&first).unwrap();
         assert_eq!(before, after);
     }
 
@@ -549,17 +645,16 @@ mod tests {
             w.write(event(1, 1)),
             Err(WriterError::DiskFull { .. })
         ));
+        let dir = tempfile::tempdir().unwrap();
         let mut w =
             FileWriter::new(config(dir.path(), u64::MAX / 2, DiskFullPolicy::Shed)).unwrap();
         for e in 1..=5 {
             w.write(event(e, 1)).unwrap();
         }
-        let counts = w.finish().unwrap();
+        w.end_lumi(1, 5).unwrap();
+        let counts = w.finish(Some(1)).unwrap();
         assert_eq!((counts.events, counts.shed), (0, 5));
-        let eols = EolsJsn::parse(
-            &std::fs::read_to_string(dir.path().join("run000003_ls0001_EoLS.jsn")).unwrap(),
-        )
-        .unwrap();
+        let eols = EolsJsn::parse(&read_jsn(dir.path(), "run000003_ls0001_EoLS.jsn")).unwrap();
         assert_eq!(
             (eols.events, eols.lost_events, eols.total_events),
             (0, 5, 5)
@@ -571,14 +666,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = FileWriter::new(config(dir.path(), 0, DiskFullPolicy::Stop)).unwrap();
         w.write(event(1, 1)).unwrap();
+        w.end_lumi(1, 2).unwrap();
         w.write(event(3, 2)).unwrap();
         w.write(event(2, 1)).unwrap();
-        let counts = w.finish().unwrap();
+        let counts = w.finish(None).unwrap();
         assert_eq!(counts.late_for_lumi, 1);
-        let eols = EolsJsn::parse(
-            &std::fs::read_to_string(dir.path().join("run000003_ls0001_EoLS.jsn")).unwrap(),
-        )
-        .unwrap();
+        let eols = EolsJsn::parse(&read_jsn(dir.path(), "run000003_ls0001_EoLS.jsn")).unwrap();
         assert_eq!((eols.events, eols.files), (2, 2));
     }
 }

@@ -343,8 +343,12 @@ mod tests {
                 .unwrap();
             writer.write(built).unwrap();
         }
-        writer.finish().unwrap();
-        std::fs::read(dir.path().join("run000009_ls0001_index000000.raw")).unwrap()
+        writer.finish(None).unwrap();
+        std::fs::read(
+            dir.path()
+                .join("run000009/run000009_ls0001_index000000.raw"),
+        )
+        .unwrap()
     }
 
     fn intact(r: &FrdReport) -> usize {

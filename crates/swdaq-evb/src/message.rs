@@ -51,8 +51,21 @@ pub struct Assignment {
 pub enum ToBu {
     Assigned(Vec<Assignment>),
     Fragments(Vec<SuperFragment>),
-    /// The event manager assigns nothing more: finish what is open and stop.
-    EndOfRun,
+    /// Lumi section `lumi` is over: the event manager gave out `total_events` events in it,
+    /// to all builder units together (a CMS EoLS's `TotalEvents`). Sent for every lumi
+    /// section of the run in order, empty ones too: a filter unit moves on to the next lumi
+    /// section only once this one's EoLS exists.
+    EndOfLumi {
+        lumi: u32,
+        total_events: u64,
+    },
+    /// The event manager assigns nothing more: finish what is open and stop. `last_lumi`:
+    /// the run's last lumi section, every one up to it ended by an `EndOfLumi` (0: the run
+    /// had no event); `None` when the run's end was not heard from the event manager (it
+    /// went silent), so the run's totals are unknown.
+    EndOfRun {
+        last_lumi: Option<u32>,
+    },
 }
 
 /// A builder unit asks a readout unit for its super-fragments of these events.

@@ -18,7 +18,7 @@ use crate::EvbSummary;
 use crate::bu::WriterOutcome;
 use crate::files::WriterCounts;
 use crate::inspect::inspect;
-use crate::jsn::files_of_run;
+use crate::jsn::{files_of_run, run_directory};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -39,8 +39,8 @@ pub struct LeftOnDisk {
     pub unreadable: Vec<String>,
 }
 
-/// Reads back what run `run` left in `dir`: files named `run<NNNNNN>_...` only, so an
-/// earlier run's files in the same directory are not counted.
+/// Reads back what run `run` left in its run directory under `dir`: files named
+/// `run<NNNNNN>_...` only.
 pub fn read_left(dir: &Path, run: u32) -> std::io::Result<LeftOnDisk> {
     let mut left = LeftOnDisk::default();
     for name in files_of_run(dir, run)? {
@@ -51,7 +51,7 @@ pub fn read_left(dir: &Path, run: u32) -> std::io::Result<LeftOnDisk> {
         if !name.ends_with(".raw") {
             continue;
         }
-        let bytes = std::fs::read(dir.join(&name))?;
+        let bytes = std::fs::read(run_directory(dir, run).join(&name))?;
         let report = inspect(&bytes, None);
         if !report.problems.is_empty() {
             let why: Vec<&str> = report.problems.iter().map(|p| p.reason.as_str()).collect();
@@ -167,7 +167,7 @@ mod tests {
             writer.write(built).unwrap();
         }
         if finish {
-            writer.finish().unwrap();
+            writer.finish(None).unwrap();
         }
     }
 
@@ -176,8 +176,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), 1..=25, false);
         // Another run's file and a file that is not FRD: neither counted, the second named.
-        std::fs::write(dir.path().join("run000008_ls0001_index000000.raw"), b"x").unwrap();
-        std::fs::write(dir.path().join("run000007_ls0009_index000000.raw"), b"x").unwrap();
+        let run_dir = run_directory(dir.path(), RUN);
+        std::fs::write(run_dir.join("run000008_ls0001_index000000.raw"), b"x").unwrap();
+        std::fs::write(run_dir.join("run000007_ls0009_index000000.raw"), b"x").unwrap();
         let left = read_left(dir.path(), RUN).unwrap();
         assert_eq!(left.events, (1..=20).collect());
         assert_eq!((left.files, left.duplicates.len()), (2, 0));

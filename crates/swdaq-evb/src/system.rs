@@ -303,6 +303,10 @@ impl EvbRun {
             to_bus: outboxes(&to_bu_tx),
             stop: stop.clone(),
             max_events: config.max_events,
+            lumi_of: {
+                let cfg = config.clone();
+                Box::new(move |t| cfg.lumi_of(t))
+            },
         };
         drop(to_bu_tx);
         let registry = registry.clone();

@@ -3,12 +3,12 @@
 //! stops, a builder unit that dies, a full disk under both policies).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use swdaq_evb::check::FedCheckFailure;
 use swdaq_evb::farm::{FarmConfig, FarmCounts};
 use swdaq_evb::files::WriterError;
-use swdaq_evb::jsn::{EolsJsn, FileJsn};
+use swdaq_evb::jsn::{EolsJsn, EorJsn, FileJsn, eols_file_name, eor_file_name};
 use swdaq_evb::{DiskFullPolicy, Drills, EvbConfig, EvbRun, EvbSummary};
 use swdaq_format::fed::FedFragment;
 use swdaq_format::frd::{FrdFile, frd_flags};
@@ -42,6 +42,17 @@ fn run(config: &EvbConfig, drills: &Drills) -> EvbSummary {
     evb.join().unwrap()
 }
 
+/// A builder unit's run directory (`run<NNNNNN>/`, the one run it wrote).
+fn run_dir(bu: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(bu)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && p.file_name().unwrap().to_str().unwrap().starts_with("run"))
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
+}
+
 /// Every event in the files under `dir`: (event number, flags, FED ids), checking CRCs and .jsn.
 fn read_back(dir: &Path) -> Vec<(u32, u16, Vec<u16>)> {
     let mut events = Vec::new();
@@ -49,7 +60,7 @@ fn read_back(dir: &Path) -> Vec<(u32, u16, Vec<u16>)> {
         let bu = bu.unwrap().path();
         let mut eols_events = 0;
         let mut file_events = 0;
-        for entry in std::fs::read_dir(&bu).unwrap() {
+        for entry in std::fs::read_dir(run_dir(&bu)).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_str().unwrap().to_owned();
             assert!(!name.ends_with(".tmp"), "{name} left behind");
@@ -88,7 +99,13 @@ fn read_back(dir: &Path) -> Vec<(u32, u16, Vec<u16>)> {
                 }
             }
         }
-        assert_eq!(eols_events, file_events);
+        // A unit that died ended no lumi section (the run's end never reached it).
+        if run_dir(&bu).read_dir().unwrap().any(|e| {
+            let name = e.unwrap().file_name();
+            name.to_str().unwrap().ends_with("_EoR.jsn")
+        }) {
+            assert_eq!(eols_events, file_events);
+        }
     }
     events.sort_unstable();
     events
@@ -263,7 +280,7 @@ fn files_are_the_same_bytes_as_before_in_place_building() {
         ..config(dir.path(), 1000)
     };
     assert_eq!(run(&cfg, &Drills::default()).written(), 1000);
-    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("bu0"))
+    let mut names: Vec<_> = std::fs::read_dir(run_dir(&dir.path().join("bu0")))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "raw"))
@@ -303,11 +320,70 @@ fn the_farm_verifies_every_event_once_and_leaves_no_data_file() {
     );
     assert!(farm.kept.is_empty() && farm.errors.is_empty(), "{farm:?}");
     assert!(farm.cpu_seconds > 0.0);
-    // Only the lumi sections' EoLS bookkeeping is left.
+    // Only the definitions and the lumi sections' and run's bookkeeping are left.
     for bu in std::fs::read_dir(dir.path()).unwrap() {
-        for entry in std::fs::read_dir(bu.unwrap().path()).unwrap() {
+        for entry in std::fs::read_dir(run_dir(&bu.unwrap().path())).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
-            assert!(name.ends_with("_EoLS.jsn"), "{name} left behind");
+            assert!(
+                name == "jsd" || name.ends_with("_EoLS.jsn") || name.ends_with("_EoR.jsn"),
+                "{name} left behind"
+            );
         }
     }
+}
+
+/// Two builder units and lumi sections of a few events: every unit writes an EoLS for every
+/// lumi section of the run, also those it wrote nothing in, each with the event manager's
+/// count for the whole lumi section; and an EoR with the run's totals.
+#[test]
+fn every_unit_ends_every_lumi_section_with_the_event_manager_s_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = EvbConfig {
+        run: 5,
+        poisson: false,
+        trigger_rate_hz: 1000.0,
+        lumi_section: Duration::from_millis(3),
+        events_per_file: 4,
+        ..config(dir.path(), 300)
+    };
+    let s = run(&cfg, &Drills::default());
+    assert_eq!(s.written(), 300);
+    let runs: Vec<PathBuf> = (0..2)
+        .map(|bu| run_dir(&dir.path().join(format!("bu{bu}"))))
+        .collect();
+    let read = |path: PathBuf| std::fs::read_to_string(path).unwrap();
+    let eors: Vec<EorJsn> = runs
+        .iter()
+        .map(|r| EorJsn::parse(&read(r.join(eor_file_name(5)))).unwrap())
+        .collect();
+    let last = eors[0].last_lumi as u32;
+    assert!(last >= 90, "{eors:?}");
+    let mut empty = 0;
+    let mut total = 0;
+    for lumi in 1..=last {
+        let eols: Vec<EolsJsn> = runs
+            .iter()
+            .map(|r| EolsJsn::parse(&read(r.join(eols_file_name(5, lumi)))).unwrap())
+            .collect();
+        let events: u64 = eols.iter().map(|e| e.events).sum();
+        assert!(
+            eols.iter().all(|e| e.total_events == events),
+            "{lumi}: {eols:?}"
+        );
+        empty += eols
+            .iter()
+            .filter(|e| e.events == 0 && e.files == 0)
+            .count();
+        total += events;
+    }
+    assert!(empty > 0, "no unit had an empty lumi section");
+    assert_eq!(total, 300);
+    for (eor, r) in eors.iter().zip(&runs) {
+        assert_eq!(
+            (eor.last_lumi, eor.lumis, eor.total_events),
+            (last as u64, last as u64, 300)
+        );
+        assert!(!r.join(eols_file_name(5, last + 1)).exists());
+    }
+    assert_eq!(eors.iter().map(|e| e.events).sum::<u64>(), 300);
 }

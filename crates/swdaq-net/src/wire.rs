@@ -25,8 +25,9 @@ use swdaq_readout::server::Outcome;
 use swdaq_trigger::{TpBatch, TriggerControl, TriggerDecision};
 
 pub const MAGIC: [u8; 4] = *b"SWDQ";
-/// Bump on any change to [`Message`] or the header. 3: the event builder's messages.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// Bump on any change to [`Message`] or the header. 3: the event builder's messages; 4: its
+/// end-of-lumi-section message and the run's last lumi section at its end.
+pub const PROTOCOL_VERSION: u16 = 4;
 pub const HEADER_SIZE: usize = 12;
 
 /// An application's index in the topology (`[[topology.apps]]`, in order).
@@ -351,7 +352,11 @@ mod tests {
                 evm_fragment: super_fragment(),
             }])),
             Message::EvbToBu(ToBu::Fragments(vec![super_fragment(); 2])),
-            Message::EvbToBu(ToBu::EndOfRun),
+            Message::EvbToBu(ToBu::EndOfRun { last_lumi: Some(3) }),
+            Message::EvbToBu(ToBu::EndOfLumi {
+                lumi: 2,
+                total_events: 17,
+            }),
             Message::EvbFragmentRequest(FragmentRequest {
                 bu: 0,
                 events: vec![3, 4],

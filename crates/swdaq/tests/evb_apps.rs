@@ -90,7 +90,7 @@ fn a_killed_builder_unit_loses_exactly_the_events_in_no_closed_file_and_the_run_
         "{s}"
     );
     // The files the dead unit left open are named, and none of their events counted.
-    let mut open: Vec<String> = std::fs::read_dir(dir.path().join("out/bu-1"))
+    let mut open: Vec<String> = std::fs::read_dir(dir.path().join("out/bu-1/run000001"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.ends_with(".tmp"))

@@ -52,7 +52,7 @@ pub struct Event {
 pub fn events_in(dir: &Path, bus: &[&str]) -> BTreeMap<u64, Vec<Event>> {
     let mut out: BTreeMap<u64, Vec<Event>> = BTreeMap::new();
     for &bu in bus {
-        let Ok(entries) = std::fs::read_dir(dir.join("out").join(bu)) else {
+        let Ok(entries) = std::fs::read_dir(dir.join("out").join(bu).join("run000001")) else {
             continue;
         };
         for entry in entries {

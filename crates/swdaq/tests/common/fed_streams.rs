@@ -122,13 +122,13 @@ pub fn good_fragments(
     good
 }
 
-/// The events in builder units `bu0` and `bu1`'s closed files under `out`, each file first
+/// The events in builder units `bu0` and `bu1`'s closed files of run 1 under `out`, each file first
 /// read by `swdaq inspect --json` (no error, every CRC32C good): event number -> its FED
 /// fragments as (FED, bytes) in the order they lie. An event found twice fails the test.
 pub fn built_events(dir: &Path, out: &Path) -> BTreeMap<u64, Vec<(u16, Vec<u8>)>> {
     let mut built = BTreeMap::new();
     for bu in ["bu0", "bu1"] {
-        for entry in std::fs::read_dir(out.join(bu)).unwrap() {
+        for entry in std::fs::read_dir(out.join(bu).join("run000001")).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "raw") {
                 continue;

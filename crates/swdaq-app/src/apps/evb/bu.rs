@@ -134,7 +134,7 @@ impl Demux<'_> {
                 let known = d.sender == self.evm || self.rus.contains(&d.sender);
                 match d.message {
                     Message::EvbToBu(m) if known => {
-                        ended |= matches!(m, ToBu::EndOfRun);
+                        ended |= matches!(m, ToBu::EndOfRun { .. });
                         let _ = inbox.send(m);
                     }
                     other => eprintln!(
@@ -150,7 +150,7 @@ impl Demux<'_> {
             if silent && !ended {
                 eprintln!("swdaq: bu: the event manager is gone; finishing what is in hand");
                 ended = true;
-                let _ = inbox.send(ToBu::EndOfRun);
+                let _ = inbox.send(ToBu::EndOfRun { last_lumi: None });
             }
         }
         self.inlet.counts().refused.clone()

@@ -36,6 +36,10 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             to_bus: unit.to_bus,
             stop: ctx.commands.stop_flag(),
             max_events: ctx.config.evb.max_events,
+            lumi_of: {
+                let evb = ctx.config.evb.clone();
+                Box::new(move |t| evb.lumi_of(t))
+            },
         };
         let (evm_report, producer) = evm.run(&unit.monitoring.registry)?;
         report.read_from(0, &producer);
