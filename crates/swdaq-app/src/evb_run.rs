@@ -154,33 +154,14 @@ impl AppsSummary {
         let mut refused_messages = std::collections::BTreeMap::new();
         let mut thread_cpu = Vec::new();
         let mut cpu_seconds = 0.0;
+        let mut reports = Vec::new();
         for (_, mut outcome, bytes) in launched.apps {
             match bytes.map(|b| postcard::from_bytes::<EvbAppReport>(&b)) {
-                Some(Ok(r)) => {
-                    if let Some(e) = r.evm {
+                Some(Ok(mut r)) => {
+                    if let Some(e) = r.evm.take() {
                         evb.evm = e;
                     }
-                    evb.rus.extend(r.ru);
-                    evb.bus.extend(r.bu);
-                    if let (Some(_), Some(bu)) =
-                        (&r.writer, bu_names.iter().position(|&n| n == outcome.name))
-                    {
-                        reported[bu] = true;
-                    }
-                    evb.writers
-                        .extend(r.writer.map(|(counts, error)| WriterOutcome {
-                            counts,
-                            error: error.map(WriterError::Reported),
-                        }));
-                    evb.feds.extend(r.feds);
-                    for (k, n) in r.injected {
-                        *evb.injected.entry(k).or_insert(0) += n;
-                    }
-                    for (reason, n) in r.refused_messages {
-                        *refused_messages.entry(reason).or_insert(0) += n;
-                    }
-                    cpu_seconds += r.seconds * r.thread_cpu.iter().map(|(_, s)| s).sum::<f64>();
-                    thread_cpu.extend(r.thread_cpu);
+                    reports.push((outcome.name.clone(), r));
                 }
                 Some(Err(e)) => {
                     outcome.failure = Some(format!("report: not an event-builder report: {e}"))
@@ -188,6 +169,41 @@ impl AppsSummary {
                 None => {}
             }
             apps.push(outcome);
+        }
+        for (name, mut r) in reports {
+            let bu = bu_names.iter().position(|&n| n == name);
+            if let Some(bu) = bu
+                && evb.evm.gone.contains(&(bu as u16))
+            {
+                // A unit the event manager declared gone had its unsettled events listed
+                // lost by number; the ones it counted unwritten are among them (never
+                // settled), so they are counted there only.
+                if let Some(b) = r.bu.as_mut() {
+                    b.unwritten = 0;
+                }
+                if let Some((counts, _)) = r.writer.as_mut() {
+                    counts.unwritten = 0;
+                }
+            }
+            evb.rus.extend(r.ru);
+            evb.bus.extend(r.bu);
+            if let (Some(_), Some(bu)) = (&r.writer, bu) {
+                reported[bu] = true;
+            }
+            evb.writers
+                .extend(r.writer.map(|(counts, error)| WriterOutcome {
+                    counts,
+                    error: error.map(WriterError::Reported),
+                }));
+            evb.feds.extend(r.feds);
+            for (k, n) in r.injected {
+                *evb.injected.entry(k).or_insert(0) += n;
+            }
+            for (reason, n) in r.refused_messages {
+                *refused_messages.entry(reason).or_insert(0) += n;
+            }
+            cpu_seconds += r.seconds * r.thread_cpu.iter().map(|(_, s)| s).sum::<f64>();
+            thread_cpu.extend(r.thread_cpu);
         }
         evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
         evb.settle_with_disk(config.evb.run, &reported, |bu| {
