@@ -530,6 +530,14 @@ mod tests {
     fn unknown_keys_and_bad_values_name_the_key() {
         let e = RunConfig::parse("[readout]\nlinks_per_thred = 2\n").unwrap_err();
         assert!(e.to_string().contains("links_per_thred"), "{e}");
+        // A value of the wrong type: its line and key, as written.
+        for (text, key) in [
+            ("[run]\nduration_s = \"ten\"\n", "duration_s = \"ten\""),
+            ("[storage]\non_failure = 5\n", "on_failure = 5"),
+        ] {
+            let e = RunConfig::parse(text).unwrap_err().to_string();
+            assert!(e.contains("line 2") && e.contains(key), "{e}");
+        }
         let mut c = RunConfig::default();
         c.emulator.links = 0;
         let e = c.validate().unwrap_err();
