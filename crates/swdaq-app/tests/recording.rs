@@ -4,12 +4,12 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use swdaq_app::run::chain::{RunReport, StopReason, run_chain};
-use swdaq_app::run::config::{RunConfig, SourceKind};
-use swdaq_app::run::emulator::emulate;
-use swdaq_app::run::inputs::Feed;
-use swdaq_app::run::recording::{BurstReason, RecordingSection};
-use swdaq_app::run::stop::StopRequest;
+use swdaq_app::models::chain::chain::{RunReport, StopReason, run_chain};
+use swdaq_app::models::chain::config::{RunConfig, SourceKind};
+use swdaq_app::models::chain::emulator::emulate;
+use swdaq_app::models::chain::inputs::Feed;
+use swdaq_app::models::chain::recording::{BurstReason, RecordingSection};
+use swdaq_app::runtime::stop::StopRequest;
 use swdaq_format::rawfile::RawFileReader;
 use swdaq_format::{FrameFormat, SourceId};
 use swdaq_readout::replay::ReplaySource;

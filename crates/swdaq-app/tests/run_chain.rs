@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
-use swdaq_app::run::chain::{RunReport, StopReason, run_chain};
-use swdaq_app::run::config::{RunConfig, SourceFormat, SourceKind, StopLink};
-use swdaq_app::run::emulator::emulate;
-use swdaq_app::run::inputs::{Feed, SourceLabel};
-use swdaq_app::run::stop::StopRequest;
+use swdaq_app::models::chain::chain::{RunReport, StopReason, run_chain};
+use swdaq_app::models::chain::config::{RunConfig, SourceFormat, SourceKind, StopLink};
+use swdaq_app::models::chain::emulator::emulate;
+use swdaq_app::models::chain::inputs::{Feed, SourceLabel};
+use swdaq_app::runtime::stop::StopRequest;
 use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::rawfile::{RawFileHeader, RawFileWriter, link_path};

@@ -27,10 +27,10 @@ struct Cli {
 enum Command {
     /// Run the whole chain: emulated links, readout with hit finding, self-trigger, record
     /// building and HDF5 storage (built-in default configuration; see --print-config).
-    Run(swdaq_app::run::Args),
+    Run(swdaq_app::run_command::Args),
     /// One application of a multi-process run (`readout`, `trigger`, `dfo`, `builder`), as
     /// `swdaq run --config TOPOLOGY.toml` starts them.
-    App(swdaq_app::apps::Args),
+    App(swdaq_app::runtime::app::Args),
     /// Keep the system up between runs under run control: an HTTP JSON API to configure,
     /// start, stop, pause and resume runs and change prescales (see `swdaq ctl`).
     Serve(swdaq_app::control::ServeArgs),
@@ -65,8 +65,8 @@ fn die_quietly_on_closed_stdout() {
 fn main() -> std::process::ExitCode {
     die_quietly_on_closed_stdout();
     let result = match Cli::parse().command {
-        Command::Run(args) => swdaq_app::run::run(&args),
-        Command::App(args) => swdaq_app::apps::run_app(&args),
+        Command::Run(args) => swdaq_app::run_command::run(&args),
+        Command::App(args) => swdaq_app::runtime::app::run_app(&args),
         Command::Serve(args) => swdaq_app::control::serve(args),
         Command::Ctl(args) => swdaq_app::control::ctl(&args),
         Command::Gen(args) => generate::run(&args),

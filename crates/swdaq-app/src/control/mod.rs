@@ -16,8 +16,8 @@ pub mod http;
 mod http_server;
 pub mod system;
 
-use crate::run::config::RunConfig;
-use crate::run::stop::{self, StopRequest};
+use crate::models::chain::config::RunConfig;
+use crate::runtime::stop::{self, StopRequest};
 use auth::Token;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -79,7 +79,7 @@ pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let token = Token::load(args.token_file.as_deref())?;
     auth::check_bind(&args.addr, token.as_ref())?;
     if let Some(path) = &args.config
-        && crate::evb_run::is_evb_config(path)?
+        && crate::models::evb::is_evb_config(path)?
     {
         anyhow::bail!(
             "{}: swdaq serve runs the one-process chain; an [evb] configuration is run with `swdaq run --config`",

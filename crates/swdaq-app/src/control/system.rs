@@ -6,13 +6,13 @@
 //! has since changed) with the error in `/status` until a configure works.
 
 use super::fsm::{Event, Illegal, State, next};
-use crate::apps::launch::{self, run_distributed_with};
 use crate::error_report;
-use crate::run::chain::{RunHooks, run_chain_with};
-use crate::run::config::RunConfig;
-use crate::run::recording::{BurstReason, BurstRequests};
-use crate::run::stop::StopRequest;
-use crate::run::view;
+use crate::models::chain::chain::{RunHooks, run_chain_with};
+use crate::models::chain::config::RunConfig;
+use crate::models::chain::recording::{BurstReason, BurstRequests};
+use crate::models::chain::view;
+use crate::runtime::launch::{self, run_distributed_with};
+use crate::runtime::stop::StopRequest;
 use crossbeam_channel::{Sender, TrySendError};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -375,10 +375,12 @@ impl RunControl {
         let started = recorder
             .record(seconds, BurstReason::Command)
             .map_err(|e| match e {
-                crate::run::recording::RecordError::BadSeconds(_) => {
+                crate::models::chain::recording::RecordError::BadSeconds(_) => {
                     ControlError::BadRequest(e.to_string())
                 }
-                crate::run::recording::RecordError::Io(..) => ControlError::Failed(e.to_string()),
+                crate::models::chain::recording::RecordError::Io(..) => {
+                    ControlError::Failed(e.to_string())
+                }
                 _ => ControlError::Conflict(e.to_string()),
             })?;
         let state = inner.apply(Event::Record, who, &format!(" ({seconds} s after)"))?;

@@ -5,8 +5,9 @@
 //! manager ends its run as the event manager's end-of-run would.
 
 use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, monitoring, position, wait_for_stop};
-use crate::apps::{Clock, control};
-use crate::run::topology::AppKind;
+use crate::runtime::app::Clock;
+use crate::runtime::stdio as control;
+use crate::runtime::topology::AppKind;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,11 +5,13 @@
 //! every Nth record on a ZeroMQ PUB socket for online monitoring (`record_stream`): one
 //! multipart message per record, the DUNE trigger-record header then each fragment as stored.
 
-use super::{AppContext, Clock};
-use crate::run::chain::{RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of};
-use crate::run::metrics::BuilderMetrics;
-use crate::run::sink::StorageSink;
-use crate::run::topology::AppKind;
+use crate::models::chain::chain::{
+    RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of,
+};
+use crate::models::chain::metrics::BuilderMetrics;
+use crate::models::chain::sink::StorageSink;
+use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::topology::AppKind;
 use anyhow::Context;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
@@ -64,7 +66,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let stops_on_failure = config.storage.on_failure == StorageFailurePolicy::Stop;
     let metrics = BuilderMetrics::register(&monitoring.registry)?;
     let builder = RecordBuilder::new(builder_config(config, element));
-    super::control::say_ready()?;
+    crate::runtime::stdio::say_ready()?;
     let clock = Clock::start();
     let (decision_tx, decision_rx) = local::<TriggerDecision>(1024);
     let (response_tx, response_rx) = local::<DataResponse>(1 << 14);
@@ -124,7 +126,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
 fn tell_launcher_when_storage_fails(failed: &AtomicBool, done: &AtomicBool) {
     while !done.load(Ordering::Acquire) {
         if failed.load(Ordering::Relaxed) {
-            if let Err(e) = super::control::say_storage_failed(STORAGE_STOPPED) {
+            if let Err(e) = crate::runtime::stdio::say_storage_failed(STORAGE_STOPPED) {
                 eprintln!("cannot tell the launcher storage failed: {e}");
             }
             return;

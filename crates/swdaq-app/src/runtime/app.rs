@@ -11,20 +11,14 @@
 //! with the run's configuration on stdin and drives them with `start` / `stop` (`control`).
 //! The CMS-style event builder runs as applications the same way ([`evb`]: `evm`, `ru`, `bu`).
 
-pub mod builder;
-pub mod control;
-pub mod dfo;
-pub mod evb;
-pub mod launch;
-pub mod readout;
-pub mod trigger;
-
-use crate::evb_run::EvbRunConfig;
-use crate::run::chain::{Monitoring, RunReport, cpu_shares};
-use crate::run::config::RunConfig;
-use crate::run::topology::{App, AppKind, TopologySection};
+use crate::models::chain::apps::{builder, dfo, readout, trigger};
+use crate::models::chain::chain::{Monitoring, RunReport, cpu_shares};
+use crate::models::chain::config::RunConfig;
+use crate::models::evb::EvbRunConfig;
+use crate::models::evb::apps as evb;
+use crate::runtime::stdio::{self as control, Commands};
+use crate::runtime::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow};
-use control::Commands;
 use std::time::{Duration, Instant};
 use swdaq_monitor::proc::{ThreadStat, read_threads};
 use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
@@ -183,8 +177,8 @@ pub fn run_app(args: &Args) -> anyhow::Result<()> {
         None => control::read_config_text(&mut stdin)?,
     };
     let commands = Commands::spawn(stdin)?;
-    if crate::evb_run::is_evb_text(&text)? {
-        let ctx = AppContext::new(crate::evb_run::parse(&text)?, &args.name, commands)?;
+    if crate::models::evb::is_evb_text(&text)? {
+        let ctx = AppContext::new(crate::models::evb::parse(&text)?, &args.name, commands)?;
         ctx.announce();
         control::send_report(&evb::run(&ctx)?)?;
         eprintln!("swdaq app {}: done", ctx.spec.name);

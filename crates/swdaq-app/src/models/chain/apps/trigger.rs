@@ -3,11 +3,11 @@
 //! and sending its decisions to the orchestrator, then `End` once it has issued the last.
 //! It starts without credit: every credit is a builder's room, passed on by the orchestrator.
 
-use super::control::Command;
-use super::{AppContext, Clock};
-use crate::run::chain::{RunReport, sources_of};
-use crate::run::metrics::TriggerMetrics;
-use crate::run::topology::AppKind;
+use crate::models::chain::chain::{RunReport, sources_of};
+use crate::models::chain::metrics::TriggerMetrics;
+use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::stdio::Command;
+use crate::runtime::topology::AppKind;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -48,7 +48,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         Instant::now(),
     )?;
     let mut metrics = TriggerMetrics::register(&monitoring.registry)?;
-    super::control::say_ready()?;
+    crate::runtime::stdio::say_ready()?;
     let clock = Clock::start();
     let stop = ctx.commands.stop_flag();
     let started = ctx.commands.wait_for_start();

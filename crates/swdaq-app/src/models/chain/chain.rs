@@ -20,7 +20,7 @@ use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
 use super::recording::{self, BurstRequests, RecordOnTrigger, RecordingReport};
 use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
-use super::stop::StopRequest;
+use crate::runtime::stop::StopRequest;
 use crate::truth_match::Score;
 use anyhow::{Context, anyhow};
 use crossbeam_channel::Sender;

@@ -15,8 +15,8 @@ mod threads;
 pub use config::{SwrodRunConfig, SwrodSettings, is_swrod_config, load};
 pub use report::{SwrodReport, live_line, summary_json, summary_text};
 
-use crate::run::chain::Monitoring;
-use crate::run::stop::StopRequest;
+use crate::models::chain::chain::Monitoring;
+use crate::runtime::stop::StopRequest;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,7 +57,7 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
     let s = &mut config.swrod;
     s.run_number = run_files::claim_run(&[&s.output_dir], s.run_number, None)?;
     let stop = Arc::new(StopRequest::default());
-    crate::run::stop::install(Arc::clone(&stop))?;
+    crate::runtime::stop::install(Arc::clone(&stop))?;
     let s = &config.swrod;
     eprintln!(
         "swdaq run {} (SW ROD): {} FELIX cards x {} e-links, {} ROBs per card, {}, {} s{}, storing 1 event in {} to {}",

@@ -7,13 +7,13 @@
 //! counted on its link. A fragment for a builder declared gone is dropped and counted;
 //! to a live builder it waits up to the send time-out.
 
-use super::control::Command;
-use super::{AppContext, Clock};
-use crate::run::chain::{RunReport, TP_QUEUE, spawn_request_server};
-use crate::run::inputs::{prepare, truth_at_end};
-use crate::run::readout::{ReadoutControl, start_readout};
-use crate::run::recording::Recordings;
-use crate::run::topology::AppKind;
+use crate::models::chain::chain::{RunReport, TP_QUEUE, spawn_request_server};
+use crate::models::chain::inputs::{prepare, truth_at_end};
+use crate::models::chain::readout::{ReadoutControl, start_readout};
+use crate::models::chain::recording::Recordings;
+use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::stdio::Command;
+use crate::runtime::topology::AppKind;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -90,7 +90,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
             .name("net-out".into())
             .spawn_scoped(s, move || outbound.run(tp_rx, response_rx))?;
         let recordings = Recordings::start(config, readout.links(), &monitoring.registry)?;
-        super::control::say_ready()?;
+        crate::runtime::stdio::say_ready()?;
         let mut report = RunReport::default();
         if ctx.commands.wait_for_start() {
             control.go();

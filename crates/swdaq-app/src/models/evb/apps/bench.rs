@@ -4,9 +4,9 @@
 //! of every event included), and bare ZeroMQ PUSH/PULL moving events of the same mean size,
 //! all in the same run, with the ratios.
 
-use crate::evb_run::{EvbRunConfig, run_apps};
-use crate::run::stop::StopRequest;
-use crate::run::topology::{App, AppKind, TopologySection};
+use crate::models::evb::{EvbRunConfig, run_apps};
+use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::{App, AppKind, TopologySection};
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;

@@ -1,24 +1,12 @@
 //! `swdaq run`: the whole chain on one machine — emulated links, readout with hit finding,
 //! self-trigger, record building, HDF5 storage — from a built-in default configuration. A
 //! configuration with an `[evb]` section runs the CMS-style event builder instead
-//! (`crate::evb_run`), one with a `[swrod]` section the ATLAS-style SW ROD
-//! (`crate::swrod_run`).
+//! (`crate::models::evb`), one with a `[swrod]` section the ATLAS-style SW ROD
+//! (`crate::models::swrod`).
 
-pub mod chain;
-pub mod config;
-pub mod emulator;
-pub mod inputs;
-pub mod metrics;
-pub mod pass_score;
-pub mod readout;
-pub mod recording;
-pub mod roi_score;
-pub mod sink;
-pub mod stop;
-pub mod topology;
-pub mod view;
-
-use config::RunConfig;
+use crate::models::chain::config::RunConfig;
+use crate::models::chain::{chain, view};
+use crate::runtime::stop;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -78,14 +66,14 @@ impl Args {
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Some(path) = &args.config
-        && crate::evb_run::is_evb_config(path)?
+        && crate::models::evb::is_evb_config(path)?
     {
-        return crate::evb_run::main(path, args.duration, args.json);
+        return crate::models::evb::main(path, args.duration, args.json);
     }
     if let Some(path) = &args.config
-        && crate::swrod_run::is_swrod_config(path)?
+        && crate::models::swrod::is_swrod_config(path)?
     {
-        return crate::swrod_run::main(path, args.duration, args.json);
+        return crate::models::swrod::main(path, args.duration, args.json);
     }
     let mut config = args.config()?;
     if args.print_config {
@@ -120,8 +108,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         },
     );
     let report = if config.topology.is_distributed() {
-        let exe = crate::apps::launch::current_exe()?;
-        crate::apps::launch::run_distributed(&config, &exe, &stop)?
+        let exe = crate::runtime::launch::current_exe()?;
+        crate::runtime::launch::run_distributed(&config, &exe, &stop)?
     } else {
         let mut view = view::LiveView::default();
         let quiet = args.json;

@@ -15,7 +15,7 @@
 //!   at once (the launcher then stops the run).
 //! - stderr: the application's log.
 
-use crate::run::config::RunConfig;
+use crate::models::chain::config::RunConfig;
 use anyhow::{Context, bail};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::io::{BufRead, Write};
@@ -224,7 +224,7 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::chain::RunReport;
+    use crate::models::chain::chain::RunReport;
 
     #[test]
     fn the_configuration_and_commands_are_read_in_order() {

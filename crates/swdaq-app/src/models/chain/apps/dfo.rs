@@ -6,9 +6,9 @@
 //! nothing waits and every builder has finished what it was given; then it tells each live
 //! builder `End`.
 
-use super::{AppContext, Clock};
-use crate::run::chain::RunReport;
-use crate::run::topology::AppKind;
+use crate::models::chain::chain::RunReport;
+use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::topology::AppKind;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::orchestrator::Orchestrator;
 use swdaq_net::{Liveness, Message, Outlet};
@@ -23,7 +23,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
     let mut everyone = builders.clone();
     everyone.push(trigger.clone());
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
-    super::control::say_ready()?;
+    crate::runtime::stdio::say_ready()?;
     let clock = Clock::start();
     let started = ctx.commands.wait_for_start();
     let mut orchestrator = Orchestrator::new(builders.len());

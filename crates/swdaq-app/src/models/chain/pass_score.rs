@@ -121,7 +121,7 @@ impl<'a> PassScorer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::inputs::test_link::{self, SPAN, START};
+    use crate::models::chain::inputs::test_link::{self, SPAN, START};
     use swdaq_sim::{Plane, PulseKind};
 
     const PEAK: u64 = 50_000;

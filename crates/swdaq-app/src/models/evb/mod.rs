@@ -2,15 +2,17 @@
 //! one process (emulated FEDs -> readout units -> event manager -> builder units -> files),
 //! with a live line per second, Prometheus `/metrics` and a closing summary; or, with a
 //! `[topology]` of `evm`, `ru` and `bu` applications, as processes over ZeroMQ
-//! (`crate::apps::evb`) started by the chain's launcher, their reports merged into the same
+//! (`crate::models::evb::apps`) started by the chain's launcher, their reports merged into the same
 //! summary with how each application ended.
 
-use crate::apps::evb::EvbAppReport;
-use crate::apps::evb::live::{LiveSeries, snapshot_of};
-use crate::apps::launch::{Launched, Plan, launch};
-use crate::run::chain::{AppOutcome, Monitoring, StopReason};
-use crate::run::stop::StopRequest;
-use crate::run::topology::{AppKind, TopologySection};
+pub mod apps;
+
+use crate::models::chain::chain::{AppOutcome, Monitoring, StopReason};
+use crate::models::evb::apps::EvbAppReport;
+use crate::runtime::launch::{Launched, Plan, launch};
+use crate::runtime::live_feed::{LiveSeries, snapshot_of};
+use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::{AppKind, TopologySection};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -640,8 +642,8 @@ pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()
 /// `swdaq run` with an event-builder configuration that has a topology.
 fn main_apps(config: &EvbRunConfig, json: bool) -> anyhow::Result<()> {
     let stop = Arc::new(StopRequest::default());
-    crate::run::stop::install(Arc::clone(&stop))?;
-    let exe = crate::apps::launch::current_exe()?;
+    crate::runtime::stop::install(Arc::clone(&stop))?;
+    let exe = crate::runtime::launch::current_exe()?;
     let summary = run_apps(config, &exe, &stop)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&summary.json())?);

@@ -162,7 +162,7 @@ impl LinkTruth {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::inputs::test_link::{self, SPAN, START};
+    use crate::models::chain::inputs::test_link::{self, SPAN, START};
     use swdaq_format::roi::RoiPayloadWriter;
     use swdaq_readout::request::{DataRequest, header};
     use swdaq_sim::{Plane, PulseKind, TruePulse};

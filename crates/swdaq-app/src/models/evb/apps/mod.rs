@@ -20,13 +20,14 @@
 pub mod bench;
 pub mod bu;
 pub mod evm;
-pub mod live;
 pub mod ru;
 
-use super::{AppContext, Clock, control};
-use crate::evb_run::EvbRunConfig;
-use crate::run::chain::Monitoring;
-use crate::run::topology::AppKind;
+use crate::models::chain::chain::Monitoring;
+use crate::models::evb::EvbRunConfig;
+use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::live_feed as live;
+use crate::runtime::stdio as control;
+use crate::runtime::topology::AppKind;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -10,7 +10,7 @@ use swdaq_tpg::{Algorithm, NoisyConfig, PlaneAlgorithms, RoiConfig, ThresholdCon
 use swdaq_trigger::TriggerConfig;
 
 use super::recording::RecordingSection;
-use super::topology::TopologySection;
+use crate::runtime::topology::TopologySection;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -2,7 +2,7 @@
 //! launcher its latest rates and gauges (`live HEX` on stdout, once a second); the launcher
 //! puts them back together into one snapshot and prints `evb_run::live_line` of it.
 
-use super::super::control;
+use super::stdio as control;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -149,7 +149,7 @@ mod tests {
         };
         let s = snapshot_of([part("0", 1000.0, 3.0), part("1", 500.0, 7.0)]);
         assert_eq!(s.counter_rate("swdaq_evb_events_built_total"), 1500.0);
-        let line = crate::evb_run::live_line(&s);
+        let line = crate::models::evb::live_line(&s);
         assert!(line.starts_with("built 1500/s"), "{line}");
         assert!(line.contains("BU open: bu0=3 bu1=7"), "{line}");
         // What goes over stdout comes back whole.

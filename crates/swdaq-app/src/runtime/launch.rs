@@ -12,12 +12,14 @@
 //! The event builder's applications are launched the same way ([`launch`] with a [`Plan`]
 //! saying their stop order: event manager, builder units, readout units).
 
-use super::control::{self, Event};
-use crate::run::chain::{AppOutcome, RunHooks, RunReport, StopReason};
-use crate::run::config::RunConfig;
-use crate::run::recording::{BurstReason, BurstRequests, BurstStarted, RecordError, check_seconds};
-use crate::run::stop::StopRequest;
-use crate::run::topology::{App, AppKind, TopologySection};
+use super::stdio::{self as control, Event};
+use crate::models::chain::chain::{AppOutcome, RunHooks, RunReport, StopReason};
+use crate::models::chain::config::RunConfig;
+use crate::models::chain::recording::{
+    BurstReason, BurstRequests, BurstStarted, RecordError, check_seconds,
+};
+use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow, bail};
 use crossbeam_channel::{Receiver, Sender};
 use std::io::{BufRead, Write};

@@ -1,0 +1,9 @@
+//! What runs a model whatever the model: stop requests and signals, the `[topology]`
+//! section, applications and their launcher.
+
+pub mod app;
+pub mod launch;
+pub mod live_feed;
+pub mod stdio;
+pub mod stop;
+pub mod topology;
