@@ -5,7 +5,7 @@
 //! (`crate::models::swrod`).
 
 use crate::models::chain::config::RunConfig;
-use crate::models::chain::{chain, view};
+use crate::models::chain::{summary as view, system as chain};
 use crate::runtime::stop;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -127,7 +127,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     } else {
         print!("{}", view::summary(&report));
     }
-    if let chain::StopReason::StorageFailed(e) = &report.stop_reason {
+    if let crate::runtime::outcome::StopReason::StorageFailed(e) = &report.stop_reason {
         anyhow::bail!("{e}");
     }
     Ok(())

@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use swdaq_app::models::chain::chain::{RunReport, StopReason, run_chain};
 use swdaq_app::models::chain::config::{RunConfig, SourceKind};
 use swdaq_app::models::chain::emulator::emulate;
 use swdaq_app::models::chain::inputs::Feed;
 use swdaq_app::models::chain::recording::{BurstReason, RecordingSection};
+use swdaq_app::models::chain::system::{RunReport, run_chain};
+use swdaq_app::runtime::outcome::StopReason;
 use swdaq_app::runtime::stop::StopRequest;
 use swdaq_format::rawfile::RawFileReader;
 use swdaq_format::{FrameFormat, SourceId};

@@ -7,10 +7,10 @@
 
 use super::fsm::{Event, Illegal, State, next};
 use crate::error_report;
-use crate::models::chain::chain::{RunHooks, run_chain_with};
 use crate::models::chain::config::RunConfig;
 use crate::models::chain::recording::{BurstReason, BurstRequests};
-use crate::models::chain::view;
+use crate::models::chain::summary as view;
+use crate::models::chain::system::{RunHooks, run_chain_with};
 use crate::runtime::launch::{self, run_distributed_with};
 use crate::runtime::stop::StopRequest;
 use crossbeam_channel::{Sender, TrySendError};

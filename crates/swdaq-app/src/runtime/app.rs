@@ -12,10 +12,12 @@
 //! The CMS-style event builder runs as applications the same way ([`evb`]: `evm`, `ru`, `bu`).
 
 use crate::models::chain::apps::{builder, dfo, readout, trigger};
-use crate::models::chain::chain::{Monitoring, RunReport, cpu_shares};
 use crate::models::chain::config::RunConfig;
+use crate::models::chain::system::RunReport;
 use crate::models::evb::EvbRunConfig;
 use crate::models::evb::apps as evb;
+use crate::runtime::monitoring::Monitoring;
+use crate::runtime::outcome::cpu_shares;
 use crate::runtime::stdio::{self as control, Commands};
 use crate::runtime::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow};
@@ -147,7 +149,7 @@ impl AppContext<RunConfig> {
     /// This application's monitoring, with `/metrics` where its entry asks for it.
     pub fn monitoring(&self) -> anyhow::Result<Monitoring> {
         let key = format!("topology.apps.metrics_addr ({})", self.spec.name);
-        Monitoring::serving(&self.config, &self.spec.metrics_addr, &key)
+        Monitoring::for_status(self.config.status_interval(), &self.spec.metrics_addr, &key)
     }
 
     /// The builders, in topology order: a builder's index here is its element id.

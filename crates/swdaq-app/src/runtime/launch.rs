@@ -13,11 +13,12 @@
 //! saying their stop order: event manager, builder units, readout units).
 
 use super::stdio::{self as control, Event};
-use crate::models::chain::chain::{AppOutcome, RunHooks, RunReport, StopReason};
 use crate::models::chain::config::RunConfig;
 use crate::models::chain::recording::{
     BurstReason, BurstRequests, BurstStarted, RecordError, check_seconds,
 };
+use crate::models::chain::system::{RunHooks, RunReport};
+use crate::runtime::outcome::{AppOutcome, StopReason};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow, bail};

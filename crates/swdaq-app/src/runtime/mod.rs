@@ -4,6 +4,8 @@
 pub mod app;
 pub mod launch;
 pub mod live_feed;
+pub mod monitoring;
+pub mod outcome;
 pub mod stdio;
 pub mod stop;
 pub mod topology;

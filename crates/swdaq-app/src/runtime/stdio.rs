@@ -224,7 +224,7 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::chain::chain::RunReport;
+    use crate::models::chain::system::RunReport;
 
     #[test]
     fn the_configuration_and_commands_are_read_in_order() {

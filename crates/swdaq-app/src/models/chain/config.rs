@@ -380,6 +380,11 @@ impl RunConfig {
         Ok(self.run.number)
     }
 
+    /// Seconds between status updates, as a duration.
+    pub fn status_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.run.status_interval_s)
+    }
+
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("the configuration is always representable in TOML")
     }

@@ -2,7 +2,6 @@
 //! record building, HDF5 storage; in one process or as applications.
 
 pub mod apps;
-pub mod chain;
 pub mod config;
 pub mod emulator;
 pub mod inputs;
@@ -12,4 +11,5 @@ pub mod readout;
 pub mod recording;
 pub mod roi_score;
 pub mod sink;
-pub mod view;
+pub mod summary;
+pub mod system;

@@ -14,8 +14,8 @@
 //! any maker, including a future supernova-candidate maker, asks for a recording without a
 //! new message; the decision is still built into a record as usual.
 
-use super::chain::RunHooks;
 use super::config::RunConfig;
+use super::system::RunHooks;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::PathBuf;

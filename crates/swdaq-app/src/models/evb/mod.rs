@@ -7,10 +7,11 @@
 
 pub mod apps;
 
-use crate::models::chain::chain::{AppOutcome, Monitoring, StopReason};
 use crate::models::evb::apps::EvbAppReport;
 use crate::runtime::launch::{Launched, Plan, launch};
 use crate::runtime::live_feed::{LiveSeries, snapshot_of};
+use crate::runtime::monitoring::Monitoring;
+use crate::runtime::outcome::{AppOutcome, StopReason};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{AppKind, TopologySection};
 use anyhow::Context;

@@ -15,7 +15,7 @@ mod threads;
 pub use config::{SwrodRunConfig, SwrodSettings, is_swrod_config, load};
 pub use report::{SwrodReport, live_line, summary_json, summary_text};
 
-use crate::models::chain::chain::Monitoring;
+use crate::runtime::monitoring::Monitoring;
 use crate::runtime::stop::StopRequest;
 use std::path::Path;
 use std::sync::Arc;

@@ -5,11 +5,11 @@
 //! every Nth record on a ZeroMQ PUB socket for online monitoring (`record_stream`): one
 //! multipart message per record, the DUNE trigger-record header then each fragment as stored.
 
-use crate::models::chain::chain::{
-    RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of,
-};
 use crate::models::chain::metrics::BuilderMetrics;
 use crate::models::chain::sink::StorageSink;
+use crate::models::chain::system::{
+    RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of,
+};
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::topology::AppKind;
 use anyhow::Context;

@@ -6,7 +6,7 @@
 //! nothing waits and every builder has finished what it was given; then it tells each live
 //! builder `End`.
 
-use crate::models::chain::chain::RunReport;
+use crate::models::chain::system::RunReport;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::topology::AppKind;
 use std::time::{Duration, Instant};

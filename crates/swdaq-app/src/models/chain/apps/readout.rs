@@ -7,10 +7,10 @@
 //! counted on its link. A fragment for a builder declared gone is dropped and counted;
 //! to a live builder it waits up to the send time-out.
 
-use crate::models::chain::chain::{RunReport, TP_QUEUE, spawn_request_server};
 use crate::models::chain::inputs::{prepare, truth_at_end};
 use crate::models::chain::readout::{ReadoutControl, start_readout};
 use crate::models::chain::recording::Recordings;
+use crate::models::chain::system::{RunReport, TP_QUEUE, spawn_request_server};
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::stdio::Command;
 use crate::runtime::topology::AppKind;

@@ -3,8 +3,8 @@
 //! and sending its decisions to the orchestrator, then `End` once it has issued the last.
 //! It starts without credit: every credit is a builder's room, passed on by the orchestrator.
 
-use crate::models::chain::chain::{RunReport, sources_of};
 use crate::models::chain::metrics::TriggerMetrics;
+use crate::models::chain::system::{RunReport, sources_of};
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::stdio::Command;
 use crate::runtime::topology::AppKind;

@@ -22,10 +22,10 @@ pub mod bu;
 pub mod evm;
 pub mod ru;
 
-use crate::models::chain::chain::Monitoring;
 use crate::models::evb::EvbRunConfig;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::live_feed as live;
+use crate::runtime::monitoring::Monitoring;
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
 use anyhow::Context;

@@ -20,9 +20,11 @@ use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
 use super::recording::{self, BurstRequests, RecordOnTrigger, RecordingReport};
 use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
+use crate::runtime::monitoring::Monitoring;
+use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
 use crate::runtime::stop::StopRequest;
 use crate::truth_match::Score;
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,8 +38,8 @@ use swdaq_dataflow::{
     RecordSink, StorageFailurePolicy, TriggerInput, TriggerReport,
 };
 use swdaq_format::SourceId;
-use swdaq_monitor::proc::{ThreadStat, USER_HZ, read_threads};
-use swdaq_monitor::{MetricsServer, Registry, Snapshot, StatsThread};
+use swdaq_monitor::proc::read_threads;
+use swdaq_monitor::{Registry, Snapshot, StatsThread};
 use swdaq_readout::metrics::ServerMetrics;
 use swdaq_readout::request::{DataRequest, RequestPolicy};
 use swdaq_readout::server::{DataResponse, ServerConfig, ServerCounts, serve};
@@ -49,46 +51,6 @@ pub const STORAGE_STOPPED: &str = "storage stopped writing (storage.on_failure =
 
 /// Poll period of the trigger, builder and request server loops.
 pub const NODE_POLL: Duration = Duration::from_millis(1);
-
-/// Why the run ended.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum StopReason {
-    #[default]
-    Duration,
-    Interrupted,
-    AllLinksEnded,
-    /// The event builder's input is done: `max_events` triggered, or its files ended.
-    InputEnded,
-    StorageFailed(String),
-    /// An application the run cannot go on without ended.
-    AppFailed(String),
-}
-
-impl StopReason {
-    /// A storage failure with the writer's own error, which only its report has (whoever
-    /// stopped the run saw only that storage had failed).
-    pub fn with_storage_error(self, storage: Option<&StoreReport>) -> Self {
-        match (self, storage.and_then(|s| s.error.as_ref())) {
-            (Self::StorageFailed(policy), Some(e)) => Self::StorageFailed(format!("{e}; {policy}")),
-            (reason, _) => reason,
-        }
-    }
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Duration => f.write_str("duration reached"),
-            Self::Interrupted => f.write_str("interrupted"),
-            Self::AllLinksEnded => f.write_str("every link ended"),
-            Self::InputEnded => {
-                f.write_str("the input ended (max_events, or the end of its files)")
-            }
-            Self::StorageFailed(e) => write!(f, "storage failed: {e}"),
-            Self::AppFailed(e) => f.write_str(e),
-        }
-    }
-}
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RunReport {
@@ -114,19 +76,6 @@ pub struct RunReport {
     pub refused_messages: std::collections::BTreeMap<String, u64>,
     /// Raw bursts recorded (`None`: `[recording]` is off).
     pub recording: Option<RecordingReport>,
-}
-
-/// How one application of a multi-process run ended.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct AppOutcome {
-    pub name: String,
-    pub kind: String,
-    pub host: String,
-    /// Exited cleanly having sent its report.
-    pub reported: bool,
-    /// How it ended when it did not: the exit status or signal, or why it was not started.
-    pub failure: Option<String>,
-    pub log: std::path::PathBuf,
 }
 
 /// What the status view shows, read from the monitoring snapshot.
@@ -172,7 +121,11 @@ pub fn run_chain_with(
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
     check_pin_cores(config)?;
-    let monitoring = Monitoring::start(config)?;
+    let monitoring = Monitoring::for_status(
+        config.status_interval(),
+        &config.run.metrics_addr,
+        "run.metrics_addr",
+    )?;
     let registry = &monitoring.registry;
     let mut sink = StorageSink::start(config, "swdaq", "swdaq run", registry)?;
     let storage_failed = sink.failure_flag();
@@ -331,56 +284,6 @@ pub fn check_pin_cores(config: &RunConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The monitoring registry, its statistics thread and the `/metrics` server of a process.
-pub struct Monitoring {
-    pub registry: Registry,
-    pub stats: StatsThread,
-    server: Option<MetricsServer>,
-}
-
-impl Monitoring {
-    pub fn start(config: &RunConfig) -> anyhow::Result<Self> {
-        Self::serving(config, &config.run.metrics_addr, "run.metrics_addr")
-    }
-
-    /// Serves `/metrics` at `addr` ("" for none), which configuration `key` gave.
-    pub fn serving(config: &RunConfig, addr: &str, key: &str) -> anyhow::Result<Self> {
-        // Snapshots at least every second, so a status line is never more than 1 s stale.
-        let interval = Duration::from_secs_f64(config.run.status_interval_s.min(1.0));
-        Self::with_interval(interval, addr, key)
-    }
-
-    /// Snapshots every `interval`, `/metrics` at `addr` ("" for none) from configuration `key`.
-    pub fn with_interval(interval: Duration, addr: &str, key: &str) -> anyhow::Result<Self> {
-        let registry = Registry::new();
-        let stats = StatsThread::spawn(registry.clone(), interval)?;
-        let server = match addr {
-            "" => None,
-            addr => {
-                let parsed = addr
-                    .parse()
-                    .with_context(|| format!("invalid configuration: {key} = {addr:?}"))?;
-                Some(
-                    MetricsServer::start(parsed, stats.cell())
-                        .with_context(|| format!("{key} = {addr:?}: cannot serve /metrics"))?,
-                )
-            }
-        };
-        Ok(Self {
-            registry,
-            stats,
-            server,
-        })
-    }
-
-    pub fn stop(self) {
-        if let Some(m) = self.server {
-            m.stop();
-        }
-        self.stats.stop();
-    }
-}
-
 /// The request server of `readout`'s links, on its own thread; it takes the ROI scorer.
 pub fn spawn_request_server<'scope>(
     s: &'scope std::thread::Scope<'scope, '_>,
@@ -531,19 +434,4 @@ fn describe_incomplete(built: &swdaq_dataflow::BuiltRecord) -> String {
             source_list(&built.lacking_data)
         ),
     }
-}
-
-/// Each thread's CPU use since `before` was read, as a share of one core over `elapsed`.
-pub fn cpu_shares(before: &[ThreadStat], elapsed: Duration) -> Vec<(String, f64)> {
-    read_threads()
-        .into_iter()
-        .map(|t| {
-            let start = before
-                .iter()
-                .find(|b| b.tid == t.tid)
-                .map_or(0, |b| b.cpu_ticks);
-            let seconds = t.cpu_ticks.saturating_sub(start) as f64 / USER_HZ;
-            (t.name, seconds / elapsed.as_secs_f64())
-        })
-        .collect()
 }

@@ -1,8 +1,8 @@
 //! What `swdaq run` prints: a live view on a terminal (plain periodic lines otherwise), and
 //! the closing summary.
 
-use super::chain::{RunReport, Status};
 use super::inputs::SourceLabel;
+use super::system::{RunReport, Status};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
