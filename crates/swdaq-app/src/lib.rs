@@ -8,6 +8,8 @@
 
 pub mod control;
 pub mod error_report;
+pub mod live;
+pub mod model;
 pub mod models;
 pub mod run_command;
 pub mod runtime;

@@ -1,134 +1,124 @@
-//! `swdaq run`: the whole chain on one machine — emulated links, readout with hit finding,
-//! self-trigger, record building, HDF5 storage — from a built-in default configuration. A
-//! configuration with an `[evb]` section runs the CMS-style event builder instead
-//! (`crate::models::evb`), one with a `[swrod]` section the ATLAS-style SW ROD
-//! (`crate::models::swrod`).
+//! `swdaq run` for any model: the configuration (its model picked by its table), the shared
+//! flags, `--print-config`, the run number, signals, the start line, the live view, the
+//! closing summary (text or JSON) and the exit status.
 
-use crate::models::chain::config::RunConfig;
-use crate::models::chain::{summary as view, system as chain};
+use crate::live::{Live, line};
+use crate::model::{self, Overrides, RunHooks};
 use crate::runtime::stop;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Configuration file (TOML); keys not in it keep their built-in defaults.
+    /// Configuration file (TOML): its top-level table picks the model ([evb]: the event
+    /// builder, [swrod]: the SW ROD, otherwise the chain); keys not in it keep their
+    /// built-in defaults.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Print the effective configuration (TOML) and exit.
+    /// Print the model's whole effective configuration (TOML, flags applied) and exit.
     #[arg(long)]
     print_config: bool,
-    /// Seconds of data taking (0: until Ctrl-C); overrides `run.duration_s`.
-    #[arg(long)]
-    duration: Option<f64>,
-    /// Number of links (whatever `source.kind`); overrides `emulator.links`.
-    #[arg(long)]
-    links: Option<u32>,
-    /// Output directory; overrides `run.output_dir`.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Run number; overrides `run.number`.
-    #[arg(long)]
-    run: Option<u32>,
-    /// `/metrics` address, or "" to turn it off; overrides `run.metrics_addr`.
-    #[arg(long)]
-    metrics: Option<String>,
-    /// Print the closing summary as JSON (on stdout) instead of text.
+    #[command(flatten)]
+    overrides: Overrides,
+    /// Print the closing summary as JSON (on stdout) instead of text; no live view.
     #[arg(long)]
     json: bool,
 }
 
-impl Args {
-    fn config(&self) -> anyhow::Result<RunConfig> {
-        let mut c = match &self.config {
-            Some(path) => RunConfig::load(path)?,
-            None => RunConfig::default(),
-        };
-        if let Some(d) = self.duration {
-            c.run.duration_s = d;
-        }
-        if let Some(n) = self.links {
-            c.emulator.links = n;
-        }
-        if let Some(out) = &self.out {
-            c.run.output_dir = out.clone();
-        }
-        if let Some(n) = self.run {
-            c.run.number = n;
-        }
-        if let Some(m) = &self.metrics {
-            c.run.metrics_addr = m.clone();
-        }
-        c.validate()?;
-        Ok(c)
-    }
-}
-
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    if let Some(path) = &args.config
-        && crate::models::evb::is_evb_config(path)?
-    {
-        return crate::models::evb::main(path, args.duration, args.json);
-    }
-    if let Some(path) = &args.config
-        && crate::models::swrod::is_swrod_config(path)?
-    {
-        return crate::models::swrod::main(path, args.duration, args.json);
-    }
-    let mut config = args.config()?;
+    let mut config = model::load(args.config.as_deref())?;
+    config.apply(&args.overrides)?;
+    config.validate()?;
     if args.print_config {
         print!("{}", config.to_toml());
         return Ok(());
     }
-    config.claim_run_number(None)?;
+    let dirs = config.output_dirs();
+    let dirs: Vec<&std::path::Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let number = swdaq_format::run_files::claim_run(&dirs, config.run_number(), None)?;
+    config.set_run_number(number);
     let stop = Arc::new(stop::StopRequest::default());
     stop::install(Arc::clone(&stop))?;
     eprintln!(
-        "swdaq run {}: {} {} links from {}{}, {} s{}, writing to {}{}",
-        config.run.number,
-        config.emulator.links,
-        config.source.format.frame_format().name(),
-        config.source.describe(),
-        if config.topology.is_distributed() {
-            format!(" in {} applications", config.topology.apps.len())
-        } else {
-            String::new()
-        },
-        config.run.duration_s,
-        if config.run.duration_s == 0.0 {
-            " (until Ctrl-C)"
-        } else {
-            " (Ctrl-C or SIGTERM ends it early)"
-        },
-        config.run.output_dir.display(),
-        if config.run.metrics_addr.is_empty() || config.topology.is_distributed() {
-            String::new()
-        } else {
-            format!(", metrics on http://{}/metrics", config.run.metrics_addr)
-        },
+        "swdaq run {number} ({}): {}",
+        config.model().name(),
+        config.describe()
     );
-    let report = if config.topology.is_distributed() {
-        let exe = crate::runtime::launch::current_exe()?;
-        crate::runtime::launch::run_distributed(&config, &exe, &stop)?
-    } else {
-        let mut view = view::LiveView::default();
-        let quiet = args.json;
-        chain::run_chain(&config, &stop, |status| {
-            if !quiet {
-                view.show(status)
-            }
-        })?
-    };
+    let view = TerminalView::new(!args.json);
+    let outcome = config.run(&stop, &view)?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&view::summary_json(&report))?
-        );
+        println!("{}", serde_json::to_string_pretty(&outcome.json())?);
     } else {
-        print!("{}", view::summary(&report));
+        print!("{}", outcome.text());
     }
-    if let crate::runtime::outcome::StopReason::StorageFailed(e) = &report.stop_reason {
+    if let Some(e) = outcome.failure() {
         anyhow::bail!("{e}");
     }
     Ok(())
+}
+
+/// The live view on stderr: a table redrawn in place on a terminal (figures, then every
+/// source, bad ones first), one line per status interval otherwise; nothing with `--json`.
+struct TerminalView {
+    shown: bool,
+    terminal: bool,
+    drawn_lines: Mutex<usize>,
+}
+
+/// Source rows a redrawn table shows at most (bad ones come first).
+const TABLE_ROWS: usize = 16;
+
+impl TerminalView {
+    fn new(shown: bool) -> Self {
+        Self {
+            shown,
+            terminal: std::io::stderr().is_terminal(),
+            drawn_lines: Mutex::new(0),
+        }
+    }
+
+    fn table(live: &Live) -> String {
+        let mut text = format!("{}\n", line(live));
+        if !live.sources.is_empty() {
+            text += " source                 rate/s      MB/s   errors    drops\n";
+        }
+        for r in live.sources.iter().take(TABLE_ROWS) {
+            text += &format!(
+                " {:<18} {:>10.0} {:>9} {:>8} {:>8}{}\n",
+                r.name,
+                r.rate_hz,
+                r.mb_s.map_or("-".into(), |m| format!("{m:.1}")),
+                r.errors,
+                r.drops,
+                r.why.as_deref().map_or(String::new(), |w| format!("  {w}")),
+            );
+        }
+        for a in &live.apps {
+            text += &format!(" app {:<14} {:<8} {}\n", a.name, a.kind, a.state);
+        }
+        text
+    }
+}
+
+impl RunHooks for TerminalView {
+    fn live(&self, live: &Live) {
+        if !self.shown {
+            return;
+        }
+        let mut out = std::io::stderr().lock();
+        if !self.terminal {
+            let _ = writeln!(out, "{}", line(live));
+            return;
+        }
+        let text = Self::table(live);
+        let mut drawn = self.drawn_lines.lock().unwrap_or_else(|e| e.into_inner());
+        if *drawn > 0 {
+            // Back over the previous table, and clear it.
+            let _ = write!(out, "\x1b[{}A\x1b[J", *drawn);
+        }
+        *drawn = text.lines().count();
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+    }
 }

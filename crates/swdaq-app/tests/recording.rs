@@ -7,9 +7,10 @@ use std::path::Path;
 use swdaq_app::models::chain::config::{RunConfig, SourceKind};
 use swdaq_app::models::chain::emulator::emulate;
 use swdaq_app::models::chain::inputs::Feed;
-use swdaq_app::models::chain::recording::{BurstReason, RecordingSection};
+use swdaq_app::models::chain::recording::RecordingSection;
 use swdaq_app::models::chain::system::{RunReport, run_chain};
 use swdaq_app::runtime::outcome::StopReason;
+use swdaq_app::runtime::steering::BurstReason;
 use swdaq_app::runtime::stop::StopRequest;
 use swdaq_format::rawfile::RawFileReader;
 use swdaq_format::{FrameFormat, SourceId};
@@ -46,7 +47,7 @@ fn config(dir: &Path) -> RunConfig {
 }
 
 fn run(c: &RunConfig) -> RunReport {
-    run_chain(c, &StopRequest::default(), |_| {}).expect("the run starts and ends cleanly")
+    run_chain(c, &StopRequest::default(), &()).expect("the run starts and ends cleanly")
 }
 
 /// The frames the emulator gives each link, by timestamp.

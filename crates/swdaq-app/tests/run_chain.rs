@@ -50,7 +50,7 @@ static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn run(c: &RunConfig) -> RunReport {
     let _running = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    run_chain(c, &StopRequest::default(), |_| {}).expect("the run starts and ends cleanly")
+    run_chain(c, &StopRequest::default(), &()).expect("the run starts and ends cleanly")
 }
 
 fn read_records(dir: &Path) -> Vec<TriggerRecord> {
@@ -488,7 +488,7 @@ fn bad_raw_files_are_refused_naming_the_file_and_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let c = file_config(dir.path(), FrameFormat::WibEth);
     let error = |c: &RunConfig| {
-        let e = run_chain(c, &StopRequest::default(), |_| {}).expect_err("refused");
+        let e = run_chain(c, &StopRequest::default(), &()).expect_err("refused");
         format!("{e:#}")
     };
     let e = error(&c);

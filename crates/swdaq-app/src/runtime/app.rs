@@ -1,21 +1,13 @@
-//! The chain's applications, one process each, talking over ZeroMQ (`swdaq-net`):
-//!
-//! ```text
-//!  readout-K ──TPs, link ends──────────────────────▶ trigger ──decisions──▶ dfo
-//!     ▲  └──fragments──▶ builder-B ◀──decisions─────────────────────────────┘ │
-//!     └────requests──────┘   └──builder credits, records done──▶ dfo ──credits──▶ trigger
-//! ```
+//! One application of a multi-process run (`swdaq app --name NAME`), whatever the model:
+//! what every application has (`AppContext`: its configuration, place in the topology,
+//! sockets and the launcher's commands), and the entry point, which hands the application
+//! to its model (`Configured::app`).
 //!
 //! Every application binds one inbox at its `address` and connects one outlet to the inbox of
-//! each peer it sends to; every outlet carries heartbeats. `swdaq run` (`launch`) starts them
-//! with the run's configuration on stdin and drives them with `start` / `stop` (`control`).
-//! The CMS-style event builder runs as applications the same way ([`evb`]: `evm`, `ru`, `bu`).
+//! each peer it sends to; every outlet carries heartbeats. `swdaq run` (`runtime::launch`)
+//! starts them with the run's configuration on stdin and drives them with `start` / `stop`
+//! (`runtime::stdio`).
 
-use crate::models::chain::apps::{builder, dfo, readout, trigger};
-use crate::models::chain::config::RunConfig;
-use crate::models::chain::system::RunReport;
-use crate::models::evb::EvbRunConfig;
-use crate::models::evb::apps as evb;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::cpu_shares;
 use crate::runtime::stdio::{self as control, Commands};
@@ -28,23 +20,15 @@ use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
 /// A run configuration that carries a `[topology]`: the chain's or the event builder's.
 pub trait TopologyConfig {
     fn topology(&self) -> &TopologySection;
-}
-
-impl TopologyConfig for RunConfig {
-    fn topology(&self) -> &TopologySection {
-        &self.topology
-    }
-}
-
-impl TopologyConfig for EvbRunConfig {
-    fn topology(&self) -> &TopologySection {
-        &self.topology
+    /// How often its applications snapshot their metrics and send the launcher figures.
+    fn status_interval(&self) -> Duration {
+        Duration::from_secs(1)
     }
 }
 
 /// What every application has: its (validated) configuration, its place in the topology, its
 /// sockets' context and the launcher's commands.
-pub struct AppContext<C = RunConfig> {
+pub struct AppContext<C> {
     pub config: C,
     pub me: AppId,
     pub spec: App,
@@ -133,8 +117,16 @@ impl<C: TopologyConfig> AppContext<C> {
             .collect()
     }
 
+    /// This application's monitoring, with `/metrics` where its entry asks for it, its
+    /// figures sent to the launcher's live view.
+    pub fn monitoring(&self) -> anyhow::Result<Monitoring> {
+        let key = format!("topology.apps.metrics_addr ({})", self.spec.name);
+        Monitoring::for_status(self.config.status_interval(), &self.spec.metrics_addr, &key)?
+            .feeding_launcher()
+    }
+
     /// Writes who this is to its log.
-    fn announce(&self) {
+    pub fn announce(&self) {
         eprintln!(
             "swdaq app {} ({}): pid {}, inbox {}",
             self.spec.name,
@@ -145,22 +137,10 @@ impl<C: TopologyConfig> AppContext<C> {
     }
 }
 
-impl AppContext<RunConfig> {
-    /// This application's monitoring, with `/metrics` where its entry asks for it.
-    pub fn monitoring(&self) -> anyhow::Result<Monitoring> {
-        let key = format!("topology.apps.metrics_addr ({})", self.spec.name);
-        Monitoring::for_status(self.config.status_interval(), &self.spec.metrics_addr, &key)
-    }
-
-    /// The builders, in topology order: a builder's index here is its element id.
-    pub fn builders(&self) -> Vec<u32> {
-        self.ids_of(AppKind::Builder)
-    }
-}
-
 #[derive(clap::Args)]
 pub struct Args {
-    /// The application's name in `[[topology.apps]]`.
+    /// The application's name in `[[topology.apps]]` (the configuration's model says what
+    /// its kind does).
     #[arg(long)]
     name: String,
     /// Read the configuration from this file instead of from the launcher on stdin (to run
@@ -179,30 +159,11 @@ pub fn run_app(args: &Args) -> anyhow::Result<()> {
         None => control::read_config_text(&mut stdin)?,
     };
     let commands = Commands::spawn(stdin)?;
-    if crate::models::evb::is_evb_text(&text)? {
-        let ctx = AppContext::new(crate::models::evb::parse(&text)?, &args.name, commands)?;
-        ctx.announce();
-        control::send_report(&evb::run(&ctx)?)?;
-        eprintln!("swdaq app {}: done", ctx.spec.name);
-        return Ok(());
-    }
-    let config = RunConfig::parse(&text)?;
-    config.validate()?;
-    let ctx = AppContext::new(config, &args.name, commands)?;
-    ctx.announce();
-    let report = match ctx.spec.kind {
-        AppKind::Readout => readout::run(&ctx)?,
-        AppKind::Trigger => trigger::run(&ctx)?,
-        AppKind::Dfo => dfo::run(&ctx)?,
-        AppKind::Builder => builder::run(&ctx)?,
-        kind => anyhow::bail!(
-            "{}: {} applications belong to an event-builder run (a configuration with [evb])",
-            ctx.spec.name,
-            kind.name()
-        ),
-    };
+    let model = crate::model::select(&text)?;
+    let configured = model.parse(&text)?;
+    let report = configured.app(&args.name, commands)?;
     control::send_report(&report)?;
-    eprintln!("swdaq app {}: done", ctx.spec.name);
+    eprintln!("swdaq app {}: done", args.name);
     Ok(())
 }
 
@@ -220,11 +181,6 @@ impl Clock {
         }
     }
 
-    /// Fills the report's duration and its threads' CPU shares, named `app/thread`.
-    pub fn finish(&self, app: &str, report: &mut RunReport) {
-        (report.seconds, report.thread_cpu) = self.cpu(app);
-    }
-
     /// Seconds since `start`, and each thread's CPU share since, named `app/thread`.
     pub fn cpu(&self, app: &str) -> (f64, Vec<(String, f64)>) {
         let elapsed = self.started.elapsed();
@@ -233,52 +189,5 @@ impl Clock {
             .map(|(thread, share)| (format!("{app}/{thread}"), share))
             .collect();
         (elapsed.as_secs_f64(), shares)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn app(name: &str, kind: AppKind) -> App {
-        App {
-            name: name.into(),
-            kind,
-            host: String::new(),
-            address: "tcp://127.0.0.1:0".into(),
-            links: Vec::new(),
-            record_stream: String::new(),
-            record_stream_every: 1,
-            metrics_addr: String::new(),
-        }
-    }
-
-    #[test]
-    fn an_inbox_refuses_a_sender_outside_the_topology_and_counts_it_for_the_report() {
-        let mut config = RunConfig::default();
-        config.topology.apps = vec![app("trigger", AppKind::Trigger), app("dfo", AppKind::Dfo)];
-        let context = AppContext::new(
-            config,
-            "trigger",
-            Commands::spawn(std::io::empty()).unwrap(),
-        )
-        .unwrap();
-        let mut inbox = context.bind_inbox().unwrap();
-        let stranger =
-            Outlet::connect(&context.zmq, inbox.endpoint(), 2, &context.options).unwrap();
-        let dfo = Outlet::connect(&context.zmq, inbox.endpoint(), 1, &context.options).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        // Sends are refused until the connection is made (`connect_and_heartbeat`).
-        while stranger.send(&Message::Heartbeat).is_err() && Instant::now() < deadline {}
-        stranger.send(&Message::End).unwrap();
-        while inbox.counts().refused.get("unknown_sender") != Some(&2) && Instant::now() < deadline
-        {
-            inbox.receive(Duration::from_millis(50));
-        }
-        dfo.send(&Message::End).unwrap();
-        let delivery = inbox.receive(Duration::from_secs(5)).unwrap();
-        assert_eq!((delivery.sender, delivery.message), (1, Message::End));
-        assert_eq!(inbox.counts().refused.get("unknown_sender"), Some(&2));
-        assert_eq!(inbox.last_seen(2), None);
     }
 }

@@ -9,16 +9,18 @@
 //! readout's links come out Incomplete naming them). The launcher only ever signals the
 //! processes it started, and kills one only when it outlives the stop time-out.
 //!
-//! The event builder's applications are launched the same way ([`launch`] with a [`Plan`]
-//! saying their stop order: event manager, builder units, readout units).
+//! Every model's applications are launched the same way: its [`Plan`] says their stop order,
+//! which ones the run cannot go on without, which one holds the trigger, and how the model
+//! turns the applications' figures into its `Live`.
 
+use super::live_feed::{LiveSeries, snapshot_of};
 use super::stdio::{self as control, Event};
-use crate::models::chain::config::RunConfig;
-use crate::models::chain::recording::{
-    BurstReason, BurstRequests, BurstStarted, RecordError, check_seconds,
-};
-use crate::models::chain::system::{RunHooks, RunReport};
+use crate::live::{AppRow, Live};
+use crate::model::RunHooks;
 use crate::runtime::outcome::{AppOutcome, StopReason};
+use crate::runtime::steering::{
+    BurstReason, BurstRequests, BurstStarted, RecordError, Steering, check_seconds,
+};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow, bail};
@@ -26,8 +28,10 @@ use crossbeam_channel::{Receiver, Sender};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
+use swdaq_monitor::Snapshot;
 
 /// What [`launch`] needs to know of a run: its applications, what it hands them, and how
 /// it ends and stops.
@@ -46,14 +50,19 @@ pub struct Plan<'a> {
     pub essential: &'a [AppKind],
     /// The run ends once every application of this kind has ended, for this reason.
     pub ends_with: (AppKind, StopReason),
-    /// The status line's figures from the applications' latest `live` messages.
-    pub live_line: Option<&'a LiveLine>,
-    /// Run control's `record` requests go to the readout applications (raw bursts).
-    pub records_bursts: bool,
+    /// The model's live figures from the applications' merged snapshot, `elapsed` into the run.
+    pub live: &'a LiveFigures<'a>,
+    /// The applications that take run control's trigger requests (pause, resume, changes).
+    pub trigger_at: Option<AppKind>,
+    /// The applications that take run control's raw-burst requests.
+    pub bursts_to: Option<AppKind>,
 }
 
-/// Makes the status line's figures from each application's latest `live` bytes.
-pub type LiveLine = dyn Fn(&[&[u8]]) -> String;
+/// Makes a model's `Live` from its applications' merged snapshot.
+pub type LiveFigures<'a> = dyn Fn(&Snapshot, Duration) -> Live + Sync + 'a;
+
+/// Run-control requests waiting to be passed to the applications.
+const CONTROL_QUEUE: usize = 64;
 
 /// How the applications ran: each one's outcome and report bytes, in topology order.
 pub struct Launched {
@@ -70,7 +79,8 @@ struct Running {
     stdin: Option<ChildStdin>,
     ready: bool,
     report: Option<Vec<u8>>,
-    live: Option<Vec<u8>>,
+    /// Its latest live series, and when they came.
+    live: Option<(Vec<LiveSeries>, Instant)>,
     /// Why its storage failed, when it said so (the run then stops).
     storage_failed: Option<String>,
     /// Set when it exited before it was told to stop.
@@ -113,74 +123,6 @@ fn describe(status: std::process::ExitStatus) -> String {
         (None, Some(signal)) => format!("killed by signal {signal}"),
         _ => status.to_string(),
     }
-}
-
-/// Where application logs go: `<output_dir>/run<NNNNNN>-logs/<app>.log`.
-pub fn log_dir(config: &RunConfig) -> PathBuf {
-    config
-        .run
-        .output_dir
-        .join(format!("run{:06}-logs", config.run.number))
-}
-
-/// Runs the topology's applications; `exe` is the `swdaq` program to start them with.
-pub fn run_distributed(
-    config: &RunConfig,
-    exe: &Path,
-    stop: &StopRequest,
-) -> anyhow::Result<RunReport> {
-    run_distributed_with(config, exe, stop, &())
-}
-
-/// Run-control requests waiting to be passed to the trigger application.
-const TRIGGER_CONTROL_QUEUE: usize = 64;
-
-/// [`run_distributed`], telling `hooks` when the applications have started and when the
-/// stop begins; run-control requests sent meanwhile go to the trigger application.
-pub fn run_distributed_with(
-    config: &RunConfig,
-    exe: &Path,
-    stop: &StopRequest,
-    hooks: &dyn RunHooks,
-) -> anyhow::Result<RunReport> {
-    config.validate()?;
-    let plan = Plan {
-        topology: &config.topology,
-        toml: config.to_toml(),
-        run_number: config.run.number,
-        logs: log_dir(config),
-        duration: (config.run.duration_s > 0.0)
-            .then(|| Duration::from_secs_f64(config.run.duration_s)),
-        status_interval: Duration::from_secs_f64(config.run.status_interval_s),
-        stop_order: &[
-            AppKind::Trigger,
-            AppKind::Dfo,
-            AppKind::Builder,
-            AppKind::Readout,
-        ],
-        essential: &[AppKind::Trigger, AppKind::Dfo],
-        ends_with: (AppKind::Readout, StopReason::AllLinksEnded),
-        live_line: None,
-        records_bursts: config.recording.enabled,
-    };
-    let launched = launch(&plan, exe, stop, hooks)?;
-    let mut reports = Vec::new();
-    let mut outcomes = Vec::new();
-    for (kind, mut outcome, bytes) in launched.apps {
-        match bytes.map(|b| postcard::from_bytes::<RunReport>(&b)) {
-            Some(Ok(r)) => reports.push((kind, r)),
-            Some(Err(e)) => outcome.failure = Some(format!("report: not a run report: {e}")),
-            None => {}
-        }
-        outcomes.push(outcome);
-    }
-    let mut report = merge(reports.into_iter());
-    report.seconds = launched.seconds;
-    report.stop_reason = launched
-        .stop_reason
-        .with_storage_error(report.storage.as_ref());
-    report.apps = outcomes;
-    Ok(report)
 }
 
 /// Starts the plan's applications, waits until all are ready, starts them, supervises the
@@ -227,17 +169,21 @@ pub fn launch(
         apps.len(),
         logs.display()
     );
-    let (controls_tx, controls) = crossbeam_channel::bounded(TRIGGER_CONTROL_QUEUE);
-    hooks.started(controls_tx);
-    let (bursts_tx, bursts) = crossbeam_channel::bounded(TRIGGER_CONTROL_QUEUE);
-    if plan.records_bursts {
-        hooks.recording(std::sync::Arc::new(ForwardBursts(bursts_tx)));
-    }
+    let (controls_tx, controls) = crossbeam_channel::bounded(CONTROL_QUEUE);
+    let (bursts_tx, bursts) = crossbeam_channel::bounded(CONTROL_QUEUE);
+    hooks.started(Steering {
+        trigger: plan
+            .trigger_at
+            .map(|_| Box::new(controls_tx) as Box<dyn crate::runtime::steering::TriggerSteer>),
+        bursts: plan
+            .bursts_to
+            .map(|_| Arc::new(ForwardBursts(bursts_tx)) as Arc<dyn BurstRequests>),
+    });
     let inputs = Inputs {
         controls: &controls,
         bursts: &bursts,
     };
-    let stop_reason = supervise(plan, &mut apps, &events_rx, inputs, stop, started);
+    let stop_reason = supervise(plan, &mut apps, &events_rx, inputs, stop, started, hooks);
     hooks.stopping();
     let seconds = started.elapsed().as_secs_f64();
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
@@ -335,7 +281,12 @@ fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::Result<Event
     let a = &mut apps[index];
     match event {
         Ok(Event::Ready) => a.ready = true,
-        Ok(Event::Live(l)) => a.live = Some(l),
+        // Undecodable figures are left out of the live view, not fatal.
+        Ok(Event::Live(l)) => {
+            if let Ok(series) = postcard::from_bytes(&l) {
+                a.live = Some((series, Instant::now()));
+            }
+        }
         Ok(Event::StorageFailed(why)) => a.storage_failed = Some(why),
         Ok(Event::Report(r)) => {
             a.report = Some(r);
@@ -413,6 +364,7 @@ fn supervise(
     inputs: Inputs<'_>,
     stop: &StopRequest,
     started: Instant,
+    hooks: &dyn RunHooks,
 ) -> StopReason {
     let duration = plan.duration;
     let status = plan.status_interval;
@@ -423,13 +375,13 @@ fn supervise(
         }
         for input in inputs.controls.try_iter() {
             if let TriggerInput::Control(c) = input
-                && let Some(trigger) = apps.iter_mut().find(|a| a.kind == AppKind::Trigger)
+                && let Some(trigger) = apps.iter_mut().find(|a| Some(a.kind) == plan.trigger_at)
             {
                 trigger.command(&control::trigger_control_line(&c));
             }
         }
         for seconds in inputs.bursts.try_iter() {
-            for readout in apps.iter_mut().filter(|a| a.kind == AppKind::Readout) {
+            for readout in apps.iter_mut().filter(|a| Some(a.kind) == plan.bursts_to) {
                 readout.command(&control::record_line(seconds));
             }
         }
@@ -472,18 +424,33 @@ fn supervise(
         }
         if now >= next_status {
             next_status += status;
-            let alive = apps.iter().filter(|a| !a.died).count();
-            let figures = plan.live_line.map_or(String::new(), |line| {
-                let live: Vec<&[u8]> = apps.iter().filter_map(|a| a.live.as_deref()).collect();
-                format!("; {}", line(&live))
-            });
-            eprintln!(
-                "swdaq run: {:.0} s, {alive} of {} applications running{figures}",
-                (now - started).as_secs_f64(),
-                apps.len()
-            );
+            hooks.live(&live_of(plan, apps, now - started));
         }
     }
+}
+
+/// The model's `Live` from every application's latest series, with a row per application.
+fn live_of(plan: &Plan, apps: &[Running], elapsed: Duration) -> Live {
+    let snapshot = snapshot_of(
+        apps.iter()
+            .filter_map(|a| a.live.as_ref().map(|l| l.0.clone())),
+    );
+    let mut live = (plan.live)(&snapshot, elapsed);
+    live.apps = apps
+        .iter()
+        .map(|a| AppRow {
+            name: a.outcome.name.clone(),
+            kind: a.kind.name().into(),
+            host: a.outcome.host.clone(),
+            state: match (&a.outcome.failure, a.died) {
+                (_, false) => "running".into(),
+                (Some(f), true) => f.clone(),
+                (None, true) => "ended".into(),
+            },
+            heartbeat_age_s: a.live.as_ref().map(|l| l.1.elapsed().as_secs_f64()),
+        })
+        .collect();
+    live
 }
 
 /// Tells every application of `kind` to stop and waits for each to end (killing one that
@@ -568,56 +535,6 @@ fn stop_all(apps: &mut [Running], timeout: Duration) {
             let _ = a.child.wait();
         }
     }
-}
-
-/// One summary from the applications' parts.
-fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
-    let mut out = RunReport::default();
-    for (kind, r) in reports {
-        match kind {
-            AppKind::Readout => {
-                out.links.extend(r.links);
-                out.server.add(&r.server);
-                out.hit_finding = match (out.hit_finding.take(), r.hit_finding) {
-                    (Some(mut a), Some(b)) => {
-                        a.add(&b);
-                        Some(a)
-                    }
-                    (a, b) => a.or(b),
-                };
-                if let Some(c) = r.roi_coverage {
-                    out.roi_coverage.get_or_insert_default().add(&c);
-                }
-                out.recording = match (out.recording.take(), r.recording) {
-                    (Some(mut a), Some(b)) => {
-                        a.add(b);
-                        Some(a)
-                    }
-                    (a, b) => a.or(b),
-                };
-            }
-            AppKind::Trigger => out.trigger = r.trigger,
-            AppKind::Dfo => out.dataflow = r.dataflow,
-            AppKind::Builder => {
-                out.builder.add(r.builder);
-                out.storage = match (out.storage.take(), r.storage) {
-                    (Some(mut a), Some(b)) => {
-                        a.add(b);
-                        Some(a)
-                    }
-                    (a, b) => a.or(b),
-                };
-            }
-            // Validated away: the chain's topology has no event-builder applications.
-            AppKind::Evm | AppKind::Ru | AppKind::Bu => {}
-        }
-        out.thread_cpu.extend(r.thread_cpu);
-        for (reason, n) in r.refused_messages {
-            *out.refused_messages.entry(reason).or_default() += n;
-        }
-    }
-    out.links.sort_by_key(|l| l.source_id);
-    out
 }
 
 /// A command written to an application that has just died must be an error to handle, not

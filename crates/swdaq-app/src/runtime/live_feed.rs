@@ -1,6 +1,6 @@
-//! The one-process event builder's live line, across applications: each application sends the
-//! launcher its latest rates and gauges (`live HEX` on stdout, once a second); the launcher
-//! puts them back together into one snapshot and prints `evb_run::live_line` of it.
+//! Live figures across applications: each application sends the launcher its latest counters
+//! and gauges (`live HEX` on stdout, each status interval); the launcher puts them back
+//! together into one snapshot, from which the model makes its `Live` as in one process.
 
 use super::stdio as control;
 use serde::{Deserialize, Serialize};
@@ -11,13 +11,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use swdaq_monitor::{Family, MetricKind, Series, Snapshot, SnapshotCell, Value};
 
-/// The event builder's metric families (the live line reads no others).
-const PREFIX: &str = "swdaq_evb_";
+/// swdaq's own metric families (the process's health is each application's own).
+const PREFIX: &str = "swdaq_";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum LiveValue {
-    /// A counter's rate per second over the last interval.
-    Rate(f64),
+    /// A counter's total and its rate per second over the last interval.
+    Counter {
+        total: u64,
+        rate: f64,
+    },
     Gauge(f64),
 }
 
@@ -28,15 +31,20 @@ pub struct LiveSeries {
     pub value: LiveValue,
 }
 
-/// The event builder's counters' rates and gauges in `s`.
+/// The counters and gauges of `s`.
 pub fn series_of(s: &Snapshot) -> Vec<LiveSeries> {
     let mut out = Vec::new();
     for f in s.families.iter().filter(|f| f.name.starts_with(PREFIX)) {
         for x in &f.series {
             let value = match x.value {
                 Value::Counter {
-                    rate_per_second, ..
-                } => LiveValue::Rate(rate_per_second),
+                    total,
+                    rate_per_second,
+                    ..
+                } => LiveValue::Counter {
+                    total,
+                    rate: rate_per_second,
+                },
                 Value::Gauge { value } => LiveValue::Gauge(value),
                 _ => continue,
             };
@@ -50,17 +58,17 @@ pub fn series_of(s: &Snapshot) -> Vec<LiveSeries> {
     out
 }
 
-/// One snapshot from every application's series: what `live_line` reads.
+/// One snapshot from every application's series: what the model's `live` reads.
 pub fn snapshot_of(parts: impl IntoIterator<Item = Vec<LiveSeries>>) -> Snapshot {
     let mut families: BTreeMap<String, Family> = BTreeMap::new();
     for series in parts.into_iter().flatten() {
         let (kind, value) = match series.value {
-            LiveValue::Rate(rate_per_second) => (
+            LiveValue::Counter { total, rate } => (
                 MetricKind::Counter,
                 Value::Counter {
-                    total: 0,
+                    total,
                     delta: 0,
-                    rate_per_second,
+                    rate_per_second: rate,
                 },
             ),
             LiveValue::Gauge(value) => (MetricKind::Gauge, Value::Gauge { value }),
@@ -87,14 +95,14 @@ pub fn snapshot_of(parts: impl IntoIterator<Item = Vec<LiveSeries>>) -> Snapshot
     }
 }
 
-/// Sends the launcher this application's series once a second while it lives.
+/// Sends the launcher this application's series every `interval` while it lives.
 pub struct LiveReporter {
     running: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl LiveReporter {
-    pub fn start(cell: SnapshotCell) -> std::io::Result<Self> {
+    pub fn start(cell: SnapshotCell, interval: Duration) -> std::io::Result<Self> {
         let running = Arc::new(AtomicBool::new(true));
         let flag = Arc::clone(&running);
         let thread = std::thread::Builder::new()
@@ -103,7 +111,7 @@ impl LiveReporter {
                 let mut next = Instant::now();
                 while flag.load(Ordering::Relaxed) {
                     if Instant::now() >= next {
-                        next += Duration::from_secs(1);
+                        next += interval;
                         // A launcher that has gone is noticed on stdin, not here.
                         let _ = control::send_live(&series_of(&cell.get()));
                     }
@@ -138,7 +146,10 @@ mod tests {
                 LiveSeries {
                     name: "swdaq_evb_events_built_total".into(),
                     labels: labels.clone(),
-                    value: LiveValue::Rate(built),
+                    value: LiveValue::Counter {
+                        total: built as u64,
+                        rate: built,
+                    },
                 },
                 LiveSeries {
                     name: "swdaq_evb_bu_open_events".into(),
@@ -149,9 +160,10 @@ mod tests {
         };
         let s = snapshot_of([part("0", 1000.0, 3.0), part("1", 500.0, 7.0)]);
         assert_eq!(s.counter_rate("swdaq_evb_events_built_total"), 1500.0);
-        let line = crate::models::evb::live_line(&s);
-        assert!(line.starts_with("built 1500/s"), "{line}");
-        assert!(line.contains("BU open: bu0=3 bu1=7"), "{line}");
+        let live = crate::models::evb::live::live(&s, Duration::from_secs(1), &Default::default());
+        assert_eq!(live.series.event_hz, Some(1500.0));
+        let line = crate::live::line(&live);
+        assert!(line.contains("built=1500/s"), "{line}");
         // What goes over stdout comes back whole.
         let round: Vec<LiveSeries> =
             postcard::from_bytes(&postcard::to_stdvec(&series_of(&s)).unwrap()).unwrap();

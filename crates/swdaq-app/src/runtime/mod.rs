@@ -7,5 +7,6 @@ pub mod live_feed;
 pub mod monitoring;
 pub mod outcome;
 pub mod stdio;
+pub mod steering;
 pub mod stop;
 pub mod topology;

@@ -1,6 +1,7 @@
 //! A process's monitoring: the registry every thread publishes to, the statistics thread that
 //! snapshots it, and `/metrics` served from those snapshots.
 
+use super::live_feed::LiveReporter;
 use anyhow::Context;
 use std::time::Duration;
 use swdaq_monitor::{MetricsServer, Registry, StatsThread};
@@ -10,6 +11,9 @@ pub struct Monitoring {
     pub registry: Registry,
     pub stats: StatsThread,
     server: Option<MetricsServer>,
+    /// An application's figures to the launcher's live view, while it lives.
+    feed: Option<LiveReporter>,
+    interval: Duration,
 }
 
 impl Monitoring {
@@ -40,10 +44,19 @@ impl Monitoring {
             registry,
             stats,
             server,
+            feed: None,
+            interval,
         })
     }
 
+    /// Sends the launcher every snapshot's series (an application's live figures).
+    pub fn feeding_launcher(mut self) -> anyhow::Result<Self> {
+        self.feed = Some(LiveReporter::start(self.stats.cell(), self.interval)?);
+        Ok(self)
+    }
+
     pub fn stop(self) {
+        drop(self.feed);
         if let Some(m) = self.server {
             m.stop();
         }

@@ -3,19 +3,19 @@
 //!
 //! - stdin, launcher to application: `config N` and N bytes of TOML (the run's effective
 //!   configuration: the chain's, or the event builder's with its `[evb]` table), then command
-//!   lines `start` and `stop`, for the trigger `trigger-control HEX` (run control: pause,
-//!   resume, a prescale or rate; `postcard`), for readout applications `record SECONDS` (a raw
-//!   burst of their links). End of input
+//!   lines `start` and `stop`, for the application that holds the trigger (the chain's
+//!   `trigger`) `trigger-control HEX` (run control: pause, resume, a prescale or rate;
+//!   `postcard`), for the chain's readout applications `record SECONDS` (a raw burst of
+//!   their links). End of input
 //!   means `stop`, so an application never outlives a launcher that died.
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
 //!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded: the chain's
-//!   `RunReport`, or the event builder's `EvbAppReport`) at the end; the event builder's
-//!   applications also send `live HEX` once a second (their rates and gauges, `postcard`);
+//!   `RunReport`, or the event builder's `EvbAppReport`) at the end; every application also
+//!   sends `live HEX` each status interval (its counters and gauges, `runtime::live_feed`);
 //!   an application whose storage failed, where that stops the run, says `storage-failed WHY`
 //!   at once (the launcher then stops the run).
 //! - stderr: the application's log.
 
-use crate::models::chain::config::RunConfig;
 use anyhow::{Context, bail};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::io::{BufRead, Write};
@@ -63,11 +63,6 @@ fn parse_command(line: &str) -> Option<Command> {
                 .map(Command::TriggerControl)
         }
     }
-}
-
-/// Reads the configuration, then the commands, from `input` (stdin).
-pub fn read_config(input: &mut impl BufRead) -> anyhow::Result<RunConfig> {
-    RunConfig::parse(&read_config_text(input)?)
 }
 
 /// Reads the configuration's text (`config N` and N bytes) from `input`.
@@ -163,9 +158,8 @@ pub fn say_ready() -> std::io::Result<()> {
     out.flush()
 }
 
-/// Sends this application's part of the summary to the launcher.
-pub fn send_report(report: &impl serde::Serialize) -> anyhow::Result<()> {
-    let bytes = postcard::to_stdvec(report).context("encoding the report")?;
+/// Sends this application's part of the summary (`postcard` bytes) to the launcher.
+pub fn send_report(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "report {}", hex::encode(bytes))?;
     out.flush()?;
@@ -224,6 +218,7 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::chain::config::RunConfig;
     use crate::models::chain::system::RunReport;
 
     #[test]
@@ -231,7 +226,10 @@ mod tests {
         let toml = RunConfig::default().to_toml();
         let input = format!("config {}\n{toml}start\nstop\n", toml.len());
         let mut reader = std::io::BufReader::new(std::io::Cursor::new(input.into_bytes()));
-        assert_eq!(read_config(&mut reader).unwrap(), RunConfig::default());
+        assert_eq!(
+            RunConfig::parse(&read_config_text(&mut reader).unwrap()).unwrap(),
+            RunConfig::default()
+        );
         let commands = Commands::spawn(reader).unwrap();
         assert!(commands.wait_for_start());
         assert!(commands.wait_for_stop(Duration::from_secs(5)));
@@ -303,7 +301,7 @@ mod tests {
     #[test]
     fn a_bad_first_line_is_refused_and_reports_survive_the_round_trip() {
         let mut input = std::io::Cursor::new(b"hello\n".to_vec());
-        assert!(read_config(&mut input).is_err());
+        assert!(read_config_text(&mut input).is_err());
         let report = RunReport {
             seconds: 2.5,
             ..Default::default()

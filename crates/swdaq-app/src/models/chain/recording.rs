@@ -15,7 +15,9 @@
 //! new message; the decision is still built into a record as usual.
 
 use super::config::RunConfig;
-use super::system::RunHooks;
+use crate::runtime::steering::{
+    BurstReason, BurstRequests, BurstStarted, MAX_SECONDS_AFTER, RecordError, check_seconds,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -31,8 +33,6 @@ use swdaq_readout::metrics::RecorderMetrics;
 use swdaq_readout::record::{LinkBurst, record_burst};
 use swdaq_trigger::{TriggerDecision, trigger_type};
 
-/// Longest recording after a request that a configuration or a command may ask for.
-pub const MAX_SECONDS_AFTER: f64 = 600.0;
 /// How often a recording thread looks for new frames.
 const RECORDER_POLL: Duration = Duration::from_millis(2);
 
@@ -113,58 +113,6 @@ impl RecordingSection {
             self.directory.clone()
         }
     }
-}
-
-/// Why a burst was recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BurstReason {
-    /// `swdaq ctl record` (run control) or the launcher's `record` line.
-    Command,
-    /// A decision carrying a configured trigger type.
-    Trigger { number: u64, types: Vec<String> },
-}
-
-/// Why a burst was not started.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordError {
-    #[error("recording is off ([recording] enabled = false)")]
-    Disabled,
-    #[error(
-        "{0} burst(s) already in progress (recording.max_concurrent): request refused, counted"
-    )]
-    Busy(u32),
-    #[error("recording seconds must be in (0, {MAX_SECONDS_AFTER}], not {0}")]
-    BadSeconds(f64),
-    #[error("cannot start a burst in {0}: {1}")]
-    Io(PathBuf, std::io::Error),
-    #[error("the readout applications cannot take the request now: {0}")]
-    NotPassedOn(&'static str),
-}
-
-/// A burst's seconds after the request must be in (0, [`MAX_SECONDS_AFTER`]].
-pub fn check_seconds(seconds_after: f64) -> Result<(), RecordError> {
-    if seconds_after > 0.0 && seconds_after <= MAX_SECONDS_AFTER {
-        Ok(())
-    } else {
-        Err(RecordError::BadSeconds(seconds_after))
-    }
-}
-
-/// What a request started.
-#[derive(Debug, Clone, Serialize)]
-pub struct BurstStarted {
-    /// The burst's number in the run, or `None` when the request was passed on to other
-    /// processes (readout applications), which number their own.
-    pub burst: Option<u32>,
-    pub directory: Option<PathBuf>,
-    pub seconds_after: f64,
-}
-
-/// Something that records bursts on request: the run's own [`Recordings`], or the launcher
-/// passing the request to its readout applications.
-pub trait BurstRequests: Send + Sync {
-    fn record(&self, seconds_after: f64, reason: BurstReason) -> Result<BurstStarted, RecordError>;
 }
 
 /// One link's part of a burst.
@@ -561,13 +509,6 @@ impl<O: Outbox<TriggerDecision>> Outbox<TriggerDecision> for RecordOnTrigger<O> 
             let _ = r.record(r.config.seconds_after, reason);
         }
         self.decisions.send(decision)
-    }
-}
-
-/// Tells run control the run takes recording requests, when `[recording]` is on.
-pub fn offer(hooks: &dyn RunHooks, recordings: Option<&Arc<Recordings>>) {
-    if let Some(r) = recordings {
-        hooks.recording(Arc::clone(r) as Arc<dyn BurstRequests>);
     }
 }
 

@@ -1,232 +1,15 @@
-//! What `swdaq run` prints: a live view on a terminal (plain periodic lines otherwise), and
-//! the closing summary.
+//! The chain's closing summary, as text and as JSON (`swdaq run --json`, `swdaq serve`'s
+//! answer to a stop).
 
 use super::inputs::SourceLabel;
-use super::system::{RunReport, Status};
+use super::system::RunReport;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write};
 use std::time::Duration;
 use swdaq_dataflow::builder::source_list;
 use swdaq_format::SourceId;
-use swdaq_monitor::{Snapshot, Value};
 use swdaq_readout::request::RequestStatus;
 use swdaq_readout::server::Outcome;
-
-/// Sum over series of a counter: (total, rate per second).
-fn counter(snapshot: &Snapshot, name: &str) -> (u64, f64) {
-    let mut out = (0, 0.0);
-    for f in snapshot.families.iter().filter(|f| f.name == name) {
-        for s in &f.series {
-            if let Value::Counter {
-                total,
-                rate_per_second,
-                ..
-            } = s.value
-            {
-                out.0 += total;
-                out.1 += rate_per_second;
-            }
-        }
-    }
-    out
-}
-
-/// Per link (label `link`): the counter's rate or the gauge's value.
-fn per_link(snapshot: &Snapshot, name: &str) -> BTreeMap<u32, f64> {
-    let mut out = BTreeMap::new();
-    for f in snapshot.families.iter().filter(|f| f.name == name) {
-        for s in &f.series {
-            let Some(link) = s.labels.get("link").and_then(|l| l.parse().ok()) else {
-                continue;
-            };
-            let v = match s.value {
-                Value::Counter {
-                    rate_per_second, ..
-                } => rate_per_second,
-                Value::Gauge { value } => value,
-                Value::Histogram { .. } => continue,
-            };
-            out.insert(link, v);
-        }
-    }
-    out
-}
-
-const ERROR_COUNTERS: [&str; 5] = [
-    "swdaq_readout_missing_frames_total",
-    "swdaq_readout_timestamp_jumps_total",
-    "swdaq_readout_sequence_errors_total",
-    "swdaq_readout_header_errors_total",
-    "swdaq_readout_bad_size_frames_total",
-];
-
-/// The run's totals and rates at one snapshot: the live view's first line and `/status`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Totals {
-    pub elapsed_s: f64,
-    pub frames: u64,
-    pub frames_per_s: f64,
-    pub tps_per_s: f64,
-    pub triggers: u64,
-    pub records: u64,
-    pub record_mb_per_s: f64,
-    pub drops: u64,
-    pub errors: u64,
-    /// ROI readout: bytes sent over the bytes the whole windows would have been.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub roi_bytes_ratio: Option<f64>,
-    /// Raw bursts started, their write rate, and frames the recorders lost.
-    pub bursts: u64,
-    pub burst_mb_per_s: f64,
-    pub burst_frames_lost: u64,
-}
-
-impl Totals {
-    pub fn of(status: &Status<'_>) -> Self {
-        let s = status.snapshot;
-        let (frames, frames_per_s) = counter(s, "swdaq_readout_frames_total");
-        let (_, record_bytes_rate) = counter(s, "swdaq_dataflow_record_bytes_total");
-        Self {
-            elapsed_s: status.elapsed.as_secs_f64(),
-            frames,
-            frames_per_s,
-            tps_per_s: counter(s, "swdaq_tpg_trigger_primitives_total").1,
-            triggers: counter(s, "swdaq_trigger_decisions_total").0,
-            records: counter(s, "swdaq_dataflow_records_total").0,
-            record_mb_per_s: record_bytes_rate / 1e6,
-            drops: counter(s, "swdaq_readout_dropped_frames_total").0
-                + counter(s, "swdaq_trigger_dropped_busy_total").0,
-            errors: ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum(),
-            roi_bytes_ratio: roi_bytes_ratio(s),
-            bursts: counter(s, "swdaq_recording_bursts_total").0,
-            burst_mb_per_s: counter(s, "swdaq_recording_bytes_total").1 / 1e6,
-            burst_frames_lost: counter(s, "swdaq_recording_frames_lost_total").0,
-        }
-    }
-}
-
-/// `None` until ROI readout has sent a fragment.
-fn roi_bytes_ratio(s: &Snapshot) -> Option<f64> {
-    let full = counter(s, "swdaq_readout_roi_full_window_bytes_total").0;
-    (full > 0).then(|| counter(s, "swdaq_readout_roi_bytes_total").0 as f64 / full as f64)
-}
-
-fn totals_line(status: &Status<'_>) -> String {
-    let t = Totals::of(status);
-    let roi = t
-        .roi_bytes_ratio
-        .map(|r| format!(" roi={:.2}% of window bytes", 100.0 * r))
-        .unwrap_or_default();
-    let recording = if t.bursts > 0 {
-        format!(
-            " bursts={} ({:.0} MB/s, {} frames lost)",
-            t.bursts, t.burst_mb_per_s, t.burst_frames_lost
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "t={:.1}s frames={} ({:.0}/s) TPs/s={:.0} triggers={} records={} ({:.1} MB/s) drops={} errors={}{roi}{recording}",
-        t.elapsed_s,
-        t.frames,
-        t.frames_per_s,
-        t.tps_per_s,
-        t.triggers,
-        t.records,
-        t.record_mb_per_s,
-        t.drops,
-        t.errors,
-    )
-}
-
-/// One link's row of the live view (and of `/status`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LinkFigures {
-    pub link: u32,
-    pub frames_per_s: f64,
-    pub mb_per_s: f64,
-    /// Share of the latency buffer in use, 0 to 1.
-    pub buffer_filled: f64,
-    pub tps_per_s: f64,
-}
-
-impl LinkFigures {
-    pub fn of(status: &Status<'_>) -> Vec<Self> {
-        let s = status.snapshot;
-        let rate = per_link(s, "swdaq_readout_frames_total");
-        let bytes = per_link(s, "swdaq_readout_bytes_total");
-        let filled = per_link(s, "swdaq_readout_buffer_filled_ratio");
-        let tps = per_link(s, "swdaq_tpg_trigger_primitives_total");
-        (0..status.links as u32)
-            .map(|link| {
-                let get = |m: &BTreeMap<u32, f64>| m.get(&link).copied().unwrap_or(0.0);
-                Self {
-                    link,
-                    frames_per_s: get(&rate),
-                    mb_per_s: get(&bytes) / 1e6,
-                    buffer_filled: get(&filled),
-                    tps_per_s: get(&tps),
-                }
-            })
-            .collect()
-    }
-}
-
-/// The live view's figures as JSON (`swdaq serve`'s `/status`).
-pub fn status_json(status: &Status<'_>) -> serde_json::Value {
-    serde_json::json!({
-        "totals": Totals::of(status),
-        "links": LinkFigures::of(status),
-    })
-}
-
-/// Prints status updates: a redrawn table on a terminal, one line each time otherwise.
-pub struct LiveView {
-    terminal: bool,
-    drawn_lines: usize,
-}
-
-impl Default for LiveView {
-    fn default() -> Self {
-        Self {
-            terminal: std::io::stdout().is_terminal(),
-            drawn_lines: 0,
-        }
-    }
-}
-
-impl LiveView {
-    pub fn show(&mut self, status: &Status<'_>) {
-        let mut out = std::io::stdout().lock();
-        if !self.terminal {
-            let _ = writeln!(out, "{}", totals_line(status));
-            return;
-        }
-        let mut text = format!(
-            "{}\n link   frames/s      MB/s  buffer     TPs/s\n",
-            totals_line(status)
-        );
-        for l in LinkFigures::of(status) {
-            let _ = writeln!(
-                text,
-                "{:>5} {:>10.0} {:>9.1} {:>6.0}% {:>9.0}",
-                l.link,
-                l.frames_per_s,
-                l.mb_per_s,
-                l.buffer_filled * 100.0,
-                l.tps_per_s
-            );
-        }
-        if self.drawn_lines > 0 {
-            // Back over the previous table, and clear it.
-            let _ = write!(out, "\x1b[{}A\x1b[J", self.drawn_lines);
-        }
-        self.drawn_lines = text.lines().count();
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-    }
-}
 
 fn quantile(values: &[Duration], q: f64) -> Option<Duration> {
     let mut v = values.to_vec();
@@ -518,8 +301,10 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
     };
     let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
     serde_json::json!({
+        "model": "chain",
         "seconds": r.seconds,
         "stop_reason": r.stop_reason,
+        "stop_reason_text": r.stop_reason.to_string(),
         "links": r.links,
         "trigger": {
             "decisions": t.issued,

@@ -17,11 +17,13 @@ use super::config::RunConfig;
 use super::inputs::{prepare, truth_at_end};
 use super::metrics::{BuilderMetrics, TriggerMetrics};
 use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
-use super::recording::{self, BurstRequests, RecordOnTrigger, RecordingReport};
+use super::recording::{self, RecordOnTrigger, RecordingReport};
 use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
+use crate::model::RunHooks;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
+use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
 use crate::truth_match::Score;
 use anyhow::anyhow;
@@ -39,7 +41,7 @@ use swdaq_dataflow::{
 };
 use swdaq_format::SourceId;
 use swdaq_monitor::proc::read_threads;
-use swdaq_monitor::{Registry, Snapshot, StatsThread};
+use swdaq_monitor::{Registry, StatsThread};
 use swdaq_readout::metrics::ServerMetrics;
 use swdaq_readout::request::{DataRequest, RequestPolicy};
 use swdaq_readout::server::{DataResponse, ServerConfig, ServerCounts, serve};
@@ -78,46 +80,14 @@ pub struct RunReport {
     pub recording: Option<RecordingReport>,
 }
 
-/// What the status view shows, read from the monitoring snapshot.
-pub struct Status<'a> {
-    pub elapsed: Duration,
-    pub snapshot: &'a Snapshot,
-    pub links: usize,
-}
-
-/// What run control (`swdaq serve`) is told while a run comes up and goes down.
-pub trait RunHooks {
-    /// Data taking has begun; `trigger` reaches the running trigger (pause, prescale).
-    fn started(&self, trigger: Sender<TriggerInput>);
-    /// The stop has begun: from now on the trigger takes no run-control requests.
-    fn stopping(&self);
-    /// The run records raw bursts on request (`[recording]` is on); from data taking to the
-    /// stop.
-    fn recording(&self, _requests: Arc<dyn BurstRequests>) {}
-}
-
-/// `swdaq run`: nobody steers the run while it goes on.
-impl RunHooks for () {
-    fn started(&self, _: Sender<TriggerInput>) {}
-    fn stopping(&self) {}
-}
-
-/// Runs the chain until the configured duration, `interrupt`, storage failure (by policy) or
-/// the end of every link; `on_status` is called every status interval.
+/// Runs the chain until the configured duration, a stop request, storage failure (by
+/// policy) or the end of every link; `hooks` hear when data taking has begun (with the
+/// trigger's input and the raw recorder to steer), each status interval's live figures, and
+/// when the stop begins.
 pub fn run_chain(
     config: &RunConfig,
     stop: &StopRequest,
-    on_status: impl FnMut(&Status<'_>),
-) -> anyhow::Result<RunReport> {
-    run_chain_with(config, stop, &(), on_status)
-}
-
-/// [`run_chain`], telling `hooks` when data taking has begun and when the stop begins.
-pub fn run_chain_with(
-    config: &RunConfig,
-    stop: &StopRequest,
     hooks: &dyn RunHooks,
-    mut on_status: impl FnMut(&Status<'_>),
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
     check_pin_cores(config)?;
@@ -195,8 +165,12 @@ pub fn run_chain_with(
             })?;
 
         control.go();
-        hooks.started(stop_tx.clone());
-        recording::offer(hooks, recordings.as_ref());
+        hooks.started(Steering {
+            trigger: Some(Box::new(stop_tx.clone())),
+            bursts: recordings
+                .clone()
+                .map(|r| r as Arc<dyn crate::runtime::steering::BurstRequests>),
+        });
         let started = Instant::now();
         let threads_at_start = read_threads();
         let watch = Supervisor {
@@ -205,9 +179,9 @@ pub fn run_chain_with(
             stats: &monitoring.stats,
             storage_failed: &storage_failed,
             started,
-            links: n,
+            links: config.emulator.links,
         };
-        let stop_reason = watch.run(|| readout.all_ended(), &mut on_status);
+        let stop_reason = watch.run(|| readout.all_ended(), hooks);
         let thread_cpu = cpu_shares(&threads_at_start, started.elapsed());
         // Stop in data-flow order: the trigger first (its open decision still goes out once
         // its data is in), then the builder finishes every record, then readout stops.
@@ -375,15 +349,11 @@ struct Supervisor<'a> {
     stats: &'a StatsThread,
     storage_failed: &'a Arc<AtomicBool>,
     started: Instant,
-    links: usize,
+    links: u32,
 }
 
 impl Supervisor<'_> {
-    fn run(
-        &self,
-        readout_ended: impl Fn() -> bool,
-        on_status: &mut impl FnMut(&Status<'_>),
-    ) -> StopReason {
+    fn run(&self, readout_ended: impl Fn() -> bool, hooks: &dyn RunHooks) -> StopReason {
         let interval = Duration::from_secs_f64(self.config.run.status_interval_s);
         let duration = (self.config.run.duration_s > 0.0)
             .then(|| Duration::from_secs_f64(self.config.run.duration_s));
@@ -396,11 +366,11 @@ impl Supervisor<'_> {
                 while next_status <= now {
                     next_status += interval;
                 }
-                on_status(&Status {
+                hooks.live(&super::live::live(
+                    &self.stats.latest(),
                     elapsed,
-                    snapshot: &self.stats.latest(),
-                    links: self.links,
-                });
+                    self.links,
+                ));
             }
             if self.stop.is_requested() {
                 return StopReason::Interrupted;

@@ -1,8 +1,7 @@
 //! The SW ROD run file (`configs/swrod.toml` is the commented example).
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use swdaq_sim::felix::FelixConfig;
 use swdaq_swrod::RobConfig;
 
@@ -160,21 +159,29 @@ impl SwrodSettings {
     }
 }
 
-/// Whether the TOML file at `path` describes a SW ROD run (has a `[swrod]` table).
-pub fn is_swrod_config(path: &Path) -> anyhow::Result<bool> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{} is not TOML", path.display()))?;
-    Ok(table.contains_key("swrod"))
+/// Parses and checks a SW ROD run's configuration; an error names the key.
+pub fn parse(text: &str) -> anyhow::Result<SwrodRunConfig> {
+    let config: SwrodRunConfig =
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    config.validate()?;
+    Ok(config)
 }
 
-pub fn load(path: &Path) -> anyhow::Result<SwrodRunConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let config: SwrodRunConfig =
-        toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
-    anyhow::ensure!(config.duration_s >= 0.0, "duration_s must not be negative");
-    config.swrod.validate()?;
-    Ok(config)
+impl SwrodRunConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.duration_s >= 0.0 && self.duration_s.is_finite(),
+            "invalid configuration: duration_s must be >= 0 (0: until stopped or swrod.max_l1as)"
+        );
+        if !self.metrics_addr.is_empty() {
+            self.metrics_addr
+                .parse::<std::net::SocketAddr>()
+                .map_err(|e| anyhow::anyhow!("invalid configuration: metrics_addr: {e}"))?;
+        }
+        self.swrod.validate()
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("the configuration is always representable in TOML")
+    }
 }

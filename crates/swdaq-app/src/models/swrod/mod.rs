@@ -1,125 +1,220 @@
-//! `swdaq run` for a configuration with a `[swrod]` section: the ATLAS-style SW ROD in one
-//! process. Emulated FELIX cards (one thread each, paced at the L1 accept rate) hand each
-//! ROB its e-links' blocks; one SW ROD thread per ROB decodes and aggregates them into ROB
-//! fragments and passes them down its consumer chain: the ROB's request server and the
-//! monitoring sampler. The HLT asks every ROB's server for each L1 ID, builds the full
-//! event and stores one in `hlt_accept_every` in raw files. A live line per second,
-//! Prometheus `/metrics`, and a closing summary that checks the counters against the
-//! emulator's truth.
+//! The ATLAS-style SW ROD: emulated FELIX cards, a SW ROD thread per ROB aggregating e-link
+//! chunks into ROB fragments, request servers, the HLT building full events and raw files,
+//! in one process (`system`, `threads`). Its keys: `config`; its live figures: `live`; what
+//! it counts and checks against the emulator's truth: `report`; its closing summary:
+//! `summary`; its files: `storage`. It has no applications yet: `Configured::app` is where
+//! they slot in.
 
-mod config;
-mod report;
-mod storage;
+pub mod config;
+pub mod live;
+pub mod report;
+pub mod storage;
+pub mod summary;
+pub mod system;
 mod threads;
 
-pub use config::{SwrodRunConfig, SwrodSettings, is_swrod_config, load};
-pub use report::{SwrodReport, live_line, summary_json, summary_text};
-
-use crate::runtime::monitoring::Monitoring;
+use crate::model::{Capabilities, Configured, Model, Outcome, Overrides, RunHooks};
+use crate::runtime::outcome::StopReason;
+use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use swdaq_format::run_files;
+use config::SwrodRunConfig;
+use report::SwrodReport;
+use std::path::PathBuf;
+use std::time::Duration;
 
-/// Runs until the duration, `max_l1as` or a stop request ends it; `on_second` sees the
-/// monitoring snapshot once a second.
-pub fn run(
-    config: &SwrodRunConfig,
-    stop: &StopRequest,
-    mut on_second: impl FnMut(&swdaq_monitor::Snapshot),
-) -> anyhow::Result<SwrodReport> {
-    let monitoring =
-        Monitoring::with_interval(Duration::from_secs(1), &config.metrics_addr, "metrics_addr")?;
-    let started = Instant::now();
-    let report = threads::run_threads(config, &monitoring.registry, |progress| {
-        let over = config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s;
-        if over || stop.is_requested() {
-            stop.waiting_for(
-                "the cards to send their last L1 accepts and the HLT to finish its events",
-            );
-            progress.stop();
-        }
-        if progress.second_passed() {
-            on_second(&monitoring.stats.latest());
-        }
-    })?;
-    monitoring.stop();
-    Ok(report)
+pub struct SwRod;
+
+pub static SWROD: SwRod = SwRod;
+
+impl Model for SwRod {
+    fn name(&self) -> &'static str {
+        "swrod"
+    }
+
+    fn title(&self) -> &'static str {
+        "ATLAS-style SW ROD"
+    }
+
+    fn table(&self) -> Option<&'static str> {
+        Some("swrod")
+    }
+
+    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>> {
+        Ok(Box::new(config::parse(text)?))
+    }
+
+    fn default_config(&self) -> Box<dyn Configured> {
+        Box::new(SwrodRunConfig::default())
+    }
 }
 
-/// `swdaq run` with a SW ROD configuration.
-pub fn main(path: &Path, duration: Option<f64>, json: bool) -> anyhow::Result<()> {
-    let mut config = load(path)?;
-    if let Some(d) = duration {
-        config.duration_s = d;
+impl Configured for SwrodRunConfig {
+    fn model(&self) -> &'static dyn Model {
+        &SWROD
     }
-    let s = &mut config.swrod;
-    s.run_number = run_files::claim_run(&[&s.output_dir], s.run_number, None)?;
-    let stop = Arc::new(StopRequest::default());
-    crate::runtime::stop::install(Arc::clone(&stop))?;
-    let s = &config.swrod;
-    eprintln!(
-        "swdaq run {} (SW ROD): {} FELIX cards x {} e-links, {} ROBs per card, {}, {} s{}, storing 1 event in {} to {}",
-        s.run_number,
-        s.cards,
-        s.felix.elinks,
-        s.robs_per_card,
-        if s.l1a_rate_hz > 0.0 {
-            format!("{} Hz L1A", s.l1a_rate_hz)
-        } else {
-            "L1As as fast as the chain takes them".into()
-        },
-        config.duration_s,
-        if config.duration_s == 0.0 {
-            " (until Ctrl-C)"
-        } else {
-            " (Ctrl-C or SIGTERM ends it early)"
-        },
-        s.hlt_accept_every,
-        s.output_dir.display(),
-    );
-    let report = run(&config, &stop, |snapshot| {
-        if !json {
-            eprintln!("{}", live_line(snapshot));
+
+    fn clone_box(&self) -> Box<dyn Configured> {
+        Box::new(self.clone())
+    }
+
+    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()> {
+        if let Some(d) = o.duration {
+            self.duration_s = d;
         }
-    })?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&summary_json(&report))?);
-    } else {
-        print!("{}", summary_text(&report));
+        if let Some(n) = o.links {
+            self.swrod.felix.elinks = u16::try_from(n).map_err(|_| {
+                anyhow::anyhow!("--links: {n} e-links per FELIX card do not fit swrod.felix.elinks")
+            })?;
+        }
+        if let Some(out) = &o.out {
+            self.swrod.output_dir = out.clone();
+        }
+        if let Some(n) = o.run {
+            self.swrod.run_number = n;
+        }
+        if let Some(m) = &o.metrics {
+            self.metrics_addr = m.clone();
+        }
+        Ok(())
     }
-    if let Some(e) = &report.storage_error {
-        anyhow::bail!("storage failed: {e}");
+
+    fn validate(&self) -> anyhow::Result<()> {
+        SwrodRunConfig::validate(self)
     }
-    Ok(())
+
+    fn to_toml(&self) -> String {
+        SwrodRunConfig::to_toml(self)
+    }
+
+    fn output_dirs(&self) -> Vec<PathBuf> {
+        vec![self.swrod.output_dir.clone()]
+    }
+
+    fn run_number(&self) -> u32 {
+        self.swrod.run_number
+    }
+
+    fn set_run_number(&mut self, n: u32) {
+        self.swrod.run_number = n;
+    }
+
+    fn duration(&self) -> Option<Duration> {
+        crate::model::seconds(self.duration_s)
+    }
+
+    fn metrics_addr(&self) -> &str {
+        &self.metrics_addr
+    }
+
+    fn is_distributed(&self) -> bool {
+        false
+    }
+
+    fn describe(&self) -> String {
+        let s = &self.swrod;
+        format!(
+            "{} FELIX cards x {} e-links, {} ROBs per card, {}, {}, storing 1 event in {} to {}{}",
+            s.cards,
+            s.felix.elinks,
+            s.robs_per_card,
+            if s.l1a_rate_hz > 0.0 {
+                format!("{} Hz L1A", s.l1a_rate_hz)
+            } else {
+                "L1As as fast as the chain takes them".into()
+            },
+            crate::model::duration_words(self.duration()),
+            s.hlt_accept_every,
+            s.output_dir.display(),
+            if self.metrics_addr.is_empty() {
+                String::new()
+            } else {
+                format!(", metrics on http://{}/metrics", self.metrics_addr)
+            },
+        )
+    }
+
+    fn steering(&self) -> Capabilities {
+        Capabilities {
+            pause_resume: Ok(()),
+            trigger_change: Err(
+                "the SW ROD has no trigger sources to change (its L1 accept rate is swrod.l1a_rate_hz)".into(),
+            ),
+            record: Err("the SW ROD has no raw bursts (they are the chain's)".into()),
+        }
+    }
+
+    fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {
+        let (report, stop_reason) = system::run(self, stop, hooks)?;
+        Ok(Box::new(SwrodOutcome {
+            report,
+            stop_reason,
+        }))
+    }
+
+    fn app(&self, name: &str, _commands: Commands) -> anyhow::Result<Vec<u8>> {
+        anyhow::bail!("{name}: the SW ROD runs in one process; it has no applications yet")
+    }
+}
+
+/// How a run of the SW ROD ended.
+pub struct SwrodOutcome {
+    pub report: SwrodReport,
+    pub stop_reason: StopReason,
+}
+
+impl Outcome for SwrodOutcome {
+    fn run_number(&self) -> u32 {
+        self.report.settings.run_number
+    }
+
+    fn stop_reason(&self) -> &StopReason {
+        &self.stop_reason
+    }
+
+    fn text(&self) -> String {
+        summary::summary_text(&self.report, &self.stop_reason)
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let mut j = summary::summary_json(&self.report, &self.stop_reason);
+        j["run_number"] = self.run_number().into();
+        j
+    }
+
+    fn failure(&self) -> Option<String> {
+        let e = self.report.storage_error.as_ref()?;
+        Some(format!("storage failed: {e}"))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::summary::{summary_json, summary_text};
     use super::*;
+    use std::path::Path;
 
     /// The shipped example, paced and stopped by its duration (the stop path every
     /// interactive run takes), with faults on: truth and counters agree.
     #[test]
     fn shipped_example_config_runs_and_stops_on_time_with_faults_accounted() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod.toml");
-        assert!(is_swrod_config(&path).unwrap());
-        let mut config = load(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(crate::model::select(&text).unwrap().name(), "swrod");
+        let mut config = config::parse(&text).unwrap();
         let dir = tempfile::tempdir().unwrap();
         config.swrod.output_dir = dir.path().to_owned();
         config.metrics_addr = "127.0.0.1:0".into();
         config.duration_s = 1.5;
         config.swrod.felix.faults.missing_chunk = 0.001;
         config.swrod.felix.faults.truncated_chunk = 0.001;
-        let mut seconds = 0;
-        let report = run(&config, &StopRequest::default(), |_| seconds += 1).unwrap();
-        assert!(report.truth_ok(), "{}", summary_text(&report));
+        let (report, stop_reason) = system::run(&config, &StopRequest::default(), &()).unwrap();
+        assert_eq!(stop_reason, StopReason::Duration);
+        assert!(report.truth_ok(), "{}", summary_text(&report, &stop_reason));
         assert!(report.cards[0].l1as > 0);
         assert!(report.seconds < 10.0, "the stop took {} s", report.seconds);
         assert_eq!(report.hlt.events, report.cards[0].l1as);
-        let text = summary_text(&report);
+        let text = summary_text(&report, &stop_reason);
         assert!(text.contains("overall OK"), "{text}");
-        assert_eq!(summary_json(&report)["truth"]["ok"], true);
+        assert_eq!(summary_json(&report, &stop_reason)["truth"]["ok"], true);
     }
 }

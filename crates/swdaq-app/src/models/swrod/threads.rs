@@ -24,6 +24,8 @@ use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTw
 
 /// How often data threads copy their counts to the registry.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+/// How often a held card looks whether it may go on.
+const HOLD_POLL: Duration = Duration::from_millis(1);
 /// Cards emit L1 accepts in batches of about this much time.
 const BATCH_SECONDS: f64 = 100e-6;
 /// Batch of L1 accepts when not paced.
@@ -39,6 +41,8 @@ type RobOutput = (Sender<Vec<u8>>, Receiver<Vec<u8>>);
 struct Shared {
     stop_at: AtomicU64,
     stopping: AtomicBool,
+    /// Run control's pause: the cards send no L1 accept while it is set (until the stop).
+    hold: Arc<AtomicBool>,
     card_l1as: Vec<AtomicU64>,
 }
 
@@ -84,15 +88,19 @@ fn batch_l1as(s: &SwrodSettings) -> u64 {
     }
 }
 
+/// Runs the cards, SW ROD threads, request servers, sampler, HLT and writer; `hold` pauses
+/// the cards' L1 accepts while set; `on_tick` sees the run every 20 ms and may stop it.
 pub fn run_threads(
     config: &SwrodRunConfig,
     registry: &Registry,
+    hold: Arc<AtomicBool>,
     mut on_tick: impl FnMut(&mut Progress<'_>),
 ) -> anyhow::Result<SwrodReport> {
     let s = &config.swrod;
     let shared = Shared {
         stop_at: AtomicU64::new(if s.max_l1as > 0 { s.max_l1as } else { u64::MAX }),
         stopping: AtomicBool::new(false),
+        hold,
         card_l1as: (0..s.cards).map(|_| AtomicU64::new(0)).collect(),
     };
     let started = Instant::now();
@@ -272,7 +280,15 @@ fn card_thread(
     let mut clean = false;
     let mut published = 0;
     let ecr_every = u64::from(s.felix.ecr_every);
+    // Time held by run control's pause: the L1A clock stands still meanwhile.
+    let mut held = Duration::ZERO;
     loop {
+        if shared.hold.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            std::thread::sleep(HOLD_POLL);
+            held += t.elapsed();
+            continue;
+        }
         let stop_at = shared.stop_at.load(Ordering::Relaxed);
         // Never end right after an ECR: the truth lists it, and no chunk would carry it.
         let at_ecr = ecr_every > 0 && result.l1as > 0 && result.l1as.is_multiple_of(ecr_every);
@@ -281,7 +297,7 @@ fn card_thread(
         }
         if s.l1a_rate_hz > 0.0 {
             let due = result.l1as as f64 / s.l1a_rate_hz;
-            let now = start.elapsed().as_secs_f64();
+            let now = (start.elapsed() - held).as_secs_f64();
             if now < due {
                 std::thread::sleep(Duration::from_secs_f64(due - now));
             } else {

@@ -5,6 +5,7 @@
 //! every Nth record on a ZeroMQ PUB socket for online monitoring (`record_stream`): one
 //! multipart message per record, the DUNE trigger-record header then each fragment as stored.
 
+use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::BuilderMetrics;
 use crate::models::chain::sink::StorageSink;
 use crate::models::chain::system::{
@@ -26,7 +27,7 @@ use swdaq_net::{Immediate, Inlet, Liveness, Message};
 use swdaq_readout::server::DataResponse;
 use swdaq_trigger::TriggerDecision;
 
-pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
+pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
     let topology = &config.topology;
     let element = ctx
@@ -116,7 +117,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         })
     })?;
     report.storage = sink.storage.finish();
-    clock.finish(&ctx.spec.name, &mut report);
+    super::finish(&clock, &ctx.spec.name, &mut report);
     monitoring.stop();
     Ok(report)
 }
@@ -226,7 +227,7 @@ struct RecordStream {
 }
 
 impl RecordStream {
-    fn open(ctx: &AppContext) -> anyhow::Result<Option<Self>> {
+    fn open(ctx: &AppContext<RunConfig>) -> anyhow::Result<Option<Self>> {
         let address = &ctx.spec.record_stream;
         if address.is_empty() {
             return Ok(None);

@@ -6,6 +6,7 @@
 //! nothing waits and every builder has finished what it was given; then it tells each live
 //! builder `End`.
 
+use crate::models::chain::config::RunConfig;
 use crate::models::chain::system::RunReport;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::topology::AppKind;
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use swdaq_dataflow::orchestrator::Orchestrator;
 use swdaq_net::{Liveness, Message, Outlet};
 
-pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
+pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
     let mut inlet = ctx.bind_inbox()?;
     let (trigger_id, _) = config.topology.single(AppKind::Trigger);
@@ -96,7 +97,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         refused_messages: inlet.counts().refused.clone(),
         ..Default::default()
     };
-    clock.finish(&ctx.spec.name, &mut report);
+    super::finish(&clock, &ctx.spec.name, &mut report);
     Ok(report)
 }
 

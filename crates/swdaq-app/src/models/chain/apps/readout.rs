@@ -7,6 +7,7 @@
 //! counted on its link. A fragment for a builder declared gone is dropped and counted;
 //! to a live builder it waits up to the send time-out.
 
+use crate::models::chain::config::RunConfig;
 use crate::models::chain::inputs::{prepare, truth_at_end};
 use crate::models::chain::readout::{ReadoutControl, start_readout};
 use crate::models::chain::recording::Recordings;
@@ -25,7 +26,7 @@ use swdaq_net::{AppId, Inlet, Liveness, Message, NetOptions, Outlet};
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::DataResponse;
 
-pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
+pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
     let inputs = prepare(config, &ctx.spec.links)?;
     let monitoring = ctx.monitoring()?;
@@ -105,7 +106,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
                 }
             }
             // While the readout threads still run, for their CPU shares.
-            clock.finish(&ctx.spec.name, &mut report);
+            super::finish(&clock, &ctx.spec.name, &mut report);
         }
         control.stop();
         let mut outcome = readout.join(truth_at_end(config).as_ref())?;
@@ -130,7 +131,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         Ok(report)
     })?;
     if report.thread_cpu.is_empty() {
-        clock.finish(&ctx.spec.name, &mut report);
+        super::finish(&clock, &ctx.spec.name, &mut report);
     }
     monitoring.stop();
     Ok(report)

@@ -3,6 +3,7 @@
 //! and sending its decisions to the orchestrator, then `End` once it has issued the last.
 //! It starts without credit: every credit is a builder's room, passed on by the orchestrator.
 
+use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::TriggerMetrics;
 use crate::models::chain::system::{RunReport, sources_of};
 use crate::runtime::app::{AppContext, Clock};
@@ -23,7 +24,7 @@ use swdaq_trigger::Trigger;
 /// clock when nothing comes (late links, held decisions).
 const TRIGGER_POLL: Duration = Duration::from_millis(5);
 
-pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
+pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
     let links = config.emulator.links as usize;
     let monitoring = ctx.monitoring()?;
@@ -94,7 +95,7 @@ pub fn run(ctx: &AppContext) -> anyhow::Result<RunReport> {
         refused_messages: inlet.counts().refused.clone(),
         ..Default::default()
     };
-    clock.finish(&ctx.spec.name, &mut report);
+    super::finish(&clock, &ctx.spec.name, &mut report);
     monitoring.stop();
     Ok(report)
 }

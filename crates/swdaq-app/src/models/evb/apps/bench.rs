@@ -4,7 +4,8 @@
 //! of every event included), and bare ZeroMQ PUSH/PULL moving events of the same mean size,
 //! all in the same run, with the ratios.
 
-use crate::models::evb::{EvbRunConfig, run_apps};
+use super::super::config::EvbRunConfig;
+use super::super::system::run_apps;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{App, AppKind, TopologySection};
 use serde::Serialize;
@@ -87,7 +88,7 @@ pub fn run(
         },
         topology: loopback_topology(config)?,
     };
-    let summary = run_apps(&apps, exe, &StopRequest::default())?;
+    let summary = run_apps(&apps, exe, &StopRequest::default(), &())?;
     if let Some(a) = summary.apps.iter().find(|a| a.failure.is_some()) {
         anyhow::bail!(
             "{} failed: {}; see {}",

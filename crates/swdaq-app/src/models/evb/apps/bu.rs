@@ -4,7 +4,7 @@
 //! waiting on one, and writes its own files under `<evb.output>/<name>/`. A silent event
 //! manager ends its run as the event manager's end-of-run would.
 
-use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, monitoring, position, wait_for_stop};
+use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, wait_for_stop};
 use crate::runtime::app::Clock;
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
@@ -25,7 +25,7 @@ const WRITER_QUEUE: usize = 256;
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let config = &ctx.config.evb;
     let index = position(ctx);
-    let (monitoring, live) = monitoring(ctx)?;
+    let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
     let (evm_id, _) = ctx.config.topology.single(AppKind::Evm);
     let ru_ids = ctx.ids_of(AppKind::Ru);
@@ -113,7 +113,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(())
     })?;
-    Ok(finish(ctx, report, &clock, live, monitoring))
+    Ok(finish(ctx, report, &clock, monitoring))
 }
 
 struct Demux<'a> {

@@ -51,7 +51,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(())
     })?;
-    Ok(finish(ctx, report, &unit.clock, unit.live, unit.monitoring))
+    Ok(finish(ctx, report, &unit.clock, unit.monitoring))
 }
 
 struct Demux<'a> {

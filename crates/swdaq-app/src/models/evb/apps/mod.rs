@@ -22,12 +22,13 @@ pub mod bu;
 pub mod evm;
 pub mod ru;
 
-use crate::models::evb::EvbRunConfig;
+use super::config::EvbRunConfig;
+use crate::runtime::app::TopologyConfig;
 use crate::runtime::app::{AppContext, Clock};
-use crate::runtime::live_feed as live;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
+use crate::runtime::topology::TopologySection;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -44,6 +45,12 @@ use swdaq_net::{Heartbeat, Immediate, Inlet};
 use swdaq_sim::fed::FedFaultKind;
 
 pub type EvbContext = AppContext<EvbRunConfig>;
+
+impl TopologyConfig for EvbRunConfig {
+    fn topology(&self) -> &TopologySection {
+        &self.topology
+    }
+}
 
 /// One event-builder application's part of the summary.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -93,16 +100,6 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
 /// How often the demultiplexers look at their peers' liveness and at `done`.
 const DEMUX_WAKE: Duration = Duration::from_millis(20);
 
-/// This application's monitoring, with `/metrics` where its entry asks for it, and its
-/// figures sent to the launcher's live line while the reporter lives.
-fn monitoring(ctx: &EvbContext) -> anyhow::Result<(Monitoring, live::LiveReporter)> {
-    let key = format!("topology.apps.metrics_addr ({})", ctx.spec.name);
-    let monitoring =
-        Monitoring::with_interval(Duration::from_secs(1), &ctx.spec.metrics_addr, &key)?;
-    let reporter = live::LiveReporter::start(monitoring.stats.cell())?;
-    Ok((monitoring, reporter))
-}
-
 /// Waits for the launcher's `stop` (or the end of its input).
 fn wait_for_stop(ctx: &EvbContext) {
     while !ctx.commands.wait_for_stop(Duration::from_millis(100)) {}
@@ -121,7 +118,6 @@ fn position(ctx: &EvbContext) -> u16 {
 /// their heartbeat, and its FEDs.
 struct ReadoutUnit {
     monitoring: Monitoring,
-    live: live::LiveReporter,
     inlet: Inlet,
     bu_ids: Vec<u32>,
     to_bus: Vec<Box<dyn Outbox<ToBu>>>,
@@ -133,7 +129,7 @@ struct ReadoutUnit {
 /// Sets readout unit `index` up, says ready and waits for the start; `None`: stopped first.
 fn start_readout_unit(ctx: &EvbContext, index: u16) -> anyhow::Result<Option<ReadoutUnit>> {
     let config = &ctx.config.evb;
-    let (monitoring, live) = monitoring(ctx)?;
+    let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
     let bu_ids = ctx.ids_of(AppKind::Bu);
     let bus = ctx.outlets_to(&bu_ids)?;
@@ -147,7 +143,6 @@ fn start_readout_unit(ctx: &EvbContext, index: u16) -> anyhow::Result<Option<Rea
         .with_context(|| format!("readout unit {index}'s FEDs"))?;
     Ok(Some(ReadoutUnit {
         monitoring,
-        live,
         inlet,
         bu_ids,
         to_bus: bus
@@ -165,11 +160,9 @@ fn finish(
     ctx: &EvbContext,
     mut report: EvbAppReport,
     clock: &Clock,
-    live: live::LiveReporter,
     monitoring: Monitoring,
 ) -> EvbAppReport {
     (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    drop(live);
     monitoring.stop();
     report
 }

@@ -45,7 +45,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     report.refused_messages = demux
         .join()
         .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
-    Ok(finish(ctx, report, &unit.clock, unit.live, unit.monitoring))
+    Ok(finish(ctx, report, &unit.clock, unit.monitoring))
 }
 
 struct Demux {

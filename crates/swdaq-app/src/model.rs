@@ -1,0 +1,217 @@
+//! The shape of a dataflow model. Everything around a model — `swdaq run`'s flags, its
+//! start line, signals, live view and summary, `swdaq app`, run control — is written once
+//! against these traits and never asks which model it holds. The models are listed in
+//! `models::MODELS`; a configuration picks one by its top-level table ([`select`]).
+
+use crate::live::Live;
+use crate::runtime::outcome::StopReason;
+use crate::runtime::stdio::Commands;
+use crate::runtime::steering::Steering;
+use crate::runtime::stop::StopRequest;
+use std::path::PathBuf;
+use std::time::Duration;
+use swdaq_trigger::TriggerChange;
+
+/// A dataflow model: what it is called and how its configuration is read.
+pub trait Model: Sync {
+    /// "chain", "evb", "swrod".
+    fn name(&self) -> &'static str;
+    /// "DUNE-style streaming chain", ...
+    fn title(&self) -> &'static str;
+    /// The top-level TOML table that selects it (`None`: the default model).
+    fn table(&self) -> Option<&'static str>;
+    /// Parses and checks a configuration's text; an error names the key.
+    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>>;
+    fn default_config(&self) -> Box<dyn Configured>;
+}
+
+/// One model's loaded configuration: everything around the model asks it, never its type.
+pub trait Configured: Send + Sync {
+    fn model(&self) -> &'static dyn Model;
+    fn clone_box(&self) -> Box<dyn Configured>;
+    /// Applies the shared command-line flags; a flag with no meaning for this model is an
+    /// error of one line saying why.
+    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()>;
+    fn validate(&self) -> anyhow::Result<()>;
+    /// The whole effective configuration, as a file that `parse` reads back.
+    fn to_toml(&self) -> String;
+    /// Where the run's files go: a run number with files in any of them is taken.
+    fn output_dirs(&self) -> Vec<PathBuf>;
+    /// 0: the next number free in `output_dirs`.
+    fn run_number(&self) -> u32;
+    fn set_run_number(&mut self, n: u32);
+    /// `None`: until stopped (or the model's input ends).
+    fn duration(&self) -> Option<Duration>;
+    /// `/metrics` address of the run ("" for none, or the applications' own).
+    fn metrics_addr(&self) -> &str;
+    /// Runs as the applications of a `[topology]`.
+    fn is_distributed(&self) -> bool;
+    /// The start line after "swdaq run N (model): ".
+    fn describe(&self) -> String;
+    /// What run control may ask of a running system of this model.
+    fn steering(&self) -> Capabilities;
+    /// Checks a trigger change and keeps it for the runs after this one (only asked when
+    /// `steering().trigger_change` allows it).
+    fn change_trigger(&mut self, _change: &TriggerChange) -> Result<(), String> {
+        Err(self.steering().trigger_change.unwrap_err())
+    }
+    /// One run, in one process or as the topology's applications.
+    fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>>;
+    /// `swdaq app --name NAME` for this model's applications: its report's bytes.
+    fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>>;
+}
+
+impl Clone for Box<dyn Configured> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// How one run ended: its summary as text and JSON, and whether it failed.
+pub trait Outcome: Send {
+    fn run_number(&self) -> u32;
+    fn stop_reason(&self) -> &StopReason;
+    fn text(&self) -> String;
+    /// Includes "model", "run_number" and "stop_reason".
+    fn json(&self) -> serde_json::Value;
+    /// `Some`: `swdaq run` exits non-zero with it.
+    fn failure(&self) -> Option<String>;
+}
+
+/// What the machinery around a run hears while it goes on.
+pub trait RunHooks: Sync {
+    /// Data taking has begun; `steer` reaches what can be steered until `stopping`.
+    fn started(&self, _steer: Steering) {}
+    /// Once per status interval.
+    fn live(&self, _live: &Live) {}
+    /// The stop has begun: from now on nothing is steered.
+    fn stopping(&self) {}
+}
+
+/// Nobody listens (tests, benchmarks).
+impl RunHooks for () {}
+
+/// What run control may ask of a running system of a model: `Err` says why not, in words
+/// naming the model.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    pub pause_resume: Result<(), String>,
+    pub trigger_change: Result<(), String>,
+    /// `Ok`: the seconds a burst records after the request unless told.
+    pub record: Result<f64, String>,
+}
+
+/// The flags `swdaq run` and `swdaq serve` share; each model gives them its meaning or
+/// refuses them in one line.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Overrides {
+    /// Seconds of data taking (0: until stopped).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Inputs: emulated links (chain), e-links per FELIX card (swrod); the event builder's
+    /// FEDs are listed in its configuration.
+    #[arg(long)]
+    pub links: Option<u32>,
+    /// Output directory of the run's files.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run number (0: the next one free in the output directory).
+    #[arg(long)]
+    pub run: Option<u32>,
+    /// `/metrics` address, or "" to turn it off.
+    #[arg(long)]
+    pub metrics: Option<String>,
+}
+
+impl Overrides {
+    /// `--metrics` with a topology: each application serves its own.
+    pub fn refuse_metrics_with_topology(&self, distributed: bool) -> anyhow::Result<()> {
+        if distributed && self.metrics.is_some() {
+            anyhow::bail!(
+                "--metrics: with [topology] applications each serves its own /metrics (metrics_addr of its [[topology.apps]] entry)"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The model a configuration's text is for: the one whose table it has, else the default.
+pub fn select(text: &str) -> anyhow::Result<&'static dyn Model> {
+    let table: toml::Table =
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let mut chosen = crate::models::MODELS
+        .iter()
+        .filter(|m| m.table().is_some_and(|t| table.contains_key(t)));
+    match (chosen.next(), chosen.next()) {
+        (Some(m), None) => Ok(*m),
+        (Some(a), Some(b)) => anyhow::bail!(
+            "invalid configuration: both [{}] and [{}]: one model per configuration",
+            a.table().unwrap_or_default(),
+            b.table().unwrap_or_default()
+        ),
+        (None, _) => Ok(*crate::models::MODELS
+            .iter()
+            .find(|m| m.table().is_none())
+            .expect("a default model is listed")),
+    }
+}
+
+/// Reads a configuration file (or the default model's defaults) for its model.
+pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Configured>> {
+    use anyhow::Context;
+    let Some(path) = path else {
+        return Ok(select("")?.default_config());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+    let model = select(&text).with_context(|| format!("in {}", path.display()))?;
+    model
+        .parse(&text)
+        .with_context(|| format!("in {}", path.display()))
+}
+
+/// "N s (Ctrl-C or SIGTERM ends it early)" or "until Ctrl-C": the start line's duration.
+pub fn duration_words(d: Option<Duration>) -> String {
+    match d {
+        Some(d) => format!("{} s (Ctrl-C or SIGTERM ends it early)", d.as_secs_f64()),
+        None => "until stopped (Ctrl-C or SIGTERM)".into(),
+    }
+}
+
+/// `seconds` (0: none) as a duration.
+pub fn seconds(seconds: f64) -> Option<Duration> {
+    (seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_picks_its_model_by_table() {
+        assert_eq!(select("").unwrap().name(), "chain");
+        assert_eq!(select("[run]\nduration_s = 1\n").unwrap().name(), "chain");
+        assert_eq!(select("[evb]\n").unwrap().name(), "evb");
+        assert_eq!(select("duration_s = 1\n[swrod]\n").unwrap().name(), "swrod");
+        let e = select("[evb]\n[swrod]\n").err().unwrap().to_string();
+        assert!(e.contains("one model per configuration"), "{e}");
+        assert!(select("[evb").is_err());
+    }
+
+    #[test]
+    fn every_model_s_default_is_valid_and_reads_back_as_itself() {
+        for model in crate::models::MODELS {
+            let c = model.default_config();
+            c.validate()
+                .unwrap_or_else(|e| panic!("{}: {e:#}", model.name()));
+            let text = c.to_toml();
+            assert_eq!(select(&text).unwrap().name(), model.name());
+            assert_eq!(
+                model.parse(&text).unwrap().to_toml(),
+                text,
+                "{}",
+                model.name()
+            );
+        }
+    }
+}

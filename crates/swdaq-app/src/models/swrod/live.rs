@@ -1,0 +1,123 @@
+//! The SW ROD's live figures from its monitoring snapshot: chunks, fragments and events, what
+//! is stored, e-link errors, and every ROB.
+
+use crate::live::{
+    Figure, Live, Series, SourceCounts, bad_first, by_label, counter, counters, gauge_max,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use swdaq_format::felix::BLOCK_SIZE;
+use swdaq_monitor::Snapshot;
+
+/// Every e-link error counter of a ROB's decoder and aggregator.
+const ERROR_COUNTERS: [&str; 9] = [
+    "swdaq_swrod_corrupt_blocks_total",
+    "swdaq_swrod_sequence_gaps_total",
+    "swdaq_swrod_broken_chunks_total",
+    "swdaq_swrod_missing_chunks_total",
+    "swdaq_swrod_truncated_chunks_total",
+    "swdaq_swrod_out_of_order_chunks_total",
+    "swdaq_swrod_crc_error_chunks_total",
+    "swdaq_swrod_malformed_chunks_total",
+    "swdaq_swrod_bcid_mismatches_total",
+];
+
+/// Fragments a slow consumer had no room for.
+const DROP_COUNTERS: [&str; 1] = ["swdaq_swrod_slow_consumer_drops_total"];
+
+/// The SW ROD's `Live` at `elapsed` into the run; `ring_slots` is each ROB's aggregation ring.
+pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
+    let (_, blocks_per_s) = counter(s, "swdaq_swrod_blocks_total");
+    let (_, events_per_s) = counter(s, "swdaq_swrod_events_total");
+    let (_, errors_per_s) = counters(s, &ERROR_COUNTERS);
+    let figure = |key, label, value, unit| Figure {
+        key,
+        label,
+        value,
+        unit,
+    };
+    let open = gauge_max(s, "swdaq_swrod_open_fragments");
+    Live {
+        model: "swrod",
+        elapsed_s: elapsed.as_secs_f64(),
+        figures: vec![
+            figure(
+                "chunks_m_per_s",
+                "chunks",
+                counter(s, "swdaq_swrod_chunks_total").1 / 1e6,
+                "M/s",
+            ),
+            figure(
+                "fragments_per_s",
+                "fragments",
+                counter(s, "swdaq_swrod_fragments_total").1,
+                "/s",
+            ),
+            figure("events_per_s", "events", events_per_s, "/s"),
+            figure(
+                "incomplete_per_s",
+                "incomplete",
+                counter(s, "swdaq_swrod_incomplete_events_total").1,
+                "/s",
+            ),
+            figure(
+                "stored_per_s",
+                "stored",
+                counter(s, "swdaq_swrod_stored_events_total").1,
+                "/s",
+            ),
+            figure(
+                "stored_mb_per_s",
+                "stored",
+                counter(s, "swdaq_swrod_stored_bytes_total").1 / 1e6,
+                "MB/s",
+            ),
+            figure("elink_errors_per_s", "e-link errors", errors_per_s, "/s"),
+            figure(
+                "open_fragments_max",
+                "open fragments",
+                open.unwrap_or(0.0),
+                "",
+            ),
+        ],
+        series: Series {
+            // FELIX to-host blocks have one size: blocks are the e-links' bytes.
+            input_mb_s: Some(blocks_per_s * BLOCK_SIZE as f64 / 1e6),
+            event_hz: Some(events_per_s),
+            backlog: open.map(|o| o / ring_slots.max(1) as f64),
+            // The cards' waits for a full HLT queue are counted at the end, not live.
+            throttled: None,
+            drops_per_s: Some(counters(s, &DROP_COUNTERS).1),
+            errors_per_s: Some(errors_per_s),
+        },
+        sources: robs_of(s),
+        apps: Vec::new(),
+    }
+}
+
+/// One row per ROB (label `rob`): fragments/s, its e-links' MB/s, errors, slow-consumer drops.
+fn robs_of(s: &Snapshot) -> Vec<crate::live::SourceRow> {
+    let key = |name: &str| -> BTreeMap<String, (u64, f64)> { by_label(s, name, "rob") };
+    let fragments = key("swdaq_swrod_fragments_total");
+    let blocks = key("swdaq_swrod_blocks_total");
+    let drops = key(DROP_COUNTERS[0]);
+    let errors: Vec<_> = ERROR_COUNTERS.iter().map(|n| key(n)).collect();
+    let rows = fragments
+        .iter()
+        .map(|(rob, &(_, rate))| {
+            let get = |m: &BTreeMap<String, (u64, f64)>| m.get(rob).copied().unwrap_or_default();
+            SourceCounts {
+                name: format!("ROB {rob}"),
+                rate_hz: rate,
+                mb_s: Some(get(&blocks).1 * BLOCK_SIZE as f64 / 1e6),
+                errors: errors
+                    .iter()
+                    .map(get)
+                    .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1)),
+                drops: get(&drops),
+            }
+            .row()
+        })
+        .collect();
+    bad_first(rows)
+}
