@@ -6,6 +6,7 @@
 //! The `swdaq` binary only parses the command line and calls in here; `error_report` is how
 //! it prints a failure.
 
+pub mod app_command;
 pub mod control;
 pub mod error_report;
 pub mod live;

@@ -3,7 +3,8 @@
 //! closing summary (text or JSON) and the exit status.
 
 use crate::live::{Live, line};
-use crate::model::{self, Overrides, RunHooks};
+use crate::model::{Overrides, RunHooks};
+use crate::models;
 use crate::runtime::stop;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let mut config = model::load(args.config.as_deref())?;
+    let mut config = models::load(args.config.as_deref())?;
     config.apply(&args.overrides)?;
     config.validate()?;
     if args.print_config {

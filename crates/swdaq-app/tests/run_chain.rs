@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 use swdaq_app::models::chain::config::{RunConfig, SourceFormat, SourceKind, StopLink};
-use swdaq_app::models::chain::emulator::emulate;
+use swdaq_app::models::chain::inputs::emulate;
 use swdaq_app::models::chain::inputs::{Feed, SourceLabel};
 use swdaq_app::models::chain::system::{RunReport, run_chain};
 use swdaq_app::runtime::outcome::StopReason;

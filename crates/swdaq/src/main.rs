@@ -32,7 +32,7 @@ enum Command {
     Run(swdaq_app::run_command::Args),
     /// One application of a multi-process run (the chain's `readout`, `trigger`, `dfo`,
     /// `builder`; the event builder's `evm`, `ru`, `bu`), as `swdaq run` starts them.
-    App(swdaq_app::runtime::app::Args),
+    App(swdaq_app::app_command::Args),
     /// Keep any model's system up between runs under run control: an HTTP JSON API to
     /// configure, start, stop, pause and resume runs, change prescales and record raw bursts
     /// where the model has them (see `swdaq ctl`).
@@ -69,7 +69,7 @@ fn main() -> std::process::ExitCode {
     die_quietly_on_closed_stdout();
     let result = match Cli::parse().command {
         Command::Run(args) => swdaq_app::run_command::run(&args),
-        Command::App(args) => swdaq_app::runtime::app::run_app(&args),
+        Command::App(args) => swdaq_app::app_command::run_app(&args),
         Command::Serve(args) => swdaq_app::control::serve(args),
         Command::Ctl(args) => swdaq_app::control::ctl(&args),
         Command::Gen(args) => generate::run(&args),

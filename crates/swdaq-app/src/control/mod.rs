@@ -17,7 +17,8 @@ pub mod http;
 mod http_server;
 pub mod system;
 
-use crate::model::{self, Configured, Overrides};
+use crate::model::{Configured, Overrides};
+use crate::models;
 use crate::runtime::stop::{self, StopRequest};
 use auth::Token;
 use std::io::Write;
@@ -52,7 +53,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// Loads the configuration as a configure does: the file, then the flags.
     fn load(&self) -> anyhow::Result<Box<dyn Configured>> {
-        let mut c = model::load(self.config.as_deref())?;
+        let mut c = models::load(self.config.as_deref())?;
         c.apply(&self.overrides)?;
         Ok(c)
     }

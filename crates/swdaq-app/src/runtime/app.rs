@@ -1,7 +1,6 @@
 //! One application of a multi-process run (`swdaq app --name NAME`), whatever the model:
 //! what every application has (`AppContext`: its configuration, place in the topology,
-//! sockets and the launcher's commands), and the entry point, which hands the application
-//! to its model (`Configured::app`).
+//! sockets and the launcher's commands) and how its CPU is measured.
 //!
 //! Every application binds one inbox at its `address` and connects one outlet to the inbox of
 //! each peer it sends to; every outlet carries heartbeats. `swdaq run` (`runtime::launch`)
@@ -10,7 +9,7 @@
 
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::cpu_shares;
-use crate::runtime::stdio::{self as control, Commands};
+use crate::runtime::stdio::Commands;
 use crate::runtime::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow};
 use std::time::{Duration, Instant};
@@ -135,36 +134,6 @@ impl<C: TopologyConfig> AppContext<C> {
             self.spec.address
         );
     }
-}
-
-#[derive(clap::Args)]
-pub struct Args {
-    /// The application's name in `[[topology.apps]]` (the configuration's model says what
-    /// its kind does).
-    #[arg(long)]
-    name: String,
-    /// Read the configuration from this file instead of from the launcher on stdin (to run
-    /// an application by hand; commands still come on stdin: `start`, `stop`).
-    #[arg(long)]
-    config: Option<std::path::PathBuf>,
-}
-
-/// Runs one application of the configuration read from stdin (or `--config`), driven by the
-/// launcher's commands on stdin; its report goes to stdout.
-pub fn run_app(args: &Args) -> anyhow::Result<()> {
-    let mut stdin = std::io::BufReader::new(std::io::stdin());
-    let text = match &args.config {
-        Some(path) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the configuration file {}", path.display()))?,
-        None => control::read_config_text(&mut stdin)?,
-    };
-    let commands = Commands::spawn(stdin)?;
-    let model = crate::model::select(&text)?;
-    let configured = model.parse(&text)?;
-    let report = configured.app(&args.name, commands)?;
-    control::send_report(&report)?;
-    eprintln!("swdaq app {}: done", args.name);
-    Ok(())
 }
 
 /// Measures the time and each thread's CPU from `start` on, for an application's report.

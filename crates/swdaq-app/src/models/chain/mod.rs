@@ -5,7 +5,6 @@
 
 pub mod apps;
 pub mod config;
-pub mod emulator;
 pub mod inputs;
 pub mod live;
 pub mod metrics;
@@ -13,6 +12,7 @@ pub mod pass_score;
 pub mod readout;
 pub mod recording;
 pub mod roi_score;
+pub mod sections;
 pub mod sink;
 pub mod summary;
 pub mod system;
@@ -93,7 +93,7 @@ impl Configured for RunConfig {
     fn output_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = vec![self.run.output_dir.clone()];
         if self.recording.enabled {
-            dirs.push(self.recording.directory(self));
+            dirs.push(self.recording.directory(&self.run.output_dir));
         }
         dirs
     }

@@ -14,9 +14,9 @@
 //! any maker, including a future supernova-candidate maker, asks for a recording without a
 //! new message; the decision is still built into a record as usual.
 
-use super::config::RunConfig;
+use super::config::{RecordingSection, RunConfig};
 use crate::runtime::steering::{
-    BurstReason, BurstRequests, BurstStarted, MAX_SECONDS_AFTER, RecordError, check_seconds,
+    BurstReason, BurstRequests, BurstStarted, RecordError, check_seconds,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -35,85 +35,6 @@ use swdaq_trigger::{TriggerDecision, trigger_type};
 
 /// How often a recording thread looks for new frames.
 const RECORDER_POLL: Duration = Duration::from_millis(2);
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RecordingSection {
-    /// Off: `swdaq ctl record` is refused and no trigger type records.
-    pub enabled: bool,
-    /// Where bursts go; empty: `<run.output_dir>/recordings`.
-    pub directory: PathBuf,
-    /// Data time recorded after the request (the latency buffer before it is always taken).
-    pub seconds_after: f64,
-    /// Bursts in progress at once; a request beyond them is refused and counted. Each
-    /// takes one reader of every link's latency buffer.
-    pub max_concurrent: u32,
-    /// Decisions carrying any of these trigger types (`periodic`, `random`,
-    /// `multiplicity`, `adc-sum`, `track`) start a burst; empty: only commands do.
-    pub on_trigger_types: Vec<String>,
-}
-
-impl Default for RecordingSection {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            directory: PathBuf::new(),
-            seconds_after: 1.0,
-            max_concurrent: 1,
-            on_trigger_types: Vec::new(),
-        }
-    }
-}
-
-impl RecordingSection {
-    pub fn validate(&self, distributed: bool) -> anyhow::Result<()> {
-        let bad =
-            |key: &str, why: &str| anyhow::anyhow!("invalid configuration: recording.{key}: {why}");
-        if !(self.seconds_after > 0.0 && self.seconds_after <= MAX_SECONDS_AFTER) {
-            return Err(bad("seconds_after", "must be in (0, 600]"));
-        }
-        // The request server and each burst hold a reader of every buffer.
-        let readers = swdaq_readout::ring::MAX_READERS as u32 - 1;
-        if !(1..=readers).contains(&self.max_concurrent) {
-            return Err(bad("max_concurrent", &format!("must be 1..={readers}")));
-        }
-        for name in &self.on_trigger_types {
-            if trigger_type::bit(name).is_none() {
-                let known: Vec<_> = trigger_type::NAMED.iter().map(|(_, n)| *n).collect();
-                return Err(bad(
-                    "on_trigger_types",
-                    &format!(
-                        "unknown trigger type {name:?} (known: {})",
-                        known.join(", ")
-                    ),
-                ));
-            }
-        }
-        if distributed && !self.on_trigger_types.is_empty() {
-            return Err(bad(
-                "on_trigger_types",
-                "not available with [topology] applications (the trigger runs in another process); use `swdaq ctl record`",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The trigger-type bits that start a burst.
-    fn trigger_mask(&self) -> u64 {
-        self.on_trigger_types
-            .iter()
-            .filter_map(|n| trigger_type::bit(n))
-            .fold(0, |mask, bit| mask | bit)
-    }
-
-    pub fn directory(&self, config: &RunConfig) -> PathBuf {
-        if self.directory.as_os_str().is_empty() {
-            config.run.output_dir.join("recordings")
-        } else {
-            self.directory.clone()
-        }
-    }
-}
 
 /// One link's part of a burst.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -343,7 +264,7 @@ impl Recordings {
                 .gauge("swdaq_recording_bursts_in_progress", "Bursts being written")?,
         };
         Ok(Some(Arc::new(Self {
-            directory: config.recording.directory(config),
+            directory: config.recording.directory(&config.run.output_dir),
             config: config.recording.clone(),
             run_number: config.run.number,
             links,

@@ -320,7 +320,7 @@ mod tests {
     fn shipped_example_config_loads_and_runs() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb.toml");
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(crate::model::select(&text).unwrap().name(), "evb");
+        assert_eq!(crate::models::select(&text).unwrap().name(), "evb");
         let mut config = load(&path);
         let dir = tempfile::tempdir().unwrap();
         config.evb.output = dir.path().to_owned();

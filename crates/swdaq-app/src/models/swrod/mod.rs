@@ -199,7 +199,7 @@ mod tests {
     fn shipped_example_config_runs_and_stops_on_time_with_faults_accounted() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod.toml");
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(crate::model::select(&text).unwrap().name(), "swrod");
+        assert_eq!(crate::models::select(&text).unwrap().name(), "swrod");
         let mut config = config::parse(&text).unwrap();
         let dir = tempfile::tempdir().unwrap();
         config.swrod.output_dir = dir.path().to_owned();

@@ -117,7 +117,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         })
     })?;
     report.storage = sink.storage.finish();
-    super::finish(&clock, &ctx.spec.name, &mut report);
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
     monitoring.stop();
     Ok(report)
 }

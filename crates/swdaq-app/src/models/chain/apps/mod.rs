@@ -18,7 +18,7 @@ pub mod trigger;
 use super::config::RunConfig;
 use super::system::RunReport;
 use crate::model::RunHooks;
-use crate::runtime::app::{AppContext, Clock, TopologyConfig};
+use crate::runtime::app::{AppContext, TopologyConfig};
 use crate::runtime::launch::{Plan, launch};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
@@ -61,11 +61,6 @@ pub fn run(config: &RunConfig, name: &str, commands: Commands) -> anyhow::Result
         ),
     };
     Ok(postcard::to_stdvec(&report)?)
-}
-
-/// Fills an application's report with its duration and its threads' CPU shares.
-pub fn finish(clock: &Clock, app: &str, report: &mut RunReport) {
-    (report.seconds, report.thread_cpu) = clock.cpu(app);
 }
 
 /// Where application logs go: `<output_dir>/run<NNNNNN>-logs/<app>.log`.

@@ -106,7 +106,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
                 }
             }
             // While the readout threads still run, for their CPU shares.
-            super::finish(&clock, &ctx.spec.name, &mut report);
+            (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
         }
         control.stop();
         let mut outcome = readout.join(truth_at_end(config).as_ref())?;
@@ -131,7 +131,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         Ok(report)
     })?;
     if report.thread_cpu.is_empty() {
-        super::finish(&clock, &ctx.spec.name, &mut report);
+        (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
     }
     monitoring.stop();
     Ok(report)

@@ -95,7 +95,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         refused_messages: inlet.counts().refused.clone(),
         ..Default::default()
     };
-    super::finish(&clock, &ctx.spec.name, &mut report);
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
     monitoring.stop();
     Ok(report)
 }

@@ -4,7 +4,7 @@
 //! waiting on one, and writes its own files under `<evb.output>/<name>/`. A silent event
 //! manager ends its run as the event manager's end-of-run would.
 
-use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, wait_for_stop};
+use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, wait_for_stop};
 use crate::runtime::app::Clock;
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;

@@ -2,7 +2,9 @@
 //! come on its inbox; a builder unit silent for the peer time-out is declared gone to the
 //! event manager, which counts the events it had not settled lost, by number.
 
-use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, start_readout_unit, wait_for_stop};
+use super::unit::{
+    DEMUX_WAKE, EvbAppReport, EvbContext, finish, start_readout_unit, wait_for_stop,
+};
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

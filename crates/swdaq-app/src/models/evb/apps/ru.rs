@@ -2,7 +2,7 @@
 //! its inbox; it sends each super-fragment to the builder unit that asked. It ends at the
 //! launcher's `stop` (it stops last) or when every builder unit has gone silent.
 
-use super::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, start_readout_unit};
+use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, start_readout_unit};
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::Arc;
