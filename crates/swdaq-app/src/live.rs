@@ -30,6 +30,17 @@ pub struct Figure {
     pub unit: &'static str,
 }
 
+impl Figure {
+    pub fn new(key: &'static str, label: &'static str, value: f64, unit: &'static str) -> Self {
+        Self {
+            key,
+            label,
+            value,
+            unit,
+        }
+    }
+}
+
 /// `None` (null) where the model has no such figure or it is not known yet.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Series {
@@ -104,6 +115,61 @@ impl SourceCounts {
             bad: !why.is_empty(),
             why: (!why.is_empty()).then(|| why.join(", ")),
         }
+    }
+}
+
+/// Where a model's per-source series are: the label that names a source and its counters.
+pub struct SourceMetrics<'a> {
+    pub label: &'a str,
+    /// The counter whose rate is the source's rate.
+    pub rate: &'a str,
+    /// A counter of the source's data, and the bytes one count stands for.
+    pub data: (&'a str, f64),
+    pub errors: &'a [&'a str],
+    pub drops: &'a [&'a str],
+}
+
+impl SourceMetrics<'_> {
+    /// One row per source, named by `name` from its label's value: `keys` in their order, or
+    /// every source the rate counter has (numbers in numeric order); bad ones first.
+    pub fn rows(
+        &self,
+        s: &Snapshot,
+        keys: Option<Vec<String>>,
+        name: impl Fn(&str) -> String,
+    ) -> Vec<SourceRow> {
+        let rate = by_label(s, self.rate, self.label);
+        let data = by_label(s, self.data.0, self.label);
+        let sum_of = |names: &[&str]| -> Vec<BTreeMap<String, (u64, f64)>> {
+            names.iter().map(|n| by_label(s, n, self.label)).collect()
+        };
+        let (errors, drops) = (sum_of(self.errors), sum_of(self.drops));
+        let keys = keys.unwrap_or_else(|| {
+            let mut keys: Vec<String> = rate.keys().cloned().collect();
+            keys.sort_by_key(|k| (k.parse::<u64>().unwrap_or(u64::MAX), k.clone()));
+            keys
+        });
+        let rows = keys
+            .iter()
+            .map(|key| {
+                let get =
+                    |m: &BTreeMap<String, (u64, f64)>| m.get(key).copied().unwrap_or_default();
+                let total = |ms: &[BTreeMap<String, (u64, f64)>]| {
+                    ms.iter()
+                        .map(get)
+                        .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+                };
+                SourceCounts {
+                    name: name(key),
+                    rate_hz: get(&rate).1,
+                    mb_s: Some(get(&data).1 * self.data.1 / 1e6),
+                    errors: total(&errors),
+                    drops: total(&drops),
+                }
+                .row()
+            })
+            .collect();
+        bad_first(rows)
     }
 }
 

@@ -26,12 +26,34 @@ pub trait Model: Sync {
 }
 
 /// One model's loaded configuration: everything around the model asks it, never its type.
-pub trait Configured: Send + Sync {
+pub trait Configured: CloneConfigured + Send + Sync {
     fn model(&self) -> &'static dyn Model;
-    fn clone_box(&self) -> Box<dyn Configured>;
+    /// Where its file keeps the keys every model has.
+    fn run_keys(&mut self) -> RunKeys<'_>;
+    /// `--links`: what the model's inputs are, or one line saying why it has none to set.
+    fn set_links(&mut self, n: u32) -> anyhow::Result<()>;
     /// Applies the shared command-line flags; a flag with no meaning for this model is an
     /// error of one line saying why.
-    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()>;
+    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()> {
+        o.refuse_metrics_with_topology(self.is_distributed())?;
+        if let Some(n) = o.links {
+            self.set_links(n)?;
+        }
+        let RunKeys(duration_s, output_dir, run_number, metrics_addr) = self.run_keys();
+        if let Some(d) = o.duration {
+            *duration_s = d;
+        }
+        if let Some(out) = &o.out {
+            *output_dir = out.clone();
+        }
+        if let Some(n) = o.run {
+            *run_number = n;
+        }
+        if let Some(m) = &o.metrics {
+            *metrics_addr = m.clone();
+        }
+        Ok(())
+    }
     fn validate(&self) -> anyhow::Result<()>;
     /// The whole effective configuration, as a file that `parse` reads back.
     fn to_toml(&self) -> String;
@@ -39,11 +61,9 @@ pub trait Configured: Send + Sync {
     fn output_dirs(&self) -> Vec<PathBuf>;
     /// 0: the next number free in `output_dirs`.
     fn run_number(&self) -> u32;
-    fn set_run_number(&mut self, n: u32);
-    /// `None`: until stopped (or the model's input ends).
-    fn duration(&self) -> Option<Duration>;
-    /// `/metrics` address of the run ("" for none, or the applications' own).
-    fn metrics_addr(&self) -> &str;
+    fn set_run_number(&mut self, n: u32) {
+        *self.run_keys().2 = n;
+    }
     /// Runs as the applications of a `[topology]`.
     fn is_distributed(&self) -> bool;
     /// The start line after "swdaq run N (model): ".
@@ -59,6 +79,72 @@ pub trait Configured: Send + Sync {
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>>;
     /// `swdaq app --name NAME` for this model's applications: its report's bytes.
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>>;
+}
+
+/// The keys every model's run has, wherever its file keeps them: seconds of data taking (0:
+/// until stopped), output directory, run number (0: the next free), `/metrics` address.
+pub struct RunKeys<'a>(
+    pub &'a mut f64,
+    pub &'a mut PathBuf,
+    pub &'a mut u32,
+    pub &'a mut String,
+);
+
+/// A model told by its names and how its configuration is read (an error names the key).
+pub struct ModelOf<C> {
+    name: &'static str,
+    title: &'static str,
+    table: Option<&'static str>,
+    parse: fn(&str) -> anyhow::Result<C>,
+}
+
+impl<C> ModelOf<C> {
+    pub const fn new(
+        name: &'static str,
+        title: &'static str,
+        table: Option<&'static str>,
+        parse: fn(&str) -> anyhow::Result<C>,
+    ) -> Self {
+        Self {
+            name,
+            title,
+            table,
+            parse,
+        }
+    }
+}
+
+/// Every configuration type is cloned into a box the same way.
+pub trait CloneConfigured {
+    fn clone_box(&self) -> Box<dyn Configured>;
+}
+
+impl<C: Configured + Clone + 'static> CloneConfigured for C {
+    fn clone_box(&self) -> Box<dyn Configured> {
+        Box::new(self.clone())
+    }
+}
+
+impl<C: Configured + Default + 'static> Model for ModelOf<C> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn title(&self) -> &'static str {
+        self.title
+    }
+
+    fn table(&self) -> Option<&'static str> {
+        self.table
+    }
+
+    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>> {
+        Ok(Box::new((self.parse)(text)?))
+    }
+
+    fn default_config(&self) -> Box<dyn Configured> {
+        Box::new(C::default())
+    }
 }
 
 impl Clone for Box<dyn Configured> {
@@ -135,11 +221,31 @@ impl Overrides {
     }
 }
 
-/// "N s (Ctrl-C or SIGTERM ends it early)" or "until Ctrl-C": the start line's duration.
-pub fn duration_words(d: Option<Duration>) -> String {
-    match d {
-        Some(d) => format!("{} s (Ctrl-C or SIGTERM ends it early)", d.as_secs_f64()),
-        None => "until stopped (Ctrl-C or SIGTERM)".into(),
+/// A configuration's TOML text as `C`; an error names the line and key.
+pub fn parse_toml<C: serde::de::DeserializeOwned>(text: &str) -> anyhow::Result<C> {
+    toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+}
+
+/// A configuration as the TOML file that reads back to it.
+pub fn to_toml(config: &impl serde::Serialize) -> String {
+    toml::to_string_pretty(config).expect("the configuration is always representable in TOML")
+}
+
+/// A `/metrics` address ("" for none) that parses, or an error naming `key`.
+pub fn check_metrics_addr(addr: &str, key: &str) -> anyhow::Result<()> {
+    if !addr.is_empty() {
+        addr.parse::<std::net::SocketAddr>()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {key}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The start line's duration: "N s (Ctrl-C or SIGTERM ends it early)", or until stopped.
+pub fn duration_words(seconds: f64) -> String {
+    if seconds > 0.0 {
+        format!("{seconds} s (Ctrl-C or SIGTERM ends it early)")
+    } else {
+        "until stopped (Ctrl-C or SIGTERM)".into()
     }
 }
 

@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use swdaq_app::models::chain::config::RecordingSection;
 use swdaq_app::models::chain::config::{RunConfig, SourceKind};
 use swdaq_app::models::chain::inputs::Feed;
 use swdaq_app::models::chain::inputs::emulate;
-use swdaq_app::models::chain::config::RecordingSection;
 use swdaq_app::models::chain::system::{RunReport, run_chain};
 use swdaq_app::runtime::outcome::StopReason;
 use swdaq_app::runtime::steering::BurstReason;

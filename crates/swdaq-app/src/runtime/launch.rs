@@ -13,7 +13,8 @@
 //! which ones the run cannot go on without, which one holds the trigger, and how the model
 //! turns the applications' figures into its `Live`.
 
-use super::live_feed::{LiveSeries, snapshot_of};
+use super::child::{Running, spawn, stop_all, stop_stage, take_event};
+use super::live_feed::snapshot_of;
 use super::stdio::{self as control, Event};
 use crate::live::{AppRow, Live};
 use crate::model::RunHooks;
@@ -22,12 +23,10 @@ use crate::runtime::steering::{
     BurstReason, BurstRequests, BurstStarted, RecordError, Steering, check_seconds,
 };
 use crate::runtime::stop::StopRequest;
-use crate::runtime::topology::{App, AppKind, TopologySection};
+use crate::runtime::topology::{AppKind, TopologySection};
 use anyhow::{Context, anyhow, bail};
 use crossbeam_channel::{Receiver, Sender};
-use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
@@ -71,60 +70,6 @@ pub struct Launched {
     pub apps: Vec<(AppKind, AppOutcome, Option<Vec<u8>>)>,
 }
 
-/// One running application.
-struct Running {
-    outcome: AppOutcome,
-    kind: AppKind,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    ready: bool,
-    report: Option<Vec<u8>>,
-    /// Its latest live series, and when they came.
-    live: Option<(Vec<LiveSeries>, Instant)>,
-    /// Why its storage failed, when it said so (the run then stops).
-    storage_failed: Option<String>,
-    /// Set when it exited before it was told to stop.
-    died: bool,
-}
-
-impl Running {
-    fn command(&mut self, line: &str) {
-        if let Some(stdin) = &mut self.stdin
-            && writeln!(stdin, "{line}")
-                .and_then(|()| stdin.flush())
-                .is_err()
-        {
-            self.stdin = None;
-        }
-    }
-
-    /// Whether the process has ended (and how, if it failed).
-    fn poll_exit(&mut self) -> bool {
-        match self.child.try_wait() {
-            Ok(Some(status)) => {
-                if !status.success() && self.outcome.failure.is_none() {
-                    self.outcome.failure = Some(describe(status));
-                }
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                self.outcome.failure = Some(format!("cannot wait for it: {e}"));
-                true
-            }
-        }
-    }
-}
-
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("killed by signal {signal}"),
-        _ => status.to_string(),
-    }
-}
-
 /// Starts the plan's applications, waits until all are ready, starts them, supervises the
 /// run and stops them stage by stage; `hooks` hear when it started (run-control requests
 /// then go to the trigger application, if there is one) and when the stop begins.
@@ -141,7 +86,12 @@ pub fn launch(
     let (events_tx, events_rx) = crossbeam_channel::unbounded();
     let mut apps: Vec<Running> = Vec::new();
     for (index, app) in plan.topology.apps.iter().enumerate() {
-        match spawn(plan, app, exe, index, events_tx.clone()) {
+        let launcher = match app.host.as_str() {
+            "" => &[][..],
+            host => &plan.topology.host(host).expect("validated").launcher[..],
+        };
+        let files = (plan.toml.as_str(), plan.logs.as_path());
+        match spawn(app, launcher, exe, files, index, events_tx.clone()) {
             Ok(r) => apps.push(r),
             Err(e) => {
                 stop_all(&mut apps, Duration::from_secs(5));
@@ -198,102 +148,6 @@ pub fn launch(
             .map(|a| (a.kind, a.outcome, a.report))
             .collect(),
     })
-}
-
-fn spawn(
-    plan: &Plan,
-    app: &App,
-    exe: &Path,
-    index: usize,
-    events: Sender<(usize, anyhow::Result<Event>)>,
-) -> anyhow::Result<Running> {
-    let launcher = match app.host.as_str() {
-        "" => &[][..],
-        host => &plan.topology.host(host).expect("validated").launcher[..],
-    };
-    let toml = &plan.toml;
-    let log_path = plan.logs.join(format!("{}.log", app.name));
-    let log = swdaq_format::run_files::create_new(&log_path)
-        .with_context(|| format!("cannot create {}", log_path.display()))?;
-    let mut argv: Vec<String> = launcher.to_vec();
-    argv.push(exe.display().to_string());
-    argv.extend(["app".into(), "--name".into(), app.name.clone()]);
-    let mut command = Command::new(&argv[0]);
-    command
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(log);
-    // Its own process group: a Ctrl-C at the terminal reaches only `swdaq run`, which then
-    // stops the applications in order.
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let mut child = command
-        .spawn()
-        .with_context(|| format!("cannot run {:?}", argv.join(" ")))?;
-    eprintln!(
-        "swdaq run: {} ({}) started as pid {}{}",
-        app.name,
-        app.kind.name(),
-        child.id(),
-        if app.host.is_empty() {
-            String::new()
-        } else {
-            format!(" on {}", app.host)
-        }
-    );
-    let mut stdin = child.stdin.take().expect("piped");
-    write!(stdin, "config {}\n{toml}", toml.len())?;
-    stdin.flush()?;
-    let stdout = child.stdout.take().expect("piped");
-    std::thread::Builder::new()
-        .name(format!("watch-{}", app.name))
-        .spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(event) = control::parse_event(&line)
-                    && events.send((index, event)).is_err()
-                {
-                    break;
-                }
-            }
-        })?;
-    Ok(Running {
-        outcome: AppOutcome {
-            name: app.name.clone(),
-            kind: app.kind.name().into(),
-            host: app.host.clone(),
-            reported: false,
-            failure: None,
-            log: log_path,
-        },
-        kind: app.kind,
-        child,
-        stdin: Some(stdin),
-        ready: false,
-        report: None,
-        live: None,
-        storage_failed: None,
-        died: false,
-    })
-}
-
-fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::Result<Event>)) {
-    let a = &mut apps[index];
-    match event {
-        Ok(Event::Ready) => a.ready = true,
-        // Undecodable figures are left out of the live view, not fatal.
-        Ok(Event::Live(l)) => {
-            if let Ok(series) = postcard::from_bytes(&l) {
-                a.live = Some((series, Instant::now()));
-            }
-        }
-        Ok(Event::StorageFailed(why)) => a.storage_failed = Some(why),
-        Ok(Event::Report(r)) => {
-            a.report = Some(r);
-            a.outcome.reported = true;
-        }
-        Err(e) => a.outcome.failure = Some(format!("{e:#}")),
-    }
 }
 
 fn wait_ready(
@@ -451,90 +305,6 @@ fn live_of(plan: &Plan, apps: &[Running], elapsed: Duration) -> Live {
         })
         .collect();
     live
-}
-
-/// Tells every application of `kind` to stop and waits for each to end (killing one that
-/// outlives `timeout`), taking their reports.
-fn stop_stage(
-    apps: &mut [Running],
-    kind: AppKind,
-    events: &Receiver<(usize, anyhow::Result<Event>)>,
-    timeout: Duration,
-    stop: &StopRequest,
-) {
-    let names: Vec<&str> = apps
-        .iter()
-        .filter(|a| a.kind == kind && !a.died)
-        .map(|a| a.outcome.name.as_str())
-        .collect();
-    if !names.is_empty() {
-        eprintln!("swdaq run: stopping {}", names.join(", "));
-        stop.waiting_for(format!("{} to finish", names.join(", ")));
-    }
-    for a in apps.iter_mut().filter(|a| a.kind == kind) {
-        a.command("stop");
-    }
-    let deadline = Instant::now() + timeout;
-    loop {
-        while let Ok(e) = events.try_recv() {
-            take_event(apps, e);
-        }
-        let mut waiting = false;
-        for a in apps.iter_mut().filter(|a| a.kind == kind && !a.died) {
-            if a.poll_exit() {
-                a.died = true;
-            } else if Instant::now() >= deadline {
-                eprintln!(
-                    "swdaq run: {} did not stop within {timeout:?}: killing it",
-                    a.outcome.name
-                );
-                let _ = a.child.kill();
-                let _ = a.child.wait();
-                a.died = true;
-                a.outcome.failure = Some(format!("killed: did not stop within {timeout:?}"));
-            } else {
-                waiting = true;
-            }
-        }
-        if !waiting {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The report line comes before the exit; take what the watcher threads still hold.
-    let settle = Instant::now() + Duration::from_millis(500);
-    while apps
-        .iter()
-        .any(|a| a.kind == kind && a.outcome.failure.is_none() && !a.outcome.reported)
-        && Instant::now() < settle
-    {
-        if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
-            take_event(apps, e);
-        }
-    }
-    for a in apps.iter_mut().filter(|a| a.kind == kind) {
-        a.stdin = None;
-        if !a.outcome.reported && a.outcome.failure.is_none() {
-            a.outcome.failure = Some("ended without a report".into());
-        }
-    }
-}
-
-/// Stops whatever was started (start-up failed): end of input, then kill after `timeout`.
-fn stop_all(apps: &mut [Running], timeout: Duration) {
-    for a in apps.iter_mut() {
-        a.stdin = None;
-    }
-    let deadline = Instant::now() + timeout;
-    for a in apps.iter_mut() {
-        while !a.poll_exit() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if !a.poll_exit() {
-            let _ = a.child.kill();
-            let _ = a.child.wait();
-        }
-    }
 }
 
 /// A command written to an application that has just died must be an error to handle, not

@@ -2,6 +2,7 @@
 //! section, applications and their launcher.
 
 pub mod app;
+mod child;
 pub mod launch;
 pub mod live_feed;
 pub mod monitoring;

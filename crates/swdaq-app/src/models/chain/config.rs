@@ -69,7 +69,7 @@ impl RunConfig {
 
     /// Parses a TOML document; an error names the line, shows it and says what was wrong.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+        crate::model::parse_toml(text)
     }
 
     /// Gives the run its number before anything is written: `run.number`, refused if it
@@ -92,7 +92,7 @@ impl RunConfig {
     }
 
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("the configuration is always representable in TOML")
+        crate::model::to_toml(self)
     }
 
     /// Checks every value that could stop the run half-way, before anything starts.
@@ -108,11 +108,7 @@ impl RunConfig {
             "run.status_interval_s",
             "must be in [0.05, 3600]",
         )?;
-        if !run.metrics_addr.is_empty() {
-            run.metrics_addr
-                .parse::<std::net::SocketAddr>()
-                .map_err(|e| anyhow::anyhow!("invalid configuration: run.metrics_addr: {e}"))?;
-        }
+        crate::model::check_metrics_addr(&run.metrics_addr, "run.metrics_addr")?;
         ensure(
             (1..=64).contains(&emu.links),
             "emulator.links",

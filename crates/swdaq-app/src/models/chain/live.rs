@@ -1,9 +1,7 @@
 //! The chain's live figures from a monitoring snapshot (its own, or the one the launcher
 //! merges from its applications): readout, trigger, records, and every link.
 
-use crate::live::{
-    Figure, Live, Series, SourceCounts, bad_first, by_label, counter, counters, gauge_max,
-};
+use crate::live::{Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max};
 use std::time::Duration;
 use swdaq_monitor::Snapshot;
 
@@ -30,12 +28,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, links: u32) -> Live {
     let (records, _) = counter(s, "swdaq_dataflow_records_total");
     let (drops, drops_per_s) = counters(s, &DROP_COUNTERS);
     let (errors, errors_per_s) = counters(s, &ERROR_COUNTERS);
-    let figure = |key, label, value, unit| Figure {
-        key,
-        label,
-        value,
-        unit,
-    };
+    let figure = Figure::new;
     let mut figures = vec![
         figure("frames", "frames", frames as f64, ""),
         figure("frames_per_s", "frames", frames_per_s, "/s"),
@@ -101,32 +94,14 @@ pub fn live(s: &Snapshot, elapsed: Duration, links: u32) -> Live {
 }
 
 /// One row per link: frames/s, MB/s, its errors and dropped frames.
-fn links_of(s: &Snapshot, links: u32) -> Vec<crate::live::SourceRow> {
-    let rate = by_label(s, "swdaq_readout_frames_total", "link");
-    let bytes = by_label(s, "swdaq_readout_bytes_total", "link");
-    let drops = by_label(s, "swdaq_readout_dropped_frames_total", "link");
-    let errors: Vec<_> = ERROR_COUNTERS
-        .iter()
-        .map(|n| by_label(s, n, "link"))
-        .collect();
-    let rows = (0..links)
-        .map(|link| {
-            let key = link.to_string();
-            let get = |m: &std::collections::BTreeMap<String, (u64, f64)>| {
-                m.get(&key).copied().unwrap_or_default()
-            };
-            SourceCounts {
-                name: format!("link {link}"),
-                rate_hz: get(&rate).1,
-                mb_s: Some(get(&bytes).1 / 1e6),
-                errors: errors
-                    .iter()
-                    .map(get)
-                    .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1)),
-                drops: get(&drops),
-            }
-            .row()
-        })
-        .collect();
-    bad_first(rows)
+fn links_of(s: &Snapshot, links: u32) -> Vec<SourceRow> {
+    let metrics = SourceMetrics {
+        label: "link",
+        rate: "swdaq_readout_frames_total",
+        data: ("swdaq_readout_bytes_total", 1.0),
+        errors: &ERROR_COUNTERS,
+        drops: &DROP_COUNTERS[..1],
+    };
+    let keys = (0..links).map(|l| l.to_string()).collect();
+    metrics.rows(s, Some(keys), |link| format!("link {link}"))
 }

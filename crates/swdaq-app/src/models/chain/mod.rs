@@ -17,68 +17,38 @@ pub mod sink;
 pub mod summary;
 pub mod system;
 
-use crate::model::{Capabilities, Configured, Model, Outcome, Overrides, RunHooks};
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use config::RunConfig;
 use std::path::PathBuf;
-use std::time::Duration;
 use swdaq_trigger::TriggerChange;
 use system::RunReport;
 
-pub struct Chain;
-
-pub static CHAIN: Chain = Chain;
-
-impl Model for Chain {
-    fn name(&self) -> &'static str {
-        "chain"
-    }
-
-    fn title(&self) -> &'static str {
-        "DUNE-style streaming chain"
-    }
-
-    fn table(&self) -> Option<&'static str> {
-        None
-    }
-
-    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>> {
-        Ok(Box::new(RunConfig::parse(text)?))
-    }
-
-    fn default_config(&self) -> Box<dyn Configured> {
-        Box::new(RunConfig::default())
-    }
-}
+pub static CHAIN: ModelOf<RunConfig> = ModelOf::new(
+    "chain",
+    "DUNE-style streaming chain",
+    None,
+    RunConfig::parse,
+);
 
 impl Configured for RunConfig {
     fn model(&self) -> &'static dyn Model {
         &CHAIN
     }
 
-    fn clone_box(&self) -> Box<dyn Configured> {
-        Box::new(self.clone())
+    fn run_keys(&mut self) -> RunKeys<'_> {
+        RunKeys(
+            &mut self.run.duration_s,
+            &mut self.run.output_dir,
+            &mut self.run.number,
+            &mut self.run.metrics_addr,
+        )
     }
 
-    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()> {
-        o.refuse_metrics_with_topology(self.topology.is_distributed())?;
-        if let Some(d) = o.duration {
-            self.run.duration_s = d;
-        }
-        if let Some(n) = o.links {
-            self.emulator.links = n;
-        }
-        if let Some(out) = &o.out {
-            self.run.output_dir = out.clone();
-        }
-        if let Some(n) = o.run {
-            self.run.number = n;
-        }
-        if let Some(m) = &o.metrics {
-            self.run.metrics_addr = m.clone();
-        }
+    fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
+        self.emulator.links = n;
         Ok(())
     }
 
@@ -102,18 +72,6 @@ impl Configured for RunConfig {
         self.run.number
     }
 
-    fn set_run_number(&mut self, n: u32) {
-        self.run.number = n;
-    }
-
-    fn duration(&self) -> Option<Duration> {
-        crate::model::seconds(self.run.duration_s)
-    }
-
-    fn metrics_addr(&self) -> &str {
-        &self.run.metrics_addr
-    }
-
     fn is_distributed(&self) -> bool {
         self.topology.is_distributed()
     }
@@ -129,7 +87,7 @@ impl Configured for RunConfig {
             } else {
                 String::new()
             },
-            crate::model::duration_words(self.duration()),
+            crate::model::duration_words(self.run.duration_s),
             self.run.output_dir.display(),
             if self.run.metrics_addr.is_empty() || self.is_distributed() {
                 String::new()

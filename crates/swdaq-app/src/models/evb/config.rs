@@ -32,8 +32,7 @@ impl Default for EvbRunConfig {
 
 /// Parses and checks an event-builder run's configuration.
 pub fn parse(text: &str) -> anyhow::Result<EvbRunConfig> {
-    let config: EvbRunConfig =
-        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let config: EvbRunConfig = crate::model::parse_toml(text)?;
     config.validate()?;
     Ok(config)
 }
@@ -51,16 +50,11 @@ impl EvbRunConfig {
             !(config.topology.is_distributed() && config.evb.farm.consumers > 0),
             "evb.farm runs in one process only: not with a [topology]"
         );
-        if !config.metrics_addr.is_empty() {
-            config
-                .metrics_addr
-                .parse::<std::net::SocketAddr>()
-                .map_err(|e| anyhow::anyhow!("invalid configuration: metrics_addr: {e}"))?;
-        }
+        crate::model::check_metrics_addr(&config.metrics_addr, "metrics_addr")?;
         Ok(())
     }
 
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("the configuration is always representable in TOML")
+        crate::model::to_toml(self)
     }
 }

@@ -1,10 +1,7 @@
 //! The event builder's live figures from a monitoring snapshot (its own, or the one the
 //! launcher merges from its applications): built events, FED input, queues, every FED.
 
-use crate::live::{
-    Figure, Live, Series, SourceCounts, bad_first, by_label, counter, counters, gauge_max,
-};
-use std::collections::BTreeMap;
+use crate::live::{Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max};
 use std::time::Duration;
 use swdaq_evb::EvbConfig;
 use swdaq_evb::check::FedCheckFailure;
@@ -34,12 +31,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, config: &EvbConfig) -> Live {
     let errors: Vec<&str> = errors.iter().map(String::as_str).collect();
     let (_, built_per_s) = counter(s, "swdaq_evb_events_built_total");
     let (_, fed_bytes_per_s) = counter(s, "swdaq_evb_fed_bytes_total");
-    let figure = |key, label, value, unit| Figure {
-        key,
-        label,
-        value,
-        unit,
-    };
+    let figure = Figure::new;
     let ru_buffered = gauge_max(s, "swdaq_evb_ru_buffered");
     let bu_open = gauge_max(s, "swdaq_evb_bu_open_events");
     let mut figures = vec![
@@ -122,37 +114,15 @@ pub fn live(s: &Snapshot, elapsed: Duration, config: &EvbConfig) -> Live {
     }
 }
 
-/// One row per FED seen (labels `ru`, `fed`): fragments/s, MB/s, errors, kernel drops.
-fn feds_of(s: &Snapshot, errors: &[&str]) -> Vec<crate::live::SourceRow> {
-    let key = |name: &str| -> BTreeMap<String, (u64, f64)> {
-        // FED ids are unique across readout units: the FED label names the source.
-        by_label(s, name, "fed")
+/// One row per FED seen (FED ids are unique across readout units): fragments/s, MB/s,
+/// errors, kernel drops.
+fn feds_of(s: &Snapshot, errors: &[&str]) -> Vec<SourceRow> {
+    let metrics = SourceMetrics {
+        label: "fed",
+        rate: "swdaq_evb_fed_fragments_total",
+        data: ("swdaq_evb_fed_bytes_total", 1.0),
+        errors,
+        drops: &DROP_COUNTERS[..1],
     };
-    let rate = key("swdaq_evb_fed_fragments_total");
-    let bytes = key("swdaq_evb_fed_bytes_total");
-    let drops = key("swdaq_evb_fed_kernel_dropped_total");
-    let errors: Vec<_> = errors.iter().map(|n| key(n)).collect();
-    let mut feds: Vec<(u32, &String)> = rate
-        .keys()
-        .map(|f| (f.parse().unwrap_or(u32::MAX), f))
-        .collect();
-    feds.sort();
-    let rows = feds
-        .into_iter()
-        .map(|(_, fed)| {
-            let get = |m: &BTreeMap<String, (u64, f64)>| m.get(fed).copied().unwrap_or_default();
-            SourceCounts {
-                name: format!("FED {fed}"),
-                rate_hz: get(&rate).1,
-                mb_s: Some(get(&bytes).1 / 1e6),
-                errors: errors
-                    .iter()
-                    .map(get)
-                    .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1)),
-                drops: get(&drops),
-            }
-            .row()
-        })
-        .collect();
-    bad_first(rows)
+    metrics.rows(s, None, |fed| format!("FED {fed}"))
 }

@@ -9,70 +9,35 @@ pub mod live;
 pub mod summary;
 pub mod system;
 
-use crate::model::{Capabilities, Configured, Model, Outcome, Overrides, RunHooks};
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use config::EvbRunConfig;
 use std::path::PathBuf;
-use std::time::Duration;
 use system::AppsSummary;
 
-pub struct EventBuilder;
-
-pub static EVB: EventBuilder = EventBuilder;
-
-impl Model for EventBuilder {
-    fn name(&self) -> &'static str {
-        "evb"
-    }
-
-    fn title(&self) -> &'static str {
-        "CMS-style event builder"
-    }
-
-    fn table(&self) -> Option<&'static str> {
-        Some("evb")
-    }
-
-    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>> {
-        Ok(Box::new(config::parse(text)?))
-    }
-
-    fn default_config(&self) -> Box<dyn Configured> {
-        Box::new(EvbRunConfig::default())
-    }
-}
+pub static EVB: ModelOf<EvbRunConfig> =
+    ModelOf::new("evb", "CMS-style event builder", Some("evb"), config::parse);
 
 impl Configured for EvbRunConfig {
     fn model(&self) -> &'static dyn Model {
         &EVB
     }
 
-    fn clone_box(&self) -> Box<dyn Configured> {
-        Box::new(self.clone())
+    fn run_keys(&mut self) -> RunKeys<'_> {
+        RunKeys(
+            &mut self.duration_s,
+            &mut self.evb.output,
+            &mut self.evb.run,
+            &mut self.metrics_addr,
+        )
     }
 
-    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()> {
-        o.refuse_metrics_with_topology(self.topology.is_distributed())?;
-        if o.links.is_some() {
-            anyhow::bail!(
-                "--links: the event builder reads FEDs, not links: list each readout unit's FED ids in evb.rus"
-            );
-        }
-        if let Some(d) = o.duration {
-            self.duration_s = d;
-        }
-        if let Some(out) = &o.out {
-            self.evb.output = out.clone();
-        }
-        if let Some(n) = o.run {
-            self.evb.run = n;
-        }
-        if let Some(m) = &o.metrics {
-            self.metrics_addr = m.clone();
-        }
-        Ok(())
+    fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
+        anyhow::bail!(
+            "--links {n}: the event builder reads FEDs, not links: list each readout unit's FED ids in evb.rus"
+        )
     }
 
     fn validate(&self) -> anyhow::Result<()> {
@@ -89,18 +54,6 @@ impl Configured for EvbRunConfig {
 
     fn run_number(&self) -> u32 {
         self.evb.run
-    }
-
-    fn set_run_number(&mut self, n: u32) {
-        self.evb.run = n;
-    }
-
-    fn duration(&self) -> Option<Duration> {
-        crate::model::seconds(self.duration_s)
-    }
-
-    fn metrics_addr(&self) -> &str {
-        &self.metrics_addr
     }
 
     fn is_distributed(&self) -> bool {
@@ -123,7 +76,7 @@ impl Configured for EvbRunConfig {
             } else {
                 String::new()
             },
-            crate::model::duration_words(self.duration()),
+            crate::model::duration_words(self.duration_s),
             self.evb.output.display()
         )
     }
@@ -206,7 +159,7 @@ mod tests {
     use super::*;
     use crate::runtime::topology::AppKind;
     use std::path::Path;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     fn load(path: &Path) -> EvbRunConfig {
         parse(&std::fs::read_to_string(path).unwrap()).unwrap()

@@ -161,8 +161,7 @@ impl SwrodSettings {
 
 /// Parses and checks a SW ROD run's configuration; an error names the key.
 pub fn parse(text: &str) -> anyhow::Result<SwrodRunConfig> {
-    let config: SwrodRunConfig =
-        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let config: SwrodRunConfig = crate::model::parse_toml(text)?;
     config.validate()?;
     Ok(config)
 }
@@ -173,15 +172,11 @@ impl SwrodRunConfig {
             self.duration_s >= 0.0 && self.duration_s.is_finite(),
             "invalid configuration: duration_s must be >= 0 (0: until stopped or swrod.max_l1as)"
         );
-        if !self.metrics_addr.is_empty() {
-            self.metrics_addr
-                .parse::<std::net::SocketAddr>()
-                .map_err(|e| anyhow::anyhow!("invalid configuration: metrics_addr: {e}"))?;
-        }
+        crate::model::check_metrics_addr(&self.metrics_addr, "metrics_addr")?;
         self.swrod.validate()
     }
 
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("the configuration is always representable in TOML")
+        crate::model::to_toml(self)
     }
 }

@@ -1,10 +1,7 @@
 //! The SW ROD's live figures from its monitoring snapshot: chunks, fragments and events, what
 //! is stored, e-link errors, and every ROB.
 
-use crate::live::{
-    Figure, Live, Series, SourceCounts, bad_first, by_label, counter, counters, gauge_max,
-};
-use std::collections::BTreeMap;
+use crate::live::{Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max};
 use std::time::Duration;
 use swdaq_format::felix::BLOCK_SIZE;
 use swdaq_monitor::Snapshot;
@@ -30,12 +27,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
     let (_, blocks_per_s) = counter(s, "swdaq_swrod_blocks_total");
     let (_, events_per_s) = counter(s, "swdaq_swrod_events_total");
     let (_, errors_per_s) = counters(s, &ERROR_COUNTERS);
-    let figure = |key, label, value, unit| Figure {
-        key,
-        label,
-        value,
-        unit,
-    };
+    let figure = Figure::new;
     let open = gauge_max(s, "swdaq_swrod_open_fragments");
     Live {
         model: "swrod",
@@ -95,29 +87,15 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
     }
 }
 
-/// One row per ROB (label `rob`): fragments/s, its e-links' MB/s, errors, slow-consumer drops.
-fn robs_of(s: &Snapshot) -> Vec<crate::live::SourceRow> {
-    let key = |name: &str| -> BTreeMap<String, (u64, f64)> { by_label(s, name, "rob") };
-    let fragments = key("swdaq_swrod_fragments_total");
-    let blocks = key("swdaq_swrod_blocks_total");
-    let drops = key(DROP_COUNTERS[0]);
-    let errors: Vec<_> = ERROR_COUNTERS.iter().map(|n| key(n)).collect();
-    let rows = fragments
-        .iter()
-        .map(|(rob, &(_, rate))| {
-            let get = |m: &BTreeMap<String, (u64, f64)>| m.get(rob).copied().unwrap_or_default();
-            SourceCounts {
-                name: format!("ROB {rob}"),
-                rate_hz: rate,
-                mb_s: Some(get(&blocks).1 * BLOCK_SIZE as f64 / 1e6),
-                errors: errors
-                    .iter()
-                    .map(get)
-                    .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1)),
-                drops: get(&drops),
-            }
-            .row()
-        })
-        .collect();
-    bad_first(rows)
+/// One row per ROB: fragments/s, its e-links' MB/s (blocks have one size), errors,
+/// slow-consumer drops.
+fn robs_of(s: &Snapshot) -> Vec<SourceRow> {
+    let metrics = SourceMetrics {
+        label: "rob",
+        rate: "swdaq_swrod_fragments_total",
+        data: ("swdaq_swrod_blocks_total", BLOCK_SIZE as f64),
+        errors: &ERROR_COUNTERS,
+        drops: &DROP_COUNTERS,
+    };
+    metrics.rows(s, None, |rob| format!("ROB {rob}"))
 }

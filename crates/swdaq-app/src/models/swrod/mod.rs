@@ -5,76 +5,45 @@
 //! `summary`; its files: `storage`. It has no applications yet: `Configured::app` is where
 //! they slot in.
 
+pub mod cards;
 pub mod config;
 pub mod live;
 pub mod report;
+mod sampler;
 pub mod storage;
 pub mod summary;
 pub mod system;
 mod threads;
 
-use crate::model::{Capabilities, Configured, Model, Outcome, Overrides, RunHooks};
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use config::SwrodRunConfig;
 use report::SwrodReport;
 use std::path::PathBuf;
-use std::time::Duration;
 
-pub struct SwRod;
-
-pub static SWROD: SwRod = SwRod;
-
-impl Model for SwRod {
-    fn name(&self) -> &'static str {
-        "swrod"
-    }
-
-    fn title(&self) -> &'static str {
-        "ATLAS-style SW ROD"
-    }
-
-    fn table(&self) -> Option<&'static str> {
-        Some("swrod")
-    }
-
-    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>> {
-        Ok(Box::new(config::parse(text)?))
-    }
-
-    fn default_config(&self) -> Box<dyn Configured> {
-        Box::new(SwrodRunConfig::default())
-    }
-}
+pub static SWROD: ModelOf<SwrodRunConfig> =
+    ModelOf::new("swrod", "ATLAS-style SW ROD", Some("swrod"), config::parse);
 
 impl Configured for SwrodRunConfig {
     fn model(&self) -> &'static dyn Model {
         &SWROD
     }
 
-    fn clone_box(&self) -> Box<dyn Configured> {
-        Box::new(self.clone())
+    fn run_keys(&mut self) -> RunKeys<'_> {
+        RunKeys(
+            &mut self.duration_s,
+            &mut self.swrod.output_dir,
+            &mut self.swrod.run_number,
+            &mut self.metrics_addr,
+        )
     }
 
-    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()> {
-        if let Some(d) = o.duration {
-            self.duration_s = d;
-        }
-        if let Some(n) = o.links {
-            self.swrod.felix.elinks = u16::try_from(n).map_err(|_| {
-                anyhow::anyhow!("--links: {n} e-links per FELIX card do not fit swrod.felix.elinks")
-            })?;
-        }
-        if let Some(out) = &o.out {
-            self.swrod.output_dir = out.clone();
-        }
-        if let Some(n) = o.run {
-            self.swrod.run_number = n;
-        }
-        if let Some(m) = &o.metrics {
-            self.metrics_addr = m.clone();
-        }
+    fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
+        self.swrod.felix.elinks = u16::try_from(n).map_err(|_| {
+            anyhow::anyhow!("--links: {n} e-links per FELIX card do not fit swrod.felix.elinks")
+        })?;
         Ok(())
     }
 
@@ -94,18 +63,6 @@ impl Configured for SwrodRunConfig {
         self.swrod.run_number
     }
 
-    fn set_run_number(&mut self, n: u32) {
-        self.swrod.run_number = n;
-    }
-
-    fn duration(&self) -> Option<Duration> {
-        crate::model::seconds(self.duration_s)
-    }
-
-    fn metrics_addr(&self) -> &str {
-        &self.metrics_addr
-    }
-
     fn is_distributed(&self) -> bool {
         false
     }
@@ -122,7 +79,7 @@ impl Configured for SwrodRunConfig {
             } else {
                 "L1As as fast as the chain takes them".into()
             },
-            crate::model::duration_words(self.duration()),
+            crate::model::duration_words(self.duration_s),
             s.hlt_accept_every,
             s.output_dir.display(),
             if self.metrics_addr.is_empty() {

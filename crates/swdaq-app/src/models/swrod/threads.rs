@@ -3,90 +3,31 @@
 //! thread flushes its open fragments, the HLT settles every event it was given, the writer
 //! closes its file.
 
+use super::cards::{Progress, RobOutput, Shared, card_thread};
 use super::config::{SwrodRunConfig, SwrodSettings};
 use super::report::{CardResult, RodResult, SwrodReport};
+use super::sampler::{SamplerMetrics, sample};
 use super::storage::EventFiles;
-use crossbeam_channel::{Receiver, Select, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
-use swdaq_format::eformat::{ChunkRecords, RobFragment};
+use swdaq_format::eformat::RobFragment;
 use swdaq_format::eformat_event::{EventHeader, encode_event, event_status};
-use swdaq_format::felix::{BLOCK_SIZE, BlockHeader};
 use swdaq_monitor::{Counter, Registry};
-use swdaq_sim::felix::{FelixCard, FelixFaults};
 use swdaq_swrod::consumers::{
     ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestCounts, RobRequest, serve_requests,
 };
 use swdaq_swrod::hlt::{AssembledEvent, HltConfig, HltCounts, RobPort, assemble_events};
 use swdaq_swrod::metrics::RobMetrics;
-use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex};
+use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, PowerOfTwoIndex};
 
 /// How often data threads copy their counts to the registry.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
-/// How often a held card looks whether it may go on.
-const HOLD_POLL: Duration = Duration::from_millis(1);
-/// Cards emit L1 accepts in batches of about this much time.
-const BATCH_SECONDS: f64 = 100e-6;
-/// Batch of L1 accepts when not paced.
-const UNPACED_BATCH: u64 = 64;
 /// Block buffers in flight from a card to one ROB.
 const BLOCK_QUEUE: usize = 256;
 const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
-
-/// A card's link to one ROB: block buffers out, emptied buffers back for reuse.
-type RobOutput = (Sender<Vec<u8>>, Receiver<Vec<u8>>);
-
-struct Shared {
-    stop_at: AtomicU64,
-    stopping: AtomicBool,
-    /// Run control's pause: the cards send no L1 accept while it is set (until the stop).
-    hold: Arc<AtomicBool>,
-    card_l1as: Vec<AtomicU64>,
-}
-
-/// What the run loop sees while the threads work.
-pub struct Progress<'a> {
-    shared: &'a Shared,
-    settings: &'a SwrodSettings,
-    last_second: Instant,
-}
-
-impl Progress<'_> {
-    /// Ends data taking at a common L1 accept count a little ahead of every card.
-    pub fn stop(&self) {
-        if self.shared.stopping.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let furthest = self
-            .shared
-            .card_l1as
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .max()
-            .unwrap_or(0);
-        let target = furthest + self.settings.clean_tail_l1as + 2 * batch_l1as(self.settings);
-        self.shared.stop_at.fetch_min(target, Ordering::Relaxed);
-    }
-
-    pub fn second_passed(&mut self) -> bool {
-        if self.last_second.elapsed() >= Duration::from_secs(1) {
-            self.last_second = Instant::now();
-            true
-        } else {
-            false
-        }
-    }
-}
-
-fn batch_l1as(s: &SwrodSettings) -> u64 {
-    if s.l1a_rate_hz > 0.0 {
-        ((s.l1a_rate_hz * BATCH_SECONDS).round() as u64).max(1)
-    } else {
-        UNPACED_BATCH
-    }
-}
 
 /// Runs the cards, SW ROD threads, request servers, sampler, HLT and writer; `hold` pauses
 /// the cards' L1 accepts while set; `on_tick` sees the run every 20 ms and may stop it.
@@ -257,114 +198,6 @@ pub fn run_threads(
             storage_error: stored.error,
         })
     })
-}
-
-fn card_thread(
-    c: u16,
-    s: &SwrodSettings,
-    shared: &Shared,
-    outputs: Vec<RobOutput>,
-    l1_tx: Option<Sender<u32>>,
-    l1as_counter: Counter,
-) -> CardResult {
-    let cpu = cpu_time::ThreadTime::now();
-    let mut felix = s.felix.clone();
-    felix.seed = felix.seed.wrapping_add(u64::from(c));
-    // Validated with the configuration.
-    let mut card = FelixCard::new(felix).expect("validated FELIX configuration");
-    let per_rob = usize::from(s.felix.elinks / s.robs_per_card);
-    let batch = batch_l1as(s);
-    let start = Instant::now();
-    let mut result = CardResult::default();
-    let mut blocks = Vec::new();
-    let mut clean = false;
-    let mut published = 0;
-    let ecr_every = u64::from(s.felix.ecr_every);
-    // Time held by run control's pause: the L1A clock stands still meanwhile.
-    let mut held = Duration::ZERO;
-    loop {
-        if shared.hold.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed) {
-            let t = Instant::now();
-            std::thread::sleep(HOLD_POLL);
-            held += t.elapsed();
-            continue;
-        }
-        let stop_at = shared.stop_at.load(Ordering::Relaxed);
-        // Never end right after an ECR: the truth lists it, and no chunk would carry it.
-        let at_ecr = ecr_every > 0 && result.l1as > 0 && result.l1as.is_multiple_of(ecr_every);
-        if result.l1as >= stop_at && !at_ecr {
-            break;
-        }
-        if s.l1a_rate_hz > 0.0 {
-            let due = result.l1as as f64 / s.l1a_rate_hz;
-            let now = (start.elapsed() - held).as_secs_f64();
-            if now < due {
-                std::thread::sleep(Duration::from_secs_f64(due - now));
-            } else {
-                result.max_lag_ms = result.max_lag_ms.max((now - due) * 1e3);
-            }
-        }
-        for _ in 0..batch {
-            if !clean && result.l1as + s.clean_tail_l1as >= shared.stop_at.load(Ordering::Relaxed) {
-                card.set_fault_rates(FelixFaults::default());
-                clean = true;
-            }
-            let l1_id = card.next_l1_id();
-            card.l1_accept(&mut blocks);
-            result.l1as += 1;
-            if let Some(tx) = &l1_tx {
-                let t = Instant::now();
-                if tx.send(l1_id).is_err() {
-                    break;
-                }
-                result.waited_for_hlt_s += t.elapsed().as_secs_f64();
-            }
-            if result.l1as >= shared.stop_at.load(Ordering::Relaxed) {
-                break;
-            }
-        }
-        shared.card_l1as[usize::from(c)].store(result.l1as, Ordering::Relaxed);
-        l1as_counter.add(result.l1as - published);
-        published = result.l1as;
-        result.waited_for_rod_s += route(&blocks, per_rob, &outputs);
-        blocks.clear();
-    }
-    card.flush(&mut blocks);
-    result.waited_for_rod_s += route(&blocks, per_rob, &outputs);
-    result.faults = card.faults().to_vec();
-    result.cpu_s = cpu.elapsed().as_secs_f64();
-    result
-}
-
-/// Hands each ROB the blocks of its e-links (card e-link `i` is number `i`); returns the
-/// seconds spent waiting for a ROB's queue.
-fn route(blocks: &[u8], per_rob: usize, outputs: &[RobOutput]) -> f64 {
-    let mut buffers: Vec<Vec<u8>> = outputs
-        .iter()
-        .map(|(_, free)| {
-            let mut b = free.try_recv().unwrap_or_default();
-            b.clear();
-            b
-        })
-        .collect();
-    for block in blocks.chunks(BLOCK_SIZE) {
-        // The emulator writes whole blocks; a header it could not have written goes to the
-        // first ROB, whose decoder counts it corrupt.
-        let rob = BlockHeader::decode(block)
-            .map_or(0, |h| usize::from(h.elink) / per_rob)
-            .min(outputs.len() - 1);
-        buffers[rob].extend_from_slice(block);
-    }
-    let mut waited = 0.0;
-    for ((tx, _), b) in outputs.iter().zip(buffers) {
-        if b.is_empty() {
-            continue;
-        }
-        let t = Instant::now();
-        let _ = tx.send(b);
-        waited += t.elapsed().as_secs_f64();
-    }
-    waited
 }
 
 fn rod_thread(
@@ -564,66 +397,4 @@ fn write_events(mut files: EventFiles, events: Receiver<Vec<u8>>) -> Stored {
         files,
         error,
     }
-}
-
-struct SamplerMetrics {
-    samples: Counter,
-    errors: Counter,
-}
-
-impl SamplerMetrics {
-    fn register(registry: &Registry) -> Result<Self, swdaq_monitor::MonitorError> {
-        let mut b = registry.block("swrod-sampler", &[]);
-        Ok(Self {
-            samples: b.counter(
-                "swdaq_swrod_sampled_fragments_total",
-                "ROB fragments the monitoring sampler checked",
-            )?,
-            errors: b.counter(
-                "swdaq_swrod_sample_errors_total",
-                "Sampled fragments that did not parse or held a chunk of another L1 ID",
-            )?,
-        })
-    }
-}
-
-/// The monitoring sampler: checks every sampled fragment's layout and that each chunk
-/// carries the fragment's L1 ID.
-fn sample(
-    inputs: Vec<Receiver<Arc<BuiltFragment>>>,
-    l1id_offset: usize,
-    metrics: SamplerMetrics,
-) -> (u64, u64) {
-    let (mut samples, mut errors) = (0, 0);
-    let mut open: Vec<bool> = vec![true; inputs.len()];
-    while open.iter().any(|&o| o) {
-        let mut sel = Select::new();
-        let ids: Vec<usize> = (0..inputs.len()).filter(|&i| open[i]).collect();
-        for &i in &ids {
-            sel.recv(&inputs[i]);
-        }
-        let op = sel.select();
-        let i = ids[op.index()];
-        match op.recv(&inputs[i]) {
-            Ok(f) => {
-                samples += 1;
-                metrics.samples.inc();
-                if !fragment_is_sound(&f, l1id_offset) {
-                    errors += 1;
-                    metrics.errors.inc();
-                }
-            }
-            Err(_) => open[i] = false,
-        }
-    }
-    (samples, errors)
-}
-
-fn fragment_is_sound(f: &BuiltFragment, l1id_offset: usize) -> bool {
-    let Ok(rob) = RobFragment::parse(f.bytes()) else {
-        return false;
-    };
-    let l1_id = rob.rod.l1_id.to_le_bytes();
-    ChunkRecords::new(rob.data)
-        .all(|r| r.is_ok_and(|r| r.data.get(l1id_offset..l1id_offset + 4) == Some(&l1_id[..])))
 }
