@@ -196,6 +196,11 @@ pub fn counter(s: &Snapshot, name: &str) -> (u64, f64) {
     out
 }
 
+/// A counter's rate per second, summed over its series.
+pub fn rate(s: &Snapshot, name: &str) -> f64 {
+    counter(s, name).1
+}
+
 /// Counters' totals and rates summed over several names.
 pub fn counters(s: &Snapshot, names: &[&str]) -> (u64, f64) {
     names

@@ -1,7 +1,9 @@
 //! The chain's live figures from a monitoring snapshot (its own, or the one the launcher
 //! merges from its applications): readout, trigger, records, and every link.
 
-use crate::live::{Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max};
+use crate::live::{
+    Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max, rate,
+};
 use std::time::Duration;
 use swdaq_monitor::Snapshot;
 
@@ -35,7 +37,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, links: u32) -> Live {
         figure(
             "tps_per_s",
             "TPs",
-            counter(s, "swdaq_tpg_trigger_primitives_total").1,
+            rate(s, "swdaq_tpg_trigger_primitives_total"),
             "/s",
         ),
         figure("triggers", "triggers", decisions as f64, ""),
@@ -43,7 +45,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, links: u32) -> Live {
         figure(
             "record_mb_per_s",
             "records",
-            counter(s, "swdaq_dataflow_record_bytes_total").1 / 1e6,
+            rate(s, "swdaq_dataflow_record_bytes_total") / 1e6,
             "MB/s",
         ),
         figure("drops", "drops", drops as f64, ""),
@@ -65,7 +67,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, links: u32) -> Live {
         figures.push(figure(
             "burst_mb_per_s",
             "bursts",
-            counter(s, "swdaq_recording_bytes_total").1 / 1e6,
+            rate(s, "swdaq_recording_bytes_total") / 1e6,
             "MB/s",
         ));
         figures.push(figure(

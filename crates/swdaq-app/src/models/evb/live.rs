@@ -1,7 +1,9 @@
 //! The event builder's live figures from a monitoring snapshot (its own, or the one the
 //! launcher merges from its applications): built events, FED input, queues, every FED.
 
-use crate::live::{Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max};
+use crate::live::{
+    Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max, rate,
+};
 use std::time::Duration;
 use swdaq_evb::EvbConfig;
 use swdaq_evb::check::FedCheckFailure;
@@ -39,13 +41,13 @@ pub fn live(s: &Snapshot, elapsed: Duration, config: &EvbConfig) -> Live {
         figure(
             "written_gb_per_s",
             "written",
-            counter(s, "swdaq_evb_written_bytes_total").1 / 1e9,
+            rate(s, "swdaq_evb_written_bytes_total") / 1e9,
             "GB/s",
         ),
         figure(
             "incomplete_per_s",
             "incomplete",
-            counter(s, "swdaq_evb_events_incomplete_total").1,
+            rate(s, "swdaq_evb_events_incomplete_total"),
             "/s",
         ),
         figure(
@@ -72,7 +74,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, config: &EvbConfig) -> Live {
         figures.push(figure(
             "farm_verified_per_s",
             "farm verified",
-            counter(s, "swdaq_evb_farm_events_verified_total").1,
+            rate(s, "swdaq_evb_farm_events_verified_total"),
             "/s",
         ));
         figures.push(figure(

@@ -1,7 +1,9 @@
 //! The SW ROD's live figures from its monitoring snapshot: chunks, fragments and events, what
 //! is stored, e-link errors, and every ROB.
 
-use crate::live::{Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max};
+use crate::live::{
+    Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max, rate,
+};
 use std::time::Duration;
 use swdaq_format::felix::BLOCK_SIZE;
 use swdaq_monitor::Snapshot;
@@ -36,32 +38,32 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
             figure(
                 "chunks_m_per_s",
                 "chunks",
-                counter(s, "swdaq_swrod_chunks_total").1 / 1e6,
+                rate(s, "swdaq_swrod_chunks_total") / 1e6,
                 "M/s",
             ),
             figure(
                 "fragments_per_s",
                 "fragments",
-                counter(s, "swdaq_swrod_fragments_total").1,
+                rate(s, "swdaq_swrod_fragments_total"),
                 "/s",
             ),
             figure("events_per_s", "events", events_per_s, "/s"),
             figure(
                 "incomplete_per_s",
                 "incomplete",
-                counter(s, "swdaq_swrod_incomplete_events_total").1,
+                rate(s, "swdaq_swrod_incomplete_events_total"),
                 "/s",
             ),
             figure(
                 "stored_per_s",
                 "stored",
-                counter(s, "swdaq_swrod_stored_events_total").1,
+                rate(s, "swdaq_swrod_stored_events_total"),
                 "/s",
             ),
             figure(
                 "stored_mb_per_s",
                 "stored",
-                counter(s, "swdaq_swrod_stored_bytes_total").1 / 1e6,
+                rate(s, "swdaq_swrod_stored_bytes_total") / 1e6,
                 "MB/s",
             ),
             figure("elink_errors_per_s", "e-link errors", errors_per_s, "/s"),
