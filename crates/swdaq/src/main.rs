@@ -41,7 +41,7 @@ enum Command {
     Ctl(swdaq_app::control::CtlArgs),
     /// Write emulated detector data (raw files per link) and its ground truth.
     Gen(generate::Args),
-    /// Benchmarks of swdaq's stages: monitor, tpg, transport, store, readout, evb, swrod.
+    /// Benchmarks of swdaq's stages: monitor, tpg, transport, store, readout, evb, evb-udp, swrod.
     Bench(bench::Args),
     /// Draw one trigger record of an HDF5 file: channel vs time per plane, with its TPs.
     Display(display::Args),

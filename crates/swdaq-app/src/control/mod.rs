@@ -109,7 +109,7 @@ enum CtlCommand {
     Status,
     /// Load the configuration (again).
     Configure,
-    /// Start a run; without --run, the last run's number + 1.
+    /// Start a run; without --run, the next number free in the model's output directories.
     Start {
         #[arg(long)]
         run: Option<u32>,
