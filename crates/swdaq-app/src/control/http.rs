@@ -4,7 +4,7 @@
 //! | method and path | body | answer |
 //! |---|---|---|
 //! | `GET /state` | | `{"state"}` |
-//! | `GET /status` | | state, the run going on with the live view's figures, the last summary or error, requests refused by status code |
+//! | `GET /status` | | state, the configured model, the commands legal now, the run going on with its `Live` figures, the last summary or error, requests refused by status code |
 //! | `POST /configure` | none or `{}` | reloads the configuration |
 //! | `POST /start` | `{"run_number": N}` (optional) | once data taking has begun: `{"state", "run_number"}` |
 //! | `POST /stop` | | once stopped: the run's summary (`swdaq run --json`'s, with `run_number`) |
@@ -12,8 +12,9 @@
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | a source's prescale or rate |
 //! | `POST /record` | `{"seconds"?}` | a raw burst of every link: `{"state", "recording"}` (409 when not taking data, recording off or a burst in progress) |
 //!
-//! Errors are `{"error", "state"}`: 409 for a command the state does not allow (or a run
-//! number already used), 400 for a body that is not what the route takes, 404 for another
+//! Errors are `{"error", "state"}`: 409 for a command the state does not allow, one the
+//! configured model does not have (raw bursts of the event builder, say), or a run number
+//! already used, 400 for a body that is not what the route takes, 404 for another
 //! route, 503 when the running trigger cannot take a request now, 500 when the configuration
 //! or the run failed. Refusals made before the request reaches run control are `{"error"}`
 //! alone, saying nothing of the system: 401 without the token, and the server's own
@@ -62,7 +63,9 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Ok(answer) => (200, answer),
         Err(e) => {
             let code = match e {
-                ControlError::Illegal(_) | ControlError::Conflict(_) => 409,
+                ControlError::Illegal(_)
+                | ControlError::Conflict(_)
+                | ControlError::NotApplicable(_) => 409,
                 ControlError::BadRequest(_) => 400,
                 ControlError::Busy(_) => 503,
                 ControlError::Failed(_) => 500,
