@@ -10,6 +10,7 @@
 //! so a slow disk turns into trigger inhibit, never into lost records.
 
 pub mod builder;
+pub mod credit;
 pub mod nodes;
 pub mod orchestrator;
 pub mod transport;

@@ -4,7 +4,8 @@
 //! (counted as throttled), so slow builder units slow the trigger down instead of losing
 //! events. A builder unit that has gone (a send to it fails, or its watcher says so) gets
 //! nothing more; the events it was given and had not settled are counted lost by number
-//! (then checked against its closed files, [`crate::reconcile`]).
+//! (then checked against its closed files, [`crate::reconcile`]). The credits and accounts
+//! are `swdaq_dataflow::credit`'s, shared with the SW ROD's HLT supervisor.
 //! They are not re-assigned: the event manager's own super-fragment went with the assignment
 //! and the other readout units may already have sent theirs to the dead unit.
 //!
@@ -13,98 +14,22 @@
 //! builder unit, after their events: a CMS EoLS's `TotalEvents` is the whole lumi section's,
 //! the same in every builder unit's.
 
-use crate::message::{Assignment, BuRequest, MAX_BATCH, ToBu, ToEvm};
+use crate::message::{Assignment, MAX_BATCH, ToBu, ToEvm};
 use crate::metrics::{CounterSet, FedMetrics, PUBLISH_EVERY};
 use crate::producer::Producer;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use swdaq_dataflow::credit::{Credits, UnitAccount};
 use swdaq_dataflow::transport::{Inbox, Outbox, Received};
 use swdaq_monitor::{MonitorError, Registry};
 
 /// How long the loop blocks on builder-unit requests when it has nothing else to do.
 const IDLE_WAIT: Duration = Duration::from_millis(1);
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BuAccount {
-    pub requested: u64,
-    pub assigned: u64,
-    pub alive: bool,
-    /// Events given and not yet settled (in a closed file or shed).
-    pub unsettled: BTreeSet<u64>,
-}
-
-/// Credits per builder unit and round-robin assignment among those with credit.
-#[derive(Debug, Clone)]
-pub struct BuCredits {
-    accounts: Vec<BuAccount>,
-    next: usize,
-}
-
-impl BuCredits {
-    pub fn new(builder_units: u16) -> Self {
-        let alive = BuAccount {
-            alive: true,
-            ..Default::default()
-        };
-        Self {
-            accounts: vec![alive; builder_units as usize],
-            next: 0,
-        }
-    }
-
-    /// Records a request; requests from unknown or gone builder units are ignored (false).
-    pub fn grant(&mut self, request: &BuRequest) -> bool {
-        match self.accounts.get_mut(request.bu as usize) {
-            Some(a) if a.alive => {
-                a.requested += request.count as u64;
-                for event in &request.settled {
-                    a.unsettled.remove(event);
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// The next builder unit with credit, round robin, for `event`; takes one credit.
-    pub fn take(&mut self, event: u64) -> Option<u16> {
-        let n = self.accounts.len();
-        for i in 0..n {
-            let bu = (self.next + i) % n;
-            let a = &mut self.accounts[bu];
-            if a.alive && a.assigned < a.requested {
-                a.assigned += 1;
-                a.unsettled.insert(event);
-                self.next = (bu + 1) % n;
-                return Some(bu as u16);
-            }
-        }
-        None
-    }
-
-    /// Marks a builder unit gone; returns the events it was given and never settled, in
-    /// order (none if it was already gone or is unknown).
-    pub fn died(&mut self, bu: u16) -> Vec<u64> {
-        match self.accounts.get_mut(bu as usize) {
-            Some(a) if a.alive => {
-                a.alive = false;
-                std::mem::take(&mut a.unsettled).into_iter().collect()
-            }
-            _ => Vec::new(),
-        }
-    }
-
-    pub fn accounts(&self) -> &[BuAccount] {
-        &self.accounts
-    }
-
-    pub fn all_gone(&self) -> bool {
-        self.accounts.iter().all(|a| !a.alive)
-    }
-}
+/// A builder unit's account with the event manager.
+pub type BuAccount = UnitAccount;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EvmReport {
@@ -162,7 +87,7 @@ impl Evm {
                 ),
             ],
         )?;
-        let mut credits = BuCredits::new(self.to_bus.len() as u16);
+        let mut credits = Credits::new(self.to_bus.len());
         let mut report = EvmReport::default();
         let mut waited_for_credit = false;
         let mut batches: Vec<Vec<Assignment>> = vec![Vec::new(); self.to_bus.len()];
@@ -184,7 +109,7 @@ impl Evm {
                 );
                 continue;
             }
-            let Some(bu) = credits.take(event) else {
+            let Some(bu) = credits.take(event).map(|bu| bu as u16) else {
                 if !waited_for_credit {
                     report.throttled += 1;
                     waited_for_credit = true;
@@ -249,7 +174,7 @@ impl Evm {
         lumi: u32,
         counting: &mut LumiCount,
         batches: &mut [Vec<Assignment>],
-        credits: &mut BuCredits,
+        credits: &mut Credits,
         report: &mut EvmReport,
     ) {
         self.flush(batches, credits, report);
@@ -267,7 +192,7 @@ impl Evm {
     }
 
     /// Sends `message` to every builder unit still alive.
-    fn broadcast(&self, message: &ToBu, credits: &mut BuCredits, report: &mut EvmReport) {
+    fn broadcast(&self, message: &ToBu, credits: &mut Credits, report: &mut EvmReport) {
         for (bu, outbox) in self.to_bus.iter().enumerate() {
             if credits.accounts()[bu].alive && outbox.send(message.clone()).is_err() {
                 report.bu_gone(credits, bu as u16);
@@ -279,7 +204,7 @@ impl Evm {
     fn flush(
         &self,
         batches: &mut [Vec<Assignment>],
-        credits: &mut BuCredits,
+        credits: &mut Credits,
         report: &mut EvmReport,
     ) {
         for (bu, batch) in batches.iter_mut().enumerate() {
@@ -296,10 +221,10 @@ impl Evm {
 
 impl EvmReport {
     /// Counts a builder unit's unsettled events lost, by number, once.
-    fn bu_gone(&mut self, credits: &mut BuCredits, bu: u16) {
+    fn bu_gone(&mut self, credits: &mut Credits, bu: u16) {
         if credits.accounts().get(bu as usize).is_some_and(|a| a.alive) {
             self.gone.push(bu);
-            self.lost.extend(credits.died(bu));
+            self.lost.extend(credits.died(bu as usize));
             self.lost.sort_unstable();
         }
     }
@@ -309,14 +234,14 @@ impl EvmReport {
 /// builder unit has gone.
 fn drain(
     requests: &dyn Inbox<ToEvm>,
-    credits: &mut BuCredits,
+    credits: &mut Credits,
     report: &mut EvmReport,
     mut wait: Duration,
 ) -> bool {
     loop {
         match requests.receive(wait) {
             Received::Message(ToEvm::Request(r)) => {
-                credits.grant(&r);
+                credits.grant(r.bu as usize, u64::from(r.count), &r.settled);
             }
             Received::Message(ToEvm::BuGone(bu)) => {
                 report.bu_gone(credits, bu);
@@ -334,72 +259,12 @@ fn drain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    fn request(bu: u16, count: u32, settled: &[u64]) -> BuRequest {
-        BuRequest {
-            bu,
-            count,
-            settled: settled.to_vec(),
-        }
-    }
-
-    proptest! {
-        /// Whatever the order of requests and assignments, no builder unit is ever given
-        /// more events than it asked for, and every credit is eventually used.
-        #[test]
-        fn never_more_than_asked(steps in proptest::collection::vec((0u16..3, 0u32..5, any::<bool>()), 0..200)) {
-            let mut credits = BuCredits::new(3);
-            let mut asked = [0u64; 3];
-            let mut event = 0;
-            for (bu, count, assign) in steps {
-                if assign {
-                    event += 1;
-                    credits.take(event);
-                } else {
-                    credits.grant(&request(bu, count, &[]));
-                    asked[bu as usize] += count as u64;
-                }
-                for (a, &asked) in credits.accounts().iter().zip(&asked) {
-                    prop_assert!(a.assigned <= asked);
-                }
-            }
-            while credits.take(event).is_some() {
-                event += 1;
-            }
-            for (a, &asked) in credits.accounts().iter().zip(&asked) {
-                prop_assert_eq!(a.assigned, asked);
-            }
-        }
-    }
-
-    #[test]
-    fn round_robin_and_death_losing_the_unsettled_by_number() {
-        let mut c = BuCredits::new(2);
-        assert_eq!(c.take(1), None);
-        for bu in 0..2 {
-            c.grant(&request(bu, 2, &[]));
-        }
-        assert_eq!(
-            [c.take(1), c.take(2), c.take(3)],
-            [Some(0), Some(1), Some(0)]
-        );
-        c.grant(&request(0, 0, &[1]));
-        assert_eq!(c.died(0), [3]);
-        assert_eq!(c.died(0), [] as [u64; 0], "counted once");
-        assert!(!c.grant(&request(0, 5, &[])));
-        assert!(!c.grant(&request(9, 5, &[])));
-        assert_eq!([c.take(4), c.take(5)], [Some(1), None]);
-        assert!(!c.all_gone());
-        assert_eq!(c.died(1), [2, 4]);
-        assert!(c.all_gone());
-    }
 
     #[test]
     fn a_builder_unit_declared_gone_is_reported_with_its_events() {
         let (tx, rx) = swdaq_dataflow::transport::local(8);
-        let mut c = BuCredits::new(2);
-        c.grant(&request(1, 4, &[]));
+        let mut c = Credits::new(2);
+        c.grant(1, 4, &[]);
         c.take(10);
         let mut report = EvmReport::default();
         tx.send(ToEvm::BuGone(1)).unwrap();

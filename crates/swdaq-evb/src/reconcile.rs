@@ -21,6 +21,7 @@ use crate::inspect::inspect;
 use crate::jsn::{files_of_run, run_directory};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+use swdaq_dataflow::credit::settle_with_disk;
 use std::path::{Path, PathBuf};
 
 /// What a builder unit left in its directory for one run.
@@ -97,36 +98,34 @@ impl EvbSummary {
         dir_of: impl Fn(u16) -> Result<PathBuf, String>,
     ) {
         let mut lost: BTreeSet<u64> = self.evm.lost.iter().copied().collect();
-        for (bu, &reported) in reported.iter().enumerate() {
-            let Some(account) = self.evm.accounts.get(bu) else {
-                continue;
-            };
-            let bu = bu as u16;
-            let gone = self.evm.gone.contains(&bu);
-            if (reported && !gone) || account.assigned == 0 {
-                continue;
+        let gone: Vec<usize> = self.evm.gone.iter().map(|&bu| bu as usize).collect();
+        let read = settle_with_disk(
+            &mut lost,
+            &self.evm.accounts,
+            &gone,
+            reported,
+            |bu| {
+                dir_of(bu as u16).and_then(|dir| read_left(&dir, run).map_err(|e| e.to_string()))
+            },
+            |left| &left.events,
+        );
+        for r in read {
+            if let (Ok(l), false) = (&r.left, r.reported) {
+                self.writers.push(WriterOutcome {
+                    counts: WriterCounts {
+                        events: l.events.len() as u64,
+                        files: l.files,
+                        bytes: l.bytes,
+                        ..Default::default()
+                    },
+                    error: None,
+                });
             }
-            if !gone {
-                // Ended without a report after the event manager had finished: what it had
-                // not settled by then.
-                lost.extend(&account.unsettled);
-            }
-            let left = dir_of(bu).and_then(|dir| read_left(&dir, run).map_err(|e| e.to_string()));
-            if let Ok(l) = &left {
-                lost.retain(|e| !l.events.contains(e));
-                if !reported {
-                    self.writers.push(WriterOutcome {
-                        counts: WriterCounts {
-                            events: l.events.len() as u64,
-                            files: l.files,
-                            bytes: l.bytes,
-                            ..Default::default()
-                        },
-                        error: None,
-                    });
-                }
-            }
-            self.read_back.push(ReadBack { bu, reported, left });
+            self.read_back.push(ReadBack {
+                bu: r.unit as u16,
+                reported: r.reported,
+                left: r.left,
+            });
         }
         self.evm.lost = lost.into_iter().collect();
     }

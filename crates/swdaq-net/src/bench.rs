@@ -114,7 +114,7 @@ fn swdaq_round(size: usize, messages: usize) -> Result<f64, crate::NetError> {
             let d = inlet
                 .receive(Duration::from_secs(10))
                 .expect("the bench's sender is alive");
-            assert_eq!(d.payload.map(|p| p.len()), Some(size));
+            assert_eq!(d.frames.first().map(|p| p.len()), Some(size));
             received += 1;
         }
     });

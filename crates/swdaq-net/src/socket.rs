@@ -120,12 +120,12 @@ impl Outlet {
     }
 
     pub fn send(&self, message: &Message) -> Result<(), SendError> {
-        self.send_frames(message, None, 0)
+        self.send_frames(message, Vec::new(), 0)
     }
 
     /// Sends without waiting at all: fails at once when the peer's queue is full.
     pub fn try_send(&self, message: &Message) -> Result<(), SendError> {
-        self.send_frames(message, None, zmq::DONTWAIT)
+        self.send_frames(message, Vec::new(), zmq::DONTWAIT)
     }
 
     /// A heartbeat, unless another thread is sending right now (then that message, once it
@@ -141,25 +141,37 @@ impl Outlet {
 
     /// A fragment: its metadata, then its bytes as a second frame, handed over without a copy.
     pub fn send_fragment(&self, message: &Message, bytes: Vec<u8>) -> Result<(), SendError> {
-        self.send_frames(message, Some(bytes), 0)
+        self.send_frames(message, vec![bytes], 0)
+    }
+
+    /// A message and the frames it announces (`Message::frames_after`), each handed over
+    /// without a copy; never waits: fails at once when the peer's queue is full.
+    pub fn try_send_with_frames(
+        &self,
+        message: &Message,
+        frames: Vec<Vec<u8>>,
+    ) -> Result<(), SendError> {
+        self.send_frames(message, frames, zmq::DONTWAIT)
     }
 
     fn send_frames(
         &self,
         message: &Message,
-        payload: Option<Vec<u8>>,
+        frames: Vec<Vec<u8>>,
         flags: i32,
     ) -> Result<(), SendError> {
-        let head = wire::encode(self.0.sender, message, payload.is_some() as u16);
+        let head = wire::encode(self.0.sender, message, frames.len() as u16);
         let socket = self.0.socket.lock().unwrap_or_else(|e| e.into_inner());
-        let result = match payload {
-            None => socket.send(head, flags),
-            // A multipart message is atomic in ZeroMQ: the first frame waits (or times out)
-            // for room, the second then always goes.
-            Some(bytes) => socket
-                .send(head, flags | zmq::SNDMORE)
-                .and_then(|()| socket.send(zmq::Message::from(bytes), flags)),
-        };
+        // A multipart message is atomic in ZeroMQ: the first frame waits (or times out) for
+        // room, the others then always go.
+        let last = frames.len();
+        let more = |i: usize| if i < last { zmq::SNDMORE } else { 0 };
+        let result = socket.send(head, flags | more(0)).and_then(|()| {
+            frames
+                .into_iter()
+                .enumerate()
+                .try_for_each(|(i, bytes)| socket.send(zmq::Message::from(bytes), flags | more(i + 1)))
+        });
         match result {
             Ok(()) => {
                 self.0.sent.fetch_add(1, Ordering::Relaxed);
@@ -201,8 +213,8 @@ impl<T: Into<Message> + Send> Outbox<T> for Immediate {
 pub struct Delivery {
     pub sender: AppId,
     pub message: Message,
-    /// A fragment's bytes, as ZeroMQ received them (no copy made yet).
-    pub payload: Option<zmq::Message>,
+    /// The fragments' bytes that followed it, as ZeroMQ received them (no copy made yet).
+    pub frames: Vec<zmq::Message>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -350,12 +362,11 @@ impl Inlet {
         if decoded.message == Message::Heartbeat {
             return None;
         }
-        let mut frames = frames.into_iter();
-        frames.next();
+        frames.remove(0);
         Some(Delivery {
             sender: decoded.sender,
             message: decoded.message,
-            payload: frames.next(),
+            frames,
         })
     }
 

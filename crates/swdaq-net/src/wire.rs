@@ -7,12 +7,13 @@
 //! |---|---|---|
 //! | 0..4 | magic | `SWDQ`: anything else is not ours and is refused |
 //! | 4..6 | version | [`PROTOCOL_VERSION`], little endian: another version is refused, never guessed at |
-//! | 6..8 | frames | frames that follow this one (0, or 1 for a fragment's bytes) |
+//! | 6..8 | frames | frames that follow this one (a fragment's bytes each; see [`Message::frames_after`]) |
 //! | 8..12 | sender | the sending application's index in the topology |
 //! | 12.. | body | the [`Message`], `postcard`-encoded |
 //!
-//! A fragment travels as a second frame holding its bytes as they are, handed to ZeroMQ
-//! without a copy. Bodies are encoded with `postcard` (a compact, well-kept serde format);
+//! A fragment travels as a frame of its own holding its bytes as they are, handed to ZeroMQ
+//! without a copy: a chain fragment after its metadata, the ROB fragments a SW ROD
+//! application found after its answers, one frame each. Bodies are encoded with `postcard` (a compact, well-kept serde format);
 //! the version field is what makes a change of any message a refused peer, not a misread one.
 
 use serde::{Deserialize, Serialize};
@@ -22,12 +23,14 @@ use swdaq_evb::message::{BuRequest, FragmentRequest, ToBu};
 use swdaq_format::TriggerPrimitive;
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::Outcome;
+use swdaq_swrod::message::{HltRequest, RobAnswer, RobAsk, ToHlt, frames_of};
 use swdaq_trigger::{TpBatch, TriggerControl, TriggerDecision};
 
 pub const MAGIC: [u8; 4] = *b"SWDQ";
 /// Bump on any change to [`Message`] or the header. 3: the event builder's messages; 4: its
-/// end-of-lumi-section message and the run's last lumi section at its end.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// end-of-lumi-section message and the run's last lumi section at its end; 5: the SW ROD's
+/// messages, and fragments' frames counted per message.
+pub const PROTOCOL_VERSION: u16 = 5;
 pub const HEADER_SIZE: usize = 12;
 
 /// An application's index in the topology (`[[topology.apps]]`, in order).
@@ -69,6 +72,17 @@ pub enum Message {
     EvbToBu(ToBu),
     /// Event builder: a builder unit asks a readout unit for super-fragments.
     EvbFragmentRequest(FragmentRequest),
+    /// SW ROD: an HLT application asks the HLT supervisor for events.
+    HltRequest(HltRequest),
+    /// SW ROD: L1 accepts (or the end of the run), HLT supervisor to an HLT application.
+    ToHlt(ToHlt),
+    /// SW ROD: the cards of a SW ROD application may send L1 accepts up to this many (the
+    /// HLT supervisor's L1 accepts and how far ahead of them the cards may run).
+    L1aHorizon { l1as: u64 },
+    /// SW ROD: an HLT application asks a SW ROD application for ROB fragments.
+    RobRequests(Vec<RobAsk>),
+    /// SW ROD: a SW ROD application's answers; followed by a frame per fragment found.
+    RobAnswers(Vec<RobAnswer>),
 }
 
 impl Message {
@@ -89,6 +103,21 @@ impl Message {
             Message::EvbRequest(_) => "evb-request",
             Message::EvbToBu(_) => "evb-to-bu",
             Message::EvbFragmentRequest(_) => "evb-fragment-request",
+            Message::HltRequest(_) => "hlt-request",
+            Message::ToHlt(_) => "to-hlt",
+            Message::L1aHorizon { .. } => "l1a-horizon",
+            Message::RobRequests(_) => "rob-requests",
+            Message::RobAnswers(_) => "rob-answers",
+        }
+    }
+
+    /// The frames that must follow this message: a chain fragment's bytes, a SW ROD
+    /// application's fragments found.
+    pub fn frames_after(&self) -> usize {
+        match self {
+            Message::Fragment { .. } => 1,
+            Message::RobAnswers(answers) => frames_of(answers),
+            _ => 0,
         }
     }
 }
@@ -192,6 +221,18 @@ impl From<FragmentRequest> for Message {
     }
 }
 
+impl From<HltRequest> for Message {
+    fn from(r: HltRequest) -> Self {
+        Message::HltRequest(r)
+    }
+}
+
+impl From<ToHlt> for Message {
+    fn from(m: ToHlt) -> Self {
+        Message::ToHlt(m)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
     #[error("{0} bytes: shorter than the {HEADER_SIZE}-byte header")]
@@ -265,8 +306,8 @@ pub fn decode(frame: &[u8]) -> Result<Decoded, WireError> {
     if !rest.is_empty() {
         return Err(malformed(format!("{} bytes after the message", rest.len())));
     }
-    let expected = matches!(message, Message::Fragment { .. }) as u16;
-    if frames_after != expected {
+    let expected = message.frames_after();
+    if usize::from(frames_after) != expected {
         return Err(WireError::Malformed {
             sender,
             what: "frame count",
@@ -289,6 +330,8 @@ mod tests {
     use proptest::prelude::*;
     use swdaq_format::SourceId;
     use swdaq_readout::request::RequestStatus;
+    use swdaq_swrod::consumers::RobRequestStatus;
+    use swdaq_swrod::message::EventAssignment;
     use swdaq_trigger::decision::ReadoutWindow;
 
     fn request() -> DataRequest {
@@ -361,7 +404,36 @@ mod tests {
                 bu: 0,
                 events: vec![3, 4],
             }),
+            Message::HltRequest(HltRequest {
+                hlt: 1,
+                count: 64,
+                settled: vec![7, 8, 12],
+            }),
+            Message::ToHlt(ToHlt::Assigned(vec![EventAssignment {
+                global_id: 9,
+                l1_id: 0x0100_0002,
+            }])),
+            Message::ToHlt(ToHlt::EndOfRun),
+            Message::L1aHorizon { l1as: 4096 },
+            Message::RobRequests(vec![RobAsk {
+                source_id: 0x71_0001,
+                l1_id: 5,
+            }]),
+            Message::RobAnswers(vec![
+                answer(RobRequestStatus::Found),
+                answer(RobRequestStatus::NotYet),
+                answer(RobRequestStatus::Found),
+            ]),
         ]
+    }
+
+    fn answer(status: RobRequestStatus) -> RobAnswer {
+        RobAnswer {
+            source_id: 0x71_0000,
+            l1_id: 5,
+            status,
+            complete: true,
+        }
     }
 
     fn super_fragment() -> swdaq_evb::message::SuperFragment {
@@ -376,7 +448,7 @@ mod tests {
     #[test]
     fn every_message_survives_the_round_trip() {
         for m in every_kind() {
-            let frames = matches!(m, Message::Fragment { .. }) as u16;
+            let frames = m.frames_after() as u16;
             let d = decode(&encode(9, &m, frames)).unwrap();
             assert_eq!((d.sender, &d.message, d.frames_after), (9, &m, frames));
         }
@@ -423,6 +495,17 @@ mod tests {
             decode(&encode(0, &Message::End, 1)).unwrap_err().reason(),
             "malformed"
         );
+        // Two fragments found: two frames, not one, not three.
+        let answers = Message::RobAnswers(vec![
+            answer(RobRequestStatus::Found),
+            answer(RobRequestStatus::Gone),
+            answer(RobRequestStatus::Found),
+        ]);
+        for frames in [0, 1, 3] {
+            let e = decode(&encode(0, &answers, frames)).unwrap_err();
+            assert_eq!(e.reason(), "malformed");
+        }
+        assert!(decode(&encode(0, &answers, 2)).is_ok());
     }
 
     #[test]
@@ -457,13 +540,14 @@ mod tests {
         #[test]
         fn any_bytes_decode_or_fail_cleanly(
             bytes in proptest::collection::vec(any::<u8>(), 0..256),
-            pick in 0usize..17,
+            pick in any::<usize>(),
             cut in 0usize..512,
             flip in any::<(usize, u8)>(),
         ) {
             let _ = decode(&bytes);
-            let m = &every_kind()[pick];
-            let mut frame = encode(1, m, matches!(m, Message::Fragment { .. }) as u16);
+            let kinds = every_kind();
+            let m = &kinds[pick % kinds.len()];
+            let mut frame = encode(1, m, m.frames_after() as u16);
             let at = flip.0 % frame.len();
             frame[at] ^= flip.1;
             let _ = decode(&frame);

@@ -48,9 +48,41 @@ fn messages_and_fragments_arrive_whole_and_in_order() {
     );
     let second = inlet.receive(Duration::from_secs(5)).unwrap();
     assert_eq!(second.message, meta);
-    assert_eq!(&second.payload.unwrap()[..], &bytes[..]);
+    assert_eq!(&second.frames[0][..], &bytes[..]);
     assert_eq!(outlet.counts(), (2, 0));
     assert_eq!(inlet.counts().received, 2);
+}
+
+#[test]
+fn a_sw_rod_s_answers_bring_each_fragment_found_as_a_frame_of_its_own() {
+    use swdaq_swrod::consumers::RobRequestStatus;
+    use swdaq_swrod::message::RobAnswer;
+    let (_c, mut inlet, outlet) = pair();
+    let answer = |l1_id, status| RobAnswer {
+        source_id: 0x71_0000,
+        l1_id,
+        status,
+        complete: true,
+    };
+    let answers = Message::RobAnswers(vec![
+        answer(1, RobRequestStatus::Found),
+        answer(2, RobRequestStatus::NotYet),
+        answer(3, RobRequestStatus::Found),
+    ]);
+    let frames = vec![vec![1u8; 300], vec![3u8; 500]];
+    // Once connected (a send that never waits fails before).
+    outlet.send(&Message::Heartbeat).unwrap();
+    outlet.try_send_with_frames(&answers, frames.clone()).unwrap();
+    let d = inlet.receive(Duration::from_secs(5)).unwrap();
+    assert_eq!(d.message, answers);
+    let got: Vec<Vec<u8>> = d.frames.iter().map(|f| f.to_vec()).collect();
+    assert_eq!(got, frames);
+    // Announcing one frame too few is refused whole, and counted.
+    outlet
+        .try_send_with_frames(&answers, vec![vec![1u8; 3]])
+        .unwrap();
+    assert!(inlet.receive(Duration::from_millis(500)).is_none());
+    assert_eq!(inlet.counts().refused.get("malformed"), Some(&1));
 }
 
 #[test]

@@ -49,6 +49,18 @@ impl Default for FelixConfig {
     }
 }
 
+/// The extended L1 ID of the run's L1 accept number `index` (from 0) with an ECR every
+/// `ecr_every` L1 accepts (0: never): the ECR count in the upper 8 bits, the L1 accepts since
+/// the last ECR in the lower 24. Whoever follows the same L1A sequence (every card, the
+/// trigger's stand-in in another process) computes the same L1 IDs from it.
+pub fn l1_id_of(index: u64, ecr_every: u32) -> u32 {
+    let (ecrs, count) = match u64::from(ecr_every) {
+        0 => (0, index),
+        every => (index / every, index % every),
+    };
+    ((ecrs & 0xFF) as u32) << 24 | (count & 0x00FF_FFFF) as u32
+}
+
 /// Fault probabilities (per chunk or per block) and scheduled dead e-links.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -113,8 +125,6 @@ pub struct FelixCard {
     elinks: Vec<Elink>,
     rng: Xoshiro256PlusPlus,
     l1as: u64,
-    ecr_count: u32,
-    l1_count: u32,
     chunk: Vec<u8>,
     faults: Vec<FelixFault>,
 }
@@ -152,8 +162,6 @@ impl FelixCard {
             rng: Xoshiro256PlusPlus::seed_from_u64(config.seed),
             elinks,
             l1as: 0,
-            ecr_count: 0,
-            l1_count: 0,
             chunk: Vec::with_capacity(config.chunk_max),
             faults: Vec::new(),
             config,
@@ -166,7 +174,7 @@ impl FelixCard {
 
     /// The extended L1 ID the next L1 accept will carry.
     pub fn next_l1_id(&self) -> u32 {
-        (self.ecr_count & 0xFF) << 24 | (self.l1_count & 0x00FF_FFFF)
+        l1_id_of(self.l1as, self.config.ecr_every)
     }
 
     /// Replaces the fault probabilities from now on (dead e-links stay as configured).
@@ -258,10 +266,7 @@ impl FelixCard {
             );
         }
         self.l1as += 1;
-        self.l1_count += 1;
         if self.config.ecr_every > 0 && self.l1as.is_multiple_of(u64::from(self.config.ecr_every)) {
-            self.ecr_count = (self.ecr_count + 1) & 0xFF;
-            self.l1_count = 0;
             self.faults
                 .push(fault(FelixFaultKind::Ecr, 0, self.next_l1_id()));
         }
@@ -407,6 +412,26 @@ mod tests {
             .filter(|f| f.kind == FelixFaultKind::Ecr)
             .count();
         assert_eq!(ecrs, 2);
+    }
+
+    #[test]
+    fn l1_ids_follow_the_l1a_count_across_ecrs_and_wraps() {
+        assert_eq!(l1_id_of(0, 0), 0);
+        assert_eq!(l1_id_of((1 << 24) + 5, 0), 5, "the 24-bit count wraps");
+        assert_eq!(l1_id_of(49, 50), 49);
+        assert_eq!(l1_id_of(50, 50), 1 << 24);
+        assert_eq!(l1_id_of(256 * 50 + 3, 50), 3, "the 8-bit ECR count wraps");
+        let mut card = FelixCard::new(FelixConfig {
+            elinks: 1,
+            ecr_every: 7,
+            ..FelixConfig::default()
+        })
+        .unwrap();
+        let mut blocks = Vec::new();
+        for i in 0..100 {
+            assert_eq!(card.next_l1_id(), l1_id_of(i, 7));
+            card.l1_accept(&mut blocks);
+        }
     }
 
     #[test]

@@ -157,7 +157,7 @@ impl SlotIndex for ModuloIndex {
 /// What aggregation saw. Each injected fault of the emulator ends in exactly one of the
 /// fault counters (`missing_chunks`, `elinks_silent`, `out_of_order_chunks`,
 /// `truncated_chunks`, `ecrs`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AggregatorCounts {
     pub chunks: u64,
     pub fragments: u64,
@@ -191,6 +191,18 @@ pub struct BuiltFragment {
 impl BuiltFragment {
     pub fn bytes(&self) -> &[u8] {
         &self.buf[self.start..self.start + self.len]
+    }
+
+    /// A fragment another process built, from its bytes as received.
+    pub fn received(bytes: Vec<u8>, l1_id: u32, complete: bool) -> Self {
+        let len = bytes.len();
+        Self {
+            buf: PooledBuf::unpooled(bytes),
+            start: 0,
+            len,
+            l1_id,
+            complete,
+        }
     }
 }
 

@@ -9,13 +9,13 @@
 
 use crate::aggregator::{BuiltFragment, later};
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, never, select};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::sync::Arc;
 use swdaq_format::rawfile::RawFileWriter;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsumerCounts {
     pub delivered: u64,
     /// Fragments not given because the consumer's queue was full (or it had stopped).
@@ -77,7 +77,7 @@ impl ConsumerChain {
 }
 
 /// How a request for a ROB fragment by L1 ID was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RobRequestStatus {
     Found,
@@ -87,6 +87,9 @@ pub enum RobRequestStatus {
     Gone,
     /// Further ahead of the newest fragment than any event can be.
     Invalid,
+    /// The request could not reach the ROB's server: its application is gone, or its
+    /// inbox did not take the request (said by the requester's side, never by a server).
+    Unreachable,
 }
 
 /// How far past the newest fragment a request is still plausible in a run with ECRs. The ECR
@@ -173,7 +176,7 @@ pub struct RobReply {
 }
 
 /// Answer counts of a request server.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestCounts {
     pub found: u64,
     pub not_yet: u64,
@@ -215,7 +218,10 @@ pub fn serve_requests(
                         RobRequestStatus::Found => &mut counts.found,
                         RobRequestStatus::NotYet => &mut counts.not_yet,
                         RobRequestStatus::Gone => &mut counts.gone,
-                        RobRequestStatus::Invalid => &mut counts.invalid,
+                        // A store never answers unreachable.
+                        RobRequestStatus::Invalid | RobRequestStatus::Unreachable => {
+                            &mut counts.invalid
+                        }
                     } += 1;
                     // A requester that went away is not the server's problem.
                     let _ = r.reply.send(RobReply { l1_id: r.l1_id, status, fragment });

@@ -8,7 +8,7 @@ use swdaq_format::felix::{
 };
 
 /// What the decoder saw, counted per call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DecoderCounts {
     pub blocks: u64,
     pub chunks: u64,

@@ -10,7 +10,7 @@
 use crate::aggregator::BuiltFragment;
 use crate::consumers::{RobReply, RobRequest, RobRequestStatus};
 use crossbeam_channel::{Receiver, Select, Sender, unbounded};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ pub struct RobPort {
 }
 
 /// Why a ROB is missing from an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MissingRob {
     /// Answered `not_yet` until `give_up_after`.
@@ -39,7 +39,8 @@ pub enum MissingRob {
     Gone,
     /// The server found the L1 ID implausible.
     Invalid,
-    /// The server stopped answering (end of run).
+    /// The server stopped answering (end of run), or could not be reached (its application
+    /// is gone).
     NoServer,
 }
 
@@ -50,7 +51,7 @@ pub struct AssembledEvent {
     pub missing: Vec<(u32, MissingRob)>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HltCounts {
     pub events: u64,
     pub complete_events: u64,
@@ -62,9 +63,28 @@ pub struct HltCounts {
     pub not_yet: u64,
     pub gone: u64,
     pub invalid: u64,
+    /// Requests that could not reach the ROB's server (its application gone).
+    pub unreachable: u64,
     /// ROBs given up on after `give_up_after`.
     pub timed_out_robs: u64,
     pub no_server_robs: u64,
+}
+
+impl HltCounts {
+    /// Adds another HLT's counts (several HLT applications).
+    pub fn add(&mut self, o: &HltCounts) {
+        self.events += o.events;
+        self.complete_events += o.complete_events;
+        self.incomplete_events += o.incomplete_events;
+        self.events_with_incomplete_robs += o.events_with_incomplete_robs;
+        self.found += o.found;
+        self.not_yet += o.not_yet;
+        self.gone += o.gone;
+        self.invalid += o.invalid;
+        self.unreachable += o.unreachable;
+        self.timed_out_robs += o.timed_out_robs;
+        self.no_server_robs += o.no_server_robs;
+    }
 }
 
 struct Pending {
@@ -189,6 +209,10 @@ pub fn assemble_events(
                             RobRequestStatus::Invalid => {
                                 counts.invalid += 1;
                                 p.settle(rob, source_id, MissingRob::Invalid, &mut counts);
+                            }
+                            RobRequestStatus::Unreachable => {
+                                counts.unreachable += 1;
+                                p.settle(rob, source_id, MissingRob::NoServer, &mut counts);
                             }
                         }
                         finish_if_done(&mut pending, l1_id, &mut counts, &mut out);

@@ -1,7 +1,8 @@
 //! An ATLAS-style software ROD (SW ROD): FELIX e-link chunks in GBT mode ([`decoder`]) are
 //! aggregated by L1 ID into eformat v5 ROB fragments ([`aggregator`]) in pooled buffers
 //! ([`pool`]) and handed down a chain of consumers ([`consumers`]): the data-request server,
-//! recording, monitoring samples. [`inspect`] checks the files a SW ROD run stores.
+//! recording, monitoring samples. [`inspect`] checks the files a SW ROD run stores;
+//! [`message`] is what its applications send each other across processes.
 
 pub mod aggregator;
 pub mod bench;
@@ -10,6 +11,7 @@ pub mod decoder;
 pub mod elinks;
 pub mod hlt;
 pub mod inspect;
+pub mod message;
 pub mod metrics;
 pub mod pool;
 

@@ -91,6 +91,13 @@ pub struct PooledBuf {
     home: Option<Sender<Vec<u8>>>,
 }
 
+impl PooledBuf {
+    /// A buffer of no pool (a fragment received from another process).
+    pub fn unpooled(bytes: Vec<u8>) -> Self {
+        Self { bytes, home: None }
+    }
+}
+
 impl Deref for PooledBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

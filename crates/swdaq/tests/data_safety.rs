@@ -1,5 +1,5 @@
-//! Data safety drills for every dataflow model (the chain and the event builder in one process
-//! and as applications, the SW ROD), from the binary as a user runs it:
+//! Data safety drills for every dataflow model (the chain, the event builder and the SW ROD,
+//! each in one process and as applications), from the binary as a user runs it:
 //! - a run never overwrites an earlier run's files: with no number it takes the next free one,
 //!   a number that has files is refused before anything starts, naming one;
 //! - a disk that fills up mid-run: every event ends in exactly one counter (written or lost),
@@ -168,6 +168,14 @@ fn accounts(model: Model, s: &Value) -> (u64, u64, u64, String) {
             u(&s["hlt"]["events"]),
             u(&s["stored_events"]),
             u(&s["unwritten_events"]),
+            s["storage_error"].to_string(),
+        ),
+        // Every L1 accept given out: built by an HLT application and stored or unwritten,
+        // or lost with an HLT application (by number).
+        Model::SwrodApps => (
+            u(&s["l1as_to_hlt"]),
+            u(&s["stored_events"]),
+            u(&s["unwritten_events"]) + u(&s["lost"]),
             s["storage_error"].to_string(),
         ),
     }

@@ -41,7 +41,7 @@ struct Case {
     links: Result<&'static str, &'static str>,
 }
 
-const CASES: [Case; 5] = [
+const CASES: [Case; 6] = [
     Case {
         config: None,
         model_table: None,
@@ -86,6 +86,15 @@ const CASES: [Case; 5] = [
         out: "swrod.output_dir",
         run: "swrod.run_number",
         metrics: Ok("metrics_addr"),
+        links: Ok("swrod.felix.elinks"),
+    },
+    Case {
+        config: Some("swrod-apps.toml"),
+        model_table: Some("swrod"),
+        duration: "duration_s",
+        out: "swrod.output_dir",
+        run: "swrod.run_number",
+        metrics: Err("each serves its own /metrics"),
         links: Ok("swrod.felix.elinks"),
     },
 ];

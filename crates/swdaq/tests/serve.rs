@@ -865,7 +865,7 @@ fn every_model_runs_twice_under_swdaq_ctl() {
         let name = match model {
             Model::Chain | Model::ChainApps => "chain",
             Model::Evb | Model::EvbApps => "evb",
-            Model::Swrod => "swrod",
+            Model::Swrod | Model::SwrodApps => "swrod",
         };
         assert_eq!(ctl(&server, &["configure"]).unwrap()["state"], "configured");
         for number in [1, 2] {

@@ -26,6 +26,8 @@ pub(super) struct Running {
     pub(super) live: Option<(Vec<LiveSeries>, Instant)>,
     /// Why its storage failed, when it said so (the run then stops).
     pub(super) storage_failed: Option<String>,
+    /// It said its input has ended (the run then stops).
+    pub(super) input_ended: bool,
     /// Set when it exited before it was told to stop.
     pub(super) died: bool,
 }
@@ -139,6 +141,7 @@ pub(super) fn spawn(
         report: None,
         live: None,
         storage_failed: None,
+        input_ended: false,
         died: false,
     })
 }
@@ -154,6 +157,7 @@ pub(super) fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::R
             }
         }
         Ok(Event::StorageFailed(why)) => a.storage_failed = Some(why),
+        Ok(Event::InputEnded) => a.input_ended = true,
         Ok(Event::Report(r)) => {
             a.report = Some(r);
             a.outcome.reported = true;

@@ -262,6 +262,9 @@ fn supervise(
         if duration.is_some_and(|d| now - started >= d) {
             return StopReason::Duration;
         }
+        if apps.iter().any(|a| a.input_ended) {
+            return StopReason::InputEnded;
+        }
         if let Some(a) = apps
             .iter()
             .find(|a| a.died && plan.essential.contains(&a.kind))

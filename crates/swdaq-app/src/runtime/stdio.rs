@@ -13,7 +13,9 @@
 //!   `RunReport`, or the event builder's `EvbAppReport`) at the end; every application also
 //!   sends `live HEX` each status interval (its counters and gauges, `runtime::live_feed`);
 //!   an application whose storage failed, where that stops the run, says `storage-failed WHY`
-//!   at once (the launcher then stops the run).
+//!   at once (the launcher then stops the run); an application whose input has ended, where
+//!   that ends the run (the SW ROD's HLT supervisor at `swrod.max_l1as`), says
+//!   `input-ended` (the launcher then stops the run in order).
 //! - stderr: the application's log.
 
 use anyhow::{Context, bail};
@@ -173,6 +175,13 @@ pub fn say_storage_failed(why: &str) -> std::io::Result<()> {
     out.flush()
 }
 
+/// Tells the launcher this application's input has ended: the run may stop.
+pub fn say_input_ended() -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "input-ended")?;
+    out.flush()
+}
+
 /// Sends the launcher this application's latest figures for the live line.
 pub fn send_live(figures: &impl serde::Serialize) -> anyhow::Result<()> {
     let bytes = postcard::to_stdvec(figures).context("encoding the live figures")?;
@@ -192,12 +201,15 @@ pub enum Event {
     Live(Vec<u8>),
     /// Its storage failed: the run stops (why, as the application says it).
     StorageFailed(String),
+    /// Its input has ended: the run stops.
+    InputEnded,
 }
 
 /// Parses one stdout line of an application (`None` for anything else, e.g. stray output).
 pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
     match line.trim_end() {
         "ready" => Some(Ok(Event::Ready)),
+        "input-ended" => Some(Ok(Event::InputEnded)),
         l => {
             if let Some(hex) = l.strip_prefix("live ") {
                 return Some(hex::decode(hex).context("live: not hex").map(Event::Live));
@@ -318,5 +330,6 @@ mod tests {
         assert!(parse_event("report zz").unwrap().is_err());
         assert!(matches!(parse_event("live 0102"), Some(Ok(Event::Live(b))) if b == [1, 2]));
         assert!(parse_event("something else").is_none());
+        assert!(matches!(parse_event("input-ended"), Some(Ok(Event::InputEnded))));
     }
 }

@@ -15,7 +15,11 @@
 //!
 //! The event builder (a configuration with `[evb]`) uses the kinds `evm` (readout unit 0,
 //! which sees the trigger), `ru` (readout units 1.., in topology order) and `bu` (builder
-//! units 0.., in topology order).
+//! units 0.., in topology order). The SW ROD (`[swrod]`) uses `swrod` (FELIX cards listed in
+//! its `cards`, a SW ROD thread per ROB, the ROBs' request servers), `hltsv` (the HLT
+//! supervisor: the L1 accepts, given to HLT applications by credit) and `hlt` (HLT
+//! applications 0.., in topology order: each asks every ROB for its events, builds and
+//! stores them).
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
@@ -78,6 +82,12 @@ pub enum AppKind {
     Ru,
     /// Event builder: a builder unit.
     Bu,
+    /// SW ROD: FELIX cards, a SW ROD thread per ROB, the ROBs' request servers.
+    Swrod,
+    /// SW ROD: the HLT supervisor, giving each L1 accept to an HLT application by credit.
+    Hltsv,
+    /// SW ROD: an HLT application (an HLT node's data collection and its storage).
+    Hlt,
 }
 
 impl AppKind {
@@ -90,6 +100,9 @@ impl AppKind {
             AppKind::Evm => "evm",
             AppKind::Ru => "ru",
             AppKind::Bu => "bu",
+            AppKind::Swrod => "swrod",
+            AppKind::Hltsv => "hltsv",
+            AppKind::Hlt => "hlt",
         }
     }
 }
@@ -107,6 +120,9 @@ pub struct App {
     /// A readout application's links.
     #[serde(default)]
     pub links: Vec<u32>,
+    /// A SW ROD application's FELIX cards.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<u16>,
     /// A builder's record stream for online monitoring (a ZeroMQ PUB endpoint), or "".
     #[serde(default)]
     pub record_stream: String,
@@ -189,6 +205,41 @@ impl TopologySection {
         ])
     }
 
+    /// Checks a SW ROD's topology: `swrod` applications reading every one of `cards` FELIX
+    /// cards once, one `hltsv`, at least one `hlt`, nothing else.
+    pub fn validate_swrod(&self, cards: u16) -> anyhow::Result<()> {
+        if !self.is_distributed() {
+            return Ok(());
+        }
+        self.validate_apps(0)?;
+        self.validate_counts(&[
+            (AppKind::Swrod, 1, usize::MAX),
+            (AppKind::Hltsv, 1, 1),
+            (AppKind::Hlt, 1, usize::MAX),
+        ])?;
+        let mut covered = BTreeSet::new();
+        for a in self.of_kind(AppKind::Swrod).map(|(_, a)| a) {
+            for &card in &a.cards {
+                ensure(
+                    card < cards,
+                    "apps.cards",
+                    format!("{}: card {card} does not exist ({cards} cards)", a.name),
+                )?;
+                ensure(
+                    covered.insert(card),
+                    "apps.cards",
+                    format!("card {card} is read out twice"),
+                )?;
+            }
+        }
+        let unread: Vec<u16> = (0..cards).filter(|c| !covered.contains(c)).collect();
+        ensure(
+            unread.is_empty(),
+            "apps.cards",
+            format!("cards {unread:?} are read out by no swrod application"),
+        )
+    }
+
     /// What every topology must satisfy: names, hosts, addresses, links.
     fn validate_apps(&self, links: u32) -> anyhow::Result<()> {
         ensure(self.heartbeat_ms >= 10, "heartbeat_ms", "must be >= 10")?;
@@ -248,6 +299,11 @@ impl TopologySection {
                 a.kind == AppKind::Readout || a.links.is_empty(),
                 "apps.links",
                 format!("{}: only readout applications have links", a.name),
+            )?;
+            ensure(
+                a.kind == AppKind::Swrod || a.cards.is_empty(),
+                "apps.cards",
+                format!("{}: only swrod applications have FELIX cards", a.name),
             )?;
             ensure(
                 a.kind == AppKind::Builder || a.record_stream.is_empty(),
@@ -335,6 +391,7 @@ mod tests {
             host: String::new(),
             address: format!("tcp://127.0.0.1:{port}"),
             links: links.to_vec(),
+            cards: Vec::new(),
             record_stream: String::new(),
             record_stream_every: 1,
             metrics_addr: String::new(),
@@ -396,6 +453,36 @@ mod tests {
                 .to_string()
                 .contains("evm")
         );
+    }
+
+    #[test]
+    fn a_sw_rod_topology_reads_every_card_once_with_one_supervisor() {
+        let swrod = |name: &str, port, cards: &[u16]| App {
+            cards: cards.to_vec(),
+            ..app(name, AppKind::Swrod, port, &[])
+        };
+        let t = TopologySection {
+            apps: vec![
+                swrod("swrod-0", 7300, &[0, 2]),
+                swrod("swrod-1", 7301, &[1]),
+                app("hltsv", AppKind::Hltsv, 7302, &[]),
+                app("hlt-0", AppKind::Hlt, 7303, &[]),
+            ],
+            ..Default::default()
+        };
+        t.validate_swrod(3).unwrap();
+        let fails = |change: &dyn Fn(&mut TopologySection), cards, expected: &str| {
+            let mut t = t.clone();
+            change(&mut t);
+            let e = t.validate_swrod(cards).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e:?} should say {expected:?}");
+        };
+        fails(&|_| {}, 4, "cards [3] are read out by no swrod");
+        fails(&|_| {}, 2, "card 2 does not exist");
+        fails(&|t| t.apps[1].cards = vec![1, 2], 3, "card 2 is read out twice");
+        fails(&|t| t.apps[2].cards = vec![2], 3, "only swrod applications");
+        fails(&|t| t.apps[2].kind = AppKind::Hlt, 3, "0 hltsv applications");
+        fails(&|t| t.apps[3].kind = AppKind::Bu, 3, "do not belong");
     }
 
     #[test]

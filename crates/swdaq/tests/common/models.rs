@@ -12,14 +12,16 @@ pub enum Model {
     Evb,
     EvbApps,
     Swrod,
+    SwrodApps,
 }
 
-pub const EVERY_MODEL: [Model; 5] = [
+pub const EVERY_MODEL: [Model; 6] = [
     Model::Chain,
     Model::ChainApps,
     Model::Evb,
     Model::EvbApps,
     Model::Swrod,
+    Model::SwrodApps,
 ];
 
 /// One FED list of `n` FEDs of about `bytes` each, ids from `first`.
@@ -94,19 +96,38 @@ pub fn config(dir: &Path, model: Model, out: &Path, run: u32, load: Load) -> Pat
             }
             t
         }
-        Model::Swrod => {
+        Model::Swrod | Model::SwrodApps => {
             let l1as = if flood { 400_000 } else { 2000 };
-            // Until stopped: paced, no L1 accept limit.
-            let (rate, l1as) = if until_stopped {
-                (2000.0, 0)
-            } else {
-                (0.0, l1as)
+            // Until stopped: paced, no L1 accept limit. Applications follow the L1A clock:
+            // they always have a rate.
+            let (rate, l1as) = match (until_stopped, model, flood) {
+                (true, _, _) => (2000.0, 0),
+                (false, Model::Swrod, _) => (0.0, l1as),
+                (false, _, true) => (5000.0, l1as),
+                (false, _, false) => (2000.0, l1as),
             };
-            format!(
+            let mut t = format!(
                 "duration_s = 0\nmetrics_addr = \"\"\n[swrod]\nrun_number = {run}\noutput_dir = {out:?}\n\
                  max_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = {rate:?}\nmax_l1as = {l1as}\n\
                  hlt_accept_every = 1\n[swrod.felix]\nelinks = 16\n"
-            )
+            );
+            if model == Model::SwrodApps {
+                // A "not yet" asked again is a network round trip: not every 200 us.
+                t = t.replace("hlt_accept_every = 1\n", "hlt_accept_every = 1\nhlt_retry_us = 2000\n");
+                t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n";
+                for (name, kind, cards) in [
+                    ("swrod-0", "swrod", "cards = [0]"),
+                    ("hltsv", "hltsv", ""),
+                    ("hlt-0", "hlt", ""),
+                    ("hlt-1", "hlt", ""),
+                ] {
+                    t += &format!(
+                        "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{cards}\n",
+                        free_port()
+                    );
+                }
+            }
+            t
         }
     };
     let path = dir.join(format!("{model:?}-{run}.toml"));

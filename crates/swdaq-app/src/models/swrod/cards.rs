@@ -1,6 +1,9 @@
 //! The emulated FELIX cards of a SW ROD run: each a thread emitting L1 accepts at the L1A
-//! rate (held while run control pauses), routing its blocks to the ROBs of its e-links, and
-//! stopping at one common L1 accept count, fault-free for the last `clean_tail_l1as`.
+//! rate (held while run control pauses, and never past the L1A horizon: with applications,
+//! the HLT supervisor's L1 accepts and the lead the cards may have on them), routing its
+//! blocks to the ROBs of its e-links, and stopping at one common L1 accept count, fault-free
+//! for the last `clean_tail_l1as`. While held the card's L1A clock stands still, as a
+//! front end's does under the central trigger's busy.
 
 use super::config::SwrodSettings;
 use super::report::CardResult;
@@ -27,7 +30,31 @@ pub(super) struct Shared {
     pub(super) stopping: AtomicBool,
     /// Run control's pause: the cards send no L1 accept while it is set (until the stop).
     pub(super) hold: Arc<AtomicBool>,
+    /// The cards send L1 accepts up to this many (until the stop).
+    pub(super) horizon: Arc<AtomicU64>,
     pub(super) card_l1as: Vec<AtomicU64>,
+}
+
+impl Shared {
+    /// A run of `s`'s cards, held while `hold` is set and kept below `horizon`.
+    pub(super) fn new(s: &SwrodSettings, hold: Arc<AtomicBool>, horizon: Arc<AtomicU64>) -> Self {
+        Self {
+            stop_at: AtomicU64::new(if s.max_l1as > 0 { s.max_l1as } else { u64::MAX }),
+            stopping: AtomicBool::new(false),
+            hold,
+            horizon,
+            card_l1as: (0..s.cards).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// L1 accepts a card may have sent by now: the horizon, until the stop.
+    fn limit(&self) -> u64 {
+        if self.stopping.load(Ordering::Relaxed) {
+            u64::MAX
+        } else {
+            self.horizon.load(Ordering::Relaxed)
+        }
+    }
 }
 
 /// What the run loop sees while the threads work.
@@ -88,15 +115,19 @@ pub(super) fn card_thread(
     let per_rob = usize::from(s.felix.elinks / s.robs_per_card);
     let batch = batch_l1as(s);
     let start = Instant::now();
-    let mut result = CardResult::default();
+    let mut result = CardResult {
+        card: c,
+        ..Default::default()
+    };
     let mut blocks = Vec::new();
     let mut clean = false;
     let mut published = 0;
     let ecr_every = u64::from(s.felix.ecr_every);
-    // Time held by run control's pause: the L1A clock stands still meanwhile.
+    // Time held by run control's pause or at the horizon: the L1A clock stands still.
     let mut held = Duration::ZERO;
     loop {
-        if shared.hold.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed) {
+        let paused = shared.hold.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed);
+        if paused || result.l1as >= shared.limit() {
             let t = Instant::now();
             std::thread::sleep(HOLD_POLL);
             held += t.elapsed();
@@ -132,7 +163,9 @@ pub(super) fn card_thread(
                 }
                 result.waited_for_hlt_s += t.elapsed().as_secs_f64();
             }
-            if result.l1as >= shared.stop_at.load(Ordering::Relaxed) {
+            if result.l1as >= shared.stop_at.load(Ordering::Relaxed)
+                || result.l1as >= shared.limit()
+            {
                 break;
             }
         }

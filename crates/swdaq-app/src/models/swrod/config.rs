@@ -1,5 +1,7 @@
-//! The SW ROD run file (`configs/swrod.toml` is the commented example).
+//! The SW ROD run file (`configs/swrod.toml` is the commented example; with a
+//! `[topology]` of `swrod`, `hltsv` and `hlt` applications, `configs/swrod-apps.toml`).
 
+use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use swdaq_sim::felix::FelixConfig;
@@ -10,9 +12,11 @@ use swdaq_swrod::RobConfig;
 pub struct SwrodRunConfig {
     /// Seconds of data taking (0: until Ctrl-C or `swrod.max_l1as`).
     pub duration_s: f64,
-    /// `/metrics` address, or "" for none.
+    /// `/metrics` address, or "" for none (with a topology, each application's own).
     pub metrics_addr: String,
     pub swrod: SwrodSettings,
+    /// Empty: one process. Otherwise the `swrod`, `hltsv` and `hlt` applications.
+    pub topology: TopologySection,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +64,7 @@ impl Default for SwrodRunConfig {
             duration_s: 10.0,
             metrics_addr: "127.0.0.1:9464".into(),
             swrod: SwrodSettings::default(),
+            topology: TopologySection::default(),
         }
     }
 }
@@ -96,6 +101,24 @@ impl SwrodSettings {
         usize::from(self.cards) * usize::from(self.robs_per_card)
     }
 
+    /// How far the cards may run ahead of the L1 accepts given to the HLT (applications):
+    /// a quarter of each ROB's request store, so that every fragment the HLT is sent for is
+    /// still kept when it asks.
+    pub fn l1a_lead(&self) -> u64 {
+        (self.request_store_fragments as u64 / 4).max(1)
+    }
+
+    /// The size a full event is expected to have at most (every ROB's buffer), for the
+    /// raw files' headers.
+    pub fn nominal_event_bytes(&self) -> u32 {
+        (self.robs() * self.rob_config(0, 0).buffer_size()) as u32
+    }
+
+    /// ROB `r` of card `card`'s place among the run's ROBs (card-major, as their source ids).
+    pub fn rob_index(&self, card: u16, r: u16) -> usize {
+        usize::from(card) * usize::from(self.robs_per_card) + usize::from(r)
+    }
+
     /// E-links (card numbers) of ROB `r` of a card.
     pub fn rob_elinks(&self, r: u16) -> std::ops::Range<u16> {
         let per_rob = self.felix.elinks / self.robs_per_card;
@@ -105,9 +128,7 @@ impl SwrodSettings {
     /// Aggregation settings of ROB `r` of card `card`.
     pub fn rob_config(&self, card: u16, r: u16) -> RobConfig {
         RobConfig {
-            source_id: self.first_rob_source_id
-                + u32::from(card) * u32::from(self.robs_per_card)
-                + u32::from(r),
+            source_id: self.first_rob_source_id + self.rob_index(card, r) as u32,
             run_number: self.run_number,
             elinks: self.rob_elinks(r).collect(),
             l1id_offset: self.felix.l1id_offset,
@@ -173,7 +194,13 @@ impl SwrodRunConfig {
             "invalid configuration: duration_s must be >= 0 (0: until stopped or swrod.max_l1as)"
         );
         crate::model::check_metrics_addr(&self.metrics_addr, "metrics_addr")?;
-        self.swrod.validate()
+        self.swrod.validate()?;
+        self.topology.validate_swrod(self.swrod.cards)?;
+        anyhow::ensure!(
+            !self.topology.is_distributed() || self.swrod.l1a_rate_hz > 0.0,
+            "invalid configuration: swrod.l1a_rate_hz = 0 (as fast as the HLT takes them) runs in one process only: applications' cards and HLT supervisor each follow the L1A clock, which needs a rate"
+        );
+        Ok(())
     }
 
     pub fn to_toml(&self) -> String {

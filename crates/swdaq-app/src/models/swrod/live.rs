@@ -2,7 +2,7 @@
 //! is stored, e-link errors, and every ROB.
 
 use crate::live::{
-    Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max, rate,
+    Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max, rate, values,
 };
 use std::time::Duration;
 use swdaq_format::felix::BLOCK_SIZE;
@@ -21,8 +21,15 @@ const ERROR_COUNTERS: [&str; 9] = [
     "swdaq_swrod_bcid_mismatches_total",
 ];
 
-/// Fragments a slow consumer had no room for.
-const DROP_COUNTERS: [&str; 1] = ["swdaq_swrod_slow_consumer_drops_total"];
+/// Fragments a slow consumer had no room for; with applications, events lost with an HLT
+/// application that died.
+const DROP_COUNTERS: [&str; 2] = [
+    "swdaq_swrod_slow_consumer_drops_total",
+    "swdaq_swrod_lost_events_total",
+];
+
+/// With applications: the time the L1 accepts waited for an HLT application with room.
+const BUSY: &str = "swdaq_swrod_trigger_busy_microseconds_total";
 
 /// The SW ROD's `Live` at `elapsed` into the run; `ring_slots` is each ROB's aggregation ring.
 pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
@@ -79,8 +86,10 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
             input_mb_s: Some(blocks_per_s * BLOCK_SIZE as f64 / 1e6),
             event_hz: Some(events_per_s),
             backlog: open.map(|o| o / ring_slots.max(1) as f64),
-            // The cards' waits for a full HLT queue are counted at the end, not live.
-            throttled: None,
+            // In one process the cards' waits for a full HLT queue are counted at the end.
+            throttled: values(s, BUSY)
+                .next()
+                .map(|_| (rate(s, BUSY) / 1e6).min(1.0)),
             drops_per_s: Some(counters(s, &DROP_COUNTERS).1),
             errors_per_s: Some(errors_per_s),
         },
@@ -97,7 +106,7 @@ fn robs_of(s: &Snapshot) -> Vec<SourceRow> {
         rate: "swdaq_swrod_fragments_total",
         data: ("swdaq_swrod_blocks_total", BLOCK_SIZE as f64),
         errors: &ERROR_COUNTERS,
-        drops: &DROP_COUNTERS,
+        drops: &DROP_COUNTERS[..1],
     };
     metrics.rows(s, None, |rob| format!("ROB {rob}"))
 }

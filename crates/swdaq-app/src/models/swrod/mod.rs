@@ -1,17 +1,22 @@
 //! The ATLAS-style SW ROD: emulated FELIX cards, a SW ROD thread per ROB aggregating e-link
 //! chunks into ROB fragments, request servers, the HLT building full events and raw files,
-//! in one process (`system`, `threads`). Its keys: `config`; its live figures: `live`; what
-//! it counts and checks against the emulator's truth: `report`; its closing summary:
-//! `summary`; its files: `storage`. It has no applications yet: `Configured::app` is where
-//! they slot in.
+//! in one process (`system`, `threads`) or as `swrod`, `hltsv` and `hlt` applications
+//! (`apps`). The cards and ROBs (`cards`, `readout`) and the HLT with its storage (`hlt`)
+//! are the same code either way. Its keys: `config`; its live figures: `live`; what it
+//! counts and checks against the emulator's truth: `report`; its closing summary:
+//! `summary`; its files: `storage`.
 
+mod apps;
 pub mod cards;
 pub mod config;
+mod hlt;
 pub mod live;
+mod readout;
 pub mod report;
 mod sampler;
 pub mod storage;
 pub mod summary;
+mod summary_apps;
 pub mod system;
 mod threads;
 
@@ -64,13 +69,13 @@ impl Configured for SwrodRunConfig {
     }
 
     fn is_distributed(&self) -> bool {
-        false
+        self.topology.is_distributed()
     }
 
     fn describe(&self) -> String {
         let s = &self.swrod;
         format!(
-            "{} FELIX cards x {} e-links, {} ROBs per card, {}, {}, storing 1 event in {} to {}{}",
+            "{} FELIX cards x {} e-links, {} ROBs per card, {}{}, {}, storing 1 event in {} to {}{}",
             s.cards,
             s.felix.elinks,
             s.robs_per_card,
@@ -79,10 +84,15 @@ impl Configured for SwrodRunConfig {
             } else {
                 "L1As as fast as the chain takes them".into()
             },
+            if self.is_distributed() {
+                format!(" in {} applications", self.topology.apps.len())
+            } else {
+                String::new()
+            },
             crate::model::duration_words(self.duration_s),
             s.hlt_accept_every,
             s.output_dir.display(),
-            if self.metrics_addr.is_empty() {
+            if self.metrics_addr.is_empty() || self.is_distributed() {
                 String::new()
             } else {
                 format!(", metrics on http://{}/metrics", self.metrics_addr)
@@ -101,15 +111,22 @@ impl Configured for SwrodRunConfig {
     }
 
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {
-        let (report, stop_reason) = system::run(self, stop, hooks)?;
+        let (report, stop_reason) = if self.is_distributed() {
+            let exe = crate::runtime::launch::current_exe()?;
+            system::run_apps(self, &exe, stop, hooks)?
+        } else {
+            system::run(self, stop, hooks)?
+        };
         Ok(Box::new(SwrodOutcome {
             report,
             stop_reason,
         }))
     }
 
-    fn app(&self, name: &str, _commands: Commands) -> anyhow::Result<Vec<u8>> {
-        anyhow::bail!("{name}: the SW ROD runs in one process; it has no applications yet")
+    fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
+        let ctx = crate::runtime::app::AppContext::new(self.clone(), name, commands)?;
+        ctx.announce();
+        Ok(postcard::to_stdvec(&apps::run(&ctx)?)?)
     }
 }
 
@@ -149,6 +166,28 @@ mod tests {
     use super::summary::{summary_json, summary_text};
     use super::*;
     use std::path::Path;
+
+    /// The shipped applications' file: a valid SW ROD topology that the applications read
+    /// back as the same configuration; a card read twice or by nobody is refused by name.
+    #[test]
+    fn shipped_applications_config_is_a_valid_sw_rod_topology() {
+        use crate::runtime::topology::AppKind;
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod-apps.toml");
+        let config = config::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let kinds: Vec<AppKind> = config.topology.apps.iter().map(|a| a.kind).collect();
+        use AppKind::{Hlt, Hltsv, Swrod};
+        assert_eq!(kinds, [Swrod, Swrod, Hltsv, Hlt, Hlt]);
+        assert!(config.is_distributed());
+        assert_eq!(config::parse(&config.to_toml()).unwrap(), config);
+        let mut twice = config.clone();
+        twice.topology.apps[1].cards = vec![0];
+        let e = config::parse(&twice.to_toml()).unwrap_err().to_string();
+        assert!(e.contains("card 0 is read out twice"), "{e}");
+        let mut more = config.clone();
+        more.swrod.cards = 3;
+        let e = config::parse(&more.to_toml()).unwrap_err().to_string();
+        assert!(e.contains("cards [2] are read out by no swrod application"), "{e}");
+    }
 
     /// The shipped example, paced and stopped by its duration (the stop path every
     /// interactive run takes), with faults on: truth and counters agree.

@@ -3,16 +3,20 @@
 //! the run (events holding a ROB that misses e-links).
 
 use super::config::SwrodSettings;
-use super::storage::StoredFile;
-use serde::Serialize;
-use std::collections::BTreeSet;
+use super::storage::{LeftOnDisk, StoredFile};
+use serde::{Deserialize, Serialize};
+use crate::runtime::outcome::AppOutcome;
+use std::collections::{BTreeMap, BTreeSet};
+use swdaq_dataflow::credit::{ReadBackOf, UnitAccount};
 use swdaq_sim::felix::{FelixFault, FelixFaultKind};
 use swdaq_swrod::consumers::{ConsumerCounts, RequestCounts};
 use swdaq_swrod::hlt::{HltCounts, MissingRob};
 use swdaq_swrod::{AggregatorCounts, DecoderCounts};
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CardResult {
+    /// The card's number in the run.
+    pub card: u16,
     pub l1as: u64,
     #[serde(skip)]
     pub faults: Vec<FelixFault>,
@@ -25,7 +29,7 @@ pub struct CardResult {
     pub cpu_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RodResult {
     pub source_id: u32,
     pub decoder: DecoderCounts,
@@ -55,6 +59,49 @@ pub struct SwrodReport {
     pub unwritten_events: u64,
     pub files: Vec<StoredFile>,
     pub storage_error: Option<String>,
+    /// L1 accepts the HLT was given: card 0's in one process, the HLT supervisor's with
+    /// applications (the cards may have sent more: they run on until they are stopped).
+    pub l1as_to_hlt: u64,
+    /// With applications: what only they have.
+    pub apps: Option<AppsPart>,
+}
+
+/// The HLT supervisor's account of a run as applications.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HltsvReport {
+    /// L1 accepts given out, global ids `1..=l1as`: each to one HLT application.
+    pub l1as: u64,
+    /// Seconds the L1 accepts waited for an HLT application with room (busy: dead time).
+    pub busy_s: f64,
+    /// For each HLT application declared gone, the events it was given and had not settled,
+    /// by number: an upper bound until the run's summary reads back what it closed.
+    pub lost: BTreeMap<u16, Vec<u64>>,
+    /// HLT applications declared gone, by their index among the HLT applications.
+    pub gone: Vec<u16>,
+    /// Each HLT application's account.
+    pub accounts: Vec<UnitAccount>,
+}
+
+/// What only a run as applications has.
+#[derive(Debug, Clone, Default)]
+pub struct AppsPart {
+    /// The supervisor's account (`None`: it did not report).
+    pub hltsv: Option<HltsvReport>,
+    /// Events lost, by number: given to an HLT application that died, in none of its closed
+    /// files (exact once read back).
+    pub lost_events: Vec<u64>,
+    /// Events built by HLT applications that did not report (settled with the supervisor or
+    /// in their closed files): in no HLT count.
+    pub events_of_unreported_hlts: u64,
+    /// HLT applications settled with what they left on disk.
+    pub read_back: Vec<ReadBackOf<LeftOnDisk>>,
+    pub apps: Vec<AppOutcome>,
+    /// Messages refused by the applications' inboxes, by reason.
+    pub refused_messages: BTreeMap<String, u64>,
+    /// Requests or answers a peer did not take (gone, or its queue full).
+    pub undelivered: BTreeMap<String, u64>,
+    /// Each application's threads' CPU shares, named `app/thread`.
+    pub thread_cpu: Vec<(String, f64)>,
 }
 
 /// One fault kind: injected by the emulators, and the counter that must hold it.
@@ -165,11 +212,11 @@ impl SwrodReport {
         ]
     }
 
-    /// Events the truth says hold a ROB fragment missing e-links: the L1 accepts with a
-    /// chunk never sent, and every L1 accept from an e-link's death on.
+    /// Events the truth says hold a ROB fragment missing e-links: the L1 accepts given to
+    /// the HLT with a chunk never sent, and every one from an e-link's death on.
     pub fn expected_events_with_incomplete_robs(&self) -> u64 {
         let ecr_every = u64::from(self.settings.felix.ecr_every);
-        let l1as = self.cards.first().map_or(0, |c| c.l1as);
+        let l1as = self.l1as_to_hlt;
         let index = |l1_id: u32| {
             let epoch = u64::from(l1_id >> 24);
             let count = u64::from(l1_id & 0x00FF_FFFF);
@@ -188,22 +235,29 @@ impl SwrodReport {
         let lost: BTreeSet<u64> = faults()
             .filter(|f| f.kind == FelixFaultKind::MissingChunk)
             .map(|f| index(f.l1_id))
-            .filter(|&i| i < first_death)
+            .filter(|&i| i < first_death.min(l1as))
             .collect();
         lost.len() as u64 + l1as.saturating_sub(first_death)
     }
 
-    /// Every L1 accept of card 0 (whose L1 IDs the HLT is given) became one event, and every
+    /// Every L1 accept given to the HLT became one event (or, with applications, is counted
+    /// lost by number or was built by an HLT application that did not report), and every
     /// ROB built one fragment for each of its card's L1 accepts.
     pub fn nothing_silently_dropped(&self) -> bool {
-        let per_card = usize::from(self.settings.robs_per_card);
-        let l1as = self.cards.first().map_or(0, |c| c.l1as);
-        self.hlt.events == l1as
+        let s = &self.settings;
+        let accounted = self.apps.as_ref().map_or(0, |a| {
+            a.lost_events.len() as u64 + a.events_of_unreported_hlts
+        });
+        let card_l1as = |source_id: u32| {
+            let card = (source_id - s.first_rob_source_id) / u32::from(s.robs_per_card.max(1));
+            let card = self.cards.iter().find(|c| u32::from(c.card) == card);
+            card.map(|c| c.l1as)
+        };
+        self.hlt.events + accounted == self.l1as_to_hlt
             && self
                 .robs
                 .iter()
-                .enumerate()
-                .all(|(i, r)| r.aggregator.fragments == self.cards[i / per_card.max(1)].l1as)
+                .all(|r| card_l1as(r.source_id) == Some(r.aggregator.fragments))
     }
 
     pub fn truth_ok(&self) -> bool {

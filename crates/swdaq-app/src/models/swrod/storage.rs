@@ -3,7 +3,8 @@
 //! closed, so a reader never sees a file being written; an event counts as stored once its
 //! file is closed, and the events of a file that could not be finished count as unwritten.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use swdaq_format::run_files;
 
 const WRITE_BUFFER: usize = 8 << 20;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredFile {
     pub path: PathBuf,
     pub events: u64,
@@ -140,6 +141,52 @@ impl EventFiles {
         let closed = self.close();
         (self.closed, self.unwritten, closed)
     }
+}
+
+/// What storage (an HLT application's) left in its directory for one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LeftOnDisk {
+    /// Events (global ids) in its closed files.
+    pub events: BTreeSet<u64>,
+    pub files: u64,
+    pub bytes: u64,
+    /// Files it left open (`.part`), by name: their events are not written.
+    pub partial: Vec<String>,
+    /// Closed files with anything wrong, with why (their good events count).
+    pub unreadable: Vec<String>,
+}
+
+/// Reads back what run `run`'s storage left in `dir`: the events (global ids) of its closed
+/// files, checked by `swdaq_swrod::inspect`, and the files it left open, by name.
+pub fn read_back(dir: &Path, run: u32) -> io::Result<LeftOnDisk> {
+    let prefix = format!("swrod_run{run:06}_");
+    let mut left = LeftOnDisk::default();
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<io::Result<_>>()?;
+    names.retain(|n| n.starts_with(&prefix));
+    names.sort();
+    for name in names {
+        if name.ends_with(".part") {
+            left.partial.push(name);
+            continue;
+        }
+        let bytes = std::fs::read(dir.join(&name))?;
+        let report = swdaq_swrod::inspect::inspect(&bytes, None);
+        if !report.problems.is_empty() {
+            let why: Vec<&str> = report.problems.iter().map(|p| p.reason.as_str()).collect();
+            left.unreadable.push(format!("{name}: {}", why.join("; ")));
+        }
+        // Without its header it is not a file storage closed.
+        if report.run_number.is_none() {
+            continue;
+        }
+        left.files += 1;
+        left.bytes += bytes.len() as u64;
+        left.events
+            .extend(report.events.iter().map(|e| u64::from(e.global_id)));
+    }
+    Ok(left)
 }
 
 /// An I/O error that names the file it happened to.

@@ -31,7 +31,7 @@ pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Va
             })
         })
         .collect();
-    serde_json::json!({
+    let mut j = serde_json::json!({
         "model": "swrod",
         "seconds": r.seconds,
         "stop_reason": stop_reason,
@@ -60,7 +60,11 @@ pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Va
             "nothing_silently_dropped": r.nothing_silently_dropped(),
             "ok": r.truth_ok(),
         },
-    })
+    });
+    if let Some(apps) = &r.apps {
+        super::summary_apps::add_json(&mut j, r, apps);
+    }
+    j
 }
 
 pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
@@ -165,6 +169,9 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
             "Storage   failed: {e}; {} events unwritten\n",
             r.unwritten_events
         );
+    }
+    if let Some(apps) = &r.apps {
+        out += &super::summary_apps::text(apps);
     }
     out
 }

@@ -1,13 +1,20 @@
-//! The SW ROD in one process. Emulated FELIX cards (one thread each, paced at the L1 accept
-//! rate) hand each ROB its e-links' blocks; one SW ROD thread per ROB decodes and aggregates
-//! them into ROB fragments and passes them down its consumer chain: the ROB's request server
-//! and the monitoring sampler. The HLT asks every ROB's server for each L1 ID, builds the
-//! full event and stores one in `hlt_accept_every` in raw files (`threads`).
+//! The SW ROD's runs. In one process: emulated FELIX cards (one thread each, paced at the
+//! L1 accept rate) hand each ROB its e-links' blocks; one SW ROD thread per ROB decodes and
+//! aggregates them into ROB fragments and passes them down its consumer chain: the ROB's
+//! request server and the monitoring sampler. The HLT asks every ROB's server for each L1
+//! ID, builds the full event and stores one in `hlt_accept_every` in raw files (`threads`).
+//! As the applications of a `[topology]` (`apps`): started by the launcher, stopped HLT
+//! supervisor first, then the HLT applications, then the `swrod` applications, their
+//! reports merged into the same report.
 
+use super::apps::merge::merge;
 use super::config::SwrodRunConfig;
 use super::report::SwrodReport;
 use super::threads;
 use crate::model::RunHooks;
+use crate::runtime::launch::{Plan, launch};
+use crate::runtime::topology::AppKind;
+use std::path::Path;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::{Steering, TriggerSteer};
@@ -76,6 +83,43 @@ pub fn run(
         (Some(e), _) => StopReason::StorageFailed(e.clone()),
         (None, Some(reason)) => reason,
         (None, None) => StopReason::InputEnded,
+    };
+    Ok((report, stop_reason))
+}
+
+/// The SW ROD as applications (`exe` is the `swdaq` program to start them with): run
+/// control's pause and resume go to the HLT supervisor, which holds the L1 accepts (and so
+/// the cards); the report and why the run ended.
+pub fn run_apps(
+    config: &SwrodRunConfig,
+    exe: &Path,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
+) -> anyhow::Result<(SwrodReport, StopReason)> {
+    let s = &config.swrod;
+    let plan = Plan {
+        topology: &config.topology,
+        toml: config.to_toml(),
+        run_number: s.run_number,
+        logs: s.output_dir.join(format!("run{:06}-logs", s.run_number)),
+        duration: crate::model::seconds(config.duration_s),
+        status_interval: STATUS_INTERVAL,
+        stop_order: &[AppKind::Hltsv, AppKind::Hlt, AppKind::Swrod],
+        essential: &[AppKind::Hltsv],
+        ends_with: (
+            AppKind::Hlt,
+            StopReason::AppFailed("every HLT application ended".into()),
+        ),
+        live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, s.ring_slots),
+        trigger_at: Some(AppKind::Hltsv),
+        bursts_to: None,
+    };
+    let launched = launch(&plan, exe, stop, hooks)?;
+    let stop_reason = launched.stop_reason.clone();
+    let report = merge(launched, config);
+    let stop_reason = match &report.storage_error {
+        Some(e) => StopReason::StorageFailed(e.clone()),
+        None => stop_reason,
     };
     Ok((report, stop_reason))
 }

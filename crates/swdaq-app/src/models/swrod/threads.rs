@@ -1,31 +1,21 @@
-//! The threads of a SW ROD run and how they end: the cards stop at one common L1 accept
-//! count (fault-free for the last `clean_tail_l1as`), their channels close, each SW ROD
-//! thread flushes its open fragments, the HLT settles every event it was given, the writer
+//! The threads of a SW ROD run in one process and how they end: the cards stop at one
+//! common L1 accept count (fault-free for the last `clean_tail_l1as`), their channels close,
+//! each SW ROD thread flushes its open fragments, the HLT settles every event it was given
+//! (card 0 tells it of each L1 accept; it numbers the events as it builds them), the writer
 //! closes its file.
 
-use super::cards::{Progress, RobOutput, Shared, card_thread};
-use super::config::{SwrodRunConfig, SwrodSettings};
-use super::report::{CardResult, RodResult, SwrodReport};
-use super::sampler::{SamplerMetrics, sample};
+use super::cards::{Progress, Shared};
+use super::config::SwrodRunConfig;
+use super::hlt::{HltMetrics, hlt_thread, write_events};
+use super::readout::Readout;
+use super::report::SwrodReport;
 use super::storage::EventFiles;
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::bounded;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
-use swdaq_format::eformat::RobFragment;
-use swdaq_format::eformat_event::{EventHeader, encode_event, event_status};
-use swdaq_monitor::{Counter, Registry};
-use swdaq_swrod::consumers::{
-    ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestCounts, RobRequest, serve_requests,
-};
-use swdaq_swrod::hlt::{AssembledEvent, HltConfig, HltCounts, RobPort, assemble_events};
-use swdaq_swrod::metrics::RobMetrics;
-use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, PowerOfTwoIndex};
+use swdaq_monitor::Registry;
 
-/// How often data threads copy their counts to the registry.
-const PUBLISH_EVERY: Duration = Duration::from_millis(100);
-/// Block buffers in flight from a card to one ROB.
-const BLOCK_QUEUE: usize = 256;
 const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
 
@@ -38,363 +28,69 @@ pub fn run_threads(
     mut on_tick: impl FnMut(&mut Progress<'_>),
 ) -> anyhow::Result<SwrodReport> {
     let s = &config.swrod;
-    let shared = Shared {
-        stop_at: AtomicU64::new(if s.max_l1as > 0 { s.max_l1as } else { u64::MAX }),
-        stopping: AtomicBool::new(false),
-        hold,
-        card_l1as: (0..s.cards).map(|_| AtomicU64::new(0)).collect(),
-    };
+    let shared = Shared::new(s, hold, Arc::new(AtomicU64::new(u64::MAX)));
     let started = Instant::now();
     let (l1_tx, l1_rx) = bounded::<u32>(L1_ID_QUEUE);
-    let (event_tx, event_rx) = bounded::<Vec<u8>>(EVENT_QUEUE);
-    let mut ports = Vec::new();
-    let mut rods = Vec::new();
-    let mut samplers = Vec::new();
-    let mut servers = Vec::new();
-    let mut card_outputs: Vec<Vec<RobOutput>> = Vec::new();
-    for card in 0..s.cards {
-        let mut outputs = Vec::new();
-        for r in 0..s.robs_per_card {
-            let rob = s.rob_config(card, r);
-            let (blocks_tx, blocks_rx) = bounded::<Vec<u8>>(BLOCK_QUEUE);
-            let (free_tx, free_rx) = bounded::<Vec<u8>>(BLOCK_QUEUE);
-            outputs.push((blocks_tx, free_rx));
-            let mut chain = ConsumerChain::new();
-            let to_server = chain.add("requests", 1, s.consumer_queue);
-            samplers.push(chain.add("sampler", s.sample_every, s.consumer_queue));
-            let (req_tx, req_rx) = bounded::<RobRequest>(s.hlt_max_in_flight.max(1024));
-            ports.push(RobPort {
-                source_id: rob.source_id,
-                requests: req_tx,
-            });
-            servers.push((to_server, req_rx));
-            let thread = format!("swrod-{}", rods.len());
-            let metrics =
-                RobMetrics::register(registry, &thread, rob.source_id, &["requests", "sampler"])?;
-            rods.push((rob, blocks_rx, free_tx, chain, metrics));
-        }
-        card_outputs.push(outputs);
-    }
+    let (event_tx, event_rx) = bounded(EVENT_QUEUE);
+    let all_cards: Vec<u16> = (0..s.cards).collect();
+    let (readout, ports) = Readout::new(s, &all_cards, registry)?;
     let hlt_metrics = HltMetrics::register(registry)?;
-    let sampler_metrics = SamplerMetrics::register(registry)?;
-    let card_counters = (0..s.cards)
-        .map(|c| {
-            registry
-                .block(&format!("felix-{c}"), &[("card", &c.to_string())])
-                .counter(
-                    "swdaq_swrod_l1as_total",
-                    "L1 accepts the emulated card sent",
-                )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let nominal_event = (rods.len() * rods[0].0.buffer_size()) as u32;
     let files = EventFiles::new(
         &s.output_dir,
         s.run_number,
         s.max_file_mb << 20,
-        nominal_event,
+        s.nominal_event_bytes(),
     )?;
 
     std::thread::scope(|scope| {
         let shared = &shared;
-        let card_handles: Vec<_> = card_outputs
-            .into_iter()
-            .zip(card_counters)
-            .enumerate()
-            .map(|(c, (outputs, counter))| {
-                let l1_tx = (c == 0).then(|| l1_tx.clone());
-                std::thread::Builder::new()
-                    .name(format!("felix-{c}"))
-                    .spawn_scoped(scope, move || {
-                        card_thread(c as u16, s, shared, outputs, l1_tx, counter)
-                    })
-            })
-            .collect::<Result<_, _>>()?;
-        drop(l1_tx);
-        let rod_handles: Vec<_> = rods
-            .into_iter()
-            .enumerate()
-            .map(|(i, (rob, blocks, free, chain, metrics))| {
-                std::thread::Builder::new()
-                    .name(format!("swrod-{i}"))
-                    .spawn_scoped(scope, move || rod_thread(rob, blocks, free, chain, metrics))
-            })
-            .collect::<Result<_, _>>()?;
-        let server_handles: Vec<_> = servers
-            .into_iter()
-            .enumerate()
-            .map(|(i, (fragments, requests))| {
-                std::thread::Builder::new()
-                    .name(format!("swrod-req-{i}"))
-                    .spawn_scoped(scope, move || {
-                        serve_requests(
-                            fragments,
-                            requests,
-                            FragmentStore::new(s.request_store_fragments, PLAUSIBLE_AHEAD),
-                        )
-                    })
-            })
-            .collect::<Result<_, _>>()?;
-        let sampler = std::thread::Builder::new()
-            .name("swrod-sampler".into())
-            .spawn_scoped(scope, move || {
-                sample(samplers, s.felix.l1id_offset, sampler_metrics)
-            })?;
+        let running = readout.spawn(scope, shared, s, Some(l1_tx))?;
         let hlt = std::thread::Builder::new()
             .name("hlt".into())
             .spawn_scoped(scope, move || {
-                hlt_thread(s, l1_rx, ports, event_tx, hlt_metrics)
+                let mut built = 0;
+                let in_build_order = move |_| {
+                    built += 1;
+                    built
+                };
+                hlt_thread(s, l1_rx, ports, event_tx, hlt_metrics, in_build_order, |_, _| {})
             })?;
         let writer = std::thread::Builder::new()
             .name("storage".into())
-            .spawn_scoped(scope, move || write_events(files, event_rx))?;
+            .spawn_scoped(scope, move || write_events(files, event_rx, |_| {}, |_| {}))?;
 
         let mut progress = Progress {
             shared,
             settings: s,
             last_second: Instant::now(),
         };
-        let cards_done = || {
-            card_handles
-                .iter()
-                .all(|h: &std::thread::ScopedJoinHandle<'_, _>| h.is_finished())
-        };
-        while !cards_done() {
+        while !running.cards_done() {
             on_tick(&mut progress);
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The HLT lets go of the servers' ports once it has settled its last event.
+        let (readout, seconds) = running.join(started, || {})?;
         let join_failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
-        let cards: Vec<CardResult> = card_handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| join_failed("card")))
-            .collect::<Result<_, _>>()?;
-        let seconds = started.elapsed().as_secs_f64();
-        let robs: Vec<RodResult> = rod_handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| join_failed("SW ROD")))
-            .collect::<Result<_, _>>()?;
-        let (hlt, incomplete_examples, hlt_cpu_s) = hlt.join().map_err(|_| join_failed("HLT"))?;
-        let requests: Vec<RequestCounts> = server_handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| join_failed("request server")))
-            .collect::<Result<_, _>>()?;
-        let (samples, sample_errors) = sampler.join().map_err(|_| join_failed("sampler"))?;
+        let hlt = hlt.join().map_err(|_| join_failed("HLT"))?;
         let stored = writer.join().map_err(|_| join_failed("storage"))?;
         Ok(SwrodReport {
             seconds,
             settings: s.clone(),
-            cards,
-            robs,
-            requests,
-            hlt,
-            hlt_cpu_s,
-            incomplete_examples,
-            samples,
-            sample_errors,
+            l1as_to_hlt: readout.cards.first().map_or(0, |c| c.l1as),
+            cards: readout.cards,
+            robs: readout.robs,
+            requests: readout.requests,
+            hlt: hlt.counts,
+            hlt_cpu_s: hlt.cpu_s,
+            incomplete_examples: hlt.incomplete_examples,
+            samples: readout.samples,
+            sample_errors: readout.sample_errors,
             stored_events: stored.events,
             stored_bytes: stored.bytes,
             unwritten_events: stored.unwritten,
             files: stored.files,
             storage_error: stored.error,
+            apps: None,
         })
     })
-}
-
-fn rod_thread(
-    rob: swdaq_swrod::RobConfig,
-    blocks: Receiver<Vec<u8>>,
-    free: Sender<Vec<u8>>,
-    mut chain: ConsumerChain,
-    mut metrics: RobMetrics,
-) -> RodResult {
-    let source_id = rob.source_id;
-    let mut decoder = BlockDecoder::new(&rob.elinks);
-    // Validated with the configuration.
-    let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool)
-        .expect("validated ROB configuration");
-    let cpu = cpu_time::ThreadTime::now();
-    let mut busy = Duration::ZERO;
-    let mut last_publish = Instant::now();
-    let mut publish = |decoder: &BlockDecoder,
-                       aggregator: &Aggregator<PowerOfTwoIndex>,
-                       chain: &ConsumerChain| {
-        metrics.publish(
-            &decoder.counts,
-            &aggregator.counts,
-            aggregator.open_fragments(),
-            chain.counts().map(|(_, c)| c),
-        );
-        // A registration failure only loses the per-e-link series; the totals stay.
-        let _ = metrics.publish_elink_errors(&aggregator.config().elinks, &aggregator.elink_errors);
-    };
-    for buf in blocks.iter() {
-        let t = Instant::now();
-        decoder.decode_blocks(&buf, |e, chunk, trailer| {
-            aggregator.add_chunk(e, chunk, trailer, &mut |f| chain.deliver(f))
-        });
-        busy += t.elapsed();
-        let _ = free.try_send(buf);
-        if last_publish.elapsed() >= PUBLISH_EVERY {
-            last_publish = Instant::now();
-            publish(&decoder, &aggregator, &chain);
-        }
-    }
-    aggregator.flush(&mut |f| chain.deliver(f));
-    publish(&decoder, &aggregator, &chain);
-    RodResult {
-        source_id,
-        decoder: decoder.counts,
-        aggregator: aggregator.counts,
-        consumers: chain.counts().map(|(n, c)| (n.to_owned(), c)).collect(),
-        cpu_s: cpu.elapsed().as_secs_f64(),
-        processing_s: busy.as_secs_f64(),
-    }
-}
-
-struct HltMetrics {
-    events: Counter,
-    incomplete: Counter,
-    not_yet: Counter,
-    gone: Counter,
-    published: HltCounts,
-}
-
-struct StoreMetrics {
-    events: Counter,
-    bytes: Counter,
-}
-
-impl HltMetrics {
-    fn register(registry: &Registry) -> Result<(Self, StoreMetrics), swdaq_monitor::MonitorError> {
-        let mut b = registry.block("hlt", &[]);
-        Ok((
-            Self {
-                events: b.counter("swdaq_swrod_events_total", "Events the HLT built")?,
-                incomplete: b.counter(
-                    "swdaq_swrod_incomplete_events_total",
-                    "Events built with ROBs missing",
-                )?,
-                not_yet: b.counter(
-                    "swdaq_swrod_not_yet_answers_total",
-                    "Requests answered not yet (asked again)",
-                )?,
-                gone: b.counter(
-                    "swdaq_swrod_gone_answers_total",
-                    "Requests for fragments the ROB no longer had",
-                )?,
-                published: HltCounts::default(),
-            },
-            StoreMetrics {
-                events: b.counter("swdaq_swrod_stored_events_total", "Events written to files")?,
-                bytes: b.counter("swdaq_swrod_stored_bytes_total", "Bytes of events written")?,
-            },
-        ))
-    }
-
-    fn publish(&mut self, now: &HltCounts) {
-        let last = self.published;
-        self.events.add(now.events - last.events);
-        self.incomplete
-            .add(now.incomplete_events - last.incomplete_events);
-        self.not_yet.add(now.not_yet - last.not_yet);
-        self.gone.add(now.gone - last.gone);
-        self.published = *now;
-    }
-}
-
-/// Incomplete events named in the report, at most.
-const INCOMPLETE_EXAMPLES: usize = 20;
-
-type IncompleteExample = (u32, Vec<(u32, swdaq_swrod::hlt::MissingRob)>);
-
-fn hlt_thread(
-    s: &SwrodSettings,
-    l1_ids: Receiver<u32>,
-    ports: Vec<RobPort>,
-    events: Sender<Vec<u8>>,
-    (mut metrics, stored): (HltMetrics, StoreMetrics),
-) -> (HltCounts, Vec<IncompleteExample>, f64) {
-    let cpu = cpu_time::ThreadTime::now();
-    let config = HltConfig {
-        max_in_flight: s.hlt_max_in_flight,
-        retry_after: Duration::from_micros(s.hlt_retry_us),
-        give_up_after: Duration::from_millis(s.hlt_give_up_ms),
-    };
-    let mut examples = Vec::new();
-    let mut built = 0u64;
-    let mut out = |e: AssembledEvent| {
-        if !e.missing.is_empty() && examples.len() < INCOMPLETE_EXAMPLES {
-            examples.push((e.l1_id, e.missing.clone()));
-        }
-        built += 1;
-        if (built - 1).is_multiple_of(s.hlt_accept_every) {
-            let bytes = full_event(s.run_number, built as u32, &e);
-            stored.events.inc();
-            stored.bytes.add(bytes.len() as u64);
-            let _ = events.send(bytes);
-        }
-    };
-    let counts = assemble_events(l1_ids, &ports, config, &mut out, |c| metrics.publish(c));
-    drop(ports);
-    (counts, examples, cpu.elapsed().as_secs_f64())
-}
-
-fn full_event(run_number: u32, global_id: u32, e: &AssembledEvent) -> Vec<u8> {
-    let bc_id = e
-        .robs
-        .first()
-        .and_then(|r| RobFragment::parse(r.bytes()).ok())
-        .map_or(0, |r| r.rod.bc_id);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let header = EventHeader {
-        bc_time_seconds: now.as_secs() as u32,
-        bc_time_nanoseconds: now.subsec_nanos(),
-        global_id,
-        run_type: 0,
-        run_number,
-        lumi_block: 0,
-        l1_id: e.l1_id,
-        bc_id,
-        l1_trigger_type: 0,
-    };
-    let missing: Vec<u32> = e.missing.iter().map(|m| m.0).collect();
-    let robs: Vec<&[u8]> = e.robs.iter().map(|r| r.bytes()).collect();
-    let mut out = Vec::with_capacity(robs.iter().map(|r| r.len()).sum::<usize>() + 128);
-    encode_event(&mut out, &header, &event_status(&missing), &robs);
-    out
-}
-
-struct Stored {
-    events: u64,
-    bytes: u64,
-    files: Vec<super::storage::StoredFile>,
-    unwritten: u64,
-    error: Option<String>,
-}
-
-/// Stores every event it is given; after a failure the rest are counted unwritten, so each
-/// event is stored (in a closed file) or unwritten, never neither.
-fn write_events(mut files: EventFiles, events: Receiver<Vec<u8>>) -> Stored {
-    let mut error = None;
-    let mut after_failure = 0;
-    for event in events.iter() {
-        if error.is_some() {
-            after_failure += 1;
-        } else if let Err(e) = files.write(&event) {
-            error = Some(e.to_string());
-        }
-    }
-    let (files, unwritten, closed) = files.finish();
-    if let Err(e) = closed {
-        error.get_or_insert(e.to_string());
-    }
-    Stored {
-        events: files.iter().map(|f| f.events).sum(),
-        bytes: files.iter().map(|f| f.bytes).sum(),
-        unwritten: unwritten + after_failure,
-        files,
-        error,
-    }
 }

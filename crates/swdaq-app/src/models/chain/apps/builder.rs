@@ -170,7 +170,7 @@ impl Demux {
                         outcome,
                         latency_us,
                     } => {
-                        let fragment = d.payload.map(|p| p.to_vec()).unwrap_or_default();
+                        let fragment = d.frames.first().map(|p| p.to_vec()).unwrap_or_default();
                         let _ = responses.send(DataResponse {
                             request,
                             fragment,

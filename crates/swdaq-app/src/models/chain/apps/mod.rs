@@ -159,7 +159,7 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
                 };
             }
             // Validated away: the chain's topology has no event-builder applications.
-            AppKind::Evm | AppKind::Ru | AppKind::Bu => {}
+            AppKind::Evm | AppKind::Ru | AppKind::Bu | AppKind::Swrod | AppKind::Hltsv | AppKind::Hlt => {}
         }
         out.thread_cpu.extend(r.thread_cpu);
         for (reason, n) in r.refused_messages {
@@ -184,6 +184,7 @@ mod tests {
             host: String::new(),
             address: "tcp://127.0.0.1:0".into(),
             links: Vec::new(),
+            cards: Vec::new(),
             record_stream: String::new(),
             record_stream_every: 1,
             metrics_addr: String::new(),

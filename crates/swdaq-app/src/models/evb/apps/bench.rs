@@ -46,6 +46,7 @@ fn loopback_topology(config: &EvbConfig) -> anyhow::Result<TopologySection> {
             host: String::new(),
             address: format!("tcp://127.0.0.1:{port}"),
             links: Vec::new(),
+            cards: Vec::new(),
             record_stream: String::new(),
             record_stream_every: 1,
             metrics_addr: String::new(),

@@ -1,0 +1,291 @@
+//! An `hlt` application: an HLT node's data collection with its storage. It asks the HLT
+//! supervisor for as many events as it can hold, asks every ROB for each L1 accept it is
+//! given (`rob_client`), builds the full event and stores the accepted ones under
+//! `<swrod.output_dir>/<its name>/`, with the same HLT and storage code as the one-process
+//! SW ROD. It returns its credit as events are built and tells the supervisor which events
+//! are settled (built and not accepted, or in a closed file), so that if it dies the
+//! supervisor knows, by number, what it lost. A silent supervisor ends its run as the
+//! supervisor's end of run would.
+
+use super::rob_client::Robs;
+use super::{HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, hlt_directory, robs_of};
+use crate::models::swrod::hlt::{HltMetrics, ToStore, hlt_thread, write_events};
+use crate::models::swrod::storage::EventFiles;
+use crate::runtime::app::Clock;
+use crate::runtime::stdio as control;
+use crate::runtime::topology::AppKind;
+use crossbeam_channel::Sender;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use swdaq_net::{Inlet, Liveness, Message, Outlet};
+use swdaq_swrod::message::{HltRequest, ToHlt};
+
+/// Accepted events waiting for the writer (as in one process).
+const STORAGE_QUEUE: usize = 1024;
+
+pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
+    let config = &ctx.config;
+    let s = &config.swrod;
+    let hlts = ctx.ids_of(AppKind::Hlt);
+    let index = hlts.iter().position(|&h| h == ctx.me).expect("an hlt application") as u16;
+    let monitoring = ctx.monitoring()?;
+    let inlet = ctx.bind_inbox()?;
+    let (hltsv, _) = config.topology.single(AppKind::Hltsv);
+    let swrods = ctx.ids_of(AppKind::Swrod);
+    let to_hltsv = ctx.outlet_to(hltsv)?;
+    let to_swrods = ctx.outlets_to(&swrods)?;
+    let mut everyone = to_swrods.clone();
+    everyone.push(to_hltsv.clone());
+    let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
+    let files = EventFiles::new(
+        &hlt_directory(config, &ctx.spec.name),
+        s.run_number,
+        s.max_file_mb << 20,
+        s.nominal_event_bytes(),
+    )?;
+    let metrics = HltMetrics::register(&monitoring.registry)?;
+    // Every ROB of the run in source-id order, with the `swrod` application that has it.
+    let mut robs: Vec<(u32, usize)> = swrods
+        .iter()
+        .enumerate()
+        .flat_map(|(app, &id)| {
+            let cards = &config.topology.apps[id as usize].cards;
+            robs_of(config, cards).into_iter().map(move |r| (r, app))
+        })
+        .collect();
+    robs.sort_unstable();
+    let (robs, ports, queues) = Robs::new(robs, to_swrods);
+    control::say_ready()?;
+    let clock = Clock::start();
+    let mut report = SwrodAppReport::default();
+    if !ctx.commands.wait_for_start() {
+        return Ok(report);
+    }
+    let credits = CreditReturn::new(to_hltsv, index);
+    credits.ask(u32::try_from(s.hlt_max_in_flight).unwrap_or(u32::MAX));
+    let global_ids = Mutex::new(HashMap::new());
+    let (l1_tx, l1_rx) = crossbeam_channel::unbounded();
+    let (store_tx, store_rx) = crossbeam_channel::bounded::<ToStore>(STORAGE_QUEUE);
+    let storage_failed = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let writer = std::thread::Builder::new()
+            .name("storage".into())
+            .spawn_scoped(scope, || {
+                let failed = |e: &str| {
+                    storage_failed.store(true, Ordering::Relaxed);
+                    // The run stops: the launcher is told at once.
+                    if let Err(told) = control::say_storage_failed(&format!("its storage: {e}")) {
+                        eprintln!("cannot tell the launcher storage failed: {told}");
+                    }
+                };
+                write_events(files, store_rx, |ids| credits.settled(ids), failed)
+            })?;
+        let robs = &robs;
+        let requests = std::thread::Builder::new()
+            .name("rob-requests".into())
+            .spawn_scoped(scope, move || robs.forward(queues))?;
+        let demux = Demux {
+            inlet,
+            hltsv,
+            swrods: &swrods,
+            robs,
+            global_ids: &global_ids,
+            credits: &credits,
+            peer_timeout: ctx.peer_timeout(),
+        };
+        let done = &done;
+        let demux = std::thread::Builder::new()
+            .name("net-demux".into())
+            .spawn_scoped(scope, move || demux.run(l1_tx, done))?;
+        let global_id_of = |l1_id| {
+            let taken = global_ids.lock().unwrap_or_else(|e| e.into_inner()).remove(&l1_id);
+            taken.unwrap_or_default()
+        };
+        let hlt = hlt_thread(
+            s,
+            l1_rx,
+            ports,
+            store_tx,
+            metrics,
+            global_id_of,
+            |global_id, accepted| credits.built(global_id, accepted),
+        );
+        let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
+        let stored = writer.join().map_err(|_| failed("storage"))?;
+        credits.flush();
+        if !storage_failed.load(Ordering::Relaxed) {
+            super::wait_for_stop(ctx);
+        }
+        done.store(true, Ordering::Release);
+        report.refused_messages = demux.join().map_err(|_| failed("network demultiplexer"))?;
+        let unsent_requests = requests.join().map_err(|_| failed("request"))?;
+        report.undelivered = BTreeMap::from([
+            ("rob_requests".to_string(), unsent_requests),
+            ("credit_returns".to_string(), credits.undelivered()),
+        ]);
+        report.hlt = Some(HltAppReport {
+            counts: hlt.counts,
+            incomplete_examples: hlt.incomplete_examples,
+            cpu_s: hlt.cpu_s,
+            stored_events: stored.events,
+            stored_bytes: stored.bytes,
+            unwritten_events: stored.unwritten,
+            files: stored.files,
+            storage_error: stored.error,
+        });
+        Ok(())
+    })?;
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    monitoring.stop();
+    Ok(report)
+}
+
+/// Events built since the last return, and events settled.
+struct Pending {
+    count: u32,
+    settled: Vec<u64>,
+    last: Instant,
+    undelivered: u64,
+}
+
+/// Credit and settled events back to the supervisor, gathered: at most `RETURN_AFTER` late.
+struct CreditReturn {
+    to: Outlet,
+    hlt: u16,
+    pending: Mutex<Pending>,
+}
+
+const RETURN_EVERY: u32 = 32;
+const RETURN_AFTER: Duration = Duration::from_millis(5);
+
+impl CreditReturn {
+    fn new(to: Outlet, hlt: u16) -> Self {
+        Self {
+            to,
+            hlt,
+            pending: Mutex::new(Pending {
+                count: 0,
+                settled: Vec::new(),
+                last: Instant::now(),
+                undelivered: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Room for `n` more events.
+    fn ask(&self, n: u32) {
+        let mut p = self.lock();
+        p.count += n;
+        self.send(&mut p);
+    }
+
+    fn built(&self, global_id: u64, accepted: bool) {
+        let mut p = self.lock();
+        p.count += 1;
+        if !accepted {
+            p.settled.push(global_id);
+        }
+        if p.count >= RETURN_EVERY || p.last.elapsed() >= RETURN_AFTER {
+            self.send(&mut p);
+        }
+    }
+
+    fn settled(&self, ids: Vec<u64>) {
+        let mut p = self.lock();
+        p.settled.extend(ids);
+        self.send(&mut p);
+    }
+
+    fn flush_if_due(&self) {
+        let mut p = self.lock();
+        if p.last.elapsed() >= RETURN_AFTER {
+            self.send(&mut p);
+        }
+    }
+
+    fn flush(&self) {
+        self.send(&mut self.lock());
+    }
+
+    fn undelivered(&self) -> u64 {
+        self.lock().undelivered
+    }
+
+    fn send(&self, p: &mut Pending) {
+        p.last = Instant::now();
+        if p.count == 0 && p.settled.is_empty() {
+            return;
+        }
+        let request = HltRequest {
+            hlt: self.hlt,
+            count: std::mem::take(&mut p.count),
+            settled: std::mem::take(&mut p.settled),
+        };
+        if self.to.send(&Message::HltRequest(request)).is_err() {
+            p.undelivered += 1;
+        }
+    }
+}
+
+struct Demux<'a> {
+    inlet: Inlet,
+    hltsv: u32,
+    swrods: &'a [u32],
+    robs: &'a Robs,
+    global_ids: &'a Mutex<HashMap<u32, u64>>,
+    credits: &'a CreditReturn,
+    peer_timeout: Duration,
+}
+
+impl Demux<'_> {
+    /// Passes L1 accepts to the HLT (until the supervisor's end of run, or its silence) and
+    /// answers to the ROB ports, marks silent `swrod` applications gone, until `done`;
+    /// returns the messages the inbox refused, by reason.
+    fn run(mut self, l1_ids: Sender<u32>, done: &AtomicBool) -> BTreeMap<String, u64> {
+        let mut l1_ids = Some(l1_ids);
+        let mut hltsv = Liveness::new([self.hltsv], self.peer_timeout);
+        let mut swrods = Liveness::new(self.swrods.iter().copied(), self.peer_timeout);
+        while !done.load(Ordering::Acquire) {
+            if let Some(d) = self.inlet.receive(NET_WAKE) {
+                let from_swrod = self.swrods.contains(&d.sender);
+                match d.message {
+                    Message::ToHlt(ToHlt::Assigned(batch)) if d.sender == self.hltsv => {
+                        let mut ids = self.global_ids.lock().unwrap_or_else(|e| e.into_inner());
+                        for a in batch {
+                            ids.insert(a.l1_id, a.global_id);
+                            if let Some(tx) = &l1_ids {
+                                let _ = tx.send(a.l1_id);
+                            }
+                        }
+                    }
+                    Message::ToHlt(ToHlt::EndOfRun) if d.sender == self.hltsv => l1_ids = None,
+                    Message::RobAnswers(answers) if from_swrod => self.robs.answer(answers, d.frames),
+                    other => eprintln!(
+                        "swdaq: hlt: ignored an unexpected {} from application {}",
+                        other.kind(),
+                        d.sender
+                    ),
+                }
+            }
+            let now = Instant::now();
+            if !hltsv.newly_gone(|p| self.inlet.last_seen(p), now).is_empty() && l1_ids.is_some() {
+                eprintln!("swdaq: hlt: the HLT supervisor is gone; finishing what is in hand");
+                l1_ids = None;
+            }
+            for app in swrods.newly_gone(|p| self.inlet.last_seen(p), now) {
+                let k = self.swrods.iter().position(|&a| a == app).expect("watched");
+                eprintln!("swdaq: hlt: swrod application {app} is gone; its ROBs are missing from now on");
+                self.robs.app_gone(k);
+            }
+            self.credits.flush_if_due();
+        }
+        self.inlet.counts().refused.clone()
+    }
+}

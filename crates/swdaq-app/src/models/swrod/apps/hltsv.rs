@@ -1,0 +1,325 @@
+//! The `hltsv` application, ATLAS's HLT supervisor with the central trigger's L1 accepts:
+//! it takes L1 accepts from the L1A clock (the run's rate; as fast as the HLT takes them at
+//! rate 0) and gives each, numbered from 1 and with the L1 ID every card gives it, to an HLT
+//! application with credit, round robin (`swdaq_dataflow::credit`, as the event builder's
+//! event manager gives events to builder units). With no credit anywhere the trigger is busy:
+//! the clock stands still until an HLT application asks for more (dead time, counted). Run
+//! control's pause holds the clock too. Every `swrod` application hears how far its cards may
+//! run: the L1 accepts given so far and a lead (the L1A horizon), so a pause, a busy HLT farm
+//! or this application's death hold the cards, as the central trigger's busy holds the front
+//! ends. An HLT application that goes silent (or does not take what it asked for) is gone:
+//! the events it had not settled are lost, by number.
+
+use super::{NET_WAKE, SwrodAppReport, SwrodContext};
+use crate::models::swrod::config::SwrodSettings;
+use crate::models::swrod::report::HltsvReport;
+use crate::runtime::app::Clock;
+use crate::runtime::stdio::{self as control, Command};
+use crate::runtime::topology::AppKind;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+use swdaq_dataflow::credit::Credits;
+use swdaq_monitor::{Counter, MonitorError, Registry};
+use swdaq_net::{Inlet, Liveness, Message, Outlet};
+use swdaq_sim::felix::l1_id_of;
+use swdaq_swrod::message::{EventAssignment, MAX_BATCH, ToHlt};
+use swdaq_trigger::TriggerControl;
+
+/// The shortest wait between looks at the clock: L1 accepts go out in batches of about
+/// this much time.
+const TICK: Duration = Duration::from_millis(1);
+/// Most L1 accepts given out before the inbox is looked at again.
+const MOST_AT_ONCE: u64 = 4096;
+
+pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
+    let s = &ctx.config.swrod;
+    let monitoring = ctx.monitoring()?;
+    let inlet = ctx.bind_inbox()?;
+    let hlts = ctx.ids_of(AppKind::Hlt);
+    let to_hlts = ctx.outlets_to(&hlts)?;
+    let to_swrods = ctx.outlets_to(&ctx.ids_of(AppKind::Swrod))?;
+    let mut everyone = to_hlts.clone();
+    everyone.extend(to_swrods.iter().cloned());
+    let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
+    let metrics = Metrics::register(&monitoring.registry)?;
+    control::say_ready()?;
+    let clock = Clock::start();
+    let mut report = SwrodAppReport::default();
+    if !ctx.commands.wait_for_start() {
+        return Ok(report);
+    }
+    let mut supervisor = Supervisor {
+        s,
+        credits: Credits::new(hlts.len()),
+        liveness: Liveness::new(hlts.iter().copied(), ctx.peer_timeout()),
+        batches: vec![Vec::new(); hlts.len()],
+        hlts,
+        to_hlts,
+        to_swrods,
+        clock: L1aClock::new(s.l1a_rate_hz),
+        busy_since: None,
+        horizon_sent: s.l1a_lead(),
+        report: HltsvReport::default(),
+        undelivered: BTreeMap::new(),
+        metrics,
+    };
+    let inlet = supervisor.run(inlet, ctx);
+    let mut hltsv = supervisor.report;
+    hltsv.accounts = supervisor.credits.accounts().to_vec();
+    report.hltsv = Some(hltsv);
+    report.undelivered = supervisor.undelivered;
+    report.refused_messages = inlet.counts().refused.clone();
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    monitoring.stop();
+    Ok(report)
+}
+
+/// The L1A clock: L1 accept `n` (from 0) is due `n / rate` after the start, later by every
+/// time the clock was held (paused, or busy).
+struct L1aClock {
+    period_s: Option<f64>,
+    origin: Instant,
+    held_since: Option<Instant>,
+}
+
+impl L1aClock {
+    fn new(rate_hz: f64) -> Self {
+        Self {
+            period_s: (rate_hz > 0.0).then(|| 1.0 / rate_hz),
+            origin: Instant::now(),
+            held_since: None,
+        }
+    }
+
+    fn hold(&mut self, now: Instant) {
+        self.held_since.get_or_insert(now);
+    }
+
+    fn release(&mut self, now: Instant) {
+        if let Some(since) = self.held_since.take() {
+            self.origin += now - since;
+        }
+    }
+
+    /// How long until L1 accept `n` is due (zero: it is).
+    fn due_in(&self, n: u64, now: Instant) -> Duration {
+        match (self.held_since, self.period_s) {
+            (Some(_), _) => Duration::MAX,
+            (None, None) => Duration::ZERO,
+            (None, Some(p)) => {
+                (self.origin + Duration::from_secs_f64(n as f64 * p)).saturating_duration_since(now)
+            }
+        }
+    }
+}
+
+struct Metrics {
+    given: Counter,
+    lost: Counter,
+    busy_us: Counter,
+}
+
+impl Metrics {
+    fn register(registry: &Registry) -> Result<Self, MonitorError> {
+        let mut b = registry.block("hltsv", &[]);
+        Ok(Self {
+            given: b.counter(
+                "swdaq_swrod_l1as_given_total",
+                "L1 accepts the HLT supervisor gave to HLT applications",
+            )?,
+            lost: b.counter(
+                "swdaq_swrod_lost_events_total",
+                "Events given to HLT applications that died before settling them",
+            )?,
+            busy_us: b.counter(
+                "swdaq_swrod_trigger_busy_microseconds_total",
+                "Microseconds the L1 accepts waited for an HLT application with room",
+            )?,
+        })
+    }
+}
+
+struct Supervisor<'a> {
+    s: &'a SwrodSettings,
+    credits: Credits,
+    liveness: Liveness,
+    hlts: Vec<u32>,
+    to_hlts: Vec<Outlet>,
+    to_swrods: Vec<Outlet>,
+    batches: Vec<Vec<EventAssignment>>,
+    clock: L1aClock,
+    busy_since: Option<Instant>,
+    horizon_sent: u64,
+    report: HltsvReport,
+    undelivered: BTreeMap<String, u64>,
+    metrics: Metrics,
+}
+
+impl Supervisor<'_> {
+    /// Gives out L1 accepts until the launcher's `stop`, then tells every HLT application
+    /// the run has ended; returns the inbox (its counts are the report's).
+    fn run(&mut self, mut inlet: Inlet, ctx: &SwrodContext) -> Inlet {
+        let commands = ctx.commands.receiver();
+        let max = if self.s.max_l1as > 0 {
+            self.s.max_l1as
+        } else {
+            u64::MAX
+        };
+        let mut paused = false;
+        let mut said_ended = false;
+        let mut wait = Duration::ZERO;
+        while !ctx.commands.stop_requested() {
+            for command in commands.try_iter() {
+                match command {
+                    Command::TriggerControl(TriggerControl::Pause) => {
+                        paused = true;
+                        let now = Instant::now();
+                        self.end_busy(now);
+                        self.clock.hold(now);
+                    }
+                    Command::TriggerControl(TriggerControl::Resume) => {
+                        paused = false;
+                        self.clock.release(Instant::now());
+                    }
+                    other => eprintln!("swdaq: hltsv: ignored {other:?}"),
+                }
+            }
+            self.take_requests(&mut inlet, wait);
+            wait = if paused || self.report.l1as >= max {
+                NET_WAKE
+            } else {
+                self.give_out(max)
+            };
+            if self.report.l1as >= max && !said_ended {
+                said_ended = true;
+                if let Err(e) = control::say_input_ended() {
+                    eprintln!("swdaq: hltsv: cannot tell the launcher the L1 accepts ended: {e}");
+                }
+            }
+        }
+        self.flush();
+        for (h, to) in self.to_hlts.iter().enumerate() {
+            if self.credits.accounts()[h].alive && to.try_send(&Message::ToHlt(ToHlt::EndOfRun)).is_err() {
+                *self.undelivered.entry("end_of_run".into()).or_default() += 1;
+            }
+        }
+        inlet
+    }
+
+    /// Takes the HLT applications' requests (the first waited for up to `wait`) and
+    /// declares silent ones gone.
+    fn take_requests(&mut self, inlet: &mut Inlet, mut wait: Duration) {
+        while let Some(d) = inlet.receive(wait) {
+            wait = Duration::ZERO;
+            match (d.message, self.hlts.iter().position(|&h| h == d.sender)) {
+                (Message::HltRequest(r), Some(h)) => {
+                    self.credits.grant(h, u64::from(r.count), &r.settled);
+                }
+                (other, _) => eprintln!(
+                    "swdaq: hltsv: ignored an unexpected {} from application {}",
+                    other.kind(),
+                    d.sender
+                ),
+            }
+        }
+        for app in self
+            .liveness
+            .newly_gone(|p| inlet.last_seen(p), Instant::now())
+        {
+            let h = self.hlts.iter().position(|&a| a == app).expect("watching HLTs only");
+            eprintln!("swdaq: hltsv: HLT application {h} is gone; its unsettled events are lost");
+            self.hlt_gone(h);
+        }
+    }
+
+    /// Gives out the L1 accepts that are due to HLT applications with credit; how long to
+    /// wait before looking again.
+    fn give_out(&mut self, max: u64) -> Duration {
+        let now = Instant::now();
+        if self.busy_since.is_some() && self.credits.any_credit() {
+            self.end_busy(now);
+            self.clock.release(now);
+        }
+        let mut given = 0;
+        while self.report.l1as < max && given < MOST_AT_ONCE {
+            let index = self.report.l1as;
+            if self.clock.due_in(index, now) > Duration::ZERO {
+                break;
+            }
+            let Some(h) = self.credits.take(index + 1) else {
+                // Busy: no HLT application has room. The clock stands still until one has.
+                self.clock.hold(now);
+                self.busy_since.get_or_insert(now);
+                break;
+            };
+            self.batches[h].push(EventAssignment {
+                global_id: index + 1,
+                l1_id: l1_id_of(index, self.s.felix.ecr_every),
+            });
+            self.report.l1as += 1;
+            given += 1;
+            if self.batches[h].len() >= MAX_BATCH {
+                self.send_batch(h);
+            }
+        }
+        self.flush();
+        self.metrics.given.add(given);
+        if self.busy_since.is_some() {
+            return NET_WAKE;
+        }
+        if given == MOST_AT_ONCE {
+            return Duration::ZERO;
+        }
+        self.clock
+            .due_in(self.report.l1as, Instant::now())
+            .clamp(TICK, NET_WAKE)
+    }
+
+    /// The trigger is no longer busy (an HLT application has room, or run control paused).
+    fn end_busy(&mut self, now: Instant) {
+        if let Some(since) = self.busy_since.take() {
+            let busy = now - since;
+            self.report.busy_s += busy.as_secs_f64();
+            self.metrics.busy_us.add(busy.as_micros() as u64);
+        }
+    }
+
+    fn flush(&mut self) {
+        for h in 0..self.batches.len() {
+            if !self.batches[h].is_empty() {
+                self.send_batch(h);
+            }
+        }
+        let horizon = self.report.l1as + self.s.l1a_lead();
+        if horizon >= self.horizon_sent + (self.s.l1a_lead() / 8).max(1) {
+            self.horizon_sent = horizon;
+            for to in &self.to_swrods {
+                // A `swrod` application that missed one hears the next.
+                if to.try_send(&Message::L1aHorizon { l1as: horizon }).is_err() {
+                    *self.undelivered.entry("l1a_horizon".into()).or_default() += 1;
+                }
+            }
+        }
+    }
+
+    fn send_batch(&mut self, h: usize) {
+        let batch = std::mem::take(&mut self.batches[h]);
+        // An HLT application is sent only what it asked for: a full queue means it is gone.
+        if self.to_hlts[h]
+            .try_send(&Message::ToHlt(ToHlt::Assigned(batch)))
+            .is_err()
+        {
+            eprintln!("swdaq: hltsv: HLT application {h} does not take its events: gone");
+            self.hlt_gone(h);
+        }
+    }
+
+    fn hlt_gone(&mut self, h: usize) {
+        if self.credits.accounts()[h].alive {
+            self.report.gone.push(h as u16);
+            let lost = self.credits.died(h);
+            self.metrics.lost.add(lost.len() as u64);
+            self.report.lost.insert(h as u16, lost);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! The ATLAS-style SW ROD as applications over ZeroMQ, booted by the same launcher as the
+//! other models (`swdaq run --config configs/swrod-apps.toml`):
+//!
+//! ```text
+//!  hltsv (the central trigger's L1 accepts) ──L1 accepts, by credit──▶ hlt-J ──full events──▶ files
+//!     │   ▲ └──────────────────── requests for more, events settled ───┘  │ ▲
+//!     │   └ pause/resume (run control)                     ROB requests │ │ ROB fragments
+//!     └──L1A horizon──▶ swrod-K (FELIX cards, a SW ROD thread per ROB) ◀──┘ │
+//!                            └──────────────────────────────────────────────┘
+//! ```
+//!
+//! A `swrod` application runs its FELIX cards, which follow the L1A clock themselves as a
+//! detector's front ends follow TTC (same rate and seeds as in one process, so the L1 IDs
+//! the supervisor gives out and the chunks the cards send agree by construction), one SW ROD
+//! thread per ROB and each ROB's request server; the network only carries requests in and
+//! answers out (`rob_server`). The `hltsv` application is the HLT supervisor: it takes the
+//! L1 accepts from the L1A clock and gives each to an HLT application with credit (when none
+//! has, the trigger is busy: the clock stands still), and tells the `swrod` applications how
+//! far their cards may run ahead of it (the L1A horizon: a pause, a busy HLT farm or the
+//! supervisor's death holds the cards, as the central trigger's busy holds the front ends).
+//! An `hlt` application asks every ROB for each L1 accept it is given (`rob_client`), builds
+//! the full event and stores the accepted ones under `<swrod.output_dir>/<its name>/`, with
+//! the same HLT and storage code as the one-process SW ROD.
+//!
+//! Faults: an HLT application that dies leaves the events it was given and had not settled
+//! lost, by number (the summary reads back its closed files so the count is exact, as the
+//! event builder does for a builder unit); a `swrod` application that dies shows as its ROBs
+//! missing, named, in every later event (its requests cannot be delivered); a peer with
+//! garbage or another protocol version is refused and counted by every inbox. The launcher
+//! stops them supervisor, HLT applications, `swrod` applications.
+
+mod hlt;
+mod hltsv;
+pub(super) mod merge;
+mod rob_client;
+mod rob_server;
+mod swrod;
+
+use super::config::SwrodRunConfig;
+use super::hlt::IncompleteExample;
+use super::report::{CardResult, HltsvReport, RodResult};
+use super::storage::StoredFile;
+use crate::runtime::app::{AppContext, TopologyConfig};
+use crate::runtime::topology::{AppKind, TopologySection};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use swdaq_sim::felix::FelixFault;
+use swdaq_swrod::consumers::RequestCounts;
+use swdaq_swrod::hlt::HltCounts;
+
+pub(super) type SwrodContext = AppContext<SwrodRunConfig>;
+
+impl TopologyConfig for SwrodRunConfig {
+    fn topology(&self) -> &TopologySection {
+        &self.topology
+    }
+}
+
+/// How often the network threads look at their peers' liveness and at their end.
+const NET_WAKE: Duration = Duration::from_millis(20);
+
+/// One SW ROD application's part of the summary.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct SwrodAppReport {
+    /// A `swrod` application's cards, with the faults each injected (the truth).
+    pub cards: Vec<(CardResult, Vec<FelixFault>)>,
+    /// Seconds from the start to its cards' last L1 accept.
+    pub readout_seconds: f64,
+    pub robs: Vec<RodResult>,
+    pub requests: Vec<RequestCounts>,
+    pub samples: u64,
+    pub sample_errors: u64,
+    pub hltsv: Option<HltsvReport>,
+    pub hlt: Option<HltAppReport>,
+    /// Messages the inbox refused, by reason.
+    pub refused_messages: BTreeMap<String, u64>,
+    /// Messages a peer did not take, by what they were.
+    pub undelivered: BTreeMap<String, u64>,
+    pub thread_cpu: Vec<(String, f64)>,
+    /// Seconds the shares are of.
+    pub seconds: f64,
+}
+
+/// An HLT application's events and files.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct HltAppReport {
+    pub counts: HltCounts,
+    pub incomplete_examples: Vec<IncompleteExample>,
+    pub cpu_s: f64,
+    pub stored_events: u64,
+    pub stored_bytes: u64,
+    pub unwritten_events: u64,
+    pub files: Vec<StoredFile>,
+    pub storage_error: Option<String>,
+}
+
+/// Runs the application `ctx` names.
+pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
+    match ctx.spec.kind {
+        AppKind::Swrod => swrod::run(ctx),
+        AppKind::Hltsv => hltsv::run(ctx),
+        AppKind::Hlt => hlt::run(ctx),
+        kind => anyhow::bail!(
+            "{}: {} applications belong to another model (the SW ROD's are swrod, hltsv and hlt)",
+            ctx.spec.name,
+            kind.name()
+        ),
+    }
+}
+
+/// Where HLT application `name` stores its events.
+pub(super) fn hlt_directory(config: &SwrodRunConfig, name: &str) -> std::path::PathBuf {
+    config.swrod.output_dir.join(name)
+}
+
+/// The ROBs (source ids) of the `swrod` application `app`, in ROB order.
+fn robs_of(config: &SwrodRunConfig, cards: &[u16]) -> Vec<u32> {
+    let s = &config.swrod;
+    cards
+        .iter()
+        .flat_map(|&c| (0..s.robs_per_card).map(move |r| s.rob_config(c, r).source_id))
+        .collect()
+}
+
+/// Waits for the launcher's `stop` (or the end of its input).
+fn wait_for_stop(ctx: &SwrodContext) {
+    while !ctx.commands.wait_for_stop(Duration::from_millis(100)) {}
+}

@@ -1,0 +1,98 @@
+//! A `swrod` application: its FELIX cards, one SW ROD thread per ROB and the ROBs' request
+//! servers, as in one process, the servers reached over the network (`rob_server`). The
+//! cards follow the L1A clock by themselves, never past the HLT supervisor's horizon; at the
+//! launcher's `stop` they end at a common L1 accept count a little ahead (fault-free for the
+//! last `clean_tail_l1as`), each SW ROD thread flushes its open fragments, and the servers
+//! answer until the end.
+
+use super::rob_server::{Requests, answer_queues, send_answers};
+use super::{SwrodAppReport, SwrodContext, robs_of};
+use crate::models::swrod::cards::{Progress, Shared};
+use crate::models::swrod::readout::Readout;
+use crate::runtime::app::Clock;
+use crate::runtime::stdio as control;
+use crate::runtime::topology::AppKind;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
+    let s = &ctx.config.swrod;
+    let monitoring = ctx.monitoring()?;
+    let inlet = ctx.bind_inbox()?;
+    let hlts = ctx.ids_of(AppKind::Hlt);
+    let (hltsv, _) = ctx.config.topology.single(AppKind::Hltsv);
+    let to_hlts = ctx.outlets_to(&hlts)?;
+    let _heartbeat = ctx.connect_and_heartbeat(to_hlts.clone())?;
+    // The horizon starts at the lead: the cards need not wait for the supervisor's first word.
+    let horizon = Arc::new(AtomicU64::new(s.l1a_lead()));
+    let shared = Shared::new(s, Arc::new(AtomicBool::new(false)), Arc::clone(&horizon));
+    let (readout, ports) = Readout::new(s, &ctx.spec.cards, &monitoring.registry)?;
+    let source_ids = robs_of(&ctx.config, &ctx.spec.cards);
+    control::say_ready()?;
+    let clock = Clock::start();
+    let mut report = SwrodAppReport::default();
+    if !ctx.commands.wait_for_start() {
+        return Ok(report);
+    }
+    let started = Instant::now();
+    let queues = answer_queues(hlts.len(), ports.len());
+    let (senders, receivers): (Vec<Vec<_>>, Vec<Vec<_>>) = queues
+        .into_iter()
+        .map(|per_rob| per_rob.into_iter().unzip())
+        .unzip();
+    let requests = Requests {
+        inlet,
+        ports,
+        hlts,
+        hltsv,
+        horizon,
+        peer_timeout: ctx.peer_timeout(),
+    };
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let running = readout.spawn(scope, &shared, s, None)?;
+        let requests = std::thread::Builder::new()
+            .name("rob-requests".into())
+            .spawn_scoped(scope, || requests.run(senders, &done))?;
+        let to_hlts = &to_hlts;
+        let source_ids = &source_ids;
+        let answers = std::thread::Builder::new()
+            .name("rob-answers".into())
+            .spawn_scoped(scope, move || send_answers(receivers, source_ids, to_hlts))?;
+        while !ctx.commands.wait_for_stop(std::time::Duration::from_millis(100)) {}
+        Progress {
+            shared: &shared,
+            settings: s,
+            last_second: Instant::now(),
+        }
+        .stop();
+        let (readout, seconds) = running.join(started, || done.store(true, Ordering::Release))?;
+        let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
+        let (refused, foreign) = requests.join().map_err(|_| failed("request"))?;
+        let undelivered = answers.join().map_err(|_| failed("answer"))?;
+        report.cards = readout
+            .cards
+            .into_iter()
+            .map(|mut c| {
+                let faults = std::mem::take(&mut c.faults);
+                (c, faults)
+            })
+            .collect();
+        report.readout_seconds = seconds;
+        report.robs = readout.robs;
+        report.requests = readout.requests;
+        report.samples = readout.samples;
+        report.sample_errors = readout.sample_errors;
+        report.refused_messages = refused;
+        report.undelivered = BTreeMap::from([
+            ("rob_answers".to_string(), undelivered),
+            ("requests_for_foreign_robs".to_string(), foreign),
+        ]);
+        Ok(())
+    })?;
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    monitoring.stop();
+    Ok(report)
+}

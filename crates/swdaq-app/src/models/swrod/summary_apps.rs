@@ -1,0 +1,117 @@
+//! The part of the SW ROD's summary only a run as applications has: the HLT supervisor's
+//! account, the events lost by number, what dead HLT applications left on disk, how each
+//! application ended and what the inboxes refused.
+
+use super::report::{AppsPart, SwrodReport};
+use super::storage::LeftOnDisk;
+use swdaq_dataflow::credit::ReadBackOf;
+
+/// The JSON keys of the applications' part, added to `j`.
+pub(super) fn add_json(j: &mut serde_json::Value, r: &SwrodReport, a: &AppsPart) {
+    j["lost"] = a.lost_events.len().into();
+    j["lost_events"] = serde_json::json!(a.lost_events);
+    j["events_of_unreported_hlts"] = a.events_of_unreported_hlts.into();
+    j["hltsv"] = match &a.hltsv {
+        Some(h) => serde_json::json!({
+            "l1as": h.l1as,
+            "busy_s": h.busy_s,
+            "hlts_gone": h.gone,
+            "hlts": h.accounts.iter().map(|a| serde_json::json!({
+                "requested": a.requested,
+                "assigned": a.assigned,
+                "alive": a.alive,
+            })).collect::<Vec<_>>(),
+        }),
+        None => serde_json::Value::Null,
+    };
+    j["hlts_gone"] = serde_json::json!(a.hltsv.as_ref().map(|h| &h.gone));
+    j["read_back"] = a.read_back.iter().map(read_back_json).collect();
+    j["apps"] = serde_json::to_value(&a.apps).unwrap_or_default();
+    j["refused_messages"] = serde_json::json!(a.refused_messages);
+    j["undelivered"] = serde_json::json!(a.undelivered);
+    j["thread_cpu"] = serde_json::json!(a.thread_cpu);
+    j["l1as_to_hlt"] = r.l1as_to_hlt.into();
+}
+
+/// What a dead HLT application left on disk, without its event numbers (`lost_events` holds
+/// those it did not write).
+fn read_back_json(r: &ReadBackOf<LeftOnDisk>) -> serde_json::Value {
+    let mut j = serde_json::json!({ "hlt": r.unit, "reported": r.reported });
+    match &r.left {
+        Ok(l) => {
+            j["events_in_closed_files"] = l.events.len().into();
+            j["closed_files"] = l.files.into();
+            j["partial_files"] = serde_json::json!(l.partial);
+            j["unreadable_files"] = serde_json::json!(l.unreadable);
+        }
+        Err(e) => j["error"] = e.as_str().into(),
+    }
+    j
+}
+
+/// The text lines of the applications' part.
+pub(super) fn text(a: &AppsPart) -> String {
+    let mut out = String::new();
+    if let Some(h) = &a.hltsv {
+        out += &format!(
+            "HLTSV     {} L1 accepts given out, busy {:.2} s (no HLT application had room); {} HLT applications gone\n",
+            h.l1as,
+            h.busy_s,
+            h.gone.len()
+        );
+    }
+    if !a.lost_events.is_empty() || a.events_of_unreported_hlts > 0 {
+        out += &format!(
+            "Lost      {} events given to HLT applications that died and in none of their closed files{}\n",
+            a.lost_events.len(),
+            if a.events_of_unreported_hlts > 0 {
+                format!(
+                    "; {} built by HLT applications that did not report",
+                    a.events_of_unreported_hlts
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    for r in &a.read_back {
+        out += &match &r.left {
+            Ok(l) => format!(
+                "Read back HLT {}: {} events in {} closed files{}\n",
+                r.unit,
+                l.events.len(),
+                l.files,
+                if l.partial.is_empty() {
+                    String::new()
+                } else {
+                    format!("; left open: {}", l.partial.join(", "))
+                }
+            ),
+            Err(e) => format!("Read back HLT {}: cannot: {e} (its lost events are an upper bound)\n", r.unit),
+        };
+    }
+    for app in &a.apps {
+        out += &format!(
+            "App       {:<12} {:<6} {}\n",
+            app.name,
+            app.kind,
+            match &app.failure {
+                None => "stopped cleanly".to_string(),
+                Some(f) => format!("{f} (log {})", app.log.display()),
+            }
+        );
+    }
+    if !a.refused_messages.is_empty() {
+        out += &format!("Refused   {:?}\n", a.refused_messages);
+    }
+    let undelivered: Vec<String> = a
+        .undelivered
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(what, n)| format!("{n} {what}"))
+        .collect();
+    if !undelivered.is_empty() {
+        out += &format!("Undelivered {}\n", undelivered.join(", "));
+    }
+    out
+}
