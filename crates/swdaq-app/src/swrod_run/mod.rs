@@ -2,14 +2,14 @@
 //! process. Emulated FELIX cards (one thread each, paced at the L1 accept rate) hand each
 //! ROB its e-links' blocks; one SW ROD thread per ROB decodes and aggregates them into ROB
 //! fragments and passes them down its consumer chain: the ROB's request server and the
-//! monitoring sampler. The HLT asks every ROB's server for each L1 ID, builds the full
-//! event and stores one in `hlt_accept_every` in raw files. A live line per second,
+//! monitoring sampler. The HLT asks every ROB's server for each L1 accept, builds the full
+//! event (eformat v5) and stores one in `hlt_accept_every` in ATLAS EventStorage files, one
+//! sequence of files per luminosity block. A live line per second,
 //! Prometheus `/metrics`, and a closing summary that checks the counters against the
 //! emulator's truth.
 
 mod config;
 mod report;
-mod storage;
 mod threads;
 
 pub use config::{SwrodRunConfig, SwrodSettings, is_swrod_config, load};

@@ -3,12 +3,12 @@
 //! counter, per ROB counter and over the run (events holding a ROB that misses e-links).
 
 use super::config::SwrodSettings;
-use super::storage::StoredFile;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use swdaq_monitor::{Snapshot, Value};
 use swdaq_sim::felix::{FelixFault, FelixFaultKind};
 use swdaq_swrod::consumers::{ConsumerCounts, RequestCounts};
+use swdaq_swrod::files::StoredFile;
 use swdaq_swrod::hlt::{HltCounts, MissingRob};
 use swdaq_swrod::{AggregatorCounts, DecoderCounts};
 
@@ -50,6 +50,8 @@ pub struct SwrodReport {
     pub samples: u64,
     pub sample_errors: u64,
     pub stored_events: u64,
+    /// Stored events that carry status (a ROB missing, or one missing e-links).
+    pub stored_flagged_events: u64,
     /// Bytes of the closed files (headers included).
     pub stored_bytes: u64,
     /// Events sent to storage that are in no closed file (storage failed).
@@ -298,6 +300,7 @@ pub fn summary_json(r: &SwrodReport) -> serde_json::Value {
         "samples": r.samples,
         "sample_errors": r.sample_errors,
         "stored_events": r.stored_events,
+        "stored_incomplete_events": r.stored_flagged_events,
         "stored_bytes": r.stored_bytes,
         "unwritten_events": r.unwritten_events,
         "files": r.files,
@@ -344,7 +347,7 @@ pub fn summary_text(r: &SwrodReport) -> String {
     }
     let h = &r.hlt;
     out += &format!(
-        "Events    {} built ({} complete, {} with ROBs missing, {} holding ROBs that miss e-links); answers: {} found, {} not yet, {} gone, {} invalid; {} ROBs timed out\n",
+        "Events    {} built ({} complete: every ROB, every e-link; {} with ROBs missing; {} holding ROBs that miss e-links); answers: {} found, {} not yet, {} gone, {} invalid; {} ROBs timed out\n",
         h.events,
         h.complete_events,
         h.incomplete_events,
@@ -366,8 +369,9 @@ pub fn summary_text(r: &SwrodReport) -> String {
         );
     }
     out += &format!(
-        "Stored    {} events, {:.1} MB in {} files; sampler checked {} fragments, {} bad\n",
+        "Stored    {} events ({} incomplete), {:.1} MB in {} EventStorage files; sampler checked {} fragments, {} bad\n",
         r.stored_events,
+        r.stored_flagged_events,
         r.stored_bytes as f64 / 1e6,
         r.files.len(),
         r.samples,
