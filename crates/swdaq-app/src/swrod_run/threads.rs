@@ -496,15 +496,14 @@ fn hlt_thread(
     };
     let encoder = EventEncoder::new(s.run_number);
     let mut examples = Vec::new();
-    let mut built = 0u64;
     let mut out = |o: HltOutput| {
         let message = match o {
             HltOutput::Event(e) => {
                 if !e.missing.is_empty() && examples.len() < INCOMPLETE_EXAMPLES {
                     examples.push((e.l1a.l1_id, e.missing.clone()));
                 }
-                built += 1;
-                if !(built - 1).is_multiple_of(s.hlt_accept_every) {
+                // The HLT accepts the first L1 accept and every hlt_accept_every-th after it.
+                if !(e.l1a.global_id - 1).is_multiple_of(s.hlt_accept_every) {
                     return;
                 }
                 let bytes = encoder.encode(&e);
