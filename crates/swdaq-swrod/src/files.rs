@@ -10,6 +10,7 @@
 //! stored once its file is closed; the events of a file that could not be finished count as
 //! unwritten, and the `.writing` file stays for `swdaq inspect` to name.
 
+use crossbeam_channel::Receiver;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -192,6 +193,64 @@ impl EventFiles {
             }
         }
         (self.closed, self.unwritten, result)
+    }
+}
+
+/// What the HLT hands storage, in order.
+pub enum ToStorage {
+    Event {
+        lumi_block: u32,
+        bytes: Vec<u8>,
+        /// A ROB missing, or one missing e-links.
+        flagged: bool,
+    },
+    LumiBlockEnded(u32),
+}
+
+/// What storage did: the closed files and their events, the events not written and why.
+pub struct Stored {
+    pub events: u64,
+    pub flagged: u64,
+    pub bytes: u64,
+    pub files: Vec<StoredFile>,
+    pub unwritten: u64,
+    pub error: Option<String>,
+}
+
+/// Stores every event `input` gives, closing a luminosity block's files once the HLT has
+/// ended it; after a failure the rest are counted unwritten, so each event is stored (in a
+/// closed file) or unwritten, never neither.
+pub fn store(mut files: EventFiles, input: Receiver<ToStorage>) -> Stored {
+    let mut error = None;
+    let mut after_failure = 0;
+    for message in input.iter() {
+        let written = match message {
+            ToStorage::Event { .. } if error.is_some() => {
+                after_failure += 1;
+                continue;
+            }
+            ToStorage::Event {
+                lumi_block,
+                bytes,
+                flagged,
+            } => files.write(lumi_block, &bytes, flagged),
+            ToStorage::LumiBlockEnded(lb) => files.end_lumi_block(lb),
+        };
+        if let Err(e) = written {
+            error.get_or_insert(e.to_string());
+        }
+    }
+    let (files, unwritten, closed) = files.finish();
+    if let Err(e) = closed {
+        error.get_or_insert(e.to_string());
+    }
+    Stored {
+        events: files.iter().map(|f| f.events).sum(),
+        flagged: files.iter().map(|f| f.flagged_events).sum(),
+        bytes: files.iter().map(|f| f.bytes).sum(),
+        unwritten: unwritten + after_failure,
+        files,
+        error,
     }
 }
 

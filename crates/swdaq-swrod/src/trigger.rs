@@ -3,7 +3,8 @@
 //! global id and its luminosity block, and the L1 trigger info words an event header carries.
 
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use swdaq_sim::felix::FelixCard;
 
 /// The L1 trigger type of every emulated L1 accept (8 bits in the event and ROD headers).
 pub const L1_TRIGGER_TYPE: u8 = 0x81;
@@ -31,6 +32,23 @@ pub struct L1Accept {
 }
 
 impl L1Accept {
+    /// The card's next L1 accept, the run's `index`-th (from 0), the run having begun at
+    /// `start`.
+    pub fn next(card: &FelixCard, index: u64, lumi: LumiBlockLength, start: Instant) -> Self {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            l1_id: card.next_l1_id(),
+            global_id: index + 1,
+            bc_id: card.next_bcid(),
+            trigger_type: L1_TRIGGER_TYPE,
+            lumi_block: lumi.block_of(index, start.elapsed()),
+            time_seconds: now.as_secs() as u32,
+            time_nanoseconds: now.subsec_nanos(),
+        }
+    }
+
     /// The L1 trigger info words of the event header: TBP, TAP and TAV, each with the
     /// emulated item's bit set (nothing prescales or vetoes it).
     pub fn trigger_info(&self) -> Vec<u32> {

@@ -17,10 +17,10 @@ use swdaq_swrod::consumers::{
     ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestCounts, RobRequest, serve_requests,
 };
 use swdaq_swrod::event::EventEncoder;
-use swdaq_swrod::files::{EventFiles, StoredFile};
+use swdaq_swrod::files::{EventFiles, ToStorage, store};
 use swdaq_swrod::hlt::{HltConfig, HltCounts, HltOutput, RobPort, assemble_events};
 use swdaq_swrod::metrics::RobMetrics;
-use swdaq_swrod::trigger::{L1_TRIGGER_TYPE, L1Accept};
+use swdaq_swrod::trigger::L1Accept;
 use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex};
 
 /// How often data threads copy their counts to the registry.
@@ -193,7 +193,7 @@ pub fn run_threads(
             })?;
         let writer = std::thread::Builder::new()
             .name("storage".into())
-            .spawn_scoped(scope, move || write_events(files, event_rx))?;
+            .spawn_scoped(scope, move || store(files, event_rx))?;
 
         let mut progress = Progress {
             shared,
@@ -289,7 +289,7 @@ fn card_thread(
                 card.set_fault_rates(FelixFaults::default());
                 clean = true;
             }
-            let l1a = l1_accept(s, &card, result.l1as, start);
+            let l1a = L1Accept::next(&card, result.l1as, s.lumi_block_length(), start);
             card.l1_accept(&mut blocks);
             result.l1as += 1;
             if let Some(tx) = &l1_tx {
@@ -314,22 +314,6 @@ fn card_thread(
     result.faults = card.faults().to_vec();
     result.cpu_s = cpu.elapsed().as_secs_f64();
     result
-}
-
-/// What the trigger tells the HLT of the card's next L1 accept, the run's `index`-th.
-fn l1_accept(s: &SwrodSettings, card: &FelixCard, index: u64, start: Instant) -> L1Accept {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    L1Accept {
-        l1_id: card.next_l1_id(),
-        global_id: index + 1,
-        bc_id: card.next_bcid(),
-        trigger_type: L1_TRIGGER_TYPE,
-        lumi_block: s.lumi_block_length().block_of(index, start.elapsed()),
-        time_seconds: now.as_secs() as u32,
-        time_nanoseconds: now.subsec_nanos(),
-    }
 }
 
 /// Hands each ROB the blocks of its e-links (card e-link `i` is number `i`); returns the
@@ -470,17 +454,6 @@ const INCOMPLETE_EXAMPLES: usize = 20;
 
 type IncompleteExample = (u32, Vec<(u32, swdaq_swrod::hlt::MissingRob)>);
 
-/// What the HLT hands storage, in order.
-enum ToStorage {
-    Event {
-        lumi_block: u32,
-        bytes: Vec<u8>,
-        /// A ROB missing, or one missing e-links.
-        flagged: bool,
-    },
-    LumiBlockEnded(u32),
-}
-
 fn hlt_thread(
     s: &SwrodSettings,
     l1as: Receiver<L1Accept>,
@@ -522,52 +495,6 @@ fn hlt_thread(
     let counts = assemble_events(l1as, &ports, config, &mut out, |c| metrics.publish(c));
     drop(ports);
     (counts, examples, cpu.elapsed().as_secs_f64())
-}
-
-struct Stored {
-    events: u64,
-    flagged: u64,
-    bytes: u64,
-    files: Vec<StoredFile>,
-    unwritten: u64,
-    error: Option<String>,
-}
-
-/// Stores every event it is given, closing a luminosity block's files once the HLT has
-/// ended it; after a failure the rest are counted unwritten, so each event is stored (in a
-/// closed file) or unwritten, never neither.
-fn write_events(mut files: EventFiles, events: Receiver<ToStorage>) -> Stored {
-    let mut error = None;
-    let mut after_failure = 0;
-    for message in events.iter() {
-        let written = match message {
-            ToStorage::Event { .. } if error.is_some() => {
-                after_failure += 1;
-                continue;
-            }
-            ToStorage::Event {
-                lumi_block,
-                bytes,
-                flagged,
-            } => files.write(lumi_block, &bytes, flagged),
-            ToStorage::LumiBlockEnded(lb) => files.end_lumi_block(lb),
-        };
-        if let Err(e) = written {
-            error.get_or_insert(e.to_string());
-        }
-    }
-    let (files, unwritten, closed) = files.finish();
-    if let Err(e) = closed {
-        error.get_or_insert(e.to_string());
-    }
-    Stored {
-        events: files.iter().map(|f| f.events).sum(),
-        flagged: files.iter().map(|f| f.flagged_events).sum(),
-        bytes: files.iter().map(|f| f.bytes).sum(),
-        unwritten: unwritten + after_failure,
-        files,
-        error,
-    }
 }
 
 struct SamplerMetrics {
