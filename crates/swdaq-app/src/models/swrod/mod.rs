@@ -1,16 +1,16 @@
 //! The ATLAS-style SW ROD: emulated FELIX cards, a SW ROD thread per ROB aggregating e-link
-//! chunks into ROB fragments, request servers, the HLT building full events and raw files,
-//! in one process (`system`, `threads`). Its keys: `config`; its live figures: `live`; what
-//! it counts and checks against the emulator's truth: `report`; its closing summary:
-//! `summary`; its files: `storage`. It has no applications yet: `Configured::app` is where
-//! they slot in.
+//! chunks into ROB fragments, request servers, the HLT building full events (eformat v5) and
+//! storing them in ATLAS EventStorage files, one sequence per luminosity block
+//! (`swdaq_swrod::files`), in one process (`system`, `threads`). Its keys: `config`; its live
+//! figures: `live`; what it counts and checks against the emulator's truth: `report`; its
+//! closing summary: `summary`. It has no applications yet: `Configured::app` is where they
+//! slot in.
 
 pub mod cards;
 pub mod config;
 pub mod live;
 pub mod report;
 mod sampler;
-pub mod storage;
 pub mod summary;
 pub mod system;
 mod threads;

@@ -3,11 +3,11 @@
 //! the run (events holding a ROB that misses e-links).
 
 use super::config::SwrodSettings;
-use super::storage::StoredFile;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use swdaq_sim::felix::{FelixFault, FelixFaultKind};
 use swdaq_swrod::consumers::{ConsumerCounts, RequestCounts};
+use swdaq_swrod::files::StoredFile;
 use swdaq_swrod::hlt::{HltCounts, MissingRob};
 use swdaq_swrod::{AggregatorCounts, DecoderCounts};
 
@@ -49,6 +49,8 @@ pub struct SwrodReport {
     pub samples: u64,
     pub sample_errors: u64,
     pub stored_events: u64,
+    /// Stored events that carry status (a ROB missing, or one missing e-links).
+    pub stored_flagged_events: u64,
     /// Bytes of the closed files (headers included).
     pub stored_bytes: u64,
     /// Events sent to storage that are in no closed file (storage failed).

@@ -7,19 +7,19 @@ use super::cards::{Progress, RobOutput, Shared, card_thread};
 use super::config::{SwrodRunConfig, SwrodSettings};
 use super::report::{CardResult, RodResult, SwrodReport};
 use super::sampler::{SamplerMetrics, sample};
-use super::storage::EventFiles;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
-use swdaq_format::eformat::RobFragment;
-use swdaq_format::eformat_event::{EventHeader, encode_event, event_status};
 use swdaq_monitor::{Counter, Registry};
 use swdaq_swrod::consumers::{
     ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestCounts, RobRequest, serve_requests,
 };
-use swdaq_swrod::hlt::{AssembledEvent, HltConfig, HltCounts, RobPort, assemble_events};
+use swdaq_swrod::event::EventEncoder;
+use swdaq_swrod::files::{EventFiles, ToStorage, store};
+use swdaq_swrod::hlt::{HltConfig, HltCounts, HltOutput, RobPort, assemble_events};
 use swdaq_swrod::metrics::RobMetrics;
+use swdaq_swrod::trigger::L1Accept;
 use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, PowerOfTwoIndex};
 
 /// How often data threads copy their counts to the registry.
@@ -45,8 +45,8 @@ pub fn run_threads(
         card_l1as: (0..s.cards).map(|_| AtomicU64::new(0)).collect(),
     };
     let started = Instant::now();
-    let (l1_tx, l1_rx) = bounded::<u32>(L1_ID_QUEUE);
-    let (event_tx, event_rx) = bounded::<Vec<u8>>(EVENT_QUEUE);
+    let (l1_tx, l1_rx) = bounded::<L1Accept>(L1_ID_QUEUE);
+    let (event_tx, event_rx) = bounded::<ToStorage>(EVENT_QUEUE);
     let mut ports = Vec::new();
     let mut rods = Vec::new();
     let mut samplers = Vec::new();
@@ -87,13 +87,7 @@ pub fn run_threads(
                 )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let nominal_event = (rods.len() * rods[0].0.buffer_size()) as u32;
-    let files = EventFiles::new(
-        &s.output_dir,
-        s.run_number,
-        s.max_file_mb << 20,
-        nominal_event,
-    )?;
+    let files = EventFiles::new(s.file_settings())?;
 
     std::thread::scope(|scope| {
         let shared = &shared;
@@ -147,7 +141,7 @@ pub fn run_threads(
             })?;
         let writer = std::thread::Builder::new()
             .name("storage".into())
-            .spawn_scoped(scope, move || write_events(files, event_rx))?;
+            .spawn_scoped(scope, move || store(files, event_rx))?;
 
         let mut progress = Progress {
             shared,
@@ -192,6 +186,7 @@ pub fn run_threads(
             samples,
             sample_errors,
             stored_events: stored.events,
+            stored_flagged_events: stored.flagged,
             stored_bytes: stored.bytes,
             unwritten_events: stored.unwritten,
             files: stored.files,
@@ -309,9 +304,9 @@ type IncompleteExample = (u32, Vec<(u32, swdaq_swrod::hlt::MissingRob)>);
 
 fn hlt_thread(
     s: &SwrodSettings,
-    l1_ids: Receiver<u32>,
+    l1as: Receiver<L1Accept>,
     ports: Vec<RobPort>,
-    events: Sender<Vec<u8>>,
+    to_storage: Sender<ToStorage>,
     (mut metrics, stored): (HltMetrics, StoreMetrics),
 ) -> (HltCounts, Vec<IncompleteExample>, f64) {
     let cpu = cpu_time::ThreadTime::now();
@@ -320,81 +315,32 @@ fn hlt_thread(
         retry_after: Duration::from_micros(s.hlt_retry_us),
         give_up_after: Duration::from_millis(s.hlt_give_up_ms),
     };
+    let encoder = EventEncoder::new(s.run_number);
     let mut examples = Vec::new();
-    let mut built = 0u64;
-    let mut out = |e: AssembledEvent| {
-        if !e.missing.is_empty() && examples.len() < INCOMPLETE_EXAMPLES {
-            examples.push((e.l1_id, e.missing.clone()));
-        }
-        built += 1;
-        if (built - 1).is_multiple_of(s.hlt_accept_every) {
-            let bytes = full_event(s.run_number, built as u32, &e);
-            stored.events.inc();
-            stored.bytes.add(bytes.len() as u64);
-            let _ = events.send(bytes);
-        }
+    let mut out = |o: HltOutput| {
+        let message = match o {
+            HltOutput::Event(e) => {
+                if !e.missing.is_empty() && examples.len() < INCOMPLETE_EXAMPLES {
+                    examples.push((e.l1a.l1_id, e.missing.clone()));
+                }
+                // The HLT accepts the first L1 accept and every hlt_accept_every-th after it.
+                if !(e.l1a.global_id - 1).is_multiple_of(s.hlt_accept_every) {
+                    return;
+                }
+                let bytes = encoder.encode(&e);
+                stored.events.inc();
+                stored.bytes.add(bytes.len() as u64);
+                ToStorage::Event {
+                    lumi_block: e.l1a.lumi_block,
+                    bytes,
+                    flagged: !e.is_complete(),
+                }
+            }
+            HltOutput::LumiBlockEnded(lb) => ToStorage::LumiBlockEnded(lb),
+        };
+        let _ = to_storage.send(message);
     };
-    let counts = assemble_events(l1_ids, &ports, config, &mut out, |c| metrics.publish(c));
+    let counts = assemble_events(l1as, &ports, config, &mut out, |c| metrics.publish(c));
     drop(ports);
     (counts, examples, cpu.elapsed().as_secs_f64())
-}
-
-fn full_event(run_number: u32, global_id: u32, e: &AssembledEvent) -> Vec<u8> {
-    let bc_id = e
-        .robs
-        .first()
-        .and_then(|r| RobFragment::parse(r.bytes()).ok())
-        .map_or(0, |r| r.rod.bc_id);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let header = EventHeader {
-        bc_time_seconds: now.as_secs() as u32,
-        bc_time_nanoseconds: now.subsec_nanos(),
-        global_id,
-        run_type: 0,
-        run_number,
-        lumi_block: 0,
-        l1_id: e.l1_id,
-        bc_id,
-        l1_trigger_type: 0,
-    };
-    let missing: Vec<u32> = e.missing.iter().map(|m| m.0).collect();
-    let robs: Vec<&[u8]> = e.robs.iter().map(|r| r.bytes()).collect();
-    let mut out = Vec::with_capacity(robs.iter().map(|r| r.len()).sum::<usize>() + 128);
-    encode_event(&mut out, &header, &event_status(&missing), &robs);
-    out
-}
-
-struct Stored {
-    events: u64,
-    bytes: u64,
-    files: Vec<super::storage::StoredFile>,
-    unwritten: u64,
-    error: Option<String>,
-}
-
-/// Stores every event it is given; after a failure the rest are counted unwritten, so each
-/// event is stored (in a closed file) or unwritten, never neither.
-fn write_events(mut files: EventFiles, events: Receiver<Vec<u8>>) -> Stored {
-    let mut error = None;
-    let mut after_failure = 0;
-    for event in events.iter() {
-        if error.is_some() {
-            after_failure += 1;
-        } else if let Err(e) = files.write(&event) {
-            error = Some(e.to_string());
-        }
-    }
-    let (files, unwritten, closed) = files.finish();
-    if let Err(e) = closed {
-        error.get_or_insert(e.to_string());
-    }
-    Stored {
-        events: files.iter().map(|f| f.events).sum(),
-        bytes: files.iter().map(|f| f.bytes).sum(),
-        unwritten: unwritten + after_failure,
-        files,
-        error,
-    }
 }
