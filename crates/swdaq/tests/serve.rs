@@ -822,16 +822,18 @@ fn ctl(server: &Server, args: &[&str]) -> Result<Value, String> {
 /// The data files below `dir` of run `number` (HDF5, FRD, SW ROD raw), each found good by
 /// `swdaq inspect`.
 fn inspected_files_of_run(dir: &Path, number: u32) -> usize {
-    let tag = format!("run{number:06}");
     let mut found = 0;
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
         for entry in std::fs::read_dir(&d).unwrap() {
             let path = entry.unwrap().path();
             let name = path.to_string_lossy().into_owned();
+            let file_name = path.file_name().unwrap().to_string_lossy();
+            let of_run = swdaq_format::run_files::run_of_name(&file_name) == Some(number);
+            let data = [".hdf5", ".raw", ".data"].iter().any(|e| name.ends_with(e));
             if path.is_dir() {
                 pending.push(path);
-            } else if name.contains(&tag) && (name.ends_with(".hdf5") || name.ends_with(".raw")) {
+            } else if of_run && data {
                 let inspect = Command::new(env!("CARGO_BIN_EXE_swdaq"))
                     .args(["inspect", "--json"])
                     .arg(&path)
