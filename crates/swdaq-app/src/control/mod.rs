@@ -9,12 +9,21 @@
 //! through its input queue (in one process) or the trigger application's stdin, so they take
 //! effect between two TP batches.
 
+mod alerts;
 pub mod auth;
 pub mod client;
+mod console;
+pub mod display;
 pub mod fsm;
+mod history;
 pub mod http;
 mod http_server;
+mod journal;
+mod metrics;
+// INTERIM: replaced by each model's own `Live` at the merge with `reshape`.
+mod live_interim;
 pub mod system;
+mod watch;
 
 use crate::run::config::RunConfig;
 use crate::run::stop::{self, StopRequest};

@@ -5,7 +5,9 @@
 //! configuration loaded before is dropped: a start would otherwise run a file the operator
 //! has since changed) with the error in `/status` until a configure works.
 
-use super::fsm::{Event, Illegal, State, next};
+use super::fsm::{self, Event, Illegal, State, next};
+use super::live_interim;
+use super::watch::Watch;
 use crate::apps::launch::{self, run_distributed_with};
 use crate::error_report;
 use crate::run::chain::{RunHooks, run_chain_with};
@@ -71,6 +73,8 @@ struct Inner {
     ended: VecDeque<(u32, Result<Value, String>)>,
     /// Why the last configure or the last run failed (cleared by a configure that works).
     last_error: Option<String>,
+    /// The console's history, journal and alerts.
+    watch: Watch,
 }
 
 /// Runs whose outcome is kept.
@@ -108,7 +112,16 @@ impl Inner {
         let from = self.state;
         self.state = next(from, event)?;
         log_change(who, event, from, self.state, detail);
+        self.watch.transition(who, event, from, self.state, detail);
         Ok(self.state)
+    }
+
+    /// Where the configured runs write their files (none before a configure).
+    fn output_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.config
+            .iter()
+            .map(|c| c.run.output_dir.clone())
+            .collect()
     }
 
     /// Sends `control` to the running trigger without ever blocking the lock holder.
@@ -172,6 +185,7 @@ impl RunControl {
                     last_run_number: None,
                     ended: VecDeque::new(),
                     last_error: None,
+                    watch: Watch::default(),
                 }),
                 changed: Condvar::new(),
             }),
@@ -209,6 +223,7 @@ impl RunControl {
         );
         inner.config = Some(config);
         inner.last_error = None;
+        inner.watch.state_fault(None);
         let state = inner.apply(Event::Configure, who, &detail)?;
         Ok(json!({ "state": state }))
     }
@@ -385,24 +400,80 @@ impl RunControl {
         Ok(json!({ "state": state, "recording": started }))
     }
 
-    /// The state, the run going on with its live figures, the last run's summary or error.
+    /// The state, the commands it allows, the run going on with its live figures, the last
+    /// run's summary or error, and the console's journal, alerts, disks and files.
     pub fn status(&self) -> Value {
-        let inner = self.shared.lock();
+        let mut inner = self.shared.lock();
         let run = inner.run.as_ref().map(|r| {
             json!({
                 "run_number": r.number,
                 "started_at": humantime::format_rfc3339_millis(r.started_at).to_string(),
+                "elapsed_s": r.started_at.elapsed().map_or(0.0, |d| d.as_secs_f64()),
                 "live": r.live,
             })
         });
         let last_summary = inner.ended.iter().rev().find_map(|(_, r)| r.as_ref().ok());
-        json!({
+        let recording = inner.config.as_ref().is_some_and(|c| c.recording.enabled);
+        // What the fsm allows and the configuration has (no raw bursts without recording).
+        let commands: Vec<&str> = fsm::commands(inner.state)
+            .filter(|&c| c != "record" || recording)
+            .collect();
+        let mut status = json!({
             "state": inner.state,
+            "model": "chain",
+            "commands": commands,
+            "trigger_sources": inner.config.as_ref().map(|c| live_interim::trigger_sources(&c.trigger)),
             "run": run,
             "last_run_number": inner.last_run_number,
             "last_summary": last_summary,
             "error": inner.last_error,
+        });
+        let dirs = inner.output_dirs();
+        let mut runs: Vec<u32> = inner.run.iter().map(|r| r.number).collect();
+        runs.extend(inner.ended.back().map(|(n, _)| *n));
+        let console = inner.watch.status(&dirs, &runs);
+        if let (Some(status), Value::Object(console)) = (status.as_object_mut(), console) {
+            status.extend(console);
+        }
+        status
+    }
+
+    /// The history of the live series after unix time `since` (`/history`).
+    pub fn history(&self, since: Option<f64>) -> Value {
+        self.shared.lock().watch.history.to_json(since)
+    }
+
+    /// Run control's own Prometheus metrics (`control::metrics`), with the requests
+    /// `refused` so far by status code.
+    pub fn metrics(&self, refused: &std::collections::BTreeMap<u16, u64>) -> String {
+        let (state, last_run_number, dirs) = {
+            let inner = self.shared.lock();
+            (inner.state, inner.last_run_number, inner.output_dirs())
+        };
+        super::metrics::render(&super::metrics::Observed {
+            state,
+            last_run_number,
+            disks: &super::alerts::disks(&dirs),
+            refused,
         })
+    }
+
+    /// Notes a command refused, for the console's journal.
+    pub fn note_refused(&self, who: &str, what: &str, why: &str) {
+        self.shared.lock().watch.refused(who, what, why);
+    }
+
+    /// The output directory and the run whose files the console shows first: the run going
+    /// on, else the last one.
+    pub fn latest_run(&self) -> Option<(std::path::PathBuf, u32)> {
+        let inner = self.shared.lock();
+        let dir = inner.config.as_ref()?.run.output_dir.clone();
+        let run = inner
+            .run
+            .as_ref()
+            .map(|r| r.number)
+            .or(inner.last_run_number)?;
+        Some((dir, run))
     }
 
     /// Stops the run going on, if any, and waits until it has (the server is closing).
@@ -431,8 +502,14 @@ fn run_thread(shared: Arc<Shared>, config: RunConfig, stop: Arc<StopRequest>) {
         launch::current_exe().and_then(|exe| run_distributed_with(&config, &exe, &stop, &hooks))
     } else {
         run_chain_with(&config, &stop, &hooks, |status| {
-            if let Some(run) = shared.lock().run.as_mut() {
-                run.live = Some(view::status_json(status));
+            let live = live_interim::chain_live(
+                &view::Totals::of(status),
+                &view::LinkFigures::of(status),
+            );
+            let mut inner = shared.lock();
+            inner.watch.live(number, &live);
+            if let Some(run) = inner.run.as_mut() {
+                run.live = Some(live);
             }
         })
     };
@@ -453,6 +530,8 @@ fn run_thread(shared: Arc<Shared>, config: RunConfig, stop: Arc<StopRequest>) {
             Err(message)
         }
     };
+    let failed = outcome.as_ref().err().cloned();
+    inner.watch.run_over(failed.as_deref());
     if inner.ended.len() == ENDED_KEPT {
         inner.ended.pop_front();
     }

@@ -34,24 +34,55 @@ fn counter(snapshot: &Snapshot, name: &str) -> (u64, f64) {
 
 /// Per link (label `link`): the counter's rate or the gauge's value.
 fn per_link(snapshot: &Snapshot, name: &str) -> BTreeMap<u32, f64> {
+    per_link_of(snapshot, &[name], |v| match v {
+        Value::Counter {
+            rate_per_second, ..
+        } => Some(*rate_per_second),
+        Value::Gauge { value } => Some(*value),
+        Value::Histogram { .. } => None,
+    })
+}
+
+/// Per link (label `link`): the counters' totals, summed over `names`.
+fn per_link_totals(snapshot: &Snapshot, names: &[&str]) -> BTreeMap<u32, f64> {
+    per_link_of(snapshot, names, |v| match v {
+        Value::Counter { total, .. } => Some(*total as f64),
+        _ => None,
+    })
+}
+
+/// Per link (label `link`): `value` of each series of the families `names`, summed.
+fn per_link_of(
+    snapshot: &Snapshot,
+    names: &[&str],
+    value: impl Fn(&Value) -> Option<f64>,
+) -> BTreeMap<u32, f64> {
     let mut out = BTreeMap::new();
-    for f in snapshot.families.iter().filter(|f| f.name == name) {
+    for f in snapshot.families.iter().filter(|f| names.contains(&&*f.name)) {
         for s in &f.series {
             let Some(link) = s.labels.get("link").and_then(|l| l.parse().ok()) else {
                 continue;
             };
-            let v = match s.value {
-                Value::Counter {
-                    rate_per_second, ..
-                } => rate_per_second,
-                Value::Gauge { value } => value,
-                Value::Histogram { .. } => continue,
-            };
-            out.insert(link, v);
+            if let Some(v) = value(&s.value) {
+                *out.entry(link).or_default() += v;
+            }
         }
     }
     out
 }
+
+/// The counters' rates per link, summed over `names`.
+fn per_link_rates(snapshot: &Snapshot, names: &[&str]) -> BTreeMap<u32, f64> {
+    per_link_of(snapshot, names, |v| match v {
+        Value::Counter {
+            rate_per_second, ..
+        } => Some(*rate_per_second),
+        _ => None,
+    })
+}
+
+/// Frames a link dropped (its latency buffer full).
+const DROP_COUNTER: &str = "swdaq_readout_dropped_frames_total";
 
 const ERROR_COUNTERS: [&str; 5] = [
     "swdaq_readout_missing_frames_total",
@@ -69,10 +100,15 @@ pub struct Totals {
     pub frames_per_s: f64,
     pub tps_per_s: f64,
     pub triggers: u64,
+    pub triggers_per_s: f64,
     pub records: u64,
     pub record_mb_per_s: f64,
+    /// Frames dropped by readout and decisions dropped by the trigger while busy.
     pub drops: u64,
+    pub drops_per_s: f64,
+    /// Frames found bad by readout's checks (every error counter).
     pub errors: u64,
+    pub errors_per_s: f64,
     /// ROI readout: bytes sent over the bytes the whole windows would have been.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roi_bytes_ratio: Option<f64>,
@@ -87,17 +123,23 @@ impl Totals {
         let s = status.snapshot;
         let (frames, frames_per_s) = counter(s, "swdaq_readout_frames_total");
         let (_, record_bytes_rate) = counter(s, "swdaq_dataflow_record_bytes_total");
+        let (triggers, triggers_per_s) = counter(s, "swdaq_trigger_decisions_total");
+        let readout_drops = counter(s, DROP_COUNTER);
+        let busy_drops = counter(s, "swdaq_trigger_dropped_busy_total");
+        let errors = ERROR_COUNTERS.map(|n| counter(s, n));
         Self {
             elapsed_s: status.elapsed.as_secs_f64(),
             frames,
             frames_per_s,
             tps_per_s: counter(s, "swdaq_tpg_trigger_primitives_total").1,
-            triggers: counter(s, "swdaq_trigger_decisions_total").0,
+            triggers,
+            triggers_per_s,
             records: counter(s, "swdaq_dataflow_records_total").0,
             record_mb_per_s: record_bytes_rate / 1e6,
-            drops: counter(s, "swdaq_readout_dropped_frames_total").0
-                + counter(s, "swdaq_trigger_dropped_busy_total").0,
-            errors: ERROR_COUNTERS.iter().map(|n| counter(s, n).0).sum(),
+            drops: readout_drops.0 + busy_drops.0,
+            drops_per_s: readout_drops.1 + busy_drops.1,
+            errors: errors.iter().map(|e| e.0).sum(),
+            errors_per_s: errors.iter().map(|e| e.1).sum(),
             roi_bytes_ratio: roi_bytes_ratio(s),
             bursts: counter(s, "swdaq_recording_bursts_total").0,
             burst_mb_per_s: counter(s, "swdaq_recording_bytes_total").1 / 1e6,
@@ -149,6 +191,12 @@ pub struct LinkFigures {
     /// Share of the latency buffer in use, 0 to 1.
     pub buffer_filled: f64,
     pub tps_per_s: f64,
+    /// Frames found bad by the link's checks, in all and in the last interval.
+    pub errors: u64,
+    pub errors_per_s: f64,
+    /// Frames the link dropped, in all and in the last interval.
+    pub drops: u64,
+    pub drops_per_s: f64,
 }
 
 impl LinkFigures {
@@ -158,6 +206,10 @@ impl LinkFigures {
         let bytes = per_link(s, "swdaq_readout_bytes_total");
         let filled = per_link(s, "swdaq_readout_buffer_filled_ratio");
         let tps = per_link(s, "swdaq_tpg_trigger_primitives_total");
+        let errors = per_link_totals(s, &ERROR_COUNTERS);
+        let errors_per_s = per_link_rates(s, &ERROR_COUNTERS);
+        let drops = per_link_totals(s, &[DROP_COUNTER]);
+        let drops_per_s = per_link_rates(s, &[DROP_COUNTER]);
         (0..status.links as u32)
             .map(|link| {
                 let get = |m: &BTreeMap<u32, f64>| m.get(&link).copied().unwrap_or(0.0);
@@ -167,18 +219,14 @@ impl LinkFigures {
                     mb_per_s: get(&bytes) / 1e6,
                     buffer_filled: get(&filled),
                     tps_per_s: get(&tps),
+                    errors: get(&errors) as u64,
+                    errors_per_s: get(&errors_per_s),
+                    drops: get(&drops) as u64,
+                    drops_per_s: get(&drops_per_s),
                 }
             })
             .collect()
     }
-}
-
-/// The live view's figures as JSON (`swdaq serve`'s `/status`).
-pub fn status_json(status: &Status<'_>) -> serde_json::Value {
-    serde_json::json!({
-        "totals": Totals::of(status),
-        "links": LinkFigures::of(status),
-    })
 }
 
 /// Prints status updates: a redrawn table on a terminal, one line each time otherwise.
