@@ -10,8 +10,10 @@ const SPAN_S = 600;
 const MAX_POINTS = 720;
 // A gap longer than this between samples (a run ended, the server restarted) is not joined.
 const GAP_S = 5;
-// The event display is fetched this often while a run stores records.
+// The event display is fetched this often while a run stores records; after the run, once
+// more when the server draws anew (it keeps a drawing 5 s), for the run's last record.
 const DISPLAY_EVERY_MS = 10000;
+const DISPLAY_FINAL_AFTER_MS = 6000;
 const SERIES = [
   { key: "input_mb_s", title: "Input throughput", unit: "MB/s", scale: 1, color: "#1f5fbf" },
   { key: "event_hz", title: "Trigger / event rate", unit: "Hz", scale: 1, color: "#1f8a4c" },
@@ -202,7 +204,7 @@ function renderCommands(s) {
   const chosen = sources.find((t) => t.name === select.value);
   select.title = chosen ? "now: prescale " + chosen.prescale + (chosen.rate_hz !== null ? ", " + chosen.rate_hz + " Hz" : "") : "";
   $("rate").disabled = !(chosen && chosen.rate_hz !== null);
-  $("record-controls").hidden = !allowed.has("record") && !s.run;
+  $("record-controls").hidden = !allowed.has("record");
 }
 
 function renderAlerts(s) {
@@ -272,7 +274,7 @@ function renderSummary(sum) {
   const hf = sum.hit_finding;
   const rows = [
     ["run", sum.run_number],
-    ["ended", typeof sum.stop_reason === "string" ? sum.stop_reason : JSON.stringify(sum.stop_reason)],
+    ["ended", reason(sum.stop_reason)],
     ["lasted", fmt(sum.seconds, 1) + " s"],
     ["readout", links.length + " links, " + fmt(total("frames")) + " frames, " + fmt(total("dropped")) + " dropped"],
     ["trigger", fmt(trig.decisions) + " decisions, " + fmt(trig.dropped_busy) + " dropped busy, latency p99 " + fmt(trig.latency_p99_ms) + " ms"],
@@ -370,11 +372,11 @@ window.addEventListener("resize", drawPlots);
 // ---------- the event display ----------
 async function maybeFetchDisplay(s) {
   const taking = s.state === "running" || s.state === "paused";
-  const due = Date.now() - displayFetchedAt > DISPLAY_EVERY_MS;
-  const shown = $("display").dataset.run;
+  const img = $("display");
   const run = s.run ? s.run.run_number : s.last_run_number;
-  // While a run stores records, every DISPLAY_EVERY_MS; after it, once for its last record.
-  if (run === null || run === undefined || !(taking ? due : String(run) !== shown || !$("display").dataset.final)) return;
+  const final = !taking && String(run) === img.dataset.run && img.dataset.final;
+  const since = Date.now() - displayFetchedAt;
+  if (run === null || run === undefined || final || since < (taking ? DISPLAY_EVERY_MS : DISPLAY_FINAL_AFTER_MS)) return;
   displayFetchedAt = Date.now();
   const r = await api("GET", "/display.png");
   if (!r.ok) {
@@ -386,7 +388,6 @@ async function maybeFetchDisplay(s) {
   const blob = await r.blob();
   if (displayUrl) URL.revokeObjectURL(displayUrl);
   displayUrl = URL.createObjectURL(blob);
-  const img = $("display");
   img.src = displayUrl;
   img.hidden = false;
   img.dataset.run = run;
@@ -410,8 +411,13 @@ function commandBody(command) {
   }
 }
 
+// A stop reason: a name ("Interrupted") or a name with why ({"StorageFailed": "..."}).
+function reason(r) {
+  return typeof r === "string" ? r : Object.entries(r || {}).map(([k, v]) => k + ": " + v).join("; ");
+}
+
 function describe(command, code, answer) {
-  if (command === "stop" && answer.run_number !== undefined) return "stopped run " + answer.run_number + " (" + JSON.stringify(answer.stop_reason) + "): summary below";
+  if (command === "stop" && answer.run_number !== undefined) return "stopped run " + answer.run_number + " (" + reason(answer.stop_reason) + "): summary below";
   if (command === "start") return "run " + answer.run_number + " " + answer.state;
   if (command === "record" && answer.recording) return "raw burst started: " + JSON.stringify(answer.recording);
   return command + ": " + (answer.state || "done");

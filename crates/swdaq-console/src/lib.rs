@@ -23,57 +23,28 @@ const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
 
+/// An embedded file under `assets/` and its content type.
+macro_rules! embedded {
+    ($name:literal, $content_type:expr) => {
+        (
+            $name,
+            Asset {
+                bytes: include_bytes!(concat!("../assets/", $name)),
+                content_type: $content_type,
+            },
+        )
+    };
+}
+
 /// Every asset by its path under [`PREFIX`] (the page itself is `index.html`).
 const ASSETS: &[(&str, Asset)] = &[
-    (
-        "index.html",
-        Asset {
-            bytes: include_bytes!("../assets/index.html"),
-            content_type: HTML,
-        },
-    ),
-    (
-        "console.js",
-        Asset {
-            bytes: include_bytes!("../assets/console.js"),
-            content_type: JS,
-        },
-    ),
-    (
-        "console.css",
-        Asset {
-            bytes: include_bytes!("../assets/console.css"),
-            content_type: CSS,
-        },
-    ),
-    (
-        "vendor/uplot/uPlot.iife.min.js",
-        Asset {
-            bytes: include_bytes!("../assets/vendor/uplot/uPlot.iife.min.js"),
-            content_type: JS,
-        },
-    ),
-    (
-        "vendor/uplot/uPlot.min.css",
-        Asset {
-            bytes: include_bytes!("../assets/vendor/uplot/uPlot.min.css"),
-            content_type: CSS,
-        },
-    ),
-    (
-        "vendor/uplot/LICENSE",
-        Asset {
-            bytes: include_bytes!("../assets/vendor/uplot/LICENSE"),
-            content_type: TEXT,
-        },
-    ),
-    (
-        "vendor/uplot/VENDORED.md",
-        Asset {
-            bytes: include_bytes!("../assets/vendor/uplot/VENDORED.md"),
-            content_type: TEXT,
-        },
-    ),
+    embedded!("index.html", HTML),
+    embedded!("console.js", JS),
+    embedded!("console.css", CSS),
+    embedded!("vendor/uplot/uPlot.iife.min.js", JS),
+    embedded!("vendor/uplot/uPlot.min.css", CSS),
+    embedded!("vendor/uplot/LICENSE", TEXT),
+    embedded!("vendor/uplot/VENDORED.md", TEXT),
 ];
 
 /// The asset at request path `path` (a query string is ignored): `/` is the page, the rest
