@@ -15,7 +15,11 @@ const SILENT_AFTER_S: f64 = 2.0;
 /// `sources` bad ones first, `apps`).
 pub fn chain_live(totals: &Totals, links: &[LinkFigures]) -> Value {
     let input_mb_s: f64 = links.iter().map(|l| l.mb_per_s).sum();
-    let backlog = links.iter().map(|l| l.buffer_filled).fold(0.0, f64::max);
+    // A latency buffer is full once it has wrapped (it keeps the last `buffer_s`): that is
+    // no backlog. The chain's backlog is the storage writer's queue (a slow disk fills it,
+    // then the trigger is inhibited).
+    let buffers = links.iter().map(|l| l.buffer_filled).fold(0.0, f64::max);
+    let backlog = totals.storage_queue_filled;
     let figure = |key: &str, label: &str, value: f64, unit: &str| {
         json!({ "key": key, "label": label, "value": value, "unit": unit })
     };
@@ -36,7 +40,8 @@ pub fn chain_live(totals: &Totals, links: &[LinkFigures]) -> Value {
             figure("triggers", "decisions in the run", totals.triggers as f64, ""),
             figure("records", "records built", totals.records as f64, ""),
             figure("record_mb_s", "records", totals.record_mb_per_s, "MB/s"),
-            figure("backlog", "fullest latency buffer", 100.0 * backlog, "%"),
+            figure("backlog", "storage queue", 100.0 * backlog.unwrap_or(0.0), "%"),
+            figure("buffers", "latency buffers filled", 100.0 * buffers, "%"),
             figure("drops", "dropped", totals.drops as f64, ""),
             figure("errors", "errors", totals.errors as f64, ""),
         ],
@@ -127,6 +132,7 @@ mod tests {
             drops_per_s: 0.0,
             errors: 0,
             errors_per_s: 0.0,
+            storage_queue_filled: Some(0.25),
             roi_bytes_ratio: None,
             bursts: 0,
             burst_mb_per_s: 0.0,
@@ -148,9 +154,9 @@ mod tests {
         assert!(live["sources"][0]["why"].as_str().unwrap().contains("silent"));
         assert!(live["sources"][1]["why"].as_str().unwrap().contains("5 bad frames/s"));
         assert_eq!(live["sources"][2]["bad"], false);
-        assert_eq!(live["series"]["backlog"], 0.2);
+        assert_eq!(live["series"]["backlog"], 0.25);
         assert_eq!(live["series"]["event_hz"], 2.0);
-        assert!((live["series"]["input_mb_s"].as_f64().unwrap() - 0.144).abs() < 1e-9);
+        assert!((live["series"]["input_mb_s"].as_f64().unwrap() - 144.0).abs() < 1e-9);
     }
 
     #[test]

@@ -32,6 +32,20 @@ fn counter(snapshot: &Snapshot, name: &str) -> (u64, f64) {
     out
 }
 
+/// The largest value of gauge `name` over its series; `None` without the gauge.
+fn gauge_max(snapshot: &Snapshot, name: &str) -> Option<f64> {
+    snapshot
+        .families
+        .iter()
+        .filter(|f| f.name == name)
+        .flat_map(|f| &f.series)
+        .filter_map(|s| match s.value {
+            Value::Gauge { value } => Some(value),
+            _ => None,
+        })
+        .reduce(f64::max)
+}
+
 /// Per link (label `link`): the counter's rate or the gauge's value.
 fn per_link(snapshot: &Snapshot, name: &str) -> BTreeMap<u32, f64> {
     per_link_of(snapshot, &[name], |v| match v {
@@ -109,6 +123,8 @@ pub struct Totals {
     /// Frames found bad by readout's checks (every error counter).
     pub errors: u64,
     pub errors_per_s: f64,
+    /// Share of the storage writer's queue in use (`None`: storage off).
+    pub storage_queue_filled: Option<f64>,
     /// ROI readout: bytes sent over the bytes the whole windows would have been.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roi_bytes_ratio: Option<f64>,
@@ -140,6 +156,7 @@ impl Totals {
             drops_per_s: readout_drops.1 + busy_drops.1,
             errors: errors.iter().map(|e| e.0).sum(),
             errors_per_s: errors.iter().map(|e| e.1).sum(),
+            storage_queue_filled: gauge_max(s, "swdaq_store_queue_filled_ratio"),
             roi_bytes_ratio: roi_bytes_ratio(s),
             bursts: counter(s, "swdaq_recording_bursts_total").0,
             burst_mb_per_s: counter(s, "swdaq_recording_bytes_total").1 / 1e6,
