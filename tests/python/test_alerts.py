@@ -81,7 +81,7 @@ def control_metrics(tmp_path_factory):
 
 def test_every_metric_the_rules_read_is_served(control_metrics):
     served_by_control = set(re.findall(r"^# TYPE (swdaq_[a-z0-9_]+) ", control_metrics, re.M))
-    assert 'swdaq_control_state{state="configured"} 1' in control_metrics
+    assert 'swdaq_control_state{state="configured"} 1.0' in control_metrics
     assert 'swdaq_control_refused_requests_total{code="409"} 1' in control_metrics
     assert re.search(r"^swdaq_control_output_size_bytes\{directory=\".*data\"\} [1-9]", control_metrics, re.M)
     known = registered_in_code() | served_by_control

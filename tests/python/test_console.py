@@ -150,7 +150,7 @@ def text(driver, element_id: str) -> str:
 
 def click(driver, command: str):
     button = driver.find_element(By.CSS_SELECTOR, f'button[data-command="{command}"]')
-    wait(driver, lambda d: button.is_enabled(), why=f"{command} stays disabled; state {text(d, 'state')}")
+    wait(driver, lambda d: button.is_enabled(), why=f"{command} stays disabled; state {text(driver, 'state')}")
     button.click()
 
 

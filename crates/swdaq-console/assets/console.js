@@ -377,8 +377,9 @@ async function maybeFetchDisplay(s) {
   const final = !taking && String(run) === img.dataset.run && img.dataset.final;
   const since = Date.now() - displayFetchedAt;
   if (run === null || run === undefined || final || since < (taking ? DISPLAY_EVERY_MS : DISPLAY_FINAL_AFTER_MS)) return;
-  displayFetchedAt = Date.now();
   const r = await api("GET", "/display.png");
+  // Counted from the answer: the server draws anew only some seconds after its last drawing.
+  displayFetchedAt = Date.now();
   if (!r.ok) {
     const why = (await r.json().catch(() => ({}))).error || "HTTP " + r.status;
     $("display-none").textContent = why;
@@ -393,7 +394,13 @@ async function maybeFetchDisplay(s) {
   img.dataset.run = run;
   img.dataset.final = taking ? "" : "1";
   $("display-none").textContent = r.headers.get("X-Swdaq-Left-Out") ? "left out: " + r.headers.get("X-Swdaq-Left-Out") : "";
-  $("display-caption").textContent = "trigger " + r.headers.get("X-Swdaq-Trigger-Number") + " of " + basename(r.headers.get("X-Swdaq-File") || "");
+  const file = r.headers.get("X-Swdaq-File") || "";
+  // A file still being written is drawn from once it is closed (HDF5 lets no second reader
+  // into a file open for writing): say so when the drawing is not from the newest file.
+  const open = (s.files || []).flatMap((f) => f.files).some((f) => String(f.path).endsWith(".writing"));
+  $("display-caption").textContent =
+    "trigger " + r.headers.get("X-Swdaq-Trigger-Number") + " of " + basename(file) +
+    (open && !file.endsWith(".writing") ? " (the newest closed file; the file being written is drawn once closed)" : "");
 }
 
 // ---------- commands ----------

@@ -59,8 +59,11 @@ impl Display {
         {
             return Ok(Arc::clone(picture));
         }
+        // Aged from when drawing began: a console asking REDRAW_AFTER after its last ask gets
+        // a new drawing however long the last one took.
+        let began = Instant::now();
         let picture = Arc::new(draw_latest(dir, run)?);
-        *last = Some((Instant::now(), Arc::clone(&picture)));
+        *last = Some((began, Arc::clone(&picture)));
         Ok(picture)
     }
 }

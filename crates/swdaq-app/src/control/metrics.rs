@@ -128,12 +128,12 @@ mod tests {
             refused: &refused,
         });
         for line in [
-            "swdaq_control_state{state=\"error\"} 1",
-            "swdaq_control_state{state=\"running\"} 0",
-            "swdaq_control_output_available_bytes{directory=\"/data\"} 5",
-            "swdaq_control_output_size_bytes{directory=\"/data\"} 100",
+            "swdaq_control_state{state=\"error\"} 1.0",
+            "swdaq_control_state{state=\"running\"} 0.0",
+            "swdaq_control_output_available_bytes{directory=\"/data\"} 5.0",
+            "swdaq_control_output_size_bytes{directory=\"/data\"} 100.0",
             "swdaq_control_refused_requests_total{code=\"401\"} 3",
-            "swdaq_control_last_run_number 12",
+            "swdaq_control_last_run_number 12.0",
             "# TYPE swdaq_control_refused_requests_total counter",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
