@@ -93,7 +93,10 @@ mod tests {
         let refs = references(text("/"));
         assert!(refs.len() >= 4, "{refs:?}");
         for r in refs {
-            assert!(asset(r).is_some(), "the page references {r}, which is not served");
+            assert!(
+                asset(r).is_some(),
+                "the page references {r}, which is not served"
+            );
         }
     }
 

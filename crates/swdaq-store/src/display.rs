@@ -113,7 +113,9 @@ fn encode_png(
     let mut encoder = png::Encoder::new(out, width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
-    encoder.write_header().and_then(|mut w| w.write_image_data(rgb))
+    encoder
+        .write_header()
+        .and_then(|mut w| w.write_image_data(rgb))
 }
 
 /// Renders record `trigger` (sequence 0) of `file` into a PNG at `out`; fragments that cannot

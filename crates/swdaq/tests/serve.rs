@@ -225,9 +225,16 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
     assert_eq!(status["run"]["run_number"], 5);
     let live = &status["run"]["live"];
     assert_eq!(live["model"], "chain", "{status}");
-    assert!(live["series"]["input_mb_s"].as_f64().unwrap() > 0.0, "{status}");
+    assert!(
+        live["series"]["input_mb_s"].as_f64().unwrap() > 0.0,
+        "{status}"
+    );
     assert_eq!(live["sources"].as_array().unwrap().len(), 2, "{status}");
-    assert_eq!(status["commands"], json!(["pause", "stop", "trigger"]), "{status}");
+    assert_eq!(
+        status["commands"],
+        json!(["pause", "stop", "trigger"]),
+        "{status}"
+    );
 
     assert_eq!(ok(c.post("/pause", None))["state"], "paused");
     std::thread::sleep(Duration::from_millis(500));
@@ -303,7 +310,10 @@ fn console_shows_run_5(server: &Server) {
         "run 5: Ended: stopping -> configured (Interrupted)",
         "POST /pause refused: cannot Pause in state configured",
     ] {
-        assert!(journal.iter().any(|e| e.contains(said)), "{said}: {journal:#?}");
+        assert!(
+            journal.iter().any(|e| e.contains(said)),
+            "{said}: {journal:#?}"
+        );
     }
     let files = &status["files"][0];
     assert_eq!(files["run_number"], 5, "{status}");
@@ -311,7 +321,13 @@ fn console_shows_run_5(server: &Server) {
     let history = ok(c.get("/history"));
     let t = history["t"].as_array().unwrap();
     assert!(t.len() >= 2, "{history}");
-    assert!(history["input_mb_s"].as_array().unwrap().iter().any(|v| v.as_f64() > Some(0.0)));
+    assert!(
+        history["input_mb_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_f64() > Some(0.0))
+    );
     let last = t[t.len() - 1].as_f64().unwrap();
     let after = ok(c.get(&format!("/history?since={last}")));
     assert_eq!(after["t"], json!([]), "nothing after the last sample");
@@ -462,9 +478,10 @@ fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
         assert_eq!(server.get_bytes(data, Some(shorter)).0, 401, "{data}");
     }
     assert_eq!(server.get_bytes("/history", Some(TOKEN)).0, 200);
-    let refused = ok(Client::new(&server.addr, Some(TOKEN)).get("/status"))["refused_requests"]["401"]
-        .as_u64()
-        .unwrap();
+    let refused =
+        ok(Client::new(&server.addr, Some(TOKEN)).get("/status"))["refused_requests"]["401"]
+            .as_u64()
+            .unwrap();
     assert!(refused >= 14, "every wrong token counted: {refused}");
 
     let ctl = |token: &Path, args: &[&str]| {

@@ -67,7 +67,13 @@ pub struct Alerts {
 impl Alerts {
     /// Replaces the conditions from `origin` with `seen` at unix time `now`; journals those
     /// that are raised and those that clear.
-    pub fn update(&mut self, origin: Origin, now: f64, seen: Vec<Condition>, journal: &mut Journal) {
+    pub fn update(
+        &mut self,
+        origin: Origin,
+        now: f64,
+        seen: Vec<Condition>,
+        journal: &mut Journal,
+    ) {
         let seen: BTreeMap<String, Condition> =
             seen.into_iter().map(|c| (c.key.clone(), c)).collect();
         self.active.retain(|(o, key), a| {
@@ -78,14 +84,11 @@ impl Alerts {
             stays
         });
         for (key, condition) in seen {
-            let a = self
-                .active
-                .entry((origin, key))
-                .or_insert_with(|| Active {
-                    condition: condition.clone(),
-                    since: now,
-                    raised: false,
-                });
+            let a = self.active.entry((origin, key)).or_insert_with(|| Active {
+                condition: condition.clone(),
+                since: now,
+                raised: false,
+            });
             a.condition = condition;
             if !a.raised && now - a.since >= a.condition.hold_s {
                 a.raised = true;
@@ -167,7 +170,10 @@ pub fn of_live(live: &Value) -> Vec<Condition> {
             found.push(Condition::new(
                 format!("SwdaqSourceInTrouble:{named}"),
                 Level::Warning,
-                format!("{named}: {}", source["why"].as_str().unwrap_or("in trouble")),
+                format!(
+                    "{named}: {}",
+                    source["why"].as_str().unwrap_or("in trouble")
+                ),
             ));
         }
     }
@@ -249,15 +255,33 @@ mod tests {
     #[test]
     fn conditions_are_raised_cleared_and_journalled() {
         let (mut a, mut j) = (Alerts::default(), Journal::default());
-        a.update(Origin::Live, 10.0, of_live(&live(5.0, 0.9, 0.0, true)), &mut j);
+        a.update(
+            Origin::Live,
+            10.0,
+            of_live(&live(5.0, 0.9, 0.0, true)),
+            &mut j,
+        );
         let shown = texts(&a);
         assert_eq!(shown.len(), 4, "{shown:?}");
-        assert!(shown[0].starts_with("application builder-1 gone"), "errors first: {shown:?}");
+        assert!(
+            shown[0].starts_with("application builder-1 gone"),
+            "errors first: {shown:?}"
+        );
         assert!(shown.iter().any(|t| t == "link 3: silent"));
         assert!(shown.iter().any(|t| t == "fullest buffer at 90%"));
         // The state's conditions are their own: a live update leaves them.
-        a.update(Origin::State, 11.0, of_state(Some("storage failed")), &mut j);
-        a.update(Origin::Live, 12.0, of_live(&live(0.0, 0.1, 0.0, false)), &mut j);
+        a.update(
+            Origin::State,
+            11.0,
+            of_state(Some("storage failed")),
+            &mut j,
+        );
+        a.update(
+            Origin::Live,
+            12.0,
+            of_live(&live(0.0, 0.1, 0.0, false)),
+            &mut j,
+        );
         assert_eq!(texts(&a).len(), 2);
         let journal = j.to_json();
         let journal: Vec<&str> = journal
@@ -277,14 +301,20 @@ mod tests {
     fn throttling_is_an_alert_only_once_it_has_gone_on() {
         let (mut a, mut j) = (Alerts::default(), Journal::default());
         let throttled = || of_live(&live(0.0, 0.0, 0.5, false));
-        let only_throttle = |a: &Alerts| texts(a).iter().filter(|t| t.contains("throttled")).count();
+        let only_throttle =
+            |a: &Alerts| texts(a).iter().filter(|t| t.contains("throttled")).count();
         a.update(Origin::Live, 0.0, throttled(), &mut j);
         a.update(Origin::Live, THROTTLED_FOR_S - 1.0, throttled(), &mut j);
         assert_eq!(only_throttle(&a), 0);
         a.update(Origin::Live, THROTTLED_FOR_S, throttled(), &mut j);
         assert_eq!(only_throttle(&a), 1);
         // A pause in throttling starts the wait again.
-        a.update(Origin::Live, 20.0, of_live(&live(0.0, 0.0, 0.0, false)), &mut j);
+        a.update(
+            Origin::Live,
+            20.0,
+            of_live(&live(0.0, 0.0, 0.0, false)),
+            &mut j,
+        );
         a.update(Origin::Live, 21.0, throttled(), &mut j);
         assert_eq!(only_throttle(&a), 0);
     }
@@ -303,7 +333,10 @@ mod tests {
         assert_eq!(all.len(), 8);
         for c in all {
             let rule = c.key.split(':').next().unwrap();
-            assert!(rules.contains(&format!("- alert: {rule}\n")), "{rule} is not in alerts.yml");
+            assert!(
+                rules.contains(&format!("- alert: {rule}\n")),
+                "{rule} is not in alerts.yml"
+            );
         }
     }
 
@@ -313,7 +346,11 @@ mod tests {
         assert!(of_disks(&[(dir.clone(), 50, 100)]).is_empty());
         let full = of_disks(&[(dir, 5, 100)]);
         assert_eq!(full.len(), 1);
-        assert!(full[0].text.contains("/data nearly full"), "{}", full[0].text);
+        assert!(
+            full[0].text.contains("/data nearly full"),
+            "{}",
+            full[0].text
+        );
         let here = disks(&[std::env::temp_dir().join("not-made-yet/run")]);
         assert_eq!(here.len(), 1);
         assert!(here[0].2 >= here[0].1 && here[0].2 > 0);

@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 pub enum Route {
     /// The page or one of its assets.
     Asset(swdaq_console::Asset),
-    History { since: Option<f64> },
+    History {
+        since: Option<f64>,
+    },
     Display,
     Metrics,
 }

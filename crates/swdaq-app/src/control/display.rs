@@ -92,7 +92,10 @@ fn draw_latest(dir: &Path, run: u32) -> Result<Picture, String> {
 fn draw_last_record(file: &Path) -> Result<Option<Picture>, String> {
     let reader = RecordFileReader::open(file).map_err(|e| e.to_string())?;
     let ids = reader.record_ids().map_err(|e| e.to_string())?;
-    let Some(id) = ids.iter().max_by_key(|id| (id.trigger_number, id.sequence_number)) else {
+    let Some(id) = ids
+        .iter()
+        .max_by_key(|id| (id.trigger_number, id.sequence_number))
+    else {
         return Ok(None);
     };
     let (record, bad) = reader
@@ -145,7 +148,10 @@ mod tests {
         assert_eq!(picture.trigger_number, 3);
         assert!(picture.png.starts_with(b"\x89PNG\r\n\x1a\n"));
         let again = display.latest(dir.path(), 7).unwrap();
-        assert!(Arc::ptr_eq(&picture, &again), "drawn once within REDRAW_AFTER");
+        assert!(
+            Arc::ptr_eq(&picture, &again),
+            "drawn once within REDRAW_AFTER"
+        );
         let none = Display::default().latest(dir.path(), 8).err().unwrap();
         assert!(none.contains("run 8 has no stored record yet"), "{none}");
     }

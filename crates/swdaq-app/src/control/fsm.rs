@@ -244,9 +244,18 @@ mod tests {
     fn the_commands_allowed_are_those_the_table_lists() {
         let allowed = |s| commands(s).collect::<Vec<_>>();
         assert_eq!(allowed(State::Initial), ["configure"]);
-        assert_eq!(allowed(State::Configured), ["configure", "start", "trigger"]);
-        assert_eq!(allowed(State::Running), ["pause", "stop", "trigger", "record"]);
-        assert_eq!(allowed(State::Paused), ["resume", "stop", "trigger", "record"]);
+        assert_eq!(
+            allowed(State::Configured),
+            ["configure", "start", "trigger"]
+        );
+        assert_eq!(
+            allowed(State::Running),
+            ["pause", "stop", "trigger", "record"]
+        );
+        assert_eq!(
+            allowed(State::Paused),
+            ["resume", "stop", "trigger", "record"]
+        );
         assert_eq!(allowed(State::Stopping), Vec::<&str>::new());
         // Every command is a route run control's API takes.
         for (event, route) in COMMANDS {

@@ -40,12 +40,15 @@ impl History {
     /// Adds the series of `live` (a `Live` as JSON) at unix time `t`, unless the last sample
     /// is less than a step before it; drops what has fallen out of the span.
     pub fn add(&mut self, t: f64, run_number: u32, live: &Value) {
-        if self.samples.back().is_some_and(|last| t - last.t < MIN_STEP) {
+        if self
+            .samples
+            .back()
+            .is_some_and(|last| t - last.t < MIN_STEP)
+        {
             return;
         }
         let values = SERIES.map(|name| live["series"][name].as_f64().filter(|v| v.is_finite()));
-        while self.samples.len() >= CAPACITY
-            || self.samples.front().is_some_and(|s| t - s.t > SPAN)
+        while self.samples.len() >= CAPACITY || self.samples.front().is_some_and(|s| t - s.t > SPAN)
         {
             self.samples.pop_front();
         }

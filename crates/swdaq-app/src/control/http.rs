@@ -53,7 +53,11 @@ const LIMITS: Limits = Limits {
 
 /// Carries out `command`: the status code and JSON answer.
 pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value) {
-    let what = format!("{} {}", command.request().method.as_str(), command.request().path);
+    let what = format!(
+        "{} {}",
+        command.request().method.as_str(),
+        command.request().path
+    );
     let result = match command {
         Command::State => Ok(json!({ "state": control.state() })),
         Command::Status => Ok(control.status()),

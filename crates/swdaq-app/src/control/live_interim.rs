@@ -20,9 +20,7 @@ pub fn chain_live(totals: &Totals, links: &[LinkFigures]) -> Value {
     // then the trigger is inhibited).
     let buffers = links.iter().map(|l| l.buffer_filled).fold(0.0, f64::max);
     let backlog = totals.storage_queue_filled;
-    let figure = |key: &str, label: &str, value: f64, unit: &str| {
-        json!({ "key": key, "label": label, "value": value, "unit": unit })
-    };
+    let figure = |key: &str, label: &str, value: f64, unit: &str| json!({ "key": key, "label": label, "value": value, "unit": unit });
     let mut sources: Vec<Value> = links
         .iter()
         .map(|l| source_row(l, totals.elapsed_s))
@@ -63,15 +61,28 @@ pub fn chain_live(totals: &Totals, links: &[LinkFigures]) -> Value {
 /// The trigger sources a prescale or rate change may name, with their settings now (the
 /// console's trigger controls).
 pub fn trigger_sources(t: &TriggerConfig) -> Value {
-    let source = |name: &str, enabled: bool, prescale: u32, rate_hz: Option<f64>| {
-        json!({ "name": name, "enabled": enabled, "prescale": prescale, "rate_hz": rate_hz })
-    };
+    let source = |name: &str, enabled: bool, prescale: u32, rate_hz: Option<f64>| json!({ "name": name, "enabled": enabled, "prescale": prescale, "rate_hz": rate_hz });
     json!([
-        source("multiplicity", t.multiplicity.enabled, t.multiplicity.prescale, None),
+        source(
+            "multiplicity",
+            t.multiplicity.enabled,
+            t.multiplicity.prescale,
+            None
+        ),
         source("adc_sum", t.adc_sum.enabled, t.adc_sum.prescale, None),
         source("track", t.track.enabled, t.track.prescale, None),
-        source("periodic", t.periodic.enabled, t.periodic.prescale, Some(t.periodic.rate_hz)),
-        source("random", t.random.enabled, t.random.prescale, Some(t.random.rate_hz)),
+        source(
+            "periodic",
+            t.periodic.enabled,
+            t.periodic.prescale,
+            Some(t.periodic.rate_hz)
+        ),
+        source(
+            "random",
+            t.random.enabled,
+            t.random.prescale,
+            Some(t.random.rate_hz)
+        ),
     ])
 }
 
@@ -151,8 +162,18 @@ mod tests {
             .map(|s| s["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["link 1", "link 2", "link 0"]);
-        assert!(live["sources"][0]["why"].as_str().unwrap().contains("silent"));
-        assert!(live["sources"][1]["why"].as_str().unwrap().contains("5 bad frames/s"));
+        assert!(
+            live["sources"][0]["why"]
+                .as_str()
+                .unwrap()
+                .contains("silent")
+        );
+        assert!(
+            live["sources"][1]["why"]
+                .as_str()
+                .unwrap()
+                .contains("5 bad frames/s")
+        );
         assert_eq!(live["sources"][2]["bad"], false);
         assert_eq!(live["series"]["backlog"], 0.25);
         assert_eq!(live["series"]["event_hz"], 2.0);

@@ -54,7 +54,12 @@ pub fn render(observed: &Observed<'_>) -> String {
         observed
             .disks
             .iter()
-            .map(|d| series(&[("directory", d.0.display().to_string())], gauge(pick(d) as f64)))
+            .map(|d| {
+                series(
+                    &[("directory", d.0.display().to_string())],
+                    gauge(pick(d) as f64),
+                )
+            })
             .collect()
     };
     let refused = observed

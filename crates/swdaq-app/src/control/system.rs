@@ -502,10 +502,8 @@ fn run_thread(shared: Arc<Shared>, config: RunConfig, stop: Arc<StopRequest>) {
         launch::current_exe().and_then(|exe| run_distributed_with(&config, &exe, &stop, &hooks))
     } else {
         run_chain_with(&config, &stop, &hooks, |status| {
-            let live = live_interim::chain_live(
-                &view::Totals::of(status),
-                &view::LinkFigures::of(status),
-            );
+            let live =
+                live_interim::chain_live(&view::Totals::of(status), &view::LinkFigures::of(status));
             let mut inner = shared.lock();
             inner.watch.live(number, &live);
             if let Some(run) = inner.run.as_mut() {

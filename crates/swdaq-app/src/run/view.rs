@@ -72,7 +72,11 @@ fn per_link_of(
     value: impl Fn(&Value) -> Option<f64>,
 ) -> BTreeMap<u32, f64> {
     let mut out = BTreeMap::new();
-    for f in snapshot.families.iter().filter(|f| names.contains(&&*f.name)) {
+    for f in snapshot
+        .families
+        .iter()
+        .filter(|f| names.contains(&&*f.name))
+    {
         for s in &f.series {
             let Some(link) = s.labels.get("link").and_then(|l| l.parse().ok()) else {
                 continue;
