@@ -51,7 +51,7 @@ def registered_in_code() -> set[str]:
     # (check.rs) and by what the link counts (metrics.rs).
     for file in ("check.rs", "metrics.rs"):
         text = (ROOT / "crates" / "swdaq-evb" / "src" / file).read_text()
-        names |= {f"swdaq_evb_fed_{kind}_total" for kind in re.findall(r'"([a-z_]+)"', text)}
+        names |= {f"swdaq_evb_fed_{kind}_total" for kind in re.findall(r'"([a-z0-9_]+)"', text)}
     return names
 
 

@@ -52,7 +52,8 @@ duration_s = 0
 metrics_addr = ""
 output_dir = "{out}"
 [readout]
-buffer_s = 0.5
+# Room for the trigger's latency on a loaded 2-core machine: records keep their data.
+buffer_s = 2.0
 [trigger.periodic]
 enabled = true
 rate_hz = {rate_hz}
@@ -256,7 +257,7 @@ def test_without_the_token_nothing_loads_and_a_wrong_one_is_refused_and_counted(
         wait(d, lambda _: d.find_element(By.ID, "login").is_displayed(), why="no token asked for")
         assert not d.find_element(By.ID, "console").is_displayed()
         # Nothing about the system on the page: no state, no figures, no journal.
-        assert text(d, "state") == "token needed" and text(d, "journal") == "" and text(d, "figures") == ""
+        assert text(d, "state").lower() == "token needed" and text(d, "journal") == "" and text(d, "figures") == ""
         shot(d, "09-token-asked")
         refused_before = status(port, TOKEN)["refused_requests"].get("401", 0)
         d.find_element(By.ID, "token").send_keys("not-the-token-but-long-enough")
@@ -316,6 +317,8 @@ def test_the_page_keeps_working_through_a_two_minute_run_and_a_server_restart(br
         wait(d, lambda _: "reconnected at" in text(d, "connection"), 10, "no reconnection shown")
         assert "the server restarted" in text(d, "connection")
         state_is(d, "initial")
+        # Nothing of the old server's is left on the page.
+        assert not d.find_element(By.ID, "display").is_displayed() and plot_points(d, "input_mb_s") == 0
         click(d, "configure")
         state_is(d, "configured")
         shot(d, "14-reconnected")

@@ -17,7 +17,7 @@ const DISPLAY_FINAL_AFTER_MS = 6000;
 const SERIES = [
   { key: "input_mb_s", title: "Input throughput", unit: "MB/s", scale: 1, color: "#1f5fbf" },
   { key: "event_hz", title: "Trigger / event rate", unit: "Hz", scale: 1, color: "#1f8a4c" },
-  { key: "backlog", title: "Fullest buffer / backlog", unit: "%", scale: 100, color: "#7b3fb8" },
+  { key: "backlog", title: "Backlog (fullest queue)", unit: "%", scale: 100, color: "#7b3fb8" },
   { key: "throttled", title: "Throttled", unit: "% of time", scale: 100, color: "#b86e00" },
   { key: "drops_per_s", title: "Drops", unit: "/s", scale: 1, color: "#c62828" },
   { key: "errors_per_s", title: "Errors", unit: "/s", scale: 1, color: "#8a1c1c" },
@@ -137,9 +137,10 @@ function connected(status) {
     lostSince = null;
   }
   if (serverStarted !== null && started !== serverStarted) {
-    // A new server: its history is its own.
+    // A new server: its history and its data are its own.
     history.t = [];
     SERIES.forEach((s) => (history[s.key] = []));
+    forgetDisplay();
     if (!backAt) backAt = { at: now, after: 0, restarted: true };
   }
   serverStarted = started;
@@ -370,6 +371,19 @@ function drawPlots() {
 window.addEventListener("resize", drawPlots);
 
 // ---------- the event display ----------
+function forgetDisplay() {
+  if (displayUrl) URL.revokeObjectURL(displayUrl);
+  displayUrl = null;
+  displayFetchedAt = 0;
+  const img = $("display");
+  img.hidden = true;
+  img.removeAttribute("src");
+  img.dataset.run = "";
+  img.dataset.final = "";
+  $("display-caption").textContent = "";
+  $("display-none").textContent = "";
+}
+
 async function maybeFetchDisplay(s) {
   const taking = s.state === "running" || s.state === "paused";
   const img = $("display");
@@ -393,7 +407,8 @@ async function maybeFetchDisplay(s) {
   img.hidden = false;
   img.dataset.run = run;
   img.dataset.final = taking ? "" : "1";
-  $("display-none").textContent = r.headers.get("X-Swdaq-Left-Out") ? "left out: " + r.headers.get("X-Swdaq-Left-Out") : "";
+  const leftOut = r.headers.get("X-Swdaq-Left-Out");
+  $("display-none").textContent = leftOut ? "passed over or left out: " + leftOut : "";
   const file = r.headers.get("X-Swdaq-File") || "";
   // A file still being written is drawn from once it is closed (HDF5 lets no second reader
   // into a file open for writing): say so when the drawing is not from the newest file.

@@ -68,8 +68,13 @@ impl Display {
     }
 }
 
-/// Draws the latest record of the newest file of run `run` that can be read (a file still
-/// open in another process may not be).
+/// Records tried, newest first, before an older file is looked at: the last records of a
+/// run can hold no data to draw (every fragment missing once readout has stopped).
+const TRIED: usize = 16;
+
+/// Draws the newest record of run `run` that can be drawn, from the newest file that can be
+/// read (a file still open for writing cannot be); the ones passed over are named in the
+/// picture's `left_out`.
 fn draw_latest(dir: &Path, run: u32) -> Result<Picture, String> {
     let files = RunsOnDisk::scan(dir, Some(run))
         .map_err(|e| format!("cannot look into {}: {e}", dir.display()))?
@@ -78,47 +83,70 @@ fn draw_latest(dir: &Path, run: u32) -> Result<Picture, String> {
         let name = f.to_string_lossy();
         name.ends_with(".hdf5") || name.ends_with(".hdf5.writing")
     });
-    let mut why = format!("run {run} has no stored record yet in {}", dir.display());
+    let mut passed_over = Vec::new();
     for file in hdf5 {
-        match draw_last_record(file) {
-            Ok(Some(picture)) => return Ok(picture),
+        match draw_newest_record(file, &mut passed_over) {
+            Ok(Some(mut picture)) => {
+                passed_over.append(&mut picture.left_out);
+                picture.left_out = passed_over;
+                return Ok(picture);
+            }
             Ok(None) => {}
-            Err(e) => why = format!("{}: {e}", file.display()),
+            Err(e) => passed_over.push(format!("{}: {e}", file.display())),
         }
     }
-    Err(why)
+    passed_over.insert(
+        0,
+        format!(
+            "run {run} has no stored record to draw yet in {}",
+            dir.display()
+        ),
+    );
+    Err(passed_over.join("; "))
 }
 
-fn draw_last_record(file: &Path) -> Result<Option<Picture>, String> {
+/// The newest of the last [`TRIED`] records of `file` that can be drawn; those that cannot
+/// are added to `passed_over` with why.
+fn draw_newest_record(
+    file: &Path,
+    passed_over: &mut Vec<String>,
+) -> Result<Option<Picture>, String> {
     let reader = RecordFileReader::open(file).map_err(|e| e.to_string())?;
-    let ids = reader.record_ids().map_err(|e| e.to_string())?;
-    let Some(id) = ids
-        .iter()
-        .max_by_key(|id| (id.trigger_number, id.sequence_number))
-    else {
-        return Ok(None);
-    };
-    let (record, bad) = reader
-        .read_record_skipping_bad(id)
-        .map_err(|e| e.to_string())?;
+    let mut ids = reader.record_ids().map_err(|e| e.to_string())?;
+    ids.sort_by_key(|id| std::cmp::Reverse((id.trigger_number, id.sequence_number)));
     let options = DisplayOptions {
         width: SIZE.0,
         height: SIZE.1,
         ..emulator_options(SimConfig::default().first_channel)
     };
-    let image = render(&record, &options).map_err(|e| e.to_string())?;
-    let png = rgb_png(image.width, image.height, &image.rgb).map_err(|e| e.to_string())?;
-    let left_out = bad
-        .iter()
-        .chain(&image.summary.left_out)
-        .map(|b| format!("{}: {}", b.dataset, b.reason))
-        .collect();
-    Ok(Some(Picture {
-        png: Arc::new(png),
-        file: file.to_path_buf(),
-        trigger_number: id.trigger_number,
-        left_out,
-    }))
+    for id in ids.iter().take(TRIED) {
+        let drawn = reader
+            .read_record_skipping_bad(id)
+            .map_err(|e| e.to_string())
+            .and_then(|(record, bad)| {
+                let image = render(&record, &options).map_err(|e| e.to_string())?;
+                let png =
+                    rgb_png(image.width, image.height, &image.rgb).map_err(|e| e.to_string())?;
+                let left_out = bad
+                    .iter()
+                    .chain(&image.summary.left_out)
+                    .map(|b| format!("{}: {}", b.dataset, b.reason))
+                    .collect();
+                Ok((png, left_out))
+            });
+        match drawn {
+            Ok((png, left_out)) => {
+                return Ok(Some(Picture {
+                    png: Arc::new(png),
+                    file: file.to_path_buf(),
+                    trigger_number: id.trigger_number,
+                    left_out,
+                }));
+            }
+            Err(e) => passed_over.push(format!("trigger {} not drawn: {e}", id.trigger_number)),
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -153,6 +181,9 @@ mod tests {
             "drawn once within REDRAW_AFTER"
         );
         let none = Display::default().latest(dir.path(), 8).err().unwrap();
-        assert!(none.contains("run 8 has no stored record yet"), "{none}");
+        assert!(
+            none.contains("run 8 has no stored record to draw yet"),
+            "{none}"
+        );
     }
 }
