@@ -385,7 +385,8 @@ function forgetDisplay() {
 }
 
 async function maybeFetchDisplay(s) {
-  const taking = s.state === "running" || s.state === "paused";
+  // Until the run has stopped, its files may still grow: no drawing of it is its last.
+  const taking = ["starting", "running", "paused", "stopping"].includes(s.state);
   const img = $("display");
   const run = s.run ? s.run.run_number : s.last_run_number;
   const final = !taking && String(run) === img.dataset.run && img.dataset.final;
@@ -410,12 +411,12 @@ async function maybeFetchDisplay(s) {
   const leftOut = r.headers.get("X-Swdaq-Left-Out");
   $("display-none").textContent = leftOut ? "passed over or left out: " + leftOut : "";
   const file = r.headers.get("X-Swdaq-File") || "";
-  // A file still being written is drawn from once it is closed (HDF5 lets no second reader
-  // into a file open for writing): say so when the drawing is not from the newest file.
+  // A file another process writes (a builder application's) is drawn from once it is
+  // closed: say so when the drawing is not from the file being written.
   const open = (s.files || []).flatMap((f) => f.files).some((f) => String(f.path).endsWith(".writing"));
   $("display-caption").textContent =
     "trigger " + r.headers.get("X-Swdaq-Trigger-Number") + " of " + basename(file) +
-    (open && !file.endsWith(".writing") ? " (the newest closed file; the file being written is drawn once closed)" : "");
+    (open && !file.endsWith(".writing") ? " (from a closed file: the file being written could not be read)" : "");
 }
 
 // ---------- commands ----------
