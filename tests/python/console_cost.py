@@ -7,17 +7,19 @@ decisions dropped busy, trigger and build latency, and CPU per thread (the run's
 The browser runs at nice 19, so it takes only CPU the run leaves idle: on a real system it runs on
 the operator's machine, not the DAQ host; what is measured is the server's side.
 
-  SWDAQ_BIN=target/release/swdaq .venv/bin/python tests/python/console_cost.py [--seconds 30] [--rounds 2]
+  SWDAQ_BIN=target/release/swdaq .venv/bin/python tests/python/console_cost.py [--seconds 30] [--rounds 2] [--no-display] [--replay]
 
 Prints one line per run and the per-condition means (recorded in BENCHMARKS.md)."""
 
 import argparse
 import json
+import threading
 import os
 import statistics
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -32,7 +34,7 @@ def post(base: str, path: str) -> dict:
         return json.loads(r.read())
 
 
-def open_pages(base: str, pages: int, profile: str):
+def open_pages(base: str, pages: int, profile: str, display: bool):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -41,23 +43,65 @@ def open_pages(base: str, pages: int, profile: str):
     # nice 19 for the driver and, inherited, the browser it starts.
     service = Service(executable_path=CHROMEDRIVER, popen_kw={"preexec_fn": lambda: os.nice(19)})
     driver = webdriver.Chrome(options=options, service=service)
-    driver.get(base + "/")
-    for _ in range(pages - 1):
-        driver.switch_to.new_window("tab")
+    for page in range(pages):
+        if page:
+            driver.switch_to.new_window("tab")
+        if not display:
+            # This tab never asks for the event display (drawing it reads HDF5 in the run's
+            # process): separates its cost from the polling's.
+            driver.execute_cdp_cmd("Network.enable", {})
+            driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*display.png*"]})
         driver.get(base + "/")
     return driver
 
 
-def one_run(base: str, seconds: float, pages: int, profile: str) -> dict:
-    driver = open_pages(base, pages, profile) if pages else None
+class Replay:
+    """The requests of `pages` consoles without a browser: each second /status and
+    /history?since, every 10 s /display.png (unless not `display`), as console.js sends them."""
+
+    def __init__(self, base: str, pages: int, display: bool):
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self.page, args=(base, display), daemon=True) for _ in range(pages)]
+        for t in self.threads:
+            t.start()
+
+    def page(self, base: str, display: bool):
+        since, tick = None, 0
+        while not self.stop.wait(1.0):
+            try:
+                urllib.request.urlopen(base + "/status", timeout=10).read()
+                history = json.loads(urllib.request.urlopen(base + "/history" + (f"?since={since}" if since else ""), timeout=10).read())
+                since = history["t"][-1] if history["t"] else since
+                if display and tick % 10 == 0:
+                    try:
+                        urllib.request.urlopen(base + "/display.png", timeout=30).read()
+                    except urllib.error.HTTPError:
+                        pass
+                tick += 1
+            except OSError:
+                pass
+
+    def quit(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+
+def one_run(base: str, seconds: float, pages: int, profile: str, display: bool, replay: bool) -> dict:
+    if not pages:
+        clients = None
+    elif replay:
+        clients = Replay(base, pages, display)
+    else:
+        clients = open_pages(base, pages, profile, display)
     try:
         post(base, "/configure")
         post(base, "/start")
         time.sleep(seconds)
         summary = post(base, "/stop")
     finally:
-        if driver:
-            driver.quit()
+        if clients:
+            clients.quit()
     cpu = dict(summary["thread_cpu_share"])
     return {
         "pages": pages,
@@ -80,6 +124,8 @@ def main():
     p.add_argument("--seconds", type=float, default=30)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--pages", type=int, default=10)
+    p.add_argument("--no-display", action="store_true", help="the pages do not fetch /display.png")
+    p.add_argument("--replay", action="store_true", help="no browser: the pages' requests, sent from Python")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="swdaq-console-cost-") as tmp_name:
         tmp = Path(tmp_name)
@@ -94,7 +140,7 @@ def main():
             for _ in range(args.rounds):
                 for pages in (0, args.pages):
                     with tempfile.TemporaryDirectory(prefix="swdaq-chromium-") as profile:
-                        r = one_run(base, args.seconds, pages, profile)
+                        r = one_run(base, args.seconds, pages, profile, not args.no_display, args.replay)
                     print(json.dumps(r), flush=True)
                     runs.append(r)
         finally:
