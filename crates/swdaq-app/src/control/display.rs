@@ -119,6 +119,17 @@ fn draw_newest_record(
         height: SIZE.1,
         ..emulator_options(SimConfig::default().first_channel)
     };
+    // Records passed over, newest first, with why the newest could not be drawn.
+    let mut not_drawn: Vec<u64> = Vec::new();
+    let mut why_not = String::new();
+    let mut passed = |not_drawn: &[u64], why_not: &str| {
+        if let (Some(newest), Some(oldest)) = (not_drawn.first(), not_drawn.last()) {
+            passed_over.push(format!(
+                "{} newer record(s) not drawn (triggers {oldest}..={newest}): {why_not}",
+                not_drawn.len()
+            ));
+        }
+    };
     for id in ids.iter().take(TRIED) {
         let drawn = reader
             .read_record_skipping_bad(id)
@@ -136,6 +147,7 @@ fn draw_newest_record(
             });
         match drawn {
             Ok((png, left_out)) => {
+                passed(&not_drawn, &why_not);
                 return Ok(Some(Picture {
                     png: Arc::new(png),
                     file: file.to_path_buf(),
@@ -143,9 +155,15 @@ fn draw_newest_record(
                     left_out,
                 }));
             }
-            Err(e) => passed_over.push(format!("trigger {} not drawn: {e}", id.trigger_number)),
+            Err(e) => {
+                if not_drawn.is_empty() {
+                    why_not = e;
+                }
+                not_drawn.push(id.trigger_number);
+            }
         }
     }
+    passed(&not_drawn, &why_not);
     Ok(None)
 }
 
