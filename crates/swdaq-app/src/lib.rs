@@ -1,16 +1,18 @@
-//! swdaq's application logic as a library: what `swdaq run` starts and how it stops (`run`:
-//! the whole chain in one process; `evb_run`: the CMS-style event builder in one process,
-//! for configurations with an `[evb]` section; `swrod_run`: the ATLAS-style SW ROD with its
-//! HLT and storage, for configurations with a `[swrod]` section), run control over HTTP
-//! between runs (`control`: `swdaq serve`, `swdaq ctl`), and truth matching for hit-finding
-//! quality.
+//! swdaq's application logic as a library: the dataflow models (`models`: the DUNE-style
+//! chain, the CMS-style event builder, the ATLAS-style SW ROD), what runs them whatever the
+//! model (`runtime`: stop requests, monitoring, applications and their launcher), `swdaq run`
+//! (`run_command`), run control over HTTP between runs (`control`: `swdaq serve`,
+//! `swdaq ctl`), and truth matching for hit-finding quality.
 //! The `swdaq` binary only parses the command line and calls in here; `error_report` is how
 //! it prints a failure.
 
-pub mod apps;
+pub mod app_command;
 pub mod control;
 pub mod error_report;
-pub mod evb_run;
-pub mod run;
-pub mod swrod_run;
+pub mod live;
+pub mod model;
+pub mod models;
+pub mod run_command;
+pub mod runtime;
+pub mod stored;
 pub mod truth_match;

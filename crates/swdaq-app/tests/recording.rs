@@ -4,12 +4,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use swdaq_app::run::chain::{RunReport, StopReason, run_chain};
-use swdaq_app::run::config::{RunConfig, SourceKind};
-use swdaq_app::run::emulator::emulate;
-use swdaq_app::run::inputs::Feed;
-use swdaq_app::run::recording::{BurstReason, RecordingSection};
-use swdaq_app::run::stop::StopRequest;
+use swdaq_app::models::chain::config::RecordingSection;
+use swdaq_app::models::chain::config::{RunConfig, SourceKind};
+use swdaq_app::models::chain::inputs::Feed;
+use swdaq_app::models::chain::inputs::emulate;
+use swdaq_app::models::chain::system::{RunReport, run_chain};
+use swdaq_app::runtime::outcome::StopReason;
+use swdaq_app::runtime::steering::BurstReason;
+use swdaq_app::runtime::stop::StopRequest;
 use swdaq_format::rawfile::RawFileReader;
 use swdaq_format::{FrameFormat, SourceId};
 use swdaq_readout::replay::ReplaySource;
@@ -45,7 +47,7 @@ fn config(dir: &Path) -> RunConfig {
 }
 
 fn run(c: &RunConfig) -> RunReport {
-    run_chain(c, &StopRequest::default(), |_| {}).expect("the run starts and ends cleanly")
+    run_chain(c, &StopRequest::default(), &()).expect("the run starts and ends cleanly")
 }
 
 /// The frames the emulator gives each link, by timestamp.

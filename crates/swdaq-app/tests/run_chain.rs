@@ -6,11 +6,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
-use swdaq_app::run::chain::{RunReport, StopReason, run_chain};
-use swdaq_app::run::config::{RunConfig, SourceFormat, SourceKind, StopLink};
-use swdaq_app::run::emulator::emulate;
-use swdaq_app::run::inputs::{Feed, SourceLabel};
-use swdaq_app::run::stop::StopRequest;
+use swdaq_app::models::chain::config::{RunConfig, SourceFormat, SourceKind, StopLink};
+use swdaq_app::models::chain::inputs::emulate;
+use swdaq_app::models::chain::inputs::{Feed, SourceLabel};
+use swdaq_app::models::chain::system::{RunReport, run_chain};
+use swdaq_app::runtime::outcome::StopReason;
+use swdaq_app::runtime::stop::StopRequest;
 use swdaq_dataflow::StorageFailurePolicy;
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::rawfile::{RawFileHeader, RawFileWriter, link_path};
@@ -49,7 +50,7 @@ static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn run(c: &RunConfig) -> RunReport {
     let _running = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    run_chain(c, &StopRequest::default(), |_| {}).expect("the run starts and ends cleanly")
+    run_chain(c, &StopRequest::default(), &()).expect("the run starts and ends cleanly")
 }
 
 fn read_records(dir: &Path) -> Vec<TriggerRecord> {
@@ -487,7 +488,7 @@ fn bad_raw_files_are_refused_naming_the_file_and_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let c = file_config(dir.path(), FrameFormat::WibEth);
     let error = |c: &RunConfig| {
-        let e = run_chain(c, &StopRequest::default(), |_| {}).expect_err("refused");
+        let e = run_chain(c, &StopRequest::default(), &()).expect_err("refused");
         format!("{e:#}")
     };
     let e = error(&c);

@@ -66,6 +66,45 @@ pub fn is_console_path(path: &str) -> bool {
     asset(path).is_some()
 }
 
+/// What a request to `swdaq serve` asks of the console, beside the API's commands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Route {
+    /// The page or one of its assets (no token needed).
+    Asset(Asset),
+    /// The live series after unix time `since` (all ten minutes without it).
+    History { since: Option<f64> },
+    /// The newest stored event: its fragments' sizes per source (JSON).
+    LatestEvent,
+    /// The newest stored event drawn (PNG), where the model has an event display.
+    Display,
+    /// Run control's own Prometheus metrics.
+    Metrics,
+}
+
+/// The console route `method` and `target` (path and query) ask for, if any.
+pub fn route(method: &str, target: &str) -> Option<Route> {
+    if method != "GET" {
+        return None;
+    }
+    if let Some(asset) = asset(target) {
+        return Some(Route::Asset(asset));
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    match path {
+        "/history" => Some(Route::History {
+            since: query
+                .split('&')
+                .find_map(|p| p.strip_prefix("since="))
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite()),
+        }),
+        "/latest-event" => Some(Route::LatestEvent),
+        "/display.png" => Some(Route::Display),
+        "/metrics" => Some(Route::Metrics),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +158,44 @@ mod tests {
         assert!(js.starts_with("/*! https://github.com/leeoniya/uPlot (v1.6.32) */"));
         assert!(text("/console/vendor/uplot/LICENSE").contains("The MIT License"));
         assert!(text("/console/vendor/uplot/VENDORED.md").contains("uplot@1.6.32"));
+    }
+
+    #[test]
+    fn the_page_its_assets_and_its_data_routes_are_known() {
+        assert!(matches!(route("GET", "/"), Some(Route::Asset(_))));
+        assert!(matches!(
+            route("GET", "/console/console.js"),
+            Some(Route::Asset(_))
+        ));
+        assert_eq!(
+            route("GET", "/history?since=1700000000.5"),
+            Some(Route::History {
+                since: Some(1_700_000_000.5)
+            })
+        );
+        assert_eq!(
+            route("GET", "/history"),
+            Some(Route::History { since: None })
+        );
+        assert_eq!(
+            route("GET", "/history?since=NaN&x"),
+            Some(Route::History { since: None })
+        );
+        assert_eq!(route("GET", "/latest-event"), Some(Route::LatestEvent));
+        assert_eq!(route("GET", "/display.png"), Some(Route::Display));
+        assert_eq!(route("GET", "/metrics"), Some(Route::Metrics));
+        for (method, target) in [("POST", "/"), ("GET", "/status"), ("GET", "/console/x")] {
+            assert_eq!(route(method, target), None, "{method} {target}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_target_is_a_route_or_none_never_a_panic(method in ".{0,6}", target in ".{0,60}") {
+            if let Some(Route::History { since: Some(t) }) = route(&method, &target) {
+                proptest::prop_assert!(t.is_finite());
+            }
+        }
     }
 
     #[test]

@@ -268,10 +268,14 @@ impl FileWriter {
         file.bytes += size as u64;
         file.pending.push(event);
         file.pending_bytes += size;
-        if file.pending_bytes >= WRITE_BATCH {
+        if file.pending_bytes >= WRITE_BATCH
+            && let Err(e) = file.write_pending()
+        {
+            // The event passed in is the caller's to count; the file's others are counted
+            // unwritten when it is abandoned.
+            file.events -= 1;
             let path = self.run_dir.join(format!("{}.tmp", file.name));
-            file.write_pending()
-                .map_err(io_error("cannot write", &path))?;
+            return Err(io_error("cannot write", &path)(e));
         }
         Ok(())
     }
@@ -658,6 +662,35 @@ mod tests {
         assert_eq!(
             (eols.events, eols.lost_events, eols.total_events),
             (0, 5, 5)
+        );
+    }
+
+    /// A batched write that fails (the disk filled up under an open file) leaves every event
+    /// in exactly one count: the file's earlier events unwritten, the one passed in the
+    /// caller's (its error), none in both.
+    #[test]
+    fn a_failed_batch_write_counts_each_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(dir.path(), 0, DiskFullPolicy::Stop);
+        c.events_per_file = 1000;
+        let mut w = FileWriter::new(c).unwrap();
+        let big = |e| BuiltEvent::of_payload(0, 1, e, vec![7; WRITE_BATCH / 3]);
+        w.write(big(1)).unwrap();
+        // Every write from here fails with "no space left on device".
+        w.open.as_mut().unwrap().out = File::options().write(true).open("/dev/full").unwrap();
+        let (mut passed, mut refused) = (1, 0);
+        for e in 2..=8 {
+            passed += 1;
+            if w.write(big(e)).is_err() {
+                refused += 1;
+            }
+        }
+        let counts = w.finish(None).unwrap();
+        assert!(refused > 0);
+        assert_eq!(
+            counts.events + counts.unwritten + refused,
+            passed,
+            "{counts:?}"
         );
     }
 

@@ -169,6 +169,11 @@ impl FelixCard {
         (self.ecr_count & 0xFF) << 24 | (self.l1_count & 0x00FF_FFFF)
     }
 
+    /// The bunch crossing of the next L1 accept.
+    pub fn next_bcid(&self) -> u16 {
+        ((self.l1as * 37) % u64::from(BUNCHES_PER_ORBIT)) as u16
+    }
+
     /// Replaces the fault probabilities from now on (dead e-links stay as configured).
     pub fn set_fault_rates(&mut self, faults: FelixFaults) {
         self.config.faults = FelixFaults {
@@ -185,7 +190,7 @@ impl FelixCard {
     /// Emits one L1 accept on every e-link; completed blocks are appended to `out`.
     pub fn l1_accept(&mut self, out: &mut Vec<u8>) {
         let l1_id = self.next_l1_id();
-        let bcid = ((self.l1as * 37) % u64::from(BUNCHES_PER_ORBIT)) as u16;
+        let bcid = self.next_bcid();
         let f = self.config.faults.clone();
         for e in 0..self.elinks.len() {
             let elink = e as u16;

@@ -1,17 +1,22 @@
 //! An ATLAS-style software ROD (SW ROD): FELIX e-link chunks in GBT mode ([`decoder`]) are
 //! aggregated by L1 ID into eformat v5 ROB fragments ([`aggregator`]) in pooled buffers
 //! ([`pool`]) and handed down a chain of consumers ([`consumers`]): the data-request server,
-//! recording, monitoring samples. [`inspect`] checks the files a SW ROD run stores.
+//! recording, monitoring samples. The HLT ([`hlt`]) gathers each L1 accept's ([`trigger`])
+//! fragments into an eformat v5 full event ([`event`]), which [`files`] stores in ATLAS
+//! EventStorage files; [`inspect`] checks such files.
 
 pub mod aggregator;
 pub mod bench;
 pub mod consumers;
 pub mod decoder;
 pub mod elinks;
+pub mod event;
+pub mod files;
 pub mod hlt;
 pub mod inspect;
 pub mod metrics;
 pub mod pool;
+pub mod trigger;
 
 pub use aggregator::{
     Aggregator, AggregatorCounts, BuiltFragment, ModuloIndex, PowerOfTwoIndex, RobConfig, SlotIndex,

@@ -581,8 +581,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(|| swdaq_evb::config::default_output().join("bench"));
             let paced = (*paced_seconds > 0.0).then(|| Duration::from_secs_f64(*paced_seconds));
-            let exe = swdaq_app::apps::launch::current_exe()?;
-            let all = swdaq_app::apps::evb::bench::run(
+            let exe = swdaq_app::runtime::launch::current_exe()?;
+            let all = swdaq_app::models::evb::apps::bench::run(
                 &config,
                 *events,
                 paced,

@@ -2,7 +2,7 @@
 //! pedestal-subtracted ADC as colour, one panel per plane, the record's TPs drawn on top.
 
 use std::path::PathBuf;
-use swdaq_app::control::display::emulator_options;
+use swdaq_app::models::chain::display::emulator_options;
 use swdaq_format::file_kind::{FileKind, detect_path};
 use swdaq_sim::SimConfig;
 use swdaq_store::display::display_file;

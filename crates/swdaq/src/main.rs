@@ -25,22 +25,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the whole chain: emulated links, readout with hit finding, self-trigger, record
-    /// building and HDF5 storage (built-in default configuration; see --print-config).
-    Run(swdaq_app::run::Args),
-    /// One application of a multi-process run (`readout`, `trigger`, `dfo`, `builder`), as
-    /// `swdaq run --config TOPOLOGY.toml` starts them.
-    App(swdaq_app::apps::Args),
-    /// Keep the system up between runs under run control: an HTTP JSON API to configure,
-    /// start, stop, pause and resume runs and change prescales (see `swdaq ctl`).
+    /// Run a dataflow model until its duration or Ctrl-C: the DUNE-style chain (the default:
+    /// emulated links, readout with hit finding, self-trigger, record building, HDF5), the
+    /// CMS-style event builder (a configuration with [evb]) or the ATLAS-style SW ROD (with
+    /// [swrod]); in one process, or as the applications of a [topology].
+    Run(swdaq_app::run_command::Args),
+    /// One application of a multi-process run (the chain's `readout`, `trigger`, `dfo`,
+    /// `builder`; the event builder's `evm`, `ru`, `bu`), as `swdaq run` starts them.
+    App(swdaq_app::app_command::Args),
+    /// Keep any model's system up between runs under run control: an HTTP JSON API to
+    /// configure, start, stop, pause and resume runs, change prescales and record raw bursts
+    /// where the model has them (see `swdaq ctl`).
     Serve(swdaq_app::control::ServeArgs),
     /// Send one command to `swdaq serve` and print its JSON answer.
     Ctl(swdaq_app::control::CtlArgs),
     /// Write emulated detector data (raw files per link) and its ground truth.
     Gen(generate::Args),
-    /// Benchmarks of swdaq's stages (`bench monitor`, `bench readout`).
+    /// Benchmarks of swdaq's stages: monitor, tpg, transport, store, readout, evb, evb-udp, swrod.
     Bench(bench::Args),
-    /// Draw one trigger record: channel vs time per plane, with its TPs.
+    /// Draw one trigger record of an HDF5 file: channel vs time per plane, with its TPs.
     Display(display::Args),
     /// Show what a data file holds (HDF5 trigger records, FRD, SW ROD or swdaq raw), checked:
     /// every good event or record listed, every bad one named, non-zero exit if any.
@@ -65,8 +68,8 @@ fn die_quietly_on_closed_stdout() {
 fn main() -> std::process::ExitCode {
     die_quietly_on_closed_stdout();
     let result = match Cli::parse().command {
-        Command::Run(args) => swdaq_app::run::run(&args),
-        Command::App(args) => swdaq_app::apps::run_app(&args),
+        Command::Run(args) => swdaq_app::run_command::run(&args),
+        Command::App(args) => swdaq_app::app_command::run_app(&args),
         Command::Serve(args) => swdaq_app::control::serve(args),
         Command::Ctl(args) => swdaq_app::control::ctl(&args),
         Command::Gen(args) => generate::run(&args),

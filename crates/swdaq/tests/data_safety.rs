@@ -12,7 +12,7 @@
 mod common;
 #[path = "common/disk.rs"]
 mod disk;
-use common::loopback_apps;
+use common::models::{EVERY_MODEL, Load, Model, config};
 use disk::{SmallDisk, settled_snapshot, snapshot};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -20,89 +20,6 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Model {
-    Chain,
-    ChainApps,
-    Evb,
-    EvbApps,
-    Swrod,
-}
-
-const EVERY_MODEL: [Model; 5] = [
-    Model::Chain,
-    Model::ChainApps,
-    Model::Evb,
-    Model::EvbApps,
-    Model::Swrod,
-];
-
-/// One FED list of `n` FEDs of about `bytes` each, ids from `first`.
-fn feds(first: u32, n: u32, bytes: u32) -> String {
-    let feds: Vec<String> = (first..first + n)
-        .map(|id| format!("{{ id = {id}, mean_bytes = {bytes}, spread_bytes = 64 }}"))
-        .collect();
-    format!("[{}]", feds.join(", "))
-}
-
-/// A short run of `model` writing to `out` as run `run` (0: the next free one); with `flood`,
-/// a longer one with more data, enough to fill a small disk.
-fn config(dir: &Path, model: Model, out: &Path, run: u32, flood: bool) -> PathBuf {
-    let text = match model {
-        Model::Chain | Model::ChainApps => {
-            let (duration, rate) = if flood { (6.0, 200.0) } else { (1.0, 10.0) };
-            let mut t = format!(
-                "[run]\nnumber = {run}\nduration_s = {duration}\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
-                 [emulator]\nlinks = 2\ntemplate_s = 0.05\n[readout]\nbuffer_s = 1.0\n\
-                 [trigger.periodic]\nenabled = true\nrate_hz = {rate}\n\
-                 [storage]\nmin_free_mb = 0\n"
-            );
-            if model == Model::ChainApps {
-                t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n";
-                t += &loopback_apps(1);
-            }
-            t
-        }
-        Model::Evb | Model::EvbApps => {
-            let (seconds, bytes) = if flood { (4.0, 2048) } else { (1.0, 512) };
-            let mut t = format!(
-                "duration_s = {seconds}\nmetrics_addr = \"\"\n[evb]\nrun = {run}\noutput = {out:?}\n\
-                 min_free_bytes = 0\nevents_per_file = 100\n\
-                 trigger_rate_hz = 10000\nbuild_timeout = 1000\nbuilder_units = 2\n\
-                 rus = [{}, {}]\n",
-                feds(100, 4, bytes),
-                feds(200, 4, bytes)
-            );
-            if model == Model::EvbApps {
-                t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n";
-                for (name, kind) in [
-                    ("evm", "evm"),
-                    ("ru-1", "ru"),
-                    ("bu-0", "bu"),
-                    ("bu-1", "bu"),
-                ] {
-                    t += &format!(
-                        "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n",
-                        common::free_port()
-                    );
-                }
-            }
-            t
-        }
-        Model::Swrod => {
-            let l1as = if flood { 400_000 } else { 2000 };
-            format!(
-                "duration_s = 0\nmetrics_addr = \"\"\n[swrod]\nrun_number = {run}\noutput_dir = {out:?}\n\
-                 max_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\nmax_l1as = {l1as}\n\
-                 hlt_accept_every = 1\n[swrod.felix]\nelinks = 16\n"
-            )
-        }
-    };
-    let path = dir.join(format!("{model:?}-{run}.toml"));
-    std::fs::write(&path, text).unwrap();
-    path
-}
 
 fn swdaq_run(config: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
@@ -137,12 +54,16 @@ fn summary(o: &Output) -> Value {
     })
 }
 
-/// Names of the files below `dir` that hold `run` in their name.
+/// The files below `dir` whose name, or a directory's on their path, says they are `run`'s
+/// (`run000007`, or an ATLAS raw file name's run field).
 fn files_of_run(dir: &Path, run: u32) -> Vec<PathBuf> {
-    let tag = format!("run{run:06}");
     snapshot(dir)
         .into_keys()
-        .filter(|p| p.to_string_lossy().contains(&tag))
+        .filter(|p| {
+            p.strip_prefix(dir).unwrap().iter().any(|part| {
+                swdaq_format::run_files::run_of_name(&part.to_string_lossy()) == Some(run)
+            })
+        })
         .collect()
 }
 
@@ -152,14 +73,14 @@ fn no_model_s_run_overwrites_an_earlier_run_s_files() {
     for model in EVERY_MODEL {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        let first = swdaq_run(&config(dir.path(), model, &out, 0, false));
+        let first = swdaq_run(&config(dir.path(), model, &out, 0, Load::Short));
         assert!(first.status.success(), "{model:?}: {}", stderr(&first));
         assert_eq!(announced_run(&first), 1, "{model:?}");
         assert!(!files_of_run(&out, 1).is_empty(), "{model:?}");
         let after_first = snapshot(&out);
 
         // Again with no number: the next one, and run 1's files exactly as they were.
-        let second = swdaq_run(&config(dir.path(), model, &out, 0, false));
+        let second = swdaq_run(&config(dir.path(), model, &out, 0, Load::Short));
         assert!(second.status.success(), "{model:?}: {}", stderr(&second));
         assert_eq!(announced_run(&second), 2, "{model:?}");
         assert!(!files_of_run(&out, 2).is_empty(), "{model:?}");
@@ -176,11 +97,18 @@ fn no_model_s_run_overwrites_an_earlier_run_s_files() {
         }
 
         // Run 1 asked for by number: refused before anything starts, naming one of its files.
-        let refused = swdaq_run(&config(dir.path(), model, &out, 1, false));
+        let refused = swdaq_run(&config(dir.path(), model, &out, 1, Load::Short));
         assert!(!refused.status.success(), "{model:?}");
         let message = stderr(&refused);
+        // It names a file or directory of run 1.
+        let names_one = files_of_run(&out, 1).iter().any(|f| {
+            f.iter().any(|part| {
+                let part = part.to_string_lossy();
+                swdaq_format::run_files::run_of_name(&part) == Some(1) && message.contains(&*part)
+            })
+        });
         assert!(
-            message.contains("run 1 already has files") && message.contains("run000001"),
+            message.contains("run 1 already has files") && names_one,
             "{model:?}: {message}"
         );
         assert_eq!(
@@ -196,7 +124,7 @@ fn the_chain_s_run_flag_is_refused_too_when_its_run_has_files() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let config = config(dir.path(), Model::Chain, &out, 0, false);
+    let config = config(dir.path(), Model::Chain, &out, 0, Load::Short);
     let run = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_swdaq"))
             .args(["run", "--config"])
@@ -265,7 +193,7 @@ fn a_disk_that_fills_up_leaves_every_event_in_exactly_one_counter() {
         };
         let dir = tempfile::tempdir().unwrap();
         let out = disk.path().join("out");
-        let run = swdaq_run(&config(dir.path(), model, &out, 0, true));
+        let run = swdaq_run(&config(dir.path(), model, &out, 0, Load::Flood));
         let s = summary(&run);
         assert!(
             !run.status.success(),
@@ -304,7 +232,7 @@ fn a_read_only_output_is_named_as_such() {
             model,
             &disk.path().join("out"),
             0,
-            false,
+            Load::Short,
         ));
         assert!(!run.status.success(), "{model:?}");
         let message = stderr(&run);
@@ -317,7 +245,7 @@ fn a_read_only_output_is_named_as_such() {
 
 /// A run of `model` that goes on until a signal ends it, at a rate a loaded machine keeps.
 fn long_run_config(dir: &Path, model: Model, out: &Path) -> PathBuf {
-    let config = config(dir, model, out, 0, true);
+    let config = config(dir, model, out, 0, Load::Flood);
     let text = std::fs::read_to_string(&config).unwrap();
     let long = text
         .replace("duration_s = 6", "duration_s = 0")
@@ -399,7 +327,7 @@ fn sigkill_changes_no_earlier_run_and_leaves_only_files_inspect_reads_or_names()
     for model in EVERY_MODEL {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
-        let first = swdaq_run(&config(dir.path(), model, &out, 0, false));
+        let first = swdaq_run(&config(dir.path(), model, &out, 0, Load::Short));
         assert!(first.status.success(), "{model:?}: {}", stderr(&first));
         let run_1 = snapshot(&out);
         // Killed mid-way with no chance to close anything.

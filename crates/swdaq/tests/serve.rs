@@ -224,16 +224,23 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
     assert_eq!(status["state"], "running");
     assert_eq!(status["run"]["run_number"], 5);
     let live = &status["run"]["live"];
-    assert_eq!(live["model"], "chain", "{status}");
+    let frames = live["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["key"] == "frames")
+        .unwrap();
+    assert!(frames["value"].as_f64().unwrap() > 0.0, "{status}");
     assert!(
         live["series"]["input_mb_s"].as_f64().unwrap() > 0.0,
         "{status}"
     );
     assert_eq!(live["sources"].as_array().unwrap().len(), 2, "{status}");
+    assert_eq!(status["model"], "chain");
     assert_eq!(
         status["commands"],
-        json!(["pause", "stop", "trigger"]),
-        "{status}"
+        json!(["stop", "pause", "trigger"]),
+        "recording is off: no record"
     );
 
     assert_eq!(ok(c.post("/pause", None))["state"], "paused");
@@ -891,4 +898,128 @@ fn record_reaches_the_readout_applications_of_a_topology() {
         "{summary}"
     );
     assert!(links.iter().all(|l| l.1 > 0), "{links:?}");
+}
+
+/// `swdaq ctl` against `server`: its JSON answer, or its error message.
+fn ctl(server: &Server, args: &[&str]) -> Result<Value, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["ctl", "--addr", &server.addr])
+        .args(args)
+        .env_remove("SWDAQ_TOKEN")
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(serde_json::from_slice(&out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// The data files below `dir` of run `number` (HDF5, FRD, SW ROD raw), each found good by
+/// `swdaq inspect`.
+fn inspected_files_of_run(dir: &Path, number: u32) -> usize {
+    let tag = format!("run{number:06}");
+    let mut found = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.to_string_lossy().into_owned();
+            if path.is_dir() {
+                pending.push(path);
+            } else if name.contains(&tag) && (name.ends_with(".hdf5") || name.ends_with(".raw")) {
+                let inspect = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+                    .args(["inspect", "--json"])
+                    .arg(&path)
+                    .output()
+                    .unwrap();
+                assert!(
+                    inspect.status.success(),
+                    "{name}: {}",
+                    String::from_utf8_lossy(&inspect.stderr)
+                );
+                found += 1;
+            }
+        }
+    }
+    found
+}
+
+/// Every model, in one process and as applications, under the same run control: two runs
+/// each driven by `swdaq ctl` (configure, start, pause and resume where the model has them,
+/// stop), `/status` naming the model with its live figures, a command the model lacks
+/// refused naming it, distinct run numbers and files `swdaq inspect` finds good.
+#[test]
+fn every_model_runs_twice_under_swdaq_ctl() {
+    use common::models::{EVERY_MODEL, Load, Model, config};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for model in EVERY_MODEL {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let server =
+            Server::with_config(&config(dir.path(), model, &out, 0, Load::UntilStopped), &[]);
+        let name = match model {
+            Model::Chain | Model::ChainApps => "chain",
+            Model::Evb | Model::EvbApps => "evb",
+            Model::Swrod => "swrod",
+        };
+        assert_eq!(ctl(&server, &["configure"]).unwrap()["state"], "configured");
+        for number in [1, 2] {
+            let started = ctl(&server, &["start"]).unwrap();
+            assert_eq!(started["run_number"], number, "{model:?}: {started}");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let status = loop {
+                let status = ctl(&server, &["status"]).unwrap();
+                if !status["run"]["live"].is_null() {
+                    break status;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{model:?}: no live figures: {status}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            assert_eq!(status["model"], name, "{status}");
+            let live = &status["run"]["live"];
+            assert_eq!(live["model"], name, "{status}");
+            assert!(
+                live["series"]["event_hz"].is_number(),
+                "{model:?}: {status}"
+            );
+            assert!(!live["figures"].as_array().unwrap().is_empty(), "{status}");
+            let commands = status["commands"].to_string();
+            if name == "evb" {
+                assert!(!commands.contains("pause"), "{status}");
+                let e = ctl(&server, &["pause"]).unwrap_err();
+                assert!(
+                    e.contains("event builder cannot pause") && e.contains("409"),
+                    "{e}"
+                );
+                let e = ctl(&server, &["record"]).unwrap_err();
+                assert!(e.contains("no raw bursts"), "{e}");
+            } else {
+                assert!(commands.contains("pause"), "{status}");
+                assert_eq!(ctl(&server, &["pause"]).unwrap()["state"], "paused");
+                std::thread::sleep(Duration::from_millis(300));
+                assert_eq!(ctl(&server, &["resume"]).unwrap()["state"], "running");
+            }
+            if name == "swrod" {
+                let e = ctl(&server, &["trigger", "random", "--prescale", "2"]).unwrap_err();
+                assert!(e.contains("SW ROD has no trigger sources"), "{e}");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            let summary = ctl(&server, &["stop"]).unwrap();
+            assert_eq!(summary["run_number"], number, "{model:?}: {summary}");
+            assert_eq!(summary["model"], name, "{summary}");
+            assert_eq!(
+                summary["stop_reason"], "Interrupted",
+                "{model:?}: {summary}"
+            );
+            assert!(
+                inspected_files_of_run(&out, number) > 0,
+                "{model:?}: no files of run {number}"
+            );
+        }
+        assert_eq!(ctl(&server, &["state"]).unwrap()["state"], "configured");
+    }
 }

@@ -1,55 +1,58 @@
 //! The operator's console over HTTP: the page and its assets (`swdaq_console`, no token: the
 //! shell holds nothing about the system), and the data routes only the page uses, behind the
-//! token like every other: `GET /history` (the live series of the last ten minutes, or those
-//! after `?since=T`, unix seconds) and `GET /display.png` (the latest stored record drawn);
-//! and, for Prometheus, `GET /metrics` (run control's own, `control::metrics`).
+//! token like every other (parsed by `swdaq_console::route`): `GET /history` (the live
+//! series of the last ten minutes, or those after `?since=T`, unix seconds),
+//! `GET /latest-event` (the newest stored event's fragments per source) and
+//! `GET /display.png` (that event drawn, where the model has an event display); and, for
+//! Prometheus, `GET /metrics` (run control's own, `control::metrics`).
 //! The page's figures, commands, journal and alerts come from `/status` and the command
 //! routes, as for `swdaq ctl`.
 
-use super::display::Display;
 use super::http_server::Response;
 use super::system::RunControl;
+use crate::model::Configured;
+use crate::stored::StoredEvent;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use swdaq_console::{Asset, Route};
 
-/// A console route.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Route {
-    /// The page or one of its assets.
-    Asset(swdaq_console::Asset),
-    History {
-        since: Option<f64>,
-    },
-    Display,
-    Metrics,
+/// The least time between two readings of the stored data.
+pub const READ_AGAIN_AFTER: Duration = Duration::from_secs(5);
+
+/// The newest stored event, read back by the model (`Configured::stored_event`: the chain
+/// reads HDF5 and draws, the others walk their files) at most every [`READ_AGAIN_AFTER`]
+/// however many consoles ask, one reading at a time; in between they all get the last one.
+#[derive(Default)]
+pub struct LatestEvent {
+    last: Mutex<Option<(Instant, u32, Arc<StoredEvent>)>>,
 }
 
-/// The console route `method` and `target` ask for, if any.
-pub fn route(method: &str, target: &str) -> Option<Route> {
-    if method != "GET" {
-        return None;
-    }
-    if let Some(asset) = swdaq_console::asset(target) {
-        return Some(Route::Asset(asset));
-    }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    match path {
-        "/history" => Some(Route::History {
-            since: query
-                .split('&')
-                .find_map(|p| p.strip_prefix("since="))
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| v.is_finite()),
-        }),
-        "/display.png" => Some(Route::Display),
-        "/metrics" => Some(Route::Metrics),
-        _ => None,
+impl LatestEvent {
+    /// Run `run`'s newest stored event, read anew when the last reading is older than
+    /// [`READ_AGAIN_AFTER`] or of another run. `Err` says why there is none.
+    pub fn of(&self, config: &dyn Configured, run: u32) -> Result<Arc<StoredEvent>, String> {
+        // Held while reading: the other consoles wait and then take this reading.
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, of_run, event)) = last.as_ref()
+            && *of_run == run
+            && at.elapsed() < READ_AGAIN_AFTER
+        {
+            return Ok(Arc::clone(event));
+        }
+        // Aged from when reading began: a console asking READ_AGAIN_AFTER after its last ask
+        // gets a new reading however long the last one took.
+        let began = Instant::now();
+        let event = Arc::new(config.stored_event(run)?);
+        *last = Some((began, run, Arc::clone(&event)));
+        Ok(event)
     }
 }
 
 /// The page's assets: cached only after asking whether they changed (a new binary serves
 /// a new page).
-pub fn asset_response(asset: swdaq_console::Asset) -> Response {
+pub fn asset_response(asset: Asset) -> Response {
     Response {
         code: 200,
         content_type: asset.content_type,
@@ -62,7 +65,7 @@ pub fn asset_response(asset: swdaq_console::Asset) -> Response {
 /// requests refused so far by status code.
 pub fn data_response(
     control: &RunControl,
-    display: &Display,
+    latest: &LatestEvent,
     refused: &BTreeMap<u16, u64>,
     route: &Route,
 ) -> Response {
@@ -75,24 +78,30 @@ pub fn data_response(
             headers: Vec::new(),
         },
         Route::History { since } => json(200, &control.history(*since)),
-        Route::Display => {
-            let picture = control
+        Route::LatestEvent | Route::Display => {
+            let event = control
                 .latest_run()
-                .ok_or_else(|| "no run yet: nothing stored to draw".to_string())
-                .and_then(|(dir, run)| display.latest(&dir, run));
-            match picture {
-                Ok(p) => Response {
-                    code: 200,
-                    content_type: "image/png",
-                    body: p.png.to_vec(),
-                    headers: vec![
-                        ("Cache-Control", "no-store".into()),
-                        ("X-Swdaq-File", p.file.display().to_string()),
-                        ("X-Swdaq-Trigger-Number", p.trigger_number.to_string()),
-                        ("X-Swdaq-Left-Out", p.left_out.join("; ")),
-                    ],
+                .ok_or_else(|| "no run yet: nothing stored to show".to_string())
+                .and_then(|(config, run)| latest.of(config.as_ref(), run));
+            match (event, route) {
+                (Err(why), _) => json(404, &json!({ "error": why })),
+                (Ok(event), Route::LatestEvent) => json(200, &json!(*event)),
+                (Ok(event), _) => match &event.picture {
+                    Some(png) => Response {
+                        code: 200,
+                        content_type: "image/png",
+                        body: png.clone(),
+                        headers: vec![
+                            ("Cache-Control", "no-store".into()),
+                            ("X-Swdaq-File", event.file.display().to_string()),
+                            ("X-Swdaq-Event", event.event.to_string()),
+                        ],
+                    },
+                    None => json(
+                        404,
+                        &json!({ "error": "this model's events are not drawn" }),
+                    ),
                 },
-                Err(why) => json(404, &json!({ "error": why })),
             }
         }
     }
@@ -104,48 +113,5 @@ fn json(code: u16, answer: &serde_json::Value) -> Response {
         content_type: "application/json",
         body: serde_json::to_vec(answer).unwrap_or_default(),
         headers: vec![("Cache-Control", "no-store".into())],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn the_page_its_assets_and_its_data_routes_are_known() {
-        assert!(matches!(route("GET", "/"), Some(Route::Asset(_))));
-        assert!(matches!(
-            route("GET", "/console/console.js"),
-            Some(Route::Asset(_))
-        ));
-        assert_eq!(
-            route("GET", "/history?since=1700000000.5"),
-            Some(Route::History {
-                since: Some(1_700_000_000.5)
-            })
-        );
-        assert_eq!(
-            route("GET", "/history"),
-            Some(Route::History { since: None })
-        );
-        assert_eq!(
-            route("GET", "/history?since=NaN&x"),
-            Some(Route::History { since: None })
-        );
-        assert_eq!(route("GET", "/display.png"), Some(Route::Display));
-        assert_eq!(route("GET", "/metrics"), Some(Route::Metrics));
-        for (method, target) in [("POST", "/"), ("GET", "/status"), ("GET", "/console/x")] {
-            assert_eq!(route(method, target), None, "{method} {target}");
-        }
-    }
-
-    proptest! {
-        #[test]
-        fn any_target_is_a_route_or_none_never_a_panic(method in ".{0,6}", target in ".{0,60}") {
-            if let Some(Route::History { since: Some(t) }) = route(&method, &target) {
-                prop_assert!(t.is_finite());
-            }
-        }
     }
 }

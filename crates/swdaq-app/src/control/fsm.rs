@@ -142,26 +142,6 @@ pub const TRANSITIONS: &[(State, Event, State)] = &[
     (S::Stopping, E::Failed, S::Error),
 ];
 
-/// The operators' commands, each with the route that asks for it (`swdaq_control`'s).
-pub const COMMANDS: [(Event, &str); 7] = [
-    (E::Configure, "configure"),
-    (E::Start, "start"),
-    (E::Pause, "pause"),
-    (E::Resume, "resume"),
-    (E::Stop, "stop"),
-    (E::ChangeTrigger, "trigger"),
-    (E::Record, "record"),
-];
-
-/// The commands the table allows in `state`, by route name (`/status`'s `commands`: the
-/// console enables its buttons from these and keeps no copy of the table).
-pub fn commands(state: State) -> impl Iterator<Item = &'static str> {
-    COMMANDS
-        .into_iter()
-        .filter(move |&(event, _)| next(state, event).is_ok())
-        .map(|(_, route)| route)
-}
-
 /// `event` is not allowed in `state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("cannot {event:?} in state {}", state.name())]
@@ -238,37 +218,6 @@ mod tests {
         assert!(next(State::Paused, Event::Pause).is_err());
         assert!(next(State::Running, Event::Configure).is_err());
         assert!(next(State::Configured, Event::Stop).is_err());
-    }
-
-    #[test]
-    fn the_commands_allowed_are_those_the_table_lists() {
-        let allowed = |s| commands(s).collect::<Vec<_>>();
-        assert_eq!(allowed(State::Initial), ["configure"]);
-        assert_eq!(
-            allowed(State::Configured),
-            ["configure", "start", "trigger"]
-        );
-        assert_eq!(
-            allowed(State::Running),
-            ["pause", "stop", "trigger", "record"]
-        );
-        assert_eq!(
-            allowed(State::Paused),
-            ["resume", "stop", "trigger", "record"]
-        );
-        assert_eq!(allowed(State::Stopping), Vec::<&str>::new());
-        // Every command is a route run control's API takes.
-        for (event, route) in COMMANDS {
-            let body = if event == Event::ChangeTrigger {
-                &br#"{"trigger":"random","rate_hz":1}"#[..]
-            } else {
-                b""
-            };
-            assert!(
-                swdaq_control::parse_request("POST", &format!("/{route}"), body).is_ok(),
-                "{route}"
-            );
-        }
     }
 
     fn any_state() -> impl Strategy<Value = State> {

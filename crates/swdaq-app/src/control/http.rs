@@ -4,7 +4,7 @@
 //! | method and path | body | answer |
 //! |---|---|---|
 //! | `GET /state` | | `{"state"}` |
-//! | `GET /status` | | state, the run going on with the live view's figures, the last summary or error, requests refused by status code |
+//! | `GET /status` | | state, the configured model, the commands legal now, the trigger sources a change may name, the run going on with its `Live` figures, the last summary (JSON and text) or error, the journal, alerts, output disks and files, requests refused by status code |
 //! | `POST /configure` | none or `{}` | reloads the configuration |
 //! | `POST /start` | `{"run_number": N}` (optional) | once data taking has begun: `{"state", "run_number"}` |
 //! | `POST /stop` | | once stopped: the run's summary (`swdaq run --json`'s, with `run_number`) |
@@ -13,11 +13,13 @@
 //! | `POST /record` | `{"seconds"?}` | a raw burst of every link: `{"state", "recording"}` (409 when not taking data, recording off or a burst in progress) |
 //! | `GET /`, `GET /console/*` | | the operator's console (no token needed: the page holds nothing about the system) |
 //! | `GET /history` | `?since=T` (optional) | the live series of the last ten minutes, column by column (`control::history`) |
-//! | `GET /display.png` | | the latest stored record drawn as `swdaq display` draws it (404 with why when there is none) |
+//! | `GET /latest-event` | | the newest stored event read back from the run's files: `file`, `event`, `bytes`, `fragments` (`source`, `bytes`), `left_out` (404 with why when there is none) |
+//! | `GET /display.png` | | that event drawn, for the chain as `swdaq display` draws it (404 with why when there is none or the model draws none) |
 //! | `GET /metrics` | | run control's own Prometheus metrics: state, output disks, refusals (`control::metrics`) |
 //!
-//! Errors are `{"error", "state"}`: 409 for a command the state does not allow (or a run
-//! number already used), 400 for a body that is not what the route takes, 404 for another
+//! Errors are `{"error", "state"}`: 409 for a command the state does not allow, one the
+//! configured model does not have (raw bursts of the event builder, say), or a run number
+//! already used, 400 for a body that is not what the route takes, 404 for another
 //! route, 503 when the running trigger cannot take a request now, 500 when the configuration
 //! or the run failed. Refusals made before the request reaches run control are `{"error"}`
 //! alone, saying nothing of the system: 401 without the token, and the server's own
@@ -26,8 +28,7 @@
 //! use. Every refusal is counted in `/status` by its code.
 
 use super::auth::Token;
-use super::console::{self, Route};
-use super::display::Display;
+use super::console::{self, LatestEvent};
 use super::http_server::{Handler, HttpServer, Limits, Refusal, Request, Response};
 use super::system::{ControlError, RunControl};
 use serde_json::{Value, json};
@@ -74,7 +75,9 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Err(e) => {
             control.note_refused(who, &what, &e.to_string());
             let code = match e {
-                ControlError::Illegal(_) | ControlError::Conflict(_) => 409,
+                ControlError::Illegal(_)
+                | ControlError::Conflict(_)
+                | ControlError::NotApplicable(_) => 409,
                 ControlError::BadRequest(_) => 400,
                 ControlError::Busy(_) => 503,
                 ControlError::Failed(_) => 500,
@@ -101,7 +104,7 @@ impl ControlServer {
             token,
             control,
             refused: Refused::default(),
-            display: Display::default(),
+            latest: LatestEvent::default(),
         };
         HttpServer::start(addr, LIMITS, Arc::new(api), "control-http")
             .map(Self)
@@ -146,7 +149,7 @@ struct Api {
     token: Option<Token>,
     control: Arc<RunControl>,
     refused: Refused,
-    display: Display,
+    latest: LatestEvent,
 }
 
 /// Logs a request refused before it reached run control.
@@ -160,8 +163,8 @@ fn log_refusal(peer: SocketAddr, what: &str, why: &str) {
 impl Handler for Api {
     fn handle(&self, request: &mut Request<'_>) -> Response {
         let peer = request.peer();
-        let console = console::route(request.method(), request.target());
-        if let Some(Route::Asset(asset)) = console {
+        let console = swdaq_console::route(request.method(), request.target());
+        if let Some(swdaq_console::Route::Asset(asset)) = console {
             return console::asset_response(asset);
         }
         let (code, answer) = match &self.token {
@@ -174,7 +177,7 @@ impl Handler for Api {
             _ if console.is_some() => {
                 let refused = self.refused.counts();
                 let response = console
-                    .map(|r| console::data_response(&self.control, &self.display, &refused, &r));
+                    .map(|r| console::data_response(&self.control, &self.latest, &refused, &r));
                 let response = response.unwrap_or_else(|| json_response(404, &json!({})));
                 if response.code >= 400 {
                     self.refused.count(response.code);

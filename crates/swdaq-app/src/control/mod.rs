@@ -3,30 +3,29 @@
 //! client (`client`); both take their routes from `swdaq-control` (the commands, parsed from
 //! and turned into requests). Loopback by default; elsewhere only with a bearer token (`auth`).
 //!
-//! Each start runs the one-process chain (`run::chain`), or with a `[topology]` boots the
-//! applications (`apps::launch`), as a new run: its number, its files; each stop answers
+//! Each start runs the configured model (`Configured::run`: in one process, or with a
+//! `[topology]` as applications) as a new run: its number, its files; each stop answers
 //! with the run's summary. Pause and prescale or rate changes reach the running trigger
-//! through its input queue (in one process) or the trigger application's stdin, so they take
-//! effect between two TP batches.
+//! where the model has one (the chain's: its input queue or the trigger application's stdin,
+//! between two TP batches; the SW ROD's: its cards' L1 accepts); a command the model does
+//! not have is refused naming the model.
 
 mod alerts;
 pub mod auth;
 pub mod client;
 mod console;
-pub mod display;
 pub mod fsm;
 mod history;
 pub mod http;
 mod http_server;
 mod journal;
 mod metrics;
-// INTERIM: replaced by each model's own `Live` at the merge with `reshape`.
-mod live_interim;
 pub mod system;
 mod watch;
 
-use crate::run::config::RunConfig;
-use crate::run::stop::{self, StopRequest};
+use crate::model::{Configured, Overrides};
+use crate::models;
+use crate::runtime::stop::{self, StopRequest};
 use auth::Token;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -41,8 +40,8 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:7700";
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Configuration file (TOML), read again on every configure; keys not in it keep their
-    /// built-in defaults.
+    /// Configuration file (TOML) of any model, read again on every configure; keys not in it
+    /// keep their built-in defaults.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Address to listen on; beyond loopback a token is required.
@@ -52,33 +51,16 @@ pub struct ServeArgs {
     /// variable, if set).
     #[arg(long)]
     token_file: Option<PathBuf>,
-    /// Output directory; overrides `run.output_dir`.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Number of emulated links; overrides `emulator.links`.
-    #[arg(long)]
-    links: Option<u32>,
-    /// `/metrics` address of each run, or "" for none; overrides `run.metrics_addr`.
-    #[arg(long)]
-    metrics: Option<String>,
+    /// The flags `swdaq run` has, applied on every configure (`--duration`: each run's).
+    #[command(flatten)]
+    overrides: Overrides,
 }
 
 impl ServeArgs {
-    /// Loads the configuration as a configure does: the file, then the overrides.
-    fn load(&self) -> anyhow::Result<RunConfig> {
-        let mut c = match &self.config {
-            Some(path) => RunConfig::load(path)?,
-            None => RunConfig::default(),
-        };
-        if let Some(out) = &self.out {
-            c.run.output_dir = out.clone();
-        }
-        if let Some(n) = self.links {
-            c.emulator.links = n;
-        }
-        if let Some(m) = &self.metrics {
-            c.run.metrics_addr = m.clone();
-        }
+    /// Loads the configuration as a configure does: the file, then the flags.
+    fn load(&self) -> anyhow::Result<Box<dyn Configured>> {
+        let mut c = models::load(self.config.as_deref())?;
+        c.apply(&self.overrides)?;
         Ok(c)
     }
 }
@@ -87,14 +69,6 @@ impl ServeArgs {
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let token = Token::load(args.token_file.as_deref())?;
     auth::check_bind(&args.addr, token.as_ref())?;
-    if let Some(path) = &args.config
-        && crate::evb_run::is_evb_config(path)?
-    {
-        anyhow::bail!(
-            "{}: swdaq serve runs the one-process chain; an [evb] configuration is run with `swdaq run --config`",
-            path.display()
-        );
-    }
     let with_token = token.is_some();
     let stop = Arc::new(StopRequest::default());
     stop::install(Arc::clone(&stop))?;
@@ -136,21 +110,24 @@ pub struct CtlArgs {
 enum CtlCommand {
     /// The state alone.
     State,
-    /// The state, the run going on with its live figures, the last run's summary.
+    /// The state, the model, the commands legal now, the run going on with its live
+    /// figures, the last run's summary.
     Status,
     /// Load the configuration (again).
     Configure,
-    /// Start a run; without --run, the last run's number + 1.
+    /// Start a run; without --run, the next number free in the model's output directories.
     Start {
         #[arg(long)]
         run: Option<u32>,
     },
     /// Stop the run; prints its summary.
     Stop,
-    /// Triggers off, readout on.
+    /// Triggers off, readout on (the chain's trigger; the SW ROD's L1 accepts).
     Pause,
+    /// Triggers on again.
     Resume,
-    /// Change a trigger source's prescale or rate (also for the runs after this one).
+    /// Change a trigger source's prescale or rate, also for the runs after this one (the
+    /// chain's trigger sources).
     #[command(alias = "prescale")]
     Trigger {
         /// multiplicity, adc_sum, track, periodic or random.
@@ -160,8 +137,8 @@ enum CtlCommand {
         #[arg(long)]
         rate_hz: Option<f64>,
     },
-    /// Record every link's latency buffer and the next seconds of data to raw files
-    /// (`[recording]` must be on).
+    /// Record every link's latency buffer and the next seconds of data to raw files (the
+    /// chain, with `[recording]` on).
     Record {
         /// Data time after the request; default `recording.seconds_after`.
         #[arg(long)]

@@ -1,26 +1,20 @@
-//! The system under run control: its state (`fsm`), its configuration, and the run going on,
-//! whose chain runs on a thread of its own. Every command goes through the state machine
+//! The system under run control: its state (`fsm`), its configuration (any model's, held as
+//! `Box<dyn Configured>`), and the run going on, which runs on a thread of its own. Every command goes through the state machine
 //! under one lock, so concurrent commands see one order; waits (a run coming up, a run
 //! stopping) release the lock. A configure that fails leaves the system unconfigured (the
 //! configuration loaded before is dropped: a start would otherwise run a file the operator
 //! has since changed) with the error in `/status` until a configure works.
 
-use super::fsm::{self, Event, Illegal, State, next};
-use super::live_interim;
+use super::fsm::{Event, Illegal, State, next};
 use super::watch::Watch;
-use crate::apps::launch::{self, run_distributed_with};
 use crate::error_report;
-use crate::run::chain::{RunHooks, run_chain_with};
-use crate::run::config::RunConfig;
-use crate::run::recording::{BurstReason, BurstRequests};
-use crate::run::stop::StopRequest;
-use crate::run::view;
-use crossbeam_channel::{Sender, TrySendError};
+use crate::model::{Capabilities, Configured, RunHooks};
+use crate::runtime::steering::{BurstReason, RecordError, Steering};
+use crate::runtime::stop::StopRequest;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
-use swdaq_dataflow::TriggerInput;
 use swdaq_format::run_files::RunClaimError;
 use swdaq_trigger::{TriggerChange, TriggerControl};
 
@@ -38,6 +32,9 @@ pub enum ControlError {
     /// The request itself is wrong (an unknown trigger source, a bad prescale).
     #[error("{0}")]
     BadRequest(String),
+    /// The configured model has no such thing (raw bursts of the event builder, ...).
+    #[error("{0}")]
+    NotApplicable(String),
     /// The running trigger cannot take the request now (its input is full or closing).
     #[error("the trigger cannot take the request now: {0}")]
     Busy(String),
@@ -48,23 +45,21 @@ pub enum ControlError {
 
 /// Where the configuration comes from on every `configure` (the file `swdaq serve` was
 /// given, with its command-line overrides).
-pub type ConfigSource = Box<dyn Fn() -> anyhow::Result<RunConfig> + Send + Sync>;
+pub type ConfigSource = Box<dyn Fn() -> anyhow::Result<Box<dyn Configured>> + Send + Sync>;
 
 struct Run {
     number: u32,
     stop: Arc<StopRequest>,
-    /// The running trigger's input, from the moment data taking began until the stop.
-    trigger: Option<Sender<TriggerInput>>,
-    /// Who records raw bursts (`[recording]` on), from data taking until the stop.
-    recorder: Option<Arc<dyn BurstRequests>>,
+    /// What steers the running system, from the moment data taking began until the stop.
+    steer: Steering,
     started_at: SystemTime,
-    /// The live view's figures, refreshed every status interval.
+    /// The run's `Live` figures, refreshed every status interval.
     live: Option<Value>,
 }
 
 struct Inner {
     state: State,
-    config: Option<RunConfig>,
+    config: Option<Box<dyn Configured>>,
     run: Option<Run>,
     last_run_number: Option<u32>,
     /// How the last few runs ended: the summary (`swdaq run --json`'s, with its run number)
@@ -73,6 +68,8 @@ struct Inner {
     ended: VecDeque<(u32, Result<Value, String>)>,
     /// Why the last configure or the last run failed (cleared by a configure that works).
     last_error: Option<String>,
+    /// The last run's summary as `swdaq run` prints it (the console shows it as is).
+    last_summary_text: Option<String>,
     /// The console's history, journal and alerts.
     watch: Watch,
 }
@@ -119,21 +116,45 @@ impl Inner {
     /// Where the configured runs write their files (none before a configure).
     fn output_dirs(&self) -> Vec<std::path::PathBuf> {
         self.config
-            .iter()
-            .map(|c| c.run.output_dir.clone())
-            .collect()
+            .as_ref()
+            .map(|c| c.output_dirs())
+            .unwrap_or_default()
     }
 
     /// Sends `control` to the running trigger without ever blocking the lock holder.
     fn send_to_trigger(&self, control: TriggerControl) -> Result<(), ControlError> {
-        let Some(tx) = self.run.as_ref().and_then(|r| r.trigger.as_ref()) else {
+        let Some(trigger) = self.run.as_ref().and_then(|r| r.steer.trigger.as_ref()) else {
             return Err(ControlError::Busy("the run is not taking data".into()));
         };
-        tx.try_send(TriggerInput::Control(control))
-            .map_err(|e| match e {
-                TrySendError::Full(_) => ControlError::Busy("its input queue is full".into()),
-                TrySendError::Disconnected(_) => ControlError::Busy("it has ended".into()),
-            })
+        trigger.send(control).map_err(ControlError::Busy)
+    }
+
+    /// What the configured model lets run control ask (`None`: nothing configured).
+    fn capabilities(&self) -> Option<Capabilities> {
+        self.config.as_ref().map(|c| c.steering())
+    }
+
+    /// Refuses `event` where the configured model has no such thing.
+    fn check_capability(&self, event: Event) -> Result<(), ControlError> {
+        let Some(can) = self.capabilities() else {
+            return Ok(());
+        };
+        let allowed = match event {
+            Event::Pause | Event::Resume => can.pause_resume,
+            Event::ChangeTrigger => can.trigger_change.map(|_| ()),
+            Event::Record => can.record.map(|_| ()),
+            _ => Ok(()),
+        };
+        allowed.map_err(ControlError::NotApplicable)
+    }
+
+    /// The operators' commands legal now: by the state machine and the model's capabilities.
+    fn commands(&self) -> Vec<&'static str> {
+        OPERATOR_COMMANDS
+            .iter()
+            .filter(|(_, e)| next(self.state, *e).is_ok() && self.check_capability(*e).is_ok())
+            .map(|(name, _)| *name)
+            .collect()
     }
 }
 
@@ -151,28 +172,43 @@ impl Hooks {
 }
 
 impl RunHooks for Hooks {
-    fn started(&self, trigger: Sender<TriggerInput>) {
+    fn started(&self, steer: Steering) {
         let mut inner = self.shared.lock();
         if let Some(run) = self.this_run(&mut inner) {
-            run.trigger = Some(trigger);
+            run.steer = steer;
             let _ = inner.apply(Event::Started, &format!("run {}", self.number), "");
         }
         self.shared.changed.notify_all();
     }
 
-    fn stopping(&self) {
-        if let Some(run) = self.this_run(&mut self.shared.lock()) {
-            run.trigger = None;
-            run.recorder = None;
+    fn live(&self, live: &crate::live::Live) {
+        let Ok(live) = serde_json::to_value(live) else {
+            return;
+        };
+        let mut inner = self.shared.lock();
+        if let Some(run) = self.this_run(&mut inner) {
+            run.live = Some(live.clone());
+            inner.watch.live(self.number, &live);
         }
     }
 
-    fn recording(&self, requests: Arc<dyn BurstRequests>) {
+    fn stopping(&self) {
         if let Some(run) = self.this_run(&mut self.shared.lock()) {
-            run.recorder = Some(requests);
+            run.steer = Steering::default();
         }
     }
 }
+
+/// The operators' commands, as `/status` names them.
+const OPERATOR_COMMANDS: [(&str, Event); 7] = [
+    ("configure", Event::Configure),
+    ("start", Event::Start),
+    ("stop", Event::Stop),
+    ("pause", Event::Pause),
+    ("resume", Event::Resume),
+    ("trigger", Event::ChangeTrigger),
+    ("record", Event::Record),
+];
 
 impl RunControl {
     pub fn new(source: ConfigSource) -> Self {
@@ -185,6 +221,7 @@ impl RunControl {
                     last_run_number: None,
                     ended: VecDeque::new(),
                     last_error: None,
+                    last_summary_text: None,
                     watch: Watch::default(),
                 }),
                 changed: Condvar::new(),
@@ -216,11 +253,7 @@ impl RunControl {
                 return Err(ControlError::Failed(message));
             }
         };
-        let detail = format!(
-            " ({} links, output to {})",
-            config.emulator.links,
-            config.run.output_dir.display()
-        );
+        let detail = format!(" ({}: {})", config.model().name(), config.describe());
         inner.config = Some(config);
         inner.last_error = None;
         inner.watch.state_fault(None);
@@ -245,25 +278,26 @@ impl RunControl {
                 "run numbers must increase: run {n} is not after the last run, {last}"
             )));
         }
-        config.run.number = match (number, inner.last_run_number) {
+        let wanted = match (number, inner.last_run_number) {
             (Some(n), _) => n,
             (None, Some(_)) => 0,
-            (None, None) => config.run.number,
+            (None, None) => config.run_number(),
         };
-        // 0: the next number free in the output directory, so a restarted server goes on
-        // from what it holds; a number that has files there is refused.
-        let number = config
-            .claim_run_number(inner.last_run_number)
-            .map_err(|e| match e.downcast_ref::<RunClaimError>() {
-                Some(RunClaimError::Taken { .. }) => ControlError::Conflict(format!("{e:#}")),
-                _ => ControlError::Failed(format!("{e:#}")),
+        // 0: the next number free in the output directories, so a restarted server goes on
+        // from what they hold; a number that has files there is refused.
+        let dirs = config.output_dirs();
+        let dirs: Vec<&std::path::Path> = dirs.iter().map(|d| d.as_path()).collect();
+        let number = swdaq_format::run_files::claim_run(&dirs, wanted, inner.last_run_number)
+            .map_err(|e| match e {
+                RunClaimError::Taken { .. } => ControlError::Conflict(e.to_string()),
+                _ => ControlError::Failed(e.to_string()),
             })?;
+        config.set_run_number(number);
         let stop = Arc::new(StopRequest::default());
         inner.run = Some(Run {
             number,
             stop: Arc::clone(&stop),
-            trigger: None,
-            recorder: None,
+            steer: Steering::default(),
             started_at: SystemTime::now(),
             live: None,
         });
@@ -332,6 +366,7 @@ impl RunControl {
         who: &str,
     ) -> Result<Value, ControlError> {
         let mut inner = self.shared.lock();
+        inner.check_capability(event)?;
         next(inner.state, event)?;
         inner.send_to_trigger(control)?;
         let state = inner.apply(event, who, "")?;
@@ -342,6 +377,7 @@ impl RunControl {
     /// the runs after it.
     pub fn change_trigger(&self, change: TriggerChange, who: &str) -> Result<Value, ControlError> {
         let mut inner = self.shared.lock();
+        inner.check_capability(Event::ChangeTrigger)?;
         next(inner.state, Event::ChangeTrigger)?;
         let Some(config) = inner.config.as_ref() else {
             return Err(Illegal {
@@ -350,16 +386,14 @@ impl RunControl {
             }
             .into());
         };
-        let mut trigger = config.trigger.clone();
-        trigger
-            .apply(&change)
-            .map_err(|e| ControlError::BadRequest(e.to_string()))?;
+        let mut changed = config.clone();
+        changed
+            .change_trigger(&change)
+            .map_err(ControlError::BadRequest)?;
         if inner.state.has_run() {
             inner.send_to_trigger(TriggerControl::Change(change.clone()))?;
         }
-        if let Some(config) = inner.config.as_mut() {
-            config.trigger = trigger;
-        }
+        inner.config = Some(changed);
         let detail = format!(
             " ({}: prescale {:?}, rate_hz {:?})",
             change.trigger, change.prescale, change.rate_hz
@@ -372,28 +406,22 @@ impl RunControl {
     /// configuration's `recording.seconds_after` if `None`).
     pub fn record(&self, seconds: Option<f64>, who: &str) -> Result<Value, ControlError> {
         let mut inner = self.shared.lock();
+        inner.check_capability(Event::Record)?;
         next(inner.state, Event::Record)?;
-        let recording = inner
-            .config
-            .as_ref()
-            .map(|c| c.recording.clone())
-            .unwrap_or_default();
-        if !recording.enabled {
-            return Err(ControlError::Conflict(
-                "recording is off ([recording] enabled = false)".into(),
-            ));
-        }
-        let Some(recorder) = inner.run.as_ref().and_then(|r| r.recorder.clone()) else {
+        let default_seconds = inner.capabilities().and_then(|c| c.record.ok());
+        let Some(recorder) = inner.run.as_ref().and_then(|r| r.steer.bursts.clone()) else {
             return Err(ControlError::Conflict("the run is not taking data".into()));
         };
-        let seconds = seconds.unwrap_or(recording.seconds_after);
+        let Some(seconds) = seconds.or(default_seconds) else {
+            return Err(ControlError::Conflict(
+                "the run records no raw bursts".into(),
+            ));
+        };
         let started = recorder
             .record(seconds, BurstReason::Command)
             .map_err(|e| match e {
-                crate::run::recording::RecordError::BadSeconds(_) => {
-                    ControlError::BadRequest(e.to_string())
-                }
-                crate::run::recording::RecordError::Io(..) => ControlError::Failed(e.to_string()),
+                RecordError::BadSeconds(_) => ControlError::BadRequest(e.to_string()),
+                RecordError::Io(..) => ControlError::Failed(e.to_string()),
                 _ => ControlError::Conflict(e.to_string()),
             })?;
         let state = inner.apply(Event::Record, who, &format!(" ({seconds} s after)"))?;
@@ -413,19 +441,15 @@ impl RunControl {
             })
         });
         let last_summary = inner.ended.iter().rev().find_map(|(_, r)| r.as_ref().ok());
-        let recording = inner.config.as_ref().is_some_and(|c| c.recording.enabled);
-        // What the fsm allows and the configuration has (no raw bursts without recording).
-        let commands: Vec<&str> = fsm::commands(inner.state)
-            .filter(|&c| c != "record" || recording)
-            .collect();
         let mut status = json!({
             "state": inner.state,
-            "model": "chain",
-            "commands": commands,
-            "trigger_sources": inner.config.as_ref().map(|c| live_interim::trigger_sources(&c.trigger)),
+            "model": inner.config.as_ref().map(|c| c.model().name()),
+            "commands": inner.commands(),
+            "trigger_sources": inner.capabilities().and_then(|c| c.trigger_change.ok()),
             "run": run,
             "last_run_number": inner.last_run_number,
             "last_summary": last_summary,
+            "last_summary_text": inner.last_summary_text,
             "error": inner.last_error,
         });
         let dirs = inner.output_dirs();
@@ -463,17 +487,17 @@ impl RunControl {
         self.shared.lock().watch.refused(who, what, why);
     }
 
-    /// The output directory and the run whose files the console shows first: the run going
+    /// The configuration and the run whose stored data the console shows: the run going
     /// on, else the last one.
-    pub fn latest_run(&self) -> Option<(std::path::PathBuf, u32)> {
+    pub fn latest_run(&self) -> Option<(Box<dyn Configured>, u32)> {
         let inner = self.shared.lock();
-        let dir = inner.config.as_ref()?.run.output_dir.clone();
+        let config = inner.config.as_ref()?.clone();
         let run = inner
             .run
             .as_ref()
             .map(|r| r.number)
             .or(inner.last_run_number)?;
-        Some((dir, run))
+        Some((config, run))
     }
 
     /// Stops the run going on, if any, and waits until it has (the server is closing).
@@ -489,35 +513,21 @@ fn one_line(e: &anyhow::Error) -> String {
     error_report::cause_lines(e).join(": ")
 }
 
-/// Runs one run's chain and reports how it ended to run control.
-fn run_thread(shared: Arc<Shared>, config: RunConfig, stop: Arc<StopRequest>) {
-    let number = config.run.number;
+/// Runs one run of the configured model and reports how it ended to run control.
+fn run_thread(shared: Arc<Shared>, config: Box<dyn Configured>, stop: Arc<StopRequest>) {
+    let number = config.run_number();
     let hooks = Hooks {
         shared: Arc::clone(&shared),
         number,
     };
-    let result = if config.topology.is_distributed() {
-        // The applications are started for the run and stopped with it; their figures are
-        // on each one's /metrics, not gathered here.
-        launch::current_exe().and_then(|exe| run_distributed_with(&config, &exe, &stop, &hooks))
-    } else {
-        run_chain_with(&config, &stop, &hooks, |status| {
-            let live =
-                live_interim::chain_live(&view::Totals::of(status), &view::LinkFigures::of(status));
-            let mut inner = shared.lock();
-            inner.watch.live(number, &live);
-            if let Some(run) = inner.run.as_mut() {
-                run.live = Some(live);
-            }
-        })
-    };
+    let result = config.run(&stop, &hooks);
     let who = format!("run {number}");
     let mut inner = shared.lock();
     let outcome = match result {
-        Ok(report) => {
-            let mut summary = view::summary_json(&report);
-            summary["run_number"] = number.into();
-            let reason = format!(" ({:?})", report.stop_reason);
+        Ok(outcome) => {
+            let summary = outcome.json();
+            inner.last_summary_text = Some(outcome.text());
+            let reason = format!(" ({:?})", outcome.stop_reason());
             let _ = inner.apply(Event::Ended, &who, &reason);
             Ok(summary)
         }
@@ -539,95 +549,5 @@ fn run_thread(shared: Arc<Shared>, config: RunConfig, stop: Arc<StopRequest>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_configuration_that_does_not_load_leaves_the_system_unconfigured_and_says_why() {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let broken = Arc::new(AtomicBool::new(false));
-        let source_broken = Arc::clone(&broken);
-        let control = RunControl::new(Box::new(move || {
-            if source_broken.load(Ordering::Relaxed) {
-                anyhow::bail!("run.toml: no such file");
-            }
-            Ok(RunConfig::default())
-        }));
-        control.configure("test").unwrap();
-        assert_eq!(control.state(), State::Configured);
-        // The file is edited to be invalid: the configuration loaded before is dropped.
-        broken.store(true, Ordering::Relaxed);
-        let e = control.configure("test").unwrap_err();
-        assert!(
-            matches!(&e, ControlError::Failed(m) if m.contains("no such file")),
-            "{e}"
-        );
-        assert_eq!(control.state(), State::Initial);
-        let status = control.status();
-        assert_eq!(status["state"], "initial");
-        let error = status["error"].as_str().unwrap_or_default();
-        assert!(
-            error.contains("configure failed: run.toml: no such file"),
-            "{status}"
-        );
-        assert!(matches!(
-            control.start(None, "test"),
-            Err(ControlError::Illegal(_))
-        ));
-        // Fixed again: configured, and the error is gone.
-        broken.store(false, Ordering::Relaxed);
-        control.configure("test").unwrap();
-        assert_eq!(control.state(), State::Configured);
-        assert!(control.status()["error"].is_null());
-    }
-
-    #[test]
-    fn a_recording_request_without_a_run_or_with_recording_off_is_a_conflict() {
-        let control = RunControl::new(Box::new(|| {
-            let mut c = RunConfig::default();
-            c.recording.enabled = true;
-            Ok(c)
-        }));
-        control.configure("test").unwrap();
-        let (code, answer) = super::super::http::execute(
-            &control,
-            swdaq_control::Command::Record { seconds: None },
-            "test",
-        );
-        assert_eq!(code, 409, "{answer}");
-        let off = RunControl::new(Box::new(|| Ok(RunConfig::default())));
-        off.configure("test").unwrap();
-        // Running without recording: refused by the configuration, not the state.
-        off.shared.lock().state = State::Running;
-        let e = off.record(Some(1.0), "test").unwrap_err();
-        assert!(
-            matches!(&e, ControlError::Conflict(m) if m.contains("recording is off")),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_trigger_change_is_checked_and_kept_for_the_next_runs() {
-        let control = RunControl::new(Box::new(|| Ok(RunConfig::default())));
-        let change = |trigger: &str, prescale| TriggerChange {
-            trigger: trigger.into(),
-            prescale: Some(prescale),
-            rate_hz: None,
-        };
-        assert!(matches!(
-            control.change_trigger(change("multiplicity", 2), "test"),
-            Err(ControlError::Illegal(_))
-        ));
-        control.configure("test").unwrap();
-        control
-            .change_trigger(change("multiplicity", 3), "test")
-            .unwrap();
-        let e = control.change_trigger(change("multiplicity", 0), "test");
-        assert!(matches!(e, Err(ControlError::BadRequest(_))));
-        let inner = control.shared.lock();
-        assert_eq!(
-            inner.config.as_ref().unwrap().trigger.multiplicity.prescale,
-            3
-        );
-    }
-}
+#[path = "system_tests.rs"]
+mod tests;

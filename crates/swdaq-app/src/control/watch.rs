@@ -6,10 +6,10 @@ use super::alerts::{self, Alerts, Origin};
 use super::fsm::{Event, State};
 use super::history::History;
 use super::journal::{Journal, Level, unix_seconds};
+use crate::stored;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
-use swdaq_format::run_files::RunsOnDisk;
 
 pub struct Watch {
     pub history: History,
@@ -94,10 +94,7 @@ impl Watch {
             "disks": disks.iter().map(|(dir, available, total)| json!({
                 "path": dir, "available_bytes": available, "total_bytes": total,
             })).collect::<Vec<_>>(),
-            "files": runs.iter().map(|&run| json!({
-                "run_number": run,
-                "files": files_of_run(dirs, run),
-            })).collect::<Vec<_>>(),
+            "files": runs.iter().map(|&run| files_of_run(dirs, run)).collect::<Vec<_>>(),
             "server": {
                 "started_at": humantime::format_rfc3339_millis(self.started_at).to_string(),
             },
@@ -105,13 +102,23 @@ impl Watch {
     }
 }
 
-/// Run `run`'s files in `dirs` (and their subdirectories), with their sizes.
-fn files_of_run(dirs: &[PathBuf], run: u32) -> Vec<Value> {
-    dirs.iter()
-        .filter_map(|dir| RunsOnDisk::scan(dir, Some(run)).ok())
-        .flat_map(|found| found.files_of_run)
-        .map(|path| json!({ "path": path, "bytes": size(&path) }))
-        .collect()
+/// Files of a run listed by name; the rest are counted (an event builder writes hundreds).
+const FILES_LISTED: usize = 20;
+
+/// Run `run`'s files in `dirs` (those in its directories too): how many, their bytes, and
+/// the last [`FILES_LISTED`] by name with their sizes.
+fn files_of_run(dirs: &[PathBuf], run: u32) -> Value {
+    let files = stored::files_of_run(dirs, run);
+    let sizes: Vec<Option<u64>> = files.iter().map(|f| size(f)).collect();
+    let listed = files.len().saturating_sub(FILES_LISTED);
+    json!({
+        "run_number": run,
+        "count": files.len(),
+        "bytes": sizes.iter().flatten().sum::<u64>(),
+        "files": files[listed..].iter().zip(&sizes[listed..]).map(|(path, bytes)| json!({
+            "path": path, "bytes": bytes,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn size(path: &Path) -> Option<u64> {

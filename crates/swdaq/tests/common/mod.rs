@@ -1,6 +1,8 @@
 //! What the binary's integration tests share. Each test binary uses a part of it.
 #![allow(dead_code)]
 
+pub mod models;
+
 /// A TCP port on 127.0.0.1 free at the moment of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -1,0 +1,198 @@
+//! Tests of `http_server`.
+
+use super::*;
+use std::io::BufRead;
+
+/// Answers with the request's method, target and body length, reading the body only
+/// for POST.
+struct Echo;
+
+impl Handler for Echo {
+    fn handle(&self, request: &mut Request<'_>) -> Response {
+        let body = if request.method() == "POST" {
+            match request.body() {
+                Ok(b) => b.len().to_string(),
+                Err(refusal) => return self.refused(request.peer(), &refusal),
+            }
+        } else {
+            "unread".into()
+        };
+        text(
+            200,
+            format!("{} {} {body}", request.method(), request.target()),
+        )
+    }
+
+    fn refused(&self, _: SocketAddr, refusal: &Refusal) -> Response {
+        text(refusal.code, refusal.reason.clone())
+    }
+}
+
+fn text(code: u16, body: String) -> Response {
+    Response {
+        code,
+        content_type: "text/plain",
+        body: body.into_bytes(),
+        headers: Vec::new(),
+    }
+}
+
+const TEST_LIMITS: Limits = Limits {
+    head_bytes: 1024,
+    body_bytes: 100,
+    idle: Duration::from_millis(300),
+    connections: 2,
+};
+
+fn server() -> HttpServer {
+    let addr = "127.0.0.1:0".parse().unwrap();
+    HttpServer::start(addr, TEST_LIMITS, Arc::new(Echo), "test-http").unwrap()
+}
+
+fn connect(server: &HttpServer) -> TcpStream {
+    let s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+/// Reads one answer: status code, `Connection` header, body.
+fn answer(reader: &mut impl BufRead) -> (u16, String, String) {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let code = line.split(' ').nth(1).unwrap().parse().unwrap();
+    let (mut length, mut connection) = (0, String::new());
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        let Some((name, value)) = line.trim_end().split_once(": ") else {
+            break;
+        };
+        match name {
+            "Content-Length" => length = value.parse().unwrap(),
+            "Connection" => connection = value.into(),
+            _ => {}
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    (code, connection, String::from_utf8(body).unwrap())
+}
+
+fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    matches!(stream.read(&mut byte), Ok(0)) && started.elapsed() < limit
+}
+
+#[test]
+fn requests_on_a_kept_alive_connection_are_answered_in_turn() {
+    let server = server();
+    let mut s = connect(&server);
+    s.write_all(b"GET /state HTTP/1.1\r\nHost: x\r\n\r\nPOST /start HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+        .unwrap();
+    let mut reader = std::io::BufReader::new(s.try_clone().unwrap());
+    assert_eq!(
+        answer(&mut reader),
+        (200, "keep-alive".into(), "GET /state unread".into())
+    );
+    assert_eq!(
+        answer(&mut reader),
+        (200, "keep-alive".into(), "POST /start 5".into())
+    );
+    s.write_all(b"POST /go HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+        .unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(line, "HTTP/1.1 100 Continue\r\n");
+    reader.read_line(&mut line).unwrap();
+    s.write_all(b"abc").unwrap();
+    assert_eq!(
+        answer(&mut reader),
+        (200, "keep-alive".into(), "POST /go 3".into())
+    );
+    s.write_all(b"GET /again HTTP/1.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(
+        answer(&mut reader),
+        (200, "close".into(), "GET /again unread".into())
+    );
+    server.stop();
+}
+
+#[test]
+fn a_head_beyond_the_limit_is_refused_without_reading_it_all() {
+    let server = server();
+    let mut s = connect(&server);
+    let mut request = b"GET /state HTTP/1.1\r\nX-Pad: ".to_vec();
+    request.resize(1 << 20, b'a');
+    // The server answers and closes after `head_bytes`: the rest may not be taken.
+    let _ = s.write_all(&request);
+    let (code, connection, why) = answer(&mut std::io::BufReader::new(s));
+    assert_eq!((code, connection.as_str()), (431, "close"), "{why}");
+    assert!(why.contains("larger than 1024 bytes"), "{why}");
+    server.stop();
+}
+
+#[test]
+fn too_many_headers_or_too_large_a_body_is_refused() {
+    let server = server();
+    let mut s = connect(&server);
+    let many: String = (0..MAX_HEADERS + 1)
+        .map(|i| format!("X-{i}: y\r\n"))
+        .collect();
+    s.write_all(format!("GET / HTTP/1.1\r\n{many}\r\n").as_bytes())
+        .unwrap();
+    assert_eq!(answer(&mut std::io::BufReader::new(s)).0, 431);
+    let mut s = connect(&server);
+    s.write_all(b"POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n")
+        .unwrap();
+    let (code, _, why) = answer(&mut std::io::BufReader::new(s));
+    assert_eq!(code, 413, "{why}");
+    let mut s = connect(&server);
+    s.write_all(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    assert_eq!(answer(&mut std::io::BufReader::new(s)).0, 411);
+    server.stop();
+}
+
+#[test]
+fn a_silent_or_slow_client_is_cut_off_after_the_idle_time() {
+    let server = server();
+    let mut silent = connect(&server);
+    assert!(closed_within(&mut silent, Duration::from_secs(2)));
+    let mut slow = connect(&server);
+    slow.write_all(b"GET /state HTTP/1.1\r\n").unwrap();
+    let (code, _, why) = answer(&mut std::io::BufReader::new(slow));
+    assert_eq!(code, 408, "{why}");
+    let mut slow_body = connect(&server);
+    slow_body
+        .write_all(b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
+        .unwrap();
+    assert_eq!(answer(&mut std::io::BufReader::new(slow_body)).0, 408);
+    server.stop();
+}
+
+#[test]
+fn connections_beyond_the_limit_are_answered_busy_at_once() {
+    let server = server();
+    let held: Vec<TcpStream> = (0..TEST_LIMITS.connections)
+        .map(|_| connect(&server))
+        .collect();
+    // Each held connection has been handed to a thread once another one is refused.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let refused = loop {
+        let (code, connection, _) = answer(&mut std::io::BufReader::new(connect(&server)));
+        assert_eq!(connection, "close");
+        if code == 503 || Instant::now() > deadline {
+            break code;
+        }
+    };
+    assert_eq!(refused, 503);
+    drop(held);
+    // Once the held ones are reaped, a new one is served.
+    std::thread::sleep(TEST_LIMITS.idle * 2);
+    let mut s = connect(&server);
+    s.write_all(b"GET /ok HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!(answer(&mut std::io::BufReader::new(s)).0, 200);
+    server.stop();
+}

@@ -1,0 +1,259 @@
+//! The shape of a dataflow model. Everything around a model — `swdaq run`'s flags, its
+//! start line, signals, live view and summary, `swdaq app`, run control — is written once
+//! against these traits and never asks which model it holds. The models are listed in
+//! `models::MODELS`; a configuration picks one by its top-level table (`models::select`).
+
+use crate::live::Live;
+use crate::runtime::outcome::StopReason;
+use crate::runtime::stdio::Commands;
+use crate::runtime::steering::Steering;
+use crate::runtime::stop::StopRequest;
+use std::path::PathBuf;
+use std::time::Duration;
+use swdaq_trigger::TriggerChange;
+
+/// A dataflow model: what it is called and how its configuration is read.
+pub trait Model: Sync {
+    /// "chain", "evb", "swrod".
+    fn name(&self) -> &'static str;
+    /// "DUNE-style streaming chain", ...
+    fn title(&self) -> &'static str;
+    /// The top-level TOML table that selects it (`None`: the default model).
+    fn table(&self) -> Option<&'static str>;
+    /// Parses and checks a configuration's text; an error names the key.
+    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>>;
+    fn default_config(&self) -> Box<dyn Configured>;
+}
+
+/// One model's loaded configuration: everything around the model asks it, never its type.
+pub trait Configured: CloneConfigured + Send + Sync {
+    fn model(&self) -> &'static dyn Model;
+    /// Where its file keeps the keys every model has.
+    fn run_keys(&mut self) -> RunKeys<'_>;
+    /// `--links`: what the model's inputs are, or one line saying why it has none to set.
+    fn set_links(&mut self, n: u32) -> anyhow::Result<()>;
+    /// Applies the shared command-line flags; a flag with no meaning for this model is an
+    /// error of one line saying why.
+    fn apply(&mut self, o: &Overrides) -> anyhow::Result<()> {
+        o.refuse_metrics_with_topology(self.is_distributed())?;
+        if let Some(n) = o.links {
+            self.set_links(n)?;
+        }
+        let RunKeys(duration_s, output_dir, run_number, metrics_addr) = self.run_keys();
+        if let Some(d) = o.duration {
+            *duration_s = d;
+        }
+        if let Some(out) = &o.out {
+            *output_dir = out.clone();
+        }
+        if let Some(n) = o.run {
+            *run_number = n;
+        }
+        if let Some(m) = &o.metrics {
+            *metrics_addr = m.clone();
+        }
+        Ok(())
+    }
+    fn validate(&self) -> anyhow::Result<()>;
+    /// The whole effective configuration, as a file that `parse` reads back.
+    fn to_toml(&self) -> String;
+    /// Where the run's files go: a run number with files in any of them is taken.
+    fn output_dirs(&self) -> Vec<PathBuf>;
+    /// 0: the next number free in `output_dirs`.
+    fn run_number(&self) -> u32;
+    fn set_run_number(&mut self, n: u32) {
+        *self.run_keys().2 = n;
+    }
+    /// Runs as the applications of a `[topology]`.
+    fn is_distributed(&self) -> bool;
+    /// The start line after "swdaq run N (model): ".
+    fn describe(&self) -> String;
+    /// What run control may ask of a running system of this model.
+    fn steering(&self) -> Capabilities;
+    /// The newest event run `run` stored, read back from its files (the operator's
+    /// console's data panel); `Err` says why there is none.
+    fn stored_event(&self, run: u32) -> Result<crate::stored::StoredEvent, String>;
+    /// Checks a trigger change and keeps it for the runs after this one (only asked when
+    /// `steering().trigger_change` allows it).
+    fn change_trigger(&mut self, _change: &TriggerChange) -> Result<(), String> {
+        Err(self.steering().trigger_change.unwrap_err())
+    }
+    /// One run, in one process or as the topology's applications.
+    fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>>;
+    /// `swdaq app --name NAME` for this model's applications: its report's bytes.
+    fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>>;
+}
+
+/// The keys every model's run has, wherever its file keeps them: seconds of data taking (0:
+/// until stopped), output directory, run number (0: the next free), `/metrics` address.
+pub struct RunKeys<'a>(
+    pub &'a mut f64,
+    pub &'a mut PathBuf,
+    pub &'a mut u32,
+    pub &'a mut String,
+);
+
+/// A model told by its names and how its configuration is read (an error names the key).
+pub struct ModelOf<C> {
+    name: &'static str,
+    title: &'static str,
+    table: Option<&'static str>,
+    parse: fn(&str) -> anyhow::Result<C>,
+}
+
+impl<C> ModelOf<C> {
+    pub const fn new(
+        name: &'static str,
+        title: &'static str,
+        table: Option<&'static str>,
+        parse: fn(&str) -> anyhow::Result<C>,
+    ) -> Self {
+        Self {
+            name,
+            title,
+            table,
+            parse,
+        }
+    }
+}
+
+/// Every configuration type is cloned into a box the same way.
+pub trait CloneConfigured {
+    fn clone_box(&self) -> Box<dyn Configured>;
+}
+
+impl<C: Configured + Clone + 'static> CloneConfigured for C {
+    fn clone_box(&self) -> Box<dyn Configured> {
+        Box::new(self.clone())
+    }
+}
+
+impl<C: Configured + Default + 'static> Model for ModelOf<C> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn title(&self) -> &'static str {
+        self.title
+    }
+
+    fn table(&self) -> Option<&'static str> {
+        self.table
+    }
+
+    fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>> {
+        Ok(Box::new((self.parse)(text)?))
+    }
+
+    fn default_config(&self) -> Box<dyn Configured> {
+        Box::new(C::default())
+    }
+}
+
+impl Clone for Box<dyn Configured> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// How one run ended: its summary as text and JSON, and whether it failed.
+pub trait Outcome: Send {
+    fn run_number(&self) -> u32;
+    fn stop_reason(&self) -> &StopReason;
+    fn text(&self) -> String;
+    /// Includes "model", "run_number" and "stop_reason".
+    fn json(&self) -> serde_json::Value;
+    /// `Some`: `swdaq run` exits non-zero with it.
+    fn failure(&self) -> Option<String>;
+}
+
+/// What the machinery around a run hears while it goes on.
+pub trait RunHooks: Sync {
+    /// Data taking has begun; `steer` reaches what can be steered until `stopping`.
+    fn started(&self, _steer: Steering) {}
+    /// Once per status interval.
+    fn live(&self, _live: &Live) {}
+    /// The stop has begun: from now on nothing is steered.
+    fn stopping(&self) {}
+}
+
+/// Nobody listens (tests, benchmarks).
+impl RunHooks for () {}
+
+/// What run control may ask of a running system of a model: `Err` says why not, in words
+/// naming the model.
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    pub pause_resume: Result<(), String>,
+    /// `Ok`: the trigger sources a change may name, with their settings now.
+    pub trigger_change: Result<Vec<swdaq_trigger::SourceSetting>, String>,
+    /// `Ok`: the seconds a burst records after the request unless told.
+    pub record: Result<f64, String>,
+}
+
+/// The flags `swdaq run` and `swdaq serve` share; each model gives them its meaning or
+/// refuses them in one line.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Overrides {
+    /// Seconds of data taking (0: until stopped).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Inputs: emulated links (chain), e-links per FELIX card (swrod); the event builder's
+    /// FEDs are listed in its configuration.
+    #[arg(long)]
+    pub links: Option<u32>,
+    /// Output directory of the run's files.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Run number (0: the next one free in the output directory).
+    #[arg(long)]
+    pub run: Option<u32>,
+    /// `/metrics` address, or "" to turn it off.
+    #[arg(long)]
+    pub metrics: Option<String>,
+}
+
+impl Overrides {
+    /// `--metrics` with a topology: each application serves its own.
+    pub fn refuse_metrics_with_topology(&self, distributed: bool) -> anyhow::Result<()> {
+        if distributed && self.metrics.is_some() {
+            anyhow::bail!(
+                "--metrics: with [topology] applications each serves its own /metrics (metrics_addr of its [[topology.apps]] entry)"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A configuration's TOML text as `C`; an error names the line and key.
+pub fn parse_toml<C: serde::de::DeserializeOwned>(text: &str) -> anyhow::Result<C> {
+    toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
+}
+
+/// A configuration as the TOML file that reads back to it.
+pub fn to_toml(config: &impl serde::Serialize) -> String {
+    toml::to_string_pretty(config).expect("the configuration is always representable in TOML")
+}
+
+/// A `/metrics` address ("" for none) that parses, or an error naming `key`.
+pub fn check_metrics_addr(addr: &str, key: &str) -> anyhow::Result<()> {
+    if !addr.is_empty() {
+        addr.parse::<std::net::SocketAddr>()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {key}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The start line's duration: "N s (Ctrl-C or SIGTERM ends it early)", or until stopped.
+pub fn duration_words(seconds: f64) -> String {
+    if seconds > 0.0 {
+        format!("{seconds} s (Ctrl-C or SIGTERM ends it early)")
+    } else {
+        "until stopped (Ctrl-C or SIGTERM)".into()
+    }
+}
+
+/// `seconds` (0: none) as a duration.
+pub fn seconds(seconds: f64) -> Option<Duration> {
+    (seconds > 0.0).then(|| Duration::from_secs_f64(seconds))
+}

@@ -1,0 +1,265 @@
+//! The builder application: the same record-building loop as in one process, with decisions
+//! from the orchestrator, requests to the readout application of each source, fragments from
+//! the readout applications, and its credits (room at start, one per record stored) back to
+//! the orchestrator. It writes its own file sequence (`swdaq_<name>_run…`), and may publish
+//! every Nth record on a ZeroMQ PUB socket for online monitoring (`record_stream`): one
+//! multipart message per record, the DUNE trigger-record header then each fragment as stored.
+
+use crate::models::chain::config::RunConfig;
+use crate::models::chain::metrics::BuilderMetrics;
+use crate::models::chain::sink::StorageSink;
+use crate::models::chain::system::{
+    RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of,
+};
+use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::topology::AppKind;
+use anyhow::Context;
+use crossbeam_channel::Sender;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use swdaq_dataflow::nodes::BuilderPorts;
+use swdaq_dataflow::transport::local;
+use swdaq_dataflow::{RecordBuilder, RecordSink, SinkError, StorageFailurePolicy};
+use swdaq_format::{SourceId, TriggerRecord};
+use swdaq_net::{Immediate, Inlet, Liveness, Message};
+use swdaq_readout::server::DataResponse;
+use swdaq_trigger::TriggerDecision;
+
+pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
+    let config = &ctx.config;
+    let topology = &config.topology;
+    let element = ctx
+        .builders()
+        .iter()
+        .position(|&b| b == ctx.me)
+        .expect("a builder is among the builders") as u32;
+    let monitoring = ctx.monitoring()?;
+    let inlet = ctx.bind_inbox()?;
+    let (dfo_id, _) = topology.single(AppKind::Dfo);
+    let dfo = ctx.outlet_to(dfo_id)?;
+    // Each source's requests go to the readout application that has its link, never waiting:
+    // a request a dead readout cannot take is counted, its fragment missing from the record.
+    let mut routes: HashMap<SourceId, Immediate> = HashMap::new();
+    let mut outlets = vec![dfo.clone()];
+    for (id, app) in topology.of_kind(AppKind::Readout) {
+        let outlet = ctx.outlet_to(id)?;
+        for &link in &app.links {
+            routes.insert(SourceId::readout(link), Immediate(outlet.clone()));
+            routes.insert(SourceId::trigger(link), Immediate(outlet.clone()));
+        }
+        outlets.push(outlet);
+    }
+    debug_assert!(
+        sources_of(config.emulator.links as usize)
+            .iter()
+            .all(|s| routes.contains_key(s))
+    );
+    let _heartbeat = ctx.connect_and_heartbeat(outlets)?;
+    let prefix = format!("swdaq_{}", ctx.spec.name);
+    let storage = StorageSink::start(config, &prefix, &ctx.spec.name, &monitoring.registry)?;
+    let mut sink = StreamingSink {
+        storage,
+        stream: RecordStream::open(ctx)?,
+    };
+    let storage_failed = sink.storage.failure_flag();
+    let stops_on_failure = config.storage.on_failure == StorageFailurePolicy::Stop;
+    let metrics = BuilderMetrics::register(&monitoring.registry)?;
+    let builder = RecordBuilder::new(builder_config(config, element));
+    crate::runtime::stdio::say_ready()?;
+    let clock = Clock::start();
+    let (decision_tx, decision_rx) = local::<TriggerDecision>(1024);
+    let (response_tx, response_rx) = local::<DataResponse>(1 << 14);
+    let done = Arc::new(AtomicBool::new(false));
+    let mut report = std::thread::scope(|s| -> anyhow::Result<RunReport> {
+        let demux = Demux {
+            inlet,
+            dfo: dfo_id,
+            peer_timeout: ctx.peer_timeout(),
+            stop: ctx.commands.stop_flag(),
+            done: Arc::clone(&done),
+        };
+        let demux = std::thread::Builder::new()
+            .name("net-demux".into())
+            .spawn_scoped(s, move || demux.run(decision_tx, response_tx))?;
+        if stops_on_failure {
+            let done = &done;
+            let failed = &storage_failed;
+            std::thread::Builder::new()
+                .name("storage-watch".into())
+                .spawn_scoped(s, move || tell_launcher_when_storage_fails(failed, done))?;
+        }
+        if ctx.commands.wait_for_start() {
+            let credits = config.dataflow.max_records_in_flight as u64;
+            dfo.send(&Message::BuilderCredits { n: credits })
+                .map_err(|e| anyhow::anyhow!("cannot reach the orchestrator: {e}"))?;
+        }
+        let builder = build_records(
+            builder,
+            BuilderPorts {
+                decisions: decision_rx,
+                routes,
+                responses: response_rx,
+                credits: dfo.clone(),
+            },
+            &mut sink,
+            &metrics,
+        );
+        done.store(true, Ordering::Release);
+        let refused_messages = demux
+            .join()
+            .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
+        Ok(RunReport {
+            builder,
+            refused_messages,
+            ..Default::default()
+        })
+    })?;
+    report.storage = sink.storage.finish();
+    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    monitoring.stop();
+    Ok(report)
+}
+
+/// The launcher stops the run when this builder's storage fails (`on_failure = "stop"`), as
+/// the one-process chain does.
+fn tell_launcher_when_storage_fails(failed: &AtomicBool, done: &AtomicBool) {
+    while !done.load(Ordering::Acquire) {
+        if failed.load(Ordering::Relaxed) {
+            if let Err(e) = crate::runtime::stdio::say_storage_failed(STORAGE_STOPPED) {
+                eprintln!("cannot tell the launcher storage failed: {e}");
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Splits the inbox into the builder's two inputs: decisions (closed by the orchestrator's
+/// `End`, by its silence, or by `stop` once it is silent) and fragments.
+struct Demux {
+    inlet: Inlet,
+    dfo: u32,
+    peer_timeout: Duration,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+}
+
+impl Demux {
+    /// Returns the messages the inbox refused, by reason.
+    fn run(
+        mut self,
+        decisions: Sender<TriggerDecision>,
+        responses: Sender<DataResponse>,
+    ) -> BTreeMap<String, u64> {
+        let mut decisions = Some(decisions);
+        let mut dfo = Liveness::new([self.dfo], self.peer_timeout);
+        while !self.done.load(Ordering::Acquire) {
+            // Wakes at once for a message; the wait only bounds how often `done` is looked at.
+            if let Some(d) = self.inlet.receive(Duration::from_millis(50)) {
+                match d.message {
+                    Message::Decision(decision) => {
+                        if let Some(tx) = &decisions {
+                            let _ = tx.send(decision);
+                        }
+                    }
+                    Message::End => decisions = None,
+                    Message::Fragment {
+                        request,
+                        outcome,
+                        latency_us,
+                    } => {
+                        let fragment = d.payload.map(|p| p.to_vec()).unwrap_or_default();
+                        let _ = responses.send(DataResponse {
+                            request,
+                            fragment,
+                            outcome,
+                            latency: Duration::from_micros(latency_us),
+                        });
+                    }
+                    other => eprintln!(
+                        "swdaq: builder got an unexpected {} from application {}",
+                        other.kind(),
+                        d.sender
+                    ),
+                }
+            }
+            if decisions.is_some()
+                && !dfo
+                    .newly_gone(|p| self.inlet.last_seen(p), Instant::now())
+                    .is_empty()
+            {
+                eprintln!("swdaq: builder: the orchestrator is gone; finishing what is in hand");
+                decisions = None;
+            }
+            // Told to stop before any decision came (the run never started).
+            if self.stop.load(Ordering::Acquire) && self.inlet.last_seen(self.dfo).is_none() {
+                decisions = None;
+            }
+        }
+        self.inlet.counts().refused.clone()
+    }
+}
+
+/// Storage, with every Nth record also published on the record stream.
+struct StreamingSink {
+    storage: StorageSink,
+    stream: Option<RecordStream>,
+}
+
+impl RecordSink for StreamingSink {
+    fn offer(&mut self, record: TriggerRecord) -> Result<(), SinkError> {
+        if let Some(s) = &mut self.stream {
+            s.maybe_publish(&record);
+        }
+        self.storage.offer(record)
+    }
+}
+
+/// A ZeroMQ PUB socket publishing every Nth record; a subscriber that cannot keep up loses
+/// records (PUB drops at its high-water mark), never the builder's time.
+struct RecordStream {
+    socket: zmq::Socket,
+    every: u64,
+    seen: u64,
+    last_offered: u64,
+}
+
+impl RecordStream {
+    fn open(ctx: &AppContext<RunConfig>) -> anyhow::Result<Option<Self>> {
+        let address = &ctx.spec.record_stream;
+        if address.is_empty() {
+            return Ok(None);
+        }
+        let socket = ctx.zmq.socket(zmq::PUB)?;
+        socket.set_linger(0)?;
+        socket
+            .bind(address)
+            .with_context(|| format!("{}: record_stream {address}", ctx.spec.name))?;
+        Ok(Some(Self {
+            socket,
+            every: ctx.spec.record_stream_every,
+            seen: 0,
+            last_offered: 0,
+        }))
+    }
+
+    fn maybe_publish(&mut self, record: &TriggerRecord) {
+        // A record the sink gave back is offered again: count it once.
+        let n = record.header.trigger_number;
+        if n == self.last_offered {
+            return;
+        }
+        self.last_offered = n;
+        self.seen += 1;
+        if !(self.seen - 1).is_multiple_of(self.every) {
+            return;
+        }
+        let mut frames: Vec<&[u8]> = Vec::with_capacity(record.fragments.len() + 1);
+        let header = record.header.to_bytes();
+        frames.push(&header);
+        frames.extend(record.fragments.iter().map(Vec::as_slice));
+        let _ = self.socket.send_multipart(frames, zmq::DONTWAIT);
+    }
+}

@@ -1,0 +1,94 @@
+//! The event manager application: readout unit 0 with the trigger. Builder units' requests
+//! come on its inbox; a builder unit silent for the peer time-out is declared gone to the
+//! event manager, which counts the events it had not settled lost, by number.
+
+use super::unit::{
+    DEMUX_WAKE, EvbAppReport, EvbContext, finish, start_readout_unit, wait_for_stop,
+};
+use crossbeam_channel::Sender;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use swdaq_evb::evm::Evm;
+use swdaq_evb::message::ToEvm;
+use swdaq_net::{Inlet, Liveness, Message};
+
+pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
+    let Some(unit) = start_readout_unit(ctx, 0)? else {
+        return Ok(EvbAppReport::default());
+    };
+    let mut report = EvbAppReport::default();
+    // Requests are few (one per batch of events): unbounded, so the demultiplexer never
+    // waits on an event manager that has finished.
+    let (requests_tx, requests_rx) = crossbeam_channel::unbounded();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let demux = Demux {
+            inlet: unit.inlet,
+            bus: &unit.bu_ids,
+            peer_timeout: ctx.peer_timeout(),
+            done: &done,
+        };
+        let demux = std::thread::Builder::new()
+            .name("net-demux".into())
+            .spawn_scoped(s, move || demux.run(requests_tx))?;
+        let evm = Evm {
+            producer: unit.producer,
+            requests: Box::new(requests_rx),
+            to_bus: unit.to_bus,
+            stop: ctx.commands.stop_flag(),
+            max_events: ctx.config.evb.max_events,
+            lumi_of: {
+                let evb = ctx.config.evb.clone();
+                Box::new(move |t| evb.lumi_of(t))
+            },
+        };
+        let (evm_report, producer) = evm.run(&unit.monitoring.registry)?;
+        report.read_from(0, &producer);
+        report.evm = Some(evm_report);
+        wait_for_stop(ctx);
+        done.store(true, Ordering::Release);
+        report.refused_messages = demux
+            .join()
+            .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
+        Ok(())
+    })?;
+    Ok(finish(ctx, report, &unit.clock, unit.monitoring))
+}
+
+struct Demux<'a> {
+    inlet: Inlet,
+    bus: &'a [u32],
+    peer_timeout: Duration,
+    done: &'a AtomicBool,
+}
+
+impl Demux<'_> {
+    /// Passes builder units' requests on (as from the unit that sent them) and declares
+    /// silent ones gone; returns the messages the inbox refused, by reason.
+    fn run(mut self, requests: Sender<ToEvm>) -> BTreeMap<String, u64> {
+        let mut liveness = Liveness::new(self.bus.iter().copied(), self.peer_timeout);
+        let index_of = |app: u32| self.bus.iter().position(|&b| b == app);
+        while !self.done.load(Ordering::Acquire) {
+            if let Some(d) = self.inlet.receive(DEMUX_WAKE) {
+                match (d.message, index_of(d.sender)) {
+                    (Message::EvbRequest(mut r), Some(bu)) => {
+                        r.bu = bu as u16;
+                        let _ = requests.send(ToEvm::Request(r));
+                    }
+                    (other, _) => eprintln!(
+                        "swdaq: evm: ignored an unexpected {} from application {}",
+                        other.kind(),
+                        d.sender
+                    ),
+                }
+            }
+            for app in liveness.newly_gone(|p| self.inlet.last_seen(p), Instant::now()) {
+                let bu = index_of(app).expect("watching builder units only") as u16;
+                eprintln!("swdaq: evm: builder unit {bu} is gone; its unsettled events are lost");
+                let _ = requests.send(ToEvm::BuGone(bu));
+            }
+        }
+        self.inlet.counts().refused.clone()
+    }
+}

@@ -1,0 +1,41 @@
+//! The CMS-style event builder as applications over ZeroMQ, booted by the same launcher as
+//! the chain's (`swdaq run --config configs/evb-apps.toml`):
+//!
+//! ```text
+//!  evm (readout unit 0, sees the trigger) ──assignments + its super-fragment, end of run──▶ bu-J
+//!     ▲ └────────────────────── requests for K events, events settled ◀───────────────────┘ │
+//!  ru-K ◀──────────────────────────── fragment requests ────────────────────────────────────┘
+//!     └─────────────────────────────── super-fragments ────────────────────────────────────▶ bu-J
+//! ```
+//!
+//! Each application runs the same unit loop as the one-process builder (`swdaq_evb::evm`,
+//! `ru`, `bu`) behind the dataflow's transport traits: a thread demultiplexes its inbox into a
+//! local channel and watches its peers' heartbeats. Sends to builder units never wait (a
+//! builder unit is sent only what it asked for, so a full queue means it has gone: the
+//! event manager then counts its unsettled events lost by number); requests to readout units
+//! never wait either (a dead readout unit shows as missing, by name, in each event). After
+//! its loop each application waits for `stop`, so a run ended by `max_events` still stops in
+//! order: event manager, builder units, readout units.
+
+pub mod bench;
+pub mod bu;
+pub mod evm;
+pub mod ru;
+pub mod unit;
+
+use crate::runtime::topology::AppKind;
+pub use unit::{EvbAppReport, EvbContext};
+
+/// Runs the application `ctx` names.
+pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
+    match ctx.spec.kind {
+        AppKind::Evm => evm::run(ctx),
+        AppKind::Ru => ru::run(ctx),
+        AppKind::Bu => bu::run(ctx),
+        kind => anyhow::bail!(
+            "{}: {} applications belong to the chain's run, not the event builder's",
+            ctx.spec.name,
+            kind.name()
+        ),
+    }
+}

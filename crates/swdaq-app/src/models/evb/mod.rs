@@ -1,0 +1,328 @@
+//! The CMS-style event builder: emulated FEDs (or FED files, or FEDs over UDP) -> readout
+//! units -> event manager -> builder units -> FRD files with the CMS bookkeeping, in one
+//! process or as `evm`, `ru` and `bu` applications (`apps`). Its keys: `config`; its runs:
+//! `system`; its live figures: `live`; its closing summary: `summary`.
+
+pub mod apps;
+pub mod config;
+pub mod live;
+pub mod summary;
+pub mod system;
+
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
+use crate::runtime::outcome::StopReason;
+use crate::runtime::stdio::Commands;
+use crate::runtime::stop::StopRequest;
+use crate::stored::{self, StoredEvent, StoredFragment};
+use config::EvbRunConfig;
+use std::path::PathBuf;
+use system::AppsSummary;
+
+pub static EVB: ModelOf<EvbRunConfig> =
+    ModelOf::new("evb", "CMS-style event builder", Some("evb"), config::parse);
+
+impl Configured for EvbRunConfig {
+    fn model(&self) -> &'static dyn Model {
+        &EVB
+    }
+
+    fn run_keys(&mut self) -> RunKeys<'_> {
+        RunKeys(
+            &mut self.duration_s,
+            &mut self.evb.output,
+            &mut self.evb.run,
+            &mut self.metrics_addr,
+        )
+    }
+
+    fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
+        anyhow::bail!(
+            "--links {n}: the event builder reads FEDs, not links: list each readout unit's FED ids in evb.rus"
+        )
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        EvbRunConfig::validate(self)
+    }
+
+    fn to_toml(&self) -> String {
+        EvbRunConfig::to_toml(self)
+    }
+
+    fn output_dirs(&self) -> Vec<PathBuf> {
+        vec![self.evb.output.clone()]
+    }
+
+    fn run_number(&self) -> u32 {
+        self.evb.run
+    }
+
+    fn is_distributed(&self) -> bool {
+        self.topology.is_distributed()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} readout units, {} builder units, {} Hz{}{}, {}, writing to {}",
+            self.evb.rus.len(),
+            self.evb.builder_units,
+            self.evb.trigger_rate_hz,
+            if self.evb.paced {
+                ""
+            } else {
+                " (not paced: as fast as it builds)"
+            },
+            if self.is_distributed() {
+                format!(" in {} applications", self.topology.apps.len())
+            } else {
+                String::new()
+            },
+            crate::model::duration_words(self.duration_s),
+            self.evb.output.display()
+        )
+    }
+
+    fn steering(&self) -> Capabilities {
+        Capabilities {
+            pause_resume: Err(
+                "the event builder cannot pause: its emulated FEDs follow the trigger clock by themselves (stop the run instead)".into(),
+            ),
+            trigger_change: Err(
+                "the event builder has no trigger sources to change (its rate is evb.trigger_rate_hz)".into(),
+            ),
+            record: Err("the event builder has no raw bursts (they are the chain's)".into()),
+        }
+    }
+
+    /// The last whole event of the newest FRD file (closed, or still written as `.raw.tmp`).
+    fn stored_event(&self, run: u32) -> Result<StoredEvent, String> {
+        stored::newest_event(
+            &self.output_dirs(),
+            run,
+            &[".raw", ".raw.tmp"],
+            |file, _| {
+                let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
+                Ok(swdaq_evb::inspect::newest_event(&bytes).map(|e| {
+                    let mut left_out = Vec::new();
+                    if !e.crc_ok {
+                        left_out.push(format!("event {}: its CRC32C fails", e.event));
+                    }
+                    left_out.extend(e.fed_error.map(|why| format!("event {}: {why}", e.event)));
+                    StoredEvent {
+                        file: file.to_path_buf(),
+                        event: e.event.into(),
+                        bytes: e.bytes.into(),
+                        fragments: e
+                            .feds
+                            .iter()
+                            .map(|f| StoredFragment {
+                                source: format!("FED {}", f.source_id),
+                                bytes: f.bytes as u64,
+                            })
+                            .collect(),
+                        left_out,
+                        picture: None,
+                    }
+                }))
+            },
+        )
+    }
+
+    fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {
+        if let Some(warning) = swdaq_evb::ramdisk::advice(&self.evb.output) {
+            eprintln!("{warning}");
+        }
+        let summary = if self.is_distributed() {
+            let exe = crate::runtime::launch::current_exe()?;
+            system::run_apps(self, &exe, stop, hooks)?
+        } else {
+            let (evb, stop_reason) = system::run_one_process(self, stop, hooks)?;
+            AppsSummary::one_process(evb, stop_reason)
+        };
+        Ok(Box::new(EvbOutcome {
+            run_number: self.evb.run,
+            summary,
+        }))
+    }
+
+    fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
+        let ctx = crate::runtime::app::AppContext::new(self.clone(), name, commands)?;
+        ctx.announce();
+        Ok(postcard::to_stdvec(&apps::run(&ctx)?)?)
+    }
+}
+
+/// How a run of the event builder ended.
+pub struct EvbOutcome {
+    pub run_number: u32,
+    pub summary: AppsSummary,
+}
+
+impl Outcome for EvbOutcome {
+    fn run_number(&self) -> u32 {
+        self.run_number
+    }
+
+    fn stop_reason(&self) -> &StopReason {
+        &self.summary.stop_reason
+    }
+
+    fn text(&self) -> String {
+        self.summary.text()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let mut j = self.summary.json();
+        j["model"] = "evb".into();
+        j["run_number"] = self.run_number.into();
+        j
+    }
+
+    fn failure(&self) -> Option<String> {
+        let writers = &self.summary.evb.writers;
+        writers
+            .iter()
+            .find_map(|w| w.error.as_ref().map(|e| e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config::{EvbRunConfig, parse};
+    use super::summary::summary_text;
+    use super::system::run_one_process;
+    use super::*;
+    use crate::runtime::topology::AppKind;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    fn load(path: &Path) -> EvbRunConfig {
+        parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn run(config: &EvbRunConfig) -> (swdaq_evb::EvbSummary, StopReason) {
+        run_one_process(config, &StopRequest::default(), &()).unwrap()
+    }
+
+    #[test]
+    fn shipped_applications_config_is_a_valid_event_builder_topology() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-apps.toml");
+        let config = load(&path);
+        let kinds: Vec<AppKind> = config.topology.apps.iter().map(|a| a.kind).collect();
+        assert_eq!(kinds, [AppKind::Evm, AppKind::Ru, AppKind::Bu, AppKind::Bu]);
+        assert_eq!(
+            (
+                config.evb.rus.len(),
+                config.evb.rus[0].len(),
+                config.evb.builder_units
+            ),
+            (2, 4, 2)
+        );
+        // What the applications read back from the launcher is the same configuration.
+        assert_eq!(
+            parse(&toml::to_string_pretty(&config).unwrap()).unwrap(),
+            config
+        );
+        let mut wrong = config.clone();
+        wrong.evb.builder_units = 3;
+        assert!(parse(&toml::to_string_pretty(&wrong).unwrap()).is_err());
+        // The farm stand-in reads the files in the builder's process: not with applications.
+        let mut farm = config.clone();
+        farm.evb.farm.consumers = 1;
+        let err = parse(&toml::to_string_pretty(&farm).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("evb.farm"), "{err}");
+    }
+
+    #[test]
+    fn shipped_files_config_reads_generated_fed_files_to_their_end() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-files.toml");
+        let mut config = load(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let feds = config.evb.rus.concat();
+        let fed_sim = swdaq_sim::fed::FedSimConfig {
+            feds,
+            ..config.evb.fed_sim(0)
+        };
+        swdaq_sim::fed::write_fed_files(fed_sim, 300, 1, dir.path()).unwrap();
+        config.evb.input.directory = dir.path().to_owned();
+        config.evb.output = dir.path().join("out");
+        let (summary, _) = run(&config);
+        assert_eq!(
+            (summary.built(), summary.written(), summary.incomplete()),
+            (300, 300, 0)
+        );
+    }
+
+    /// The shipped UDP configuration on free ports, fed by the FED sender: every event the
+    /// FEDs send is built, and the run ends at `max_events`.
+    #[test]
+    fn shipped_udp_config_builds_what_the_feds_send() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-udp.toml");
+        let mut config = load(&path);
+        let dir = tempfile::tempdir().unwrap();
+        let feds = config.evb.rus.concat();
+        let base = loop {
+            let first = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let port = first.local_addr().unwrap().port();
+            let free = |k: usize| std::net::UdpSocket::bind(("127.0.0.1", port + k as u16));
+            if port < 60_000 && (1..feds.len()).all(|k| free(k).is_ok()) {
+                break first.local_addr().unwrap();
+            }
+        };
+        config.evb.input.udp_address = Some(base);
+        config.evb.output = dir.path().join("out");
+        config.evb.max_events = Some(300);
+        let fed_sim = swdaq_sim::fed::FedSimConfig {
+            feds,
+            ..config.evb.fed_sim(0)
+        };
+        let sender = std::thread::spawn(move || {
+            // Send once every FED's port is bound (`/proc/net/udp`).
+            let bound = |k: u16| {
+                let local = format!("0100007F:{:04X}", base.port() + k);
+                std::fs::read_to_string("/proc/net/udp")
+                    .unwrap()
+                    .lines()
+                    .any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !(0..8).all(bound) {
+                assert!(Instant::now() < deadline, "the run never bound its ports");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            swdaq_evb::fed_udp::send(fed_sim, 300, base, true).unwrap()
+        });
+        let (summary, _) = run(&config);
+        let sent = sender.join().unwrap();
+        assert_eq!(sent.datagrams, 8 * 300);
+        let dropped: u64 = summary.feds.iter().map(|f| f.2.ingest.kernel_dropped).sum();
+        assert_eq!(
+            (summary.built(), summary.written(), summary.incomplete()),
+            (300, 300, 0)
+        );
+        let good: u64 = summary.feds.iter().map(|f| f.2.good).sum();
+        assert_eq!(good + dropped, sent.datagrams);
+    }
+
+    #[test]
+    fn shipped_example_config_loads_and_runs() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(crate::models::select(&text).unwrap().name(), "evb");
+        let mut config = load(&path);
+        let dir = tempfile::tempdir().unwrap();
+        config.evb.output = dir.path().to_owned();
+        config.evb.max_events = Some(2000);
+        config.evb.paced = false;
+        config.metrics_addr = "127.0.0.1:0".into();
+        let (summary, stop_reason) = run(&config);
+        assert_eq!(
+            (summary.built(), summary.written(), summary.lost()),
+            (2000, 2000, 0)
+        );
+        assert_eq!(stop_reason, StopReason::InputEnded);
+        let text = summary_text(&summary, &stop_reason);
+        assert!(text.contains("(the input ended"), "{text}");
+        assert!(text.contains("2000 built (0 incomplete)"), "{text}");
+    }
+}

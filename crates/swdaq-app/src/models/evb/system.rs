@@ -1,0 +1,257 @@
+//! The event builder's runs: in one process (`swdaq_evb::EvbRun`: emulated FEDs -> readout
+//! units -> event manager -> builder units -> files), or as the applications of a
+//! `[topology]` (`apps`), started by the launcher, their reports merged into the same
+//! summary with how each application ended.
+
+use super::apps::EvbAppReport;
+use super::config::EvbRunConfig;
+use super::summary::{summary_json, summary_text};
+use crate::model::RunHooks;
+use crate::runtime::launch::{Launched, Plan, launch};
+use crate::runtime::monitoring::Monitoring;
+use crate::runtime::outcome::{AppOutcome, StopReason};
+use crate::runtime::steering::Steering;
+use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::AppKind;
+use anyhow::Context;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use swdaq_evb::bu::WriterOutcome;
+use swdaq_evb::files::WriterError;
+use swdaq_evb::metrics::builder_cpu_ticks;
+use swdaq_evb::{Drills, EvbRun, EvbSummary};
+use swdaq_monitor::proc::USER_HZ;
+
+/// How often the live figures are made (and applications send theirs).
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The event builder as applications: launched, stopped event manager first, then builder
+/// units (once they have built and written what they hold), then readout units.
+pub fn run_apps(
+    config: &EvbRunConfig,
+    exe: &Path,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
+) -> anyhow::Result<AppsSummary> {
+    let plan = Plan {
+        topology: &config.topology,
+        toml: toml::to_string_pretty(config).context("the configuration as TOML")?,
+        run_number: config.evb.run,
+        logs: config
+            .evb
+            .output
+            .join(format!("run{:06}-logs", config.evb.run)),
+        duration: crate::model::seconds(config.duration_s),
+        status_interval: STATUS_INTERVAL,
+        stop_order: &[AppKind::Evm, AppKind::Bu, AppKind::Ru],
+        essential: &[AppKind::Evm],
+        ends_with: (
+            AppKind::Bu,
+            StopReason::AppFailed("every builder unit ended".into()),
+        ),
+        live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, &config.evb),
+        trigger_at: None,
+        bursts_to: None,
+    };
+    Ok(AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config))
+}
+
+/// The event builder's summary from its applications' reports, and how each ended.
+#[derive(Debug)]
+pub struct AppsSummary {
+    pub evb: EvbSummary,
+    pub stop_reason: StopReason,
+    pub apps: Vec<AppOutcome>,
+    /// Messages refused by the applications' inboxes, by reason.
+    pub refused_messages: std::collections::BTreeMap<String, u64>,
+    /// Each application's threads' CPU shares, named `app/thread`.
+    pub thread_cpu: Vec<(String, f64)>,
+    /// CPU seconds of every reporting application's threads.
+    pub cpu_seconds: f64,
+}
+
+impl AppsSummary {
+    /// The applications' reports in one summary; builder units that died, or were declared
+    /// gone, settled with what they left in `<evb.output>/<name>/`.
+    fn merge(launched: Launched, config: &EvbRunConfig) -> Self {
+        let mut evb = EvbSummary {
+            elapsed: Duration::from_secs_f64(launched.seconds),
+            ..Default::default()
+        };
+        let bu_names: Vec<&str> = config
+            .topology
+            .apps
+            .iter()
+            .filter(|a| a.kind == AppKind::Bu)
+            .map(|a| a.name.as_str())
+            .collect();
+        let mut reported = vec![false; bu_names.len()];
+        let mut apps = Vec::new();
+        let mut refused_messages = std::collections::BTreeMap::new();
+        let mut thread_cpu = Vec::new();
+        let mut cpu_seconds = 0.0;
+        let mut reports = Vec::new();
+        for (_, mut outcome, bytes) in launched.apps {
+            match bytes.map(|b| postcard::from_bytes::<EvbAppReport>(&b)) {
+                Some(Ok(mut r)) => {
+                    if let Some(e) = r.evm.take() {
+                        evb.evm = e;
+                    }
+                    reports.push((outcome.name.clone(), r));
+                }
+                Some(Err(e)) => {
+                    outcome.failure = Some(format!("report: not an event-builder report: {e}"))
+                }
+                None => {}
+            }
+            apps.push(outcome);
+        }
+        for (name, mut r) in reports {
+            let bu = bu_names.iter().position(|&n| n == name);
+            if let Some(bu) = bu
+                && evb.evm.gone.contains(&(bu as u16))
+            {
+                // A unit the event manager declared gone had its unsettled events listed
+                // lost by number; the ones it counted unwritten are among them (never
+                // settled), so they are counted there only.
+                if let Some(b) = r.bu.as_mut() {
+                    b.unwritten = 0;
+                }
+                if let Some((counts, _)) = r.writer.as_mut() {
+                    counts.unwritten = 0;
+                }
+            }
+            evb.rus.extend(r.ru);
+            evb.bus.extend(r.bu);
+            if let (Some(_), Some(bu)) = (&r.writer, bu) {
+                reported[bu] = true;
+            }
+            evb.writers
+                .extend(r.writer.map(|(counts, error)| WriterOutcome {
+                    counts,
+                    error: error.map(WriterError::Reported),
+                }));
+            evb.feds.extend(r.feds);
+            for (k, n) in r.injected {
+                *evb.injected.entry(k).or_insert(0) += n;
+            }
+            for (reason, n) in r.refused_messages {
+                *refused_messages.entry(reason).or_insert(0) += n;
+            }
+            cpu_seconds += r.seconds * r.thread_cpu.iter().map(|(_, s)| s).sum::<f64>();
+            thread_cpu.extend(r.thread_cpu);
+        }
+        evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
+        evb.settle_with_disk(config.evb.run, &reported, |bu| {
+            Ok(config.evb.output.join(bu_names[bu as usize]))
+        });
+        Self {
+            evb,
+            stop_reason: launched.stop_reason,
+            apps,
+            refused_messages,
+            thread_cpu,
+            cpu_seconds,
+        }
+    }
+
+    /// The summary of a run in one process.
+    pub fn one_process(evb: EvbSummary, stop_reason: StopReason) -> Self {
+        Self {
+            evb,
+            stop_reason,
+            apps: Vec::new(),
+            refused_messages: Default::default(),
+            thread_cpu: Vec::new(),
+            cpu_seconds: 0.0,
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let mut j = summary_json(&self.evb, &self.stop_reason);
+        if self.apps.is_empty() {
+            return j;
+        }
+        j["refused_messages"] = serde_json::json!(self.refused_messages);
+        j["apps"] = serde_json::to_value(&self.apps).unwrap_or_default();
+        j["thread_cpu"] = serde_json::json!(self.thread_cpu);
+        j["cpu_seconds"] = serde_json::json!(self.cpu_seconds);
+        j
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = summary_text(&self.evb, &self.stop_reason);
+        for a in &self.apps {
+            out += &format!(
+                "App       {:<12} {:<4} {}\n",
+                a.name,
+                a.kind,
+                match &a.failure {
+                    None => "stopped cleanly".to_string(),
+                    Some(f) => format!("{f} (log {})", a.log.display()),
+                }
+            );
+        }
+        if !self.refused_messages.is_empty() {
+            out += &format!("Refused   {:?}\n", self.refused_messages);
+        }
+        out
+    }
+}
+
+/// Runs in one process until the duration, `max_events` (or the end of its input files), a
+/// stop request or a writer failure ends it; `hooks` hear when data taking has begun, the
+/// live figures once a second and the stop. The summary and which of them it was.
+pub fn run_one_process(
+    config: &EvbRunConfig,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
+) -> anyhow::Result<(EvbSummary, StopReason)> {
+    let monitoring =
+        Monitoring::with_interval(STATUS_INTERVAL, &config.metrics_addr, "metrics_addr")?;
+    let builder_ticks_before = builder_cpu_ticks();
+    let evb = EvbRun::start(&config.evb, &monitoring.registry, &Drills::default())?;
+    let started = Instant::now();
+    hooks.started(Steering::default());
+    let mut last_line = Instant::now();
+    // The builder's threads vanish from /proc once joined: the last sample before is kept.
+    let mut builder_ticks = builder_ticks_before;
+    let mut stopped_by = None;
+    while !evb.is_finished() {
+        builder_ticks = builder_ticks.max(builder_cpu_ticks());
+        if stopped_by.is_none() {
+            if config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s {
+                stopped_by = Some(StopReason::Duration);
+            } else if stop.is_requested() {
+                stopped_by = Some(StopReason::Interrupted);
+            }
+            if stopped_by.is_some() {
+                hooks.stopping();
+                stop.waiting_for("the builder units to build and write what they hold");
+                evb.stop();
+            }
+        }
+        if last_line.elapsed() >= STATUS_INTERVAL {
+            last_line = Instant::now();
+            hooks.live(&super::live::live(
+                &monitoring.stats.latest(),
+                started.elapsed(),
+                &config.evb,
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut summary = evb.join()?;
+    summary.builder_cpu_seconds =
+        Some(builder_ticks.saturating_sub(builder_ticks_before) as f64 / USER_HZ);
+    monitoring.stop();
+    // A failed writer stops the run itself; it is the reason even if a stop came after.
+    let failed = summary.writers.iter().enumerate().find_map(|(bu, w)| {
+        let e = w.error.as_ref()?;
+        Some(StopReason::StorageFailed(format!(
+            "builder unit {bu}'s writer: {e}"
+        )))
+    });
+    let stop_reason = failed.or(stopped_by).unwrap_or(StopReason::InputEnded);
+    Ok((summary, stop_reason))
+}

@@ -1,0 +1,80 @@
+//! The dataflow models, one folder each with the same files (`mod.rs`: the model and its
+//! configuration's `Configured`; `config.rs`, `system.rs`, `live.rs`, `summary.rs`; `apps/`
+//! where it runs as applications). A fourth model is a fourth folder and a line in [`MODELS`].
+
+use crate::model::{Configured, Model};
+
+pub mod chain;
+pub mod evb;
+pub mod swrod;
+
+/// Every model, the default one (no table of its own) included.
+pub static MODELS: &[&dyn Model] = &[&chain::CHAIN, &evb::EVB, &swrod::SWROD];
+
+/// The model a configuration's text is for: the one whose table it has, else the default.
+pub fn select(text: &str) -> anyhow::Result<&'static dyn Model> {
+    let table: toml::Table =
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let mut chosen = MODELS
+        .iter()
+        .filter(|m| m.table().is_some_and(|t| table.contains_key(t)));
+    match (chosen.next(), chosen.next()) {
+        (Some(m), None) => Ok(*m),
+        (Some(a), Some(b)) => anyhow::bail!(
+            "invalid configuration: both [{}] and [{}]: one model per configuration",
+            a.table().unwrap_or_default(),
+            b.table().unwrap_or_default()
+        ),
+        (None, _) => Ok(*MODELS
+            .iter()
+            .find(|m| m.table().is_none())
+            .expect("a default model is listed")),
+    }
+}
+
+/// Reads a configuration file (or the default model's defaults) for its model.
+pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Configured>> {
+    use anyhow::Context;
+    let Some(path) = path else {
+        return Ok(select("")?.default_config());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+    let model = select(&text).with_context(|| format!("in {}", path.display()))?;
+    model
+        .parse(&text)
+        .with_context(|| format!("in {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_picks_its_model_by_table() {
+        assert_eq!(select("").unwrap().name(), "chain");
+        assert_eq!(select("[run]\nduration_s = 1\n").unwrap().name(), "chain");
+        assert_eq!(select("[evb]\n").unwrap().name(), "evb");
+        assert_eq!(select("duration_s = 1\n[swrod]\n").unwrap().name(), "swrod");
+        let e = select("[evb]\n[swrod]\n").err().unwrap().to_string();
+        assert!(e.contains("one model per configuration"), "{e}");
+        assert!(select("[evb").is_err());
+    }
+
+    #[test]
+    fn every_model_s_default_is_valid_and_reads_back_as_itself() {
+        for model in crate::models::MODELS {
+            let c = model.default_config();
+            c.validate()
+                .unwrap_or_else(|e| panic!("{}: {e:#}", model.name()));
+            let text = c.to_toml();
+            assert_eq!(select(&text).unwrap().name(), model.name());
+            assert_eq!(
+                model.parse(&text).unwrap().to_toml(),
+                text,
+                "{}",
+                model.name()
+            );
+        }
+    }
+}

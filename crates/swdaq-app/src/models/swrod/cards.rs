@@ -1,0 +1,182 @@
+//! The emulated FELIX cards of a SW ROD run: each a thread emitting L1 accepts at the L1A
+//! rate (held while run control pauses), routing its blocks to the ROBs of its e-links, and
+//! stopping at one common L1 accept count, fault-free for the last `clean_tail_l1as`.
+
+use super::config::SwrodSettings;
+use super::report::CardResult;
+use crossbeam_channel::{Receiver, Sender};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use swdaq_format::felix::{BLOCK_SIZE, BlockHeader};
+use swdaq_monitor::Counter;
+use swdaq_sim::felix::{FelixCard, FelixFaults};
+use swdaq_swrod::trigger::L1Accept;
+
+/// How often a held card looks whether it may go on.
+const HOLD_POLL: Duration = Duration::from_millis(1);
+/// Cards emit L1 accepts in batches of about this much time.
+const BATCH_SECONDS: f64 = 100e-6;
+/// Batch of L1 accepts when not paced.
+const UNPACED_BATCH: u64 = 64;
+
+/// A card's link to one ROB: block buffers out, emptied buffers back for reuse.
+pub(super) type RobOutput = (Sender<Vec<u8>>, Receiver<Vec<u8>>);
+
+pub(super) struct Shared {
+    pub(super) stop_at: AtomicU64,
+    pub(super) stopping: AtomicBool,
+    /// Run control's pause: the cards send no L1 accept while it is set (until the stop).
+    pub(super) hold: Arc<AtomicBool>,
+    pub(super) card_l1as: Vec<AtomicU64>,
+}
+
+/// What the run loop sees while the threads work.
+pub struct Progress<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) settings: &'a SwrodSettings,
+    pub(super) last_second: Instant,
+}
+
+impl Progress<'_> {
+    /// Ends data taking at a common L1 accept count a little ahead of every card.
+    pub fn stop(&self) {
+        if self.shared.stopping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let furthest = self
+            .shared
+            .card_l1as
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        let target = furthest + self.settings.clean_tail_l1as + 2 * batch_l1as(self.settings);
+        self.shared.stop_at.fetch_min(target, Ordering::Relaxed);
+    }
+
+    pub fn second_passed(&mut self) -> bool {
+        if self.last_second.elapsed() >= Duration::from_secs(1) {
+            self.last_second = Instant::now();
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn batch_l1as(s: &SwrodSettings) -> u64 {
+    if s.l1a_rate_hz > 0.0 {
+        ((s.l1a_rate_hz * BATCH_SECONDS).round() as u64).max(1)
+    } else {
+        UNPACED_BATCH
+    }
+}
+
+pub(super) fn card_thread(
+    c: u16,
+    s: &SwrodSettings,
+    shared: &Shared,
+    outputs: Vec<RobOutput>,
+    l1_tx: Option<Sender<L1Accept>>,
+    l1as_counter: Counter,
+) -> CardResult {
+    let cpu = cpu_time::ThreadTime::now();
+    let mut felix = s.felix.clone();
+    felix.seed = felix.seed.wrapping_add(u64::from(c));
+    // Validated with the configuration.
+    let mut card = FelixCard::new(felix).expect("validated FELIX configuration");
+    let per_rob = usize::from(s.felix.elinks / s.robs_per_card);
+    let batch = batch_l1as(s);
+    let start = Instant::now();
+    let mut result = CardResult::default();
+    let mut blocks = Vec::new();
+    let mut clean = false;
+    let mut published = 0;
+    let ecr_every = u64::from(s.felix.ecr_every);
+    // Time held by run control's pause: the L1A clock stands still meanwhile.
+    let mut held = Duration::ZERO;
+    loop {
+        if shared.hold.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed) {
+            let t = Instant::now();
+            std::thread::sleep(HOLD_POLL);
+            held += t.elapsed();
+            continue;
+        }
+        let stop_at = shared.stop_at.load(Ordering::Relaxed);
+        // Never end right after an ECR: the truth lists it, and no chunk would carry it.
+        let at_ecr = ecr_every > 0 && result.l1as > 0 && result.l1as.is_multiple_of(ecr_every);
+        if result.l1as >= stop_at && !at_ecr {
+            break;
+        }
+        if s.l1a_rate_hz > 0.0 {
+            let due = result.l1as as f64 / s.l1a_rate_hz;
+            let now = (start.elapsed() - held).as_secs_f64();
+            if now < due {
+                std::thread::sleep(Duration::from_secs_f64(due - now));
+            } else {
+                result.max_lag_ms = result.max_lag_ms.max((now - due) * 1e3);
+            }
+        }
+        for _ in 0..batch {
+            if !clean && result.l1as + s.clean_tail_l1as >= shared.stop_at.load(Ordering::Relaxed) {
+                card.set_fault_rates(FelixFaults::default());
+                clean = true;
+            }
+            let l1a = L1Accept::next(&card, result.l1as, s.lumi_block_length(), start);
+            card.l1_accept(&mut blocks);
+            result.l1as += 1;
+            if let Some(tx) = &l1_tx {
+                let t = Instant::now();
+                if tx.send(l1a).is_err() {
+                    break;
+                }
+                result.waited_for_hlt_s += t.elapsed().as_secs_f64();
+            }
+            if result.l1as >= shared.stop_at.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        shared.card_l1as[usize::from(c)].store(result.l1as, Ordering::Relaxed);
+        l1as_counter.add(result.l1as - published);
+        published = result.l1as;
+        result.waited_for_rod_s += route(&blocks, per_rob, &outputs);
+        blocks.clear();
+    }
+    card.flush(&mut blocks);
+    result.waited_for_rod_s += route(&blocks, per_rob, &outputs);
+    result.faults = card.faults().to_vec();
+    result.cpu_s = cpu.elapsed().as_secs_f64();
+    result
+}
+
+/// Hands each ROB the blocks of its e-links (card e-link `i` is number `i`); returns the
+/// seconds spent waiting for a ROB's queue.
+fn route(blocks: &[u8], per_rob: usize, outputs: &[RobOutput]) -> f64 {
+    let mut buffers: Vec<Vec<u8>> = outputs
+        .iter()
+        .map(|(_, free)| {
+            let mut b = free.try_recv().unwrap_or_default();
+            b.clear();
+            b
+        })
+        .collect();
+    for block in blocks.chunks(BLOCK_SIZE) {
+        // The emulator writes whole blocks; a header it could not have written goes to the
+        // first ROB, whose decoder counts it corrupt.
+        let rob = BlockHeader::decode(block)
+            .map_or(0, |h| usize::from(h.elink) / per_rob)
+            .min(outputs.len() - 1);
+        buffers[rob].extend_from_slice(block);
+    }
+    let mut waited = 0.0;
+    for ((tx, _), b) in outputs.iter().zip(buffers) {
+        if b.is_empty() {
+            continue;
+        }
+        let t = Instant::now();
+        let _ = tx.send(b);
+        waited += t.elapsed().as_secs_f64();
+    }
+    waited
+}

@@ -1,0 +1,228 @@
+//! The SW ROD run file (`configs/swrod.toml` is the commented example).
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use swdaq_sim::felix::FelixConfig;
+use swdaq_swrod::RobConfig;
+use swdaq_swrod::files::FileSettings;
+use swdaq_swrod::trigger::LumiBlockLength;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SwrodRunConfig {
+    /// Seconds of data taking (0: until Ctrl-C or `swrod.max_l1as`).
+    pub duration_s: f64,
+    /// `/metrics` address, or "" for none.
+    pub metrics_addr: String,
+    pub swrod: SwrodSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SwrodSettings {
+    /// 0: the next run number free in `output_dir` (a number with files there is refused).
+    pub run_number: u32,
+    pub output_dir: PathBuf,
+    /// A new file when the current one would pass this size.
+    pub max_file_mb: u64,
+    /// The project tag that starts every file name (ATLAS's default: `data_test`).
+    pub project: String,
+    /// The storage application's name in file names and heads (ATLAS: `SFO-N`).
+    pub app_name: String,
+    /// Seconds a luminosity block lasts, unless `lumi_block_l1as` is set.
+    pub lumi_block_s: f64,
+    /// L1 accepts a luminosity block lasts (0: `lumi_block_s` decides).
+    pub lumi_block_l1as: u64,
+    pub cards: u16,
+    /// Each card's e-links are split evenly over this many ROBs (a SW ROD thread each).
+    pub robs_per_card: u16,
+    /// L1 accepts per second of every card (0: as fast as the chain takes them).
+    pub l1a_rate_hz: f64,
+    /// Stop after this many L1 accepts (0: no limit).
+    pub max_l1as: u64,
+    /// Source id of the first ROB; the others follow.
+    pub first_rob_source_id: u32,
+    /// Ring slots, time-out and largest chunk of every ROB's aggregation.
+    pub ring_slots: usize,
+    pub timeout_fragments: usize,
+    pub max_chunk_bytes: usize,
+    /// Fragments each ROB's request server keeps for the HLT.
+    pub request_store_fragments: usize,
+    /// Queue of each consumer of a ROB (a full queue is a slow consumer, counted).
+    pub consumer_queue: usize,
+    /// The HLT stores one event in this many (1: every event).
+    pub hlt_accept_every: u64,
+    pub hlt_max_in_flight: usize,
+    pub hlt_retry_us: u64,
+    pub hlt_give_up_ms: u64,
+    /// The sampler checks one fragment in this many of each ROB.
+    pub sample_every: u64,
+    /// Fault-free L1 accepts at the end of the run: a chunk lost in the very last L1 accept
+    /// cannot be told from its e-link going silent.
+    pub clean_tail_l1as: u64,
+    /// Every card's emulator; card `c` uses seed `felix.seed + c`.
+    pub felix: FelixConfig,
+}
+
+impl Default for SwrodRunConfig {
+    fn default() -> Self {
+        Self {
+            duration_s: 10.0,
+            metrics_addr: "127.0.0.1:9464".into(),
+            swrod: SwrodSettings::default(),
+        }
+    }
+}
+
+impl Default for SwrodSettings {
+    fn default() -> Self {
+        Self {
+            run_number: 0,
+            output_dir: "swrod-data".into(),
+            max_file_mb: 256,
+            project: "data_test".into(),
+            app_name: "SFO-1".into(),
+            lumi_block_s: 60.0,
+            lumi_block_l1as: 0,
+            cards: 1,
+            robs_per_card: 1,
+            l1a_rate_hz: 100e3,
+            max_l1as: 0,
+            first_rob_source_id: 0x0071_0000,
+            ring_slots: 4096,
+            timeout_fragments: 1024,
+            max_chunk_bytes: 128,
+            request_store_fragments: 16384,
+            consumer_queue: 4096,
+            hlt_accept_every: 100,
+            hlt_max_in_flight: 4096,
+            hlt_retry_us: 200,
+            hlt_give_up_ms: 2000,
+            sample_every: 100,
+            clean_tail_l1as: 16,
+            felix: FelixConfig::default(),
+        }
+    }
+}
+
+impl SwrodSettings {
+    pub fn robs(&self) -> usize {
+        usize::from(self.cards) * usize::from(self.robs_per_card)
+    }
+
+    /// E-links (card numbers) of ROB `r` of a card.
+    pub fn rob_elinks(&self, r: u16) -> std::ops::Range<u16> {
+        let per_rob = self.felix.elinks / self.robs_per_card;
+        r * per_rob..(r + 1) * per_rob
+    }
+
+    pub fn lumi_block_length(&self) -> LumiBlockLength {
+        if self.lumi_block_l1as > 0 {
+            LumiBlockLength::L1as(self.lumi_block_l1as)
+        } else {
+            LumiBlockLength::Seconds(self.lumi_block_s)
+        }
+    }
+
+    /// The storage's settings: physics_Main files of this run in `output_dir`.
+    pub fn file_settings(&self) -> FileSettings {
+        let tag = swdaq_swrod::event::stream_tag();
+        FileSettings {
+            dir: self.output_dir.clone(),
+            run_number: self.run_number,
+            project: self.project.clone(),
+            stream_type: tag.kind,
+            stream_name: tag.name,
+            app_name: self.app_name.clone(),
+            max_file_bytes: self.max_file_mb << 20,
+        }
+    }
+
+    /// Aggregation settings of ROB `r` of card `card`.
+    pub fn rob_config(&self, card: u16, r: u16) -> RobConfig {
+        RobConfig {
+            source_id: self.first_rob_source_id
+                + u32::from(card) * u32::from(self.robs_per_card)
+                + u32::from(r),
+            run_number: self.run_number,
+            elinks: self.rob_elinks(r).collect(),
+            l1id_offset: self.felix.l1id_offset,
+            bcid_offset: self.felix.bcid_offset,
+            max_chunk_bytes: self.max_chunk_bytes,
+            ring_slots: self.ring_slots,
+            timeout_fragments: self.timeout_fragments,
+        }
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.cards >= 1, "swrod.cards must be at least 1");
+        anyhow::ensure!(
+            self.robs_per_card >= 1 && self.felix.elinks.is_multiple_of(self.robs_per_card),
+            "swrod.robs_per_card = {} must divide felix.elinks = {}",
+            self.robs_per_card,
+            self.felix.elinks
+        );
+        anyhow::ensure!(
+            self.l1a_rate_hz >= 0.0 && self.l1a_rate_hz.is_finite(),
+            "swrod.l1a_rate_hz must be 0 or more"
+        );
+        anyhow::ensure!(
+            self.felix.chunk_max <= self.max_chunk_bytes,
+            "swrod.max_chunk_bytes = {} must hold felix.chunk_max = {}",
+            self.max_chunk_bytes,
+            self.felix.chunk_max
+        );
+        anyhow::ensure!(
+            self.max_file_mb >= 1,
+            "swrod.max_file_mb must be at least 1"
+        );
+        self.lumi_block_length()
+            .validate()
+            .map_err(|e| anyhow::anyhow!("swrod.lumi_block_s / lumi_block_l1as: {e}"))?;
+        for (key, v) in [("project", &self.project), ("app_name", &self.app_name)] {
+            // Both are fields of ATLAS's dot-separated file names.
+            anyhow::ensure!(
+                !v.is_empty() && !v.contains(['.', '/']),
+                "swrod.{key} = {v:?}: a field of the file names, not empty, without '.' or '/'"
+            );
+        }
+        for (key, v) in [
+            ("request_store_fragments", self.request_store_fragments),
+            ("consumer_queue", self.consumer_queue),
+            ("hlt_max_in_flight", self.hlt_max_in_flight),
+        ] {
+            anyhow::ensure!(v >= 1, "swrod.{key} must be at least 1");
+        }
+        anyhow::ensure!(
+            self.hlt_accept_every >= 1 && self.sample_every >= 1,
+            "swrod.hlt_accept_every and swrod.sample_every must be at least 1"
+        );
+        swdaq_sim::felix::FelixCard::new(self.felix.clone())?;
+        for r in 0..self.robs_per_card {
+            self.rob_config(0, r).validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses and checks a SW ROD run's configuration; an error names the key.
+pub fn parse(text: &str) -> anyhow::Result<SwrodRunConfig> {
+    let config: SwrodRunConfig = crate::model::parse_toml(text)?;
+    config.validate()?;
+    Ok(config)
+}
+
+impl SwrodRunConfig {
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.duration_s >= 0.0 && self.duration_s.is_finite(),
+            "invalid configuration: duration_s must be >= 0 (0: until stopped or swrod.max_l1as)"
+        );
+        crate::model::check_metrics_addr(&self.metrics_addr, "metrics_addr")?;
+        self.swrod.validate()
+    }
+
+    pub fn to_toml(&self) -> String {
+        crate::model::to_toml(self)
+    }
+}

@@ -1,0 +1,103 @@
+//! The SW ROD's live figures from its monitoring snapshot: chunks, fragments and events, what
+//! is stored, e-link errors, and every ROB.
+
+use crate::live::{
+    Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max, rate,
+};
+use std::time::Duration;
+use swdaq_format::felix::BLOCK_SIZE;
+use swdaq_monitor::Snapshot;
+
+/// Every e-link error counter of a ROB's decoder and aggregator.
+const ERROR_COUNTERS: [&str; 9] = [
+    "swdaq_swrod_corrupt_blocks_total",
+    "swdaq_swrod_sequence_gaps_total",
+    "swdaq_swrod_broken_chunks_total",
+    "swdaq_swrod_missing_chunks_total",
+    "swdaq_swrod_truncated_chunks_total",
+    "swdaq_swrod_out_of_order_chunks_total",
+    "swdaq_swrod_crc_error_chunks_total",
+    "swdaq_swrod_malformed_chunks_total",
+    "swdaq_swrod_bcid_mismatches_total",
+];
+
+/// Fragments a slow consumer had no room for.
+const DROP_COUNTERS: [&str; 1] = ["swdaq_swrod_slow_consumer_drops_total"];
+
+/// The SW ROD's `Live` at `elapsed` into the run; `ring_slots` is each ROB's aggregation ring.
+pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
+    let (_, blocks_per_s) = counter(s, "swdaq_swrod_blocks_total");
+    let (_, events_per_s) = counter(s, "swdaq_swrod_events_total");
+    let (_, errors_per_s) = counters(s, &ERROR_COUNTERS);
+    let figure = Figure::new;
+    let open = gauge_max(s, "swdaq_swrod_open_fragments");
+    Live {
+        model: "swrod",
+        elapsed_s: elapsed.as_secs_f64(),
+        figures: vec![
+            figure(
+                "chunks_m_per_s",
+                "chunks",
+                rate(s, "swdaq_swrod_chunks_total") / 1e6,
+                "M/s",
+            ),
+            figure(
+                "fragments_per_s",
+                "fragments",
+                rate(s, "swdaq_swrod_fragments_total"),
+                "/s",
+            ),
+            figure("events_per_s", "events", events_per_s, "/s"),
+            figure(
+                "incomplete_per_s",
+                "incomplete",
+                rate(s, "swdaq_swrod_incomplete_events_total"),
+                "/s",
+            ),
+            figure(
+                "stored_per_s",
+                "stored",
+                rate(s, "swdaq_swrod_stored_events_total"),
+                "/s",
+            ),
+            figure(
+                "stored_mb_per_s",
+                "stored",
+                rate(s, "swdaq_swrod_stored_bytes_total") / 1e6,
+                "MB/s",
+            ),
+            figure("elink_errors_per_s", "e-link errors", errors_per_s, "/s"),
+            figure(
+                "open_fragments_max",
+                "open fragments",
+                open.unwrap_or(0.0),
+                "",
+            ),
+        ],
+        series: Series {
+            // FELIX to-host blocks have one size: blocks are the e-links' bytes.
+            input_mb_s: Some(blocks_per_s * BLOCK_SIZE as f64 / 1e6),
+            event_hz: Some(events_per_s),
+            backlog: open.map(|o| o / ring_slots.max(1) as f64),
+            // The cards' waits for a full HLT queue are counted at the end, not live.
+            throttled: None,
+            drops_per_s: Some(counters(s, &DROP_COUNTERS).1),
+            errors_per_s: Some(errors_per_s),
+        },
+        sources: robs_of(s),
+        apps: Vec::new(),
+    }
+}
+
+/// One row per ROB: fragments/s, its e-links' MB/s (blocks have one size), errors,
+/// slow-consumer drops.
+fn robs_of(s: &Snapshot) -> Vec<SourceRow> {
+    let metrics = SourceMetrics {
+        label: "rob",
+        rate: "swdaq_swrod_fragments_total",
+        data: ("swdaq_swrod_blocks_total", BLOCK_SIZE as f64),
+        errors: &ERROR_COUNTERS,
+        drops: &DROP_COUNTERS,
+    };
+    metrics.rows(s, None, |rob| format!("ROB {rob}"))
+}

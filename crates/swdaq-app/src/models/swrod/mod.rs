@@ -1,0 +1,211 @@
+//! The ATLAS-style SW ROD: emulated FELIX cards, a SW ROD thread per ROB aggregating e-link
+//! chunks into ROB fragments, request servers, the HLT building full events (eformat v5) and
+//! storing them in ATLAS EventStorage files, one sequence per luminosity block
+//! (`swdaq_swrod::files`), in one process (`system`, `threads`). Its keys: `config`; its live
+//! figures: `live`; what it counts and checks against the emulator's truth: `report`; its
+//! closing summary: `summary`. It has no applications yet: `Configured::app` is where they
+//! slot in.
+
+pub mod cards;
+pub mod config;
+pub mod live;
+pub mod report;
+mod sampler;
+pub mod summary;
+pub mod system;
+mod threads;
+
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
+use crate::runtime::outcome::StopReason;
+use crate::runtime::stdio::Commands;
+use crate::runtime::stop::StopRequest;
+use crate::stored::{self, StoredEvent, StoredFragment};
+use config::SwrodRunConfig;
+use report::SwrodReport;
+use std::path::PathBuf;
+
+pub static SWROD: ModelOf<SwrodRunConfig> =
+    ModelOf::new("swrod", "ATLAS-style SW ROD", Some("swrod"), config::parse);
+
+impl Configured for SwrodRunConfig {
+    fn model(&self) -> &'static dyn Model {
+        &SWROD
+    }
+
+    fn run_keys(&mut self) -> RunKeys<'_> {
+        RunKeys(
+            &mut self.duration_s,
+            &mut self.swrod.output_dir,
+            &mut self.swrod.run_number,
+            &mut self.metrics_addr,
+        )
+    }
+
+    fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
+        self.swrod.felix.elinks = u16::try_from(n).map_err(|_| {
+            anyhow::anyhow!("--links: {n} e-links per FELIX card do not fit swrod.felix.elinks")
+        })?;
+        Ok(())
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        SwrodRunConfig::validate(self)
+    }
+
+    fn to_toml(&self) -> String {
+        SwrodRunConfig::to_toml(self)
+    }
+
+    fn output_dirs(&self) -> Vec<PathBuf> {
+        vec![self.swrod.output_dir.clone()]
+    }
+
+    fn run_number(&self) -> u32 {
+        self.swrod.run_number
+    }
+
+    fn is_distributed(&self) -> bool {
+        false
+    }
+
+    fn describe(&self) -> String {
+        let s = &self.swrod;
+        format!(
+            "{} FELIX cards x {} e-links, {} ROBs per card, {}, {}, storing 1 event in {} to {}{}",
+            s.cards,
+            s.felix.elinks,
+            s.robs_per_card,
+            if s.l1a_rate_hz > 0.0 {
+                format!("{} Hz L1A", s.l1a_rate_hz)
+            } else {
+                "L1As as fast as the chain takes them".into()
+            },
+            crate::model::duration_words(self.duration_s),
+            s.hlt_accept_every,
+            s.output_dir.display(),
+            if self.metrics_addr.is_empty() {
+                String::new()
+            } else {
+                format!(", metrics on http://{}/metrics", self.metrics_addr)
+            },
+        )
+    }
+
+    fn steering(&self) -> Capabilities {
+        Capabilities {
+            pause_resume: Ok(()),
+            trigger_change: Err(
+                "the SW ROD has no trigger sources to change (its L1 accept rate is swrod.l1a_rate_hz)".into(),
+            ),
+            record: Err("the SW ROD has no raw bursts (they are the chain's)".into()),
+        }
+    }
+
+    /// The last event of the newest EventStorage file (closed, or still `.writing`).
+    fn stored_event(&self, run: u32) -> Result<StoredEvent, String> {
+        stored::newest_event(
+            &self.output_dirs(),
+            run,
+            &[".data", ".writing"],
+            |file, _| {
+                let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
+                let name = file.file_name().unwrap_or_default().to_string_lossy();
+                let event = swdaq_swrod::inspect::newest_event(&bytes, &name)?;
+                Ok(event.map(|e| StoredEvent {
+                    file: file.to_path_buf(),
+                    event: e.l1_id.into(),
+                    bytes: e.bytes as u64,
+                    fragments: e
+                        .rob_data
+                        .iter()
+                        .map(|&(rob, bytes)| StoredFragment {
+                            source: format!("ROB 0x{rob:08x}"),
+                            bytes: bytes as u64,
+                        })
+                        .collect(),
+                    left_out: e
+                        .missing_robs
+                        .iter()
+                        .map(|rob| format!("ROB 0x{rob:08x} missing (not collected)"))
+                        .collect(),
+                    picture: None,
+                }))
+            },
+        )
+    }
+
+    fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {
+        let (report, stop_reason) = system::run(self, stop, hooks)?;
+        Ok(Box::new(SwrodOutcome {
+            report,
+            stop_reason,
+        }))
+    }
+
+    fn app(&self, name: &str, _commands: Commands) -> anyhow::Result<Vec<u8>> {
+        anyhow::bail!("{name}: the SW ROD runs in one process; it has no applications yet")
+    }
+}
+
+/// How a run of the SW ROD ended.
+pub struct SwrodOutcome {
+    pub report: SwrodReport,
+    pub stop_reason: StopReason,
+}
+
+impl Outcome for SwrodOutcome {
+    fn run_number(&self) -> u32 {
+        self.report.settings.run_number
+    }
+
+    fn stop_reason(&self) -> &StopReason {
+        &self.stop_reason
+    }
+
+    fn text(&self) -> String {
+        summary::summary_text(&self.report, &self.stop_reason)
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let mut j = summary::summary_json(&self.report, &self.stop_reason);
+        j["run_number"] = self.run_number().into();
+        j
+    }
+
+    fn failure(&self) -> Option<String> {
+        let e = self.report.storage_error.as_ref()?;
+        Some(format!("storage failed: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summary::{summary_json, summary_text};
+    use super::*;
+    use std::path::Path;
+
+    /// The shipped example, paced and stopped by its duration (the stop path every
+    /// interactive run takes), with faults on: truth and counters agree.
+    #[test]
+    fn shipped_example_config_runs_and_stops_on_time_with_faults_accounted() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(crate::models::select(&text).unwrap().name(), "swrod");
+        let mut config = config::parse(&text).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        config.swrod.output_dir = dir.path().to_owned();
+        config.metrics_addr = "127.0.0.1:0".into();
+        config.duration_s = 1.5;
+        config.swrod.felix.faults.missing_chunk = 0.001;
+        config.swrod.felix.faults.truncated_chunk = 0.001;
+        let (report, stop_reason) = system::run(&config, &StopRequest::default(), &()).unwrap();
+        assert_eq!(stop_reason, StopReason::Duration);
+        assert!(report.truth_ok(), "{}", summary_text(&report, &stop_reason));
+        assert!(report.cards[0].l1as > 0);
+        assert!(report.seconds < 10.0, "the stop took {} s", report.seconds);
+        assert_eq!(report.hlt.events, report.cards[0].l1as);
+        let text = summary_text(&report, &stop_reason);
+        assert!(text.contains("overall OK"), "{text}");
+        assert_eq!(summary_json(&report, &stop_reason)["truth"]["ok"], true);
+    }
+}

@@ -1,0 +1,222 @@
+//! What a SW ROD run reports: every thread's counts, and the emulator's truth against the
+//! counters: every injected fault must end in exactly one counter, per ROB counter and over
+//! the run (events holding a ROB that misses e-links).
+
+use super::config::SwrodSettings;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use swdaq_sim::felix::{FelixFault, FelixFaultKind};
+use swdaq_swrod::consumers::{ConsumerCounts, RequestCounts};
+use swdaq_swrod::files::StoredFile;
+use swdaq_swrod::hlt::{HltCounts, MissingRob};
+use swdaq_swrod::{AggregatorCounts, DecoderCounts};
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CardResult {
+    pub l1as: u64,
+    #[serde(skip)]
+    pub faults: Vec<FelixFault>,
+    /// Seconds the card waited for a full ROB queue (the SW ROD did not keep up).
+    pub waited_for_rod_s: f64,
+    /// Seconds the card waited for the HLT's L1 ID queue (busy: the HLT did not keep up).
+    pub waited_for_hlt_s: f64,
+    /// Largest delay of an L1 accept batch behind the L1A clock.
+    pub max_lag_ms: f64,
+    pub cpu_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RodResult {
+    pub source_id: u32,
+    pub decoder: DecoderCounts,
+    pub aggregator: AggregatorCounts,
+    pub consumers: Vec<(String, ConsumerCounts)>,
+    /// CPU time of the SW ROD thread, and the wall time it spent decoding and aggregating.
+    pub cpu_s: f64,
+    pub processing_s: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SwrodReport {
+    pub seconds: f64,
+    pub settings: SwrodSettings,
+    pub cards: Vec<CardResult>,
+    pub robs: Vec<RodResult>,
+    pub requests: Vec<RequestCounts>,
+    pub hlt: HltCounts,
+    pub hlt_cpu_s: f64,
+    pub incomplete_examples: Vec<(u32, Vec<(u32, MissingRob)>)>,
+    pub samples: u64,
+    pub sample_errors: u64,
+    pub stored_events: u64,
+    /// Stored events that carry status (a ROB missing, or one missing e-links).
+    pub stored_flagged_events: u64,
+    /// Bytes of the closed files (headers included).
+    pub stored_bytes: u64,
+    /// Events sent to storage that are in no closed file (storage failed).
+    pub unwritten_events: u64,
+    pub files: Vec<StoredFile>,
+    pub storage_error: Option<String>,
+}
+
+/// One fault kind: injected by the emulators, and the counter that must hold it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TruthCheck {
+    pub fault: &'static str,
+    pub injected: u64,
+    pub counter: &'static str,
+    pub counted: u64,
+    /// What the counter must read: `injected`, or for ECRs `injected` x ROBs per card (each
+    /// ROB sees every ECR of its card).
+    pub expected: u64,
+    pub ok: bool,
+}
+
+impl SwrodReport {
+    fn injected(&self, kind: FelixFaultKind) -> u64 {
+        self.cards
+            .iter()
+            .flat_map(|c| &c.faults)
+            .filter(|f| f.kind == kind)
+            .count() as u64
+    }
+
+    fn sum(&self, f: impl Fn(&RodResult) -> u64) -> u64 {
+        self.robs.iter().map(f).sum()
+    }
+
+    pub fn truth_checks(&self) -> Vec<TruthCheck> {
+        let per_card = u64::from(self.settings.robs_per_card);
+        let check = |fault, kind, counter, counted, times: u64| {
+            let injected = self.injected(kind);
+            TruthCheck {
+                fault,
+                injected,
+                counter,
+                counted,
+                expected: injected * times,
+                ok: counted == injected * times,
+            }
+        };
+        vec![
+            check(
+                "missing_chunk",
+                FelixFaultKind::MissingChunk,
+                "missing_chunks",
+                self.sum(|r| r.aggregator.missing_chunks),
+                1,
+            ),
+            check(
+                "truncated_chunk",
+                FelixFaultKind::TruncatedChunk,
+                "truncated_chunks",
+                self.sum(|r| r.aggregator.truncated_chunks),
+                1,
+            ),
+            check(
+                "sequence_gap",
+                FelixFaultKind::SequenceGap,
+                "sequence_gaps",
+                self.sum(|r| r.decoder.sequence_gaps),
+                1,
+            ),
+            check(
+                "l1id_out_of_order",
+                FelixFaultKind::L1idOutOfOrder,
+                "out_of_order_chunks",
+                self.sum(|r| r.aggregator.out_of_order_chunks),
+                1,
+            ),
+            check(
+                "dead_elink",
+                FelixFaultKind::DeadElink,
+                "elinks_silent",
+                self.sum(|r| r.aggregator.elinks_silent),
+                1,
+            ),
+            check(
+                "ecr",
+                FelixFaultKind::Ecr,
+                "ecrs",
+                self.sum(|r| r.aggregator.ecrs),
+                per_card,
+            ),
+        ]
+    }
+
+    /// Counters no injected fault leads to: each must be 0. A ROB missing from an HLT event
+    /// is one: e-link faults leave a ROB fragment incomplete, never absent.
+    pub fn unexpected(&self) -> Vec<(&'static str, u64)> {
+        let d = |f: fn(&DecoderCounts) -> u64| self.sum(|r| f(&r.decoder));
+        let a = |f: fn(&AggregatorCounts) -> u64| self.sum(|r| f(&r.aggregator));
+        vec![
+            ("hlt_events_missing_robs", self.hlt.incomplete_events),
+            ("corrupt_blocks", d(|c| c.corrupt_blocks)),
+            ("foreign_blocks", d(|c| c.foreign_blocks)),
+            ("broken_chunks", d(|c| c.broken_chunks)),
+            ("late_chunks", a(|c| c.late_chunks)),
+            ("duplicate_chunks", a(|c| c.duplicate_chunks)),
+            ("crc_error_chunks", a(|c| c.crc_error_chunks)),
+            (
+                "malformed_chunks",
+                a(|c| c.malformed_chunks + c.oversized_chunks),
+            ),
+            ("bcid_mismatches", a(|c| c.bcid_mismatches)),
+            ("ring_collisions", a(|c| c.ring_collisions)),
+            ("elinks_revived", a(|c| c.elinks_revived)),
+        ]
+    }
+
+    /// Events the truth says hold a ROB fragment missing e-links: the L1 accepts with a
+    /// chunk never sent, and every L1 accept from an e-link's death on.
+    pub fn expected_events_with_incomplete_robs(&self) -> u64 {
+        let ecr_every = u64::from(self.settings.felix.ecr_every);
+        let l1as = self.cards.first().map_or(0, |c| c.l1as);
+        let index = |l1_id: u32| {
+            let epoch = u64::from(l1_id >> 24);
+            let count = u64::from(l1_id & 0x00FF_FFFF);
+            if ecr_every > 0 {
+                epoch * ecr_every + count
+            } else {
+                count
+            }
+        };
+        let faults = || self.cards.iter().flat_map(|c| &c.faults);
+        let first_death = faults()
+            .filter(|f| f.kind == FelixFaultKind::DeadElink)
+            .map(|f| index(f.l1_id))
+            .min()
+            .unwrap_or(l1as);
+        let lost: BTreeSet<u64> = faults()
+            .filter(|f| f.kind == FelixFaultKind::MissingChunk)
+            .map(|f| index(f.l1_id))
+            .filter(|&i| i < first_death)
+            .collect();
+        lost.len() as u64 + l1as.saturating_sub(first_death)
+    }
+
+    /// Every L1 accept of card 0 (whose L1 IDs the HLT is given) became one event, and every
+    /// ROB built one fragment for each of its card's L1 accepts.
+    pub fn nothing_silently_dropped(&self) -> bool {
+        let per_card = usize::from(self.settings.robs_per_card);
+        let l1as = self.cards.first().map_or(0, |c| c.l1as);
+        self.hlt.events == l1as
+            && self
+                .robs
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.aggregator.fragments == self.cards[i / per_card.max(1)].l1as)
+    }
+
+    pub fn truth_ok(&self) -> bool {
+        self.truth_checks().iter().all(|c| c.ok)
+            && self.unexpected().iter().all(|(_, n)| *n == 0)
+            && self.hlt.events_with_incomplete_robs == self.expected_events_with_incomplete_robs()
+            && self.nothing_silently_dropped()
+            && self.sample_errors == 0
+    }
+
+    pub fn chunks(&self) -> u64 {
+        self.sum(|r| r.decoder.chunks)
+    }
+}

@@ -1,0 +1,172 @@
+//! The SW ROD's closing summary, as text and JSON: L1 accepts, every ROB, the HLT's events,
+//! what was stored, and the truth checks.
+
+use super::report::SwrodReport;
+use crate::runtime::outcome::StopReason;
+
+pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Value {
+    let chunks = r.chunks();
+    let robs: Vec<serde_json::Value> = r
+        .robs
+        .iter()
+        .map(|rob| {
+            serde_json::json!({
+                "source_id": format!("0x{:08x}", rob.source_id),
+                "decoder": rob.decoder,
+                "aggregator": rob.aggregator,
+                "consumers": rob.consumers.iter().map(|(n, c)| (n.clone(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+                "cpu_s": rob.cpu_s,
+                "processing_s": rob.processing_s,
+                "chunks_per_cpu_second": rob.decoder.chunks as f64 / rob.cpu_s.max(1e-9),
+            })
+        })
+        .collect();
+    let incomplete: Vec<serde_json::Value> = r
+        .incomplete_examples
+        .iter()
+        .map(|(l1_id, missing)| {
+            serde_json::json!({
+                "l1_id": format!("0x{l1_id:08x}"),
+                "missing_robs": missing.iter().map(|(s, why)| serde_json::json!({"source_id": format!("0x{s:08x}"), "why": why})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "model": "swrod",
+        "seconds": r.seconds,
+        "stop_reason": stop_reason,
+        "stop_reason_text": stop_reason.to_string(),
+        "cards": r.cards,
+        "l1as": r.cards.first().map_or(0, |c| c.l1as),
+        "chunks": chunks,
+        "chunks_per_second": chunks as f64 / r.seconds,
+        "robs": robs,
+        "requests": r.requests,
+        "hlt": r.hlt,
+        "hlt_cpu_s": r.hlt_cpu_s,
+        "incomplete_events_named": incomplete,
+        "samples": r.samples,
+        "sample_errors": r.sample_errors,
+        "stored_events": r.stored_events,
+        "stored_incomplete_events": r.stored_flagged_events,
+        "stored_bytes": r.stored_bytes,
+        "unwritten_events": r.unwritten_events,
+        "files": r.files,
+        "storage_error": r.storage_error,
+        "truth": {
+            "faults": r.truth_checks(),
+            "unexpected": r.unexpected().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+            "events_with_incomplete_robs": r.hlt.events_with_incomplete_robs,
+            "expected_events_with_incomplete_robs": r.expected_events_with_incomplete_robs(),
+            "nothing_silently_dropped": r.nothing_silently_dropped(),
+            "ok": r.truth_ok(),
+        },
+    })
+}
+
+pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
+    let l1as = r.cards.first().map_or(0, |c| c.l1as);
+    let chunks = r.chunks();
+    let mut out = format!("Run ended after {:.1} s ({stop_reason}).\n", r.seconds);
+    out += &format!(
+        "L1As      {l1as} per card in {:.1} s ({:.0} Hz); {} chunks ({:.2} M/s)\n",
+        r.seconds,
+        l1as as f64 / r.seconds,
+        chunks,
+        chunks as f64 / r.seconds / 1e6,
+    );
+    for (i, c) in r.cards.iter().enumerate() {
+        out += &format!(
+            "Card {i:<4} waited {:.2} s for the SW ROD, {:.2} s for the HLT; at most {:.1} ms behind the L1A clock; emulator CPU {:.1} s\n",
+            c.waited_for_rod_s, c.waited_for_hlt_s, c.max_lag_ms, c.cpu_s
+        );
+    }
+    for rob in &r.robs {
+        let a = &rob.aggregator;
+        let drops: u64 = rob.consumers.iter().map(|(_, c)| c.dropped_slow).sum();
+        out += &format!(
+            "ROB 0x{:08x}: {} fragments ({} incomplete), {:.2} M chunks per CPU second ({:.1} CPU s), {} dropped by slow consumers\n",
+            rob.source_id,
+            a.fragments,
+            a.incomplete_fragments,
+            rob.decoder.chunks as f64 / rob.cpu_s.max(1e-9) / 1e6,
+            rob.cpu_s,
+            drops,
+        );
+    }
+    let h = &r.hlt;
+    out += &format!(
+        "Events    {} built ({} complete: every ROB, every e-link; {} with ROBs missing; {} holding ROBs that miss e-links); answers: {} found, {} not yet, {} gone, {} invalid; {} ROBs timed out\n",
+        h.events,
+        h.complete_events,
+        h.incomplete_events,
+        h.events_with_incomplete_robs,
+        h.found,
+        h.not_yet,
+        h.gone,
+        h.invalid,
+        h.timed_out_robs,
+    );
+    for (l1_id, missing) in &r.incomplete_examples {
+        let named: Vec<String> = missing
+            .iter()
+            .map(|(s, why)| format!("0x{s:08x} ({why:?})"))
+            .collect();
+        out += &format!(
+            "Incomplete event 0x{l1_id:08x}: missing {}\n",
+            named.join(", ")
+        );
+    }
+    out += &format!(
+        "Stored    {} events ({} incomplete), {:.1} MB in {} EventStorage files; sampler checked {} fragments, {} bad\n",
+        r.stored_events,
+        r.stored_flagged_events,
+        r.stored_bytes as f64 / 1e6,
+        r.files.len(),
+        r.samples,
+        r.sample_errors,
+    );
+    for c in r.truth_checks() {
+        out += &format!(
+            "Truth     {:<18} injected {:>6}  {:<20} {:>6}  {}\n",
+            c.fault,
+            c.injected,
+            c.counter,
+            c.counted,
+            if c.ok {
+                "ok".to_string()
+            } else {
+                format!("MISMATCH (expected {})", c.expected)
+            }
+        );
+    }
+    let unexpected: Vec<String> = r
+        .unexpected()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    out += &format!(
+        "Truth     events holding ROBs that miss e-links: {} (truth {}); every L1A one event and one fragment per ROB: {}; unexpected counts: {}; overall {}\n",
+        r.hlt.events_with_incomplete_robs,
+        r.expected_events_with_incomplete_robs(),
+        if r.nothing_silently_dropped() {
+            "yes"
+        } else {
+            "NO"
+        },
+        if unexpected.is_empty() {
+            "none".into()
+        } else {
+            unexpected.join(", ")
+        },
+        if r.truth_ok() { "OK" } else { "MISMATCH" },
+    );
+    if let Some(e) = &r.storage_error {
+        out += &format!(
+            "Storage   failed: {e}; {} events unwritten\n",
+            r.unwritten_events
+        );
+    }
+    out
+}

@@ -1,0 +1,98 @@
+//! The SW ROD in one process. Emulated FELIX cards (one thread each, paced at the L1 accept
+//! rate) hand each ROB its e-links' blocks; one SW ROD thread per ROB decodes and aggregates
+//! them into ROB fragments and passes them down its consumer chain: the ROB's request server
+//! and the monitoring sampler. The HLT asks every ROB's server for each L1 ID, builds the
+//! full event and stores one in `hlt_accept_every` in raw files (`threads`).
+
+use super::config::SwrodRunConfig;
+use super::report::SwrodReport;
+use super::threads;
+use crate::model::RunHooks;
+use crate::runtime::monitoring::Monitoring;
+use crate::runtime::outcome::StopReason;
+use crate::runtime::steering::{Steering, TriggerSteer};
+use crate::runtime::stop::StopRequest;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use swdaq_trigger::TriggerControl;
+
+/// How often the live figures are made.
+const STATUS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Runs until the duration, `max_l1as` or a stop request ends it; `hooks` hear when data
+/// taking has begun (the cards' L1 accepts can then be held: run control's pause), the live
+/// figures once a second, and the stop. The report and why it ended.
+pub fn run(
+    config: &SwrodRunConfig,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
+) -> anyhow::Result<(SwrodReport, StopReason)> {
+    let monitoring =
+        Monitoring::with_interval(STATUS_INTERVAL, &config.metrics_addr, "metrics_addr")?;
+    let hold = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let mut stopped_by = None;
+    let mut told_started = false;
+    let report = threads::run_threads(
+        config,
+        &monitoring.registry,
+        Arc::clone(&hold),
+        |progress| {
+            if !told_started {
+                told_started = true;
+                hooks.started(Steering {
+                    trigger: Some(Box::new(CardHold(Arc::clone(&hold)))),
+                    bursts: None,
+                });
+            }
+            if stopped_by.is_none() {
+                let over =
+                    config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s;
+                if over {
+                    stopped_by = Some(StopReason::Duration);
+                } else if stop.is_requested() {
+                    stopped_by = Some(StopReason::Interrupted);
+                }
+                if stopped_by.is_some() {
+                    hooks.stopping();
+                    stop.waiting_for(
+                        "the cards to send their last L1 accepts and the HLT to finish its events",
+                    );
+                    progress.stop();
+                }
+            }
+            if progress.second_passed() {
+                hooks.live(&super::live::live(
+                    &monitoring.stats.latest(),
+                    started.elapsed(),
+                    config.swrod.ring_slots,
+                ));
+            }
+        },
+    )?;
+    monitoring.stop();
+    let stop_reason = match (&report.storage_error, stopped_by) {
+        (Some(e), _) => StopReason::StorageFailed(e.clone()),
+        (None, Some(reason)) => reason,
+        (None, None) => StopReason::InputEnded,
+    };
+    Ok((report, stop_reason))
+}
+
+/// Run control's pause of a SW ROD run: the cards hold their L1 accepts, as a busy from the
+/// central trigger would; readout and the HLT finish what they have.
+struct CardHold(Arc<AtomicBool>);
+
+impl TriggerSteer for CardHold {
+    fn send(&self, control: TriggerControl) -> Result<(), String> {
+        match control {
+            TriggerControl::Pause => self.0.store(true, Ordering::Relaxed),
+            TriggerControl::Resume => self.0.store(false, Ordering::Relaxed),
+            TriggerControl::Change(_) => {
+                return Err("the SW ROD's L1 accepts have no trigger sources to change".into());
+            }
+        }
+        Ok(())
+    }
+}

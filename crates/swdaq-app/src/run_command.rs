@@ -1,0 +1,125 @@
+//! `swdaq run` for any model: the configuration (its model picked by its table), the shared
+//! flags, `--print-config`, the run number, signals, the start line, the live view, the
+//! closing summary (text or JSON) and the exit status.
+
+use crate::live::{Live, line};
+use crate::model::{Overrides, RunHooks};
+use crate::models;
+use crate::runtime::stop;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Configuration file (TOML): its top-level table picks the model ([evb]: the event
+    /// builder, [swrod]: the SW ROD, otherwise the chain); keys not in it keep their
+    /// built-in defaults.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print the model's whole effective configuration (TOML, flags applied) and exit.
+    #[arg(long)]
+    print_config: bool,
+    #[command(flatten)]
+    overrides: Overrides,
+    /// Print the closing summary as JSON (on stdout) instead of text; no live view.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let mut config = models::load(args.config.as_deref())?;
+    config.apply(&args.overrides)?;
+    config.validate()?;
+    if args.print_config {
+        print!("{}", config.to_toml());
+        return Ok(());
+    }
+    let dirs = config.output_dirs();
+    let dirs: Vec<&std::path::Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let number = swdaq_format::run_files::claim_run(&dirs, config.run_number(), None)?;
+    config.set_run_number(number);
+    let stop = Arc::new(stop::StopRequest::default());
+    stop::install(Arc::clone(&stop))?;
+    eprintln!(
+        "swdaq run {number} ({}): {}",
+        config.model().name(),
+        config.describe()
+    );
+    let view = TerminalView::new(!args.json);
+    let outcome = config.run(&stop, &view)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome.json())?);
+    } else {
+        print!("{}", outcome.text());
+    }
+    if let Some(e) = outcome.failure() {
+        anyhow::bail!("{e}");
+    }
+    Ok(())
+}
+
+/// The live view on stderr: a table redrawn in place on a terminal (figures, then every
+/// source, bad ones first), one line per status interval otherwise; nothing with `--json`.
+struct TerminalView {
+    shown: bool,
+    terminal: bool,
+    drawn_lines: Mutex<usize>,
+}
+
+/// Source rows a redrawn table shows at most (bad ones come first).
+const TABLE_ROWS: usize = 16;
+
+impl TerminalView {
+    fn new(shown: bool) -> Self {
+        Self {
+            shown,
+            terminal: std::io::stderr().is_terminal(),
+            drawn_lines: Mutex::new(0),
+        }
+    }
+
+    fn table(live: &Live) -> String {
+        let mut text = format!("{}\n", line(live));
+        if !live.sources.is_empty() {
+            text += " source                 rate/s      MB/s   errors    drops\n";
+        }
+        for r in live.sources.iter().take(TABLE_ROWS) {
+            text += &format!(
+                " {:<18} {:>10.0} {:>9} {:>8} {:>8}{}\n",
+                r.name,
+                r.rate_hz,
+                r.mb_s.map_or("-".into(), |m| format!("{m:.1}")),
+                r.errors,
+                r.drops,
+                r.why.as_deref().map_or(String::new(), |w| format!("  {w}")),
+            );
+        }
+        for a in &live.apps {
+            text += &format!(" app {:<14} {:<8} {}\n", a.name, a.kind, a.state);
+        }
+        text
+    }
+}
+
+impl RunHooks for TerminalView {
+    fn live(&self, live: &Live) {
+        if !self.shown {
+            return;
+        }
+        let mut out = std::io::stderr().lock();
+        if !self.terminal {
+            let _ = writeln!(out, "{}", line(live));
+            return;
+        }
+        let text = Self::table(live);
+        let mut drawn = self.drawn_lines.lock().unwrap_or_else(|e| e.into_inner());
+        if *drawn > 0 {
+            // Back over the previous table, and clear it.
+            let _ = write!(out, "\x1b[{}A\x1b[J", *drawn);
+        }
+        *drawn = text.lines().count();
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+    }
+}

@@ -1,0 +1,162 @@
+//! One application of a multi-process run (`swdaq app --name NAME`), whatever the model:
+//! what every application has (`AppContext`: its configuration, place in the topology,
+//! sockets and the launcher's commands) and how its CPU is measured.
+//!
+//! Every application binds one inbox at its `address` and connects one outlet to the inbox of
+//! each peer it sends to; every outlet carries heartbeats. `swdaq run` (`runtime::launch`)
+//! starts them with the run's configuration on stdin and drives them with `start` / `stop`
+//! (`runtime::stdio`).
+
+use crate::runtime::monitoring::Monitoring;
+use crate::runtime::outcome::cpu_shares;
+use crate::runtime::stdio::Commands;
+use crate::runtime::topology::{App, AppKind, TopologySection};
+use anyhow::{Context, anyhow};
+use std::time::{Duration, Instant};
+use swdaq_monitor::proc::{ThreadStat, read_threads};
+use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
+
+/// A run configuration that carries a `[topology]`: the chain's or the event builder's.
+pub trait TopologyConfig {
+    fn topology(&self) -> &TopologySection;
+    /// How often its applications snapshot their metrics and send the launcher figures.
+    fn status_interval(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+/// What every application has: its (validated) configuration, its place in the topology, its
+/// sockets' context and the launcher's commands.
+pub struct AppContext<C> {
+    pub config: C,
+    pub me: AppId,
+    pub spec: App,
+    pub zmq: zmq::Context,
+    pub options: NetOptions,
+    pub commands: Commands,
+}
+
+impl<C: TopologyConfig> AppContext<C> {
+    pub fn new(config: C, name: &str, commands: Commands) -> anyhow::Result<Self> {
+        let (me, spec) = config
+            .topology()
+            .find(name)
+            .ok_or_else(|| anyhow!("no application {name:?} in topology.apps"))?;
+        let t = config.topology();
+        let options = NetOptions {
+            send_timeout: Duration::from_millis(t.send_timeout_ms),
+            ..Default::default()
+        };
+        Ok(Self {
+            spec: spec.clone(),
+            me,
+            config,
+            zmq: zmq::Context::new(),
+            options,
+            commands,
+        })
+    }
+
+    /// Binds this application's inbox, which takes messages from the topology's applications
+    /// only (ids `0..apps`); anything else is refused and counted in the report.
+    pub fn bind_inbox(&self) -> anyhow::Result<Inlet> {
+        let apps = self.config.topology().apps.len() as AppId;
+        Ok(Inlet::bind(&self.zmq, &self.spec.address)
+            .with_context(|| format!("{}: inbox", self.spec.name))?
+            .admitting(0..apps))
+    }
+
+    /// An outlet to the inbox of application `peer`.
+    pub fn outlet_to(&self, peer: u32) -> anyhow::Result<Outlet> {
+        let app = &self.config.topology().apps[peer as usize];
+        Ok(Outlet::connect(
+            &self.zmq,
+            &app.address,
+            self.me,
+            &self.options,
+        )?)
+    }
+
+    /// Outlets to each of `peers`, in order.
+    pub fn outlets_to(&self, peers: &[u32]) -> anyhow::Result<Vec<Outlet>> {
+        peers.iter().map(|&p| self.outlet_to(p)).collect()
+    }
+
+    /// Waits until every outlet has a connection to its peer (so the first real message is
+    /// not refused for a connection still being made: "ready" means reachable), then keeps
+    /// them alive with heartbeats. Fails naming the peer after `topology.start_timeout_s`.
+    pub fn connect_and_heartbeat(&self, outlets: Vec<Outlet>) -> anyhow::Result<Heartbeat> {
+        let deadline =
+            Instant::now() + Duration::from_secs_f64(self.config.topology().start_timeout_s);
+        for o in &outlets {
+            // With "queue only for connected peers", a blocking send succeeds once connected.
+            while o.send(&Message::Heartbeat).is_err() {
+                if Instant::now() >= deadline {
+                    anyhow::bail!("{}: cannot reach {}", self.spec.name, o.endpoint());
+                }
+            }
+        }
+        Ok(Heartbeat::start(outlets, self.heartbeat_every())?)
+    }
+
+    pub fn heartbeat_every(&self) -> Duration {
+        Duration::from_millis(self.config.topology().heartbeat_ms)
+    }
+
+    pub fn peer_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.topology().peer_timeout_ms)
+    }
+
+    /// The applications of `kind`, in topology order.
+    pub fn ids_of(&self, kind: AppKind) -> Vec<u32> {
+        self.config
+            .topology()
+            .of_kind(kind)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// This application's monitoring, with `/metrics` where its entry asks for it, its
+    /// figures sent to the launcher's live view.
+    pub fn monitoring(&self) -> anyhow::Result<Monitoring> {
+        let key = format!("topology.apps.metrics_addr ({})", self.spec.name);
+        Monitoring::for_status(self.config.status_interval(), &self.spec.metrics_addr, &key)?
+            .feeding_launcher()
+    }
+
+    /// Writes who this is to its log.
+    pub fn announce(&self) {
+        eprintln!(
+            "swdaq app {} ({}): pid {}, inbox {}",
+            self.spec.name,
+            self.spec.kind.name(),
+            std::process::id(),
+            self.spec.address
+        );
+    }
+}
+
+/// Measures the time and each thread's CPU from `start` on, for an application's report.
+pub struct Clock {
+    started: Instant,
+    threads: Vec<ThreadStat>,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Self {
+            started: Instant::now(),
+            threads: read_threads(),
+        }
+    }
+
+    /// Seconds since `start`, and each thread's CPU share since, named `app/thread`.
+    pub fn cpu(&self, app: &str) -> (f64, Vec<(String, f64)>) {
+        let elapsed = self.started.elapsed();
+        let shares = cpu_shares(&self.threads, elapsed)
+            .into_iter()
+            .map(|(thread, share)| (format!("{app}/{thread}"), share))
+            .collect();
+        (elapsed.as_secs_f64(), shares)
+    }
+}

@@ -1,0 +1,323 @@
+//! `swdaq run` with a topology: starts every application as a child process (through its
+//! host's launcher prefix), hands each the run's configuration, waits until all are ready,
+//! starts them together, and at the end stops them in data-flow order — trigger, then the
+//! orchestrator (once it has placed every decision), then the builders (once they have
+//! stored every record), then readout — and merges their reports into one summary.
+//!
+//! An application that dies during the run is logged and named in the summary; the others
+//! go on (the orchestrator re-assigns a dead builder's records, records lacking a dead
+//! readout's links come out Incomplete naming them). The launcher only ever signals the
+//! processes it started, and kills one only when it outlives the stop time-out.
+//!
+//! Every model's applications are launched the same way: its [`Plan`] says their stop order,
+//! which ones the run cannot go on without, which one holds the trigger, and how the model
+//! turns the applications' figures into its `Live`.
+
+use super::child::{Running, spawn, stop_all, stop_stage, take_event};
+use super::live_feed::snapshot_of;
+use super::stdio::{self as control, Event};
+use crate::live::{AppRow, Live};
+use crate::model::RunHooks;
+use crate::runtime::outcome::{AppOutcome, StopReason};
+use crate::runtime::steering::{
+    BurstReason, BurstRequests, BurstStarted, RecordError, Steering, check_seconds,
+};
+use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::{AppKind, TopologySection};
+use anyhow::{Context, anyhow, bail};
+use crossbeam_channel::{Receiver, Sender};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use swdaq_dataflow::TriggerInput;
+use swdaq_monitor::Snapshot;
+
+/// What [`launch`] needs to know of a run: its applications, what it hands them, and how
+/// it ends and stops.
+pub struct Plan<'a> {
+    pub topology: &'a TopologySection,
+    /// The configuration every application reads on stdin.
+    pub toml: String,
+    pub run_number: u32,
+    pub logs: PathBuf,
+    /// `None`: until interrupted.
+    pub duration: Option<Duration>,
+    pub status_interval: Duration,
+    /// Stage by stage, in data-flow order.
+    pub stop_order: &'a [AppKind],
+    /// The run cannot go on once one of these has ended.
+    pub essential: &'a [AppKind],
+    /// The run ends once every application of this kind has ended, for this reason.
+    pub ends_with: (AppKind, StopReason),
+    /// The model's live figures from the applications' merged snapshot, `elapsed` into the run.
+    pub live: &'a LiveFigures<'a>,
+    /// The applications that take run control's trigger requests (pause, resume, changes).
+    pub trigger_at: Option<AppKind>,
+    /// The applications that take run control's raw-burst requests.
+    pub bursts_to: Option<AppKind>,
+}
+
+/// Makes a model's `Live` from its applications' merged snapshot.
+pub type LiveFigures<'a> = dyn Fn(&Snapshot, Duration) -> Live + Sync + 'a;
+
+/// Run-control requests waiting to be passed to the applications.
+const CONTROL_QUEUE: usize = 64;
+
+/// How the applications ran: each one's outcome and report bytes, in topology order.
+pub struct Launched {
+    pub seconds: f64,
+    pub stop_reason: StopReason,
+    pub apps: Vec<(AppKind, AppOutcome, Option<Vec<u8>>)>,
+}
+
+/// Starts the plan's applications, waits until all are ready, starts them, supervises the
+/// run and stops them stage by stage; `hooks` hear when it started (run-control requests
+/// then go to the trigger application, if there is one) and when the stop begins.
+pub fn launch(
+    plan: &Plan,
+    exe: &Path,
+    stop: &StopRequest,
+    hooks: &dyn RunHooks,
+) -> anyhow::Result<Launched> {
+    ignore_sigpipe();
+    let logs = &plan.logs;
+    std::fs::create_dir_all(logs)
+        .with_context(|| format!("cannot create the log directory {}", logs.display()))?;
+    let (events_tx, events_rx) = crossbeam_channel::unbounded();
+    let mut apps: Vec<Running> = Vec::new();
+    for (index, app) in plan.topology.apps.iter().enumerate() {
+        let launcher = match app.host.as_str() {
+            "" => &[][..],
+            host => &plan.topology.host(host).expect("validated").launcher[..],
+        };
+        let files = (plan.toml.as_str(), plan.logs.as_path());
+        match spawn(app, launcher, exe, files, index, events_tx.clone()) {
+            Ok(r) => apps.push(r),
+            Err(e) => {
+                stop_all(&mut apps, Duration::from_secs(5));
+                return Err(e.context(format!("starting {}", app.name)));
+            }
+        }
+    }
+    drop(events_tx);
+    let t = plan.topology;
+    if let Err(e) = wait_ready(
+        &mut apps,
+        &events_rx,
+        Duration::from_secs_f64(t.start_timeout_s),
+    ) {
+        stop_all(&mut apps, Duration::from_secs(5));
+        return Err(e);
+    }
+    for a in &mut apps {
+        a.command("start");
+    }
+    let started = Instant::now();
+    eprintln!(
+        "swdaq run {}: {} applications started; logs in {}",
+        plan.run_number,
+        apps.len(),
+        logs.display()
+    );
+    let (controls_tx, controls) = crossbeam_channel::bounded(CONTROL_QUEUE);
+    let (bursts_tx, bursts) = crossbeam_channel::bounded(CONTROL_QUEUE);
+    hooks.started(Steering {
+        trigger: plan
+            .trigger_at
+            .map(|_| Box::new(controls_tx) as Box<dyn crate::runtime::steering::TriggerSteer>),
+        bursts: plan
+            .bursts_to
+            .map(|_| Arc::new(ForwardBursts(bursts_tx)) as Arc<dyn BurstRequests>),
+    });
+    let inputs = Inputs {
+        controls: &controls,
+        bursts: &bursts,
+    };
+    let stop_reason = supervise(plan, &mut apps, &events_rx, inputs, stop, started, hooks);
+    hooks.stopping();
+    let seconds = started.elapsed().as_secs_f64();
+    let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
+    for &stage in plan.stop_order {
+        stop_stage(&mut apps, stage, &events_rx, stop_timeout, stop);
+    }
+    Ok(Launched {
+        seconds,
+        stop_reason,
+        apps: apps
+            .into_iter()
+            .map(|a| (a.kind, a.outcome, a.report))
+            .collect(),
+    })
+}
+
+fn wait_ready(
+    apps: &mut [Running],
+    events: &Receiver<(usize, anyhow::Result<Event>)>,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !apps.iter().all(|a| a.ready) {
+        if let Ok(e) = events.recv_timeout(Duration::from_millis(50)) {
+            take_event(apps, e);
+        }
+        for a in apps.iter_mut().filter(|a| !a.ready) {
+            if a.poll_exit() {
+                bail!(
+                    "{} ended before it was ready ({}); see {}",
+                    a.outcome.name,
+                    a.outcome.failure.as_deref().unwrap_or("exited"),
+                    a.outcome.log.display()
+                );
+            }
+        }
+        if Instant::now() >= deadline {
+            let late: Vec<&str> = apps
+                .iter()
+                .filter(|a| !a.ready)
+                .map(|a| a.outcome.name.as_str())
+                .collect();
+            bail!("not ready after {timeout:?}: {}", late.join(", "));
+        }
+    }
+    Ok(())
+}
+
+/// Burst requests (run control) passed to every readout application as `record` lines; each
+/// application records its own links and counts its refusals.
+struct ForwardBursts(Sender<f64>);
+
+impl BurstRequests for ForwardBursts {
+    fn record(&self, seconds_after: f64, _: BurstReason) -> Result<BurstStarted, RecordError> {
+        check_seconds(seconds_after)?;
+        self.0.try_send(seconds_after).map_err(|e| {
+            RecordError::NotPassedOn(match e {
+                crossbeam_channel::TrySendError::Full(_) => "too many requests waiting",
+                crossbeam_channel::TrySendError::Disconnected(_) => "the run is stopping",
+            })
+        })?;
+        Ok(BurstStarted {
+            burst: None,
+            directory: None,
+            seconds_after,
+        })
+    }
+}
+
+/// What run control passes on to the applications while the run goes on.
+struct Inputs<'a> {
+    controls: &'a Receiver<TriggerInput>,
+    bursts: &'a Receiver<f64>,
+}
+
+/// Watches the run until its duration, an interrupt, or the end of the trigger or the
+/// orchestrator (without which no record can be made).
+fn supervise(
+    plan: &Plan,
+    apps: &mut [Running],
+    events: &Receiver<(usize, anyhow::Result<Event>)>,
+    inputs: Inputs<'_>,
+    stop: &StopRequest,
+    started: Instant,
+    hooks: &dyn RunHooks,
+) -> StopReason {
+    let duration = plan.duration;
+    let status = plan.status_interval;
+    let mut next_status = started + status;
+    loop {
+        if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
+            take_event(apps, e);
+        }
+        for input in inputs.controls.try_iter() {
+            if let TriggerInput::Control(c) = input
+                && let Some(trigger) = apps.iter_mut().find(|a| Some(a.kind) == plan.trigger_at)
+            {
+                trigger.command(&control::trigger_control_line(&c));
+            }
+        }
+        for seconds in inputs.bursts.try_iter() {
+            for readout in apps.iter_mut().filter(|a| Some(a.kind) == plan.bursts_to) {
+                readout.command(&control::record_line(seconds));
+            }
+        }
+        for a in apps.iter_mut().filter(|a| !a.died) {
+            if a.poll_exit() {
+                a.died = true;
+                a.outcome.failure.get_or_insert_with(|| "exited".into());
+                eprintln!(
+                    "swdaq run: {} ended during the run ({}); see {}",
+                    a.outcome.name,
+                    a.outcome.failure.as_deref().unwrap_or_default(),
+                    a.outcome.log.display()
+                );
+            }
+        }
+        if stop.is_requested() {
+            return StopReason::Interrupted;
+        }
+        if let Some(a) = apps.iter().find(|a| a.storage_failed.is_some()) {
+            let why = a.storage_failed.as_deref().unwrap_or_default();
+            return StopReason::StorageFailed(format!("{}: {why}", a.outcome.name));
+        }
+        let now = Instant::now();
+        if duration.is_some_and(|d| now - started >= d) {
+            return StopReason::Duration;
+        }
+        if let Some(a) = apps
+            .iter()
+            .find(|a| a.died && plan.essential.contains(&a.kind))
+        {
+            return StopReason::AppFailed(format!(
+                "{} ({}) ended during the run",
+                a.outcome.name,
+                a.kind.name()
+            ));
+        }
+        let (kind, reason) = &plan.ends_with;
+        if apps.iter().filter(|a| a.kind == *kind).all(|a| a.died) {
+            return reason.clone();
+        }
+        if now >= next_status {
+            next_status += status;
+            hooks.live(&live_of(plan, apps, now - started));
+        }
+    }
+}
+
+/// The model's `Live` from every application's latest series, with a row per application.
+fn live_of(plan: &Plan, apps: &[Running], elapsed: Duration) -> Live {
+    let snapshot = snapshot_of(
+        apps.iter()
+            .filter_map(|a| a.live.as_ref().map(|l| l.0.clone())),
+    );
+    let mut live = (plan.live)(&snapshot, elapsed);
+    live.apps = apps
+        .iter()
+        .map(|a| AppRow {
+            name: a.outcome.name.clone(),
+            kind: a.kind.name().into(),
+            host: a.outcome.host.clone(),
+            state: match (&a.outcome.failure, a.died) {
+                (_, false) => "running".into(),
+                (Some(f), true) => f.clone(),
+                (None, true) => "ended".into(),
+            },
+            heartbeat_age_s: a.live.as_ref().map(|l| l.1.elapsed().as_secs_f64()),
+        })
+        .collect();
+    live
+}
+
+/// A command written to an application that has just died must be an error to handle, not
+/// a SIGPIPE that kills the launcher (the binary restores SIGPIPE's default for its own
+/// output pipes).
+fn ignore_sigpipe() {
+    // SAFETY: sets one signal's disposition to "ignore"; no handler runs, no memory is touched.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+/// Used by the binary: the `swdaq` executable that is running, to start the applications.
+pub fn current_exe() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().map_err(|e| anyhow!("cannot tell which swdaq program runs: {e}"))
+}

@@ -1,0 +1,13 @@
+//! What runs a model whatever the model: stop requests and signals, the `[topology]`
+//! section, applications and their launcher.
+
+pub mod app;
+mod child;
+pub mod launch;
+pub mod live_feed;
+pub mod monitoring;
+pub mod outcome;
+pub mod stdio;
+pub mod steering;
+pub mod stop;
+pub mod topology;

@@ -1,0 +1,74 @@
+//! How a run ended, whatever the model: why it stopped, how each application ended, and each
+//! thread's share of a core.
+
+use std::time::Duration;
+use swdaq_monitor::proc::{ThreadStat, USER_HZ, read_threads};
+use swdaq_store::StoreReport;
+
+/// Why the run ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum StopReason {
+    #[default]
+    Duration,
+    Interrupted,
+    AllLinksEnded,
+    /// The event builder's input is done: `max_events` triggered, or its files ended.
+    InputEnded,
+    StorageFailed(String),
+    /// An application the run cannot go on without ended.
+    AppFailed(String),
+}
+
+impl StopReason {
+    /// A storage failure with the writer's own error, which only its report has (whoever
+    /// stopped the run saw only that storage had failed).
+    pub fn with_storage_error(self, storage: Option<&StoreReport>) -> Self {
+        match (self, storage.and_then(|s| s.error.as_ref())) {
+            (Self::StorageFailed(policy), Some(e)) => Self::StorageFailed(format!("{e}; {policy}")),
+            (reason, _) => reason,
+        }
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Duration => f.write_str("duration reached"),
+            Self::Interrupted => f.write_str("interrupted"),
+            Self::AllLinksEnded => f.write_str("every link ended"),
+            Self::InputEnded => {
+                f.write_str("the input ended (max_events, or the end of its files)")
+            }
+            Self::StorageFailed(e) => write!(f, "storage failed: {e}"),
+            Self::AppFailed(e) => f.write_str(e),
+        }
+    }
+}
+
+/// How one application of a multi-process run ended.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct AppOutcome {
+    pub name: String,
+    pub kind: String,
+    pub host: String,
+    /// Exited cleanly having sent its report.
+    pub reported: bool,
+    /// How it ended when it did not: the exit status or signal, or why it was not started.
+    pub failure: Option<String>,
+    pub log: std::path::PathBuf,
+}
+
+/// Each thread's CPU use since `before` was read, as a share of one core over `elapsed`.
+pub fn cpu_shares(before: &[ThreadStat], elapsed: Duration) -> Vec<(String, f64)> {
+    read_threads()
+        .into_iter()
+        .map(|t| {
+            let start = before
+                .iter()
+                .find(|b| b.tid == t.tid)
+                .map_or(0, |b| b.cpu_ticks);
+            let seconds = t.cpu_ticks.saturating_sub(start) as f64 / USER_HZ;
+            (t.name, seconds / elapsed.as_secs_f64())
+        })
+        .collect()
+}
