@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check swdaq has, on a fresh machine too: sets up the Python test environment
-# (h5py, prometheus_client, maturin, ...) in .venv, the `swdaq` Python package (built from
-# crates/swdaq-py) and Debian's prometheus package (skipped with a message
-# where apt is unavailable), then format, lint, Rust tests, Python tests and a
+# (h5py, prometheus_client, maturin, selenium, ...) in .venv, the `swdaq` Python package (built
+# from crates/swdaq-py), Debian's prometheus package and Debian's chromium and chromium-driver
+# for the console's browser tests (each skipped with a message where apt is unavailable), then format, lint, Rust tests, Python tests and a
 # short bounded fuzz run of every parser. Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,7 @@ phase() { echo "== $* (at ${SECONDS}s)"; }
 phase setup
 scripts/setup-python.sh
 scripts/setup-prometheus.sh
+scripts/setup-chromium.sh
 export SWDAQ_PYTHON="$PWD/.venv/bin/python"
 
 phase cargo fmt

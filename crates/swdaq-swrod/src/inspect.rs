@@ -317,6 +317,39 @@ fn check_end(end: &FileEnd, records: usize, event_bytes: u64) -> Vec<String> {
     why
 }
 
+/// The file's last event (also while the file is still written), checked whole, with each
+/// ROB's bytes of ROD data: the newest stored event, as the operator's console shows it.
+/// `Ok(None)`: no event yet; `Err`: the head does not read, its events are compressed, or
+/// the last event is bad (why).
+pub fn newest_event(bytes: &[u8], name: &str) -> Result<Option<EventSummary>, String> {
+    let (head, body) = FileHead::parse(bytes).map_err(|e| format!("file head: {e}"))?;
+    let expect = check_head(&head, name, &mut |_| {});
+    if expect.compressed {
+        return Err("its events are compressed: not read back".into());
+    }
+    let last = Records::checking(bytes, body, holds_one_event)
+        .filter_map(|record| match record {
+            Record::Event {
+                offset,
+                block_number,
+                data,
+            } => Some((offset, block_number, data)),
+            _ => None,
+        })
+        .last();
+    let Some((offset, block_number, data)) = last else {
+        return Ok(None);
+    };
+    let l1_id = FullEvent::parse(data)
+        .map_err(|e| e.to_string())?
+        .header
+        .l1_id;
+    let mut event = check_event(data, &expect, Some(l1_id))
+        .map_err(|(_, why)| format!("the last event (L1 ID {l1_id}): {why}"))?;
+    (event.block, event.offset) = (block_number, offset);
+    Ok(Some(event))
+}
+
 /// One event checked whole: its summary, or its L1 ID (when read) and why it is bad.
 fn check_event(
     bytes: &[u8],
@@ -573,6 +606,19 @@ mod tests {
             .to_bytes(),
         );
         (b, starts)
+    }
+
+    #[test]
+    fn the_newest_event_is_the_last_one_with_its_robs() {
+        let (bytes, starts) = file(10);
+        let newest = newest_event(&bytes, NAME).unwrap().unwrap();
+        assert_eq!((newest.l1_id, newest.offset), (9, starts[9]));
+        assert_eq!(newest.rob_data.len(), 3);
+        // While written: no end record yet, the last event cut short.
+        let open = &bytes[..starts[9] + 20];
+        assert_eq!(newest_event(open, NAME).unwrap().unwrap().l1_id, 8);
+        assert!(newest_event(&bytes[..starts[0]], NAME).unwrap().is_none());
+        assert!(newest_event(&bytes[..10], NAME).is_err());
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub struct Response {
     pub content_type: &'static str,
     pub body: Vec<u8>,
     /// Extra headers (name, value).
-    pub headers: Vec<(&'static str, &'static str)>,
+    pub headers: Vec<(&'static str, String)>,
 }
 
 /// What a server does with requests.
@@ -249,6 +249,8 @@ fn write(stream: &mut TcpStream, response: &Response, keep_alive: bool) -> std::
         if keep_alive { "keep-alive" } else { "close" },
     );
     for (name, value) in &response.headers {
+        // A value is one line whatever it holds (a file name, an error).
+        let value = value.replace(|c: char| c.is_control(), " ");
         head += &format!("{name}: {value}\r\n");
     }
     head += "\r\n";

@@ -10,12 +10,18 @@
 //! between two TP batches; the SW ROD's: its cards' L1 accepts); a command the model does
 //! not have is refused naming the model.
 
+mod alerts;
 pub mod auth;
 pub mod client;
+mod console;
 pub mod fsm;
+mod history;
 pub mod http;
 mod http_server;
+mod journal;
+mod metrics;
 pub mod system;
+mod watch;
 
 use crate::model::{Configured, Overrides};
 use crate::models;

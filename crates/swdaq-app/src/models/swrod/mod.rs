@@ -19,6 +19,7 @@ use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, 
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
+use crate::stored::{self, StoredEvent, StoredFragment};
 use config::SwrodRunConfig;
 use report::SwrodReport;
 use std::path::PathBuf;
@@ -98,6 +99,39 @@ impl Configured for SwrodRunConfig {
             ),
             record: Err("the SW ROD has no raw bursts (they are the chain's)".into()),
         }
+    }
+
+    /// The last event of the newest EventStorage file (closed, or still `.writing`).
+    fn stored_event(&self, run: u32) -> Result<StoredEvent, String> {
+        stored::newest_event(
+            &self.output_dirs(),
+            run,
+            &[".data", ".writing"],
+            |file, _| {
+                let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
+                let name = file.file_name().unwrap_or_default().to_string_lossy();
+                let event = swdaq_swrod::inspect::newest_event(&bytes, &name)?;
+                Ok(event.map(|e| StoredEvent {
+                    file: file.to_path_buf(),
+                    event: e.l1_id.into(),
+                    bytes: e.bytes as u64,
+                    fragments: e
+                        .rob_data
+                        .iter()
+                        .map(|&(rob, bytes)| StoredFragment {
+                            source: format!("ROB 0x{rob:08x}"),
+                            bytes: bytes as u64,
+                        })
+                        .collect(),
+                    left_out: e
+                        .missing_robs
+                        .iter()
+                        .map(|rob| format!("ROB 0x{rob:08x} missing (not collected)"))
+                        .collect(),
+                    picture: None,
+                }))
+            },
+        )
     }
 
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {

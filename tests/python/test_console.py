@@ -1,0 +1,326 @@
+"""The operator's console in a real browser: Debian's headless Chromium (scripts/setup-chromium.sh)
+driven through Selenium and Debian's chromedriver, never a browser or driver a tool downloads.
+
+A shifter who never read the README starts, watches and stops a run from the page alone, sees
+which link is in trouble (one stopped by `emulator.stop_links`), sees a refused command's reason;
+without the token the page shows nothing and does nothing; the page keeps working through a
+two-minute run with bounded history and memory, and through a restart of the server.
+
+Each step's screenshot is kept in $SWDAQ_SCREENSHOTS (default target/console-screenshots). The
+tests skip, saying why, where Chromium, chromedriver or Selenium are missing."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from swdaq_paths import ROOT, SWDAQ, free_port
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+SHOTS = Path(os.environ.get("SWDAQ_SCREENSHOTS", ROOT / "target" / "console-screenshots"))
+TOKEN = "console-test-token-0123456789"
+# Link 3 goes silent this far into the run: the fault the shifter must spot.
+LINK_STOPS_AFTER_S = 6.0
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+except ImportError:  # pragma: no cover - the skip says so
+    webdriver = None
+
+pytestmark = pytest.mark.skipif(
+    webdriver is None or not CHROMIUM or not CHROMEDRIVER,
+    reason="the browser tests need Debian's chromium and chromium-driver (scripts/setup-chromium.sh) and selenium (requirements-test.txt)",
+)
+
+# The run the console steers: 4 emulated links, a periodic trigger; `extra` adds lines to
+# [emulator].
+CONFIG = """
+[run]
+duration_s = 0
+metrics_addr = ""
+output_dir = "{out}"
+[readout]
+# Room for the trigger's latency on a loaded 2-core machine: records keep their data.
+buffer_s = 2.0
+[trigger.periodic]
+enabled = true
+rate_hz = {rate_hz}
+[emulator]
+links = 4
+template_s = 0.05
+{extra}
+"""
+
+
+def chromium(profile: str, *extra_flags: str):
+    """Debian's headless Chromium through Debian's chromedriver, with a fresh profile and
+    every flag that keeps it off the network; Selenium Manager has nothing to fetch."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1600,1000",
+        f"--user-data-dir={profile}",
+        *extra_flags,
+    ):
+        options.add_argument(flag)
+    os.environ["SE_OFFLINE"] = "true"
+    return options
+
+
+@contextmanager
+def serve(tmp: Path, port: int, token: str | None = None):
+    """`swdaq serve` on 127.0.0.1:`port` (with a token file if `token`), stopped at the end."""
+    config = tmp / "serve.toml"
+    stop = f"stop_links = [{{ link = 3, after_s = {LINK_STOPS_AFTER_S} }}]"
+    config.write_text(CONFIG.format(out=tmp / "data", rate_hz=5.0, extra=stop))
+    args = [SWDAQ, "serve", "--config", str(config), "--addr", f"127.0.0.1:{port}"]
+    if token:
+        (tmp / "token").write_text(token + "\n")
+        args += ["--token-file", str(tmp / "token")]
+    env = {k: v for k, v in os.environ.items() if k != "SWDAQ_TOKEN"}
+    with open(tmp / f"serve-{port}-{time.monotonic_ns()}.log", "w") as log:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("swdaq serve: listening on"), line
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def status(port: int, token: str | None = None) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/status")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=5) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture
+def browser():
+    with tempfile.TemporaryDirectory(prefix="swdaq-chromium-") as profile:
+        driver = webdriver.Chrome(options=chromium(profile), service=Service(executable_path=CHROMEDRIVER))
+        driver.set_script_timeout(10)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+def shot(driver, name: str) -> Path:
+    """The whole page (beyond the window) as SHOTS/name.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    data = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+    path = SHOTS / f"{name}.png"
+    path.write_bytes(base64.b64decode(data["data"]))
+    return path
+
+
+def wait(driver, what, timeout=20.0, why=""):
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: what(d), message=why)
+
+
+def text(driver, element_id: str) -> str:
+    return driver.find_element(By.ID, element_id).text
+
+
+def click(driver, command: str):
+    button = driver.find_element(By.CSS_SELECTOR, f'button[data-command="{command}"]')
+    wait(driver, lambda d: button.is_enabled(), why=f"{command} stays disabled; state {text(driver, 'state')}")
+    button.click()
+
+
+def answer(driver, timeout=60.0) -> str:
+    """The answer the page shows to the command just sent."""
+    box = driver.find_element(By.ID, "answer")
+    wait(driver, lambda d: "waiting" not in box.get_attribute("class"), timeout, "no answer")
+    return box.text
+
+
+def state_is(driver, state: str, timeout=20.0):
+    wait(driver, lambda d: text(d, "state").lower() == state, timeout, f"state {state}, is {text(driver, 'state')}")
+
+
+def plot_points(driver, key: str) -> int:
+    return int(driver.find_element(By.CSS_SELECTOR, f'[data-plot="{key}"]').get_attribute("data-points") or 0)
+
+
+def test_a_shifter_starts_watches_and_stops_a_run_and_sees_the_link_in_trouble(browser, tmp_path):
+    port = free_port()
+    with serve(tmp_path, port):
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        enabled = lambda: {b.get_attribute("data-command") for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]") if b.is_enabled()}
+        # The server's table, not the page's: only configure now.
+        wait(d, lambda _: enabled() == {"configure"}, why="buttons not from /status.commands")
+        shot(d, "01-initial")
+
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured")
+        state_is(d, "configured")
+        wait(d, lambda _: enabled() == {"configure", "start", "trigger"})
+        shot(d, "02-configured")
+
+        click(d, "start")
+        assert answer(d).startswith("✔ run 1 running"), text(d, "answer")
+        state_is(d, "running")
+        assert enabled() == {"pause", "stop", "trigger"}
+        # Figures move and the plots fill, one sample a second.
+        wait(d, lambda _: plot_points(d, "input_mb_s") >= 4, 15, "the throughput plot does not grow")
+        # Read in one script: the page redraws its tiles and rows every second.
+        readout = lambda: d.execute_script("return document.querySelector('.tile[data-key=\"frames_per_s\"] .value').textContent")
+        first = readout()
+        wait(d, lambda _: readout() != first, 5, "the figures do not move")
+        assert float(d.find_element(By.CSS_SELECTOR, '[data-plot="input_mb_s"]').get_attribute("data-last")) > 0
+        rows = d.find_elements(By.CSS_SELECTOR, "#sources tbody tr")
+        assert len(rows) == 4 and not d.find_elements(By.CSS_SELECTOR, "#sources tr.bad")
+        shot(d, "03-running")
+
+        # Link 3 stops: it goes to the top of the sources, marked, with why, and an alert names it.
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#sources tr.bad"), LINK_STOPS_AFTER_S + 10, "link 3 never marked")
+        source, kind, why = d.execute_script(
+            "const r = document.querySelector('#sources tbody tr'); return [r.dataset.source, r.className, r.textContent]"
+        )
+        assert source == "link 3" and kind == "bad" and "silent" in why, (source, kind, why)
+        assert len(d.find_elements(By.CSS_SELECTOR, "#sources tr.bad")) == 1
+        wait(d, lambda _: "link 3: silent" in text(d, "alerts"), 5, "no alert for link 3")
+        shot(d, "04-link-3-in-trouble")
+
+        click(d, "pause")
+        assert answer(d) == "✔ pause: paused"
+        state_is(d, "paused")
+        assert enabled() == {"resume", "stop", "trigger"}
+        shot(d, "05-paused")
+        click(d, "resume")
+        state_is(d, "running")
+
+        # A prescale of 0 is refused by the server, and the page says why.
+        Select(d.find_element(By.ID, "trigger-source")).select_by_value("periodic")
+        d.find_element(By.ID, "prescale").send_keys("0")
+        click(d, "trigger")
+        refused = answer(d)
+        assert refused.startswith("✖ trigger refused (400)") and "prescale" in refused, refused
+        shot(d, "06-refused-prescale")
+        d.find_element(By.ID, "prescale").clear()
+
+        click(d, "stop")
+        stopped = answer(d)
+        assert stopped.startswith("✔ stopped run 1"), stopped
+        state_is(d, "configured")
+        wait(d, lambda _: "Interrupted" in text(d, "summary"), 5, "no summary")
+        assert "run 1" in text(d, "files") and ".hdf5" in text(d, "files")
+        wait(d, lambda _: d.find_element(By.ID, "display").get_attribute("data-final") == "1", 20, "no event display")
+        assert d.execute_script("const i = document.getElementById('display'); return i.complete && i.naturalWidth") > 0
+        journal = text(d, "journal")
+        for said in ("Start: configured -> starting (run 1)", "Pause: running -> paused", "link 3: silent", "Ended: stopping -> configured"):
+            assert said in journal, said
+        shot(d, "07-stopped-summary-files-display")
+
+        # A run number that does not follow the last run's is refused, with why.
+        d.find_element(By.ID, "run-number").send_keys("1")
+        click(d, "start")
+        refused = answer(d)
+        assert refused.startswith("✖ start refused (409)") and "run numbers must increase" in refused, refused
+        state_is(d, "configured")
+        shot(d, "08-refused-run-number")
+
+
+def test_without_the_token_nothing_loads_and_a_wrong_one_is_refused_and_counted(browser, tmp_path):
+    port = free_port()
+    with serve(tmp_path, port, token=TOKEN):
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        wait(d, lambda _: d.find_element(By.ID, "login").is_displayed(), why="no token asked for")
+        assert not d.find_element(By.ID, "console").is_displayed()
+        # Nothing about the system on the page: no state, no figures, no journal.
+        assert text(d, "state").lower() == "token needed" and text(d, "journal") == "" and text(d, "figures") == ""
+        shot(d, "09-token-asked")
+        refused_before = status(port, TOKEN)["refused_requests"].get("401", 0)
+        d.find_element(By.ID, "token").send_keys("not-the-token-but-long-enough")
+        d.find_element(By.ID, "login-submit").click()
+        wait(d, lambda _: text(d, "login-error") == "The token was refused.", why="wrong token not refused")
+        assert not d.find_element(By.ID, "console").is_displayed()
+        shot(d, "10-token-refused")
+        # Each try is one refusal: the page does not poll with a token it knows is wrong.
+        time.sleep(2)
+        assert status(port, TOKEN)["refused_requests"]["401"] == refused_before + 1
+        d.find_element(By.ID, "token").clear()
+        d.find_element(By.ID, "token").send_keys(TOKEN)
+        d.find_element(By.ID, "login-submit").click()
+        state_is(d, "initial")
+        assert d.find_element(By.ID, "console").is_displayed()
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure")
+        shot(d, "11-token-accepted")
+
+
+def js_heap_after_gc(driver) -> int:
+    driver.execute_cdp_cmd("HeapProfiler.collectGarbage", {})
+    return driver.execute_cdp_cmd("Runtime.getHeapUsage", {})["usedSize"]
+
+
+def test_the_page_keeps_working_through_a_two_minute_run_and_a_server_restart(browser, tmp_path):
+    port = free_port()
+    d = browser
+    with serve(tmp_path, port):
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        click(d, "configure")
+        state_is(d, "configured")
+        click(d, "start")
+        state_is(d, "running")
+        time.sleep(20)
+        heap = [js_heap_after_gc(d)]
+        nodes = [d.execute_script("return document.getElementsByTagName('*').length")]
+        for _ in range(5):
+            time.sleep(20)
+            heap.append(js_heap_after_gc(d))
+            nodes.append(d.execute_script("return document.getElementsByTagName('*').length"))
+        points = plot_points(d, "input_mb_s")
+        assert 110 <= points <= 130, points
+        # No growth but noise: the history is bounded and every table is redrawn in place.
+        assert max(heap) - heap[0] < 2_000_000, heap
+        assert max(nodes) - min(nodes) < 50, nodes
+        print(f"two-minute run: JS heap after GC {heap} bytes, DOM elements {nodes}, {points} plot points")
+        shot(d, "12-two-minutes")
+        # The server goes away mid-run ...
+    wait(d, lambda _: "server unreachable since" in text(d, "connection"), 10, "the loss is not shown")
+    state_is(d, "unknown")
+    assert not any(b.is_enabled() for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]"))
+    shot(d, "13-server-gone")
+    # ... and a new one comes up on the same address: the page reconnects and says so.
+    with serve(tmp_path, port):
+        wait(d, lambda _: "reconnected at" in text(d, "connection"), 10, "no reconnection shown")
+        assert "the server restarted" in text(d, "connection")
+        state_is(d, "initial")
+        # Nothing of the old server's is left on the page.
+        assert not d.find_element(By.ID, "display").is_displayed() and plot_points(d, "input_mb_s") == 0
+        click(d, "configure")
+        state_is(d, "configured")
+        shot(d, "14-reconnected")
