@@ -18,8 +18,9 @@ pub const MAX_FLAGGED_LISTED: usize = 1000;
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RawInspection {
     /// The TPC frame format the header names; `None` for other records (FELIX blocks, FED
-    /// fragments), which are counted but not checked.
-    pub format: Option<&'static str>,
+    /// fragments), which are counted but not checked. (Not `format`: `swdaq inspect --json`
+    /// puts the file's format under that key.)
+    pub frame_format: Option<&'static str>,
     pub fragment_type: u32,
     pub frame_size: u32,
     pub source_id: String,
@@ -85,7 +86,7 @@ pub fn walk_raw(
         .find(|f| f.fragment_type() == header.frame_type);
     let mut checker = format.map(ContinuityChecker::new);
     let mut out = RawInspection {
-        format: format.map(FrameFormat::name),
+        frame_format: format.map(FrameFormat::name),
         fragment_type: header.frame_type.0,
         frame_size: header.frame_size,
         source_id: header.source_id.to_string(),
@@ -171,7 +172,7 @@ pub fn render(r: &RawInspection) -> String {
         s,
         "swdaq raw file: {} frames of {} ({} bytes each, fragment type {}), source {}, run {}, {:.3} GB",
         r.frames,
-        r.format.unwrap_or("another kind"),
+        r.frame_format.unwrap_or("another kind"),
         r.frame_size,
         r.fragment_type,
         r.source_id,
