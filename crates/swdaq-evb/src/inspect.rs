@@ -8,7 +8,7 @@
 //! and bad CRC is named in [`FrdReport::problems`] with where and why.
 
 use serde::Serialize;
-use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
+use swdaq_format::fed::{FED_L1_ID_MASK, fed_fragments};
 use swdaq_format::frd::{
     FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEvent, FrdFileHeader, FrdItem, FrdScan,
     frd_flags,
@@ -224,10 +224,9 @@ fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventS
         fed_error: None,
         feds: Vec::new(),
     };
-    let mut rest = event.payload;
-    while !rest.is_empty() {
-        match FedFragment::parse_last(rest) {
-            Ok((f, before)) => {
+    for fed in fed_fragments(event.payload) {
+        match fed {
+            Ok((_, f)) => {
                 let crc_ok = f.crc_ok();
                 let other_l1_id = f.header.l1_id != h.event & FED_L1_ID_MASK;
                 summary.fed_count += 1;
@@ -243,12 +242,8 @@ fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventS
                         crc_ok,
                     });
                 }
-                rest = before;
             }
-            Err(e) => {
-                summary.fed_error = Some(e.to_string());
-                break;
-            }
+            Err(e) => summary.fed_error = Some(e.to_string()),
         }
     }
     summary.feds.reverse();
