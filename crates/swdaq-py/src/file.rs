@@ -199,16 +199,14 @@ pub fn open(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
             let reader = link::LinkReader::open(py, &path)?;
             with_subclass(py, base(Box::new(reader)), link::LinkFile {})?
         }
-        // The SW ROD container is being replaced by ATLAS EventStorage; its reader
-        // (events -> ROB fragments -> e-link chunks) comes with it.
-        FileKind::SwrodEvents => {
+        FileKind::EventStorage => {
             return Err(PyNotImplementedError::new_err(format!(
                 "{}: {}: not read by the Python package yet (swdaq inspect reads it)",
                 path.display(),
                 detected.describe()
             )));
         }
-        FileKind::Directory | FileKind::Empty | FileKind::Unknown => {
+        FileKind::OldSwrodEvents | FileKind::Directory | FileKind::Empty | FileKind::Unknown => {
             return Err(PyValueError::new_err(format!(
                 "{}: {}",
                 path.display(),
