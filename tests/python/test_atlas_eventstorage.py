@@ -153,10 +153,13 @@ def parse_event(b: bytes) -> dict:
         assert rod[0] == ROD and rod[1] == 9 and rod[2] >> 16 == DEFAULT_ROD_VERSION >> 16, "ROD header"
         rod_nstatus, rod_ndata, position = (int(x) for x in rod[-3:])
         assert rod_nstatus + rod_ndata + 12 == len(rod) and position in (0, 1), "ROD trailer"
+        # ROD status words before the data (position 0) or after it (1).
+        first_data = 9 + (rod_nstatus if position == 0 else 0)
         robs.append({
             "source": int(rob[4]), "status": [int(x) for x in rob[6 : 6 + n]],
             "rod_source": int(rod[3]), "run": int(rod[4]), "l1_id": int(rod[5]), "bc_id": int(rod[6]),
             "trigger_type": int(rod[7]), "ndata": rod_ndata,
+            "data": rod[first_data : first_data + rod_ndata].tobytes(),
         })
         i += len(rob)
     assert i == len(payload)

@@ -4,8 +4,8 @@
 //! reader ([`Reader`]) fills them in; its subclass of [`File`] adds what only it has.
 
 use crate::buffer::os_error;
-use crate::{frd, link, records};
-use pyo3::exceptions::{PyIndexError, PyNotImplementedError, PyValueError};
+use crate::{atlas, frd, link, records};
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
 use serde::Serialize;
 use std::any::Any;
@@ -175,7 +175,8 @@ impl Items {
 
 /// Opens any file swdaq writes, its format told from its first bytes as `swdaq inspect`
 /// tells it: an HDF5 trigger-record file (`RecordFile`), a CMS FRD file (`FrdFile`, its
-/// header damaged or not), a swdaq raw file of link frames (`LinkFile`). A file that is
+/// header damaged or not), a swdaq raw file of link frames (`LinkFile`), an ATLAS
+/// EventStorage file (`AtlasFile`). A file that is
 /// missing or unreadable raises `OSError`; a directory, an empty file or one of no known
 /// format `ValueError` with `swdaq inspect`'s words.
 #[pyfunction]
@@ -200,11 +201,8 @@ pub fn open(py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
             with_subclass(py, base(Box::new(reader)), link::LinkFile {})?
         }
         FileKind::EventStorage => {
-            return Err(PyNotImplementedError::new_err(format!(
-                "{}: {}: not read by the Python package yet (swdaq inspect reads it)",
-                path.display(),
-                detected.describe()
-            )));
+            let reader = atlas::EventStorageReader::open(py, &path)?;
+            with_subclass(py, base(Box::new(reader)), atlas::AtlasFile {})?
         }
         FileKind::OldSwrodEvents | FileKind::Directory | FileKind::Empty | FileKind::Unknown => {
             return Err(PyValueError::new_err(format!(

@@ -9,17 +9,16 @@
 //! | HDF5 trigger records | `RecordFile` | `Record` | `Fragment` | payload, ADCs, TPs, ROI regions |
 //! | CMS FRD `.raw` | `FrdFile` | `FrdEvent` | `FedFragment` | payload |
 //! | link `.swraw` | `LinkFile` | `Frame` | the frame itself | payload, ADCs (per frame or any range) |
+//! | ATLAS EventStorage `.data` | `AtlasFile` | `AtlasEvent` | `RobFragment` | payload, e-link chunks |
 //!
 //! Every file: `len`, index, iteration, `format`, `left_open`, `header`, `problems` (as
 //! `swdaq inspect --json` lists them), `close`, `with`. Every item: `fragments`, `ok`,
 //! `problems`. Every fragment: its header's fields, `size`, `ok`, `problems`, and
 //! `payload()`, a read-only numpy view of its bytes: a file is mapped once
 //! (HDF5 fragments are read once each) and a view's base keeps those bytes alive.
-//!
-//! An ATLAS file slots in the same way: an `AtlasFile` whose items are full events, whose
-//! fragments are ROB fragments, each with its e-link chunks as views.
 
 mod adcs;
+mod atlas;
 mod buffer;
 mod file;
 mod frd;
@@ -47,6 +46,9 @@ fn swdaq_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<frd::FedFragment>()?;
     m.add_class::<link::LinkFile>()?;
     m.add_class::<link::Frame>()?;
+    m.add_class::<atlas::AtlasFile>()?;
+    m.add_class::<atlas::AtlasEvent>()?;
+    m.add_class::<atlas::RobFragment>()?;
     m.add_function(wrap_pyfunction!(hits::find_hits, m)?)?;
     m.add("TP_DTYPE", tps::dtype(m.py())?)?;
     Ok(())
