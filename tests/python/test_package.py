@@ -129,10 +129,11 @@ def test_a_missing_or_foreign_file_is_an_error_not_a_crash(tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(ValueError, match="an empty file"):
         swdaq.open(empty)
-    # A SW ROD file's header (frame type "EVT"): swdaq inspect reads it, the package not yet.
+    # The container SW ROD runs wrote before EventStorage (frame type "EVT"): refused in
+    # swdaq inspect's words.
     swrod = tmp_path / "swrod_run000001_0000.raw"
     swrod.write_bytes(b"SWDAQRAW" + struct.pack("<IIII", 1, 64, 0x00455654, 4096) + bytes(40))
-    with pytest.raises(NotImplementedError, match="ATLAS full events"):
+    with pytest.raises(ValueError, match="before they wrote ATLAS EventStorage"):
         swdaq.open(swrod)
     # HDF5's signature on garbage: taken for HDF5, refused by the HDF5 library.
     fake = tmp_path / "fake.hdf5"
