@@ -3,6 +3,8 @@ driven through Selenium and Debian's chromedriver, never a browser or driver a t
 
 A shifter who never read the README starts, watches and stops a run from the page alone, sees
 which link is in trouble (one stopped by `emulator.stop_links`), sees a refused command's reason;
+the event builder and the SW ROD are run from the same page, their newest stored event shown
+FED by FED and ROB by ROB;
 without the token the page shows nothing and does nothing; the page keeps working through a
 two-minute run with bounded history and memory, and through a restart of the server.
 
@@ -87,12 +89,52 @@ def chromium(profile: str, *extra_flags: str):
     return options
 
 
-@contextmanager
-def serve(tmp: Path, port: int, token: str | None = None):
-    """`swdaq serve` on 127.0.0.1:`port` (with a token file if `token`), stopped at the end."""
-    config = tmp / "serve.toml"
+# The event builder in one process: two readout units of four emulated FEDs, paced.
+EVB_CONFIG = """
+duration_s = 0
+metrics_addr = ""
+[evb]
+output = "{out}"
+min_free_bytes = 0
+events_per_file = 200
+trigger_rate_hz = 2000
+build_timeout = 1000
+builder_units = 2
+rus = [{feds_1}, {feds_2}]
+"""
+
+# The SW ROD: one FELIX card of two ROBs, 16 e-links, L1 accepts at 2 kHz until stopped.
+SWROD_CONFIG = """
+duration_s = 0
+metrics_addr = ""
+[swrod]
+output_dir = "{out}"
+max_file_mb = 1
+cards = 1
+robs_per_card = 2
+l1a_rate_hz = 2000.0
+max_l1as = 0
+hlt_accept_every = 1
+[swrod.felix]
+elinks = 16
+"""
+
+
+def feds(first: int) -> str:
+    return "[" + ", ".join(f"{{ id = {i}, mean_bytes = 512, spread_bytes = 64 }}" for i in range(first, first + 4)) + "]"
+
+
+def chain_config(out: Path) -> str:
     stop = f"stop_links = [{{ link = 3, after_s = {LINK_STOPS_AFTER_S} }}]"
-    config.write_text(CONFIG.format(out=tmp / "data", rate_hz=5.0, extra=stop))
+    return CONFIG.format(out=out, rate_hz=5.0, extra=stop)
+
+
+@contextmanager
+def serve(tmp: Path, port: int, token: str | None = None, config_text: str | None = None):
+    """`swdaq serve` on 127.0.0.1:`port` (with a token file if `token`) of `config_text`
+    (the chain with a link that stops by default), stopped at the end."""
+    config = tmp / "serve.toml"
+    config.write_text(config_text or chain_config(tmp / "data"))
     args = [SWDAQ, "serve", "--config", str(config), "--addr", f"127.0.0.1:{port}"]
     if token:
         (tmp / "token").write_text(token + "\n")
@@ -235,8 +277,11 @@ def test_a_shifter_starts_watches_and_stops_a_run_and_sees_the_link_in_trouble(b
         state_is(d, "configured")
         wait(d, lambda _: "Interrupted" in text(d, "summary"), 5, "no summary")
         assert "run 1" in text(d, "files") and ".hdf5" in text(d, "files")
-        wait(d, lambda _: d.find_element(By.ID, "display").get_attribute("data-final") == "1", 20, "no event display")
-        assert d.execute_script("const i = document.getElementById('display'); return i.complete && i.naturalWidth") > 0
+        # The newest stored record: its number and file, its fragments' sizes, its drawing.
+        wait(d, lambda _: text(d, "stored-caption").startswith("event "), 20, "no stored event")
+        assert ".hdf5" in text(d, "stored-caption")
+        assert d.find_elements(By.CSS_SELECTOR, "#fragments tbody tr")
+        wait(d, lambda _: d.execute_script("const i = document.getElementById('display'); return !i.hidden && i.complete && i.naturalWidth") > 0, 20, "no event display")
         journal = text(d, "journal")
         for said in ("Start: configured -> starting (run 1)", "Pause: running -> paused", "link 3: silent", "Ended: stopping -> configured"):
             assert said in journal, said
@@ -249,6 +294,72 @@ def test_a_shifter_starts_watches_and_stops_a_run_and_sees_the_link_in_trouble(b
         assert refused.startswith("✖ start refused (409)") and "run numbers must increase" in refused, refused
         state_is(d, "configured")
         shot(d, "08-refused-run-number")
+
+
+@pytest.mark.parametrize("model", ["evb", "swrod"])
+def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_path, model):
+    """The same page, no model-specific code beyond what /status says: the event builder
+    (no pause, no trigger sources) and the SW ROD (pause, no trigger sources) are started,
+    watched and stopped; the newest stored event shows each FED's or ROB's fragment size."""
+    port = free_port()
+    out = tmp_path / "data"
+    if model == "evb":
+        config, sources, suffix = EVB_CONFIG.format(out=out, feds_1=feds(100), feds_2=feds(200)), 8, ".raw"
+    else:
+        config, sources, suffix = SWROD_CONFIG.format(out=out), 2, ".data"
+    with serve(tmp_path, port, config_text=config):
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        enabled = lambda: {b.get_attribute("data-command") for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]") if b.is_enabled()}
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
+        wait(d, lambda _: text(d, "model") == "· " + model, 5, f"model {text(d, 'model')!r}")
+        # Neither model has trigger sources to change: no trigger controls.
+        wait(d, lambda _: enabled() == {"configure", "start"}, why=f"commands {enabled()}")
+        assert not d.find_element(By.ID, "trigger-controls").is_displayed()
+
+        click(d, "start")
+        assert answer(d).startswith("✔ run 1 running"), text(d, "answer")
+        state_is(d, "running")
+        wait(d, lambda _: plot_points(d, "event_hz") >= 4, 20, "the event-rate plot does not grow")
+        tiles = lambda: d.execute_script("return [...document.querySelectorAll('#figures .tile .value')].map(e => e.textContent).join('|')")
+        first = tiles()
+        wait(d, lambda _: tiles() != first, 5, "the figures do not move")
+        assert float(d.find_element(By.CSS_SELECTOR, '[data-plot="event_hz"]').get_attribute("data-last")) > 0
+        assert d.find_elements(By.CSS_SELECTOR, "#sources tbody tr"), "no sources listed"
+        shot(d, f"{model}-1-running")
+        if model == "swrod":
+            assert enabled() == {"pause", "stop"}
+            click(d, "pause")
+            assert answer(d) == "✔ pause: paused"
+            state_is(d, "paused")
+            shot(d, f"{model}-2-paused")
+            click(d, "resume")
+            state_is(d, "running")
+        else:
+            # The event builder cannot pause: the server offers no pause, the page none.
+            assert enabled() == {"stop"}
+
+        click(d, "stop")
+        stopped = answer(d, timeout=90)
+        assert stopped.startswith("✔ stopped run 1"), stopped
+        state_is(d, "configured")
+        wait(d, lambda _: "Interrupted" in text(d, "summary"), 5, "no summary")
+        assert "run 1" in text(d, "files") and suffix in text(d, "files")
+        # The newest stored event: its number and file, one row per FED or ROB; no drawing.
+        wait(d, lambda _: text(d, "stored-caption").startswith("event "), 20, "no stored event")
+        assert suffix in text(d, "stored-caption")
+        rows = d.find_elements(By.CSS_SELECTOR, "#fragments tbody tr")
+        assert len(rows) == sources, [r.text for r in rows]
+        assert not d.find_element(By.ID, "display").is_displayed()
+        shot(d, f"{model}-3-stopped-summary-files-fragments")
+
+        # A run number that does not follow the last run's is refused, with why.
+        d.find_element(By.ID, "run-number").send_keys("1")
+        click(d, "start")
+        refused = answer(d)
+        assert refused.startswith("✖ start refused (409)") and "run numbers must increase" in refused, refused
 
 
 def test_without_the_token_nothing_loads_and_a_wrong_one_is_refused_and_counted(browser, tmp_path):
@@ -321,6 +432,7 @@ def test_the_page_keeps_working_through_a_two_minute_run_and_a_server_restart(br
         state_is(d, "initial")
         # Nothing of the old server's is left on the page.
         assert not d.find_element(By.ID, "display").is_displayed() and plot_points(d, "input_mb_s") == 0
+        assert text(d, "stored-caption") == "" and not d.find_element(By.ID, "fragments").is_displayed()
         click(d, "configure")
         state_is(d, "configured")
         shot(d, "14-reconnected")

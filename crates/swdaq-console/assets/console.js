@@ -10,10 +10,12 @@ const SPAN_S = 600;
 const MAX_POINTS = 720;
 // A gap longer than this between samples (a run ended, the server restarted) is not joined.
 const GAP_S = 5;
-// The event display is fetched this often while a run stores records; after the run, once
-// more when the server draws anew (it keeps a drawing 5 s), for the run's last record.
-const DISPLAY_EVERY_MS = 10000;
-const DISPLAY_FINAL_AFTER_MS = 6000;
+// The newest stored event is fetched this often while a run stores data; after the run,
+// once more when the server reads anew (it keeps a reading 5 s), for the run's last event.
+const STORED_EVERY_MS = 10000;
+const STORED_FINAL_AFTER_MS = 6000;
+// Fragments listed of the newest stored event (the rest counted).
+const MAX_FRAGMENT_ROWS = 64;
 const SERIES = [
   { key: "input_mb_s", title: "Input throughput", unit: "MB/s", scale: 1, color: "#1f5fbf" },
   { key: "event_hz", title: "Trigger / event rate", unit: "Hz", scale: 1, color: "#1f8a4c" },
@@ -35,7 +37,9 @@ let waitingForToken = false;
 const history = { t: [] };
 SERIES.forEach((s) => (history[s.key] = []));
 const plots = {};
-let displayFetchedAt = 0;
+let storedFetchedAt = 0;
+let storedRun = null;
+let storedFinal = false;
 let displayUrl = null;
 
 // ---------- helpers ----------
@@ -102,7 +106,7 @@ async function poll() {
     connected(status);
     render(status);
     await pullHistory();
-    await maybeFetchDisplay(status);
+    await maybeFetchStored(status);
   } catch (e) {
     disconnected(e);
   } finally {
@@ -140,7 +144,7 @@ function connected(status) {
     // A new server: its history and its data are its own.
     history.t = [];
     SERIES.forEach((s) => (history[s.key] = []));
-    forgetDisplay();
+    forgetStored();
     if (!backAt) backAt = { at: now, after: 0, restarted: true };
   }
   serverStarted = started;
@@ -186,7 +190,7 @@ function render(s) {
   renderSources(run && run.live);
   renderApps(run && run.live);
   renderJournal(s.journal || []);
-  renderSummary(s.last_summary);
+  renderSummary(s.last_summary, s.last_summary_text);
   renderFiles(s.files || [], s.disks || []);
 }
 
@@ -195,6 +199,8 @@ function renderCommands(s) {
   document.querySelectorAll("button[data-command]").forEach((b) => {
     b.disabled = busy !== null || !allowed.has(b.dataset.command);
   });
+  // A model with no trigger sources to change has no trigger controls.
+  $("trigger-controls").hidden = !s.trigger_sources;
   const sources = (s.trigger_sources || []).filter((t) => t.enabled);
   const select = $("trigger-source");
   const names = sources.map((t) => t.name).join(",");
@@ -254,7 +260,7 @@ function renderApps(live) {
   $("apps-none").hidden = !!apps.length;
   $("apps").tBodies[0].replaceChildren(
     ...apps.map((a) =>
-      el("tr", { class: a.heartbeat_age_s > 5 || ["gone", "failed", "exited"].includes(a.state) ? "bad" : "" },
+      el("tr", { class: a.state !== "running" || a.heartbeat_age_s > 5 ? "bad" : "" },
         el("td", {}, a.name), el("td", {}, a.kind), el("td", {}, a.host), el("td", {}, a.state),
         el("td", { class: "num" }, a.heartbeat_age_s === null ? "–" : fmt(a.heartbeat_age_s, 1) + " s"))
     )
@@ -267,25 +273,18 @@ function renderJournal(entries) {
   );
 }
 
-function renderSummary(sum) {
+// The summary as `swdaq run` prints it, whatever the model, and the whole JSON beside it.
+function renderSummary(sum, text) {
   if (!sum) return;
-  const trig = sum.trigger || {}, rec = sum.records || {}, st = sum.storage;
-  const links = sum.links || [];
-  const total = (k) => links.reduce((a, l) => a + (l[k] || 0), 0);
-  const hf = sum.hit_finding;
   const rows = [
     ["run", sum.run_number],
     ["ended", reason(sum.stop_reason)],
-    ["lasted", fmt(sum.seconds, 1) + " s"],
-    ["readout", links.length + " links, " + fmt(total("frames")) + " frames, " + fmt(total("dropped")) + " dropped"],
-    ["trigger", fmt(trig.decisions) + " decisions, " + fmt(trig.dropped_busy) + " dropped busy, latency p99 " + fmt(trig.latency_p99_ms) + " ms"],
-    ["records", fmt(rec.complete) + " complete, " + fmt(rec.data_missing) + " with data missing, " + fmt(rec.timed_out) + " timed out"],
-    ["storage", st ? fmt(st.records_written) + " records written, " + bytes(st.file_bytes) + (st.error ? "; error: " + st.error : "") : "off"],
-    ["hit finding", hf ? (100 * hf.efficiency_5_sigma).toFixed(1) + "% of " + hf.pulses_5_sigma + " pulses ≥ 5σ found, " + fmt(hf.fake_rate_hz_per_channel, 2) + " fake hits/s per channel" : "not scored (no truth)"],
   ];
+  if (typeof sum.seconds === "number") rows.push(["lasted", fmt(sum.seconds, 1) + " s"]);
   $("summary").replaceChildren(
     el("table", { class: "summary" }, ...rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)))),
-    el("details", {}, el("summary", {}, "the whole summary"), el("pre", {}, JSON.stringify(sum, null, 1)))
+    el("pre", { class: "summary-text" }, text || ""),
+    el("details", {}, el("summary", {}, "the whole summary (JSON)"), el("pre", {}, JSON.stringify(sum, null, 1)))
   );
 }
 
@@ -293,8 +292,8 @@ function renderFiles(files, disks) {
   const current = lastStatus && lastStatus.run ? lastStatus.run.run_number : null;
   $("files").replaceChildren(
     ...files.flatMap((f) => [
-      el("div", {}, "run " + f.run_number + (f.run_number === current ? " (going on)" : " (previous)") + ": " + f.files.length + " files"),
-      el("ul", { class: "files" }, ...f.files.map((x) => el("li", { title: x.path }, basename(x.path) + " · " + bytes(x.bytes) + (String(x.path).endsWith(".writing") ? " · open" : "")))),
+      el("div", {}, "run " + f.run_number + (f.run_number === current ? " (going on)" : " (previous)") + ": " + f.count + " files, " + bytes(f.bytes) + (f.count > f.files.length ? " (the last " + f.files.length + " listed)" : "")),
+      el("ul", { class: "files" }, ...f.files.map((x) => el("li", { title: x.path }, basename(x.path) + " · " + bytes(x.bytes) + (/\.(writing|tmp)$/.test(String(x.path)) ? " · open" : "")))),
     ])
   );
   $("disks").textContent = disks.map((d) => d.path + ": " + bytes(d.available_bytes) + " free of " + bytes(d.total_bytes)).join(" · ");
@@ -370,53 +369,69 @@ function drawPlots() {
 }
 window.addEventListener("resize", drawPlots);
 
-// ---------- the event display ----------
-function forgetDisplay() {
+// ---------- the newest stored event ----------
+function forgetStored() {
   if (displayUrl) URL.revokeObjectURL(displayUrl);
   displayUrl = null;
-  displayFetchedAt = 0;
-  const img = $("display");
-  img.hidden = true;
-  img.removeAttribute("src");
-  img.dataset.run = "";
-  img.dataset.final = "";
-  $("display-caption").textContent = "";
-  $("display-none").textContent = "";
+  storedFetchedAt = 0;
+  storedRun = null;
+  storedFinal = false;
+  $("display").hidden = true;
+  $("display").removeAttribute("src");
+  $("fragments").hidden = true;
+  $("stored-caption").textContent = "";
+  $("stored-none").textContent = "";
 }
 
-async function maybeFetchDisplay(s) {
-  // Until the run has stopped, its files may still grow: no drawing of it is its last.
+async function maybeFetchStored(s) {
+  // Until the run has stopped, its files may still grow: no reading of it is its last.
   const taking = ["starting", "running", "paused", "stopping"].includes(s.state);
-  const img = $("display");
   const run = s.run ? s.run.run_number : s.last_run_number;
-  const final = !taking && String(run) === img.dataset.run && img.dataset.final;
-  const since = Date.now() - displayFetchedAt;
-  if (run === null || run === undefined || final || since < (taking ? DISPLAY_EVERY_MS : DISPLAY_FINAL_AFTER_MS)) return;
-  const r = await api("GET", "/display.png");
-  // Counted from the answer: the server draws anew only some seconds after its last drawing.
-  displayFetchedAt = Date.now();
+  const final = !taking && run === storedRun && storedFinal;
+  const since = Date.now() - storedFetchedAt;
+  if (run === null || run === undefined || final || since < (taking ? STORED_EVERY_MS : STORED_FINAL_AFTER_MS)) return;
+  const r = await api("GET", "/latest-event");
+  // Counted from the answer: the server reads anew only some seconds after its last reading.
+  storedFetchedAt = Date.now();
+  const answer = await r.json().catch(() => ({}));
   if (!r.ok) {
-    const why = (await r.json().catch(() => ({}))).error || "HTTP " + r.status;
-    $("display-none").textContent = why;
-    if (displayUrl === null) $("display").hidden = true;
+    $("stored-none").textContent = answer.error || "HTTP " + r.status;
     return;
   }
+  storedRun = run;
+  storedFinal = !taking;
+  renderStored(answer);
+  if (answer.drawn) await fetchDisplay();
+  else $("display").hidden = true;
+}
+
+function renderStored(ev) {
+  const open = /\.(writing|tmp)$/.test(ev.file);
+  $("stored-caption").textContent =
+    "event " + ev.event + " · " + bytes(ev.bytes) + " · " + basename(ev.file) + (open ? " (being written)" : "");
+  const frags = ev.fragments || [];
+  const largest = Math.max(1, ...frags.map((f) => f.bytes));
+  $("fragments").hidden = !frags.length;
+  $("fragments").tBodies[0].replaceChildren(
+    ...frags.slice(0, MAX_FRAGMENT_ROWS).map((f) =>
+      el("tr", { "data-source": f.source },
+        el("td", {}, f.source), el("td", { class: "num" }, fmt(f.bytes)),
+        el("td", {}, el("div", { class: "bar", style: "width:" + (100 * f.bytes / largest).toFixed(1) + "%" })))
+    )
+  );
+  const more = frags.length > MAX_FRAGMENT_ROWS ? [frags.length - MAX_FRAGMENT_ROWS + " more fragments not listed"] : [];
+  const notes = more.concat(ev.left_out && ev.left_out.length ? ["passed over or left out: " + ev.left_out.join("; ")] : []);
+  $("stored-none").textContent = notes.join(" · ");
+}
+
+async function fetchDisplay() {
+  const r = await api("GET", "/display.png");
+  if (!r.ok) return;
   const blob = await r.blob();
   if (displayUrl) URL.revokeObjectURL(displayUrl);
   displayUrl = URL.createObjectURL(blob);
-  img.src = displayUrl;
-  img.hidden = false;
-  img.dataset.run = run;
-  img.dataset.final = taking ? "" : "1";
-  const leftOut = r.headers.get("X-Swdaq-Left-Out");
-  $("display-none").textContent = leftOut ? "passed over or left out: " + leftOut : "";
-  const file = r.headers.get("X-Swdaq-File") || "";
-  // A file another process writes (a builder application's) is drawn from once it is
-  // closed: say so when the drawing is not from the file being written.
-  const open = (s.files || []).flatMap((f) => f.files).some((f) => String(f.path).endsWith(".writing"));
-  $("display-caption").textContent =
-    "trigger " + r.headers.get("X-Swdaq-Trigger-Number") + " of " + basename(file) +
-    (open && !file.endsWith(".writing") ? " (from a closed file: the file being written could not be read)" : "");
+  $("display").src = displayUrl;
+  $("display").hidden = false;
 }
 
 // ---------- commands ----------

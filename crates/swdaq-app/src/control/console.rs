@@ -85,7 +85,12 @@ pub fn data_response(
                 .and_then(|(config, run)| latest.of(config.as_ref(), run));
             match (event, route) {
                 (Err(why), _) => json(404, &json!({ "error": why })),
-                (Ok(event), Route::LatestEvent) => json(200, &json!(*event)),
+                (Ok(event), Route::LatestEvent) => {
+                    let mut answer = json!(*event);
+                    // The page asks for /display.png only where there is a picture.
+                    answer["drawn"] = json!(event.picture.is_some());
+                    json(200, &answer)
+                }
                 (Ok(event), _) => match &event.picture {
                     Some(png) => Response {
                         code: 200,
