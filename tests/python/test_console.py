@@ -101,6 +101,8 @@ trigger_rate_hz = 2000
 build_timeout = 1000
 builder_units = 2
 rus = [{feds_1}, {feds_2}]
+[evb.faults]
+stops = [[{stopped_fed}, {stops_at}]]
 """
 
 # The SW ROD: one FELIX card of two ROBs, 16 e-links, L1 accepts at 2 kHz until stopped.
@@ -117,7 +119,12 @@ max_l1as = 0
 hlt_accept_every = 1
 [swrod.felix]
 elinks = 16
+[swrod.felix.faults]
+dead_elinks = [{{ elink = {dead_elink}, after_l1as = {stops_at} }}]
 """
+# A FED of the event builder stops, an e-link of the SW ROD goes silent, this far into the
+# run (both models take 2000 events a second): the source the shifter must spot.
+SOURCE_STOPS_AFTER_S = 6.0
 
 
 def feds(first: int) -> str:
@@ -303,10 +310,14 @@ def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_pa
     watched and stopped; the newest stored event shows each FED's or ROB's fragment size."""
     port = free_port()
     out = tmp_path / "data"
+    stops_at = int(2000 * SOURCE_STOPS_AFTER_S)
     if model == "evb":
-        config, sources, suffix = EVB_CONFIG.format(out=out, feds_1=feds(100), feds_2=feds(200)), 8, ".raw"
+        config = EVB_CONFIG.format(out=out, feds_1=feds(100), feds_2=feds(200), stopped_fed=202, stops_at=stops_at)
+        # The newest event has FED 202's fragment no more: 7 rows.
+        sources, suffix, in_trouble = 7, ".raw", "FED 202"
     else:
-        config, sources, suffix = SWROD_CONFIG.format(out=out), 2, ".data"
+        config = SWROD_CONFIG.format(out=out, dead_elink=3, stops_at=stops_at)
+        sources, suffix, in_trouble = 2, ".data", "ROB 0x00710000"
     with serve(tmp_path, port, config_text=config):
         d = browser
         d.get(f"http://127.0.0.1:{port}/")
@@ -322,19 +333,27 @@ def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_pa
         click(d, "start")
         assert answer(d).startswith("✔ run 1 running"), text(d, "answer")
         state_is(d, "running")
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#sources tbody tr"), 5, "no sources listed")
+        assert not d.find_elements(By.CSS_SELECTOR, "#sources tr.bad")
         wait(d, lambda _: plot_points(d, "event_hz") >= 4, 20, "the event-rate plot does not grow")
         tiles = lambda: d.execute_script("return [...document.querySelectorAll('#figures .tile .value')].map(e => e.textContent).join('|')")
         first = tiles()
         wait(d, lambda _: tiles() != first, 5, "the figures do not move")
         assert float(d.find_element(By.CSS_SELECTOR, '[data-plot="event_hz"]').get_attribute("data-last")) > 0
-        assert d.find_elements(By.CSS_SELECTOR, "#sources tbody tr"), "no sources listed"
         shot(d, f"{model}-1-running")
+        # The stopped FED or the ROB whose e-link went silent goes to the top, marked, with why.
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#sources tr.bad"), SOURCE_STOPS_AFTER_S + 10, "no source marked")
+        source, kind, why = d.execute_script(
+            "const r = document.querySelector('#sources tbody tr'); return [r.dataset.source, r.className, r.textContent]"
+        )
+        assert source == in_trouble and kind == "bad", (source, kind, why)
+        shot(d, f"{model}-2-source-in-trouble")
         if model == "swrod":
             assert enabled() == {"pause", "stop"}
             click(d, "pause")
             assert answer(d) == "✔ pause: paused"
             state_is(d, "paused")
-            shot(d, f"{model}-2-paused")
+            shot(d, f"{model}-3-paused")
             click(d, "resume")
             state_is(d, "running")
         else:
@@ -352,8 +371,10 @@ def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_pa
         assert suffix in text(d, "stored-caption")
         rows = d.find_elements(By.CSS_SELECTOR, "#fragments tbody tr")
         assert len(rows) == sources, [r.text for r in rows]
+        if model == "evb":
+            assert "FED 202 missing" in text(d, "stored-none"), text(d, "stored-none")
         assert not d.find_element(By.ID, "display").is_displayed()
-        shot(d, f"{model}-3-stopped-summary-files-fragments")
+        shot(d, f"{model}-4-stopped-summary-files-fragments")
 
         # A run number that does not follow the last run's is refused, with why.
         d.find_element(By.ID, "run-number").send_keys("1")

@@ -108,6 +108,16 @@ impl Configured for EvbRunConfig {
                         left_out.push(format!("event {}: its CRC32C fails", e.event));
                     }
                     left_out.extend(e.fed_error.map(|why| format!("event {}: {why}", e.event)));
+                    // The configured FEDs the event lacks (stopped, rejected or lost).
+                    let present: Vec<u16> = e.feds.iter().map(|f| f.source_id).collect();
+                    left_out.extend(
+                        self.evb
+                            .rus
+                            .iter()
+                            .flatten()
+                            .filter(|fed| !present.contains(&fed.id))
+                            .map(|fed| format!("FED {} missing", fed.id)),
+                    );
                     StoredEvent {
                         file: file.to_path_buf(),
                         event: e.event.into(),
