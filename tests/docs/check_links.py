@@ -67,10 +67,11 @@ def check(book_dir, source_dir):
                     path = urllib.parse.unquote(url.path)
                     target = os.path.normpath(os.path.join(root, path))
                     if os.path.relpath(target, book_dir).startswith(os.pardir):
+                        # A repository file or folder (a folder is a listing, not a page).
                         page_source_dir = os.path.join(source_dir, os.path.relpath(root, book_dir))
                         target = os.path.normpath(os.path.join(page_source_dir, path))
-                if os.path.isdir(target):
-                    target = os.path.join(target, "index.html")
+                    elif os.path.isdir(target):
+                        target = os.path.join(target, "index.html")
                 if not os.path.exists(target):
                     broken.append(f"{shown}:{line}: {link}: no such file ({target})")
                     continue

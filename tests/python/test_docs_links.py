@@ -32,7 +32,8 @@ def test_a_book_whose_links_all_land_passes(tmp_path):
     book, source = build(
         tmp_path,
         '<a href="index.html#top">i</a><a href="#run-numbers">s</a>'
-        '<a href="../../configs/evb.toml">c</a><a href="https://example.org/x">e</a>',
+        '<a href="../../configs/evb.toml">c</a><a href="../../configs">d</a>'
+        '<a href="https://example.org/x">e</a>',
     )
     result = check(book, source)
     assert result.returncode == 0, result.stdout
