@@ -3,9 +3,10 @@
 # each relative link must reach a file, each #anchor its heading (tests/docs/check_links.py).
 # Installs the pinned mdBook from crates.io when it is missing or another version, without
 # its default features (live-reload server, file watcher, search index: none is needed to
-# build) and unoptimised: on this 2-core machine that install took 2m09s and 131 CPU seconds
-# against 2m59s and 251 for an optimised one, and the book builds in under a second either
-# way, byte for byte the same. Usage: scripts/build-docs.sh
+# build) and unoptimised: from an empty CARGO_HOME on this shared 2-core machine this script
+# took 2m13s (135 CPU seconds, install included), where an optimised install alone took 2m59s
+# (251 CPU seconds); the book builds in under a second either way, byte for byte the same.
+# Usage: scripts/build-docs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
