@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the user guide (docs/, an mdBook) into target/book and checks every link in it:
-# each relative link must reach a file, each #anchor its heading (tests/docs/check_links.py).
+# each relative link must reach a file, each #anchor its heading (tests/docs/check_links.py),
+# and every relative link of the README, which points into it.
 # Installs the pinned mdBook from crates.io when it is missing or another version, without
 # its default features (live-reload server, file watcher, search index: none is needed to
 # build) and unoptimised: from an empty CARGO_HOME on this shared 2-core machine this script
@@ -17,4 +18,4 @@ if [[ "$(mdbook --version 2>/dev/null)" != "mdbook v$mdbook_version" ]]; then
 fi
 book_dir="${CARGO_TARGET_DIR:-$PWD/target}/book"
 mdbook build docs --dest-dir "$book_dir"
-python3 tests/docs/check_links.py "$book_dir" docs/src
+python3 tests/docs/check_links.py "$book_dir" docs/src README.md

@@ -4,11 +4,14 @@ file that exists, and each #anchor an element with that id in its page. External
 links are listed, not fetched (CI has no general internet). A link that leaves the book (to
 the repository's configs, scripts, crates) is resolved from the page's Markdown source in
 SOURCE_DIR, where it was written, so the book may be built anywhere. Exit status 1 names every
-broken link. Usage: check_links.py BOOK_DIR SOURCE_DIR
+broken link. Markdown files named after them (the README, which points into the guide) have
+their relative links checked too: each must reach a file or folder.
+Usage: check_links.py BOOK_DIR SOURCE_DIR [MARKDOWN_FILE...]
 """
 
 import html.parser
 import os
+import re
 import sys
 import urllib.parse
 
@@ -81,13 +84,40 @@ def check(book_dir, source_dir):
     return broken, sorted(external)
 
 
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def check_markdown(path):
+    """The broken relative links of one Markdown file (fenced code left out)."""
+    broken, external, in_fence = [], set(), False
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.lstrip().startswith("```"):
+                in_fence = not in_fence
+            if in_fence:
+                continue
+            for link in MARKDOWN_LINK.findall(line):
+                url = urllib.parse.urlsplit(link)
+                if url.scheme in EXTERNAL_SCHEMES:
+                    external.add(link)
+                elif url.path:
+                    target = os.path.join(os.path.dirname(path), urllib.parse.unquote(url.path))
+                    if not os.path.exists(target):
+                        broken.append(f"{path}:{number}: {link}: no such file ({target})")
+    return broken, external
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    book_dir, source_dir = sys.argv[1:]
+    book_dir, source_dir, markdown_files = sys.argv[1], sys.argv[2], sys.argv[3:]
     if not os.path.isfile(os.path.join(book_dir, "index.html")):
         sys.exit(f"{book_dir}: no index.html: not a built book")
     broken, external = check(book_dir, source_dir)
+    for path in markdown_files:
+        more_broken, more_external = check_markdown(path)
+        broken += more_broken
+        external = sorted(set(external) | more_external)
     for link in external:
         print(f"external (not fetched): {link}")
     for line in broken:

@@ -62,3 +62,19 @@ def test_a_link_out_of_the_book_resolves_from_its_source_not_the_build_dir(tmp_p
     moved.parent.mkdir(parents=True)
     book.rename(moved)
     assert check(moved, source).returncode == 0
+
+
+def test_a_markdown_file_beside_the_book_has_its_links_checked(tmp_path):
+    book, source = build(tmp_path, "")
+    readme = tmp_path / "repo" / "README.md"
+    readme.write_text(
+        "[guide](docs/src)\n[gone](docs/src/moved.md)\n```\n[not a link](nowhere.md)\n```\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(CHECKER), str(book), str(source), str(readme)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    broken = [line for line in result.stdout.splitlines() if line.startswith("BROKEN")]
+    assert len(broken) == 1 and "docs/src/moved.md" in broken[0], result.stdout
