@@ -2,8 +2,10 @@
 # Runs every check swdaq has, on a fresh machine too: sets up the Python test environment
 # (h5py, prometheus_client, maturin, selenium, ...) in .venv, the `swdaq` Python package (built
 # from crates/swdaq-py), Debian's prometheus package and Debian's chromium and chromium-driver
-# for the console's browser tests (each skipped with a message where apt is unavailable), then format, lint, Rust tests, Python tests and a
-# short bounded fuzz run of every parser. Usage: scripts/test.sh [--no-fuzz]
+# for the console's browser tests (each skipped with a message where apt is unavailable), then
+# format, the user guide (built with mdBook, installed if missing, and its links checked),
+# lint, Rust tests, Python tests and a short bounded fuzz run of every parser.
+# Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,8 @@ export SWDAQ_PYTHON="$PWD/.venv/bin/python"
 
 phase cargo fmt
 cargo fmt --all -- --check
+phase docs
+scripts/build-docs.sh
 phase cargo clippy
 cargo clippy --workspace --all-targets -- -D warnings
 phase cargo test

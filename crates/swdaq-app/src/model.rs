@@ -198,8 +198,8 @@ pub struct Overrides {
     /// Seconds of data taking (0: until stopped).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Inputs: emulated links (chain), e-links per FELIX card (swrod); the event builder's
-    /// FEDs are listed in its configuration.
+    /// Inputs: the chain's links (whatever their source), the SW ROD's e-links per FELIX
+    /// card; refused by the event builder, whose FEDs are listed in its configuration.
     #[arg(long)]
     pub links: Option<u32>,
     /// Output directory of the run's files.
@@ -208,7 +208,8 @@ pub struct Overrides {
     /// Run number (0: the next one free in the output directory).
     #[arg(long)]
     pub run: Option<u32>,
-    /// `/metrics` address, or "" to turn it off.
+    /// `/metrics` address, or "" to turn it off (refused with a [topology]: each
+    /// application serves its own).
     #[arg(long)]
     pub metrics: Option<String>,
 }

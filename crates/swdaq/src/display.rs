@@ -9,10 +9,12 @@ use swdaq_store::display::display_file;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// An HDF5 trigger-record file.
     file: PathBuf,
     /// Trigger number of the record to draw.
     #[arg(long)]
     record: u64,
+    /// The PNG file to write.
     #[arg(short, long, default_value = "event.png")]
     output: PathBuf,
     /// Offline channel of link 0's first channel (the emulator's channel map by default).

@@ -10,11 +10,15 @@ use swdaq_format::file_kind::{Detected, FileKind, detect_path};
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// HDF5 trigger records (.hdf5), FRD (.raw), EventStorage (.data) or swdaq raw (.swraw);
+    /// the format is told from the file's first bytes.
     file: PathBuf,
     /// Decode this trigger number's fragments (frame headers, trigger primitives); for an
-    /// FRD file, list this event's FED fragments; for an EventStorage file, this L1 ID's ROBs.
+    /// FRD file, list this event's FED fragments; for an EventStorage file, this L1 ID's ROBs
+    /// (a .swraw file is always listed whole).
     #[arg(long)]
     record: Option<u64>,
+    /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
 }

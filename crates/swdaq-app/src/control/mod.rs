@@ -117,6 +117,7 @@ enum CtlCommand {
     Configure,
     /// Start a run; without --run, the next number free in the model's output directories.
     Start {
+        /// Run number (refused if that run already has files).
         #[arg(long)]
         run: Option<u32>,
     },
@@ -132,8 +133,10 @@ enum CtlCommand {
     Trigger {
         /// multiplicity, adc_sum, track, periodic or random.
         source: String,
+        /// Keep one candidate in this many.
         #[arg(long)]
         prescale: Option<u32>,
+        /// Rate in Hz (periodic and random only).
         #[arg(long)]
         rate_hz: Option<f64>,
     },
