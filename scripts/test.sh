@@ -31,9 +31,10 @@ phase cargo test
 cargo test --workspace
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   phase pytest
-  cargo build --release -p swdaq
   scripts/build-python-package.sh
-  SWDAQ_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
+  # The binary `cargo test` just built: the test profile is optimised (Cargo.toml), so a
+  # second, release build of the whole binary would buy these tests nothing but minutes.
+  SWDAQ_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
 fi
 if [[ $fuzz == 1 ]]; then
   phase "fuzz (bounded)"
