@@ -6,7 +6,7 @@
 use crate::buffer::{Buffer, view};
 use crate::file::{File, Reader, to_python};
 use numpy::PyArray1;
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde::Serialize;
 use std::any::Any;
@@ -124,17 +124,11 @@ impl AtlasFile {
     fn event(slf: PyRef<'_, Self>, py: Python<'_>, l1_id: u32) -> PyResult<AtlasEvent> {
         let file = slf.as_super();
         let reader = file.reader_as::<EventStorageReader>()?;
-        let summary = reader
-            .report
-            .events
-            .iter()
-            .find(|e| e.l1_id == l1_id)
-            .ok_or_else(|| {
-                PyIndexError::new_err(format!(
-                    "no event with L1 ID {l1_id} in {}",
-                    file.file_path().display()
-                ))
-            })?;
+        let summary = file.find(
+            &reader.report.events,
+            |e| e.l1_id == l1_id,
+            format_args!("event with L1 ID {l1_id}"),
+        )?;
         reader.event(py, summary)
     }
 }

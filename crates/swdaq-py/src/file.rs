@@ -52,8 +52,18 @@ impl File {
             .ok_or_else(|| PyValueError::new_err("a file object of another format"))
     }
 
-    pub fn file_path(&self) -> &std::path::Path {
-        &self.path
+    /// The first of `items` (the reader's listing) that `matches`, or an `IndexError`
+    /// saying the file holds no `what`.
+    pub fn find<'a, T>(
+        &self,
+        items: &'a [T],
+        matches: impl Fn(&T) -> bool,
+        what: std::fmt::Arguments<'_>,
+    ) -> PyResult<&'a T> {
+        items
+            .iter()
+            .find(|item| matches(item))
+            .ok_or_else(|| PyIndexError::new_err(format!("no {what} in {}", self.path.display())))
     }
 
     /// `index` counted from the end when negative, checked against the length.

@@ -6,7 +6,7 @@
 use crate::buffer::{Buffer, view};
 use crate::file::{File, Reader, to_python};
 use numpy::PyArray1;
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::any::Any;
 use std::path::Path;
@@ -120,17 +120,11 @@ impl FrdFile {
     fn event(slf: PyRef<'_, Self>, py: Python<'_>, number: u32) -> PyResult<FrdEvent> {
         let file = slf.as_super();
         let reader = file.reader_as::<FrdReader>()?;
-        let summary = reader
-            .report
-            .events
-            .iter()
-            .find(|e| e.event == number)
-            .ok_or_else(|| {
-                PyIndexError::new_err(format!(
-                    "no event {number} in {}",
-                    file.file_path().display()
-                ))
-            })?;
+        let summary = file.find(
+            &reader.report.events,
+            |e| e.event == number,
+            format_args!("event {number}"),
+        )?;
         reader.event(py, summary)
     }
 }

@@ -6,7 +6,7 @@ use crate::buffer::{Buffer, view};
 use crate::file::{File, Reader, to_python};
 use crate::{adcs, roi, tps};
 use numpy::PyArray1;
-use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::any::Any;
@@ -150,16 +150,11 @@ impl RecordFile {
     ) -> PyResult<Record> {
         let file = slf.as_super();
         let reader = file.reader_as::<RecordReader>()?;
-        let id = reader
-            .ids
-            .iter()
-            .find(|id| id.trigger_number == trigger_number && id.sequence_number == sequence_number)
-            .ok_or_else(|| {
-                PyIndexError::new_err(format!(
-                    "no record {trigger_number}.{sequence_number} in {}",
-                    file.file_path().display()
-                ))
-            })?;
+        let id = file.find(
+            &reader.ids,
+            |id| id.trigger_number == trigger_number && id.sequence_number == sequence_number,
+            format_args!("record {trigger_number}.{sequence_number}"),
+        )?;
         reader.read(py, id)
     }
 }
