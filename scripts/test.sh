@@ -38,6 +38,6 @@ if compgen -G "tests/python/test_*.py" >/dev/null; then
 fi
 if [[ $fuzz == 1 ]]; then
   phase "fuzz (bounded)"
-  scripts/fuzz.sh "${SWDAQ_FUZZ_SECONDS:-10}"
+  scripts/fuzz.sh "${SWDAQ_FUZZ_SECONDS:-8}"
 fi
 phase done

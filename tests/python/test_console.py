@@ -383,6 +383,55 @@ def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_pa
         assert refused.startswith("✖ start refused (409)") and "run numbers must increase" in refused, refused
 
 
+def children(pid: int) -> dict:
+    """The command lines of `pid`'s child processes, by pid (from /proc)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found[int(child)] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return found
+
+
+def test_a_topology_s_applications_are_listed_and_one_gone_is_named(browser, tmp_path):
+    """The chain as five applications on loopback: each listed with its host, state and
+    heartbeat age; one killed is marked, and the alert and the run's end name it."""
+    port = free_port()
+    apps = [("readout-0", "readout", "links = [0]"), ("readout-1", "readout", "links = [1]"),
+            ("trigger", "trigger", ""), ("dfo", "dfo", ""), ("builder-0", "builder", "")]
+    topology = "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n" + "".join(
+        f'[[topology.apps]]\nname = "{name}"\nkind = "{kind}"\naddress = "tcp://127.0.0.1:{free_port()}"\n{links}\n'
+        for name, kind, links in apps)
+    config = CONFIG.format(out=tmp_path / "data", rate_hz=5.0, extra="").replace("links = 4", "links = 2") + topology
+    with serve(tmp_path, port, config_text=config) as server:
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
+        click(d, "start")
+        assert answer(d, timeout=90).startswith("✔ run 1 running"), text(d, "answer")
+        rows = lambda: d.execute_script(
+            "return [...document.querySelectorAll('#apps tbody tr')].map(r => [r.className, ...[...r.cells].map(c => c.textContent)])")
+        wait(d, lambda _: len(rows()) == len(apps), 20, f"applications listed: {rows()}")
+        wait(d, lambda _: all(r[4] == "running" for r in rows()), 20, f"not all running: {rows()}")
+        # Each application's figures come in about once a second; the dfo sends none (yet):
+        # its age stays "–" while its process runs.
+        reporting = lambda: [r for r in rows() if r[2] != "dfo"]
+        wait(d, lambda _: all(r[5].endswith(" s") for r in reporting()), 20, f"heartbeats: {rows()}")
+        for marked, name, _, host, _, age in reporting():
+            assert marked == "" and host == "this machine" and float(age.split()[0]) < 5, (name, host, age)
+        assert sorted(r[1] for r in rows()) == sorted(a[0] for a in apps)
+        shot(d, "topology-1-running")
+
+        # readout-1 is killed: the page marks it, an alert names it.
+        (victim,) = [pid for pid, cmd in children(server.pid).items() if "readout-1" in cmd]
+        os.kill(victim, 9)
+        wait(d, lambda _: any(r[0] == "bad" and r[1] == "readout-1" for r in rows()), 10, f"readout-1 not marked: {rows()}")
+        shot(d, "topology-2-application-gone")
+        wait(d, lambda _: "readout-1" in text(d, "journal"), 20, "the journal does not name readout-1")
+        shot(d, "topology-3-run-ended")
+
+
 def test_without_the_token_nothing_loads_and_a_wrong_one_is_refused_and_counted(browser, tmp_path):
     port = free_port()
     with serve(tmp_path, port, token=TOKEN):

@@ -261,7 +261,7 @@ function renderApps(live) {
   $("apps").tBodies[0].replaceChildren(
     ...apps.map((a) =>
       el("tr", { class: a.state !== "running" || a.heartbeat_age_s > 5 ? "bad" : "" },
-        el("td", {}, a.name), el("td", {}, a.kind), el("td", {}, a.host), el("td", {}, a.state),
+        el("td", {}, a.name), el("td", {}, a.kind), el("td", {}, a.host || "this machine"), el("td", {}, a.state),
         el("td", { class: "num" }, a.heartbeat_age_s === null ? "–" : fmt(a.heartbeat_age_s, 1) + " s"))
     )
   );
