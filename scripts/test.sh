@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every check swdaq has, on a fresh machine too: sets up the Python test environment
-# (h5py, prometheus_client, maturin, ...) in .venv, the `swdaq` Python package (built from
-# crates/swdaq-py) and Debian's prometheus package (skipped with a message
-# where apt is unavailable), then format, lint, Rust tests, Python tests and a
-# short bounded fuzz run of every parser. Usage: scripts/test.sh [--no-fuzz]
+# (h5py, prometheus_client, maturin, selenium, ...) in .venv, the `swdaq` Python package (built
+# from crates/swdaq-py), Debian's prometheus package and Debian's chromium and chromium-driver
+# for the console's browser tests (each skipped with a message where apt is unavailable), then
+# format, the user guide (built with mdBook, installed if missing, and its links checked),
+# lint, Rust tests, Python tests and a short bounded fuzz run of every parser.
+# Usage: scripts/test.sh [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,22 +18,26 @@ phase() { echo "== $* (at ${SECONDS}s)"; }
 phase setup
 scripts/setup-python.sh
 scripts/setup-prometheus.sh
+scripts/setup-chromium.sh
 export SWDAQ_PYTHON="$PWD/.venv/bin/python"
 
 phase cargo fmt
 cargo fmt --all -- --check
+phase docs
+scripts/build-docs.sh
 phase cargo clippy
 cargo clippy --workspace --all-targets -- -D warnings
 phase cargo test
 cargo test --workspace
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   phase pytest
-  cargo build --release -p swdaq
   scripts/build-python-package.sh
-  SWDAQ_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
+  # The binary `cargo test` just built: the test profile is optimised (Cargo.toml), so a
+  # second, release build of the whole binary would buy these tests nothing but minutes.
+  SWDAQ_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/swdaq" "$SWDAQ_PYTHON" -m pytest -q tests/python
 fi
 if [[ $fuzz == 1 ]]; then
   phase "fuzz (bounded)"
-  scripts/fuzz.sh "${SWDAQ_FUZZ_SECONDS:-10}"
+  scripts/fuzz.sh "${SWDAQ_FUZZ_SECONDS:-8}"
 fi
 phase done

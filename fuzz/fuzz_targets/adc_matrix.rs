@@ -1,7 +1,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use swdaq_format::FragmentType;
-use swdaq_format::adc_matrix::adc_matrix;
+use swdaq_format::adc_matrix::{adc_matrix, adc_matrix_of_frames};
 
 // The first byte picks the fragment type, the rest is the payload.
 fuzz_target!(|data: &[u8]| {
@@ -13,8 +13,19 @@ fuzz_target!(|data: &[u8]| {
         1 => FragmentType::PROTO_WIB,
         _ => FragmentType::TRIGGER_PRIMITIVE,
     };
-    if let Some(Ok(m)) = adc_matrix(fragment_type, payload) {
+    let whole = adc_matrix(fragment_type, payload);
+    if let Some(Ok(m)) = &whole {
         assert_eq!(m.values.len(), m.channels * m.samples);
         assert_eq!(m.timestamps.len(), m.samples);
+    }
+    // The same bytes as frames apart, cut at the frame size: the same matrix or error.
+    let size = match fragment_type {
+        FragmentType::WIBETH => swdaq_format::wibeth::FRAME_SIZE,
+        _ => swdaq_format::protowib::FRAME_SIZE,
+    };
+    let frames: Vec<&[u8]> = payload.chunks(size).collect();
+    let apart = adc_matrix_of_frames(fragment_type, &frames);
+    if payload.len().is_multiple_of(size) {
+        assert_eq!(whole, apart);
     }
 });

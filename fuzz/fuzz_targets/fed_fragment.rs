@@ -1,6 +1,6 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use swdaq_format::fed::{FedFragment, FedHeader, FedTrailer, encode_fed_fragment};
+use swdaq_format::fed::{FedFragment, FedHeader, FedTrailer, encode_fed_fragment, fed_fragments};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(f) = FedFragment::parse(data) {
@@ -11,11 +11,12 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(out, data);
         }
     }
-    let mut rest = data;
-    while let Ok((last, before)) = FedFragment::parse_last(rest) {
-        assert!(before.len() < rest.len());
-        let _ = last.crc_ok();
-        rest = before;
+    // The backwards walk: fragments back to back from the end, each inside the data.
+    let mut end = data.len();
+    for (offset, fragment) in fed_fragments(data).map_while(Result::ok) {
+        assert_eq!(offset + fragment.bytes.len(), end);
+        let _ = fragment.crc_ok();
+        end = offset;
     }
     let _ = FedHeader::parse(data);
     let _ = FedTrailer::parse(data);

@@ -1,5 +1,6 @@
 """What every Python test needs to run swdaq: the binary, the examples, a free port, a sample file."""
 
+import json
 import os
 import socket
 import subprocess
@@ -18,13 +19,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def example(name: str) -> str:
+    """A Rust example's executable, built in the test profile with the whole workspace's
+    features, as `cargo test` builds everything: the same HDF5 build, nothing rebuilt but the
+    example (a release build, or the example's package alone, would build HDF5 again)."""
+    out = subprocess.run(
+        ["cargo", "build", "--profile", "test", "--quiet", "--workspace", "--example", name, "--message-format=json"],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout
+    for line in out.splitlines():
+        message = json.loads(line)
+        if message.get("target", {}).get("name") == name and message.get("executable"):
+            return message["executable"]
+    raise AssertionError(f"cargo did not report the {name} executable")
+
+
 def write_sample(out: Path, records: int = 3) -> Path:
     """Runs swdaq-store's write_sample example: a file of `records` synthetic records, and the
     ADCs they carry in expected_adcs.npy."""
-    subprocess.run(
-        ["cargo", "run", "--release", "--quiet", "-p", "swdaq-store", "--example", "write_sample", "--", str(out), str(records)],
-        check=True,
-        cwd=ROOT,
-    )
+    subprocess.run([example("write_sample"), str(out), str(records)], check=True, cwd=ROOT)
     (h5,) = out.glob("*.hdf5")
     return h5

@@ -3,7 +3,6 @@ lies: every record flushed before the kill reads back whole (record header and f
 the right trigger number and size), and `swdaq inspect` lists them and says the file was not
 closed. The writer is swdaq-store's crash_writer example (flushes every 4 records)."""
 
-import json
 import random
 import signal
 import subprocess
@@ -13,27 +12,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from swdaq_paths import ROOT, SWDAQ
+from swdaq_paths import SWDAQ, example
 import read_records
 
 FLUSH_EVERY_RECORDS = 4
 KILLS = 20
-
-
-def crash_writer() -> str:
-    # Built with the swdaq binary's packages: the same features, so the same HDF5 build.
-    out = subprocess.run(
-        ["cargo", "build", "--release", "--quiet", "-p", "swdaq", "-p", "swdaq-store", "--example", "crash_writer", "--message-format=json"],
-        check=True,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    ).stdout
-    for line in out.splitlines():
-        message = json.loads(line)
-        if message.get("target", {}).get("name") == "crash_writer" and message.get("executable"):
-            return message["executable"]
-    raise AssertionError("cargo did not report the crash_writer executable")
 
 
 def write_and_kill(writer: str, out: Path, records: int, extra_s: float) -> int:
@@ -74,7 +57,7 @@ def check_with_h5py(path: Path, flushed: int) -> None:
 
 
 def test_every_flushed_record_survives_sigkill(tmp_path):
-    writer = crash_writer()
+    writer = example("crash_writer")
     seed = random.randrange(1 << 32)
     rng = random.Random(seed)
     for kill in range(KILLS):

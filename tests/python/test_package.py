@@ -1,8 +1,11 @@
-"""The `swdaq` Python package (crates/swdaq-py, built into .venv by scripts/test.sh): records,
-fragment headers and trigger primitives equal what the Rust reader (`swdaq inspect --json`)
-reports, ADCs equal the ADCs written, and `find_hits` runs swdaq's hit finding on numpy arrays."""
+"""The `swdaq` Python package (crates/swdaq-py, built into .venv by scripts/test.sh) on HDF5
+trigger-record files, and what `swdaq.open` does with any file: records, fragment headers and
+trigger primitives equal what the Rust reader (`swdaq inspect --json`) reports, ADCs equal the
+ADCs written, and `find_hits` runs swdaq's hit finding on numpy arrays. FRD and link files:
+test_read_frd.py, test_read_link.py."""
 
 import json
+import struct
 import subprocess
 import sys
 
@@ -22,23 +25,27 @@ def sample(tmp_path_factory):
 
 
 def inspect(path, record=None):
+    """`swdaq inspect --json` (its exit status is 1 for a file with problems)."""
     args = [SWDAQ, "inspect", "--json", str(path)] + (["--record", str(record)] if record else [])
-    return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    return json.loads(subprocess.run(args, capture_output=True, text=True).stdout)
 
 
 def test_records_and_fragment_headers_equal_the_rust_readers(sample):
     h5, _ = sample
     report = inspect(h5)
     with swdaq.open(h5) as f:
-        assert f.attributes == report["attributes"]
+        assert isinstance(f, swdaq.RecordFile) and isinstance(f, swdaq.File)
+        assert (f.format, f.left_open, f.header, f.problems) == (
+            report["format"], report["left_open"], report["attributes"], report["problems"])
         assert len(f) == len(report["records"]) == 3
         for record, expected in zip(f, report["records"]):
             assert f"TriggerRecord{record.trigger_number:05d}.{record.sequence_number:04d}" == expected["name"]
             assert (record.trigger_timestamp, record.trigger_type, record.status_bits) == (
                 expected["trigger_timestamp"], expected["trigger_type"], expected["status_bits"])
-            assert record.complete and record.bad_fragments == []
-            assert [(x.source, x.fragment_type, x.window_begin, x.window_end, x.size) for x in record.fragments] == [
-                (e["source"], e["fragment_type"], e["window_begin"], e["window_end"], e["bytes"]) for e in expected["fragments"]]
+            assert record.complete and record.ok and record.problems == []
+            assert [(x.source, x.fragment_type, x.window_begin, x.window_end, x.size, x.problems) for x in record.fragments] == [
+                (e["source"], e["fragment_type"], e["window_begin"], e["window_end"], e["bytes"], e["errors"])
+                for e in expected["fragments"]]
     with pytest.raises(ValueError, match="closed"):
         f.record_ids() and f[0]
 
@@ -86,20 +93,53 @@ def test_a_bad_fragment_is_listed_and_the_rest_is_read(sample, tmp_path):
         data = f[name][()]
         del f[name]
         f[name] = np.full_like(data, 0x55)
-    record = swdaq.open(broken).record(2)
-    ((dataset, reason),) = record.bad_fragments
-    assert dataset == "Detector_Readout_0x00000001_WIBEth" and "magic" in reason
+    f = swdaq.open(broken)
+    record = f.record(2)
+    (problem,) = record.problems
+    assert problem.startswith("fragment Detector_Readout_0x00000001_WIBEth: ") and "magic" in problem and not record.ok
+    assert f.problems == inspect(broken)["problems"] and f.problems[0]["reason"] in problem
     assert [x.source_id for x in record.fragments if x.fragment_type == "WIBEth"] == [0, 2, 3]
     np.testing.assert_array_equal(record.fragments[1].adcs(), expected[1, 2].reshape(-1, 64).T)
 
 
+def test_payloads_are_read_only_views_that_outlive_their_fragment(sample):
+    h5, _ = sample
+    with swdaq.open(h5) as f:
+        fragment = f[0].fragments[0]
+    payload = fragment.payload()
+    assert payload.dtype == np.uint8 and payload.size == fragment.size - 72 and not payload.flags.writeable
+    assert np.shares_memory(payload, fragment.payload()) and isinstance(payload.base, swdaq.Buffer)
+    with pytest.raises(ValueError):
+        payload[0] = 1
+    first = bytes(payload[:16])
+    del fragment
+    assert bytes(payload[:16]) == first
+
+
 def test_a_missing_or_foreign_file_is_an_error_not_a_crash(tmp_path):
-    with pytest.raises(OSError, match="cannot open"):
+    with pytest.raises(FileNotFoundError, match="nothing.hdf5"):
         swdaq.open(tmp_path / "nothing.hdf5")
     junk = tmp_path / "junk.hdf5"
     junk.write_bytes(b"not hdf5" * 100)
-    with pytest.raises(OSError):
+    with pytest.raises(ValueError, match="junk.hdf5: no known data format"):
         swdaq.open(junk)
+    with pytest.raises(ValueError, match="a directory"):
+        swdaq.open(tmp_path)
+    empty = tmp_path / "empty.raw"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match="an empty file"):
+        swdaq.open(empty)
+    # The container SW ROD runs wrote before EventStorage (frame type "EVT"): refused in
+    # swdaq inspect's words.
+    swrod = tmp_path / "swrod_run000001_0000.raw"
+    swrod.write_bytes(b"SWDAQRAW" + struct.pack("<IIII", 1, 64, 0x00455654, 4096) + bytes(40))
+    with pytest.raises(ValueError, match="before they wrote ATLAS EventStorage"):
+        swdaq.open(swrod)
+    # HDF5's signature on garbage: taken for HDF5, refused by the HDF5 library.
+    fake = tmp_path / "fake.hdf5"
+    fake.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(600))
+    with pytest.raises(OSError):
+        swdaq.open(fake)
 
 
 def pulses(channels=64, samples=2000, seed=1):

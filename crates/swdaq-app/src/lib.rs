@@ -14,4 +14,5 @@ pub mod model;
 pub mod models;
 pub mod run_command;
 pub mod runtime;
+pub mod stored;
 pub mod truth_match;

@@ -70,6 +70,9 @@ pub trait Configured: CloneConfigured + Send + Sync {
     fn describe(&self) -> String;
     /// What run control may ask of a running system of this model.
     fn steering(&self) -> Capabilities;
+    /// The newest event run `run` stored, read back from its files (the operator's
+    /// console's data panel); `Err` says why there is none.
+    fn stored_event(&self, run: u32) -> Result<crate::stored::StoredEvent, String>;
     /// Checks a trigger change and keeps it for the runs after this one (only asked when
     /// `steering().trigger_change` allows it).
     fn change_trigger(&mut self, _change: &TriggerChange) -> Result<(), String> {
@@ -182,7 +185,8 @@ impl RunHooks for () {}
 #[derive(Debug, Clone)]
 pub struct Capabilities {
     pub pause_resume: Result<(), String>,
-    pub trigger_change: Result<(), String>,
+    /// `Ok`: the trigger sources a change may name, with their settings now.
+    pub trigger_change: Result<Vec<swdaq_trigger::SourceSetting>, String>,
     /// `Ok`: the seconds a burst records after the request unless told.
     pub record: Result<f64, String>,
 }
@@ -194,8 +198,8 @@ pub struct Overrides {
     /// Seconds of data taking (0: until stopped).
     #[arg(long)]
     pub duration: Option<f64>,
-    /// Inputs: emulated links (chain), e-links per FELIX card (swrod); the event builder's
-    /// FEDs are listed in its configuration.
+    /// Inputs: the chain's links (whatever their source), the SW ROD's e-links per FELIX
+    /// card; refused by the event builder, whose FEDs are listed in its configuration.
     #[arg(long)]
     pub links: Option<u32>,
     /// Output directory of the run's files.
@@ -204,7 +208,8 @@ pub struct Overrides {
     /// Run number (0: the next one free in the output directory).
     #[arg(long)]
     pub run: Option<u32>,
-    /// `/metrics` address, or "" to turn it off.
+    /// `/metrics` address, or "" to turn it off (refused with a [topology]: each
+    /// application serves its own).
     #[arg(long)]
     pub metrics: Option<String>,
 }

@@ -220,9 +220,14 @@ mod tests {
         // Unit 1 gone: 11..=40 unsettled (the bound); it closed 1..=30.
         let mut lost: BTreeSet<u64> = (11..=40).collect();
         let accounts = [account(&[]), account(&[])];
-        let read = settle_with_disk(&mut lost, &accounts, &[1], &[true, false], |_| {
-            Ok(on_disk.clone())
-        }, |l| l);
+        let read = settle_with_disk(
+            &mut lost,
+            &accounts,
+            &[1],
+            &[true, false],
+            |_| Ok(on_disk.clone()),
+            |l| l,
+        );
         assert_eq!(lost, (31..=40).collect());
         assert_eq!(read.len(), 1);
         assert_eq!((read[0].unit, read[0].reported), (1, false));
@@ -230,15 +235,25 @@ mod tests {
         // ended unreported after the supervisor finished loses what it had not settled.
         let mut lost = BTreeSet::new();
         let accounts = [account(&[3]), account(&[29, 31])];
-        settle_with_disk(&mut lost, &accounts, &[], &[true, false], |_| {
-            Ok(on_disk.clone())
-        }, |l| l);
+        settle_with_disk(
+            &mut lost,
+            &accounts,
+            &[],
+            &[true, false],
+            |_| Ok(on_disk.clone()),
+            |l| l,
+        );
         assert_eq!(lost, [31].into());
         // Unreadable: the bound stands, and says why.
         let mut lost: BTreeSet<u64> = [4].into();
-        let read = settle_with_disk(&mut lost, &accounts, &[1], &[true, true], |_| {
-            Err::<BTreeSet<u64>, _>("gone with its host".into())
-        }, |l| l);
+        let read = settle_with_disk(
+            &mut lost,
+            &accounts,
+            &[1],
+            &[true, true],
+            |_| Err::<BTreeSet<u64>, _>("gone with its host".into()),
+            |l| l,
+        );
         assert_eq!(lost, [4].into());
         assert!(read[0].left.is_err());
     }

@@ -11,7 +11,7 @@ use crate::message::SuperFragment;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 use swdaq_format::crc::crc32c_iov;
-use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
+use swdaq_format::fed::{FED_L1_ID_MASK, fed_fragments};
 use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FrdEventHeader, frd_flags};
 
 #[derive(Debug)]
@@ -277,14 +277,7 @@ impl EventBuilder {
 /// Whether every FED fragment in `data` (read backwards from the last trailer) carries `event`.
 fn fragments_carry(data: &[u8], event: u64) -> bool {
     let l1_id = (event as u32) & FED_L1_ID_MASK;
-    let mut rest = data;
-    while !rest.is_empty() {
-        match FedFragment::parse_last(rest) {
-            Ok((f, before)) if f.header.l1_id == l1_id => rest = before,
-            _ => return false,
-        }
-    }
-    true
+    fed_fragments(data).all(|f| f.is_ok_and(|(_, f)| f.header.l1_id == l1_id))
 }
 
 #[cfg(test)]

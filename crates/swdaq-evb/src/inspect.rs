@@ -8,7 +8,7 @@
 //! and bad CRC is named in [`FrdReport::problems`] with where and why.
 
 use serde::Serialize;
-use swdaq_format::fed::{FED_L1_ID_MASK, FedFragment};
+use swdaq_format::fed::{FED_L1_ID_MASK, fed_fragments};
 use swdaq_format::frd::{
     FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEvent, FrdFileHeader, FrdItem, FrdScan,
     frd_flags,
@@ -162,6 +162,19 @@ pub fn inspect(bytes: &[u8], detail: Option<u32>) -> FrdReport {
     report
 }
 
+/// The file's last event (however damaged the file, or while it is still written), with its
+/// FED fragments listed: the newest stored event, as the operator's console shows it.
+pub fn newest_event(bytes: &[u8]) -> Option<EventSummary> {
+    let run = FrdFileHeader::parse(bytes).ok().map(|h| h.run);
+    FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, run)
+        .filter_map(|item| match item {
+            FrdItem::Event { offset, event } => Some((offset, event)),
+            FrdItem::Damaged { .. } => None,
+        })
+        .last()
+        .map(|(offset, event)| summarise(offset, &event, Some(event.header.event)))
+}
+
 /// What is wrong with an event the scan found whole: its CRC32C, and the header fields the
 /// CRC does not cover, checked against the file header, the flags CMS defines and its FEDs.
 fn event_header_doubts(
@@ -211,10 +224,9 @@ fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventS
         fed_error: None,
         feds: Vec::new(),
     };
-    let mut rest = event.payload;
-    while !rest.is_empty() {
-        match FedFragment::parse_last(rest) {
-            Ok((f, before)) => {
+    for fed in fed_fragments(event.payload) {
+        match fed {
+            Ok((_, f)) => {
                 let crc_ok = f.crc_ok();
                 let other_l1_id = f.header.l1_id != h.event & FED_L1_ID_MASK;
                 summary.fed_count += 1;
@@ -230,12 +242,8 @@ fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventS
                         crc_ok,
                     });
                 }
-                rest = before;
             }
-            Err(e) => {
-                summary.fed_error = Some(e.to_string());
-                break;
-            }
+            Err(e) => summary.fed_error = Some(e.to_string()),
         }
     }
     summary.feds.reverse();
@@ -410,6 +418,24 @@ mod tests {
                 .iter()
                 .any(|r| r.contains("holds 1 bytes") || r.contains("bytes, it holds"))
         );
+    }
+
+    #[test]
+    fn the_newest_event_is_the_last_whole_one_with_its_feds() {
+        let bytes = written_file(10);
+        let newest = newest_event(&bytes).unwrap();
+        let listed = inspect(&bytes, Some(newest.event));
+        assert_eq!(newest.offset, listed.events.last().unwrap().offset);
+        let feds: Vec<u16> = newest.feds.iter().map(|f| f.source_id).collect();
+        assert_eq!(feds, [5, 6, 7]);
+        assert!(newest.feds.iter().all(|f| f.crc_ok && f.bytes > 0));
+        // While written (header not yet there) or cut: the last whole event.
+        let mut open = bytes.clone();
+        open[..FRD_FILE_HEADER_SIZE].fill(0);
+        let cut = &open[..open.len() - 1];
+        let before_last = &listed.events[listed.events.len() - 2];
+        assert_eq!(newest_event(cut).unwrap().offset, before_last.offset);
+        assert!(newest_event(&bytes[..FRD_FILE_HEADER_SIZE]).is_none());
     }
 
     /// Issue #22: a flipped bit in the first event's header hid all 100 events.

@@ -21,8 +21,8 @@ use crate::inspect::inspect;
 use crate::jsn::{files_of_run, run_directory};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use swdaq_dataflow::credit::settle_with_disk;
 use std::path::{Path, PathBuf};
+use swdaq_dataflow::credit::settle_with_disk;
 
 /// What a builder unit left in its directory for one run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,9 +104,7 @@ impl EvbSummary {
             &self.evm.accounts,
             &gone,
             reported,
-            |bu| {
-                dir_of(bu as u16).and_then(|dir| read_left(&dir, run).map_err(|e| e.to_string()))
-            },
+            |bu| dir_of(bu as u16).and_then(|dir| read_left(&dir, run).map_err(|e| e.to_string())),
             |left| &left.events,
         );
         for r in read {

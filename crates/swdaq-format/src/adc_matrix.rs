@@ -22,34 +22,43 @@ pub fn adc_matrix(
     fragment_type: FragmentType,
     payload: &[u8],
 ) -> Option<Result<AdcMatrix, FormatError>> {
+    let (what, frame_size) = match fragment_type {
+        FragmentType::WIBETH => ("WIBEth payload", wibeth::FRAME_SIZE),
+        FragmentType::PROTO_WIB => ("ProtoDUNE WIB payload", protowib::FRAME_SIZE),
+        _ => return None,
+    };
+    if !payload.len().is_multiple_of(frame_size) {
+        return Some(Err(FormatError::Truncated {
+            what,
+            need: payload.len().div_ceil(frame_size) * frame_size,
+            got: payload.len(),
+        }));
+    }
+    let frames: Vec<&[u8]> = payload.chunks_exact(frame_size).collect();
+    adc_matrix_of_frames(fragment_type, &frames)
+}
+
+/// The ADCs of consecutive frames that do not lie back to back (a raw file's records, each
+/// behind its record header), as one matrix; a frame of the wrong size is an error.
+pub fn adc_matrix_of_frames(
+    fragment_type: FragmentType,
+    frames: &[&[u8]],
+) -> Option<Result<AdcMatrix, FormatError>> {
     match fragment_type {
-        FragmentType::WIBETH => Some(wibeth_matrix(payload)),
-        FragmentType::PROTO_WIB => Some(protowib_matrix(payload)),
+        FragmentType::WIBETH => Some(wibeth_matrix(frames)),
+        FragmentType::PROTO_WIB => Some(protowib_matrix(frames)),
         _ => None,
     }
 }
 
-/// How many frames `payload` holds; a partial last frame is `Truncated`.
-fn whole_frames(what: &'static str, payload: &[u8], frame: usize) -> Result<usize, FormatError> {
-    if !payload.len().is_multiple_of(frame) {
-        return Err(FormatError::Truncated {
-            what,
-            need: payload.len().div_ceil(frame) * frame,
-            got: payload.len(),
-        });
-    }
-    Ok(payload.len() / frame)
-}
-
-fn wibeth_matrix(payload: &[u8]) -> Result<AdcMatrix, FormatError> {
-    let frames = whole_frames("WIBEth payload", payload, wibeth::FRAME_SIZE)?;
-    let samples = frames * wibeth::SAMPLES_PER_FRAME;
+fn wibeth_matrix(frames: &[&[u8]]) -> Result<AdcMatrix, FormatError> {
+    let samples = frames.len() * wibeth::SAMPLES_PER_FRAME;
     let mut values = vec![0u16; wibeth::NUM_CHANNELS * samples];
     let mut timestamps = Vec::with_capacity(samples);
     // A frame is unpacked in sample order into a 64 x 64 tile (8 KiB, in L1), then each
     // channel's 64 samples are written out as one contiguous run.
     let mut tile: WibEthAdcs = [[0; wibeth::NUM_CHANNELS]; wibeth::SAMPLES_PER_FRAME];
-    for (f, bytes) in payload.chunks_exact(wibeth::FRAME_SIZE).enumerate() {
+    for (f, bytes) in frames.iter().enumerate() {
         let frame = WibEthFrame::parse(bytes)?;
         frame.unpack(&mut tile);
         let first = f * wibeth::SAMPLES_PER_FRAME;
@@ -72,12 +81,12 @@ fn wibeth_matrix(payload: &[u8]) -> Result<AdcMatrix, FormatError> {
     })
 }
 
-fn protowib_matrix(payload: &[u8]) -> Result<AdcMatrix, FormatError> {
-    let samples = whole_frames("ProtoDUNE WIB payload", payload, protowib::FRAME_SIZE)?;
+fn protowib_matrix(frames: &[&[u8]]) -> Result<AdcMatrix, FormatError> {
+    let samples = frames.len();
     let mut values = vec![0u16; protowib::NUM_CHANNELS * samples];
     let mut timestamps = Vec::with_capacity(samples);
     let mut row = [0u16; protowib::NUM_CHANNELS];
-    for (s, bytes) in payload.chunks_exact(protowib::FRAME_SIZE).enumerate() {
+    for (s, bytes) in frames.iter().enumerate() {
         let frame = ProtoWibFrame::parse(bytes)?;
         frame.unpack(&mut row);
         for (c, &v) in row.iter().enumerate() {

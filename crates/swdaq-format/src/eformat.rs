@@ -1,6 +1,10 @@
 //! ATLAS event format v5: a ROB fragment wrapping one ROD fragment, as a readout system
 //! (ROS, SW ROD) hands it to the HLT. Every field is a little-endian 32-bit word; sizes
-//! count words.
+//! count words. Layout as tdaq-common's eformat v5 writer lays it out
+//! (`eformat/write/ROBFragment.h`: the 7-word ROB header `m_header[7]`, the 9-word ROD header,
+//! the 3-word ROD trailer; `eformat/Version.h`: `DEFAULT_VERSION = 0x05000000`,
+//! `DEFAULT_ROD_VERSION = 0x03010000`; `eformat/Status.h` for the status bits), read in the
+//! public copies of the Ish-D/AtlEventProcess repository, `include/eformat/`, commit 5a5a72d.
 //!
 //! ROB header (`7 + n` words):
 //!
@@ -38,7 +42,9 @@ pub const ROD_TRAILER_WORDS: usize = 3;
 const WORD: usize = 4;
 
 /// Status word bits. The first status word holds generic bits (0..16, eformat's
-/// `GenericStatus`) and specific bits (16..32, defined by the producer).
+/// `GenericStatus`) and specific bits (16..32, defined by the producer: the SW ROD's own for
+/// its fragments, eformat's `DummyROBStatus` and the ROBIN's `RobinStatus` for a stand-in
+/// fragment, whose generic bits say `DUMMY_FRAGMENT`).
 pub mod status {
     pub const BCID_CHECK_FAIL: u32 = 0x1;
     pub const L1ID_CHECK_FAIL: u32 = 0x2;
@@ -51,9 +57,26 @@ pub mod status {
     pub const MISSING_ELINKS: u32 = 1 << 16;
     /// swdaq SW ROD: a chunk arrived after its fragment was completed (counted, dropped).
     pub const LATE_CHUNKS: u32 = 1 << 17;
+    /// A stand-in fragment (with `DUMMY_FRAGMENT`): collecting the real one failed
+    /// (eformat `DummyROBStatus::COLLECTION_TIMEOUT`).
+    pub const COLLECTION_TIMEOUT: u32 = 0x2 << 16;
+    /// A stand-in fragment (with `DUMMY_FRAGMENT`): its readout no longer had the fragment
+    /// (eformat `RobinStatus::FRAGMENT_LOST`).
+    pub const FRAGMENT_LOST: u32 = 0x2000 << 16;
 
     /// Names of the set bits of a first status word, for people reading dumps.
     pub fn names(word: u32) -> Vec<&'static str> {
+        let specific: &[(u32, &str)] = if word & DUMMY_FRAGMENT != 0 {
+            &[
+                (COLLECTION_TIMEOUT, "CollectionTimeout"),
+                (FRAGMENT_LOST, "FragmentLost"),
+            ]
+        } else {
+            &[
+                (MISSING_ELINKS, "MissingElinks"),
+                (LATE_CHUNKS, "LateChunks"),
+            ]
+        };
         [
             (BCID_CHECK_FAIL, "BcidCheckFail"),
             (L1ID_CHECK_FAIL, "L1idCheckFail"),
@@ -61,10 +84,10 @@ pub mod status {
             (DATA_CORRUPTION, "DataCorruption"),
             (INTERNAL_OVERFLOW, "InternalOverflow"),
             (DUMMY_FRAGMENT, "DummyFragment"),
-            (MISSING_ELINKS, "MissingElinks"),
-            (LATE_CHUNKS, "LateChunks"),
         ]
-        .into_iter()
+        .iter()
+        .chain(specific)
+        .copied()
         .filter(|(mask, _)| word & mask != 0)
         .map(|(_, name)| name)
         .collect()

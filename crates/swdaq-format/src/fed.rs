@@ -299,6 +299,43 @@ impl<'a> FedFragment<'a> {
     }
 }
 
+/// The FED fragments of an event's data, found backwards from the last trailer as CMS reads
+/// them: the last fragment first, each with where it starts in `data`. A fragment that does
+/// not parse ends the walk with its error (what lies before it has no known end).
+pub fn fed_fragments(data: &[u8]) -> FedFragments<'_> {
+    FedFragments {
+        rest: data,
+        failed: false,
+    }
+}
+
+/// The walk of [`fed_fragments`].
+pub struct FedFragments<'a> {
+    rest: &'a [u8],
+    failed: bool,
+}
+
+impl<'a> Iterator for FedFragments<'a> {
+    /// The fragment's offset in the event's data, and the fragment.
+    type Item = Result<(usize, FedFragment<'a>), FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() || self.failed {
+            return None;
+        }
+        match FedFragment::parse_last(self.rest) {
+            Ok((fragment, before)) => {
+                self.rest = before;
+                Some(Ok((before.len(), fragment)))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
 /// Appends one fragment to `out`: header, `payload` (whole words), and a trailer carrying
 /// `trailer_flags`' flags with the length and CRC filled in. Returns the fragment's range.
 pub fn encode_fed_fragment(
@@ -471,6 +508,42 @@ mod tests {
             out[bit / 8] ^= 1 << (bit % 8);
             if let Ok(bad) = FedFragment::parse(&out) {
                 prop_assert!(!bad.crc_ok());
+            }
+        }
+
+        /// Fragments back to back walk back to themselves, last first, each at its offset.
+        #[test]
+        fn fragments_walk_back_from_the_last(sizes in proptest::collection::vec(0usize..40, 0..8)) {
+            let mut data = Vec::new();
+            let mut ranges = Vec::new();
+            for (i, words) in sizes.iter().enumerate() {
+                let header = FedHeader { source_id: i as u16, ..Default::default() };
+                ranges.push(encode_fed_fragment(&mut data, &header, &FedTrailer::default(), &vec![i as u8; words * FED_WORD]));
+            }
+            let walked: Vec<_> = fed_fragments(&data).collect::<Result<_, _>>().unwrap();
+            prop_assert_eq!(walked.len(), sizes.len());
+            for ((offset, fragment), range) in walked.iter().zip(ranges.iter().rev()) {
+                prop_assert_eq!(*offset, range.start);
+                prop_assert_eq!(fragment.bytes, &data[range.clone()]);
+                prop_assert!(fragment.crc_ok());
+            }
+        }
+
+        /// Any bytes: fragments that lie inside the data, back to back from its end, then at
+        /// most one error, never a panic.
+        #[test]
+        fn any_data_walks_to_an_end(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut end = bytes.len();
+            let mut errors = 0;
+            for item in fed_fragments(&bytes) {
+                prop_assert_eq!(errors, 0);
+                match item {
+                    Ok((offset, f)) => {
+                        prop_assert_eq!(offset + f.bytes.len(), end);
+                        end = offset;
+                    }
+                    Err(_) => errors += 1,
+                }
             }
         }
 

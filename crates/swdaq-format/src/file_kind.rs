@@ -5,18 +5,21 @@
 //!
 //! | first bytes | kind |
 //! |-------------|------|
+//! | EventStorage file start record (`0x1234aaaa`, size 8) | [`FileKind::EventStorage`] |
 //! | HDF5 signature at 0, 512, 1024, ... (after a user block) | [`FileKind::Hdf5`] |
 //! | `RAW_0002` header that parses | [`FileKind::Frd`] |
-//! | `SWDAQRAW` with the full-event frame type | [`FileKind::SwrodEvents`] |
+//! | `SWDAQRAW` with the full-event frame type | [`FileKind::OldSwrodEvents`] |
 //! | `SWDAQRAW`, any other frame type | [`FileKind::SwdaqRaw`] |
 //! | a damaged or zeroed 32-byte header, then an FRD v6 event header (or `RAW_0002` off by a byte or two) | [`FileKind::FrdDamagedHeader`] |
 //!
 //! in that order: a swdaq raw header can hold what reads as an FRD event header at byte 32.
 //!
-//! A name ending `.tmp` (event builder), `.writing` (HDF5 writer) or `.part` (SW ROD storage)
-//! is a file its writer never closed: [`Detected::left_open`].
+//! A name ending `.tmp` (event builder), `.writing` (HDF5 and EventStorage writers) or `.part`
+//! (SW ROD storage before it wrote EventStorage) is a file its writer never closed:
+//! [`Detected::left_open`].
 
-use crate::eformat_event::RAW_FILE_TYPE;
+use crate::eventstorage::{FILE_START_MARKER, FILE_START_WORDS};
+use crate::fragment::FragmentType;
 use crate::frd::{
     FRD_FILE_HEADER_SIZE, FRD_FILE_ID, FRD_FILE_VERSION, FrdEventHeader, FrdFileHeader, frd_flags,
 };
@@ -27,12 +30,18 @@ use std::path::Path;
 
 /// The HDF5 superblock signature.
 pub const HDF5_SIGNATURE: [u8; 8] = *b"\x89HDF\r\n\x1a\n";
+/// Frame type of the swdaq raw files of ATLAS full events SW ROD runs wrote before they
+/// wrote EventStorage files ("EVT"): recognised to be named, no longer read.
+pub const OLD_SWROD_FRAME_TYPE: FragmentType = FragmentType(0x0045_5654);
+
 /// How many leading bytes [`detect`] needs to see every signature it knows (an HDF5 user
 /// block of up to 32 KiB included).
 pub const DETECT_BYTES: usize = 64 << 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
+    /// ATLAS EventStorage: full events in eformat (the SW ROD run's storage, ATLAS's SFOs).
+    EventStorage,
     /// HDF5: swdaq (hdf5libs-layout) trigger-record files.
     Hdf5,
     /// A CMS FRD file whose `RAW_0002` header parses.
@@ -40,8 +49,8 @@ pub enum FileKind {
     /// An FRD file whose header is damaged or was never written (the event builder writes it
     /// at close), recognised by the FRD event that follows it or a nearly right header id.
     FrdDamagedHeader,
-    /// A swdaq raw file of full events (the SW ROD run's storage).
-    SwrodEvents,
+    /// A swdaq raw file of full events, as SW ROD runs stored them before EventStorage.
+    OldSwrodEvents,
     /// A swdaq raw file of link frames or other records (`swdaq gen`, recorded bursts).
     SwdaqRaw,
     Directory,
@@ -53,15 +62,18 @@ impl FileKind {
     /// What the file was taken for, in words.
     pub fn describe(self) -> &'static str {
         match self {
+            Self::EventStorage => "ATLAS EventStorage file of full events (eformat)",
             Self::Hdf5 => "HDF5 trigger-record file",
             Self::Frd => "CMS FRD file (RAW_0002)",
             Self::FrdDamagedHeader => "CMS FRD file with a damaged or unwritten RAW_0002 header",
-            Self::SwrodEvents => "swdaq raw file of ATLAS full events (SW ROD storage)",
+            Self::OldSwrodEvents => {
+                "swdaq raw file of SW ROD full events in the container SW ROD runs wrote before they wrote ATLAS EventStorage; swdaq reads it no more (its events are eformat v4.0 headers around v5 ROBs)"
+            }
             Self::SwdaqRaw => "swdaq raw file of link records",
             Self::Directory => "a directory, not a data file",
             Self::Empty => "an empty file",
             Self::Unknown => {
-                "no known data format (not HDF5, FRD RAW_0002 or swdaq raw: no known signature)"
+                "no known data format (not EventStorage, HDF5, FRD RAW_0002 or swdaq raw: no known signature)"
             }
         }
     }
@@ -121,14 +133,16 @@ pub fn detect_path(path: &Path) -> std::io::Result<Detected> {
 fn kind_of(head: &[u8]) -> FileKind {
     if head.is_empty() {
         FileKind::Empty
+    } else if is_eventstorage(head) {
+        FileKind::EventStorage
     } else if is_hdf5(head) {
         FileKind::Hdf5
     } else if FrdFileHeader::parse(head).is_ok() {
         FileKind::Frd
     } else if head.starts_with(&RAW_MAGIC) {
         // The frame type says what the records are, even when another header field is bad.
-        if head.len() >= 20 && get_u32(head, 16) == RAW_FILE_TYPE.0 {
-            FileKind::SwrodEvents
+        if head.len() >= 20 && get_u32(head, 16) == OLD_SWROD_FRAME_TYPE.0 {
+            FileKind::OldSwrodEvents
         } else {
             FileKind::SwdaqRaw
         }
@@ -137,6 +151,14 @@ fn kind_of(head: &[u8]) -> FileKind {
     } else {
         FileKind::Unknown
     }
+}
+
+/// The file start record's marker and size word: a damaged version or any later record is
+/// the EventStorage reader's to name.
+fn is_eventstorage(head: &[u8]) -> bool {
+    head.len() >= 8
+        && get_u32(head, 0) == FILE_START_MARKER
+        && get_u32(head, 4) as usize == FILE_START_WORDS
 }
 
 /// The signature at offset 0 or, after a user block, at 512, 1024, 2048, ...
@@ -212,17 +234,24 @@ mod tests {
         assert_eq!(detect(&h5, "x.hdf5.writing").kind, FileKind::Hdf5);
         assert_eq!(detect(&HDF5_SIGNATURE, "x").kind, FileKind::Hdf5);
         assert_eq!(
-            detect(&raw_header(RAW_FILE_TYPE), "swrod.raw.part").kind,
-            FileKind::SwrodEvents
+            detect(&raw_header(OLD_SWROD_FRAME_TYPE), "swrod.raw.part").kind,
+            FileKind::OldSwrodEvents
         );
         assert_eq!(
             detect(&raw_header(FragmentType::WIBETH), "link0.swraw").kind,
             FileKind::SwdaqRaw
         );
         // Run 6 puts what reads as an FRD v6 event header at byte 32 of a raw header.
-        let mut run_6 = raw_header(RAW_FILE_TYPE);
+        let mut run_6 = raw_header(OLD_SWROD_FRAME_TYPE);
         run_6[32] = 6;
-        assert_eq!(detect(&run_6, "swrod.raw").kind, FileKind::SwrodEvents);
+        assert_eq!(detect(&run_6, "swrod.raw").kind, FileKind::OldSwrodEvents);
+        let es = crate::eventstorage::FileHead::default().to_bytes();
+        let left = detect(
+            &es,
+            "data_test.00000001.physics_Main.daq.RAW._lb0001._SFO-1._0001.writing",
+        );
+        assert_eq!(left.kind, FileKind::EventStorage);
+        assert_eq!(left.left_open, Some(".writing"));
         assert_eq!(detect(b"", "x").kind, FileKind::Empty);
         assert_eq!(detect(b"hello world", "x").kind, FileKind::Unknown);
         let dir = std::env::temp_dir();

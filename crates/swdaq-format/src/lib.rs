@@ -7,7 +7,8 @@
 //! [`source_id`] (SourceID v2), [`trigger_record`] (TriggerRecordHeader v4). CMS-compatible:
 //! [`fed`] (FED fragments with their CRC-16), [`frd`] (FRD event header v6, `RAW_0002` file
 //! header). ATLAS: [`felix`] (FELIX to-host blocks, GBT mode), [`eformat`] (event format v5
-//! ROB/ROD), [`eformat_event`] (full events). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link),
+//! ROB/ROD), [`eformat_event`] (eformat v5 full events), [`eventstorage`] (EventStorage v6
+//! files and ATLAS raw file names). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link),
 //! [`run_files`] (which run a file belongs to; run numbers claimed so no run overwrites another).
 //! [`file_kind`] tells which of these a file holds. [`crc`] computes CRC32C.
 
@@ -17,6 +18,7 @@ pub mod daq_eth;
 pub mod eformat;
 pub mod eformat_event;
 mod error;
+pub mod eventstorage;
 pub mod fed;
 pub mod felix;
 pub mod file_kind;

@@ -3,8 +3,9 @@
 //!
 //! Every file or directory a swdaq model writes for run N has `run` and N in six or more
 //! digits in its name, at the start or after `_` (`swdaq_run000007_0000.hdf5`,
-//! `run000007_ls0001_index000000.raw`, `swrod_run000007_0000.raw`, `run000007_burst000/`,
-//! `run000007-logs/`). A run's number is claimed once, before anything is written, in every
+//! `run000007_ls0001_index000000.raw`, `run000007_burst000/`, `run000007-logs/`), or is an
+//! ATLAS raw file whose name says its run as ATLAS names it
+//! (`data_test.00000007.physics_Main.daq.RAW._lb0001._SFO-1._0001.data`). A run's number is claimed once, before anything is written, in every
 //! directory it writes to ([`claim_run`]): with no number asked for, the next one after every
 //! run found there (files, or the last number claimed, kept in [`LAST_RUN_FILE`] so that a
 //! run whose files were all deleted — a filter farm deletes what it has read — is not reused);
@@ -23,6 +24,9 @@ const RUN_DIGITS: usize = 6;
 
 /// The run a file or directory named `name` belongs to, if its name says so.
 pub fn run_of_name(name: &str) -> Option<u32> {
+    if let Some(atlas) = crate::eventstorage::RawFileName::parse(name) {
+        return Some(atlas.run_number);
+    }
     name.match_indices("run").find_map(|(at, _)| {
         let starts_word = at == 0 || name.as_bytes()[at - 1] == b'_';
         let after = &name[at + 3..];
@@ -212,6 +216,10 @@ mod tests {
             ("run000003_ls0001_index000000.raw", Some(3)),
             ("run000003_ls0001_EoLS.jsn", Some(3)),
             ("swrod_run000005_0000.raw.part", Some(5)),
+            (
+                "data_test.00000005.physics_Main.daq.RAW._lb0003._SFO-1._0001.writing",
+                Some(5),
+            ),
             ("run000001_burst002", Some(1)),
             ("run000009-logs", Some(9)),
             ("run1234567_x", Some(1_234_567)),

@@ -1,8 +1,9 @@
 //! `adc_matrix` lays any WIBEth or ProtoDUNE WIB payload out channel by channel with
-//! exactly the ADCs and timestamps that were encoded, and refuses a partial frame.
+//! exactly the ADCs and timestamps that were encoded, and refuses a partial frame; frames
+//! that do not lie back to back (a raw file's records) make the same matrix.
 
 use proptest::prelude::*;
-use swdaq_format::adc_matrix::adc_matrix;
+use swdaq_format::adc_matrix::{adc_matrix, adc_matrix_of_frames};
 use swdaq_format::daq_eth::DaqEthHeader;
 use swdaq_format::protowib::{self, WibHeader};
 use swdaq_format::wibeth::{self, WibEthAdcs, WibEthHeader};
@@ -82,6 +83,21 @@ proptest! {
             }
             prop_assert_eq!(m.timestamps[s], t0 + s as u64 * protowib::TICKS_PER_SAMPLE);
         }
+    }
+
+    #[test]
+    fn frames_apart_make_the_matrix_of_the_frames_together(frames in wibeth_frames(3), t0 in 0u64..1 << 60, cut in 1usize..wibeth::FRAME_SIZE) {
+        let payload = wibeth_payload(&frames, t0);
+        // Each frame in its own allocation, as a raw file's records lie apart.
+        let apart: Vec<Vec<u8>> = payload.chunks_exact(wibeth::FRAME_SIZE).map(<[u8]>::to_vec).collect();
+        let mut views: Vec<&[u8]> = apart.iter().map(Vec::as_slice).collect();
+        let together = adc_matrix(FragmentType::WIBETH, &payload).unwrap().unwrap();
+        prop_assert_eq!(adc_matrix_of_frames(FragmentType::WIBETH, &views).unwrap().unwrap(), together);
+        let last = views.len() - 1;
+        views[last] = &apart[last][..wibeth::FRAME_SIZE - cut];
+        let refused = adc_matrix_of_frames(FragmentType::WIBETH, &views).unwrap();
+        let is_truncated = matches!(refused, Err(FormatError::Truncated { .. }));
+        prop_assert!(is_truncated);
     }
 
     #[test]

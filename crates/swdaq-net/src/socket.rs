@@ -167,10 +167,9 @@ impl Outlet {
         let last = frames.len();
         let more = |i: usize| if i < last { zmq::SNDMORE } else { 0 };
         let result = socket.send(head, flags | more(0)).and_then(|()| {
-            frames
-                .into_iter()
-                .enumerate()
-                .try_for_each(|(i, bytes)| socket.send(zmq::Message::from(bytes), flags | more(i + 1)))
+            frames.into_iter().enumerate().try_for_each(|(i, bytes)| {
+                socket.send(zmq::Message::from(bytes), flags | more(i + 1))
+            })
         });
         match result {
             Ok(()) => {

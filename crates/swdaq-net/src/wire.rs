@@ -331,7 +331,7 @@ mod tests {
     use swdaq_format::SourceId;
     use swdaq_readout::request::RequestStatus;
     use swdaq_swrod::consumers::RobRequestStatus;
-    use swdaq_swrod::message::EventAssignment;
+    use swdaq_swrod::trigger::L1Accept;
     use swdaq_trigger::decision::ReadoutWindow;
 
     fn request() -> DataRequest {
@@ -409,9 +409,14 @@ mod tests {
                 count: 64,
                 settled: vec![7, 8, 12],
             }),
-            Message::ToHlt(ToHlt::Assigned(vec![EventAssignment {
+            Message::ToHlt(ToHlt::Assigned(vec![L1Accept {
                 global_id: 9,
                 l1_id: 0x0100_0002,
+                bc_id: 333,
+                trigger_type: 0x81,
+                lumi_block: 2,
+                time_seconds: 1_800_000_000,
+                time_nanoseconds: 5,
             }])),
             Message::ToHlt(ToHlt::EndOfRun),
             Message::L1aHorizon { l1as: 4096 },

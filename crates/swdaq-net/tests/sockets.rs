@@ -72,7 +72,9 @@ fn a_sw_rod_s_answers_bring_each_fragment_found_as_a_frame_of_its_own() {
     let frames = vec![vec![1u8; 300], vec![3u8; 500]];
     // Once connected (a send that never waits fails before).
     outlet.send(&Message::Heartbeat).unwrap();
-    outlet.try_send_with_frames(&answers, frames.clone()).unwrap();
+    outlet
+        .try_send_with_frames(&answers, frames.clone())
+        .unwrap();
     let d = inlet.receive(Duration::from_secs(5)).unwrap();
     assert_eq!(d.message, answers);
     let got: Vec<Vec<u8>> = d.frames.iter().map(|f| f.to_vec()).collect();

@@ -14,6 +14,20 @@ pub mod frame_flags {
     pub const SEQUENCE_ERROR: u32 = 1 << 2;
     /// The front end flagged an error in the header.
     pub const HEADER_ERROR: u32 = 1 << 3;
+
+    /// Names of the set bits, for people reading `inspect` output.
+    pub fn names(flags: u32) -> Vec<&'static str> {
+        [
+            (GAP_BEFORE, "gap_before"),
+            (TIMESTAMP_JUMP, "timestamp_jump"),
+            (SEQUENCE_ERROR, "sequence_error"),
+            (HEADER_ERROR, "header_error"),
+        ]
+        .into_iter()
+        .filter(|(mask, _)| flags & mask != 0)
+        .map(|(_, name)| name)
+        .collect()
+    }
 }
 
 /// What a check found, counted by kind. One frame can add to several.
@@ -40,6 +54,17 @@ pub enum Verdict {
     },
     /// Not a frame of this format: drop it.
     Reject,
+}
+
+impl Verdict {
+    /// What the checks found, named ([`frame_flags::names`], or `bad_size` for a rejected
+    /// frame); empty for a good frame.
+    pub fn findings(&self) -> Vec<&'static str> {
+        match self {
+            Self::Keep { flags, .. } => frame_flags::names(*flags),
+            Self::Reject => vec!["bad_size"],
+        }
+    }
 }
 
 /// A time range `[begin, end)` in ticks whose data is missing or suspect.
@@ -244,5 +269,17 @@ mod tests {
         );
         assert!(matches!(c.check(&good).0, Verdict::Keep { flags: 0, .. }));
         assert_eq!(c.counts.bad_size, 2);
+    }
+
+    #[test]
+    fn findings_are_named() {
+        let frames = [frame(0, 0, true), frame(5 * 2048, 9, false)];
+        let mut c = ContinuityChecker::new(FrameFormat::WibEth);
+        assert!(c.check(&frames[0]).0.findings().is_empty());
+        assert_eq!(
+            c.check(&frames[1]).0.findings(),
+            ["gap_before", "sequence_error", "header_error"]
+        );
+        assert_eq!(c.check(&[0; 3]).0.findings(), ["bad_size"]);
     }
 }

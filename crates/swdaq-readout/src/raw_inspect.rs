@@ -1,18 +1,26 @@
 //! What a swdaq raw file holds (`swdaq inspect FILE.swraw`): its header, and its frames run
 //! through the readout's continuity checks, so a recorded burst's gaps show as missing
-//! frames, and a record cut short is named with how far the file read.
+//! frames and each frame the checks flagged is listed with where it lies, and a record cut
+//! short is named with how far the file read. [`walk_raw`] hands every record to a caller as
+//! it goes (the `swdaq` Python package indexes a file's frames with it), so a reader sees
+//! exactly the frames and findings `swdaq inspect` reports.
 
-use crate::checks::{CheckCounts, ContinuityChecker};
+use crate::checks::{CheckCounts, ContinuityChecker, Verdict};
 use std::fmt::Write as _;
 use std::io::Read;
 use swdaq_format::FrameFormat;
 use swdaq_format::rawfile::{RAW_HEADER_SIZE, RECORD_HEADER_SIZE, RawFileError, RawFileReader};
 
+/// Flagged frames listed in a report, at most: a front end that flags every frame would
+/// otherwise make the report as large as the file. Every one is counted.
+pub const MAX_FLAGGED_LISTED: usize = 1000;
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RawInspection {
     /// The TPC frame format the header names; `None` for other records (FELIX blocks, FED
-    /// fragments), which are counted but not checked.
-    pub format: Option<&'static str>,
+    /// fragments), which are counted but not checked. (Not `format`: `swdaq inspect --json`
+    /// puts the file's format under that key.)
+    pub frame_format: Option<&'static str>,
     pub fragment_type: u32,
     pub frame_size: u32,
     pub source_id: String,
@@ -26,13 +34,51 @@ pub struct RawInspection {
     /// Data time from the first frame to the end of the last.
     pub seconds: f64,
     pub checks: Option<CheckCounts>,
+    /// Frames the checks found something wrong with or before.
+    pub flagged_frames: u64,
+    /// The first [`MAX_FLAGGED_LISTED`] of them, in file order.
+    pub flagged: Vec<FlaggedFrame>,
     /// Why reading stopped before the end of the file.
     pub error: Option<String>,
+}
+
+/// A frame the continuity checks flagged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FlaggedFrame {
+    /// Its index among the file's records.
+    pub frame: u64,
+    /// Where its record starts in the file.
+    pub offset: u64,
+    /// `None` for a frame of the wrong size.
+    pub timestamp: Option<u64>,
+    /// What the checks found ([`Verdict::findings`]).
+    pub findings: Vec<&'static str>,
+    /// Frames missing just before it.
+    pub missing_before: u64,
+}
+
+/// One record as [`walk_raw`] reads it.
+pub struct RawRecord<'a> {
+    /// Its index among the file's records.
+    pub index: u64,
+    /// Where its record header starts in the file.
+    pub offset: u64,
+    pub frame: &'a [u8],
+    /// The continuity checks' verdict; `None` for records of another kind than TPC frames.
+    pub verdict: Option<Verdict>,
 }
 
 /// Reads the whole file; only a header that cannot be read is an error (a bad record ends
 /// the reading and is named in `error`).
 pub fn inspect_raw(input: impl Read) -> Result<RawInspection, RawFileError> {
+    walk_raw(input, |_| {})
+}
+
+/// [`inspect_raw`], handing each whole record to `on_record` as it is read.
+pub fn walk_raw(
+    input: impl Read,
+    mut on_record: impl FnMut(&RawRecord<'_>),
+) -> Result<RawInspection, RawFileError> {
     let mut reader = RawFileReader::new(input)?;
     let header = *reader.header();
     let format = [FrameFormat::WibEth, FrameFormat::ProtoWib]
@@ -40,7 +86,7 @@ pub fn inspect_raw(input: impl Read) -> Result<RawInspection, RawFileError> {
         .find(|f| f.fragment_type() == header.frame_type);
     let mut checker = format.map(ContinuityChecker::new);
     let mut out = RawInspection {
-        format: format.map(FrameFormat::name),
+        frame_format: format.map(FrameFormat::name),
         fragment_type: header.frame_type.0,
         frame_size: header.frame_size,
         source_id: header.source_id.to_string(),
@@ -53,6 +99,8 @@ pub fn inspect_raw(input: impl Read) -> Result<RawInspection, RawFileError> {
         last_timestamp: None,
         seconds: 0.0,
         checks: None,
+        flagged_frames: 0,
+        flagged: Vec::new(),
         error: None,
     };
     let mut frame = Vec::new();
@@ -65,15 +113,18 @@ pub fn inspect_raw(input: impl Read) -> Result<RawInspection, RawFileError> {
                 break;
             }
         }
+        let record = RawRecord {
+            index: out.frames,
+            offset: out.bytes,
+            frame: &frame,
+            verdict: checker.as_mut().map(|c| c.check(&frame).0),
+        };
+        if let Some(verdict) = record.verdict {
+            note(&mut out, &record, verdict);
+        }
+        on_record(&record);
         out.frames += 1;
         out.bytes += (RECORD_HEADER_SIZE + frame.len()) as u64;
-        if let (Some(checker), Some(format)) = (checker.as_mut(), format) {
-            checker.check(&frame);
-            if let Some(h) = format.header(&frame) {
-                out.first_timestamp.get_or_insert(h.timestamp);
-                out.last_timestamp = Some(h.timestamp);
-            }
-        }
     }
     if let (Some(format), Some(first), Some(last)) =
         (format, out.first_timestamp, out.last_timestamp)
@@ -85,6 +136,35 @@ pub fn inspect_raw(input: impl Read) -> Result<RawInspection, RawFileError> {
     Ok(out)
 }
 
+/// A checked frame's timestamp in the span, and the frame among the flagged when it is.
+fn note(out: &mut RawInspection, record: &RawRecord<'_>, verdict: Verdict) {
+    let timestamp = match verdict {
+        Verdict::Keep { header, .. } => Some(header.timestamp),
+        Verdict::Reject => None,
+    };
+    if let Some(t) = timestamp {
+        out.first_timestamp.get_or_insert(t);
+        out.last_timestamp = Some(t);
+    }
+    let findings = verdict.findings();
+    if findings.is_empty() {
+        return;
+    }
+    out.flagged_frames += 1;
+    if out.flagged.len() < MAX_FLAGGED_LISTED {
+        out.flagged.push(FlaggedFrame {
+            frame: record.index,
+            offset: record.offset,
+            timestamp,
+            findings,
+            missing_before: match verdict {
+                Verdict::Keep { missing_before, .. } => missing_before,
+                Verdict::Reject => 0,
+            },
+        });
+    }
+}
+
 /// The inspection as text.
 pub fn render(r: &RawInspection) -> String {
     let mut s = String::new();
@@ -92,7 +172,7 @@ pub fn render(r: &RawInspection) -> String {
         s,
         "swdaq raw file: {} frames of {} ({} bytes each, fragment type {}), source {}, run {}, {:.3} GB",
         r.frames,
-        r.format.unwrap_or("another kind"),
+        r.frame_format.unwrap_or("another kind"),
         r.frame_size,
         r.fragment_type,
         r.source_id,
@@ -113,11 +193,36 @@ pub fn render(r: &RawInspection) -> String {
             c.missing_frames, c.timestamp_jumps, c.sequence_errors, c.header_errors, c.bad_size
         );
     }
+    for f in r.flagged.iter().take(MAX_FLAGGED_SHOWN) {
+        let _ = writeln!(
+            s,
+            "  frame {} (byte {}), timestamp {}: {}{}",
+            f.frame,
+            f.offset,
+            f.timestamp.map_or("?".into(), |t| t.to_string()),
+            f.findings.join(", "),
+            if f.missing_before > 0 {
+                format!(" ({} frames missing before it)", f.missing_before)
+            } else {
+                String::new()
+            }
+        );
+    }
+    let unshown = r.flagged_frames - r.flagged.len().min(MAX_FLAGGED_SHOWN) as u64;
+    if unshown > 0 {
+        let _ = writeln!(
+            s,
+            "  ... and {unshown} more flagged frames (--json lists the first {MAX_FLAGGED_LISTED})"
+        );
+    }
     if let Some(e) = &r.error {
         let _ = writeln!(s, "  BAD: {e}");
     }
     s
 }
+
+/// Flagged frames the text shows, one a line.
+const MAX_FLAGGED_SHOWN: usize = 20;
 
 #[cfg(test)]
 mod tests {
@@ -158,7 +263,39 @@ mod tests {
         assert_eq!(whole.checks.unwrap().missing_frames, 5);
         assert_eq!(whole.last_timestamp, Some(19 * 2048));
         assert_eq!(whole.error, None);
+        // The frame after the gap is the tenth record, behind the header and nine records.
+        let record = (RECORD_HEADER_SIZE + wibeth::FRAME_SIZE) as u64;
+        assert_eq!(
+            (whole.flagged_frames, &whole.flagged[..]),
+            (
+                1,
+                &[FlaggedFrame {
+                    frame: 10,
+                    offset: RAW_HEADER_SIZE as u64 + 10 * record,
+                    timestamp: Some(15 * 2048),
+                    findings: vec!["gap_before"],
+                    missing_before: 5,
+                }][..]
+            )
+        );
         assert!(render(&whole).contains("5 missing frames"));
+        assert!(render(&whole).contains(
+            "frame 10 (byte 72144), timestamp 30720: gap_before (5 frames missing before it)"
+        ));
+        let mut offsets = Vec::new();
+        walk_raw(&bytes[..], |r| {
+            offsets.push((r.index, r.offset, r.frame.len()))
+        })
+        .unwrap();
+        assert_eq!(offsets.len(), 15);
+        assert!(
+            offsets
+                .iter()
+                .enumerate()
+                .all(|(i, &(index, offset, len))| index == i as u64
+                    && offset == RAW_HEADER_SIZE as u64 + i as u64 * record
+                    && len == wibeth::FRAME_SIZE)
+        );
         bytes.truncate(bytes.len() - 100);
         let cut = inspect_raw(&bytes[..]).unwrap();
         assert_eq!(cut.frames, 14);
@@ -184,8 +321,14 @@ mod tests {
             };
             let mut bytes = header.to_bytes().to_vec();
             bytes.extend_from_slice(&body);
-            let r = inspect_raw(&bytes[..]).unwrap();
+            let mut end = RAW_HEADER_SIZE as u64;
+            let r = walk_raw(&bytes[..], |record| {
+                assert_eq!(record.offset, end);
+                end += (RECORD_HEADER_SIZE + record.frame.len()) as u64;
+            }).unwrap();
+            prop_assert_eq!(r.bytes, end);
             prop_assert!(r.bytes <= bytes.len() as u64);
+            prop_assert!(r.flagged.len() as u64 <= r.flagged_frames.min(MAX_FLAGGED_LISTED as u64));
             let _ = render(&r);
             let _ = inspect_raw(&body[..]);
         }

@@ -61,6 +61,12 @@ pub fn l1_id_of(index: u64, ecr_every: u32) -> u32 {
     ((ecrs & 0xFF) as u32) << 24 | (count & 0x00FF_FFFF) as u32
 }
 
+/// The bunch crossing of the run's L1 accept number `index` (from 0), the same for every
+/// card and for the trigger's stand-in in another process.
+pub fn bcid_of(index: u64) -> u16 {
+    ((index * 37) % u64::from(BUNCHES_PER_ORBIT)) as u16
+}
+
 /// Fault probabilities (per chunk or per block) and scheduled dead e-links.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -177,6 +183,20 @@ impl FelixCard {
         l1_id_of(self.l1as, self.config.ecr_every)
     }
 
+    /// The bunch crossing of the next L1 accept.
+    pub fn next_bcid(&self) -> u16 {
+        bcid_of(self.l1as)
+    }
+
+    /// The number of L1 accepts sent so far (the next one's index in the run).
+    pub fn l1as(&self) -> u64 {
+        self.l1as
+    }
+
+    pub fn ecr_every(&self) -> u32 {
+        self.config.ecr_every
+    }
+
     /// Replaces the fault probabilities from now on (dead e-links stay as configured).
     pub fn set_fault_rates(&mut self, faults: FelixFaults) {
         self.config.faults = FelixFaults {
@@ -193,7 +213,7 @@ impl FelixCard {
     /// Emits one L1 accept on every e-link; completed blocks are appended to `out`.
     pub fn l1_accept(&mut self, out: &mut Vec<u8>) {
         let l1_id = self.next_l1_id();
-        let bcid = ((self.l1as * 37) % u64::from(BUNCHES_PER_ORBIT)) as u16;
+        let bcid = self.next_bcid();
         let f = self.config.faults.clone();
         for e in 0..self.elinks.len() {
             let elink = e as u16;

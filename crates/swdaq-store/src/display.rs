@@ -90,16 +90,32 @@ pub fn save_rgb_png(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Result<
         source,
     };
     let file = std::fs::File::create(path).map_err(io)?;
-    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), width, height);
+    encode_png(std::io::BufWriter::new(file), width, height, rgb).map_err(|e| match e {
+        png::EncodingError::IoError(source) => io(source),
+        other => StoreError::Display(other.to_string()),
+    })
+}
+
+/// 8-bit RGB pixels (`3 * width * height` bytes, rows top down) as the bytes of a PNG file
+/// (`swdaq serve`'s `/display.png`).
+pub fn rgb_png(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    encode_png(&mut out, width, height, rgb).map_err(|e| StoreError::Display(e.to_string()))?;
+    Ok(out)
+}
+
+fn encode_png(
+    out: impl std::io::Write,
+    width: u32,
+    height: u32,
+    rgb: &[u8],
+) -> std::result::Result<(), png::EncodingError> {
+    let mut encoder = png::Encoder::new(out, width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     encoder
         .write_header()
         .and_then(|mut w| w.write_image_data(rgb))
-        .map_err(|e| match e {
-            png::EncodingError::IoError(source) => io(source),
-            other => StoreError::Display(other.to_string()),
-        })
 }
 
 /// Renders record `trigger` (sequence 0) of `file` into a PNG at `out`; fragments that cannot

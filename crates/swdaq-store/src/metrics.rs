@@ -4,7 +4,7 @@
 
 use crate::writer::WriterCounts;
 use std::time::Duration;
-use swdaq_monitor::{Counter, Histogram, MonitorError, Registry};
+use swdaq_monitor::{Counter, Gauge, Histogram, MonitorError, Registry};
 
 /// Bounds of the write-time histogram in seconds: 10 µs (a small record) to 1 s (a flush of a
 /// large file's metadata, a slow disk).
@@ -21,6 +21,7 @@ pub struct StoreMetrics {
     flushes: Counter,
     not_written: Counter,
     write_seconds: Histogram,
+    queue_filled: Gauge,
     published: WriterCounts,
 }
 
@@ -59,8 +60,18 @@ impl StoreMetrics {
                 "Time to write one record, with the file opening, rollover or flush it caused",
                 &WRITE_SECONDS_BOUNDS,
             )?,
+            queue_filled: b.gauge(
+                "swdaq_store_queue_filled_ratio",
+                "Share of the writer's queue of records in use: a disk slower than the records fills it, then the trigger is inhibited",
+            )?,
             published: WriterCounts::default(),
         })
+    }
+
+    /// How full the queue of records waiting for the writer is, 0 to 1.
+    pub(crate) fn queue(&self, waiting: usize, capacity: usize) {
+        self.queue_filled
+            .set(waiting as f64 / capacity.max(1) as f64);
     }
 
     /// Adds what the writer did since the last call.

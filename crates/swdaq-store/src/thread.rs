@@ -83,6 +83,7 @@ impl StorageThread {
                         Some(at) => records.recv_deadline(at),
                         None => records.recv().map_err(|_| RecvTimeoutError::Disconnected),
                     };
+                    metrics.queue(records.len(), queue_depth.max(1));
                     let record = match next {
                         Ok(record) => record,
                         Err(RecvTimeoutError::Disconnected) => break,

@@ -508,7 +508,7 @@ impl<I: SlotIndex> Aggregator<I> {
             run_number: self.config.run_number,
             l1_id,
             bc_id: u32::from(slot.bcid),
-            l1_trigger_type: 0,
+            l1_trigger_type: u32::from(crate::trigger::L1_TRIGGER_TYPE),
             detector_event_type: 0,
         };
         // Cannot fail: the buffer is sized for every e-link's largest chunk and the most

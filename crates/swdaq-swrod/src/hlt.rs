@@ -1,17 +1,23 @@
-//! The HLT side of the consumer chain: for each L1 ID it is given, ask every ROB's request
-//! server ([`crate::consumers::serve_requests`]) for its fragment and gather the answers
-//! into one event (a ROB list). Requests for many events are in flight at once; a server
-//! answers in the order it is asked, so every ROB has its own reply queue.
+//! The HLT side of the consumer chain: for each L1 accept it is given, ask every ROB's
+//! request server ([`crate::consumers::serve_requests`]) for its fragment and gather the
+//! answers into one event (a ROB list). Requests for many events are in flight at once; a
+//! server answers in the order it is asked, so every ROB has its own reply queue.
 //!
 //! A `not_yet` answer is asked again after `retry_after`; a ROB still not there after
 //! `give_up_after`, or answered `gone` or `invalid`, is missing from the event, which is
 //! handed on incomplete and names it: no event is dropped.
+//!
+//! Events settle in any order; a luminosity block is ended ([`HltOutput::LumiBlockEnded`])
+//! once every event of it and of the blocks before it has been handed on and a later block
+//! has begun (or the run has ended), so storage can close its files knowing no event of it
+//! is still to come.
 
 use crate::aggregator::BuiltFragment;
 use crate::consumers::{RobReply, RobRequest, RobRequestStatus};
+use crate::trigger::L1Accept;
 use crossbeam_channel::{Receiver, Select, Sender, unbounded};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,17 +50,34 @@ pub enum MissingRob {
     NoServer,
 }
 
-/// An event: the fragments found, in ROB order, and the ROBs missing with why (by source id).
+/// An event: its L1 accept, the fragments found, in ROB order, and the ROBs missing with
+/// why (by source id).
 pub struct AssembledEvent {
-    pub l1_id: u32,
+    pub l1a: L1Accept,
     pub robs: Vec<Arc<BuiltFragment>>,
     pub missing: Vec<(u32, MissingRob)>,
+}
+
+impl AssembledEvent {
+    /// Every ROB there and none missing e-links.
+    pub fn is_complete(&self) -> bool {
+        self.missing.is_empty() && self.robs.iter().all(|r| r.complete)
+    }
+}
+
+/// What the HLT hands on, in order.
+pub enum HltOutput {
+    Event(AssembledEvent),
+    /// Every event of this luminosity block (and the ones before) has been handed on.
+    LumiBlockEnded(u32),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HltCounts {
     pub events: u64,
+    /// Events with every ROB, none of them missing e-links.
     pub complete_events: u64,
+    /// Events with ROBs missing.
     pub incomplete_events: u64,
     /// Events holding a ROB fragment that misses e-links.
     pub events_with_incomplete_robs: u64,
@@ -88,6 +111,7 @@ impl HltCounts {
 }
 
 struct Pending {
+    l1a: L1Accept,
     asked: Instant,
     robs: Vec<Option<Arc<BuiltFragment>>>,
     settled: Vec<bool>,
@@ -111,14 +135,46 @@ impl Pending {
     }
 }
 
-/// Assembles an event for every L1 ID `l1_ids` yields until it closes and every event in
-/// flight is done; each goes to `out` when its last ROB is settled. `on_counts` sees the
-/// counts every 100 ms and at the end.
+/// Events not yet handed on, by luminosity block, to end each block once it has none.
+#[derive(Default)]
+struct LumiBlocks {
+    open: BTreeMap<u32, usize>,
+    newest: u32,
+}
+
+impl LumiBlocks {
+    fn begin(&mut self, lumi_block: u32) {
+        *self.open.entry(lumi_block).or_default() += 1;
+        self.newest = self.newest.max(lumi_block);
+    }
+
+    fn settle(&mut self, lumi_block: u32) {
+        if let Some(n) = self.open.get_mut(&lumi_block) {
+            *n -= 1;
+        }
+    }
+
+    /// Ends, oldest first, the blocks with nothing open before a newer one (every block when
+    /// `all`: no more L1 accepts come).
+    fn end(&mut self, all: bool, out: &mut impl FnMut(HltOutput)) {
+        while let Some((&lb, &n)) = self.open.first_key_value() {
+            if n > 0 || (lb >= self.newest && !all) {
+                break;
+            }
+            self.open.remove(&lb);
+            out(HltOutput::LumiBlockEnded(lb));
+        }
+    }
+}
+
+/// Assembles an event for every L1 accept `l1as` yields until it closes and every event in
+/// flight is done; each goes to `out` when its last ROB is settled, each luminosity block's
+/// end after its events. `on_counts` sees the counts every 100 ms and at the end.
 pub fn assemble_events(
-    l1_ids: Receiver<u32>,
+    l1as: Receiver<L1Accept>,
     robs: &[RobPort],
     config: HltConfig,
-    mut out: impl FnMut(AssembledEvent),
+    mut out: impl FnMut(HltOutput),
     mut on_counts: impl FnMut(&HltCounts),
 ) -> HltCounts {
     let replies: Vec<(Sender<RobReply>, Receiver<RobReply>)> =
@@ -129,8 +185,9 @@ pub fn assemble_events(
         all.recv(rx);
         replies_only.recv(rx);
     }
-    let l1_op = all.recv(&l1_ids);
+    let l1_op = all.recv(&l1as);
     let mut counts = HltCounts::default();
+    let mut lumi_blocks = LumiBlocks::default();
     let mut pending: HashMap<u32, Pending> = HashMap::new();
     // L1 IDs in the order asked, for the give-up check (entries already done are skipped).
     let mut order: VecDeque<u32> = VecDeque::new();
@@ -159,9 +216,12 @@ pub fn assemble_events(
             replies_only.ready_timeout(wait)
         };
         match ready {
-            Ok(op) if room && op == l1_op => match l1_ids.try_recv() {
-                Ok(l1_id) => {
+            Ok(op) if room && op == l1_op => match l1as.try_recv() {
+                Ok(l1a) => {
+                    let l1_id = l1a.l1_id;
+                    lumi_blocks.begin(l1a.lumi_block);
                     let mut p = Pending {
+                        l1a,
                         asked: Instant::now(),
                         robs: vec![None; robs.len()],
                         settled: vec![false; robs.len()],
@@ -175,7 +235,7 @@ pub fn assemble_events(
                     }
                     order.push_back(l1_id);
                     pending.insert(l1_id, p);
-                    finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+                    finish_if_done(&mut pending, l1_id, &mut counts, &mut lumi_blocks, &mut out);
                 }
                 Err(crossbeam_channel::TryRecvError::Disconnected) => l1_open = false,
                 Err(crossbeam_channel::TryRecvError::Empty) => {}
@@ -215,7 +275,13 @@ pub fn assemble_events(
                                 p.settle(rob, source_id, MissingRob::NoServer, &mut counts);
                             }
                         }
-                        finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+                        finish_if_done(
+                            &mut pending,
+                            l1_id,
+                            &mut counts,
+                            &mut lumi_blocks,
+                            &mut out,
+                        );
                     }
                 }
             }
@@ -232,7 +298,7 @@ pub fn assemble_events(
                 && !ask(rob, l1_id)
             {
                 p.settle(rob, robs[rob].source_id, MissingRob::NoServer, &mut counts);
-                finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+                finish_if_done(&mut pending, l1_id, &mut counts, &mut lumi_blocks, &mut out);
             }
         }
         while let Some(&l1_id) = order.front() {
@@ -247,13 +313,15 @@ pub fn assemble_events(
             for (rob, port) in robs.iter().enumerate() {
                 p.settle(rob, port.source_id, MissingRob::TimedOut, &mut counts);
             }
-            finish_if_done(&mut pending, l1_id, &mut counts, &mut out);
+            finish_if_done(&mut pending, l1_id, &mut counts, &mut lumi_blocks, &mut out);
         }
+        lumi_blocks.end(false, &mut out);
         if last_counts.elapsed() >= COUNTS_EVERY {
             last_counts = Instant::now();
             on_counts(&counts);
         }
     }
+    lumi_blocks.end(true, &mut out);
     on_counts(&counts);
     counts
 }
@@ -266,7 +334,8 @@ fn finish_if_done(
     pending: &mut HashMap<u32, Pending>,
     l1_id: u32,
     counts: &mut HltCounts,
-    out: &mut impl FnMut(AssembledEvent),
+    lumi_blocks: &mut LumiBlocks,
+    out: &mut impl FnMut(HltOutput),
 ) {
     if pending.get(&l1_id).is_none_or(|p| p.open > 0) {
         return;
@@ -275,19 +344,15 @@ fn finish_if_done(
         return;
     };
     p.missing.sort_unstable_by_key(|m| m.0);
-    counts.events += 1;
-    if p.missing.is_empty() {
-        counts.complete_events += 1;
-    } else {
-        counts.incomplete_events += 1;
-    }
-    let robs: Vec<Arc<BuiltFragment>> = p.robs.into_iter().flatten().collect();
-    if robs.iter().any(|r| !r.complete) {
-        counts.events_with_incomplete_robs += 1;
-    }
-    out(AssembledEvent {
-        l1_id,
-        robs,
+    let event = AssembledEvent {
+        l1a: p.l1a,
+        robs: p.robs.into_iter().flatten().collect(),
         missing: p.missing,
-    });
+    };
+    counts.events += 1;
+    counts.complete_events += u64::from(event.is_complete());
+    counts.incomplete_events += u64::from(!event.missing.is_empty());
+    counts.events_with_incomplete_robs += u64::from(event.robs.iter().any(|r| !r.complete));
+    lumi_blocks.settle(event.l1a.lumi_block);
+    out(HltOutput::Event(event));
 }

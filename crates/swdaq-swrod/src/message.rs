@@ -6,6 +6,7 @@
 //! a frame of its own after the answers, not inside them.
 
 use crate::consumers::RobRequestStatus;
+use crate::trigger::L1Accept;
 use serde::{Deserialize, Serialize};
 
 /// An HLT application asks the HLT supervisor for `count` more events (it has room for them;
@@ -20,20 +21,11 @@ pub struct HltRequest {
     pub settled: Vec<u64>,
 }
 
-/// One L1 accept given to an HLT application.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventAssignment {
-    /// The L1 accept's number in the run, from 1 (unique, unlike the L1 ID, which ECRs reset).
-    pub global_id: u64,
-    /// Extended L1 ID: the ECR count in the upper 8 bits, the L1 accept count in the lower 24.
-    pub l1_id: u32,
-}
-
 /// What an HLT application hears from the HLT supervisor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToHlt {
     /// L1 accepts, batched: one message per event costs more than the event's requests.
-    Assigned(Vec<EventAssignment>),
+    Assigned(Vec<L1Accept>),
     /// The supervisor gives out nothing more: finish what is in hand.
     EndOfRun,
 }

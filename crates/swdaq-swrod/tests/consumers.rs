@@ -145,9 +145,13 @@ fn chain_serves_records_samples_and_counts_a_slow_consumer() {
 }
 
 #[test]
-fn the_hlt_builds_every_event_and_names_the_robs_it_could_not_get() {
+fn the_hlt_builds_every_event_names_the_robs_it_could_not_get_and_ends_lumi_blocks() {
     use std::time::Duration;
-    use swdaq_swrod::hlt::{HltConfig, MissingRob, RobPort, assemble_events};
+    use swdaq_format::eformat::status;
+    use swdaq_format::eformat_event::FullEvent;
+    use swdaq_swrod::event::{EventEncoder, stream_tag};
+    use swdaq_swrod::hlt::{HltConfig, HltOutput, MissingRob, RobPort, assemble_events};
+    use swdaq_swrod::trigger::L1Accept;
     let (a_tx, a_rx) = unbounded();
     let (b_tx, b_rx) = unbounded();
     build(200, |f| {
@@ -172,8 +176,14 @@ fn the_hlt_builds_every_event_and_names_the_robs_it_could_not_get() {
         }));
     }
     let (l1_tx, l1_rx) = unbounded();
-    for l1_id in (0..200).chain([5000]) {
-        l1_tx.send(l1_id).unwrap();
+    for (i, l1_id) in (0..200).chain([5000]).enumerate() {
+        let l1a = L1Accept {
+            l1_id,
+            global_id: i as u64 + 1,
+            lumi_block: 1 + i as u32 / 64,
+            ..L1Accept::default()
+        };
+        l1_tx.send(l1a).unwrap();
     }
     drop(l1_tx);
     let config = HltConfig {
@@ -181,16 +191,23 @@ fn the_hlt_builds_every_event_and_names_the_robs_it_could_not_get() {
         retry_after: Duration::from_micros(100),
         give_up_after: Duration::from_millis(50),
     };
+    let encoder = EventEncoder::new(9);
     let mut events = Vec::new();
+    let mut ended = Vec::new();
     let counts = assemble_events(
         l1_rx,
         &ports,
         config,
-        |e| {
-            for r in &e.robs {
-                assert_eq!(r.l1_id, e.l1_id);
+        |o| match o {
+            HltOutput::Event(e) => {
+                for r in &e.robs {
+                    assert_eq!(r.l1_id, e.l1a.l1_id);
+                }
+                // Every event of a block comes before the block's end.
+                assert!(!ended.contains(&e.l1a.lumi_block));
+                events.push((e.l1a, e.robs.len(), e.missing.clone(), encoder.encode(&e)));
             }
-            events.push((e.l1_id, e.robs.len(), e.missing));
+            HltOutput::LumiBlockEnded(lb) => ended.push(lb),
         },
         |_| {},
     );
@@ -202,8 +219,9 @@ fn the_hlt_builds_every_event_and_names_the_robs_it_could_not_get() {
     assert_eq!((counts.complete_events, counts.incomplete_events), (199, 2));
     assert_eq!(counts.timed_out_robs, 1);
     assert_eq!(counts.invalid, 2);
-    events.sort_by_key(|e| e.0);
-    let ids: Vec<u32> = events.iter().map(|e| e.0).collect();
+    assert_eq!(ended, vec![1, 2, 3, 4]);
+    events.sort_by_key(|e| e.0.global_id);
+    let ids: Vec<u32> = events.iter().map(|e| e.0.l1_id).collect();
     assert_eq!(ids, (0..200).chain([5000]).collect::<Vec<_>>());
     assert_eq!(events[50].1, 1);
     assert_eq!(events[50].2, vec![(0xB, MissingRob::TimedOut)]);
@@ -214,9 +232,39 @@ fn the_hlt_builds_every_event_and_names_the_robs_it_could_not_get() {
     assert!(
         events
             .iter()
-            .filter(|e| e.0 != 50 && e.0 != 5000)
+            .filter(|e| e.0.l1_id != 50 && e.0.l1_id != 5000)
             .all(|e| e.1 == 2 && e.2.is_empty())
     );
+    // The full events: the L1 accept's fields, the stream tag, every ROB in source order, a
+    // missing one as a stand-in that says why.
+    for (l1a, _, missing, bytes) in &events {
+        let e = FullEvent::parse(bytes).unwrap();
+        assert_eq!(e.header.global_id, l1a.global_id);
+        assert_eq!(
+            (e.header.l1_id, e.header.lumi_block, e.header.run_number),
+            (l1a.l1_id, l1a.lumi_block, 9)
+        );
+        assert_eq!(e.stream_tags().unwrap(), vec![stream_tag()]);
+        assert_eq!(e.hlt_info(), vec![1]);
+        let robs: Vec<_> = e.robs().map(Result::unwrap).collect();
+        // Both ROBs, in source-id order (the built ones carry their own, the stand-ins
+        // their port's).
+        assert_eq!(robs.len(), 2);
+        assert!(robs.windows(2).all(|w| w[0].source_id <= w[1].source_id));
+        let named: Vec<u32> = missing.iter().map(|m| m.0).collect();
+        assert_eq!(e.missing_robs(), named);
+        for r in robs.iter().filter(|r| named.contains(&r.source_id)) {
+            assert_eq!(r.rod.l1_id, l1a.l1_id);
+            assert!(r.data.is_empty());
+            let first = r.status().next().unwrap();
+            let why = if l1a.l1_id == 5000 {
+                status::FRAGMENT_LOST
+            } else {
+                status::COLLECTION_TIMEOUT
+            };
+            assert_eq!(first, status::DUMMY_FRAGMENT | why);
+        }
+    }
 }
 
 #[test]

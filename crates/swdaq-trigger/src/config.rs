@@ -165,6 +165,16 @@ fn check(ok: bool, key: &'static str, reason: impl Into<String>) -> Result<(), C
 /// The configuration keys of the trigger sources, in the order the trigger runs them.
 pub const SOURCE_KEYS: [&str; 5] = ["multiplicity", "adc_sum", "track", "periodic", "random"];
 
+/// One trigger source's settings (`TriggerConfig::sources`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceSetting {
+    pub name: &'static str,
+    pub enabled: bool,
+    pub prescale: u32,
+    /// `periodic` and `random` only.
+    pub rate_hz: Option<f64>,
+}
+
 /// A change to one trigger source while the system is up (run control): its prescale, and
 /// for the calibration triggers their rate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,25 +205,7 @@ impl TriggerConfig {
                 ),
             })?;
         let mut next = self.clone();
-        let (enabled, prescale, rate_hz) = match key {
-            "multiplicity" => (
-                next.multiplicity.enabled,
-                &mut next.multiplicity.prescale,
-                None,
-            ),
-            "adc_sum" => (next.adc_sum.enabled, &mut next.adc_sum.prescale, None),
-            "track" => (next.track.enabled, &mut next.track.prescale, None),
-            "periodic" => (
-                next.periodic.enabled,
-                &mut next.periodic.prescale,
-                Some(&mut next.periodic.rate_hz),
-            ),
-            _ => (
-                next.random.enabled,
-                &mut next.random.prescale,
-                Some(&mut next.random.rate_hz),
-            ),
-        };
+        let (enabled, prescale, rate_hz) = next.source_mut(key);
         check(enabled, key, "is not enabled in the configuration")?;
         check(
             change.prescale.is_some() || change.rate_hz.is_some(),
@@ -236,6 +228,48 @@ impl TriggerConfig {
         next.validate()?;
         *self = next;
         Ok(())
+    }
+
+    /// Source `key` (one of [`SOURCE_KEYS`]): whether it is on, its prescale and, for the
+    /// calibration triggers, its rate.
+    fn source_mut(&mut self, key: &str) -> (bool, &mut u32, Option<&mut f64>) {
+        match key {
+            "multiplicity" => (
+                self.multiplicity.enabled,
+                &mut self.multiplicity.prescale,
+                None,
+            ),
+            "adc_sum" => (self.adc_sum.enabled, &mut self.adc_sum.prescale, None),
+            "track" => (self.track.enabled, &mut self.track.prescale, None),
+            "periodic" => (
+                self.periodic.enabled,
+                &mut self.periodic.prescale,
+                Some(&mut self.periodic.rate_hz),
+            ),
+            _ => (
+                self.random.enabled,
+                &mut self.random.prescale,
+                Some(&mut self.random.rate_hz),
+            ),
+        }
+    }
+
+    /// Every trigger source with its settings now, in [`SOURCE_KEYS`] order: what a
+    /// [`TriggerChange`] may name (run control's console shows them).
+    pub fn sources(&self) -> Vec<SourceSetting> {
+        let mut this = self.clone();
+        SOURCE_KEYS
+            .into_iter()
+            .map(|name| {
+                let (enabled, prescale, rate_hz) = this.source_mut(name);
+                SourceSetting {
+                    name,
+                    enabled,
+                    prescale: *prescale,
+                    rate_hz: rate_hz.map(|r| *r),
+                }
+            })
+            .collect()
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -318,6 +352,18 @@ mod tests {
         };
         c.apply(&change).unwrap();
         assert_eq!((c.periodic.prescale, c.periodic.rate_hz), (3, 250.0));
+        // The settings listed for run control are the ones now in force.
+        let periodic = SourceSetting {
+            name: "periodic",
+            enabled: true,
+            prescale: 3,
+            rate_hz: Some(250.0),
+        };
+        let sources = c.sources();
+        let names: Vec<&str> = sources.iter().map(|s| s.name).collect();
+        assert_eq!(names, SOURCE_KEYS);
+        assert_eq!(sources[3], periodic);
+        assert_eq!(sources[0].rate_hz, None);
     }
 
     #[test]

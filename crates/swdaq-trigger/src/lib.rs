@@ -15,7 +15,7 @@ pub mod engine;
 pub mod makers;
 pub mod merge;
 
-pub use config::{ConfigError, InhibitPolicy, TriggerChange, TriggerConfig};
+pub use config::{ConfigError, InhibitPolicy, SourceSetting, TriggerChange, TriggerConfig};
 pub use decision::{ReadoutWindow, TriggerDecision, trigger_type};
 pub use engine::{Trigger, TriggerControl, TriggerCounts};
 pub use merge::TpBatch;

@@ -53,8 +53,8 @@ enum What {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
-    /// Storage: HDF5 record writing, closed-only and crash-safe, against plain write(2) of the
-    /// same bytes, same run.
+    /// Storage: HDF5 record writing, closed-only, crash-safe and crash-safe synced to the
+    /// device, against plain write(2) of the same bytes, same run.
     Store {
         /// Directory to write into (RAM-backed by default).
         #[arg(long, default_value = "/dev/shm")]

@@ -2,16 +2,19 @@
 //! pedestal-subtracted ADC as colour, one panel per plane, the record's TPs drawn on top.
 
 use std::path::PathBuf;
+use swdaq_app::models::chain::display::emulator_options;
 use swdaq_format::file_kind::{FileKind, detect_path};
-use swdaq_sim::{Plane, SimConfig};
-use swdaq_store::display::{DisplayOptions, display_file};
+use swdaq_sim::SimConfig;
+use swdaq_store::display::display_file;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// An HDF5 trigger-record file.
     file: PathBuf,
     /// Trigger number of the record to draw.
     #[arg(long)]
     record: u64,
+    /// The PNG file to write.
     #[arg(short, long, default_value = "event.png")]
     output: PathBuf,
     /// Offline channel of link 0's first channel (the emulator's channel map by default).
@@ -31,19 +34,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if detected.left_open.is_some() {
         println!("{}: {}", args.file.display(), detected.describe());
     }
-    let first = args.first_channel;
-    let options = DisplayOptions {
-        channel_of: Box::new(move |source, c| first + 64 * source.id + c as u32),
-        plane_of: Box::new(|channel| {
-            match Plane::of(channel) {
-                Plane::U => "U (induction)",
-                Plane::V => "V (induction)",
-                Plane::X => "X (collection)",
-            }
-            .to_string()
-        }),
-        ..DisplayOptions::default()
-    };
+    let options = emulator_options(args.first_channel);
     let (summary, bad_fragments) = display_file(&args.file, args.record, &args.output, &options)?;
     println!(
         "wrote {} (trigger {}, {} samples, {} panels)",

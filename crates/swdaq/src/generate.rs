@@ -19,6 +19,7 @@ pub struct Args {
     /// Number of links (FELIX cards for `--format felix`, FEDs for `--format fed`).
     #[arg(long, default_value_t = 2)]
     links: u32,
+    /// What to emulate.
     #[arg(long, value_enum, default_value_t = Format::Wibeth)]
     format: Format,
     /// Emulator seed (overrides the config file's).
@@ -28,8 +29,10 @@ pub struct Args {
     /// `--format felix`, `FedSimConfig` fields for `--format fed`); defaults otherwise.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Directory for the raw files and the truth.
     #[arg(long, default_value = "swdaq-data")]
     out: PathBuf,
+    /// Run number written into the files' headers.
     #[arg(long, default_value_t = 1)]
     run: u32,
     /// Timestamp of the first frame, in clock ticks.
@@ -83,7 +86,9 @@ impl Sink {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Format {
+    /// DUNE WIBEth links (62.5 MHz timestamps).
     Wibeth,
+    /// ProtoDUNE WIB links (50 MHz timestamps).
     Protowib,
     /// FELIX cards in GBT mode: 1 KiB to-host blocks of e-link chunks at 100 kHz.
     Felix,

@@ -1,6 +1,6 @@
-//! `swdaq inspect`: what a data file holds — an HDF5 trigger-record file, a CMS-style FRD
-//! file (`.raw`, from the event builder), a SW ROD run's file of full events, or a swdaq raw
-//! file (`.swraw`, from `swdaq gen` or a recorded burst). The format is told from the file's
+//! `swdaq inspect`: what a data file holds — an ATLAS EventStorage file (`.data`, from a SW
+//! ROD run or ATLAS's SFOs), an HDF5 trigger-record file, a CMS-style FRD file (`.raw`, from
+//! the event builder), or a swdaq raw file (`.swraw`, from `swdaq gen` or a recorded burst). The format is told from the file's
 //! first bytes (`swdaq_format::file_kind`) and said first; every good event or record is
 //! listed, every bad one named with why, and anything bad makes the exit status non-zero.
 
@@ -10,11 +10,15 @@ use swdaq_format::file_kind::{Detected, FileKind, detect_path};
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// HDF5 trigger records (.hdf5), FRD (.raw), EventStorage (.data) or swdaq raw (.swraw);
+    /// the format is told from the file's first bytes.
     file: PathBuf,
     /// Decode this trigger number's fragments (frame headers, trigger primitives); for an
-    /// FRD file, list this event's FED fragments; for a SW ROD file, this L1 ID's ROBs.
+    /// FRD file, list this event's FED fragments; for an EventStorage file, this L1 ID's ROBs
+    /// (a .swraw file is always listed whole).
     #[arg(long)]
     record: Option<u64>,
+    /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
 }
@@ -35,9 +39,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     match detected.kind {
         FileKind::Hdf5 => hdf5(args, &detected),
         FileKind::Frd | FileKind::FrdDamagedHeader => frd(args, &detected),
-        FileKind::SwrodEvents => swrod(args, &detected),
+        FileKind::EventStorage => eventstorage(args, &detected),
         FileKind::SwdaqRaw => raw(args, &detected),
-        FileKind::Directory | FileKind::Empty | FileKind::Unknown => {
+        FileKind::OldSwrodEvents | FileKind::Directory | FileKind::Empty | FileKind::Unknown => {
             anyhow::bail!("{}: {}", args.file.display(), detected.describe())
         }
     }
@@ -123,17 +127,21 @@ fn frd(args: &Args, detected: &Detected) -> anyhow::Result<()> {
     )
 }
 
-/// A SW ROD run's file: every full event and ROB checked.
-fn swrod(args: &Args, detected: &Detected) -> anyhow::Result<()> {
+/// An EventStorage file: every full event and ROB checked.
+fn eventstorage(args: &Args, detected: &Detected) -> anyhow::Result<()> {
     let bytes = std::fs::read(&args.file)?;
     let detail = args.record.map(u32::try_from).transpose()?;
-    let report = swdaq_swrod::inspect::inspect(&bytes, detail);
+    let name = args
+        .file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let report = swdaq_swrod::inspect::inspect(&bytes, &name.unwrap_or_default(), detail);
     show(
         args,
         detected,
         &report,
         swdaq_swrod::inspect::render,
         report.problems.len(),
-        "bad events or damaged records",
+        "problems: bad events, damaged records or counts that disagree",
     )
 }

@@ -28,7 +28,8 @@ enum Command {
     /// Run a dataflow model until its duration or Ctrl-C: the DUNE-style chain (the default:
     /// emulated links, readout with hit finding, self-trigger, record building, HDF5), the
     /// CMS-style event builder (a configuration with [evb]) or the ATLAS-style SW ROD (with
-    /// [swrod]); in one process, or as the applications of a [topology].
+    /// [swrod]); in one process, or (the chain and the event builder) as the applications of
+    /// a [topology].
     Run(swdaq_app::run_command::Args),
     /// One application of a multi-process run (the chain's `readout`, `trigger`, `dfo`,
     /// `builder`; the event builder's `evm`, `ru`, `bu`), as `swdaq run` starts them.
@@ -39,14 +40,16 @@ enum Command {
     Serve(swdaq_app::control::ServeArgs),
     /// Send one command to `swdaq serve` and print its JSON answer.
     Ctl(swdaq_app::control::CtlArgs),
-    /// Write emulated detector data (raw files per link) and its ground truth.
+    /// Emulate detector data — DUNE links (WIBEth, ProtoDUNE WIB), FELIX cards or CMS FEDs —
+    /// to raw files per source or over UDP, with its ground truth.
     Gen(generate::Args),
     /// Benchmarks of swdaq's stages: monitor, tpg, transport, store, readout, evb, evb-udp, swrod.
     Bench(bench::Args),
     /// Draw one trigger record of an HDF5 file: channel vs time per plane, with its TPs.
     Display(display::Args),
-    /// Show what a data file holds (HDF5 trigger records, FRD, SW ROD or swdaq raw), checked:
-    /// every good event or record listed, every bad one named, non-zero exit if any.
+    /// Show what a data file holds (HDF5 trigger records, CMS FRD, ATLAS EventStorage or
+    /// swdaq raw .swraw), checked: every good event or record listed, every bad one named,
+    /// non-zero exit if any.
     Inspect(inspect::Args),
     /// Hit-finding quality against the emulator's truth, over a threshold scan.
     TpgQuality(quality::Args),

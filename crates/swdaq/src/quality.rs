@@ -18,12 +18,14 @@ pub struct Args {
     /// Seconds of emulated data per threshold.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
+    /// The hit-finding algorithm whose threshold is scanned (its other settings: defaults).
     #[arg(long, value_enum, default_value_t = Scanned::Threshold)]
     algorithm: Scanned,
     /// Thresholds to scan, in the algorithm's unit (threshold: ADC over pedestal;
     /// protodune: sigmas of the filtered noise; abs-running-sum: running-sum counts).
     #[arg(long, value_delimiter = ',')]
     thresholds: Option<Vec<f64>>,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
     /// Where to write the PNG plot of efficiency and fake rate (default:

@@ -8,11 +8,14 @@ use std::process::{Command, Output};
 use swdaq_format::SourceId;
 use swdaq_format::crc::crc32c;
 use swdaq_format::eformat::{RobFragment, RodHeader};
-use swdaq_format::eformat_event::{EventHeader, RAW_FILE_TYPE, encode_event, event_status};
+use swdaq_format::eformat_event::{EventHeader, EventLists, encode_event, encode_stream_tags};
 use swdaq_format::fed::{FedHeader, FedTrailer, encode_fed_fragment};
+use swdaq_format::file_kind::OLD_SWROD_FRAME_TYPE;
 use swdaq_format::frd::{FRD_FILE_HEADER_SIZE, FrdEventHeader, FrdFileHeader};
 use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
 use swdaq_store::{RecordFileWriter, StoreConfig, sample};
+use swdaq_swrod::event::stream_tag;
+use swdaq_swrod::files::{EventFiles, FileSettings};
 
 /// Tests here run one at a time: a child spawned by one test inherits the descriptors of an
 /// HDF5 file another test has open (HDF5 does not open them close-on-exec), and with them
@@ -196,18 +199,21 @@ fn what_is_no_data_file_is_said_in_one_line() {
 }
 
 #[test]
-fn sw_rod_files_check_markers_and_payloads() {
+fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named() {
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let header = RawFileHeader {
-        frame_type: RAW_FILE_TYPE,
-        frame_size: 4096,
-        source_id: SourceId::readout(0),
+    let mut files = EventFiles::new(FileSettings {
+        dir: dir.path().to_owned(),
         run_number: 4,
-        first_timestamp: 0,
-        created_unix_ns: 0,
-    };
-    let mut w = RawFileWriter::new(Vec::new(), &header).unwrap();
+        project: "data_test".into(),
+        stream_type: "physics".into(),
+        stream_name: "Main".into(),
+        app_name: "SFO-1".into(),
+        max_file_bytes: 1 << 20,
+    })
+    .unwrap();
+    let tags = encode_stream_tags(&[stream_tag()]);
+    let mut event_bytes = 0;
     for l1_id in 0..5u32 {
         let rod = RodHeader {
             source_id: 0x0071_0000,
@@ -218,42 +224,61 @@ fn sw_rod_files_check_markers_and_payloads() {
         let mut event = Vec::new();
         let h = EventHeader {
             l1_id,
+            global_id: u64::from(l1_id) + 1,
+            run_number: 4,
+            lumi_block: 1,
             ..Default::default()
         };
-        encode_event(&mut event, &h, &event_status(&[]), &[&rob]);
-        w.write_frame(&event).unwrap();
+        let lists = EventLists {
+            stream_tags: &tags,
+            ..Default::default()
+        };
+        encode_event(&mut event, &h, &[0], &lists, &[&rob]);
+        event_bytes = event.len();
+        files.write(1, &event, false).unwrap();
     }
-    let good = w.finish().unwrap();
-    let (ok, text, _) = inspect(
-        &written(dir.path(), "swrod_run000004_0000.raw", &good),
-        false,
-    );
+    let (written_files, _, closed) = files.finish();
+    closed.unwrap();
+    let path = &written_files[0].path;
+    let (ok, text, _) = inspect(path, false);
     assert!(ok, "{text}");
     assert!(
-        text.contains("ATLAS full events") && text.contains("5 good events"),
+        text.contains("ATLAS EventStorage file") && text.contains("5 good events"),
         "{text}"
     );
-    // The third event's marker flipped (records are 64 + 8 + event bytes each).
-    let event_bytes = (good.len() - 64) / 5 - 8;
+    // The third event's marker flipped (each event follows its 16-byte data separator).
+    let good = std::fs::read(path).unwrap();
+    let body = good.len() - 40 - 5 * (16 + event_bytes);
     let mut bad = good.clone();
-    bad[64 + 2 * (8 + event_bytes) + 8] ^= 1;
-    let (ok, text, _) = inspect(&written(dir.path(), "marker.raw", &bad), false);
+    bad[body + 2 * (16 + event_bytes) + 16] ^= 1;
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let sub = dir.path().join("bad");
+    std::fs::create_dir(&sub).unwrap();
+    let (ok, text, _) = inspect(&written(&sub, name, &bad), false);
     assert!(!ok, "{text}");
     assert!(
-        text.contains("4 good events") && text.contains("BAD record 2"),
+        text.contains("4 good events") && text.contains("BAD event block 3"),
         "{text}"
     );
     assert!(text.contains("bad magic"), "{text}");
-    // A ROB's payload cut short inside the event (its ROD trailer's data count off by one).
-    let mut bad = good.clone();
-    let trailer = 64 + 8 + event_bytes - 8;
-    bad[trailer] ^= 1;
-    let (ok, text, _) = inspect(&written(dir.path(), "payload.raw", &bad), false);
-    assert!(!ok, "{text}");
-    assert!(
-        text.contains("BAD record 0") && text.contains("ROB 0"),
-        "{text}"
+    // A file a SW ROD run wrote before EventStorage: named in one line, not read.
+    let old = RawFileHeader {
+        frame_type: OLD_SWROD_FRAME_TYPE,
+        frame_size: 4096,
+        source_id: SourceId::readout(0),
+        run_number: 4,
+        first_timestamp: 0,
+        created_unix_ns: 0,
+    };
+    let mut w = RawFileWriter::new(Vec::new(), &old).unwrap();
+    w.write_frame(&[0; 100]).unwrap();
+    let (ok, _, err) = inspect(
+        &written(dir.path(), "swrod_run000004_0000.raw", &w.finish().unwrap()),
+        false,
     );
+    assert!(!ok);
+    assert!(err.contains("reads it no more"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
 fn hdf5_file(dir: &Path, records: u64) -> PathBuf {

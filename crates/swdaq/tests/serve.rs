@@ -87,6 +87,32 @@ impl Server {
         Client::new(&self.addr, None)
     }
 
+    /// A GET answered with any content: (status, content type, body), with a token if given.
+    fn get_bytes(&self, path: &str, token: Option<&str>) -> (u16, String, Vec<u8>) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut request = agent.get(format!("http://{}{path}", self.addr));
+        if let Some(t) = token {
+            request = request.header("Authorization", format!("Bearer {t}"));
+        }
+        let mut response = request.call().unwrap();
+        let kind = response
+            .headers()
+            .get("Content-Type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(1 << 24)
+            .read_to_vec()
+            .unwrap();
+        (response.status().as_u16(), kind, body)
+    }
+
     /// A raw request: any method, path and body bytes, with a bearer token if given.
     fn raw(&self, method: &str, path: &str, body: &[u8], token: Option<&str>) -> (u16, Value) {
         let authorization = token.map(|t| format!("Bearer {t}"));
@@ -205,6 +231,10 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
         .find(|f| f["key"] == "frames")
         .unwrap();
     assert!(frames["value"].as_f64().unwrap() > 0.0, "{status}");
+    assert!(
+        live["series"]["input_mb_s"].as_f64().unwrap() > 0.0,
+        "{status}"
+    );
     assert_eq!(live["sources"].as_array().unwrap().len(), 2, "{status}");
     assert_eq!(status["model"], "chain");
     assert_eq!(
@@ -231,6 +261,7 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
     assert_eq!(state(&server), "configured");
     let (files, records) = files_of_run(dir.path(), 5);
     assert!(files >= 1);
+    console_shows_run_5(&server);
     assert_eq!(
         records as u64,
         summary["storage"]["records_written"].as_u64().unwrap()
@@ -262,6 +293,54 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
             server.log()
         );
     }
+}
+
+/// What the console reads after run 5 ended: the journal of its transitions (with the
+/// refusal just asked for), its files, the history of its series, its last record drawn.
+fn console_shows_run_5(server: &Server) {
+    let c = server.client();
+    let refused = c.post("/pause", None).unwrap();
+    assert_eq!(refused.status, 409);
+    let status = ok(c.get("/status"));
+    assert_eq!(status["commands"], json!(["configure", "start", "trigger"]));
+    let journal: Vec<&str> = status["journal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    for said in [
+        "Configure: initial -> configured",
+        "Start: configured -> starting (run 5)",
+        "run 5: Started: starting -> running",
+        "Pause: running -> paused",
+        "run 5: Ended: stopping -> configured (Interrupted)",
+        "POST /pause refused: cannot Pause in state configured",
+    ] {
+        assert!(
+            journal.iter().any(|e| e.contains(said)),
+            "{said}: {journal:#?}"
+        );
+    }
+    let files = &status["files"][0];
+    assert_eq!(files["run_number"], 5, "{status}");
+    assert!(!files["files"].as_array().unwrap().is_empty(), "{status}");
+    let history = ok(c.get("/history"));
+    let t = history["t"].as_array().unwrap();
+    assert!(t.len() >= 2, "{history}");
+    assert!(
+        history["input_mb_s"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_f64() > Some(0.0))
+    );
+    let last = t[t.len() - 1].as_f64().unwrap();
+    let after = ok(c.get(&format!("/history?since={last}")));
+    assert_eq!(after["t"], json!([]), "nothing after the last sample");
+    let (code, kind, png) = server.get_bytes("/display.png", None);
+    assert_eq!((code, kind.as_str()), (200, "image/png"));
+    assert!(png.starts_with(b"\x89PNG"));
 }
 
 #[test]
@@ -394,6 +473,23 @@ fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
     );
     assert!(server.logged("refused POST /configure: missing or wrong token"));
     assert!(server.logged("(token): Configure: initial -> configured"));
+
+    // The console's shell holds nothing about the system: served without the token; its
+    // data routes are not.
+    let (code, kind, page) = server.get_bytes("/", None);
+    assert_eq!((code, kind.as_str()), (200, "text/html; charset=utf-8"));
+    assert!(String::from_utf8_lossy(&page).contains("/console/console.js"));
+    assert_eq!(server.get_bytes("/console/console.js", None).0, 200);
+    for data in ["/history", "/display.png", "/status"] {
+        assert_eq!(server.get_bytes(data, None).0, 401, "{data}");
+        assert_eq!(server.get_bytes(data, Some(shorter)).0, 401, "{data}");
+    }
+    assert_eq!(server.get_bytes("/history", Some(TOKEN)).0, 200);
+    let refused =
+        ok(Client::new(&server.addr, Some(TOKEN)).get("/status"))["refused_requests"]["401"]
+            .as_u64()
+            .unwrap();
+    assert!(refused >= 14, "every wrong token counted: {refused}");
 
     let ctl = |token: &Path, args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_swdaq"))
@@ -822,16 +918,18 @@ fn ctl(server: &Server, args: &[&str]) -> Result<Value, String> {
 /// The data files below `dir` of run `number` (HDF5, FRD, SW ROD raw), each found good by
 /// `swdaq inspect`.
 fn inspected_files_of_run(dir: &Path, number: u32) -> usize {
-    let tag = format!("run{number:06}");
     let mut found = 0;
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
         for entry in std::fs::read_dir(&d).unwrap() {
             let path = entry.unwrap().path();
             let name = path.to_string_lossy().into_owned();
+            let file_name = path.file_name().unwrap().to_string_lossy();
+            let of_run = swdaq_format::run_files::run_of_name(&file_name) == Some(number);
+            let data = [".hdf5", ".raw", ".data"].iter().any(|e| name.ends_with(e));
             if path.is_dir() {
                 pending.push(path);
-            } else if name.contains(&tag) && (name.ends_with(".hdf5") || name.ends_with(".raw")) {
+            } else if of_run && data {
                 let inspect = Command::new(env!("CARGO_BIN_EXE_swdaq"))
                     .args(["inspect", "--json"])
                     .arg(&path)

@@ -1,16 +1,15 @@
 //! `swdaq run` with a SW ROD configuration, end to end from the binary: emulated FELIX cards,
-//! SW ROD threads, request servers, the HLT and raw files. The files are checked against
-//! the emulator itself (the same cards replayed here) and the summary's counters against its
-//! truth, clean and with every fault kind on.
+//! SW ROD threads, request servers, the HLT and EventStorage files. The files are checked
+//! against the emulator itself (the same cards replayed here) and the summary's counters
+//! against its truth, clean and with every fault kind on.
 
 use serde_json::Value;
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 use std::process::Command;
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
-use swdaq_format::rawfile::RawFileReader;
+use swdaq_format::eventstorage::{FileHead, Record, Records};
 use swdaq_sim::felix::{FelixCard, FelixConfig};
 use swdaq_swrod::BlockDecoder;
 
@@ -18,6 +17,7 @@ const CARDS: u16 = 2;
 const ROBS_PER_CARD: u16 = 2;
 const ELINKS: u16 = 16;
 const ECR_EVERY: u32 = 1000;
+const LUMI_BLOCK_L1AS: u64 = 700;
 
 fn config(dir: &Path, l1as: u64, faults: &str) -> std::path::PathBuf {
     let path = dir.join("swrod.toml");
@@ -30,6 +30,7 @@ metrics_addr = ""
 [swrod]
 output_dir = "{out}"
 max_file_mb = 1
+lumi_block_l1as = {LUMI_BLOCK_L1AS}
 cards = {CARDS}
 robs_per_card = {ROBS_PER_CARD}
 l1a_rate_hz = 0.0
@@ -100,16 +101,34 @@ fn emulated_chunks(l1as: u64, felix: FelixConfig) -> HashMap<(u16, u16, u32), Ve
     chunks
 }
 
+/// The full events of an EventStorage file, each whole.
+fn events_of(path: &str) -> Vec<Vec<u8>> {
+    let bytes = std::fs::read(path).unwrap();
+    let (_, body) = FileHead::parse(&bytes).unwrap();
+    let mut events = Vec::new();
+    for r in Records::new(&bytes, body) {
+        match r {
+            Record::Event { data, .. } => events.push(data.to_vec()),
+            Record::End { .. } => {}
+            Record::Damaged { why, .. } => panic!("{path}: {why}"),
+        }
+    }
+    events
+}
+
 /// Reads every stored event and checks it against the emulated chunks; returns the number
-/// of events and of e-links named missing.
+/// of events, of e-links named missing and of incomplete events (a ROB missing, or one
+/// missing e-links), and the luminosity blocks seen.
 fn check_files(
     summary: &Value,
     l1as: u64,
     chunks: &HashMap<(u16, u16, u32), Vec<u8>>,
-) -> (u64, u64) {
+) -> (u64, u64, u64, Vec<u64>) {
     let files = summary["files"].as_array().unwrap();
     let mut events = 0u64;
     let mut named_missing = 0u64;
+    let mut flagged = 0u64;
+    let mut lumi_blocks = Vec::new();
     let mut l1a_indices = Vec::new();
     let per_rob = ELINKS / ROBS_PER_CARD;
     for f in files {
@@ -127,20 +146,29 @@ fn check_files(
             "{:#}",
             report["format"]
         );
-        let mut reader =
-            RawFileReader::new(File::open(f["path"].as_str().unwrap()).unwrap()).unwrap();
-        let mut buf = Vec::new();
-        while reader.next_frame(&mut buf).unwrap() {
+        for buf in events_of(f["path"].as_str().unwrap()) {
             let e = FullEvent::parse(&buf).unwrap();
+            // Luminosity blocks advance every LUMI_BLOCK_L1AS L1 accepts; the file is its block's.
+            let index = e.header.global_id - 1;
+            assert_eq!(u64::from(e.header.lumi_block), 1 + index / LUMI_BLOCK_L1AS);
+            assert_eq!(u64::from(e.header.lumi_block), u(&f["lumi_block"]));
+            lumi_blocks.push(u(&f["lumi_block"]));
             // Events settle in any order (a ROB asked again later); each L1 accept once.
             let l1_id = e.header.l1_id;
             l1a_indices
                 .push(u64::from(l1_id >> 24) * u64::from(ECR_EVERY) + u64::from(l1_id & 0xFF_FFFF));
+            assert_eq!(l1a_indices.last(), Some(&index));
             assert!(
                 e.missing_robs().is_empty(),
                 "no ROB is missing in these runs"
             );
             let robs: Vec<_> = e.robs().map(Result::unwrap).collect();
+            // Incomplete, as a reader sees it: a stand-in ROB, or one that names e-links missing.
+            let incomplete = status::MISSING_ELINKS | status::DUMMY_FRAGMENT;
+            flagged += u64::from(
+                robs.iter()
+                    .any(|r| r.status().next().unwrap_or(0) & incomplete != 0),
+            );
             assert_eq!(robs.len(), usize::from(CARDS * ROBS_PER_CARD));
             for (r, rob) in robs.iter().enumerate() {
                 let (card, first) = (r as u16 / ROBS_PER_CARD, r as u16 % ROBS_PER_CARD * per_rob);
@@ -168,7 +196,8 @@ fn check_files(
     }
     l1a_indices.sort_unstable();
     assert_eq!(l1a_indices, (0..l1as).collect::<Vec<_>>());
-    (events, named_missing)
+    lumi_blocks.dedup();
+    (events, named_missing, flagged, lumi_blocks)
 }
 
 fn felix(faults: bool) -> FelixConfig {
@@ -209,7 +238,15 @@ fn a_clean_run_stores_every_event_as_the_cards_sent_it() {
     );
     assert!(u(&summary["samples"]) > 0);
     let chunks = emulated_chunks(l1as, felix(false));
-    assert_eq!(check_files(&summary, l1as, &chunks), (l1as, 0));
+    let (events, named, flagged, mut lumi_blocks) = check_files(&summary, l1as, &chunks);
+    assert_eq!((events, named, flagged), (l1as, 0, 0));
+    assert_eq!(u(&summary["stored_incomplete_events"]), 0);
+    lumi_blocks.sort_unstable();
+    lumi_blocks.dedup();
+    assert_eq!(
+        lumi_blocks,
+        (1..=l1as.div_ceil(LUMI_BLOCK_L1AS)).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -225,7 +262,10 @@ fn every_fault_kind_ends_in_its_counter_and_the_files_name_missing_elinks() {
     assert_eq!(truth["ok"], true, "{truth:#}");
     assert!(u(&summary["hlt"]["events_with_incomplete_robs"]) > l1as - 2500);
     let chunks = emulated_chunks(l1as, felix(true));
-    let (_, named) = check_files(&summary, l1as, &chunks);
+    let (_, named, flagged, _) = check_files(&summary, l1as, &chunks);
+    // The summary's incomplete events are the ones a reader finds incomplete.
+    assert_eq!(u(&summary["stored_incomplete_events"]), flagged);
+    assert_eq!(u(&summary["hlt"]["events_with_incomplete_robs"]), flagged);
     let missing: u64 = summary["robs"]
         .as_array()
         .unwrap()

@@ -70,7 +70,10 @@ fn a_killed_hlt_application_loses_exactly_the_events_in_no_closed_file_and_the_r
     let s = run.summary();
     assert_eq!(s["hlts_gone"], serde_json::json!([1]), "{s}");
     assert!(
-        failure_of(&s, "hlt-1").as_str().unwrap().contains("signal 9"),
+        failure_of(&s, "hlt-1")
+            .as_str()
+            .unwrap()
+            .contains("signal 9"),
         "{s}"
     );
     for app in ["swrod-0", "swrod-1", "hltsv", "hlt-0"] {
@@ -87,7 +90,10 @@ fn a_killed_hlt_application_loses_exactly_the_events_in_no_closed_file_and_the_r
         match events.get(&n) {
             Some(e) => {
                 assert_eq!(e.len(), 1, "event {n} stored twice: {e:?}");
-                assert!(e[0].robs == 4 && e[0].missing_robs.is_empty(), "event {n}: {e:?}");
+                assert!(
+                    e[0].robs == 4 && e[0].missing_robs.is_empty(),
+                    "event {n}: {e:?}"
+                );
                 assert!(!is_lost, "event {n} both stored ({}) and lost", e[0].hlt);
             }
             None => assert!(is_lost, "event {n} neither stored nor lost"),
@@ -109,7 +115,7 @@ fn a_killed_hlt_application_loses_exactly_the_events_in_no_closed_file_and_the_r
     let open: Vec<String> = std::fs::read_dir(dir.path().join("out/hlt-1"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".part"))
+        .filter(|n| n.ends_with(".writing"))
         .collect();
     let read_back = &s["read_back"];
     assert_eq!(read_back.as_array().unwrap().len(), 1, "{s}");
@@ -148,7 +154,10 @@ fn a_killed_swrod_application_s_robs_are_missing_from_every_later_event_and_none
     let s = run.summary();
     assert_eq!(s["stop_reason"], "Duration", "the run goes on: {s}");
     assert!(
-        failure_of(&s, "swrod-1").as_str().unwrap().contains("signal 9"),
+        failure_of(&s, "swrod-1")
+            .as_str()
+            .unwrap()
+            .contains("signal 9"),
         "{s}"
     );
     let l1as = u(&s["l1as_to_hlt"]);
@@ -180,8 +189,14 @@ fn a_killed_swrod_application_s_robs_are_missing_from_every_later_event_and_none
     }
     // Complete before the kill, incomplete after it; only the events in flight at the kill
     // (a few hundred milliseconds of them at most) may go either way.
-    assert!(first_incomplete > 1000, "events before the kill are complete");
-    assert!(last_complete < first_incomplete + 1000, "{last_complete} {first_incomplete}");
+    assert!(
+        first_incomplete > 1000,
+        "events before the kill are complete"
+    );
+    assert!(
+        last_complete < first_incomplete + 1000,
+        "{last_complete} {first_incomplete}"
+    );
     assert_eq!(
         events.range(last_complete + 1..).count() as u64,
         l1as - last_complete,
@@ -226,7 +241,7 @@ fn garbage_and_another_protocol_version_are_refused_and_sigterm_stops_cleanly() 
         .iter()
         .flat_map(|h| std::fs::read_dir(dir.path().join("out").join(h)).unwrap())
         .filter_map(|e| e.ok())
-        .filter(|e| e.path().to_string_lossy().ends_with(".part"))
+        .filter(|e| e.path().to_string_lossy().ends_with(".writing"))
         .collect();
     assert!(leftovers.is_empty(), "every file closed and renamed");
 }

@@ -4,13 +4,18 @@
 //! | method and path | body | answer |
 //! |---|---|---|
 //! | `GET /state` | | `{"state"}` |
-//! | `GET /status` | | state, the configured model, the commands legal now, the run going on with its `Live` figures, the last summary or error, requests refused by status code |
+//! | `GET /status` | | state, the configured model, the commands legal now, the trigger sources a change may name, the run going on with its `Live` figures, the last summary (JSON and text) or error, the journal, alerts, output disks and files, requests refused by status code |
 //! | `POST /configure` | none or `{}` | reloads the configuration |
 //! | `POST /start` | `{"run_number": N}` (optional) | once data taking has begun: `{"state", "run_number"}` |
 //! | `POST /stop` | | once stopped: the run's summary (`swdaq run --json`'s, with `run_number`) |
 //! | `POST /pause`, `POST /resume` | | triggers off / on; readout goes on |
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | a source's prescale or rate |
 //! | `POST /record` | `{"seconds"?}` | a raw burst of every link: `{"state", "recording"}` (409 when not taking data, recording off or a burst in progress) |
+//! | `GET /`, `GET /console/*` | | the operator's console (no token needed: the page holds nothing about the system) |
+//! | `GET /history` | `?since=T` (optional) | the live series of the last ten minutes, column by column (`control::history`) |
+//! | `GET /latest-event` | | the newest stored event read back from the run's files: `file`, `event`, `bytes`, `fragments` (`source`, `bytes`), `left_out` (404 with why when there is none) |
+//! | `GET /display.png` | | that event drawn, for the chain as `swdaq display` draws it (404 with why when there is none or the model draws none) |
+//! | `GET /metrics` | | run control's own Prometheus metrics: state, output disks, refusals (`control::metrics`) |
 //!
 //! Errors are `{"error", "state"}`: 409 for a command the state does not allow, one the
 //! configured model does not have (raw bursts of the event builder, say), or a run number
@@ -23,6 +28,7 @@
 //! use. Every refusal is counted in `/status` by its code.
 
 use super::auth::Token;
+use super::console::{self, LatestEvent};
 use super::http_server::{Handler, HttpServer, Limits, Refusal, Request, Response};
 use super::system::{ControlError, RunControl};
 use serde_json::{Value, json};
@@ -48,6 +54,11 @@ const LIMITS: Limits = Limits {
 
 /// Carries out `command`: the status code and JSON answer.
 pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value) {
+    let what = format!(
+        "{} {}",
+        command.request().method.as_str(),
+        command.request().path
+    );
     let result = match command {
         Command::State => Ok(json!({ "state": control.state() })),
         Command::Status => Ok(control.status()),
@@ -62,6 +73,7 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
     match result {
         Ok(answer) => (200, answer),
         Err(e) => {
+            control.note_refused(who, &what, &e.to_string());
             let code = match e {
                 ControlError::Illegal(_)
                 | ControlError::Conflict(_)
@@ -92,6 +104,7 @@ impl ControlServer {
             token,
             control,
             refused: Refused::default(),
+            latest: LatestEvent::default(),
         };
         HttpServer::start(addr, LIMITS, Arc::new(api), "control-http")
             .map(Self)
@@ -123,8 +136,12 @@ impl Refused {
             .or_default() += 1;
     }
 
+    fn counts(&self) -> BTreeMap<u16, u64> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn to_json(&self) -> Value {
-        json!(*self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        json!(self.counts())
     }
 }
 
@@ -132,6 +149,7 @@ struct Api {
     token: Option<Token>,
     control: Arc<RunControl>,
     refused: Refused,
+    latest: LatestEvent,
 }
 
 /// Logs a request refused before it reached run control.
@@ -145,12 +163,26 @@ fn log_refusal(peer: SocketAddr, what: &str, why: &str) {
 impl Handler for Api {
     fn handle(&self, request: &mut Request<'_>) -> Response {
         let peer = request.peer();
+        let console = swdaq_console::route(request.method(), request.target());
+        if let Some(swdaq_console::Route::Asset(asset)) = console {
+            return console::asset_response(asset);
+        }
         let (code, answer) = match &self.token {
             Some(t) if !t.admits(request.header("Authorization")) => {
                 let what = format!("{} {}", request.method(), request.target());
                 log_refusal(peer, &what, "missing or wrong token");
                 // Nothing about the system to a client without the token.
                 (401, json!({ "error": "missing or wrong bearer token" }))
+            }
+            _ if console.is_some() => {
+                let refused = self.refused.counts();
+                let response = console
+                    .map(|r| console::data_response(&self.control, &self.latest, &refused, &r));
+                let response = response.unwrap_or_else(|| json_response(404, &json!({})));
+                if response.code >= 400 {
+                    self.refused.count(response.code);
+                }
+                return response;
             }
             token => {
                 let who = match token {
@@ -203,9 +235,9 @@ fn json_response(code: u16, answer: &Value) -> Response {
         content_type: "application/json",
         body: serde_json::to_vec_pretty(answer).unwrap_or_default(),
         headers: if code == 401 {
-            vec![("WWW-Authenticate", "Bearer")]
+            vec![("WWW-Authenticate", "Bearer".into())]
         } else {
-            Vec::new()
+            vec![("Cache-Control", "no-store".into())]
         },
     }
 }

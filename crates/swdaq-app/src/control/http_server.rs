@@ -64,7 +64,7 @@ pub struct Response {
     pub content_type: &'static str,
     pub body: Vec<u8>,
     /// Extra headers (name, value).
-    pub headers: Vec<(&'static str, &'static str)>,
+    pub headers: Vec<(&'static str, String)>,
 }
 
 /// What a server does with requests.
@@ -249,6 +249,8 @@ fn write(stream: &mut TcpStream, response: &Response, keep_alive: bool) -> std::
         if keep_alive { "keep-alive" } else { "close" },
     );
     for (name, value) in &response.headers {
+        // A value is one line whatever it holds (a file name, an error).
+        let value = value.replace(|c: char| c.is_control(), " ");
         head += &format!("{name}: {value}\r\n");
     }
     head += "\r\n";
@@ -353,15 +355,24 @@ impl HttpServer {
         let closing = Arc::new(AtomicBool::new(false));
         // No room: a connection is handed over only to a thread waiting for one.
         let (to_workers, connections) = crossbeam_channel::bounded::<(TcpStream, SocketAddr)>(0);
+        // Each thread says it is about to wait for a connection: accepting starts only then,
+        // or the first connections would be answered busy while the threads start up.
+        let (ready, started) = crossbeam_channel::bounded::<()>(limits.connections);
         let mut threads = (0..limits.connections)
             .map(|i| {
                 let (connections, handler) = (connections.clone(), Arc::clone(&handler));
-                let closing = Arc::clone(&closing);
+                let (closing, ready) = (Arc::clone(&closing), ready.clone());
                 std::thread::Builder::new()
                     .name(format!("{name}-{i}"))
-                    .spawn(move || serve_connections(&connections, &*handler, limits, &closing))
+                    .spawn(move || {
+                        let _ = ready.send(());
+                        serve_connections(&connections, &*handler, limits, &closing)
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        for _ in 0..limits.connections {
+            let _ = started.recv();
+        }
         let flag = Arc::clone(&closing);
         threads.push(
             std::thread::Builder::new()

@@ -10,12 +10,18 @@
 //! between two TP batches; the SW ROD's: its cards' L1 accepts); a command the model does
 //! not have is refused naming the model.
 
+mod alerts;
 pub mod auth;
 pub mod client;
+mod console;
 pub mod fsm;
+mod history;
 pub mod http;
 mod http_server;
+mod journal;
+mod metrics;
 pub mod system;
+mod watch;
 
 use crate::model::{Configured, Overrides};
 use crate::models;
@@ -111,6 +117,7 @@ enum CtlCommand {
     Configure,
     /// Start a run; without --run, the next number free in the model's output directories.
     Start {
+        /// Run number (refused if that run already has files).
         #[arg(long)]
         run: Option<u32>,
     },
@@ -126,8 +133,10 @@ enum CtlCommand {
     Trigger {
         /// multiplicity, adc_sum, track, periodic or random.
         source: String,
+        /// Keep one candidate in this many.
         #[arg(long)]
         prescale: Option<u32>,
+        /// Rate in Hz (periodic and random only).
         #[arg(long)]
         rate_hz: Option<f64>,
     },

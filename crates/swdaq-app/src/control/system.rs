@@ -6,6 +6,7 @@
 //! has since changed) with the error in `/status` until a configure works.
 
 use super::fsm::{Event, Illegal, State, next};
+use super::watch::Watch;
 use crate::error_report;
 use crate::model::{Capabilities, Configured, RunHooks};
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
@@ -67,6 +68,10 @@ struct Inner {
     ended: VecDeque<(u32, Result<Value, String>)>,
     /// Why the last configure or the last run failed (cleared by a configure that works).
     last_error: Option<String>,
+    /// The last run's summary as `swdaq run` prints it (the console shows it as is).
+    last_summary_text: Option<String>,
+    /// The console's history, journal and alerts.
+    watch: Watch,
 }
 
 /// Runs whose outcome is kept.
@@ -104,7 +109,16 @@ impl Inner {
         let from = self.state;
         self.state = next(from, event)?;
         log_change(who, event, from, self.state, detail);
+        self.watch.transition(who, event, from, self.state, detail);
         Ok(self.state)
+    }
+
+    /// Where the configured runs write their files (none before a configure).
+    fn output_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.config
+            .as_ref()
+            .map(|c| c.output_dirs())
+            .unwrap_or_default()
     }
 
     /// Sends `control` to the running trigger without ever blocking the lock holder.
@@ -127,7 +141,7 @@ impl Inner {
         };
         let allowed = match event {
             Event::Pause | Event::Resume => can.pause_resume,
-            Event::ChangeTrigger => can.trigger_change,
+            Event::ChangeTrigger => can.trigger_change.map(|_| ()),
             Event::Record => can.record.map(|_| ()),
             _ => Ok(()),
         };
@@ -168,8 +182,13 @@ impl RunHooks for Hooks {
     }
 
     fn live(&self, live: &crate::live::Live) {
-        if let Some(run) = self.this_run(&mut self.shared.lock()) {
-            run.live = serde_json::to_value(live).ok();
+        let Ok(live) = serde_json::to_value(live) else {
+            return;
+        };
+        let mut inner = self.shared.lock();
+        if let Some(run) = self.this_run(&mut inner) {
+            run.live = Some(live.clone());
+            inner.watch.live(self.number, &live);
         }
     }
 
@@ -202,6 +221,8 @@ impl RunControl {
                     last_run_number: None,
                     ended: VecDeque::new(),
                     last_error: None,
+                    last_summary_text: None,
+                    watch: Watch::default(),
                 }),
                 changed: Condvar::new(),
             }),
@@ -235,6 +256,7 @@ impl RunControl {
         let detail = format!(" ({}: {})", config.model().name(), config.describe());
         inner.config = Some(config);
         inner.last_error = None;
+        inner.watch.state_fault(None);
         let state = inner.apply(Event::Configure, who, &detail)?;
         Ok(json!({ "state": state }))
     }
@@ -406,26 +428,76 @@ impl RunControl {
         Ok(json!({ "state": state, "recording": started }))
     }
 
-    /// The state, the run going on with its live figures, the last run's summary or error.
+    /// The state, the commands it allows, the run going on with its live figures, the last
+    /// run's summary or error, and the console's journal, alerts, disks and files.
     pub fn status(&self) -> Value {
-        let inner = self.shared.lock();
+        let mut inner = self.shared.lock();
         let run = inner.run.as_ref().map(|r| {
             json!({
                 "run_number": r.number,
                 "started_at": humantime::format_rfc3339_millis(r.started_at).to_string(),
+                "elapsed_s": r.started_at.elapsed().map_or(0.0, |d| d.as_secs_f64()),
                 "live": r.live,
             })
         });
         let last_summary = inner.ended.iter().rev().find_map(|(_, r)| r.as_ref().ok());
-        json!({
+        let mut status = json!({
             "state": inner.state,
             "model": inner.config.as_ref().map(|c| c.model().name()),
             "commands": inner.commands(),
+            "trigger_sources": inner.capabilities().and_then(|c| c.trigger_change.ok()),
             "run": run,
             "last_run_number": inner.last_run_number,
             "last_summary": last_summary,
+            "last_summary_text": inner.last_summary_text,
             "error": inner.last_error,
+        });
+        let dirs = inner.output_dirs();
+        let mut runs: Vec<u32> = inner.run.iter().map(|r| r.number).collect();
+        runs.extend(inner.ended.back().map(|(n, _)| *n));
+        let console = inner.watch.status(&dirs, &runs);
+        if let (Some(status), Value::Object(console)) = (status.as_object_mut(), console) {
+            status.extend(console);
+        }
+        status
+    }
+
+    /// The history of the live series after unix time `since` (`/history`).
+    pub fn history(&self, since: Option<f64>) -> Value {
+        self.shared.lock().watch.history.to_json(since)
+    }
+
+    /// Run control's own Prometheus metrics (`control::metrics`), with the requests
+    /// `refused` so far by status code.
+    pub fn metrics(&self, refused: &std::collections::BTreeMap<u16, u64>) -> String {
+        let (state, last_run_number, dirs) = {
+            let inner = self.shared.lock();
+            (inner.state, inner.last_run_number, inner.output_dirs())
+        };
+        super::metrics::render(&super::metrics::Observed {
+            state,
+            last_run_number,
+            disks: &super::alerts::disks(&dirs),
+            refused,
         })
+    }
+
+    /// Notes a command refused, for the console's journal.
+    pub fn note_refused(&self, who: &str, what: &str, why: &str) {
+        self.shared.lock().watch.refused(who, what, why);
+    }
+
+    /// The configuration and the run whose stored data the console shows: the run going
+    /// on, else the last one.
+    pub fn latest_run(&self) -> Option<(Box<dyn Configured>, u32)> {
+        let inner = self.shared.lock();
+        let config = inner.config.as_ref()?.clone();
+        let run = inner
+            .run
+            .as_ref()
+            .map(|r| r.number)
+            .or(inner.last_run_number)?;
+        Some((config, run))
     }
 
     /// Stops the run going on, if any, and waits until it has (the server is closing).
@@ -454,6 +526,7 @@ fn run_thread(shared: Arc<Shared>, config: Box<dyn Configured>, stop: Arc<StopRe
     let outcome = match result {
         Ok(outcome) => {
             let summary = outcome.json();
+            inner.last_summary_text = Some(outcome.text());
             let reason = format!(" ({:?})", outcome.stop_reason());
             let _ = inner.apply(Event::Ended, &who, &reason);
             Ok(summary)
@@ -465,6 +538,8 @@ fn run_thread(shared: Arc<Shared>, config: Box<dyn Configured>, stop: Arc<StopRe
             Err(message)
         }
     };
+    let failed = outcome.as_ref().err().cloned();
+    inner.watch.run_over(failed.as_deref());
     if inner.ended.len() == ENDED_KEPT {
         inner.ended.pop_front();
     }

@@ -89,3 +89,18 @@ fn a_trigger_change_is_checked_and_kept_for_the_next_runs() {
     let kept = RunConfig::parse(&inner.config.as_ref().unwrap().to_toml()).unwrap();
     assert_eq!(kept.trigger.multiplicity.prescale, 3);
 }
+
+#[test]
+fn every_operator_command_is_a_route_of_the_api() {
+    for (route, event) in OPERATOR_COMMANDS {
+        let body = if event == Event::ChangeTrigger {
+            &br#"{"trigger":"random","rate_hz":1}"#[..]
+        } else {
+            b""
+        };
+        assert!(
+            swdaq_control::parse_request("POST", &format!("/{route}"), body).is_ok(),
+            "{route}"
+        );
+    }
+}

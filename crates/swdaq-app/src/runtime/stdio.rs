@@ -330,6 +330,9 @@ mod tests {
         assert!(parse_event("report zz").unwrap().is_err());
         assert!(matches!(parse_event("live 0102"), Some(Ok(Event::Live(b))) if b == [1, 2]));
         assert!(parse_event("something else").is_none());
-        assert!(matches!(parse_event("input-ended"), Some(Ok(Event::InputEnded))));
+        assert!(matches!(
+            parse_event("input-ended"),
+            Some(Ok(Event::InputEnded))
+        ));
     }
 }

@@ -479,9 +479,17 @@ mod tests {
         };
         fails(&|_| {}, 4, "cards [3] are read out by no swrod");
         fails(&|_| {}, 2, "card 2 does not exist");
-        fails(&|t| t.apps[1].cards = vec![1, 2], 3, "card 2 is read out twice");
+        fails(
+            &|t| t.apps[1].cards = vec![1, 2],
+            3,
+            "card 2 is read out twice",
+        );
         fails(&|t| t.apps[2].cards = vec![2], 3, "only swrod applications");
-        fails(&|t| t.apps[2].kind = AppKind::Hlt, 3, "0 hltsv applications");
+        fails(
+            &|t| t.apps[2].kind = AppKind::Hlt,
+            3,
+            "0 hltsv applications",
+        );
         fails(&|t| t.apps[3].kind = AppKind::Bu, 3, "do not belong");
     }
 

@@ -113,7 +113,10 @@ pub fn config(dir: &Path, model: Model, out: &Path, run: u32, load: Load) -> Pat
             );
             if model == Model::SwrodApps {
                 // A "not yet" asked again is a network round trip: not every 200 us.
-                t = t.replace("hlt_accept_every = 1\n", "hlt_accept_every = 1\nhlt_retry_us = 2000\n");
+                t = t.replace(
+                    "hlt_accept_every = 1\n",
+                    "hlt_accept_every = 1\nhlt_retry_us = 2000\n",
+                );
                 t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n";
                 for (name, kind, cards) in [
                     ("swrod-0", "swrod", "cards = [0]"),

@@ -38,7 +38,7 @@ pub struct Event {
 }
 
 /// Every event in the closed files of HLT applications `hlts`, by global id; each file
-/// checked by `swdaq inspect`. Files left open (`.part`) are not read.
+/// checked by `swdaq inspect`. Files left being written (`.writing`) are not read.
 pub fn events_in(dir: &Path, hlts: &[&str]) -> BTreeMap<u64, Vec<Event>> {
     let mut out: BTreeMap<u64, Vec<Event>> = BTreeMap::new();
     for &hlt in hlts {
@@ -48,7 +48,7 @@ pub fn events_in(dir: &Path, hlts: &[&str]) -> BTreeMap<u64, Vec<Event>> {
         for entry in entries {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if name.starts_with('.') || name.ends_with(".part") {
+            if name.starts_with('.') || name.ends_with(".writing") {
                 continue;
             }
             let inspect = Command::new(env!("CARGO_BIN_EXE_swdaq"))
@@ -116,9 +116,15 @@ pub fn assert_every_event_stored_once(dir: &Path, s: &Value, apps: &[&str]) {
     );
     for (n, e) in &events {
         assert_eq!(e.len(), 1, "event {n} stored {} times", e.len());
-        assert!(e[0].robs == 4 && e[0].missing_robs.is_empty(), "event {n}: {e:?}");
+        assert!(
+            e[0].robs == 4 && e[0].missing_robs.is_empty(),
+            "event {n}: {e:?}"
+        );
     }
     for hlt in HLTS {
-        assert!(events.values().any(|e| e[0].hlt == hlt), "{hlt} stored nothing");
+        assert!(
+            events.values().any(|e| e[0].hlt == hlt),
+            "{hlt} stored nothing"
+        );
     }
 }

@@ -84,7 +84,10 @@ pub fn live(s: &Snapshot, elapsed: Duration, links: u32) -> Live {
         series: Series {
             input_mb_s: Some(bytes_per_s / 1e6),
             event_hz: Some(decisions_per_s),
-            backlog: gauge_max(s, "swdaq_readout_buffer_filled_ratio"),
+            // The storage writer's queue: a slow disk fills it, then the trigger is inhibited.
+            // (A latency buffer is full once it has wrapped, keeping its last seconds: its
+            // fill is no backlog.)
+            backlog: gauge_max(s, "swdaq_store_queue_filled_ratio"),
             // The trigger counts decisions dropped while inhibited, not the time inhibited.
             throttled: None,
             drops_per_s: Some(drops_per_s),

@@ -5,6 +5,7 @@
 
 pub mod apps;
 pub mod config;
+pub mod display;
 pub mod inputs;
 pub mod live;
 pub mod metrics;
@@ -100,13 +101,17 @@ impl Configured for RunConfig {
     fn steering(&self) -> Capabilities {
         Capabilities {
             pause_resume: Ok(()),
-            trigger_change: Ok(()),
+            trigger_change: Ok(self.trigger.sources()),
             record: if self.recording.enabled {
                 Ok(self.recording.seconds_after)
             } else {
                 Err("recording is off ([recording] enabled = false)".into())
             },
         }
+    }
+
+    fn stored_event(&self, run: u32) -> Result<crate::stored::StoredEvent, String> {
+        display::stored_record(std::slice::from_ref(&self.run.output_dir), run)
     }
 
     fn change_trigger(&mut self, change: &TriggerChange) -> Result<(), String> {

@@ -13,6 +13,7 @@ use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, 
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
+use crate::stored::{self, StoredEvent, StoredFragment};
 use config::EvbRunConfig;
 use std::path::PathBuf;
 use system::AppsSummary;
@@ -91,6 +92,50 @@ impl Configured for EvbRunConfig {
             ),
             record: Err("the event builder has no raw bursts (they are the chain's)".into()),
         }
+    }
+
+    /// The last whole event of the newest FRD file (closed, or still written as `.raw.tmp`).
+    fn stored_event(&self, run: u32) -> Result<StoredEvent, String> {
+        stored::newest_event(
+            &self.output_dirs(),
+            run,
+            &[".raw", ".raw.tmp"],
+            |file, _| {
+                let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
+                Ok(swdaq_evb::inspect::newest_event(&bytes).map(|e| {
+                    let mut left_out = Vec::new();
+                    if !e.crc_ok {
+                        left_out.push(format!("event {}: its CRC32C fails", e.event));
+                    }
+                    left_out.extend(e.fed_error.map(|why| format!("event {}: {why}", e.event)));
+                    // The configured FEDs the event lacks (stopped, rejected or lost).
+                    let present: Vec<u16> = e.feds.iter().map(|f| f.source_id).collect();
+                    left_out.extend(
+                        self.evb
+                            .rus
+                            .iter()
+                            .flatten()
+                            .filter(|fed| !present.contains(&fed.id))
+                            .map(|fed| format!("FED {} missing", fed.id)),
+                    );
+                    StoredEvent {
+                        file: file.to_path_buf(),
+                        event: e.event.into(),
+                        bytes: e.bytes.into(),
+                        fragments: e
+                            .feds
+                            .iter()
+                            .map(|f| StoredFragment {
+                                source: format!("FED {}", f.source_id),
+                                bytes: f.bytes as u64,
+                            })
+                            .collect(),
+                        left_out,
+                        picture: None,
+                    }
+                }))
+            },
+        )
     }
 
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {

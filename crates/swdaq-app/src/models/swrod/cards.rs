@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use swdaq_format::felix::{BLOCK_SIZE, BlockHeader};
 use swdaq_monitor::Counter;
 use swdaq_sim::felix::{FelixCard, FelixFaults};
+use swdaq_swrod::trigger::L1Accept;
 
 /// How often a held card looks whether it may go on.
 const HOLD_POLL: Duration = Duration::from_millis(1);
@@ -104,7 +105,7 @@ pub(super) fn card_thread(
     s: &SwrodSettings,
     shared: &Shared,
     outputs: Vec<RobOutput>,
-    l1_tx: Option<Sender<u32>>,
+    l1_tx: Option<Sender<L1Accept>>,
     l1as_counter: Counter,
 ) -> CardResult {
     let cpu = cpu_time::ThreadTime::now();
@@ -126,7 +127,8 @@ pub(super) fn card_thread(
     // Time held by run control's pause or at the horizon: the L1A clock stands still.
     let mut held = Duration::ZERO;
     loop {
-        let paused = shared.hold.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed);
+        let paused =
+            shared.hold.load(Ordering::Relaxed) && !shared.stopping.load(Ordering::Relaxed);
         if paused || result.l1as >= shared.limit() {
             let t = Instant::now();
             std::thread::sleep(HOLD_POLL);
@@ -153,12 +155,12 @@ pub(super) fn card_thread(
                 card.set_fault_rates(FelixFaults::default());
                 clean = true;
             }
-            let l1_id = card.next_l1_id();
+            let l1a = L1Accept::next(&card, result.l1as, s.lumi_block_length(), start);
             card.l1_accept(&mut blocks);
             result.l1as += 1;
             if let Some(tx) = &l1_tx {
                 let t = Instant::now();
-                if tx.send(l1_id).is_err() {
+                if tx.send(l1a).is_err() {
                     break;
                 }
                 result.waited_for_hlt_s += t.elapsed().as_secs_f64();

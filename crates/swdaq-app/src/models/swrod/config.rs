@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use swdaq_sim::felix::FelixConfig;
 use swdaq_swrod::RobConfig;
+use swdaq_swrod::files::FileSettings;
+use swdaq_swrod::trigger::LumiBlockLength;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -25,8 +27,16 @@ pub struct SwrodSettings {
     /// 0: the next run number free in `output_dir` (a number with files there is refused).
     pub run_number: u32,
     pub output_dir: PathBuf,
-    /// A new raw file when the current one would pass this size.
+    /// A new file when the current one would pass this size.
     pub max_file_mb: u64,
+    /// The project tag that starts every file name (ATLAS's default: `data_test`).
+    pub project: String,
+    /// The storage application's name in file names and heads (ATLAS: `SFO-N`).
+    pub app_name: String,
+    /// Seconds a luminosity block lasts, unless `lumi_block_l1as` is set.
+    pub lumi_block_s: f64,
+    /// L1 accepts a luminosity block lasts (0: `lumi_block_s` decides).
+    pub lumi_block_l1as: u64,
     pub cards: u16,
     /// Each card's e-links are split evenly over this many ROBs (a SW ROD thread each).
     pub robs_per_card: u16,
@@ -75,6 +85,10 @@ impl Default for SwrodSettings {
             run_number: 0,
             output_dir: "swrod-data".into(),
             max_file_mb: 256,
+            project: "data_test".into(),
+            app_name: "SFO-1".into(),
+            lumi_block_s: 60.0,
+            lumi_block_l1as: 0,
             cards: 1,
             robs_per_card: 1,
             l1a_rate_hz: 100e3,
@@ -108,12 +122,6 @@ impl SwrodSettings {
         (self.request_store_fragments as u64 / 4).max(1)
     }
 
-    /// The size a full event is expected to have at most (every ROB's buffer), for the
-    /// raw files' headers.
-    pub fn nominal_event_bytes(&self) -> u32 {
-        (self.robs() * self.rob_config(0, 0).buffer_size()) as u32
-    }
-
     /// ROB `r` of card `card`'s place among the run's ROBs (card-major, as their source ids).
     pub fn rob_index(&self, card: u16, r: u16) -> usize {
         usize::from(card) * usize::from(self.robs_per_card) + usize::from(r)
@@ -123,6 +131,28 @@ impl SwrodSettings {
     pub fn rob_elinks(&self, r: u16) -> std::ops::Range<u16> {
         let per_rob = self.felix.elinks / self.robs_per_card;
         r * per_rob..(r + 1) * per_rob
+    }
+
+    pub fn lumi_block_length(&self) -> LumiBlockLength {
+        if self.lumi_block_l1as > 0 {
+            LumiBlockLength::L1as(self.lumi_block_l1as)
+        } else {
+            LumiBlockLength::Seconds(self.lumi_block_s)
+        }
+    }
+
+    /// The storage's settings: physics_Main files of this run in `output_dir`.
+    pub fn file_settings(&self) -> FileSettings {
+        let tag = swdaq_swrod::event::stream_tag();
+        FileSettings {
+            dir: self.output_dir.clone(),
+            run_number: self.run_number,
+            project: self.project.clone(),
+            stream_type: tag.kind,
+            stream_name: tag.name,
+            app_name: self.app_name.clone(),
+            max_file_bytes: self.max_file_mb << 20,
+        }
     }
 
     /// Aggregation settings of ROB `r` of card `card`.
@@ -161,6 +191,16 @@ impl SwrodSettings {
             self.max_file_mb >= 1,
             "swrod.max_file_mb must be at least 1"
         );
+        self.lumi_block_length()
+            .validate()
+            .map_err(|e| anyhow::anyhow!("swrod.lumi_block_s / lumi_block_l1as: {e}"))?;
+        for (key, v) in [("project", &self.project), ("app_name", &self.app_name)] {
+            // Both are fields of ATLAS's dot-separated file names.
+            anyhow::ensure!(
+                !v.is_empty() && !v.contains(['.', '/']),
+                "swrod.{key} = {v:?}: a field of the file names, not empty, without '.' or '/'"
+            );
+        }
         for (key, v) in [
             ("request_store_fragments", self.request_store_fragments),
             ("consumer_queue", self.consumer_queue),

@@ -8,8 +8,10 @@ use std::time::Duration;
 use swdaq_format::felix::BLOCK_SIZE;
 use swdaq_monitor::Snapshot;
 
-/// Every e-link error counter of a ROB's decoder and aggregator.
-const ERROR_COUNTERS: [&str; 9] = [
+/// A ROB's errors: every e-link error counter of its decoder and aggregator, then the
+/// fragments it completed without every e-link (an e-link gone silent shows only there: it
+/// sends nothing to count as an error).
+const ROB_ERROR_COUNTERS: [&str; 10] = [
     "swdaq_swrod_corrupt_blocks_total",
     "swdaq_swrod_sequence_gaps_total",
     "swdaq_swrod_broken_chunks_total",
@@ -19,7 +21,11 @@ const ERROR_COUNTERS: [&str; 9] = [
     "swdaq_swrod_crc_error_chunks_total",
     "swdaq_swrod_malformed_chunks_total",
     "swdaq_swrod_bcid_mismatches_total",
+    "swdaq_swrod_incomplete_fragments_total",
 ];
+
+/// The e-link errors alone (the figure and the errors series).
+const ERROR_COUNTERS: &[&str] = ROB_ERROR_COUNTERS.split_at(9).0;
 
 /// Fragments a slow consumer had no room for; with applications, events lost with an HLT
 /// application that died.
@@ -35,7 +41,7 @@ const BUSY: &str = "swdaq_swrod_trigger_busy_microseconds_total";
 pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
     let (_, blocks_per_s) = counter(s, "swdaq_swrod_blocks_total");
     let (_, events_per_s) = counter(s, "swdaq_swrod_events_total");
-    let (_, errors_per_s) = counters(s, &ERROR_COUNTERS);
+    let (_, errors_per_s) = counters(s, ERROR_COUNTERS);
     let figure = Figure::new;
     let open = gauge_max(s, "swdaq_swrod_open_fragments");
     Live {
@@ -98,14 +104,14 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
     }
 }
 
-/// One row per ROB: fragments/s, its e-links' MB/s (blocks have one size), errors,
-/// slow-consumer drops.
+/// One row per ROB: fragments/s, its e-links' MB/s (blocks have one size), errors
+/// (incomplete fragments among them), slow-consumer drops.
 fn robs_of(s: &Snapshot) -> Vec<SourceRow> {
     let metrics = SourceMetrics {
         label: "rob",
         rate: "swdaq_swrod_fragments_total",
         data: ("swdaq_swrod_blocks_total", BLOCK_SIZE as f64),
-        errors: &ERROR_COUNTERS,
+        errors: &ROB_ERROR_COUNTERS,
         drops: &DROP_COUNTERS[..1],
     };
     metrics.rows(s, None, |rob| format!("ROB {rob}"))

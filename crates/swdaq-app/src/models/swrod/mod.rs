@@ -1,10 +1,11 @@
 //! The ATLAS-style SW ROD: emulated FELIX cards, a SW ROD thread per ROB aggregating e-link
-//! chunks into ROB fragments, request servers, the HLT building full events and raw files,
-//! in one process (`system`, `threads`) or as `swrod`, `hltsv` and `hlt` applications
-//! (`apps`). The cards and ROBs (`cards`, `readout`) and the HLT with its storage (`hlt`)
-//! are the same code either way. Its keys: `config`; its live figures: `live`; what it
-//! counts and checks against the emulator's truth: `report`; its closing summary:
-//! `summary`; its files: `storage`.
+//! chunks into ROB fragments, request servers, the HLT building full events (eformat v5) and
+//! storing them in ATLAS EventStorage files, one sequence per luminosity block
+//! (`swdaq_swrod::files`), in one process (`system`, `threads`) or as `swrod`, `hltsv` and
+//! `hlt` applications (`apps`). The cards and ROBs (`cards`, `readout`) and the HLT with its
+//! storage (`hlt`) are the same code either way. Its keys: `config`; its live figures:
+//! `live`; what it counts and checks against the emulator's truth: `report`; its closing
+//! summary: `summary`.
 
 mod apps;
 pub mod cards;
@@ -14,7 +15,6 @@ pub mod live;
 mod readout;
 pub mod report;
 mod sampler;
-pub mod storage;
 pub mod summary;
 mod summary_apps;
 pub mod system;
@@ -24,6 +24,8 @@ use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, 
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::AppKind;
+use crate::stored::{self, StoredEvent, StoredFragment};
 use config::SwrodRunConfig;
 use report::SwrodReport;
 use std::path::PathBuf;
@@ -60,8 +62,12 @@ impl Configured for SwrodRunConfig {
         SwrodRunConfig::to_toml(self)
     }
 
+    /// The output directory, and with applications each HLT application's inside it.
     fn output_dirs(&self) -> Vec<PathBuf> {
-        vec![self.swrod.output_dir.clone()]
+        let hlts = self.topology.of_kind(AppKind::Hlt);
+        std::iter::once(self.swrod.output_dir.clone())
+            .chain(hlts.map(|(_, a)| apps::hlt_directory(self, &a.name)))
+            .collect()
     }
 
     fn run_number(&self) -> u32 {
@@ -108,6 +114,39 @@ impl Configured for SwrodRunConfig {
             ),
             record: Err("the SW ROD has no raw bursts (they are the chain's)".into()),
         }
+    }
+
+    /// The last event of the newest EventStorage file (closed, or still `.writing`).
+    fn stored_event(&self, run: u32) -> Result<StoredEvent, String> {
+        stored::newest_event(
+            &self.output_dirs(),
+            run,
+            &[".data", ".writing"],
+            |file, _| {
+                let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
+                let name = file.file_name().unwrap_or_default().to_string_lossy();
+                let event = swdaq_swrod::inspect::newest_event(&bytes, &name)?;
+                Ok(event.map(|e| StoredEvent {
+                    file: file.to_path_buf(),
+                    event: e.l1_id.into(),
+                    bytes: e.bytes as u64,
+                    fragments: e
+                        .rob_data
+                        .iter()
+                        .map(|&(rob, bytes)| StoredFragment {
+                            source: format!("ROB 0x{rob:08x}"),
+                            bytes: bytes as u64,
+                        })
+                        .collect(),
+                    left_out: e
+                        .missing_robs
+                        .iter()
+                        .map(|rob| format!("ROB 0x{rob:08x} missing (not collected)"))
+                        .collect(),
+                    picture: None,
+                }))
+            },
+        )
     }
 
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {
@@ -171,7 +210,6 @@ mod tests {
     /// back as the same configuration; a card read twice or by nobody is refused by name.
     #[test]
     fn shipped_applications_config_is_a_valid_sw_rod_topology() {
-        use crate::runtime::topology::AppKind;
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod-apps.toml");
         let config = config::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let kinds: Vec<AppKind> = config.topology.apps.iter().map(|a| a.kind).collect();
@@ -186,7 +224,10 @@ mod tests {
         let mut more = config.clone();
         more.swrod.cards = 3;
         let e = config::parse(&more.to_toml()).unwrap_err().to_string();
-        assert!(e.contains("cards [2] are read out by no swrod application"), "{e}");
+        assert!(
+            e.contains("cards [2] are read out by no swrod application"),
+            "{e}"
+        );
     }
 
     /// The shipped example, paced and stopped by its duration (the stop path every

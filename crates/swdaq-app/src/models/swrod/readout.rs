@@ -18,6 +18,7 @@ use swdaq_swrod::consumers::{
 };
 use swdaq_swrod::hlt::RobPort;
 use swdaq_swrod::metrics::RobMetrics;
+use swdaq_swrod::trigger::L1Accept;
 use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex};
 
 /// How often data threads copy their counts to the registry.
@@ -92,9 +93,7 @@ impl Readout {
                     rob.source_id,
                     &["requests", "sampler"],
                 )?;
-                readout
-                    .rods
-                    .push((rob, blocks_rx, free_tx, chain, metrics));
+                readout.rods.push((rob, blocks_rx, free_tx, chain, metrics));
             }
             let counter = registry
                 .block(&format!("felix-{card}"), &[("card", &card.to_string())])
@@ -114,7 +113,7 @@ impl Readout {
         scope: &'scope Scope<'scope, 'env>,
         shared: &'env Shared,
         s: &'env SwrodSettings,
-        l1_ids: Option<Sender<u32>>,
+        l1_ids: Option<Sender<L1Accept>>,
     ) -> anyhow::Result<Running<'scope>> {
         let mut l1_ids = l1_ids;
         let cards = self

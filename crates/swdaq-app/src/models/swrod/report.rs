@@ -3,14 +3,15 @@
 //! the run (events holding a ROB that misses e-links).
 
 use super::config::SwrodSettings;
-use super::storage::{LeftOnDisk, StoredFile};
-use serde::{Deserialize, Serialize};
 use crate::runtime::outcome::AppOutcome;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use swdaq_dataflow::credit::{ReadBackOf, UnitAccount};
 use swdaq_sim::felix::{FelixFault, FelixFaultKind};
 use swdaq_swrod::consumers::{ConsumerCounts, RequestCounts};
+use swdaq_swrod::files::StoredFile;
 use swdaq_swrod::hlt::{HltCounts, MissingRob};
+use swdaq_swrod::read_back::LeftOnDisk;
 use swdaq_swrod::{AggregatorCounts, DecoderCounts};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -53,6 +54,8 @@ pub struct SwrodReport {
     pub samples: u64,
     pub sample_errors: u64,
     pub stored_events: u64,
+    /// Stored events that carry status (a ROB missing, or one missing e-links).
+    pub stored_flagged_events: u64,
     /// Bytes of the closed files (headers included).
     pub stored_bytes: u64,
     /// Events sent to storage that are in no closed file (storage failed).

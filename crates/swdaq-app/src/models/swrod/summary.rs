@@ -48,6 +48,7 @@ pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Va
         "samples": r.samples,
         "sample_errors": r.sample_errors,
         "stored_events": r.stored_events,
+        "stored_incomplete_events": r.stored_flagged_events,
         "stored_bytes": r.stored_bytes,
         "unwritten_events": r.unwritten_events,
         "files": r.files,
@@ -99,7 +100,7 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
     }
     let h = &r.hlt;
     out += &format!(
-        "Events    {} built ({} complete, {} with ROBs missing, {} holding ROBs that miss e-links); answers: {} found, {} not yet, {} gone, {} invalid; {} ROBs timed out\n",
+        "Events    {} built ({} complete: every ROB, every e-link; {} with ROBs missing; {} holding ROBs that miss e-links); answers: {} found, {} not yet, {} gone, {} invalid; {} ROBs timed out\n",
         h.events,
         h.complete_events,
         h.incomplete_events,
@@ -121,8 +122,9 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
         );
     }
     out += &format!(
-        "Stored    {} events, {:.1} MB in {} files; sampler checked {} fragments, {} bad\n",
+        "Stored    {} events ({} incomplete), {:.1} MB in {} EventStorage files; sampler checked {} fragments, {} bad\n",
         r.stored_events,
+        r.stored_flagged_events,
         r.stored_bytes as f64 / 1e6,
         r.files.len(),
         r.samples,

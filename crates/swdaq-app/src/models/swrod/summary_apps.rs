@@ -3,8 +3,8 @@
 //! application ended and what the inboxes refused.
 
 use super::report::{AppsPart, SwrodReport};
-use super::storage::LeftOnDisk;
 use swdaq_dataflow::credit::ReadBackOf;
+use swdaq_swrod::read_back::LeftOnDisk;
 
 /// The JSON keys of the applications' part, added to `j`.
 pub(super) fn add_json(j: &mut serde_json::Value, r: &SwrodReport, a: &AppsPart) {
@@ -87,7 +87,10 @@ pub(super) fn text(a: &AppsPart) -> String {
                     format!("; left open: {}", l.partial.join(", "))
                 }
             ),
-            Err(e) => format!("Read back HLT {}: cannot: {e} (its lost events are an upper bound)\n", r.unit),
+            Err(e) => format!(
+                "Read back HLT {}: cannot: {e} (its lost events are an upper bound)\n",
+                r.unit
+            ),
         };
     }
     for app in &a.apps {

@@ -1,20 +1,20 @@
 //! The threads of a SW ROD run in one process and how they end: the cards stop at one
 //! common L1 accept count (fault-free for the last `clean_tail_l1as`), their channels close,
 //! each SW ROD thread flushes its open fragments, the HLT settles every event it was given
-//! (card 0 tells it of each L1 accept; it numbers the events as it builds them), the writer
-//! closes its file.
+//! (card 0 tells it of each L1 accept), the writer closes its files.
 
 use super::cards::{Progress, Shared};
 use super::config::SwrodRunConfig;
-use super::hlt::{HltMetrics, hlt_thread, write_events};
+use super::hlt::{HltMetrics, hlt_thread};
 use super::readout::Readout;
 use super::report::SwrodReport;
-use super::storage::EventFiles;
 use crossbeam_channel::bounded;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 use swdaq_monitor::Registry;
+use swdaq_swrod::files::{EventFiles, ToStorage, store};
+use swdaq_swrod::trigger::L1Accept;
 
 const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
@@ -30,17 +30,12 @@ pub fn run_threads(
     let s = &config.swrod;
     let shared = Shared::new(s, hold, Arc::new(AtomicU64::new(u64::MAX)));
     let started = Instant::now();
-    let (l1_tx, l1_rx) = bounded::<u32>(L1_ID_QUEUE);
-    let (event_tx, event_rx) = bounded(EVENT_QUEUE);
+    let (l1_tx, l1_rx) = bounded::<L1Accept>(L1_ID_QUEUE);
+    let (event_tx, event_rx) = bounded::<ToStorage>(EVENT_QUEUE);
     let all_cards: Vec<u16> = (0..s.cards).collect();
     let (readout, ports) = Readout::new(s, &all_cards, registry)?;
     let hlt_metrics = HltMetrics::register(registry)?;
-    let files = EventFiles::new(
-        &s.output_dir,
-        s.run_number,
-        s.max_file_mb << 20,
-        s.nominal_event_bytes(),
-    )?;
+    let files = EventFiles::new(s.file_settings())?;
 
     std::thread::scope(|scope| {
         let shared = &shared;
@@ -48,16 +43,11 @@ pub fn run_threads(
         let hlt = std::thread::Builder::new()
             .name("hlt".into())
             .spawn_scoped(scope, move || {
-                let mut built = 0;
-                let in_build_order = move |_| {
-                    built += 1;
-                    built
-                };
-                hlt_thread(s, l1_rx, ports, event_tx, hlt_metrics, in_build_order, |_, _| {})
+                hlt_thread(s, l1_rx, ports, event_tx, hlt_metrics, |_, _| {})
             })?;
         let writer = std::thread::Builder::new()
             .name("storage".into())
-            .spawn_scoped(scope, move || write_events(files, event_rx, |_| {}, |_| {}))?;
+            .spawn_scoped(scope, move || store(files, event_rx))?;
 
         let mut progress = Progress {
             shared,
@@ -86,6 +76,7 @@ pub fn run_threads(
             samples: readout.samples,
             sample_errors: readout.sample_errors,
             stored_events: stored.events,
+            stored_flagged_events: stored.flagged,
             stored_bytes: stored.bytes,
             unwritten_events: stored.unwritten,
             files: stored.files,

@@ -159,7 +159,12 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
                 };
             }
             // Validated away: the chain's topology has no event-builder applications.
-            AppKind::Evm | AppKind::Ru | AppKind::Bu | AppKind::Swrod | AppKind::Hltsv | AppKind::Hlt => {}
+            AppKind::Evm
+            | AppKind::Ru
+            | AppKind::Bu
+            | AppKind::Swrod
+            | AppKind::Hltsv
+            | AppKind::Hlt => {}
         }
         out.thread_cpu.extend(r.thread_cpu);
         for (reason, n) in r.refused_messages {

@@ -9,18 +9,19 @@
 
 use super::rob_client::Robs;
 use super::{HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, hlt_directory, robs_of};
-use crate::models::swrod::hlt::{HltMetrics, ToStore, hlt_thread, write_events};
-use crate::models::swrod::storage::EventFiles;
+use crate::models::swrod::hlt::{HltMetrics, hlt_thread};
 use crate::runtime::app::Clock;
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
 use crossbeam_channel::Sender;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_net::{Inlet, Liveness, Message, Outlet};
+use swdaq_swrod::files::{EventFiles, FileSettings, ToStorage, Told, store_telling};
 use swdaq_swrod::message::{HltRequest, ToHlt};
+use swdaq_swrod::trigger::L1Accept;
 
 /// Accepted events waiting for the writer (as in one process).
 const STORAGE_QUEUE: usize = 1024;
@@ -29,7 +30,10 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let config = &ctx.config;
     let s = &config.swrod;
     let hlts = ctx.ids_of(AppKind::Hlt);
-    let index = hlts.iter().position(|&h| h == ctx.me).expect("an hlt application") as u16;
+    let index = hlts
+        .iter()
+        .position(|&h| h == ctx.me)
+        .expect("an hlt application") as u16;
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
     let (hltsv, _) = config.topology.single(AppKind::Hltsv);
@@ -39,12 +43,10 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let mut everyone = to_swrods.clone();
     everyone.push(to_hltsv.clone());
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
-    let files = EventFiles::new(
-        &hlt_directory(config, &ctx.spec.name),
-        s.run_number,
-        s.max_file_mb << 20,
-        s.nominal_event_bytes(),
-    )?;
+    let files = EventFiles::new(FileSettings {
+        dir: hlt_directory(config, &ctx.spec.name),
+        ..s.file_settings()
+    })?;
     let metrics = HltMetrics::register(&monitoring.registry)?;
     // Every ROB of the run in source-id order, with the `swrod` application that has it.
     let mut robs: Vec<(u32, usize)> = swrods
@@ -65,23 +67,24 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     }
     let credits = CreditReturn::new(to_hltsv, index);
     credits.ask(u32::try_from(s.hlt_max_in_flight).unwrap_or(u32::MAX));
-    let global_ids = Mutex::new(HashMap::new());
     let (l1_tx, l1_rx) = crossbeam_channel::unbounded();
-    let (store_tx, store_rx) = crossbeam_channel::bounded::<ToStore>(STORAGE_QUEUE);
+    let (store_tx, store_rx) = crossbeam_channel::bounded::<ToStorage>(STORAGE_QUEUE);
     let storage_failed = AtomicBool::new(false);
     let done = AtomicBool::new(false);
     std::thread::scope(|scope| -> anyhow::Result<()> {
         let writer = std::thread::Builder::new()
             .name("storage".into())
             .spawn_scoped(scope, || {
-                let failed = |e: &str| {
-                    storage_failed.store(true, Ordering::Relaxed);
-                    // The run stops: the launcher is told at once.
-                    if let Err(told) = control::say_storage_failed(&format!("its storage: {e}")) {
-                        eprintln!("cannot tell the launcher storage failed: {told}");
+                store_telling(files, store_rx, |told| match told {
+                    Told::Stored(ids) => credits.settled(ids),
+                    Told::Failed(e) => {
+                        storage_failed.store(true, Ordering::Relaxed);
+                        // The run stops: the launcher is told at once.
+                        if let Err(e) = control::say_storage_failed(&format!("its storage: {e}")) {
+                            eprintln!("cannot tell the launcher storage failed: {e}");
+                        }
                     }
-                };
-                write_events(files, store_rx, |ids| credits.settled(ids), failed)
+                })
             })?;
         let robs = &robs;
         let requests = std::thread::Builder::new()
@@ -92,7 +95,6 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             hltsv,
             swrods: &swrods,
             robs,
-            global_ids: &global_ids,
             credits: &credits,
             peer_timeout: ctx.peer_timeout(),
         };
@@ -100,19 +102,9 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         let demux = std::thread::Builder::new()
             .name("net-demux".into())
             .spawn_scoped(scope, move || demux.run(l1_tx, done))?;
-        let global_id_of = |l1_id| {
-            let taken = global_ids.lock().unwrap_or_else(|e| e.into_inner()).remove(&l1_id);
-            taken.unwrap_or_default()
-        };
-        let hlt = hlt_thread(
-            s,
-            l1_rx,
-            ports,
-            store_tx,
-            metrics,
-            global_id_of,
-            |global_id, accepted| credits.built(global_id, accepted),
-        );
+        let hlt = hlt_thread(s, l1_rx, ports, store_tx, metrics, |global_id, accepted| {
+            credits.built(global_id, accepted)
+        });
         let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         let stored = writer.join().map_err(|_| failed("storage"))?;
         credits.flush();
@@ -131,6 +123,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             incomplete_examples: hlt.incomplete_examples,
             cpu_s: hlt.cpu_s,
             stored_events: stored.events,
+            stored_flagged_events: stored.flagged,
             stored_bytes: stored.bytes,
             unwritten_events: stored.unwritten,
             files: stored.files,
@@ -239,7 +232,6 @@ struct Demux<'a> {
     hltsv: u32,
     swrods: &'a [u32],
     robs: &'a Robs,
-    global_ids: &'a Mutex<HashMap<u32, u64>>,
     credits: &'a CreditReturn,
     peer_timeout: Duration,
 }
@@ -248,7 +240,7 @@ impl Demux<'_> {
     /// Passes L1 accepts to the HLT (until the supervisor's end of run, or its silence) and
     /// answers to the ROB ports, marks silent `swrod` applications gone, until `done`;
     /// returns the messages the inbox refused, by reason.
-    fn run(mut self, l1_ids: Sender<u32>, done: &AtomicBool) -> BTreeMap<String, u64> {
+    fn run(mut self, l1_ids: Sender<L1Accept>, done: &AtomicBool) -> BTreeMap<String, u64> {
         let mut l1_ids = Some(l1_ids);
         let mut hltsv = Liveness::new([self.hltsv], self.peer_timeout);
         let mut swrods = Liveness::new(self.swrods.iter().copied(), self.peer_timeout);
@@ -257,16 +249,16 @@ impl Demux<'_> {
                 let from_swrod = self.swrods.contains(&d.sender);
                 match d.message {
                     Message::ToHlt(ToHlt::Assigned(batch)) if d.sender == self.hltsv => {
-                        let mut ids = self.global_ids.lock().unwrap_or_else(|e| e.into_inner());
-                        for a in batch {
-                            ids.insert(a.l1_id, a.global_id);
-                            if let Some(tx) = &l1_ids {
-                                let _ = tx.send(a.l1_id);
+                        if let Some(tx) = &l1_ids {
+                            for l1a in batch {
+                                let _ = tx.send(l1a);
                             }
                         }
                     }
                     Message::ToHlt(ToHlt::EndOfRun) if d.sender == self.hltsv => l1_ids = None,
-                    Message::RobAnswers(answers) if from_swrod => self.robs.answer(answers, d.frames),
+                    Message::RobAnswers(answers) if from_swrod => {
+                        self.robs.answer(answers, d.frames)
+                    }
                     other => eprintln!(
                         "swdaq: hlt: ignored an unexpected {} from application {}",
                         other.kind(),
@@ -275,13 +267,19 @@ impl Demux<'_> {
                 }
             }
             let now = Instant::now();
-            if !hltsv.newly_gone(|p| self.inlet.last_seen(p), now).is_empty() && l1_ids.is_some() {
+            if !hltsv
+                .newly_gone(|p| self.inlet.last_seen(p), now)
+                .is_empty()
+                && l1_ids.is_some()
+            {
                 eprintln!("swdaq: hlt: the HLT supervisor is gone; finishing what is in hand");
                 l1_ids = None;
             }
             for app in swrods.newly_gone(|p| self.inlet.last_seen(p), now) {
                 let k = self.swrods.iter().position(|&a| a == app).expect("watched");
-                eprintln!("swdaq: hlt: swrod application {app} is gone; its ROBs are missing from now on");
+                eprintln!(
+                    "swdaq: hlt: swrod application {app} is gone; its ROBs are missing from now on"
+                );
                 self.robs.app_gone(k);
             }
             self.credits.flush_if_due();

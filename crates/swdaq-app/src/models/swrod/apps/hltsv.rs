@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use swdaq_dataflow::credit::Credits;
 use swdaq_monitor::{Counter, MonitorError, Registry};
 use swdaq_net::{Inlet, Liveness, Message, Outlet};
-use swdaq_sim::felix::l1_id_of;
-use swdaq_swrod::message::{EventAssignment, MAX_BATCH, ToHlt};
+use swdaq_swrod::message::{MAX_BATCH, ToHlt};
+use swdaq_swrod::trigger::L1Accept;
 use swdaq_trigger::TriggerControl;
 
 /// The shortest wait between looks at the clock: L1 accepts go out in batches of about
@@ -58,6 +58,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         to_swrods,
         clock: L1aClock::new(s.l1a_rate_hz),
         busy_since: None,
+        started: Instant::now(),
         horizon_sent: s.l1a_lead(),
         report: HltsvReport::default(),
         undelivered: BTreeMap::new(),
@@ -146,7 +147,9 @@ struct Supervisor<'a> {
     hlts: Vec<u32>,
     to_hlts: Vec<Outlet>,
     to_swrods: Vec<Outlet>,
-    batches: Vec<Vec<EventAssignment>>,
+    batches: Vec<Vec<L1Accept>>,
+    /// When the run's L1 accepts began (luminosity blocks by time count from it).
+    started: Instant,
     clock: L1aClock,
     busy_since: Option<Instant>,
     horizon_sent: u64,
@@ -199,7 +202,9 @@ impl Supervisor<'_> {
         }
         self.flush();
         for (h, to) in self.to_hlts.iter().enumerate() {
-            if self.credits.accounts()[h].alive && to.try_send(&Message::ToHlt(ToHlt::EndOfRun)).is_err() {
+            if self.credits.accounts()[h].alive
+                && to.try_send(&Message::ToHlt(ToHlt::EndOfRun)).is_err()
+            {
                 *self.undelivered.entry("end_of_run".into()).or_default() += 1;
             }
         }
@@ -226,7 +231,11 @@ impl Supervisor<'_> {
             .liveness
             .newly_gone(|p| inlet.last_seen(p), Instant::now())
         {
-            let h = self.hlts.iter().position(|&a| a == app).expect("watching HLTs only");
+            let h = self
+                .hlts
+                .iter()
+                .position(|&a| a == app)
+                .expect("watching HLTs only");
             eprintln!("swdaq: hltsv: HLT application {h} is gone; its unsettled events are lost");
             self.hlt_gone(h);
         }
@@ -252,10 +261,12 @@ impl Supervisor<'_> {
                 self.busy_since.get_or_insert(now);
                 break;
             };
-            self.batches[h].push(EventAssignment {
-                global_id: index + 1,
-                l1_id: l1_id_of(index, self.s.felix.ecr_every),
-            });
+            self.batches[h].push(L1Accept::of(
+                index,
+                self.s.felix.ecr_every,
+                self.s.lumi_block_length(),
+                self.started,
+            ));
             self.report.l1as += 1;
             given += 1;
             if self.batches[h].len() >= MAX_BATCH {

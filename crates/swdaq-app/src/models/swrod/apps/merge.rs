@@ -7,11 +7,11 @@
 use super::{SwrodAppReport, hlt_directory};
 use crate::models::swrod::config::SwrodRunConfig;
 use crate::models::swrod::report::{AppsPart, HltsvReport, SwrodReport};
-use crate::models::swrod::storage::read_back;
 use crate::runtime::launch::Launched;
 use crate::runtime::topology::AppKind;
 use std::collections::BTreeSet;
 use swdaq_dataflow::credit::settle_with_disk;
+use swdaq_swrod::read_back::{LeftOnDisk, read_back};
 
 /// Incomplete events named in the summary, at most (as in one process).
 const INCOMPLETE_EXAMPLES: usize = crate::models::swrod::hlt::INCOMPLETE_EXAMPLES;
@@ -35,6 +35,7 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
         samples: 0,
         sample_errors: 0,
         stored_events: 0,
+        stored_flagged_events: 0,
         stored_bytes: 0,
         unwritten_events: 0,
         files: Vec::new(),
@@ -77,10 +78,12 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
 
 /// Adds one application's report.
 fn absorb(report: &mut SwrodReport, part: &mut AppsPart, r: SwrodAppReport) {
-    report.cards.extend(r.cards.into_iter().map(|(mut card, faults)| {
-        card.faults = faults;
-        card
-    }));
+    report
+        .cards
+        .extend(r.cards.into_iter().map(|(mut card, faults)| {
+            card.faults = faults;
+            card
+        }));
     report.samples += r.samples;
     report.sample_errors += r.sample_errors;
     if let Some(h) = r.hlt {
@@ -88,6 +91,7 @@ fn absorb(report: &mut SwrodReport, part: &mut AppsPart, r: SwrodAppReport) {
         report.hlt_cpu_s += h.cpu_s;
         report.incomplete_examples.extend(h.incomplete_examples);
         report.stored_events += h.stored_events;
+        report.stored_flagged_events += h.stored_flagged_events;
         report.stored_bytes += h.stored_bytes;
         report.unwritten_events += h.unwritten_events;
         report.files.extend(h.files);
@@ -115,7 +119,7 @@ fn settle(
     part: &mut AppsPart,
     hltsv: HltsvReport,
     reported: &[bool],
-    read: impl FnMut(usize) -> Result<crate::models::swrod::storage::LeftOnDisk, String>,
+    read: impl FnMut(usize) -> Result<LeftOnDisk, String>,
 ) {
     let gone: Vec<usize> = hltsv.gone.iter().map(|&h| usize::from(h)).collect();
     let mut lost: BTreeSet<u64> = hltsv.lost.values().flatten().copied().collect();

@@ -39,7 +39,6 @@ mod swrod;
 use super::config::SwrodRunConfig;
 use super::hlt::IncompleteExample;
 use super::report::{CardResult, HltsvReport, RodResult};
-use super::storage::StoredFile;
 use crate::runtime::app::{AppContext, TopologyConfig};
 use crate::runtime::topology::{AppKind, TopologySection};
 use serde::{Deserialize, Serialize};
@@ -47,6 +46,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use swdaq_sim::felix::FelixFault;
 use swdaq_swrod::consumers::RequestCounts;
+use swdaq_swrod::files::StoredFile;
 use swdaq_swrod::hlt::HltCounts;
 
 pub(super) type SwrodContext = AppContext<SwrodRunConfig>;
@@ -89,6 +89,8 @@ pub struct HltAppReport {
     pub incomplete_examples: Vec<IncompleteExample>,
     pub cpu_s: f64,
     pub stored_events: u64,
+    /// Stored events that carry status (a ROB missing, or one missing e-links).
+    pub stored_flagged_events: u64,
     pub stored_bytes: u64,
     pub unwritten_events: u64,
     pub files: Vec<StoredFile>,

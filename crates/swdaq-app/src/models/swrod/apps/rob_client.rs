@@ -41,7 +41,13 @@ impl Robs {
             .iter()
             .map(|&(source_id, _)| {
                 let (requests, queue) = unbounded();
-                (RobPort { source_id, requests }, queue)
+                (
+                    RobPort {
+                        source_id,
+                        requests,
+                    },
+                    queue,
+                )
             })
             .unzip();
         let this = Self {
@@ -69,7 +75,10 @@ impl Robs {
                 .then(|| frames.next())
                 .flatten()
                 .map(|f| Arc::new(BuiltFragment::received(f.to_vec(), a.l1_id, a.complete)));
-            let Some(reply) = self.index_of.get(&a.source_id).and_then(|&r| self.reply_to[r].get())
+            let Some(reply) = self
+                .index_of
+                .get(&a.source_id)
+                .and_then(|&r| self.reply_to[r].get())
             else {
                 continue;
             };
@@ -96,22 +105,24 @@ impl Robs {
             if select.ready_timeout(NET_WAKE).is_err() {
                 continue;
             }
-            open.retain(|&r| loop {
-                match queues[r].try_recv() {
-                    Ok(request) => {
-                        self.reply_to[r].get_or_init(|| request.reply.clone());
-                        let app = self.app_of[r];
-                        asks[app].push(RobAsk {
-                            source_id: self.source_ids[r],
-                            l1_id: request.l1_id,
-                        });
-                        per_app[app].push(request);
-                        if asks[app].len() >= MAX_BATCH {
-                            undelivered += self.send(app, &mut asks[app], &mut per_app[app]);
+            open.retain(|&r| {
+                loop {
+                    match queues[r].try_recv() {
+                        Ok(request) => {
+                            self.reply_to[r].get_or_init(|| request.reply.clone());
+                            let app = self.app_of[r];
+                            asks[app].push(RobAsk {
+                                source_id: self.source_ids[r],
+                                l1_id: request.l1_id,
+                            });
+                            per_app[app].push(request);
+                            if asks[app].len() >= MAX_BATCH {
+                                undelivered += self.send(app, &mut asks[app], &mut per_app[app]);
+                            }
                         }
+                        Err(TryRecvError::Empty) => break true,
+                        Err(TryRecvError::Disconnected) => break false,
                     }
-                    Err(TryRecvError::Empty) => break true,
-                    Err(TryRecvError::Disconnected) => break false,
                 }
             });
             for app in 0..self.to_apps.len() {

@@ -114,23 +114,25 @@ pub(super) fn send_answers(
         if select.ready_timeout(NET_WAKE).is_err() {
             continue;
         }
-        open.retain(|&(h, r)| loop {
-            match queues[h][r].try_recv() {
-                Ok(reply) => {
-                    let (answers, frames) = &mut batches[h];
-                    answers.push(RobAnswer {
-                        source_id: source_ids[r],
-                        l1_id: reply.l1_id,
-                        status: reply.status,
-                        complete: reply.fragment.as_ref().is_some_and(|f| f.complete),
-                    });
-                    frames.extend(reply.fragment.map(|f| f.bytes().to_vec()));
-                    if answers.len() >= MAX_BATCH {
-                        undelivered += send(&to_hlts[h], &mut batches[h]);
+        open.retain(|&(h, r)| {
+            loop {
+                match queues[h][r].try_recv() {
+                    Ok(reply) => {
+                        let (answers, frames) = &mut batches[h];
+                        answers.push(RobAnswer {
+                            source_id: source_ids[r],
+                            l1_id: reply.l1_id,
+                            status: reply.status,
+                            complete: reply.fragment.as_ref().is_some_and(|f| f.complete),
+                        });
+                        frames.extend(reply.fragment.map(|f| f.bytes().to_vec()));
+                        if answers.len() >= MAX_BATCH {
+                            undelivered += send(&to_hlts[h], &mut batches[h]);
+                        }
                     }
+                    Err(TryRecvError::Empty) => break true,
+                    Err(TryRecvError::Disconnected) => break false,
                 }
-                Err(TryRecvError::Empty) => break true,
-                Err(TryRecvError::Disconnected) => break false,
             }
         });
         for (h, batch) in batches.iter_mut().enumerate() {

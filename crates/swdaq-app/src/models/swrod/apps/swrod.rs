@@ -61,7 +61,10 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         let answers = std::thread::Builder::new()
             .name("rob-answers".into())
             .spawn_scoped(scope, move || send_answers(receivers, source_ids, to_hlts))?;
-        while !ctx.commands.wait_for_stop(std::time::Duration::from_millis(100)) {}
+        while !ctx
+            .commands
+            .wait_for_stop(std::time::Duration::from_millis(100))
+        {}
         Progress {
             shared: &shared,
             settings: s,

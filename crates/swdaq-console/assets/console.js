@@ -1,0 +1,490 @@
+// swdaq console: polls run control's /status once a second, draws what it holds in the one
+// `Live` schema every model reports, plots /history with uPlot and sends the commands the
+// server says are allowed now. It keeps no copy of the transition table and no state of
+// its own beyond ten minutes of history (bounded) and the token (this tab only).
+"use strict";
+
+const POLL_MS = 1000;
+const SPAN_S = 600;
+// Points kept per series: ten minutes at one a second, and room for gaps.
+const MAX_POINTS = 720;
+// A gap longer than this between samples (a run ended, the server restarted) is not joined.
+const GAP_S = 5;
+// The newest stored event is fetched this often while a run stores data; after the run,
+// once more when the server reads anew (it keeps a reading 5 s), for the run's last event.
+const STORED_EVERY_MS = 10000;
+const STORED_FINAL_AFTER_MS = 6000;
+// Fragments listed of the newest stored event (the rest counted).
+const MAX_FRAGMENT_ROWS = 64;
+const SERIES = [
+  { key: "input_mb_s", title: "Input throughput", unit: "MB/s", scale: 1, color: "#1f5fbf" },
+  { key: "event_hz", title: "Trigger / event rate", unit: "Hz", scale: 1, color: "#1f8a4c" },
+  { key: "backlog", title: "Backlog (fullest queue)", unit: "%", scale: 100, color: "#7b3fb8" },
+  { key: "throttled", title: "Throttled", unit: "% of time", scale: 100, color: "#b86e00" },
+  { key: "drops_per_s", title: "Drops", unit: "/s", scale: 1, color: "#c62828" },
+  { key: "errors_per_s", title: "Errors", unit: "/s", scale: 1, color: "#8a1c1c" },
+];
+
+const $ = (id) => document.getElementById(id);
+let token = sessionStorage.getItem("swdaq-token");
+let lastStatus = null;
+let serverStarted = null;
+let lostSince = null;
+let backAt = null;
+let busy = null; // the command waiting for its answer
+// Set while the page waits for the operator's token: no request is sent meanwhile.
+let waitingForToken = false;
+const history = { t: [] };
+SERIES.forEach((s) => (history[s.key] = []));
+const plots = {};
+let storedFetchedAt = 0;
+let storedRun = null;
+let storedFinal = false;
+let displayUrl = null;
+
+// ---------- helpers ----------
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "title") e.title = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : String(c ?? ""));
+  return e;
+}
+function fmt(v, digits) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "–";
+  const a = Math.abs(v);
+  if (a >= 1e9) return (v / 1e9).toFixed(2) + " G";
+  if (a >= 1e6) return (v / 1e6).toFixed(2) + " M";
+  if (a >= 1e4) return (v / 1e3).toFixed(1) + " k";
+  const d = digits ?? (a >= 100 || Number.isInteger(v) ? 0 : a >= 10 ? 1 : 2);
+  return v.toFixed(d);
+}
+function clock(unix) {
+  return new Date(unix * 1000).toLocaleTimeString([], { hour12: false });
+}
+function duration(s) {
+  s = Math.max(0, Math.floor(s));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  return (h ? h + ":" + String(m).padStart(2, "0") : m) + ":" + String(sec).padStart(2, "0");
+}
+function bytes(n) {
+  if (n === null || n === undefined) return "";
+  return n >= 1e9 ? (n / 1e9).toFixed(2) + " GB" : n >= 1e6 ? (n / 1e6).toFixed(1) + " MB" : (n / 1e3).toFixed(1) + " kB";
+}
+function basename(p) {
+  return String(p).split("/").pop();
+}
+
+// ---------- the server ----------
+async function api(method, path, body) {
+  const headers = {};
+  if (token) headers["Authorization"] = "Bearer " + token;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  return fetch(path, {
+    method,
+    headers,
+    cache: "no-store",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+}
+
+async function poll() {
+  try {
+    const r = await api("GET", "/status");
+    if (r.status === 401) {
+      askForToken(token ? "The token was refused." : "");
+      waitingForToken = true;
+      return;
+    }
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    const status = await r.json();
+    $("login").hidden = true;
+    $("console").hidden = false;
+    connected(status);
+    render(status);
+    await pullHistory();
+    await maybeFetchStored(status);
+  } catch (e) {
+    disconnected(e);
+  } finally {
+    if (!waitingForToken) setTimeout(poll, POLL_MS);
+  }
+}
+
+function askForToken(why) {
+  $("console").hidden = true;
+  $("login").hidden = false;
+  $("state").textContent = "token needed";
+  $("state").className = "state";
+  $("login-error").textContent = why;
+}
+
+$("login-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  token = $("token").value.trim();
+  sessionStorage.setItem("swdaq-token", token);
+  $("login-error").textContent = "checking…";
+  if (waitingForToken) {
+    waitingForToken = false;
+    poll();
+  }
+});
+
+function connected(status) {
+  const started = status.server && status.server.started_at;
+  const now = Date.now() / 1000;
+  if (lostSince !== null) {
+    backAt = { at: now, after: now - lostSince, restarted: serverStarted !== null && started !== serverStarted };
+    lostSince = null;
+  }
+  if (serverStarted !== null && started !== serverStarted) {
+    // A new server: its history and its data are its own.
+    history.t = [];
+    SERIES.forEach((s) => (history[s.key] = []));
+    forgetStored();
+    if (!backAt) backAt = { at: now, after: 0, restarted: true };
+  }
+  serverStarted = started;
+  const c = $("connection");
+  if (backAt && now - backAt.at < 30) {
+    c.className = "connection back";
+    c.textContent =
+      "reconnected at " + clock(backAt.at) + " after " + duration(backAt.after) +
+      (backAt.restarted ? " — the server restarted (since " + started + ")" : "");
+  } else {
+    c.className = "connection";
+    c.textContent = "connected · updated " + clock(now);
+  }
+}
+
+function disconnected(e) {
+  const now = Date.now() / 1000;
+  if (lostSince === null) lostSince = now;
+  const c = $("connection");
+  c.className = "connection lost";
+  c.textContent = "server unreachable since " + clock(lostSince) + " (" + (e && e.message ? e.message : e) + ") — retrying every second";
+  $("state").className = "state";
+  $("state").textContent = "unknown";
+  document.querySelectorAll("button[data-command]").forEach((b) => (b.disabled = true));
+}
+
+// ---------- rendering /status ----------
+function render(s) {
+  lastStatus = s;
+  $("model").textContent = s.model ? "· " + s.model : "";
+  const st = $("state");
+  st.textContent = s.state;
+  st.className = "state " + s.state;
+  const run = s.run;
+  $("run-info").textContent = run
+    ? "run " + run.run_number + " · " + duration(run.elapsed_s) + " · started " + clock(Date.parse(run.started_at) / 1000)
+    : s.last_run_number !== null && s.last_run_number !== undefined
+      ? "no run · last run " + s.last_run_number
+      : "no run yet";
+  renderCommands(s);
+  renderAlerts(s);
+  renderFigures(run && run.live);
+  renderSources(run && run.live);
+  renderApps(run && run.live);
+  renderJournal(s.journal || []);
+  renderSummary(s.last_summary, s.last_summary_text);
+  renderFiles(s.files || [], s.disks || []);
+}
+
+function renderCommands(s) {
+  const allowed = new Set(s.commands || []);
+  document.querySelectorAll("button[data-command]").forEach((b) => {
+    b.disabled = busy !== null || !allowed.has(b.dataset.command);
+  });
+  // A model with no trigger sources to change has no trigger controls.
+  $("trigger-controls").hidden = !s.trigger_sources;
+  const sources = (s.trigger_sources || []).filter((t) => t.enabled);
+  const select = $("trigger-source");
+  const names = sources.map((t) => t.name).join(",");
+  if (select.dataset.names !== names) {
+    select.dataset.names = names;
+    select.replaceChildren(...sources.map((t) => el("option", { value: t.name }, t.name)));
+  }
+  const chosen = sources.find((t) => t.name === select.value);
+  select.title = chosen ? "now: prescale " + chosen.prescale + (chosen.rate_hz !== null ? ", " + chosen.rate_hz + " Hz" : "") : "";
+  $("rate").disabled = !(chosen && chosen.rate_hz !== null);
+  $("record-controls").hidden = !allowed.has("record");
+}
+
+function renderAlerts(s) {
+  const list = (s.alerts || []).map((a) =>
+    el("div", { class: "alert " + a.severity }, (a.severity === "error" ? "✖ " : "⚠ ") + a.text, el("span", { class: "since" }, "since " + clock(a.since)))
+  );
+  if (s.state === "error" && s.error && !list.length) list.push(el("div", { class: "alert error" }, "✖ " + s.error));
+  if (!list.length) list.push(el("div", { class: "alert none" }, "No alerts."));
+  $("alerts").replaceChildren(...list);
+}
+
+function renderFigures(live) {
+  if (!live) {
+    $("figures").replaceChildren(el("p", { class: "muted" }, "No run going on."));
+    $("figures-age").textContent = "";
+    return;
+  }
+  $("figures-age").textContent = "at " + fmt(live.elapsed_s, 1) + " s of the run";
+  $("figures").replaceChildren(
+    ...live.figures.map((f) =>
+      el("div", { class: "tile", "data-key": f.key }, el("div", { class: "value" }, fmt(f.value), el("span", { class: "muted" }, " " + (f.unit || ""))), el("div", { class: "label" }, f.label))
+    )
+  );
+}
+
+const MAX_SOURCE_ROWS = 300;
+function renderSources(live) {
+  const rows = live ? live.sources : [];
+  const bad = rows.filter((r) => r.bad).length;
+  $("sources-note").textContent = live ? rows.length + " sources, " + bad + " in trouble" : "";
+  $("sources").tBodies[0].replaceChildren(
+    ...rows.slice(0, MAX_SOURCE_ROWS).map((r) =>
+      el("tr", { class: r.bad ? "bad" : "", "data-source": r.name },
+        el("td", {}, el("span", { class: "mark", title: r.bad ? "in trouble" : "ok" })),
+        el("td", {}, r.name), el("td", {}, r.app || "–"),
+        el("td", { class: "num" }, fmt(r.rate_hz)), el("td", { class: "num" }, fmt(r.mb_s)),
+        el("td", { class: "num" }, fmt(r.errors)), el("td", { class: "num" }, fmt(r.drops)),
+        el("td", {}, r.why || ""))
+    )
+  );
+}
+
+function renderApps(live) {
+  const apps = live ? live.apps : [];
+  $("apps").hidden = !apps.length;
+  $("apps-none").hidden = !!apps.length;
+  $("apps").tBodies[0].replaceChildren(
+    ...apps.map((a) =>
+      el("tr", { class: a.state !== "running" || a.heartbeat_age_s > 5 ? "bad" : "" },
+        el("td", {}, a.name), el("td", {}, a.kind), el("td", {}, a.host || "this machine"), el("td", {}, a.state),
+        el("td", { class: "num" }, a.heartbeat_age_s === null ? "–" : fmt(a.heartbeat_age_s, 1) + " s"))
+    )
+  );
+}
+
+function renderJournal(entries) {
+  $("journal").replaceChildren(
+    ...entries.slice().reverse().map((e) => el("li", { class: e.level, title: e.time }, el("span", { class: "time" }, clock(e.unix)), e.text))
+  );
+}
+
+// The summary as `swdaq run` prints it, whatever the model, and the whole JSON beside it.
+function renderSummary(sum, text) {
+  if (!sum) return;
+  const rows = [
+    ["run", sum.run_number],
+    ["ended", reason(sum.stop_reason)],
+  ];
+  if (typeof sum.seconds === "number") rows.push(["lasted", fmt(sum.seconds, 1) + " s"]);
+  $("summary").replaceChildren(
+    el("table", { class: "summary" }, ...rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)))),
+    el("pre", { class: "summary-text" }, text || ""),
+    el("details", {}, el("summary", {}, "the whole summary (JSON)"), el("pre", {}, JSON.stringify(sum, null, 1)))
+  );
+}
+
+function renderFiles(files, disks) {
+  const current = lastStatus && lastStatus.run ? lastStatus.run.run_number : null;
+  $("files").replaceChildren(
+    ...files.flatMap((f) => [
+      el("div", {}, "run " + f.run_number + (f.run_number === current ? " (going on)" : " (previous)") + ": " + f.count + " files, " + bytes(f.bytes) + (f.count > f.files.length ? " (the last " + f.files.length + " listed)" : "")),
+      el("ul", { class: "files" }, ...f.files.map((x) => el("li", { title: x.path }, basename(x.path) + " · " + bytes(x.bytes) + (/\.(writing|tmp)$/.test(String(x.path)) ? " · open" : "")))),
+    ])
+  );
+  $("disks").textContent = disks.map((d) => d.path + ": " + bytes(d.available_bytes) + " free of " + bytes(d.total_bytes)).join(" · ");
+}
+
+// ---------- history and plots ----------
+async function pullHistory() {
+  const since = history.t.length ? history.t[history.t.length - 1] : null;
+  const r = await api("GET", since === null ? "/history" : "/history?since=" + since);
+  if (!r.ok) return;
+  const h = await r.json();
+  for (let i = 0; i < h.t.length; i++) {
+    history.t.push(h.t[i]);
+    SERIES.forEach((s) => history[s.key].push(h[s.key][i]));
+  }
+  const newest = history.t.length ? history.t[history.t.length - 1] : 0;
+  let drop = 0;
+  while (drop < history.t.length && (history.t[drop] < newest - SPAN_S || history.t.length - drop > MAX_POINTS)) drop++;
+  if (drop) {
+    history.t.splice(0, drop);
+    SERIES.forEach((s) => history[s.key].splice(0, drop));
+  }
+  drawPlots();
+}
+
+// Columns for uPlot, with a null point wherever samples are further apart than GAP_S.
+function plotData(key, scale) {
+  const xs = [], ys = [];
+  for (let i = 0; i < history.t.length; i++) {
+    if (i && history.t[i] - history.t[i - 1] > GAP_S) {
+      xs.push(history.t[i - 1] + 1);
+      ys.push(null);
+    }
+    xs.push(history.t[i]);
+    const v = history[key][i];
+    ys.push(v === null || v === undefined ? null : v * scale);
+  }
+  return [xs, ys];
+}
+
+function drawPlots() {
+  const box = $("plots");
+  const width = Math.max(220, Math.floor(box.clientWidth / 2) - 6);
+  for (const s of SERIES) {
+    const data = plotData(s.key, s.scale);
+    if (!plots[s.key]) {
+      const holder = el("div", { "data-plot": s.key });
+      box.append(holder);
+      plots[s.key] = new uPlot(
+        {
+          title: s.title + " (" + s.unit + ")",
+          width,
+          height: 150,
+          scales: {
+            x: { time: true, range: () => { const now = Date.now() / 1000; return [now - SPAN_S, now]; } },
+            y: { range: (u, min, max) => [0, Math.max(max || 0, s.unit.startsWith("%") ? 1 : 1e-9) * 1.1] },
+          },
+          series: [{}, { label: s.title, stroke: s.color, fill: s.color + "22", width: 1.5, spanGaps: false, value: (u, v) => fmt(v) }],
+          axes: [{}, { size: 55, values: (u, vals) => vals.map((v) => fmt(v)) }],
+          legend: { show: false },
+        },
+        data,
+        holder
+      );
+    } else {
+      if (plots[s.key].width !== width) plots[s.key].setSize({ width, height: 150 });
+      plots[s.key].setData(data);
+    }
+    const holder = box.querySelector('[data-plot="' + s.key + '"]');
+    holder.dataset.points = data[0].length;
+    holder.dataset.last = data[1].length ? data[1][data[1].length - 1] : "";
+  }
+}
+window.addEventListener("resize", drawPlots);
+
+// ---------- the newest stored event ----------
+function forgetStored() {
+  if (displayUrl) URL.revokeObjectURL(displayUrl);
+  displayUrl = null;
+  storedFetchedAt = 0;
+  storedRun = null;
+  storedFinal = false;
+  $("display").hidden = true;
+  $("display").removeAttribute("src");
+  $("fragments").hidden = true;
+  $("stored-caption").textContent = "";
+  $("stored-none").textContent = "";
+}
+
+async function maybeFetchStored(s) {
+  // Until the run has stopped, its files may still grow: no reading of it is its last.
+  const taking = ["starting", "running", "paused", "stopping"].includes(s.state);
+  const run = s.run ? s.run.run_number : s.last_run_number;
+  const final = !taking && run === storedRun && storedFinal;
+  const since = Date.now() - storedFetchedAt;
+  if (run === null || run === undefined || final || since < (taking ? STORED_EVERY_MS : STORED_FINAL_AFTER_MS)) return;
+  const r = await api("GET", "/latest-event");
+  // Counted from the answer: the server reads anew only some seconds after its last reading.
+  storedFetchedAt = Date.now();
+  const answer = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    $("stored-none").textContent = answer.error || "HTTP " + r.status;
+    return;
+  }
+  storedRun = run;
+  storedFinal = !taking;
+  renderStored(answer);
+  if (answer.drawn) await fetchDisplay();
+  else $("display").hidden = true;
+}
+
+function renderStored(ev) {
+  const open = /\.(writing|tmp)$/.test(ev.file);
+  $("stored-caption").textContent =
+    "event " + ev.event + " · " + bytes(ev.bytes) + " · " + basename(ev.file) + (open ? " (being written)" : "");
+  const frags = ev.fragments || [];
+  const largest = Math.max(1, ...frags.map((f) => f.bytes));
+  $("fragments").hidden = !frags.length;
+  $("fragments").tBodies[0].replaceChildren(
+    ...frags.slice(0, MAX_FRAGMENT_ROWS).map((f) =>
+      el("tr", { "data-source": f.source },
+        el("td", {}, f.source), el("td", { class: "num" }, fmt(f.bytes)),
+        el("td", {}, el("div", { class: "bar", style: "width:" + (100 * f.bytes / largest).toFixed(1) + "%" })))
+    )
+  );
+  const more = frags.length > MAX_FRAGMENT_ROWS ? [frags.length - MAX_FRAGMENT_ROWS + " more fragments not listed"] : [];
+  const notes = more.concat(ev.left_out && ev.left_out.length ? ["passed over or left out: " + ev.left_out.join("; ")] : []);
+  $("stored-none").textContent = notes.join(" · ");
+}
+
+async function fetchDisplay() {
+  const r = await api("GET", "/display.png");
+  if (!r.ok) return;
+  const blob = await r.blob();
+  if (displayUrl) URL.revokeObjectURL(displayUrl);
+  displayUrl = URL.createObjectURL(blob);
+  $("display").src = displayUrl;
+  $("display").hidden = false;
+}
+
+// ---------- commands ----------
+function commandBody(command) {
+  const number = (id) => ($(id).value === "" ? undefined : Number($(id).value));
+  switch (command) {
+    case "start":
+      return number("run-number") === undefined ? {} : { run_number: number("run-number") };
+    case "trigger":
+      return { trigger: $("trigger-source").value, prescale: number("prescale"), rate_hz: $("rate").disabled ? undefined : number("rate") };
+    case "record":
+      return number("record-seconds") === undefined ? {} : { seconds: number("record-seconds") };
+    default:
+      return undefined;
+  }
+}
+
+// A stop reason: a name ("Interrupted") or a name with why ({"StorageFailed": "..."}).
+function reason(r) {
+  return typeof r === "string" ? r : Object.entries(r || {}).map(([k, v]) => k + ": " + v).join("; ");
+}
+
+function describe(command, code, answer) {
+  if (command === "stop" && answer.run_number !== undefined) return "stopped run " + answer.run_number + " (" + reason(answer.stop_reason) + "): summary below";
+  if (command === "start") return "run " + answer.run_number + " " + answer.state;
+  if (command === "record" && answer.recording) return "raw burst started: " + JSON.stringify(answer.recording);
+  return command + ": " + (answer.state || "done");
+}
+
+async function send(command) {
+  const answerBox = $("answer");
+  busy = command;
+  document.querySelectorAll("button[data-command]").forEach((b) => (b.disabled = true));
+  answerBox.className = "answer waiting";
+  answerBox.textContent = command + ": waiting for the answer" + (command === "stop" ? " (the run's summary comes once it has stopped)…" : "…");
+  try {
+    const r = await api("POST", "/" + command, commandBody(command));
+    const answer = await r.json().catch(() => ({}));
+    if (r.ok) {
+      answerBox.className = "answer ok";
+      answerBox.textContent = "✔ " + describe(command, r.status, answer);
+    } else {
+      answerBox.className = "answer refused";
+      answerBox.textContent = "✖ " + command + " refused (" + r.status + "): " + (answer.error || r.statusText);
+    }
+  } catch (e) {
+    answerBox.className = "answer refused";
+    answerBox.textContent = "✖ " + command + ": no answer from the server (" + e.message + ")";
+  } finally {
+    busy = null;
+    if (lastStatus) renderCommands(lastStatus);
+  }
+}
+
+document.querySelectorAll("button[data-command]").forEach((b) => b.addEventListener("click", () => send(b.dataset.command)));
+poll();

@@ -1,0 +1,508 @@
+"""The operator's console in a real browser: Debian's headless Chromium (scripts/setup-chromium.sh)
+driven through Selenium and Debian's chromedriver, never a browser or driver a tool downloads.
+
+A shifter who never read the README starts, watches and stops a run from the page alone, sees
+which link is in trouble (one stopped by `emulator.stop_links`), sees a refused command's reason;
+the event builder and the SW ROD are run from the same page, their newest stored event shown
+FED by FED and ROB by ROB;
+without the token the page shows nothing and does nothing; the page keeps working through a
+two-minute run with bounded history and memory, and through a restart of the server.
+
+Each step's screenshot is kept in $SWDAQ_SCREENSHOTS (default target/console-screenshots). The
+tests skip, saying why, where Chromium, chromedriver or Selenium are missing."""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from swdaq_paths import ROOT, SWDAQ, free_port
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+SHOTS = Path(os.environ.get("SWDAQ_SCREENSHOTS", ROOT / "target" / "console-screenshots"))
+TOKEN = "console-test-token-0123456789"
+# Link 3 goes silent this far into the run: the fault the shifter must spot.
+LINK_STOPS_AFTER_S = 6.0
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+except ImportError:  # pragma: no cover - the skip says so
+    webdriver = None
+
+pytestmark = pytest.mark.skipif(
+    webdriver is None or not CHROMIUM or not CHROMEDRIVER,
+    reason="the browser tests need Debian's chromium and chromium-driver (scripts/setup-chromium.sh) and selenium (requirements-test.txt)",
+)
+
+# The run the console steers: 4 emulated links, a periodic trigger; `extra` adds lines to
+# [emulator].
+CONFIG = """
+[run]
+duration_s = 0
+metrics_addr = ""
+output_dir = "{out}"
+[readout]
+# Room for the trigger's latency on a loaded 2-core machine: records keep their data.
+buffer_s = 2.0
+[trigger.periodic]
+enabled = true
+rate_hz = {rate_hz}
+[emulator]
+links = 4
+template_s = 0.05
+{extra}
+"""
+
+
+def chromium(profile: str, *extra_flags: str):
+    """Debian's headless Chromium through Debian's chromedriver, with a fresh profile and
+    every flag that keeps it off the network; Selenium Manager has nothing to fetch."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1600,1000",
+        f"--user-data-dir={profile}",
+        *extra_flags,
+    ):
+        options.add_argument(flag)
+    os.environ["SE_OFFLINE"] = "true"
+    return options
+
+
+# The event builder in one process: two readout units of four emulated FEDs, paced.
+EVB_CONFIG = """
+duration_s = 0
+metrics_addr = ""
+[evb]
+output = "{out}"
+min_free_bytes = 0
+events_per_file = 200
+trigger_rate_hz = 2000
+build_timeout = 1000
+builder_units = 2
+rus = [{feds_1}, {feds_2}]
+[evb.faults]
+stops = [[{stopped_fed}, {stops_at}]]
+"""
+
+# The SW ROD: one FELIX card of two ROBs, 16 e-links, L1 accepts at 2 kHz until stopped.
+SWROD_CONFIG = """
+duration_s = 0
+metrics_addr = ""
+[swrod]
+output_dir = "{out}"
+max_file_mb = 1
+cards = 1
+robs_per_card = 2
+l1a_rate_hz = 2000.0
+max_l1as = 0
+hlt_accept_every = 1
+[swrod.felix]
+elinks = 16
+[swrod.felix.faults]
+dead_elinks = [{{ elink = {dead_elink}, after_l1as = {stops_at} }}]
+"""
+# A FED of the event builder stops, an e-link of the SW ROD goes silent, this far into the
+# run (both models take 2000 events a second): the source the shifter must spot.
+SOURCE_STOPS_AFTER_S = 6.0
+
+
+def feds(first: int) -> str:
+    return "[" + ", ".join(f"{{ id = {i}, mean_bytes = 512, spread_bytes = 64 }}" for i in range(first, first + 4)) + "]"
+
+
+def chain_config(out: Path) -> str:
+    stop = f"stop_links = [{{ link = 3, after_s = {LINK_STOPS_AFTER_S} }}]"
+    return CONFIG.format(out=out, rate_hz=5.0, extra=stop)
+
+
+@contextmanager
+def serve(tmp: Path, port: int, token: str | None = None, config_text: str | None = None):
+    """`swdaq serve` on 127.0.0.1:`port` (with a token file if `token`) of `config_text`
+    (the chain with a link that stops by default), stopped at the end."""
+    config = tmp / "serve.toml"
+    config.write_text(config_text or chain_config(tmp / "data"))
+    args = [SWDAQ, "serve", "--config", str(config), "--addr", f"127.0.0.1:{port}"]
+    if token:
+        (tmp / "token").write_text(token + "\n")
+        args += ["--token-file", str(tmp / "token")]
+    env = {k: v for k, v in os.environ.items() if k != "SWDAQ_TOKEN"}
+    with open(tmp / f"serve-{port}-{time.monotonic_ns()}.log", "w") as log:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("swdaq serve: listening on"), line
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def status(port: int, token: str | None = None) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/status")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=5) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture
+def browser():
+    with tempfile.TemporaryDirectory(prefix="swdaq-chromium-") as profile:
+        driver = webdriver.Chrome(options=chromium(profile), service=Service(executable_path=CHROMEDRIVER))
+        driver.set_script_timeout(10)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+
+
+def shot(driver, name: str) -> Path:
+    """The whole page (beyond the window) as SHOTS/name.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    data = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+    path = SHOTS / f"{name}.png"
+    path.write_bytes(base64.b64decode(data["data"]))
+    return path
+
+
+def wait(driver, what, timeout=20.0, why=""):
+    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: what(d), message=why)
+
+
+def text(driver, element_id: str) -> str:
+    return driver.find_element(By.ID, element_id).text
+
+
+def click(driver, command: str):
+    button = driver.find_element(By.CSS_SELECTOR, f'button[data-command="{command}"]')
+    wait(driver, lambda d: button.is_enabled(), why=f"{command} stays disabled; state {text(driver, 'state')}")
+    button.click()
+
+
+def answer(driver, timeout=60.0) -> str:
+    """The answer the page shows to the command just sent."""
+    box = driver.find_element(By.ID, "answer")
+    wait(driver, lambda d: "waiting" not in box.get_attribute("class"), timeout, "no answer")
+    return box.text
+
+
+def state_is(driver, state: str, timeout=20.0):
+    wait(driver, lambda d: text(d, "state").lower() == state, timeout, f"state {state}, is {text(driver, 'state')}")
+
+
+def plot_points(driver, key: str) -> int:
+    return int(driver.find_element(By.CSS_SELECTOR, f'[data-plot="{key}"]').get_attribute("data-points") or 0)
+
+
+def test_a_shifter_starts_watches_and_stops_a_run_and_sees_the_link_in_trouble(browser, tmp_path):
+    port = free_port()
+    with serve(tmp_path, port):
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        enabled = lambda: {b.get_attribute("data-command") for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]") if b.is_enabled()}
+        # The server's table, not the page's: only configure now.
+        wait(d, lambda _: enabled() == {"configure"}, why="buttons not from /status.commands")
+        shot(d, "01-initial")
+
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured")
+        state_is(d, "configured")
+        wait(d, lambda _: enabled() == {"configure", "start", "trigger"})
+        shot(d, "02-configured")
+
+        click(d, "start")
+        assert answer(d).startswith("✔ run 1 running"), text(d, "answer")
+        state_is(d, "running")
+        assert enabled() == {"pause", "stop", "trigger"}
+        # Figures move and the plots fill, one sample a second.
+        wait(d, lambda _: plot_points(d, "input_mb_s") >= 4, 15, "the throughput plot does not grow")
+        # Read in one script: the page redraws its tiles and rows every second.
+        readout = lambda: d.execute_script("return document.querySelector('.tile[data-key=\"frames_per_s\"] .value').textContent")
+        first = readout()
+        wait(d, lambda _: readout() != first, 5, "the figures do not move")
+        assert float(d.find_element(By.CSS_SELECTOR, '[data-plot="input_mb_s"]').get_attribute("data-last")) > 0
+        rows = d.find_elements(By.CSS_SELECTOR, "#sources tbody tr")
+        assert len(rows) == 4 and not d.find_elements(By.CSS_SELECTOR, "#sources tr.bad")
+        shot(d, "03-running")
+
+        # Link 3 stops: it goes to the top of the sources, marked, with why, and an alert names it.
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#sources tr.bad"), LINK_STOPS_AFTER_S + 10, "link 3 never marked")
+        source, kind, why = d.execute_script(
+            "const r = document.querySelector('#sources tbody tr'); return [r.dataset.source, r.className, r.textContent]"
+        )
+        assert source == "link 3" and kind == "bad" and "silent" in why, (source, kind, why)
+        assert len(d.find_elements(By.CSS_SELECTOR, "#sources tr.bad")) == 1
+        wait(d, lambda _: "link 3: silent" in text(d, "alerts"), 5, "no alert for link 3")
+        shot(d, "04-link-3-in-trouble")
+
+        click(d, "pause")
+        assert answer(d) == "✔ pause: paused"
+        state_is(d, "paused")
+        assert enabled() == {"resume", "stop", "trigger"}
+        shot(d, "05-paused")
+        click(d, "resume")
+        state_is(d, "running")
+
+        # A prescale of 0 is refused by the server, and the page says why.
+        Select(d.find_element(By.ID, "trigger-source")).select_by_value("periodic")
+        d.find_element(By.ID, "prescale").send_keys("0")
+        click(d, "trigger")
+        refused = answer(d)
+        assert refused.startswith("✖ trigger refused (400)") and "prescale" in refused, refused
+        shot(d, "06-refused-prescale")
+        d.find_element(By.ID, "prescale").clear()
+
+        click(d, "stop")
+        stopped = answer(d)
+        assert stopped.startswith("✔ stopped run 1"), stopped
+        state_is(d, "configured")
+        wait(d, lambda _: "Interrupted" in text(d, "summary"), 5, "no summary")
+        assert "run 1" in text(d, "files") and ".hdf5" in text(d, "files")
+        # The newest stored record: its number and file, its fragments' sizes, its drawing.
+        wait(d, lambda _: text(d, "stored-caption").startswith("event "), 20, "no stored event")
+        assert ".hdf5" in text(d, "stored-caption")
+        assert d.find_elements(By.CSS_SELECTOR, "#fragments tbody tr")
+        wait(d, lambda _: d.execute_script("const i = document.getElementById('display'); return !i.hidden && i.complete && i.naturalWidth") > 0, 20, "no event display")
+        journal = text(d, "journal")
+        for said in ("Start: configured -> starting (run 1)", "Pause: running -> paused", "link 3: silent", "Ended: stopping -> configured"):
+            assert said in journal, said
+        shot(d, "07-stopped-summary-files-display")
+
+        # A run number that does not follow the last run's is refused, with why.
+        d.find_element(By.ID, "run-number").send_keys("1")
+        click(d, "start")
+        refused = answer(d)
+        assert refused.startswith("✖ start refused (409)") and "run numbers must increase" in refused, refused
+        state_is(d, "configured")
+        shot(d, "08-refused-run-number")
+
+
+@pytest.mark.parametrize("model", ["evb", "swrod"])
+def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_path, model):
+    """The same page, no model-specific code beyond what /status says: the event builder
+    (no pause, no trigger sources) and the SW ROD (pause, no trigger sources) are started,
+    watched and stopped; the newest stored event shows each FED's or ROB's fragment size."""
+    port = free_port()
+    out = tmp_path / "data"
+    stops_at = int(2000 * SOURCE_STOPS_AFTER_S)
+    if model == "evb":
+        config = EVB_CONFIG.format(out=out, feds_1=feds(100), feds_2=feds(200), stopped_fed=202, stops_at=stops_at)
+        # The newest event has FED 202's fragment no more: 7 rows.
+        sources, suffix, in_trouble = 7, ".raw", "FED 202"
+    else:
+        config = SWROD_CONFIG.format(out=out, dead_elink=3, stops_at=stops_at)
+        sources, suffix, in_trouble = 2, ".data", "ROB 0x00710000"
+    with serve(tmp_path, port, config_text=config):
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        enabled = lambda: {b.get_attribute("data-command") for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]") if b.is_enabled()}
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
+        wait(d, lambda _: text(d, "model") == "· " + model, 5, f"model {text(d, 'model')!r}")
+        # Neither model has trigger sources to change: no trigger controls.
+        wait(d, lambda _: enabled() == {"configure", "start"}, why=f"commands {enabled()}")
+        assert not d.find_element(By.ID, "trigger-controls").is_displayed()
+
+        click(d, "start")
+        assert answer(d).startswith("✔ run 1 running"), text(d, "answer")
+        state_is(d, "running")
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#sources tbody tr"), 5, "no sources listed")
+        assert not d.find_elements(By.CSS_SELECTOR, "#sources tr.bad")
+        wait(d, lambda _: plot_points(d, "event_hz") >= 4, 20, "the event-rate plot does not grow")
+        tiles = lambda: d.execute_script("return [...document.querySelectorAll('#figures .tile .value')].map(e => e.textContent).join('|')")
+        first = tiles()
+        wait(d, lambda _: tiles() != first, 5, "the figures do not move")
+        assert float(d.find_element(By.CSS_SELECTOR, '[data-plot="event_hz"]').get_attribute("data-last")) > 0
+        shot(d, f"{model}-1-running")
+        # The stopped FED or the ROB whose e-link went silent goes to the top, marked, with why.
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, "#sources tr.bad"), SOURCE_STOPS_AFTER_S + 10, "no source marked")
+        source, kind, why = d.execute_script(
+            "const r = document.querySelector('#sources tbody tr'); return [r.dataset.source, r.className, r.textContent]"
+        )
+        assert source == in_trouble and kind == "bad", (source, kind, why)
+        shot(d, f"{model}-2-source-in-trouble")
+        if model == "swrod":
+            assert enabled() == {"pause", "stop"}
+            click(d, "pause")
+            assert answer(d) == "✔ pause: paused"
+            state_is(d, "paused")
+            shot(d, f"{model}-3-paused")
+            click(d, "resume")
+            state_is(d, "running")
+        else:
+            # The event builder cannot pause: the server offers no pause, the page none.
+            assert enabled() == {"stop"}
+
+        click(d, "stop")
+        stopped = answer(d, timeout=90)
+        assert stopped.startswith("✔ stopped run 1"), stopped
+        state_is(d, "configured")
+        wait(d, lambda _: "Interrupted" in text(d, "summary"), 5, "no summary")
+        assert "run 1" in text(d, "files") and suffix in text(d, "files")
+        # The newest stored event: its number and file, one row per FED or ROB; no drawing.
+        wait(d, lambda _: text(d, "stored-caption").startswith("event "), 20, "no stored event")
+        assert suffix in text(d, "stored-caption")
+        rows = d.find_elements(By.CSS_SELECTOR, "#fragments tbody tr")
+        assert len(rows) == sources, [r.text for r in rows]
+        if model == "evb":
+            assert "FED 202 missing" in text(d, "stored-none"), text(d, "stored-none")
+        assert not d.find_element(By.ID, "display").is_displayed()
+        shot(d, f"{model}-4-stopped-summary-files-fragments")
+
+        # A run number that does not follow the last run's is refused, with why.
+        d.find_element(By.ID, "run-number").send_keys("1")
+        click(d, "start")
+        refused = answer(d)
+        assert refused.startswith("✖ start refused (409)") and "run numbers must increase" in refused, refused
+
+
+def children(pid: int) -> dict:
+    """The command lines of `pid`'s child processes, by pid (from /proc)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found[int(child)] = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return found
+
+
+def test_a_topology_s_applications_are_listed_and_one_gone_is_named(browser, tmp_path):
+    """The chain as five applications on loopback: each listed with its host, state and
+    heartbeat age; one killed is marked, and the alert and the run's end name it."""
+    port = free_port()
+    apps = [("readout-0", "readout", "links = [0]"), ("readout-1", "readout", "links = [1]"),
+            ("trigger", "trigger", ""), ("dfo", "dfo", ""), ("builder-0", "builder", "")]
+    topology = "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n" + "".join(
+        f'[[topology.apps]]\nname = "{name}"\nkind = "{kind}"\naddress = "tcp://127.0.0.1:{free_port()}"\n{links}\n'
+        for name, kind, links in apps)
+    config = CONFIG.format(out=tmp_path / "data", rate_hz=5.0, extra="").replace("links = 4", "links = 2") + topology
+    with serve(tmp_path, port, config_text=config) as server:
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
+        click(d, "start")
+        assert answer(d, timeout=90).startswith("✔ run 1 running"), text(d, "answer")
+        rows = lambda: d.execute_script(
+            "return [...document.querySelectorAll('#apps tbody tr')].map(r => [r.className, ...[...r.cells].map(c => c.textContent)])")
+        wait(d, lambda _: len(rows()) == len(apps), 20, f"applications listed: {rows()}")
+        wait(d, lambda _: all(r[4] == "running" for r in rows()), 20, f"not all running: {rows()}")
+        # Each application's figures come in about once a second; the dfo sends none (yet):
+        # its age stays "–" while its process runs.
+        reporting = lambda: [r for r in rows() if r[2] != "dfo"]
+        wait(d, lambda _: all(r[5].endswith(" s") for r in reporting()), 20, f"heartbeats: {rows()}")
+        for marked, name, _, host, _, age in reporting():
+            assert marked == "" and host == "this machine" and float(age.split()[0]) < 5, (name, host, age)
+        assert sorted(r[1] for r in rows()) == sorted(a[0] for a in apps)
+        shot(d, "topology-1-running")
+
+        # readout-1 is killed: the page marks it, an alert names it.
+        (victim,) = [pid for pid, cmd in children(server.pid).items() if "readout-1" in cmd]
+        os.kill(victim, 9)
+        wait(d, lambda _: any(r[0] == "bad" and r[1] == "readout-1" for r in rows()), 10, f"readout-1 not marked: {rows()}")
+        shot(d, "topology-2-application-gone")
+        wait(d, lambda _: "readout-1" in text(d, "journal"), 20, "the journal does not name readout-1")
+        shot(d, "topology-3-run-ended")
+
+
+def test_without_the_token_nothing_loads_and_a_wrong_one_is_refused_and_counted(browser, tmp_path):
+    port = free_port()
+    with serve(tmp_path, port, token=TOKEN):
+        d = browser
+        d.get(f"http://127.0.0.1:{port}/")
+        wait(d, lambda _: d.find_element(By.ID, "login").is_displayed(), why="no token asked for")
+        assert not d.find_element(By.ID, "console").is_displayed()
+        # Nothing about the system on the page: no state, no figures, no journal.
+        assert text(d, "state").lower() == "token needed" and text(d, "journal") == "" and text(d, "figures") == ""
+        shot(d, "09-token-asked")
+        refused_before = status(port, TOKEN)["refused_requests"].get("401", 0)
+        d.find_element(By.ID, "token").send_keys("not-the-token-but-long-enough")
+        d.find_element(By.ID, "login-submit").click()
+        wait(d, lambda _: text(d, "login-error") == "The token was refused.", why="wrong token not refused")
+        assert not d.find_element(By.ID, "console").is_displayed()
+        shot(d, "10-token-refused")
+        # Each try is one refusal: the page does not poll with a token it knows is wrong.
+        time.sleep(2)
+        assert status(port, TOKEN)["refused_requests"]["401"] == refused_before + 1
+        d.find_element(By.ID, "token").clear()
+        d.find_element(By.ID, "token").send_keys(TOKEN)
+        d.find_element(By.ID, "login-submit").click()
+        state_is(d, "initial")
+        assert d.find_element(By.ID, "console").is_displayed()
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure")
+        shot(d, "11-token-accepted")
+
+
+def js_heap_after_gc(driver) -> int:
+    driver.execute_cdp_cmd("HeapProfiler.collectGarbage", {})
+    return driver.execute_cdp_cmd("Runtime.getHeapUsage", {})["usedSize"]
+
+
+def test_the_page_keeps_working_through_a_two_minute_run_and_a_server_restart(browser, tmp_path):
+    port = free_port()
+    d = browser
+    with serve(tmp_path, port):
+        d.get(f"http://127.0.0.1:{port}/")
+        state_is(d, "initial")
+        click(d, "configure")
+        state_is(d, "configured")
+        click(d, "start")
+        state_is(d, "running")
+        time.sleep(20)
+        heap = [js_heap_after_gc(d)]
+        nodes = [d.execute_script("return document.getElementsByTagName('*').length")]
+        for _ in range(5):
+            time.sleep(20)
+            heap.append(js_heap_after_gc(d))
+            nodes.append(d.execute_script("return document.getElementsByTagName('*').length"))
+        points = plot_points(d, "input_mb_s")
+        assert 110 <= points <= 130, points
+        # No growth but noise: the history is bounded and every table is redrawn in place.
+        assert max(heap) - heap[0] < 2_000_000, heap
+        assert max(nodes) - min(nodes) < 50, nodes
+        print(f"two-minute run: JS heap after GC {heap} bytes, DOM elements {nodes}, {points} plot points")
+        shot(d, "12-two-minutes")
+        # The server goes away mid-run ...
+    wait(d, lambda _: "server unreachable since" in text(d, "connection"), 10, "the loss is not shown")
+    state_is(d, "unknown")
+    assert not any(b.is_enabled() for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]"))
+    shot(d, "13-server-gone")
+    # ... and a new one comes up on the same address: the page reconnects and says so.
+    with serve(tmp_path, port):
+        wait(d, lambda _: "reconnected at" in text(d, "connection"), 10, "no reconnection shown")
+        assert "the server restarted" in text(d, "connection")
+        state_is(d, "initial")
+        # Nothing of the old server's is left on the page.
+        assert not d.find_element(By.ID, "display").is_displayed() and plot_points(d, "input_mb_s") == 0
+        assert text(d, "stored-caption") == "" and not d.find_element(By.ID, "fragments").is_displayed()
+        click(d, "configure")
+        state_is(d, "configured")
+        shot(d, "14-reconnected")
