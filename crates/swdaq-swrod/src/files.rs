@@ -417,6 +417,61 @@ mod tests {
         (head, events, end.unwrap())
     }
 
+    /// Each closed file's events are told once, when it closes (by size, by the end of its
+    /// luminosity block, at the end of the run); the events of a file that could not be
+    /// closed never are, and the first failure is told at once.
+    #[test]
+    fn storage_tells_each_event_once_its_file_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let event = |global_id: u64, lumi_block| ToStorage::Event {
+            global_id,
+            lumi_block,
+            bytes: vec![global_id as u8; 96],
+            flagged: false,
+        };
+        // Two blocks interleaved; block 1 ends after event 20, block 2 with the run.
+        for id in 1..=20 {
+            tx.send(event(id, 1 + u32::from(id % 2 == 0))).unwrap();
+        }
+        tx.send(ToStorage::LumiBlockEnded(1)).unwrap();
+        tx.send(event(21, 2)).unwrap();
+        drop(tx);
+        let files = EventFiles::new(settings(dir.path(), 1000)).unwrap();
+        let mut told = Vec::new();
+        let stored = store_telling(files, rx, |t| match t {
+            Told::Stored(ids) => told.push(ids),
+            Told::Failed(e) => panic!("{e}"),
+        });
+        let mut all: Vec<u64> = told.iter().flatten().copied().collect();
+        all.sort_unstable();
+        assert_eq!(all, (1..=21).collect::<Vec<_>>(), "{told:?}");
+        assert_eq!(told.len(), stored.files.len(), "one telling a closed file");
+        for (ids, file) in told.iter().zip(&stored.files) {
+            assert_eq!(ids.len() as u64, file.events, "{told:?}");
+        }
+        assert_eq!((stored.events, stored.unwritten), (21, 0));
+
+        let out = dir.path().join("gone");
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for id in 1..=12 {
+            tx.send(event(id, 1)).unwrap();
+        }
+        drop(tx);
+        let files = EventFiles::new(settings(&out, 1000)).unwrap();
+        // The directory is gone before the first file can open: nothing is told stored.
+        std::fs::remove_dir(&out).unwrap();
+        let (mut settled, mut failures) = (Vec::new(), 0);
+        let stored = store_telling(files, rx, |t| match t {
+            Told::Stored(ids) => settled.extend(ids),
+            Told::Failed(_) => failures += 1,
+        });
+        assert!(settled.is_empty(), "{settled:?}");
+        assert_eq!(failures, 1, "told once, at once");
+        assert_eq!(stored.events + stored.unwritten, 12);
+        assert!(stored.error.is_some());
+    }
+
     #[test]
     fn each_lumi_block_is_a_sequence_of_files_rolled_over_by_size() {
         let dir = tempfile::tempdir().unwrap();

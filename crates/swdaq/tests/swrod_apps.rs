@@ -192,8 +192,14 @@ fn a_killed_swrod_application_s_robs_are_missing_from_every_later_event_and_none
     }
     // Complete before the kill, missing both ROBs after it; only the events in flight at the
     // kill (a few hundred milliseconds of them at most) may go either way.
-    assert!(first_incomplete > 1000, "events before the kill are complete");
-    assert!(last_not_both < first_incomplete + 1000, "{last_not_both} {first_incomplete}");
+    assert!(
+        first_incomplete > 1000,
+        "events before the kill are complete"
+    );
+    assert!(
+        last_not_both < first_incomplete + 1000,
+        "{last_not_both} {first_incomplete}"
+    );
     assert!(l1as - last_not_both > 1000, "the run went on: {s}");
 }
 
