@@ -9,6 +9,10 @@
 
 #[path = "common/evb.rs"]
 mod evb;
+// Its drill checks serve the kill drills only.
+#[allow(dead_code)]
+#[path = "common/summary.rs"]
+mod summary;
 // Its signal-sending part serves the kill drills only.
 #[allow(dead_code)]
 #[path = "common/launched.rs"]

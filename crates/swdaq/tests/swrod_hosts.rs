@@ -13,6 +13,10 @@
 mod launched;
 #[path = "common/netns.rs"]
 mod netns;
+// Its drill checks serve the kill drills only.
+#[allow(dead_code)]
+#[path = "common/summary.rs"]
+mod summary;
 #[path = "common/swrod.rs"]
 mod swrod;
 use launched::Run;

@@ -1,6 +1,7 @@
 //! The event builder's multi-process tests share this: its run file and what its builder
 //! units left on disk, read back with `swdaq inspect --json`.
 
+use crate::summary::{failure_of, u};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,20 +81,6 @@ pub fn events_in(dir: &Path, bus: &[&str]) -> BTreeMap<u64, Vec<Event>> {
         }
     }
     out
-}
-
-pub fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
-/// How application `app` ended, as the summary says (null: cleanly).
-pub fn failure_of<'a>(s: &'a Value, app: &str) -> &'a Value {
-    &s["apps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == app)
-        .unwrap_or_else(|| panic!("no {app} in {s}"))["failure"]
 }
 
 /// A run that lost nothing: every event triggered is in exactly one closed file of `bu-0` or
