@@ -20,6 +20,46 @@ pub struct UnitAccount {
     pub unsettled: BTreeSet<u64>,
 }
 
+/// What a unit left in its directory for one run, read back after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOnDisk {
+    /// Events in its closed files, by number.
+    pub events: BTreeSet<u64>,
+    /// Closed files and their bytes.
+    pub files: u64,
+    pub bytes: u64,
+    /// Event numbers found in more than one closed file.
+    pub duplicates: Vec<u64>,
+    /// Files it left open, by name: partial, their events not written.
+    pub partial: Vec<String>,
+    /// Closed files with anything wrong, with why (their intact events count).
+    pub unreadable: Vec<String>,
+}
+
+impl LeftOnDisk {
+    /// Adds closed file `name` of `bytes` bytes, with the problems its reader named and the
+    /// events (numbers) it read intact.
+    pub fn add_closed(
+        &mut self,
+        name: &str,
+        bytes: u64,
+        problems: &[&str],
+        events: impl IntoIterator<Item = u64>,
+    ) {
+        if !problems.is_empty() {
+            self.unreadable
+                .push(format!("{name}: {}", problems.join("; ")));
+        }
+        self.files += 1;
+        self.bytes += bytes;
+        for n in events {
+            if !self.events.insert(n) {
+                self.duplicates.push(n);
+            }
+        }
+    }
+}
+
 /// Credits per unit and round-robin assignment among those with credit.
 #[derive(Debug, Clone)]
 pub struct Credits {

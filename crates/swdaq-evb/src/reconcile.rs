@@ -19,26 +19,11 @@ use crate::bu::WriterOutcome;
 use crate::files::WriterCounts;
 use crate::inspect::inspect;
 use crate::jsn::{files_of_run, run_directory};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+pub use swdaq_dataflow::credit::LeftOnDisk;
 use swdaq_dataflow::credit::settle_with_disk;
-
-/// What a builder unit left in its directory for one run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeftOnDisk {
-    /// Events in its closed files, by number.
-    pub events: BTreeSet<u64>,
-    /// Closed files and their bytes.
-    pub files: u64,
-    pub bytes: u64,
-    /// Event numbers found in more than one closed file.
-    pub duplicates: Vec<u64>,
-    /// Files it left open (`.tmp`), by name: partial, their events not written.
-    pub partial: Vec<String>,
-    /// Closed files with anything wrong, with why (their intact events count).
-    pub unreadable: Vec<String>,
-}
 
 /// Reads back what run `run` left in its run directory under `dir`: files named
 /// `run<NNNNNN>_...` only.
@@ -54,22 +39,16 @@ pub fn read_left(dir: &Path, run: u32) -> std::io::Result<LeftOnDisk> {
         }
         let bytes = std::fs::read(run_directory(dir, run).join(&name))?;
         let report = inspect(&bytes, None);
-        if !report.problems.is_empty() {
-            let why: Vec<&str> = report.problems.iter().map(|p| p.reason.as_str()).collect();
-            left.unreadable.push(format!("{name}: {}", why.join("; ")));
-        }
+        let why: Vec<&str> = report.problems.iter().map(|p| p.reason.as_str()).collect();
         // Without a header it is not an FRD file the unit closed.
         if report.header.is_none() {
+            if !why.is_empty() {
+                left.unreadable.push(format!("{name}: {}", why.join("; ")));
+            }
             continue;
         }
-        left.files += 1;
-        left.bytes += bytes.len() as u64;
-        for event in report.events {
-            let n = u64::from(event.event);
-            if !left.events.insert(n) {
-                left.duplicates.push(n);
-            }
-        }
+        let events = report.events.iter().map(|e| u64::from(e.event));
+        left.add_closed(&name, bytes.len() as u64, &why, events);
     }
     Ok(left)
 }

@@ -4,24 +4,10 @@
 //! closed file (a kill can land between the rename and the message); its directory can.
 
 use crate::inspect::inspect;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::io;
 use std::path::Path;
+pub use swdaq_dataflow::credit::LeftOnDisk;
 use swdaq_format::eventstorage::{FINISHED_EXTENSION, RawFileName, WRITING_EXTENSION};
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeftOnDisk {
-    /// Events (global ids) in its closed files.
-    pub events: BTreeSet<u64>,
-    /// Closed files and their bytes.
-    pub files: u64,
-    pub bytes: u64,
-    /// Files it left being written, by name: their events are not stored.
-    pub partial: Vec<String>,
-    /// Closed files with anything wrong, with why (their good events count).
-    pub unreadable: Vec<String>,
-}
 
 /// Reads back the files of run `run` in `dir` (ATLAS file names; others are not looked at).
 pub fn read_back(dir: &Path, run: u32) -> io::Result<LeftOnDisk> {

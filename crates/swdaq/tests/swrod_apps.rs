@@ -109,6 +109,11 @@ fn a_killed_hlt_application_loses_exactly_the_events_in_no_closed_file_and_the_r
     let read_back = &s["read_back"];
     assert_eq!(read_back.as_array().unwrap().len(), 1, "{s}");
     assert_eq!(
+        read_back[0]["duplicate_events"],
+        serde_json::json!([]),
+        "{s}"
+    );
+    assert_eq!(
         (
             &read_back[0]["hlt"],
             &read_back[0]["reported"],

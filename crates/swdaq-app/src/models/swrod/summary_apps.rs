@@ -41,6 +41,7 @@ fn read_back_json(r: &ReadBackOf<LeftOnDisk>) -> serde_json::Value {
         Ok(l) => {
             j["events_in_closed_files"] = l.events.len().into();
             j["closed_files"] = l.files.into();
+            j["duplicate_events"] = serde_json::json!(l.duplicates);
             j["partial_files"] = serde_json::json!(l.partial);
             j["unreadable_files"] = serde_json::json!(l.unreadable);
         }
