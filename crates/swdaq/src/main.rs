@@ -28,11 +28,11 @@ enum Command {
     /// Run a dataflow model until its duration or Ctrl-C: the DUNE-style chain (the default:
     /// emulated links, readout with hit finding, self-trigger, record building, HDF5), the
     /// CMS-style event builder (a configuration with [evb]) or the ATLAS-style SW ROD (with
-    /// [swrod]); in one process, or (the chain and the event builder) as the applications of
-    /// a [topology].
+    /// [swrod]); in one process, or as the applications of a [topology].
     Run(swdaq_app::run_command::Args),
     /// One application of a multi-process run (the chain's `readout`, `trigger`, `dfo`,
-    /// `builder`; the event builder's `evm`, `ru`, `bu`), as `swdaq run` starts them.
+    /// `builder`; the event builder's `evm`, `ru`, `bu`; the SW ROD's `swrod`, `hltsv`, `hlt`),
+    /// as `swdaq run` starts them.
     App(swdaq_app::app_command::Args),
     /// Keep any model's system up between runs under run control: an HTTP JSON API to
     /// configure, start, stop, pause and resume runs, change prescales and record raw bursts
