@@ -3,7 +3,8 @@
 //! ([`pool`]) and handed down a chain of consumers ([`consumers`]): the data-request server,
 //! recording, monitoring samples. The HLT ([`hlt`]) gathers each L1 accept's ([`trigger`])
 //! fragments into an eformat v5 full event ([`event`]), which [`files`] stores in ATLAS
-//! EventStorage files; [`inspect`] checks such files.
+//! EventStorage files; [`inspect`] checks such files. Blocks come from emulated cards, from
+//! raw files, or from a FELIX server over the network ([`net`]).
 
 pub mod aggregator;
 pub mod bench;
@@ -15,6 +16,7 @@ pub mod files;
 pub mod hlt;
 pub mod inspect;
 pub mod metrics;
+pub mod net;
 pub mod pool;
 pub mod trigger;
 

@@ -1,26 +1,33 @@
-//! The threads of a SW ROD run and how they end: the cards stop at one common L1 accept
-//! count (fault-free for the last `clean_tail_l1as`), their channels close, each SW ROD
-//! thread flushes its open fragments, the HLT settles every event it was given, the writer
-//! closes its file.
+//! The threads of a SW ROD run and how they end. The cards' blocks come from emulated cards,
+//! raw files or FELIX servers (`[swrod.input]`); a stop ends every card's L1 accepts at one
+//! common count (emulated: fault-free for the last `clean_tail_l1as`), each SW ROD thread
+//! flushes its open fragments once its input has ended or it has built that far, the HLT
+//! settles every event it was given, the writer closes its file.
 
-use super::cards::{Progress, RobOutput, Shared, card_thread};
-use super::config::{SwrodRunConfig, SwrodSettings};
+use super::cards::{CardEnd, Progress, RobOutput, Shared, card_thread};
+use super::config::{SwrodInputKind, SwrodRunConfig, SwrodSettings};
+use super::hlt::{HltMetrics, hlt_thread};
+use super::inputs::{
+    DRAIN, RodInput, Step, TtcSource, check_card, file_card_thread, read_truth, ttc_thread,
+};
 use super::report::{CardResult, RodResult, SwrodReport};
 use super::sampler::{SamplerMetrics, sample};
 use crossbeam_channel::{Receiver, Sender, bounded};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use swdaq_monitor::{Counter, Registry};
+use swdaq_monitor::Registry;
 use swdaq_swrod::consumers::{
-    ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestCounts, RobRequest, serve_requests,
+    ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestCounts, RequestServer, RobRequest,
+    serve_requests,
 };
-use swdaq_swrod::event::EventEncoder;
 use swdaq_swrod::files::{EventFiles, ToStorage, store};
-use swdaq_swrod::hlt::{HltConfig, HltCounts, HltOutput, RobPort, assemble_events};
+use swdaq_swrod::hlt::RobPort;
 use swdaq_swrod::metrics::RobMetrics;
+use swdaq_swrod::net::subscriber::Subscriber;
 use swdaq_swrod::trigger::L1Accept;
-use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, PowerOfTwoIndex};
+use swdaq_swrod::{Aggregator, Allocation, BlockDecoder, PowerOfTwoIndex, RobConfig};
 
 /// How often data threads copy their counts to the registry.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
@@ -29,8 +36,25 @@ const BLOCK_QUEUE: usize = 256;
 const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
 
-/// Runs the cards, SW ROD threads, request servers, sampler, HLT and writer; `hold` pauses
-/// the cards' L1 accepts while set; `on_tick` sees the run every 20 ms and may stop it.
+/// Where a SW ROD thread's input comes from, before its thread starts.
+enum RodFeed {
+    /// Buffers from the card's thread (emulator or file).
+    Channel(Receiver<Vec<u8>>, Sender<Vec<u8>>),
+    /// Its own subscription to the card's FELIX server, made by the thread.
+    Tcp(SocketAddr),
+}
+
+struct Rod {
+    card: usize,
+    rob: RobConfig,
+    feed: RodFeed,
+    chain: ConsumerChain,
+    metrics: RobMetrics,
+}
+
+/// Runs the cards (or reads them), SW ROD threads, request servers, sampler, HLT and writer;
+/// `hold` pauses emulated cards' L1 accepts while set; `on_tick` sees the run every 20 ms
+/// and may stop it.
 pub fn run_threads(
     config: &SwrodRunConfig,
     registry: &Registry,
@@ -38,12 +62,7 @@ pub fn run_threads(
     mut on_tick: impl FnMut(&mut Progress<'_>),
 ) -> anyhow::Result<SwrodReport> {
     let s = &config.swrod;
-    let shared = Shared {
-        stop_at: AtomicU64::new(if s.max_l1as > 0 { s.max_l1as } else { u64::MAX }),
-        stopping: AtomicBool::new(false),
-        hold,
-        card_l1as: (0..s.cards).map(|_| AtomicU64::new(0)).collect(),
-    };
+    let shared = Shared::new(s, hold);
     let started = Instant::now();
     let (l1_tx, l1_rx) = bounded::<L1Accept>(L1_ID_QUEUE);
     let (event_tx, event_rx) = bounded::<ToStorage>(EVENT_QUEUE);
@@ -56,9 +75,15 @@ pub fn run_threads(
         let mut outputs = Vec::new();
         for r in 0..s.robs_per_card {
             let rob = s.rob_config(card, r);
-            let (blocks_tx, blocks_rx) = bounded::<Vec<u8>>(BLOCK_QUEUE);
-            let (free_tx, free_rx) = bounded::<Vec<u8>>(BLOCK_QUEUE);
-            outputs.push((blocks_tx, free_rx));
+            let feed = match s.input.kind {
+                SwrodInputKind::Tcp => RodFeed::Tcp(server_address(s, usize::from(card))?),
+                SwrodInputKind::Emulator | SwrodInputKind::File => {
+                    let (blocks_tx, blocks_rx) = bounded::<Vec<u8>>(BLOCK_QUEUE);
+                    let (free_tx, free_rx) = bounded::<Vec<u8>>(BLOCK_QUEUE);
+                    outputs.push((blocks_tx, free_rx));
+                    RodFeed::Channel(blocks_rx, free_tx)
+                }
+            };
             let mut chain = ConsumerChain::new();
             let to_server = chain.add("requests", 1, s.consumer_queue);
             samplers.push(chain.add("sampler", s.sample_every, s.consumer_queue));
@@ -71,7 +96,13 @@ pub fn run_threads(
             let thread = format!("swrod-{}", rods.len());
             let metrics =
                 RobMetrics::register(registry, &thread, rob.source_id, &["requests", "sampler"])?;
-            rods.push((rob, blocks_rx, free_tx, chain, metrics));
+            rods.push(Rod {
+                card: usize::from(card),
+                rob,
+                feed,
+                chain,
+                metrics,
+            });
         }
         card_outputs.push(outputs);
     }
@@ -81,26 +112,49 @@ pub fn run_threads(
         .map(|c| {
             registry
                 .block(&format!("felix-{c}"), &[("card", &c.to_string())])
-                .counter(
-                    "swdaq_swrod_l1as_total",
-                    "L1 accepts the emulated card sent",
-                )
+                .counter("swdaq_swrod_l1as_total", "L1 accepts of the card")
         })
         .collect::<Result<Vec<_>, _>>()?;
     let files = EventFiles::new(s.file_settings())?;
 
     std::thread::scope(|scope| {
         let shared = &shared;
+        let per_rob = usize::from(s.felix.elinks / s.robs_per_card);
         let card_handles: Vec<_> = card_outputs
             .into_iter()
             .zip(card_counters)
             .enumerate()
             .map(|(c, (outputs, counter))| {
                 let l1_tx = (c == 0).then(|| l1_tx.clone());
+                let card = c as u16;
                 std::thread::Builder::new()
                     .name(format!("felix-{c}"))
                     .spawn_scoped(scope, move || {
-                        card_thread(c as u16, s, shared, outputs, l1_tx, counter)
+                        let result = match s.input.kind {
+                            SwrodInputKind::Emulator => {
+                                Ok(card_thread(card, s, shared, outputs, l1_tx, counter))
+                            }
+                            SwrodInputKind::File => file_card_thread(
+                                card,
+                                &s.input.directory,
+                                outputs,
+                                per_rob,
+                                TtcSource::new(card, s, shared, l1_tx, counter),
+                            ),
+                            SwrodInputKind::Tcp => server_address(s, c).and_then(|addr| {
+                                ttc_thread(
+                                    card,
+                                    addr,
+                                    TtcSource::new(card, s, shared, l1_tx, counter),
+                                    |a, e| subscribe(s, shared, a, e),
+                                )
+                            }),
+                        };
+                        if result.is_err() {
+                            // Every other thread gives up waiting for its input.
+                            shared.stopping.store(true, Ordering::Relaxed);
+                        }
+                        result
                     })
             })
             .collect::<Result<_, _>>()?;
@@ -108,10 +162,10 @@ pub fn run_threads(
         let rod_handles: Vec<_> = rods
             .into_iter()
             .enumerate()
-            .map(|(i, (rob, blocks, free, chain, metrics))| {
+            .map(|(i, rod)| {
                 std::thread::Builder::new()
                     .name(format!("swrod-{i}"))
-                    .spawn_scoped(scope, move || rod_thread(rob, blocks, free, chain, metrics))
+                    .spawn_scoped(scope, move || rod_thread(rod, s, shared))
             })
             .collect::<Result<_, _>>()?;
         let server_handles: Vec<_> = servers
@@ -124,7 +178,10 @@ pub fn run_threads(
                         serve_requests(
                             fragments,
                             requests,
-                            FragmentStore::new(s.request_store_fragments, PLAUSIBLE_AHEAD),
+                            RequestServer::new(
+                                FragmentStore::new(s.request_store_fragments, PLAUSIBLE_AHEAD),
+                                Duration::from_millis(s.request_hold_ms),
+                            ),
                         )
                     })
             })
@@ -158,12 +215,12 @@ pub fn run_threads(
             std::thread::sleep(Duration::from_millis(20));
         }
         let join_failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
-        let cards: Vec<CardResult> = card_handles
+        let cards: Vec<anyhow::Result<CardResult>> = card_handles
             .into_iter()
             .map(|h| h.join().map_err(|_| join_failed("card")))
             .collect::<Result<_, _>>()?;
         let seconds = started.elapsed().as_secs_f64();
-        let robs: Vec<RodResult> = rod_handles
+        let robs: Vec<anyhow::Result<RodResult>> = rod_handles
             .into_iter()
             .map(|h| h.join().map_err(|_| join_failed("SW ROD")))
             .collect::<Result<_, _>>()?;
@@ -174,10 +231,14 @@ pub fn run_threads(
             .collect::<Result<_, _>>()?;
         let (samples, sample_errors) = sampler.join().map_err(|_| join_failed("sampler"))?;
         let stored = writer.join().map_err(|_| join_failed("storage"))?;
+        let mut cards = cards.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+        let robs = robs.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+        let truth_known = read_cards_truth(s, &mut cards)?;
         Ok(SwrodReport {
             seconds,
             settings: s.clone(),
             cards,
+            truth_known,
             robs,
             requests,
             hlt,
@@ -195,14 +256,75 @@ pub fn run_threads(
     })
 }
 
-fn rod_thread(
-    rob: swdaq_swrod::RobConfig,
-    blocks: Receiver<Vec<u8>>,
-    free: Sender<Vec<u8>>,
-    mut chain: ConsumerChain,
-    mut metrics: RobMetrics,
-) -> RodResult {
+/// Card `card`'s FELIX server: the configured address's port + `card`.
+fn server_address(s: &SwrodSettings, card: usize) -> anyhow::Result<SocketAddr> {
+    let base = s
+        .input
+        .tcp_address
+        .ok_or_else(|| anyhow::anyhow!("swrod.input.tcp_address is not set"))?;
+    Ok(swdaq_readout::udp::port_offset(base, card)?)
+}
+
+/// Subscribes to e-links of the FELIX server at `addr`, giving up on a stop.
+fn subscribe(
+    s: &SwrodSettings,
+    shared: &Shared,
+    addr: SocketAddr,
+    elinks: &[u16],
+) -> anyhow::Result<Subscriber> {
+    Ok(Subscriber::connect(
+        addr,
+        elinks,
+        Duration::from_secs_f64(s.input.connect_timeout_s),
+        Duration::from_secs_f64(s.input.reconnect_s),
+        || shared.stopping.load(Ordering::Relaxed),
+    )?)
+}
+
+/// Reads every card's injected faults where the input has them: an emulated card knows its
+/// own; a generator's truth is read from its directory. Whether every card's truth is known.
+fn read_cards_truth(s: &SwrodSettings, cards: &mut [CardResult]) -> anyhow::Result<bool> {
+    let dir = match s.input.kind {
+        SwrodInputKind::Emulator => return Ok(true),
+        SwrodInputKind::File => &s.input.directory,
+        SwrodInputKind::Tcp if s.input.truth.as_os_str().is_empty() => return Ok(false),
+        SwrodInputKind::Tcp => &s.input.truth,
+    };
+    let mut known = true;
+    for (c, card) in cards.iter_mut().enumerate() {
+        match read_truth(dir, c as u16)? {
+            Some(faults) => card.faults = faults,
+            None => known = false,
+        }
+    }
+    Ok(known)
+}
+
+fn rod_thread(rod: Rod, s: &SwrodSettings, shared: &Shared) -> anyhow::Result<RodResult> {
+    let Rod {
+        card,
+        rob,
+        feed,
+        mut chain,
+        mut metrics,
+    } = rod;
     let source_id = rob.source_id;
+    let mut input = match feed {
+        RodFeed::Channel(blocks, free) => RodInput::Channel(blocks, free),
+        RodFeed::Tcp(addr) => {
+            let subscribed = subscribe(s, shared, addr, &rob.elinks).and_then(|sub| {
+                check_card(&sub, card as u16, s)?;
+                Ok(sub)
+            });
+            match subscribed {
+                Ok(sub) => RodInput::Tcp(Box::new(sub)),
+                Err(e) => {
+                    shared.stopping.store(true, Ordering::Relaxed);
+                    return Err(e.context(format!("ROB 0x{source_id:08x}")));
+                }
+            }
+        }
+    };
     let mut decoder = BlockDecoder::new(&rob.elinks);
     // Validated with the configuration.
     let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool)
@@ -222,13 +344,30 @@ fn rod_thread(
         // A registration failure only loses the per-e-link series; the totals stay.
         let _ = metrics.publish_elink_errors(&aggregator.config().elinks, &aggregator.elink_errors);
     };
-    for buf in blocks.iter() {
+    let mut draining_since = None;
+    loop {
         let t = Instant::now();
-        decoder.decode_blocks(&buf, |e, chunk, trailer| {
-            aggregator.add_chunk(e, chunk, trailer, &mut |f| chain.deliver(f))
+        let step = input.next(|blocks| {
+            decoder.decode_blocks(blocks, |e, chunk, trailer| {
+                aggregator.add_chunk(e, chunk, trailer, &mut |f| chain.deliver(f))
+            })
         });
-        busy += t.elapsed();
-        let _ = free.try_send(buf);
+        match step {
+            Step::Data => busy += t.elapsed(),
+            Step::Idle => {}
+            Step::End => break,
+        }
+        // After a stop (file or TCP input), the card's last L1 accept is the end.
+        if let Some(end) = shared.card_end(card) {
+            let since = *draining_since.get_or_insert_with(Instant::now);
+            let built = match end {
+                CardEnd::At(l1_id) => aggregator.has_passed(l1_id),
+                CardEnd::BeforeAny => true,
+            };
+            if built || since.elapsed() >= DRAIN {
+                break;
+            }
+        }
         if last_publish.elapsed() >= PUBLISH_EVERY {
             last_publish = Instant::now();
             publish(&decoder, &aggregator, &chain);
@@ -236,111 +375,16 @@ fn rod_thread(
     }
     aggregator.flush(&mut |f| chain.deliver(f));
     publish(&decoder, &aggregator, &chain);
-    RodResult {
+    Ok(RodResult {
         source_id,
         decoder: decoder.counts,
         aggregator: aggregator.counts,
         consumers: chain.counts().map(|(n, c)| (n.to_owned(), c)).collect(),
+        intake: match &input {
+            RodInput::Tcp(sub) => Some(sub.counts),
+            RodInput::Channel(..) => None,
+        },
         cpu_s: cpu.elapsed().as_secs_f64(),
         processing_s: busy.as_secs_f64(),
-    }
-}
-
-struct HltMetrics {
-    events: Counter,
-    incomplete: Counter,
-    not_yet: Counter,
-    gone: Counter,
-    published: HltCounts,
-}
-
-struct StoreMetrics {
-    events: Counter,
-    bytes: Counter,
-}
-
-impl HltMetrics {
-    fn register(registry: &Registry) -> Result<(Self, StoreMetrics), swdaq_monitor::MonitorError> {
-        let mut b = registry.block("hlt", &[]);
-        Ok((
-            Self {
-                events: b.counter("swdaq_swrod_events_total", "Events the HLT built")?,
-                incomplete: b.counter(
-                    "swdaq_swrod_incomplete_events_total",
-                    "Events built with ROBs missing",
-                )?,
-                not_yet: b.counter(
-                    "swdaq_swrod_not_yet_answers_total",
-                    "Requests answered not yet (asked again)",
-                )?,
-                gone: b.counter(
-                    "swdaq_swrod_gone_answers_total",
-                    "Requests for fragments the ROB no longer had",
-                )?,
-                published: HltCounts::default(),
-            },
-            StoreMetrics {
-                events: b.counter("swdaq_swrod_stored_events_total", "Events written to files")?,
-                bytes: b.counter("swdaq_swrod_stored_bytes_total", "Bytes of events written")?,
-            },
-        ))
-    }
-
-    fn publish(&mut self, now: &HltCounts) {
-        let last = self.published;
-        self.events.add(now.events - last.events);
-        self.incomplete
-            .add(now.incomplete_events - last.incomplete_events);
-        self.not_yet.add(now.not_yet - last.not_yet);
-        self.gone.add(now.gone - last.gone);
-        self.published = *now;
-    }
-}
-
-/// Incomplete events named in the report, at most.
-const INCOMPLETE_EXAMPLES: usize = 20;
-
-type IncompleteExample = (u32, Vec<(u32, swdaq_swrod::hlt::MissingRob)>);
-
-fn hlt_thread(
-    s: &SwrodSettings,
-    l1as: Receiver<L1Accept>,
-    ports: Vec<RobPort>,
-    to_storage: Sender<ToStorage>,
-    (mut metrics, stored): (HltMetrics, StoreMetrics),
-) -> (HltCounts, Vec<IncompleteExample>, f64) {
-    let cpu = cpu_time::ThreadTime::now();
-    let config = HltConfig {
-        max_in_flight: s.hlt_max_in_flight,
-        retry_after: Duration::from_micros(s.hlt_retry_us),
-        give_up_after: Duration::from_millis(s.hlt_give_up_ms),
-    };
-    let encoder = EventEncoder::new(s.run_number);
-    let mut examples = Vec::new();
-    let mut out = |o: HltOutput| {
-        let message = match o {
-            HltOutput::Event(e) => {
-                if !e.missing.is_empty() && examples.len() < INCOMPLETE_EXAMPLES {
-                    examples.push((e.l1a.l1_id, e.missing.clone()));
-                }
-                // The HLT accepts the first L1 accept and every hlt_accept_every-th after it.
-                if !(e.l1a.global_id - 1).is_multiple_of(s.hlt_accept_every) {
-                    return;
-                }
-                let bytes = encoder.encode(&e);
-                stored.events.inc();
-                stored.bytes.add(bytes.len() as u64);
-                ToStorage::Event {
-                    lumi_block: e.l1a.lumi_block,
-                    bytes,
-                    flagged: !e.is_complete(),
-                }
-            }
-            HltOutput::LumiBlockEnded(lb) => ToStorage::LumiBlockEnded(lb),
-        };
-        let _ = to_storage.send(message);
-    };
-    let counts = assemble_events(l1as, &ports, config, &mut out, |c| metrics.publish(c));
-    drop(ports);
-    (counts, examples, cpu.elapsed().as_secs_f64())
+    })
 }
