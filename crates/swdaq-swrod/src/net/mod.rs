@@ -8,6 +8,7 @@
 //! client re-establishes a lost connection. TCP gives that without RDMA hardware; UDP would
 //! lose data under load, which no FELIX link to a SW ROD does.
 
+pub mod bench;
 pub mod server;
 pub mod stream;
 pub mod subscriber;
