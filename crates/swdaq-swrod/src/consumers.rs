@@ -263,22 +263,13 @@ impl<W> RequestServer<W> {
         now: Instant,
         answer: &mut impl FnMut(W, RobReply),
     ) {
-        let (status, fragment) = self.lookup(l1_id);
-        if status == RobRequestStatus::NotYet && !self.hold.is_zero() {
+        if self.lookup(l1_id).0 == RobRequestStatus::NotYet && !self.hold.is_zero() {
             let due = now + self.hold;
             self.held.entry(l1_id).or_default().push((due, who));
             self.deadlines.push_back((due, l1_id));
             return;
         }
-        self.counts.count(status);
-        answer(
-            who,
-            RobReply {
-                l1_id,
-                status,
-                fragment,
-            },
-        );
+        self.answer_now(l1_id, who, answer);
     }
 
     /// Answers every request held past its deadline by `now` with what is known then.
