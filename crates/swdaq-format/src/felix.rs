@@ -26,6 +26,8 @@
 //! | 11     | error (the e-link reported an error) |
 //! | 12     | truncated (the chunk exceeded the card's maximum and was cut) |
 //! | 13..16 | type ([`SubchunkKind`]) |
+//!
+//! The L1 accepts themselves reach the host as [`TtcRecord`]s on the TTC-to-host e-link.
 
 use crate::error::{FormatError, exact};
 use crate::fragment::FragmentType;
@@ -261,6 +263,64 @@ impl<'a> Block<'a> {
                     data: &bytes[start..start + usize::from(trailer.length)],
                 }
             })
+    }
+}
+
+/// The e-link on which an emulated card sends its TTC-to-host records. FELIX forwards each
+/// L1 accept's TTC information to the host on a virtual e-link of its own; this number is
+/// swdaq's choice (the highest 11-bit e-link), not FELIX's, and no data e-link may use it.
+pub const TTC_TO_HOST_ELINK: u16 = MAX_ELINK;
+
+/// One L1 accept as the TTC-to-host e-link carries it, one record per chunk. The layout is
+/// swdaq's own (FELIX's TTC-to-host message holds more, in a layout of its firmware
+/// release); little-endian:
+///
+/// | bytes | field |
+/// |-------|-------|
+/// | 0..4  | extended L1 ID (ECR count in the upper 8 bits) |
+/// | 4..6  | BCID (12 bits used) |
+/// | 6     | L1 trigger type |
+/// | 7     | reserved, 0 |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TtcRecord {
+    pub l1_id: u32,
+    pub bcid: u16,
+    pub trigger_type: u8,
+}
+
+impl TtcRecord {
+    pub const SIZE: usize = 8;
+
+    pub fn encode(&self) -> [u8; Self::SIZE] {
+        let mut b = [0u8; Self::SIZE];
+        b[0..4].copy_from_slice(&self.l1_id.to_le_bytes());
+        b[4..6].copy_from_slice(&(self.bcid & 0x0FFF).to_le_bytes());
+        b[6] = self.trigger_type;
+        b
+    }
+
+    /// Reads a whole record: shorter or longer chunks are errors, as is a BCID beyond 12 bits
+    /// or a reserved byte not 0 (not a record this emulator wrote).
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        const WHAT: &str = "TTC-to-host record";
+        let b = exact::<{ Self::SIZE }>(WHAT, bytes)?;
+        let bcid = get_u16(b, 4);
+        if bcid > 0x0FFF || b[7] != 0 {
+            return Err(FormatError::Inconsistent {
+                what: WHAT,
+                field: if b[7] != 0 { "reserved" } else { "bcid" },
+                value: if b[7] != 0 {
+                    u64::from(b[7])
+                } else {
+                    u64::from(bcid)
+                },
+            });
+        }
+        Ok(Self {
+            l1_id: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            bcid,
+            trigger_type: b[6],
+        })
     }
 }
 
@@ -524,6 +584,18 @@ mod tests {
             let got = unpack(&blocks);
             let want: Vec<_> = chunks.iter().map(|(c, t, e)| (c.clone(), ChunkFlags { truncated: *t, crc_error: *e })).collect();
             prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn ttc_records_round_trip_and_garbage_is_an_error(l1_id in any::<u32>(), bcid in 0u16..0x1000, tt in any::<u8>(), junk in proptest::collection::vec(any::<u8>(), 0..20)) {
+            let r = TtcRecord { l1_id, bcid, trigger_type: tt };
+            prop_assert_eq!(TtcRecord::decode(&r.encode()), Ok(r));
+            // Any other length is refused; 8 bytes of garbage are read or refused, never panic.
+            if junk.len() != TtcRecord::SIZE {
+                prop_assert!(TtcRecord::decode(&junk).is_err());
+            } else if let Ok(got) = TtcRecord::decode(&junk) {
+                prop_assert_eq!(got.encode().to_vec(), junk);
+            }
         }
 
         #[test]

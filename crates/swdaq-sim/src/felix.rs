@@ -10,10 +10,24 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
-use swdaq_format::felix::{BlockPacker, ChunkFlags, MAX_ELINK};
+use swdaq_format::felix::{BlockPacker, ChunkFlags, MAX_ELINK, TTC_TO_HOST_ELINK, TtcRecord};
+
+/// Card `card`'s raw file of blocks in `dir` (`swdaq gen --format felix`).
+pub fn card_raw_path(dir: &std::path::Path, card: u16) -> std::path::PathBuf {
+    dir.join(format!("card{card}.swraw"))
+}
+
+/// Card `card`'s injected faults (CSV) in `dir`, beside its raw file or its server's output.
+pub fn card_truth_path(dir: &std::path::Path, card: u16) -> std::path::PathBuf {
+    dir.join(format!("card{card}_faults.csv"))
+}
 
 /// L1 accept rate of the emulated cards' e-links (the SW ROD paper's 100 kHz).
 pub const L1_RATE_HZ: f64 = 100e3;
+
+/// The L1 trigger type of every emulated L1 accept (8 bits in TTC records, event and ROD
+/// headers).
+pub const L1_TRIGGER_TYPE: u8 = 0x81;
 
 /// Bunch crossings per LHC orbit: BCIDs count modulo this.
 pub const BUNCHES_PER_ORBIT: u32 = 3564;
@@ -31,6 +45,10 @@ pub struct FelixConfig {
     /// An ECR resets the L1 accept count every this many L1 accepts (0: never).
     pub ecr_every: u32,
     pub seed: u64,
+    /// Also send each L1 accept's TTC information on the TTC-to-host e-link
+    /// ([`TTC_TO_HOST_ELINK`]): how a SW ROD fed from the card's files or over the network
+    /// learns the L1 accepts.
+    pub ttc_to_host: bool,
     pub faults: FelixFaults,
 }
 
@@ -44,6 +62,7 @@ impl Default for FelixConfig {
             bcid_offset: 4,
             ecr_every: 0,
             seed: 1,
+            ttc_to_host: false,
             faults: FelixFaults::default(),
         }
     }
@@ -133,6 +152,8 @@ pub struct FelixCard {
     l1as: u64,
     chunk: Vec<u8>,
     faults: Vec<FelixFault>,
+    /// The TTC-to-host e-link's packer, when it is on.
+    ttc: Option<BlockPacker>,
 }
 
 impl FelixCard {
@@ -150,6 +171,12 @@ impl FelixCard {
         }
         if config.chunk_max > u16::MAX as usize {
             return invalid(format!("chunk_max = {} (at most 65535)", config.chunk_max));
+        }
+        if config.ttc_to_host && config.elinks > TTC_TO_HOST_ELINK {
+            return invalid(format!(
+                "elinks = {} with ttc_to_host: e-link {TTC_TO_HOST_ELINK} is the TTC-to-host e-link (at most {TTC_TO_HOST_ELINK} data e-links)",
+                config.elinks
+            ));
         }
         let elinks = (0..config.elinks)
             .map(|e| Elink {
@@ -170,6 +197,9 @@ impl FelixCard {
             l1as: 0,
             chunk: Vec::with_capacity(config.chunk_max),
             faults: Vec::new(),
+            ttc: config
+                .ttc_to_host
+                .then(|| BlockPacker::new(TTC_TO_HOST_ELINK)),
             config,
         })
     }
@@ -210,11 +240,14 @@ impl FelixCard {
         &self.faults
     }
 
-    /// Emits one L1 accept on every e-link; completed blocks are appended to `out`.
-    pub fn l1_accept(&mut self, out: &mut Vec<u8>) {
+    /// Emits one L1 accept on every e-link (and its TTC-to-host record, if on); completed
+    /// blocks go to `out`.
+    pub fn l1_accept(&mut self, out: &mut impl BlockSink) {
         let l1_id = self.next_l1_id();
         let bcid = self.next_bcid();
-        let f = self.config.faults.clone();
+        let rates = FaultRates::of(&self.config.faults);
+        let fixed_size =
+            (self.config.chunk_min == self.config.chunk_max).then_some(self.config.chunk_min);
         for e in 0..self.elinks.len() {
             let elink = e as u16;
             let link = &mut self.elinks[e];
@@ -225,34 +258,36 @@ impl FelixCard {
                             .push(fault(FelixFaultKind::DeadElink, elink, l1_id));
                         // The card's block time-out sends what the e-link delivered.
                         if let Some((chunk, flags)) = link.held.take() {
-                            link.packer
-                                .push(&chunk, flags, |b| out.extend_from_slice(b));
+                            link.packer.push(&chunk, flags, |b| out.block(elink, b));
                         }
-                        link.packer.flush(|b| out.extend_from_slice(b));
+                        link.packer.flush(|b| out.block(elink, b));
                     }
                     continue;
                 }
                 _ => {}
             }
-            if self.rng.random_bool(f.missing_chunk) {
+            if chance(&mut self.rng, rates.missing_chunk) {
                 self.faults
                     .push(fault(FelixFaultKind::MissingChunk, elink, l1_id));
                 release_held(
                     link,
                     &mut self.rng,
-                    f.sequence_gap,
+                    rates.sequence_gap,
                     &mut self.faults,
                     l1_id,
                     out,
                 );
                 continue;
             }
-            let size = self
-                .rng
-                .random_range(self.config.chunk_min..=self.config.chunk_max);
+            let size = match fixed_size {
+                Some(size) => size,
+                None => self
+                    .rng
+                    .random_range(self.config.chunk_min..=self.config.chunk_max),
+            };
             fill_chunk(&mut self.chunk, size, &self.config, l1_id, bcid, elink);
             let mut flags = ChunkFlags::default();
-            if self.rng.random_bool(f.truncated_chunk) {
+            if chance(&mut self.rng, rates.truncated_chunk) {
                 self.faults
                     .push(fault(FelixFaultKind::TruncatedChunk, elink, l1_id));
                 let keep =
@@ -260,7 +295,7 @@ impl FelixCard {
                 self.chunk.truncate(keep);
                 flags.truncated = true;
             }
-            if link.held.is_none() && self.rng.random_bool(f.l1id_out_of_order) {
+            if link.held.is_none() && chance(&mut self.rng, rates.l1id_out_of_order) {
                 self.faults
                     .push(fault(FelixFaultKind::L1idOutOfOrder, elink, l1_id));
                 link.held = Some((self.chunk.clone(), flags));
@@ -271,7 +306,7 @@ impl FelixCard {
                 &self.chunk,
                 flags,
                 &mut self.rng,
-                f.sequence_gap,
+                rates.sequence_gap,
                 &mut self.faults,
                 l1_id,
                 out,
@@ -279,11 +314,21 @@ impl FelixCard {
             release_held(
                 link,
                 &mut self.rng,
-                f.sequence_gap,
+                rates.sequence_gap,
                 &mut self.faults,
                 l1_id,
                 out,
             );
+        }
+        if let Some(ttc) = &mut self.ttc {
+            let record = TtcRecord {
+                l1_id,
+                bcid,
+                trigger_type: L1_TRIGGER_TYPE,
+            };
+            ttc.push(&record.encode(), ChunkFlags::default(), |b| {
+                out.block(TTC_TO_HOST_ELINK, b)
+            });
         }
         self.l1as += 1;
         if self.config.ecr_every > 0 && self.l1as.is_multiple_of(u64::from(self.config.ecr_every)) {
@@ -293,15 +338,58 @@ impl FelixCard {
     }
 
     /// Sends held chunks and closes every e-link's partly filled block (end of run).
-    pub fn flush(&mut self, out: &mut Vec<u8>) {
+    pub fn flush(&mut self, out: &mut impl BlockSink) {
         for link in &mut self.elinks {
+            let elink = link.number;
             if let Some((chunk, flags)) = link.held.take() {
-                link.packer
-                    .push(&chunk, flags, |b| out.extend_from_slice(b));
+                link.packer.push(&chunk, flags, |b| out.block(elink, b));
             }
-            link.packer.flush(|b| out.extend_from_slice(b));
+            link.packer.flush(|b| out.block(elink, b));
+        }
+        if let Some(ttc) = &mut self.ttc {
+            ttc.flush(|b| out.block(TTC_TO_HOST_ELINK, b));
         }
     }
+}
+
+/// Where a card's blocks go as it completes them: appended to one buffer (a `Vec<u8>`, as
+/// DMA lands them), or routed by e-link.
+pub trait BlockSink {
+    fn block(&mut self, elink: u16, block: &[u8]);
+}
+
+impl BlockSink for Vec<u8> {
+    #[inline]
+    fn block(&mut self, _elink: u16, block: &[u8]) {
+        self.extend_from_slice(block);
+    }
+}
+
+/// The fault probabilities of one L1 accept (the configuration's, copied once per L1 accept).
+#[derive(Clone, Copy)]
+struct FaultRates {
+    missing_chunk: f64,
+    truncated_chunk: f64,
+    sequence_gap: f64,
+    l1id_out_of_order: f64,
+}
+
+impl FaultRates {
+    fn of(f: &FelixFaults) -> Self {
+        Self {
+            missing_chunk: f.missing_chunk,
+            truncated_chunk: f.truncated_chunk,
+            sequence_gap: f.sequence_gap,
+            l1id_out_of_order: f.l1id_out_of_order,
+        }
+    }
+}
+
+/// A Bernoulli draw that draws nothing for a fault that is off (most runs have none on: a
+/// draw per chunk and fault kind was a third of the emulator's time).
+#[inline(always)]
+fn chance(rng: &mut Xoshiro256PlusPlus, p: f64) -> bool {
+    p > 0.0 && rng.random_bool(p)
 }
 
 impl crate::truth::CsvRecord for FelixFault {
@@ -312,6 +400,8 @@ fn fault(kind: FelixFaultKind, elink: u16, l1_id: u32) -> FelixFault {
     FelixFault { kind, elink, l1_id }
 }
 
+/// The chunk's bytes: byte `i` is byte `i % 4` of a seed from the L1 ID and e-link, xor `i`;
+/// then the L1 ID and BCID at their offsets. Written four bytes at a time.
 fn fill_chunk(
     chunk: &mut Vec<u8>,
     size: usize,
@@ -320,9 +410,20 @@ fn fill_chunk(
     bcid: u16,
     elink: u16,
 ) {
+    let seed = (l1_id.wrapping_mul(0x9E37_79B9) ^ u32::from(elink)).to_le_bytes();
     chunk.clear();
-    let seed = l1_id.wrapping_mul(0x9E37_79B9) ^ u32::from(elink);
-    chunk.extend((0..size).map(|i| (seed >> ((i % 4) * 8)) as u8 ^ i as u8));
+    chunk.resize(size, 0);
+    let mut words = chunk.chunks_exact_mut(4);
+    let mut i = 0u8;
+    for word in &mut words {
+        for (k, b) in word.iter_mut().enumerate() {
+            *b = seed[k] ^ i.wrapping_add(k as u8);
+        }
+        i = i.wrapping_add(4);
+    }
+    for (k, b) in words.into_remainder().iter_mut().enumerate() {
+        *b = seed[k] ^ i.wrapping_add(k as u8);
+    }
     chunk[c.l1id_offset..c.l1id_offset + 4].copy_from_slice(&l1_id.to_le_bytes());
     chunk[c.bcid_offset..c.bcid_offset + 2].copy_from_slice(&bcid.to_le_bytes());
 }
@@ -336,14 +437,14 @@ fn push(
     gap_rate: f64,
     faults: &mut Vec<FelixFault>,
     l1_id: u32,
-    out: &mut Vec<u8>,
+    out: &mut impl BlockSink,
 ) {
     let elink = link.number;
-    link.packer.push(chunk, flags, |b| out.extend_from_slice(b));
+    link.packer.push(chunk, flags, |b| out.block(elink, b));
     // The gap goes where a block ends at a chunk boundary (the card closes the block as on
     // a time-out): a gap inside a chunk would also break that chunk, a second fault.
-    if rng.random_bool(gap_rate) {
-        link.packer.flush(|b| out.extend_from_slice(b));
+    if chance(rng, gap_rate) {
+        link.packer.flush(|b| out.block(elink, b));
         link.packer.skip_sequence(1);
         faults.push(fault(FelixFaultKind::SequenceGap, elink, l1_id));
     }
@@ -355,7 +456,7 @@ fn release_held(
     gap_rate: f64,
     faults: &mut Vec<FelixFault>,
     l1_id: u32,
-    out: &mut Vec<u8>,
+    out: &mut impl BlockSink,
 ) {
     if let Some((chunk, flags)) = link.held.take() {
         push(link, &chunk, flags, rng, gap_rate, faults, l1_id, out);

@@ -396,6 +396,14 @@ impl<I: SlotIndex> Aggregator<I> {
         self.epoch = None;
     }
 
+    /// Whether every live e-link has delivered `l1_id` or a later L1 ID: the fragments up to
+    /// `l1_id` have had every chunk that is coming (a stop can end here with them complete).
+    pub fn has_passed(&self, l1_id: u32) -> bool {
+        self.live
+            .iter()
+            .all(|e| self.latest[e].is_some_and(|l| !later(l1_id, l)))
+    }
+
     /// Fragments open now.
     pub fn open_fragments(&self) -> usize {
         self.slots.iter().filter(|s| s.open).count()

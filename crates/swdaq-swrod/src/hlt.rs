@@ -3,7 +3,9 @@
 //! answers into one event (a ROB list). Requests for many events are in flight at once; a
 //! server answers in the order it is asked, so every ROB has its own reply queue.
 //!
-//! A `not_yet` answer is asked again after `retry_after`; a ROB still not there after
+//! A server holds a request for a fragment not built yet and answers when it is built, so
+//! the HLT hears of a complete fragment without asking again; a `not_yet` answer (the
+//! server's hold ran out) is asked again after `retry_after`; a ROB still not there after
 //! `give_up_after`, or answered `gone` or `invalid`, is missing from the event, which is
 //! handed on incomplete and names it: no event is dropped.
 //!

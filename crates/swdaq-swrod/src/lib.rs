@@ -3,8 +3,9 @@
 //! ([`pool`]) and handed down a chain of consumers ([`consumers`]): the data-request server,
 //! recording, monitoring samples. The HLT ([`hlt`]) gathers each L1 accept's ([`trigger`])
 //! fragments into an eformat v5 full event ([`event`]), which [`files`] stores in ATLAS
-//! EventStorage files; [`inspect`] checks such files. [`message`] is what its applications
-//! send each other across processes.
+//! EventStorage files; [`inspect`] checks such files. Blocks come from emulated cards, from
+//! raw files, or from a FELIX server over the network ([`net`]); [`message`] is what its
+//! applications send each other across processes.
 
 pub mod aggregator;
 pub mod bench;
@@ -17,6 +18,7 @@ pub mod hlt;
 pub mod inspect;
 pub mod message;
 pub mod metrics;
+pub mod net;
 pub mod pool;
 pub mod read_back;
 pub mod trigger;

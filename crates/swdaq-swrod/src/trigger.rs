@@ -1,13 +1,16 @@
 //! What the emulated level-1 trigger tells the HLT of each L1 accept, as ATLAS's central
 //! trigger does through its own ROB: the L1 ID, BCID, trigger type and time, the event's
-//! global id and its luminosity block, and the L1 trigger info words an event header carries.
+//! global id and its luminosity block, and the L1 trigger info words an event header carries;
+//! and how a SW ROD fed from files or a FELIX server reads them off a card's TTC-to-host
+//! e-link ([`TtcDecoder`]).
 
+use crate::decoder::BlockDecoder;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use swdaq_format::felix::{TTC_TO_HOST_ELINK, TtcRecord};
 use swdaq_sim::felix::{FelixCard, bcid_of, l1_id_of};
 
-/// The L1 trigger type of every emulated L1 accept (8 bits in the event and ROD headers).
-pub const L1_TRIGGER_TYPE: u8 = 0x81;
+pub use swdaq_sim::felix::L1_TRIGGER_TYPE;
 
 /// Words in each of the three L1 trigger info blocks (TBP, TAP, TAV: the trigger items
 /// before prescale, after prescale and after veto), one bit per item: 512 items.
@@ -35,21 +38,45 @@ impl L1Accept {
     /// The card's next L1 accept, the run's `index`-th (from 0), the run having begun at
     /// `start`.
     pub fn next(card: &FelixCard, index: u64, lumi: LumiBlockLength, start: Instant) -> Self {
-        Self::of(index, card.ecr_every(), lumi, start)
+        Self::of(
+            TtcRecord {
+                l1_id: card.next_l1_id(),
+                bcid: card.next_bcid(),
+                trigger_type: L1_TRIGGER_TYPE,
+            },
+            index,
+            lumi,
+            start,
+        )
     }
 
     /// The run's `index`-th L1 accept (from 0) with an ECR every `ecr_every` L1 accepts, as
     /// every card numbers it: what the trigger tells the HLT in another process than the
     /// cards'.
-    pub fn of(index: u64, ecr_every: u32, lumi: LumiBlockLength, start: Instant) -> Self {
+    pub fn counted(index: u64, ecr_every: u32, lumi: LumiBlockLength, start: Instant) -> Self {
+        Self::of(
+            TtcRecord {
+                l1_id: l1_id_of(index, ecr_every),
+                bcid: bcid_of(index),
+                trigger_type: L1_TRIGGER_TYPE,
+            },
+            index,
+            lumi,
+            start,
+        )
+    }
+
+    /// The L1 accept a TTC-to-host record tells of, the run's `index`-th (from 0), stamped
+    /// now; the run having begun at `start`.
+    pub fn of(ttc: TtcRecord, index: u64, lumi: LumiBlockLength, start: Instant) -> Self {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         Self {
-            l1_id: l1_id_of(index, ecr_every),
+            l1_id: ttc.l1_id,
             global_id: index + 1,
-            bc_id: bcid_of(index),
-            trigger_type: L1_TRIGGER_TYPE,
+            bc_id: ttc.bcid,
+            trigger_type: ttc.trigger_type,
             lumi_block: lumi.block_of(index, start.elapsed()),
             time_seconds: now.as_secs() as u32,
             time_nanoseconds: now.subsec_nanos(),
@@ -64,6 +91,48 @@ impl L1Accept {
             words[block * L1_ITEM_WORDS + L1_ITEM / 32] |= 1 << (L1_ITEM % 32);
         }
         words
+    }
+}
+
+/// Reads a card's TTC-to-host e-link: its blocks in, one [`TtcRecord`] per L1 accept out.
+pub struct TtcDecoder {
+    decoder: BlockDecoder,
+    /// Chunks that are not TTC records (counted, skipped).
+    pub malformed: u64,
+    /// Records read.
+    pub records: u64,
+}
+
+impl Default for TtcDecoder {
+    fn default() -> Self {
+        Self {
+            decoder: BlockDecoder::new(&[TTC_TO_HOST_ELINK]),
+            malformed: 0,
+            records: 0,
+        }
+    }
+}
+
+impl TtcDecoder {
+    /// Decodes whole blocks of the TTC-to-host e-link (blocks of other e-links are counted
+    /// foreign by the block decoder and skipped); each record goes to `out`.
+    pub fn decode(&mut self, blocks: &[u8], mut out: impl FnMut(TtcRecord)) {
+        let (malformed, records) = (&mut self.malformed, &mut self.records);
+        self.decoder
+            .decode_blocks(blocks, |_, chunk, _| match TtcRecord::decode(chunk) {
+                Ok(r) => {
+                    *records += 1;
+                    out(r);
+                }
+                Err(_) => *malformed += 1,
+            });
+    }
+
+    /// Blocks lost or broken on the TTC-to-host e-link (sequence gaps, corrupt blocks,
+    /// broken chunks): L1 accepts the HLT may never hear of.
+    pub fn problems(&self) -> u64 {
+        let c = &self.decoder.counts;
+        c.sequence_gaps + c.corrupt_blocks + c.broken_chunks + c.foreign_blocks
     }
 }
 
@@ -114,6 +183,58 @@ mod tests {
         assert!(LumiBlockLength::L1as(0).validate().is_err());
         assert!(LumiBlockLength::Seconds(0.0).validate().is_err());
         assert!(LumiBlockLength::Seconds(f64::NAN).validate().is_err());
+    }
+
+    #[test]
+    fn ttc_records_come_back_as_the_card_sent_them() {
+        use swdaq_sim::felix::FelixConfig;
+        let mut card = FelixCard::new(FelixConfig {
+            elinks: 4,
+            ecr_every: 50,
+            ttc_to_host: true,
+            ..FelixConfig::default()
+        })
+        .unwrap();
+        let mut want = Vec::new();
+        let mut blocks = Vec::new();
+        for i in 0..300 {
+            want.push(L1Accept::next(
+                &card,
+                i,
+                LumiBlockLength::L1as(100),
+                Instant::now(),
+            ));
+            card.l1_accept(&mut blocks);
+        }
+        card.flush(&mut blocks);
+        let (ttc_blocks, data_blocks): (Vec<&[u8]>, Vec<&[u8]>) = blocks
+            .chunks(swdaq_format::felix::BLOCK_SIZE)
+            .partition(|b| {
+                swdaq_format::felix::BlockHeader::decode(b).unwrap().elink == TTC_TO_HOST_ELINK
+            });
+        let (ttc_blocks, data_blocks) = (ttc_blocks.concat(), data_blocks.concat());
+        assert!(!data_blocks.is_empty());
+        let mut ttc = TtcDecoder::default();
+        let mut got = Vec::new();
+        ttc.decode(&ttc_blocks, |r| got.push(r));
+        assert_eq!(got.len(), 300);
+        for (i, (r, w)) in got.iter().zip(&want).enumerate() {
+            let l1a = L1Accept::of(*r, i as u64, LumiBlockLength::L1as(100), Instant::now());
+            assert_eq!(
+                (
+                    l1a.l1_id,
+                    l1a.bc_id,
+                    l1a.trigger_type,
+                    l1a.global_id,
+                    l1a.lumi_block
+                ),
+                (w.l1_id, w.bc_id, w.trigger_type, w.global_id, w.lumi_block)
+            );
+        }
+        assert_eq!((ttc.malformed, ttc.problems()), (0, 0));
+        // Another e-link's blocks are not TTC records: counted, never read as L1 accepts.
+        ttc.decode(&data_blocks, |_| panic!("a data block read as TTC"));
+        assert!(ttc.problems() > 0);
     }
 
     #[test]

@@ -3,13 +3,14 @@
 
 use crossbeam_channel::unbounded;
 use std::sync::Arc;
+use std::time::Duration;
 use swdaq_format::eformat::RobFragment;
 use swdaq_format::rawfile::{RawFileHeader, RawFileReader, RawFileWriter};
 use swdaq_format::{FragmentType, SourceId};
 use swdaq_sim::felix::{FelixCard, FelixConfig};
 use swdaq_swrod::consumers::{
-    ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RobRequest, RobRequestStatus, record,
-    serve_requests,
+    ConsumerChain, FragmentStore, PLAUSIBLE_AHEAD, RequestServer, RobRequest, RobRequestStatus,
+    record, serve_requests,
 };
 use swdaq_swrod::{
     Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex, RobConfig,
@@ -91,7 +92,11 @@ fn chain_serves_records_samples_and_counts_a_slow_consumer() {
     // The server takes fragments and requests in any order: a request may come before most
     // fragments are stored, so none may look implausibly far ahead (`Invalid`).
     let server = std::thread::spawn(move || {
-        serve_requests(to_server, req_rx, FragmentStore::new(1000, 1000))
+        serve_requests(
+            to_server,
+            req_rx,
+            RequestServer::new(FragmentStore::new(1000, 1000), Duration::ZERO),
+        )
     });
     let (reply_tx, reply_rx) = unbounded();
     for l1_id in [0, 150, 199] {
@@ -146,7 +151,6 @@ fn chain_serves_records_samples_and_counts_a_slow_consumer() {
 
 #[test]
 fn the_hlt_builds_every_event_names_the_robs_it_could_not_get_and_ends_lumi_blocks() {
-    use std::time::Duration;
     use swdaq_format::eformat::status;
     use swdaq_format::eformat_event::FullEvent;
     use swdaq_swrod::event::{EventEncoder, stream_tag};
@@ -157,12 +161,13 @@ fn the_hlt_builds_every_event_names_the_robs_it_could_not_get_and_ends_lumi_bloc
     build(200, |f| {
         let f = Arc::new(f);
         a_tx.send(f.clone()).unwrap();
-        // ROB B never gets L1 ID 50.
+        // ROB B never gets L1 ID 50, and its stream stays open: it is not yet built as far
+        // as B's server knows, until the HLT gives up.
         if f.l1_id != 50 {
             b_tx.send(f).unwrap();
         }
     });
-    drop((a_tx, b_tx));
+    drop(a_tx);
     let mut ports = Vec::new();
     let mut servers = Vec::new();
     for (source_id, fragments) in [(0xA, a_rx), (0xB, b_rx)] {
@@ -172,7 +177,11 @@ fn the_hlt_builds_every_event_names_the_robs_it_could_not_get_and_ends_lumi_bloc
             requests: req_tx,
         });
         servers.push(std::thread::spawn(move || {
-            serve_requests(fragments, req_rx, FragmentStore::new(1000, 100))
+            serve_requests(
+                fragments,
+                req_rx,
+                RequestServer::new(FragmentStore::new(1000, 100), Duration::from_millis(10)),
+            )
         }));
     }
     let (l1_tx, l1_rx) = unbounded();
@@ -211,7 +220,7 @@ fn the_hlt_builds_every_event_names_the_robs_it_could_not_get_and_ends_lumi_bloc
         },
         |_| {},
     );
-    drop(ports);
+    drop((ports, b_tx));
     for s in servers {
         s.join().unwrap();
     }
@@ -282,4 +291,122 @@ fn a_fragment_completed_late_is_not_yet_until_it_comes_not_gone() {
     assert_eq!(store.lookup(10).0, RobRequestStatus::NotYet);
     store.insert(Arc::new(held.unwrap()));
     assert_eq!(store.lookup(10).0, RobRequestStatus::Found);
+}
+
+/// Answers go to a plain list here (who asked, and the reply), as any transport would take them.
+type Answers = Vec<(u32, u32, RobRequestStatus)>;
+
+fn answer_into(answers: &mut Answers) -> impl FnMut(u32, swdaq_swrod::consumers::RobReply) + '_ {
+    |who, reply| answers.push((who, reply.l1_id, reply.status))
+}
+
+#[test]
+fn a_request_is_held_until_its_fragment_is_built_or_its_hold_runs_out() {
+    use std::time::Instant;
+    let mut fragments = Vec::new();
+    build(20, |f| fragments.push(Arc::new(f)));
+    let hold = Duration::from_millis(100);
+    let mut server = RequestServer::new(FragmentStore::new(100, 1000), hold);
+    let mut answers = Answers::new();
+    let t0 = Instant::now();
+    // Requester 1 asks for 3 before anything is built, 2 asks for 19: both held.
+    server.request(3, 1, t0, &mut answer_into(&mut answers));
+    server.request(19, 2, t0, &mut answer_into(&mut answers));
+    assert!(answers.is_empty());
+    assert_eq!(server.held(), 2);
+    assert_eq!(server.next_deadline(), Some(t0 + hold));
+    for f in &fragments[..10] {
+        server.fragment(f.clone(), &mut answer_into(&mut answers));
+    }
+    // 3 is answered the moment it is built; 19 still waits.
+    assert_eq!(answers, vec![(1, 3, RobRequestStatus::Found)]);
+    server.expire(t0 + hold / 2, &mut answer_into(&mut answers));
+    assert_eq!(answers.len(), 1);
+    // Its hold over, 19 is "not yet": asked again, it is held again.
+    server.expire(t0 + hold, &mut answer_into(&mut answers));
+    assert_eq!(answers[1], (2, 19, RobRequestStatus::NotYet));
+    server.request(19, 2, t0 + hold, &mut answer_into(&mut answers));
+    server.request(25, 3, t0 + hold, &mut answer_into(&mut answers));
+    // Kept fragments are answered at once, held or not.
+    server.request(5, 4, t0 + hold, &mut answer_into(&mut answers));
+    assert_eq!(answers[2], (4, 5, RobRequestStatus::Found));
+    for f in &fragments[10..] {
+        server.fragment(f.clone(), &mut answer_into(&mut answers));
+    }
+    assert_eq!(answers[3], (2, 19, RobRequestStatus::Found));
+    // No more fragments: 25 will never be built, so it is gone now, and so is any later ask.
+    server.end_of_fragments(&mut answer_into(&mut answers));
+    assert_eq!(answers[4], (3, 25, RobRequestStatus::Gone));
+    server.request(30, 5, t0 + hold, &mut answer_into(&mut answers));
+    assert_eq!(answers[5], (5, 30, RobRequestStatus::Gone));
+    assert_eq!(server.held(), 0);
+    let counts = server.counts();
+    assert_eq!(
+        (counts.found, counts.held, counts.not_yet, counts.gone),
+        (3, 2, 1, 2)
+    );
+}
+
+/// The HLT asking ahead of a ROB that builds its fragments slowly hears of each one when it is
+/// built: no "not yet", every event complete.
+#[test]
+fn an_hlt_ahead_of_its_rob_is_told_when_fragments_are_complete() {
+    use swdaq_swrod::hlt::{HltConfig, HltOutput, RobPort, assemble_events};
+    use swdaq_swrod::trigger::L1Accept;
+    let mut fragments = Vec::new();
+    build(300, |f| fragments.push(Arc::new(f)));
+    let (f_tx, f_rx) = crossbeam_channel::bounded(1);
+    let (req_tx, req_rx) = unbounded();
+    let server = std::thread::spawn(move || {
+        serve_requests(
+            f_rx,
+            req_rx,
+            RequestServer::new(FragmentStore::new(1000, 1000), Duration::from_secs(5)),
+        )
+    });
+    let (l1_tx, l1_rx) = unbounded();
+    for i in 0..300u32 {
+        l1_tx
+            .send(L1Accept {
+                l1_id: i,
+                global_id: u64::from(i) + 1,
+                lumi_block: 1,
+                ..L1Accept::default()
+            })
+            .unwrap();
+    }
+    drop(l1_tx);
+    let feeder = std::thread::spawn(move || {
+        for f in fragments {
+            std::thread::sleep(Duration::from_micros(200));
+            f_tx.send(f).unwrap();
+        }
+    });
+    let ports = [RobPort {
+        source_id: 0xA,
+        requests: req_tx,
+    }];
+    let config = HltConfig {
+        max_in_flight: 64,
+        retry_after: Duration::from_micros(100),
+        give_up_after: Duration::from_secs(10),
+    };
+    let mut complete = 0;
+    let counts = assemble_events(
+        l1_rx,
+        &ports,
+        config,
+        |o| {
+            if let HltOutput::Event(e) = o {
+                complete += u32::from(e.is_complete());
+            }
+        },
+        |_| {},
+    );
+    feeder.join().unwrap();
+    drop(ports);
+    let served = server.join().unwrap();
+    assert_eq!((complete, counts.events, counts.not_yet), (300, 300, 0));
+    assert_eq!(served.found, 300);
+    assert!(served.held > 200, "{served:?}");
 }

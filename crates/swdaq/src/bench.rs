@@ -347,6 +347,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 rounds: *rounds,
             };
             let variants = swdaq_swrod::bench::run(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let network = swdaq_swrod::net::bench::network_intake(&config)
+                .map_err(|e| anyhow::anyhow!("FELIX network intake: {e}"))?;
             let realtime = if *realtime_seconds > 0.0 {
                 Some(
                     swdaq_swrod::bench::realtime(&config, *realtime_seconds)
@@ -359,11 +361,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 #[derive(Serialize)]
                 struct Report {
                     variants: Vec<swdaq_swrod::bench::VariantResult>,
+                    network_intake: swdaq_swrod::net::bench::IntakeResult,
                     realtime: Option<swdaq_swrod::bench::RealtimeResult>,
                 }
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&Report { variants, realtime })?
+                    serde_json::to_string_pretty(&Report {
+                        variants,
+                        network_intake: network,
+                        realtime
+                    })?
                 );
                 return Ok(());
             }
@@ -388,6 +395,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         format!("{:.2}", r.cards_per_core),
                         format!("{:.2}", r.vs_pool_power_of_two),
                         format!("{}/{}", r.complete_fragments, r.fragments),
+                    ]
+                },
+            )?;
+            print_results(
+                false,
+                &[network],
+                &[
+                    "FELIX intake",
+                    "GB/s/core",
+                    "cards/core",
+                    "emulator cards/core",
+                    "x emulator CPU",
+                    "server CPU s",
+                ],
+                |r| {
+                    vec![
+                        "TCP, 127.0.0.1".into(),
+                        format!("{:.2}", r.subscriber_gbytes_per_cpu_s),
+                        format!("{:.2}", r.subscriber_cards_per_core),
+                        format!("{:.2}", r.emulator_cards_per_core),
+                        format!("{:.2}", r.subscriber_vs_emulator),
+                        format!("{:.2}", r.server_cpu_s),
                     ]
                 },
             )?;

@@ -43,9 +43,21 @@ pub struct Args {
     /// real-time rate (FEDs: at each level-1 accept's trigger time). The truth is still written.
     #[arg(long)]
     udp: Option<std::net::SocketAddr>,
-    /// With `--udp`: send as fast as the sockets take the datagrams, not paced.
-    #[arg(long, requires = "udp")]
+    /// With `--udp` or `--tcp`: send as fast as the receivers take the data, not paced.
+    #[arg(long)]
     flat_out: bool,
+    /// `--format felix`: serve the cards as FELIX servers instead of writing raw files: card K
+    /// listens on this address's port + K, waits until every e-link (and the TTC-to-host
+    /// e-link) has a subscriber, then publishes its blocks at the L1 accept rate. The truth
+    /// is written before each server ends its publication.
+    #[arg(long, conflicts_with_all = ["udp", "records"])]
+    tcp: Option<std::net::SocketAddr>,
+    /// `--format felix`: L1 accepts per second of every card (`--seconds` of them are made).
+    #[arg(long, default_value_t = swdaq_sim::felix::L1_RATE_HZ)]
+    l1a_rate: f64,
+    /// With `--tcp`: seconds a server waits for its subscribers before it gives up.
+    #[arg(long, default_value_t = 60.0)]
+    wait_subscribers: f64,
     /// Also package the data as this many consecutive trigger records (every link's frames
     /// of each window as one fragment) in an HDF5 file in the output directory.
     #[arg(long, conflicts_with = "udp")]
@@ -169,14 +181,23 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// FELIX cards: card K's blocks (one raw-file record per block) to `card<K>.swraw`, its
-/// injected faults to `card<K>_faults.csv`.
+/// FELIX cards: card K's blocks (one raw-file record per block) to `card<K>.swraw`, or with
+/// `--tcp` published by card K's FELIX server; its injected faults to `card<K>_faults.csv`.
+/// Every card sends its L1 accepts on its TTC-to-host e-link: a SW ROD fed from these files
+/// or servers learns them there.
 fn run_felix(args: &Args) -> anyhow::Result<()> {
-    use swdaq_format::felix::{BLOCK_SIZE, RAW_FILE_TYPE};
-    use swdaq_sim::felix::{FelixCard, FelixConfig, L1_RATE_HZ};
+    use swdaq_sim::felix::{FelixCard, FelixConfig};
     anyhow::ensure!(
         args.udp.is_none() && args.records.is_none(),
-        "--udp and --records are for the TPC and FED formats"
+        "--udp and --records are for the TPC and FED formats (FELIX cards: --tcp)"
+    );
+    anyhow::ensure!(
+        args.l1a_rate > 0.0 && args.l1a_rate.is_finite(),
+        "--l1a-rate must be positive"
+    );
+    anyhow::ensure!(
+        args.tcp.is_some() || !args.flat_out,
+        "--flat-out is for --udp and --tcp"
     );
     let mut config = match &args.config {
         Some(path) => read_config::<FelixConfig>(path)?,
@@ -185,21 +206,27 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
-    let l1as = (args.seconds * L1_RATE_HZ).ceil() as u64;
+    config.ttc_to_host = true;
+    let l1as = (args.seconds * args.l1a_rate).ceil() as u64;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    let cards = u16::try_from(args.links).context("--links: at most 65535 FELIX cards")?;
+    let card_config = |card: u16| FelixConfig {
+        seed: config.seed.wrapping_add(u64::from(card)),
+        ..config.clone()
+    };
+    if let Some(base) = args.tcp {
+        return serve_felix(args, base, cards, l1as, card_config);
+    }
     let mut faults = 0;
-    for card in 0..args.links {
-        let mut emulator = FelixCard::new(FelixConfig {
-            seed: config.seed.wrapping_add(u64::from(card)),
-            ..config.clone()
-        })?;
-        let path = args.out.join(format!("card{card}.swraw"));
+    for card in 0..cards {
+        let mut emulator = FelixCard::new(card_config(card))?;
+        let path = swdaq_sim::felix::card_raw_path(&args.out, card);
         let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         let header = RawFileHeader {
-            frame_type: RAW_FILE_TYPE,
-            frame_size: BLOCK_SIZE as u32,
-            source_id: SourceId::readout(card),
+            frame_type: swdaq_format::felix::RAW_FILE_TYPE,
+            frame_size: swdaq_format::felix::BLOCK_SIZE as u32,
+            source_id: SourceId::readout(u32::from(card)),
             run_number: args.run,
             first_timestamp: 0,
             created_unix_ns: std::time::SystemTime::now()
@@ -214,7 +241,7 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
             } else {
                 emulator.flush(&mut blocks);
             }
-            for block in blocks.chunks(BLOCK_SIZE) {
+            for block in blocks.chunks(swdaq_format::felix::BLOCK_SIZE) {
                 writer
                     .write_frame(block)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -225,17 +252,85 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
             .finish()
             .with_context(|| format!("writing {}", path.display()))?;
         truth::write_csv(
-            &args.out.join(format!("card{card}_faults.csv")),
+            &swdaq_sim::felix::card_truth_path(&args.out, card),
             emulator.faults(),
         )?;
         faults += emulator.faults().len();
     }
     println!(
-        "wrote {} FELIX cards x {l1as} L1 accepts x {} e-links to {} ({faults} injected faults)",
+        "wrote {} FELIX cards x {l1as} L1 accepts x {} e-links (and the TTC-to-host e-link) to {} ({faults} injected faults)",
         args.links,
         config.elinks,
         args.out.display()
     );
+    Ok(())
+}
+
+/// `--format felix --tcp`: one FELIX server per card, each on its own thread and port.
+fn serve_felix(
+    args: &Args,
+    base: std::net::SocketAddr,
+    cards: u16,
+    l1as: u64,
+    card_config: impl Fn(u16) -> swdaq_sim::felix::FelixConfig + Sync,
+) -> anyhow::Result<()> {
+    use swdaq_swrod::net::server::{ServerConfig, publish};
+    let listeners = (0..cards)
+        .map(|card| {
+            let addr = port_offset(base, usize::from(card))?;
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("card {card}: cannot listen on {addr}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    eprintln!(
+        "{cards} FELIX servers on {base} (+ card), waiting up to {} s for their subscribers",
+        args.wait_subscribers
+    );
+    let results: Vec<anyhow::Result<_>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = listeners
+            .into_iter()
+            .enumerate()
+            .map(|(card, listener)| {
+                let card = card as u16;
+                let config = ServerConfig {
+                    card,
+                    felix: card_config(card),
+                    l1as,
+                    rate_hz: if args.flat_out { 0.0 } else { args.l1a_rate },
+                    wait_for_subscribers: Duration::from_secs_f64(args.wait_subscribers),
+                };
+                let truth = swdaq_sim::felix::card_truth_path(&args.out, card);
+                scope.spawn(move || {
+                    publish(listener, &config, |faults| {
+                        truth::write_csv(&truth, faults).map_err(std::io::Error::other)
+                    })
+                    .map_err(anyhow::Error::from)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("FELIX server thread"))
+            .collect()
+    });
+    for r in results {
+        let p = r?;
+        println!(
+            "card {}: {} L1 accepts, {} blocks ({} sent in {} messages, {} with no subscriber) in {:.2} s, at most {:.1} ms behind the L1A clock; {} subscriptions, {} refused, {} dropped; {} injected faults",
+            p.card,
+            p.l1as,
+            p.blocks,
+            p.blocks_sent,
+            p.messages,
+            p.blocks_unsubscribed,
+            p.seconds,
+            p.max_lag_ms,
+            p.subscriptions,
+            p.refused,
+            p.disconnects,
+            p.faults.len()
+        );
+    }
     Ok(())
 }
 

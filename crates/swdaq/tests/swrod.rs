@@ -1,7 +1,8 @@
-//! `swdaq run` with a SW ROD configuration, end to end from the binary: emulated FELIX cards,
-//! SW ROD threads, request servers, the HLT and EventStorage files. The files are checked
-//! against the emulator itself (the same cards replayed here) and the summary's counters
-//! against its truth, clean and with every fault kind on.
+//! `swdaq run` with a SW ROD configuration, end to end from the binary: FELIX cards
+//! (emulated in the run, read from `swdaq gen --format felix` files, or published by its
+//! FELIX servers over TCP), SW ROD threads, request servers, the HLT and EventStorage files.
+//! The files are checked against the emulator itself (the same cards replayed here) and the
+//! summary's counters against its truth, clean and with every fault kind on.
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -18,8 +19,10 @@ const ROBS_PER_CARD: u16 = 2;
 const ELINKS: u16 = 16;
 const ECR_EVERY: u32 = 1000;
 const LUMI_BLOCK_L1AS: u64 = 700;
+/// Fault-free L1 accepts at the end of a run of emulated cards (`clean_tail_l1as`).
+const CLEAN_TAIL: u64 = 16;
 
-fn config(dir: &Path, l1as: u64, faults: &str) -> std::path::PathBuf {
+fn config(dir: &Path, l1as: u64, faults: &str, input: &str) -> std::path::PathBuf {
     let path = dir.join("swrod.toml");
     std::fs::write(
         &path,
@@ -46,6 +49,7 @@ chunk_max = 90
 ecr_every = {ECR_EVERY}
 seed = 5
 {faults}
+{input}
 "#,
             out = dir.join("out").display()
         ),
@@ -74,7 +78,8 @@ fn u(v: &Value) -> u64 {
 }
 
 /// Every whole chunk the emulated cards sent: (card, e-link, L1 ID) -> bytes, as the cards
-/// of the run (seed + card) send them, with the run's clean tail.
+/// of the run (seed + card) send them; emulated in the run, the last `CLEAN_TAIL` L1
+/// accepts are fault-free.
 fn emulated_chunks(l1as: u64, felix: FelixConfig) -> HashMap<(u16, u16, u32), Vec<u8>> {
     let mut chunks = HashMap::new();
     for card in 0..CARDS {
@@ -85,7 +90,7 @@ fn emulated_chunks(l1as: u64, felix: FelixConfig) -> HashMap<(u16, u16, u32), Ve
         .unwrap();
         let mut blocks = Vec::new();
         for i in 0..l1as {
-            if i + 16 >= l1as {
+            if !felix.ttc_to_host && i + CLEAN_TAIL >= l1as {
                 c.set_fault_rates(Default::default());
             }
             c.l1_accept(&mut blocks);
@@ -227,7 +232,7 @@ dead_elinks = [{ elink = 3, after_l1as = 2500 }]
 fn a_clean_run_stores_every_event_as_the_cards_sent_it() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 2990;
-    let summary = run(&config(dir.path(), l1as, ""));
+    let summary = run(&config(dir.path(), l1as, "", ""));
     assert_eq!(summary["truth"]["ok"], true, "{summary:#}");
     assert_eq!(u(&summary["l1as"]), l1as);
     assert_eq!(u(&summary["hlt"]["complete_events"]), l1as);
@@ -253,16 +258,23 @@ fn a_clean_run_stores_every_event_as_the_cards_sent_it() {
 fn every_fault_kind_ends_in_its_counter_and_the_files_name_missing_elinks() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 3990;
-    let summary = run(&config(dir.path(), l1as, FAULTS));
+    let summary = run(&config(dir.path(), l1as, FAULTS, ""));
+    check_fault_run(&summary, l1as, felix(true));
+}
+
+/// The summary's truth holds for every fault kind, and the files hold every chunk the cards
+/// (`felix`) sent, naming each one lost.
+fn check_fault_run(summary: &Value, l1as: u64, felix: FelixConfig) {
     let truth = &summary["truth"];
     for check in truth["faults"].as_array().unwrap() {
         assert!(u(&check["injected"]) > 0, "{check}");
         assert_eq!(check["ok"], true, "{check}");
     }
     assert_eq!(truth["ok"], true, "{truth:#}");
+    assert_eq!(u(&summary["l1as"]), l1as);
     assert!(u(&summary["hlt"]["events_with_incomplete_robs"]) > l1as - 2500);
-    let chunks = emulated_chunks(l1as, felix(true));
-    let (_, named, flagged, _) = check_files(&summary, l1as, &chunks);
+    let chunks = emulated_chunks(l1as, felix);
+    let (_, named, flagged, _) = check_files(summary, l1as, &chunks);
     // The summary's incomplete events are the ones a reader finds incomplete.
     assert_eq!(u(&summary["stored_incomplete_events"]), flagged);
     assert_eq!(u(&summary["hlt"]["events_with_incomplete_robs"]), flagged);
@@ -274,4 +286,103 @@ fn every_fault_kind_ends_in_its_counter_and_the_files_name_missing_elinks() {
         .sum();
     // Lost chunks, and the dead e-link (of every card) in every L1 accept from its death on.
     assert_eq!(named, missing + u64::from(CARDS) * (l1as - 2500));
+}
+
+/// `swdaq gen --format felix` of the run's cards (every fault kind on, TTC-to-host e-link
+/// on, as the generator always sends it) with `args`, `l1as` L1 accepts at `rate_hz`.
+fn generate(dir: &Path, l1as: u64, rate_hz: u64, args: &[&str]) -> std::process::Child {
+    let config = dir.join("cards.toml");
+    std::fs::write(&config, toml::to_string(&felix(true)).unwrap()).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["gen", "--format", "felix", "--links", &CARDS.to_string()])
+        .arg("--config")
+        .arg(&config)
+        .args(["--seconds", &(l1as as f64 / rate_hz as f64).to_string()])
+        .args(["--l1a-rate", &rate_hz.to_string()])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The generator's cards as they sent their blocks: the run's, with their TTC-to-host e-link.
+fn generated_cards() -> FelixConfig {
+    FelixConfig {
+        ttc_to_host: true,
+        ..felix(true)
+    }
+}
+
+#[test]
+fn cards_read_from_generator_files_give_the_same_events_and_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let l1as = 3990;
+    let cards = dir.path().join("cards");
+    let generated = generate(dir.path(), l1as, l1as, &["--out", cards.to_str().unwrap()])
+        .wait_with_output()
+        .unwrap();
+    assert!(generated.status.success());
+    let input = format!("[swrod.input]\nkind = \"file\"\ndirectory = {cards:?}\n");
+    let summary = run(&config(dir.path(), 0, FAULTS, &input));
+    check_fault_run(&summary, l1as, generated_cards());
+}
+
+/// A free TCP port with the next `CARDS - 1` free too (the generator's servers bind them).
+fn free_tcp_ports() -> u16 {
+    loop {
+        let base = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = base.local_addr().unwrap().port();
+        if port < 60_000
+            && (1..CARDS).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok())
+        {
+            return port;
+        }
+    }
+}
+
+#[test]
+fn cards_published_by_felix_servers_over_tcp_give_every_block_and_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let l1as = 3990;
+    let sent = dir.path().join("sent");
+    let port = free_tcp_ports();
+    let address = format!("127.0.0.1:{port}");
+    // Paced at 10 kHz as a FELIX server publishes them: the run takes 0.4 s of L1 accepts.
+    let servers = generate(
+        dir.path(),
+        l1as,
+        10_000,
+        &[
+            "--out",
+            sent.to_str().unwrap(),
+            "--tcp",
+            &address,
+            "--wait-subscribers",
+            "30",
+        ],
+    );
+    let input = format!(
+        "[swrod.input]\nkind = \"tcp\"\ntcp_address = \"{address}\"\ntruth = {sent:?}\nconnect_timeout_s = 30\n"
+    );
+    let summary = run(&config(dir.path(), 0, FAULTS, &input));
+    assert!(servers.wait_with_output().unwrap().status.success());
+    // Every block the servers published arrived, in sequence, whole.
+    let subscriptions = summary["cards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(summary["robs"].as_array().unwrap());
+    for subscriber in subscriptions {
+        let intake = &subscriber["intake"];
+        assert!(u(&intake["blocks"]) > 0, "{subscriber:#}");
+        for counter in [
+            "out_of_sequence",
+            "malformed",
+            "connection_losses",
+            "blocks_missing",
+        ] {
+            assert_eq!(u(&intake[counter]), 0, "{counter}: {subscriber:#}");
+        }
+    }
+    check_fault_run(&summary, l1as, generated_cards());
 }

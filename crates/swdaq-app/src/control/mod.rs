@@ -20,6 +20,7 @@ pub mod http;
 mod http_server;
 mod journal;
 mod metrics;
+mod run_thread;
 pub mod system;
 mod watch;
 

@@ -8,7 +8,7 @@
 use super::fsm::{Event, Illegal, State, next};
 use super::watch::Watch;
 use crate::error_report;
-use crate::model::{Capabilities, Configured, RunHooks};
+use crate::model::{Capabilities, Configured};
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
 use crate::runtime::stop::StopRequest;
 use serde_json::{Value, json};
@@ -47,43 +47,43 @@ pub enum ControlError {
 /// given, with its command-line overrides).
 pub type ConfigSource = Box<dyn Fn() -> anyhow::Result<Box<dyn Configured>> + Send + Sync>;
 
-struct Run {
-    number: u32,
+pub(super) struct Run {
+    pub(super) number: u32,
     stop: Arc<StopRequest>,
     /// What steers the running system, from the moment data taking began until the stop.
-    steer: Steering,
+    pub(super) steer: Steering,
     started_at: SystemTime,
     /// The run's `Live` figures, refreshed every status interval.
-    live: Option<Value>,
+    pub(super) live: Option<Value>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     state: State,
     config: Option<Box<dyn Configured>>,
-    run: Option<Run>,
+    pub(super) run: Option<Run>,
     last_run_number: Option<u32>,
     /// How the last few runs ended: the summary (`swdaq run --json`'s, with its run number)
     /// or the error, newest last; a stop finds its own run's here even if another run has
     /// started since.
-    ended: VecDeque<(u32, Result<Value, String>)>,
+    pub(super) ended: VecDeque<(u32, Result<Value, String>)>,
     /// Why the last configure or the last run failed (cleared by a configure that works).
-    last_error: Option<String>,
+    pub(super) last_error: Option<String>,
     /// The last run's summary as `swdaq run` prints it (the console shows it as is).
-    last_summary_text: Option<String>,
+    pub(super) last_summary_text: Option<String>,
     /// The console's history, journal and alerts.
-    watch: Watch,
+    pub(super) watch: Watch,
 }
 
 /// Runs whose outcome is kept.
-const ENDED_KEPT: usize = 16;
+pub(super) const ENDED_KEPT: usize = 16;
 
-struct Shared {
+pub(super) struct Shared {
     inner: Mutex<Inner>,
-    changed: Condvar,
+    pub(super) changed: Condvar,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -105,7 +105,12 @@ fn log_change(who: &str, event: Event, from: State, to: State, detail: &str) {
 
 impl Inner {
     /// Carries out `event` (logged), or says why not.
-    fn apply(&mut self, event: Event, who: &str, detail: &str) -> Result<State, Illegal> {
+    pub(super) fn apply(
+        &mut self,
+        event: Event,
+        who: &str,
+        detail: &str,
+    ) -> Result<State, Illegal> {
         let from = self.state;
         self.state = next(from, event)?;
         log_change(who, event, from, self.state, detail);
@@ -155,47 +160,6 @@ impl Inner {
             .filter(|(_, e)| next(self.state, *e).is_ok() && self.check_capability(*e).is_ok())
             .map(|(name, _)| *name)
             .collect()
-    }
-}
-
-/// Tells run control how the run it started is going.
-struct Hooks {
-    shared: Arc<Shared>,
-    number: u32,
-}
-
-impl Hooks {
-    /// The run these hooks were made for, while it is still the one run control holds.
-    fn this_run<'a>(&self, inner: &'a mut Inner) -> Option<&'a mut Run> {
-        inner.run.as_mut().filter(|r| r.number == self.number)
-    }
-}
-
-impl RunHooks for Hooks {
-    fn started(&self, steer: Steering) {
-        let mut inner = self.shared.lock();
-        if let Some(run) = self.this_run(&mut inner) {
-            run.steer = steer;
-            let _ = inner.apply(Event::Started, &format!("run {}", self.number), "");
-        }
-        self.shared.changed.notify_all();
-    }
-
-    fn live(&self, live: &crate::live::Live) {
-        let Ok(live) = serde_json::to_value(live) else {
-            return;
-        };
-        let mut inner = self.shared.lock();
-        if let Some(run) = self.this_run(&mut inner) {
-            run.live = Some(live.clone());
-            inner.watch.live(self.number, &live);
-        }
-    }
-
-    fn stopping(&self) {
-        if let Some(run) = self.this_run(&mut self.shared.lock()) {
-            run.steer = Steering::default();
-        }
     }
 }
 
@@ -306,7 +270,7 @@ impl RunControl {
         let shared = Arc::clone(&self.shared);
         std::thread::Builder::new()
             .name(format!("run-{number}"))
-            .spawn(move || run_thread(shared, config, stop))
+            .spawn(move || super::run_thread::run_thread(shared, config, stop))
             .map_err(|e| ControlError::Failed(format!("cannot start the run's thread: {e}")))?;
         let (inner, _) = self
             .shared
@@ -509,43 +473,8 @@ impl RunControl {
 }
 
 /// An error with its causes on one line, for a JSON answer.
-fn one_line(e: &anyhow::Error) -> String {
+pub(super) fn one_line(e: &anyhow::Error) -> String {
     error_report::cause_lines(e).join(": ")
-}
-
-/// Runs one run of the configured model and reports how it ended to run control.
-fn run_thread(shared: Arc<Shared>, config: Box<dyn Configured>, stop: Arc<StopRequest>) {
-    let number = config.run_number();
-    let hooks = Hooks {
-        shared: Arc::clone(&shared),
-        number,
-    };
-    let result = config.run(&stop, &hooks);
-    let who = format!("run {number}");
-    let mut inner = shared.lock();
-    let outcome = match result {
-        Ok(outcome) => {
-            let summary = outcome.json();
-            inner.last_summary_text = Some(outcome.text());
-            let reason = format!(" ({:?})", outcome.stop_reason());
-            let _ = inner.apply(Event::Ended, &who, &reason);
-            Ok(summary)
-        }
-        Err(e) => {
-            let message = one_line(&e);
-            let _ = inner.apply(Event::Failed, &who, &format!(": {message}"));
-            inner.last_error = Some(message.clone());
-            Err(message)
-        }
-    };
-    let failed = outcome.as_ref().err().cloned();
-    inner.watch.run_over(failed.as_deref());
-    if inner.ended.len() == ENDED_KEPT {
-        inner.ended.pop_front();
-    }
-    inner.ended.push_back((number, outcome));
-    inner.run = None;
-    shared.changed.notify_all();
 }
 
 #[cfg(test)]

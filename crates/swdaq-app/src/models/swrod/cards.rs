@@ -11,9 +11,9 @@ use crossbeam_channel::{Receiver, Sender};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use swdaq_format::felix::{BLOCK_SIZE, BlockHeader};
+use swdaq_format::felix::TTC_TO_HOST_ELINK;
 use swdaq_monitor::Counter;
-use swdaq_sim::felix::{FelixCard, FelixFaults};
+use swdaq_sim::felix::{BlockSink, FelixCard, FelixFaults};
 use swdaq_swrod::trigger::L1Accept;
 
 /// How often a held card looks whether it may go on.
@@ -34,20 +34,56 @@ pub(super) struct Shared {
     /// The cards send L1 accepts up to this many (until the stop).
     pub(super) horizon: Arc<AtomicU64>,
     pub(super) card_l1as: Vec<AtomicU64>,
+    /// With file or TCP input: where card `c`'s L1 accepts ended when a stop ended them early
+    /// (see [`CardEnd`]); its SW ROD threads end once they have built that far.
+    card_ends: Vec<AtomicU64>,
 }
+
+/// Where a card's L1 accepts ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CardEnd {
+    /// At this L1 ID, the last one counted.
+    At(u32),
+    /// Before the first.
+    BeforeAny,
+}
+
+const CARD_RUNNING: u64 = u64::MAX;
+const CARD_ENDED_BEFORE_ANY: u64 = u64::MAX - 1;
 
 impl Shared {
     /// A run of `s`'s cards, held while `hold` is set and kept below `horizon`.
     pub(super) fn new(s: &SwrodSettings, hold: Arc<AtomicBool>, horizon: Arc<AtomicU64>) -> Self {
+        let cards = usize::from(s.cards);
         Self {
             stop_at: AtomicU64::new(if s.max_l1as > 0 { s.max_l1as } else { u64::MAX }),
             stopping: AtomicBool::new(false),
             hold,
             horizon,
-            card_l1as: (0..s.cards).map(|_| AtomicU64::new(0)).collect(),
+            card_l1as: (0..cards).map(|_| AtomicU64::new(0)).collect(),
+            card_ends: (0..cards).map(|_| AtomicU64::new(CARD_RUNNING)).collect(),
         }
     }
 
+    pub(super) fn set_card_end(&self, c: usize, end: CardEnd) {
+        let v = match end {
+            CardEnd::At(l1_id) => u64::from(l1_id),
+            CardEnd::BeforeAny => CARD_ENDED_BEFORE_ANY,
+        };
+        self.card_ends[c].store(v, Ordering::Release);
+    }
+
+    /// Where card `c`'s L1 accepts ended, once a stop has ended them.
+    pub(super) fn card_end(&self, c: usize) -> Option<CardEnd> {
+        match self.card_ends[c].load(Ordering::Acquire) {
+            CARD_RUNNING => None,
+            CARD_ENDED_BEFORE_ANY => Some(CardEnd::BeforeAny),
+            l1_id => Some(CardEnd::At(l1_id as u32)),
+        }
+    }
+}
+
+impl Shared {
     /// L1 accepts a card may have sent by now: the horizon, until the stop.
     fn limit(&self) -> u64 {
         if self.stopping.load(Ordering::Relaxed) {
@@ -120,7 +156,7 @@ pub(super) fn card_thread(
         card: c,
         ..Default::default()
     };
-    let mut blocks = Vec::new();
+    let mut blocks = RobRouter::new(&outputs, per_rob);
     let mut clean = false;
     let mut published = 0;
     let ecr_every = u64::from(s.felix.ecr_every);
@@ -174,43 +210,80 @@ pub(super) fn card_thread(
         shared.card_l1as[usize::from(c)].store(result.l1as, Ordering::Relaxed);
         l1as_counter.add(result.l1as - published);
         published = result.l1as;
-        result.waited_for_rod_s += route(&blocks, per_rob, &outputs);
-        blocks.clear();
+        result.waited_for_rod_s += blocks.send();
     }
     card.flush(&mut blocks);
-    result.waited_for_rod_s += route(&blocks, per_rob, &outputs);
+    result.waited_for_rod_s += blocks.send();
     result.faults = card.faults().to_vec();
     result.cpu_s = cpu.elapsed().as_secs_f64();
     result
 }
 
-/// Hands each ROB the blocks of its e-links (card e-link `i` is number `i`); returns the
-/// seconds spent waiting for a ROB's queue.
-fn route(blocks: &[u8], per_rob: usize, outputs: &[RobOutput]) -> f64 {
-    let mut buffers: Vec<Vec<u8>> = outputs
-        .iter()
-        .map(|(_, free)| {
-            let mut b = free.try_recv().unwrap_or_default();
-            b.clear();
-            b
-        })
-        .collect();
-    for block in blocks.chunks(BLOCK_SIZE) {
-        // The emulator writes whole blocks; a header it could not have written goes to the
-        // first ROB, whose decoder counts it corrupt.
-        let rob = BlockHeader::decode(block)
-            .map_or(0, |h| usize::from(h.elink) / per_rob)
-            .min(outputs.len() - 1);
-        buffers[rob].extend_from_slice(block);
-    }
-    let mut waited = 0.0;
-    for ((tx, _), b) in outputs.iter().zip(buffers) {
-        if b.is_empty() {
-            continue;
+/// A card's blocks, each appended to the buffer of the ROB of its e-link (card e-link `i` is
+/// number `i`) as the card completes it; the TTC-to-host e-link's to their own buffer.
+pub(super) struct RobRouter<'a> {
+    outputs: &'a [RobOutput],
+    per_rob: usize,
+    buffers: Vec<Vec<u8>>,
+    /// ROBs that no longer take blocks (their thread has ended).
+    closed: Vec<bool>,
+    pub(super) ttc: Vec<u8>,
+}
+
+impl<'a> RobRouter<'a> {
+    pub(super) fn new(outputs: &'a [RobOutput], per_rob: usize) -> Self {
+        Self {
+            outputs,
+            per_rob: per_rob.max(1),
+            buffers: outputs.iter().map(|_| Vec::new()).collect(),
+            closed: vec![false; outputs.len()],
+            ttc: Vec::new(),
         }
-        let t = Instant::now();
-        let _ = tx.send(b);
-        waited += t.elapsed().as_secs_f64();
     }
-    waited
+
+    /// Hands each ROB its buffer (waiting while its queue is full) and takes an emptied one
+    /// back; returns the seconds spent waiting. A ROB that has stopped taking blocks is
+    /// passed over.
+    pub(super) fn send(&mut self) -> f64 {
+        let mut waited = 0.0;
+        for (((tx, free), b), closed) in self
+            .outputs
+            .iter()
+            .zip(&mut self.buffers)
+            .zip(&mut self.closed)
+        {
+            if b.is_empty() {
+                continue;
+            }
+            if *closed {
+                b.clear();
+                continue;
+            }
+            let mut next = free.try_recv().unwrap_or_default();
+            next.clear();
+            let t = Instant::now();
+            *closed = tx.send(std::mem::replace(b, next)).is_err();
+            waited += t.elapsed().as_secs_f64();
+        }
+        waited
+    }
+
+    /// Whether every ROB has stopped taking blocks (as of the last send).
+    pub(super) fn all_closed(&self) -> bool {
+        self.closed.iter().all(|&c| c)
+    }
+}
+
+impl BlockSink for RobRouter<'_> {
+    #[inline]
+    fn block(&mut self, elink: u16, block: &[u8]) {
+        if elink == TTC_TO_HOST_ELINK {
+            self.ttc.extend_from_slice(block);
+            return;
+        }
+        // A block the card could not have written (its header unreadable in a file) goes to
+        // the first ROB, whose decoder counts it corrupt.
+        let rob = (usize::from(elink) / self.per_rob).min(self.buffers.len() - 1);
+        self.buffers[rob].extend_from_slice(block);
+    }
 }

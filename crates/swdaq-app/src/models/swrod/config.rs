@@ -52,6 +52,9 @@ pub struct SwrodSettings {
     pub max_chunk_bytes: usize,
     /// Fragments each ROB's request server keeps for the HLT.
     pub request_store_fragments: usize,
+    /// How long a ROB's request server holds a request for a fragment not built yet before
+    /// answering `not_yet` (it answers as soon as the fragment is built; 0: at once).
+    pub request_hold_ms: u64,
     /// Queue of each consumer of a ROB (a full queue is a slow consumer, counted).
     pub consumer_queue: usize,
     /// The HLT stores one event in this many (1: every event).
@@ -64,8 +67,98 @@ pub struct SwrodSettings {
     /// Fault-free L1 accepts at the end of the run: a chunk lost in the very last L1 accept
     /// cannot be told from its e-link going silent.
     pub clean_tail_l1as: u64,
-    /// Every card's emulator; card `c` uses seed `felix.seed + c`.
+    /// Every card's emulator; card `c` uses seed `felix.seed + c`. With file or TCP input,
+    /// what the generator's cards are (e-links, chunk sizes, L1 ID and BCID offsets, ECRs).
     pub felix: FelixConfig,
+    /// Where the cards' blocks come from.
+    pub input: SwrodInput,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwrodInputKind {
+    /// Emulated cards in this process, paced at `l1a_rate_hz`.
+    #[default]
+    Emulator,
+    /// Card K's raw file `card<K>.swraw` in `directory` (`swdaq gen --format felix`), read as
+    /// fast as the SW ROD takes it; its truth `card<K>_faults.csv` beside it.
+    File,
+    /// Card K's FELIX server at `tcp_address`'s port + K (`swdaq gen --format felix --tcp`):
+    /// each ROB subscribes to its e-links, the HLT's L1 accepts come from card 0's
+    /// TTC-to-host e-link.
+    Tcp,
+}
+
+/// `[swrod.input]`: the cards' blocks from the emulator, files or FELIX servers. With files
+/// or servers, the L1 accepts are the cards' TTC-to-host records (`swdaq gen` always sends
+/// them), and `l1a_rate_hz` and `clean_tail_l1as` are the generator's business.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SwrodInput {
+    pub kind: SwrodInputKind,
+    /// File input: the generator's output directory.
+    pub directory: PathBuf,
+    /// TCP input: card 0's FELIX server (card K at port + K).
+    pub tcp_address: Option<std::net::SocketAddr>,
+    /// TCP input: the generator's output directory, where it writes `card<K>_faults.csv`
+    /// before ending its publication ("" for none: nothing to score against).
+    pub truth: PathBuf,
+    /// TCP input: seconds to wait for every server to take the subscriptions.
+    pub connect_timeout_s: f64,
+    /// TCP input: seconds a lost connection is tried again before its card counts as ended.
+    pub reconnect_s: f64,
+}
+
+impl Default for SwrodInput {
+    fn default() -> Self {
+        Self {
+            kind: SwrodInputKind::Emulator,
+            directory: PathBuf::new(),
+            tcp_address: None,
+            truth: PathBuf::new(),
+            connect_timeout_s: 30.0,
+            reconnect_s: 5.0,
+        }
+    }
+}
+
+impl SwrodInput {
+    pub fn validate(&self, felix: &FelixConfig) -> anyhow::Result<()> {
+        let seconds = |key: &str, v: f64| {
+            anyhow::ensure!(
+                v > 0.0 && v.is_finite(),
+                "swrod.input.{key} = {v}: must be more than 0"
+            );
+            Ok(())
+        };
+        match self.kind {
+            SwrodInputKind::Emulator => anyhow::ensure!(
+                !felix.ttc_to_host,
+                "swrod.felix.ttc_to_host: emulated cards give the HLT their L1 accepts directly; the TTC-to-host e-link is for `swdaq gen` (file and TCP input)"
+            ),
+            SwrodInputKind::File => anyhow::ensure!(
+                !self.directory.as_os_str().is_empty(),
+                "swrod.input.directory: file input needs the directory `swdaq gen --format felix` wrote"
+            ),
+            SwrodInputKind::Tcp => {
+                anyhow::ensure!(
+                    self.tcp_address.is_some(),
+                    "swrod.input.tcp_address: TCP input needs card 0's FELIX server (host:port)"
+                );
+                seconds("connect_timeout_s", self.connect_timeout_s)?;
+                seconds("reconnect_s", self.reconnect_s)?;
+            }
+        }
+        if self.kind != SwrodInputKind::Emulator {
+            anyhow::ensure!(
+                felix.elinks <= swdaq_format::felix::TTC_TO_HOST_ELINK,
+                "swrod.felix.elinks = {}: e-link {} is the cards' TTC-to-host e-link",
+                felix.elinks,
+                swdaq_format::felix::TTC_TO_HOST_ELINK
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Default for SwrodRunConfig {
@@ -98,6 +191,7 @@ impl Default for SwrodSettings {
             timeout_fragments: 1024,
             max_chunk_bytes: 128,
             request_store_fragments: 16384,
+            request_hold_ms: 500,
             consumer_queue: 4096,
             hlt_accept_every: 100,
             hlt_max_in_flight: 4096,
@@ -106,6 +200,7 @@ impl Default for SwrodSettings {
             sample_every: 100,
             clean_tail_l1as: 16,
             felix: FelixConfig::default(),
+            input: SwrodInput::default(),
         }
     }
 }
@@ -213,6 +308,7 @@ impl SwrodSettings {
             "swrod.hlt_accept_every and swrod.sample_every must be at least 1"
         );
         swdaq_sim::felix::FelixCard::new(self.felix.clone())?;
+        self.input.validate(&self.felix)?;
         for r in 0..self.robs_per_card {
             self.rob_config(0, r).validate()?;
         }
@@ -239,6 +335,11 @@ impl SwrodRunConfig {
         anyhow::ensure!(
             !self.topology.is_distributed() || self.swrod.l1a_rate_hz > 0.0,
             "invalid configuration: swrod.l1a_rate_hz = 0 (as fast as the HLT takes them) runs in one process only: applications' cards and HLT supervisor each follow the L1A clock, which needs a rate"
+        );
+        anyhow::ensure!(
+            !self.topology.is_distributed() || self.swrod.input.kind == SwrodInputKind::Emulator,
+            "invalid configuration: swrod.input.kind = {:?} runs in one process only: SW ROD applications emulate their cards, which follow the L1A clock the HLT supervisor gives out",
+            self.swrod.input.kind
         );
         Ok(())
     }

@@ -11,6 +11,7 @@ mod apps;
 pub mod cards;
 pub mod config;
 mod hlt;
+pub mod inputs;
 pub mod live;
 mod readout;
 pub mod report;
@@ -26,7 +27,7 @@ use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::AppKind;
 use crate::stored::{self, StoredEvent, StoredFragment};
-use config::SwrodRunConfig;
+use config::{SwrodInputKind, SwrodRunConfig};
 use report::SwrodReport;
 use std::path::PathBuf;
 
@@ -80,16 +81,24 @@ impl Configured for SwrodRunConfig {
 
     fn describe(&self) -> String {
         let s = &self.swrod;
+        let source = match s.input.kind {
+            SwrodInputKind::Emulator if s.l1a_rate_hz > 0.0 => {
+                format!("emulated, {} Hz L1A", s.l1a_rate_hz)
+            }
+            SwrodInputKind::Emulator => "emulated, L1As as fast as the chain takes them".into(),
+            SwrodInputKind::File => format!("read from {}", s.input.directory.display()),
+            SwrodInputKind::Tcp => format!(
+                "from FELIX servers at {} (+ card)",
+                s.input
+                    .tcp_address
+                    .map_or_else(|| "?".into(), |a| a.to_string())
+            ),
+        };
         format!(
-            "{} FELIX cards x {} e-links, {} ROBs per card, {}{}, {}, storing 1 event in {} to {}{}",
+            "{} FELIX cards x {} e-links ({source}), {} ROBs per card{}, {}, storing 1 event in {} to {}{}",
             s.cards,
             s.felix.elinks,
             s.robs_per_card,
-            if s.l1a_rate_hz > 0.0 {
-                format!("{} Hz L1A", s.l1a_rate_hz)
-            } else {
-                "L1As as fast as the chain takes them".into()
-            },
             if self.is_distributed() {
                 format!(" in {} applications", self.topology.apps.len())
             } else {

@@ -1,8 +1,10 @@
 //! The SW ROD's closing summary, as text and JSON: L1 accepts, every ROB, the HLT's events,
 //! what was stored, and the truth checks.
 
+use super::config::SwrodInputKind;
 use super::report::SwrodReport;
 use crate::runtime::outcome::StopReason;
+use swdaq_swrod::net::subscriber::IntakeCounts;
 
 pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Value {
     let chunks = r.chunks();
@@ -15,6 +17,7 @@ pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Va
                 "decoder": rob.decoder,
                 "aggregator": rob.aggregator,
                 "consumers": rob.consumers.iter().map(|(n, c)| (n.clone(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+                "intake": rob.intake,
                 "cpu_s": rob.cpu_s,
                 "processing_s": rob.processing_s,
                 "chunks_per_cpu_second": rob.decoder.chunks as f64 / rob.cpu_s.max(1e-9),
@@ -54,12 +57,13 @@ pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Va
         "files": r.files,
         "storage_error": r.storage_error,
         "truth": {
+            "known": r.truth_known,
             "faults": r.truth_checks(),
             "unexpected": r.unexpected().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
             "events_with_incomplete_robs": r.hlt.events_with_incomplete_robs,
             "expected_events_with_incomplete_robs": r.expected_events_with_incomplete_robs(),
             "nothing_silently_dropped": r.nothing_silently_dropped(),
-            "ok": r.truth_ok(),
+            "ok": r.truth_known.then(|| r.truth_ok()),
         },
     });
     if let Some(apps) = &r.apps {
@@ -79,23 +83,42 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
         chunks,
         chunks as f64 / r.seconds / 1e6,
     );
+    let emulated = r.settings.input.kind == SwrodInputKind::Emulator;
     for (i, c) in r.cards.iter().enumerate() {
-        out += &format!(
-            "Card {i:<4} waited {:.2} s for the SW ROD, {:.2} s for the HLT; at most {:.1} ms behind the L1A clock; emulator CPU {:.1} s\n",
-            c.waited_for_rod_s, c.waited_for_hlt_s, c.max_lag_ms, c.cpu_s
-        );
+        out += &if emulated {
+            format!(
+                "Card {i:<4} waited {:.2} s for the SW ROD, {:.2} s for the HLT; at most {:.1} ms behind the L1A clock; emulator CPU {:.1} s\n",
+                c.waited_for_rod_s, c.waited_for_hlt_s, c.max_lag_ms, c.cpu_s
+            )
+        } else {
+            format!(
+                "Card {i:<4} {} L1 accepts from its TTC-to-host e-link ({} lost or unreadable); waited {:.2} s for the SW ROD, {:.2} s for the HLT; {}CPU {:.1} s{}\n",
+                c.l1as,
+                c.ttc_problems,
+                c.waited_for_rod_s,
+                c.waited_for_hlt_s,
+                c.intake
+                    .map_or(String::new(), |i| format!("{}; ", intake_text(&i))),
+                c.cpu_s,
+                c.input_error
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("; input ended early: {e}")),
+            )
+        };
     }
     for rob in &r.robs {
         let a = &rob.aggregator;
         let drops: u64 = rob.consumers.iter().map(|(_, c)| c.dropped_slow).sum();
         out += &format!(
-            "ROB 0x{:08x}: {} fragments ({} incomplete), {:.2} M chunks per CPU second ({:.1} CPU s), {} dropped by slow consumers\n",
+            "ROB 0x{:08x}: {} fragments ({} incomplete), {:.2} M chunks per CPU second ({:.1} CPU s), {} dropped by slow consumers{}\n",
             rob.source_id,
             a.fragments,
             a.incomplete_fragments,
             rob.decoder.chunks as f64 / rob.cpu_s.max(1e-9) / 1e6,
             rob.cpu_s,
             drops,
+            rob.intake
+                .map_or(String::new(), |i| format!("; {}", intake_text(&i))),
         );
     }
     let h = &r.hlt;
@@ -130,7 +153,16 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
         r.samples,
         r.sample_errors,
     );
-    for c in r.truth_checks() {
+    if !r.truth_known {
+        out += &format!(
+            "Truth     not scored: no truth for every card (card<K>_faults.csv) in {:?}\n",
+            match r.settings.input.kind {
+                SwrodInputKind::File => &r.settings.input.directory,
+                _ => &r.settings.input.truth,
+            }
+        );
+    }
+    for c in r.truth_checks().into_iter().filter(|_| r.truth_known) {
         out += &format!(
             "Truth     {:<18} injected {:>6}  {:<20} {:>6}  {}\n",
             c.fault,
@@ -164,7 +196,11 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
         } else {
             unexpected.join(", ")
         },
-        if r.truth_ok() { "OK" } else { "MISMATCH" },
+        match (r.truth_known, r.truth_ok()) {
+            (false, _) => "not scored",
+            (true, true) => "OK",
+            (true, false) => "MISMATCH",
+        },
     );
     if let Some(e) = &r.storage_error {
         out += &format!(
@@ -176,4 +212,12 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
         out += &super::summary_apps::text(apps);
     }
     out
+}
+
+/// A FELIX subscription's counts in words.
+fn intake_text(i: &IntakeCounts) -> String {
+    format!(
+        "FELIX server: {} blocks in {} messages, {} out of sequence, {} malformed, {} connections lost, {} blocks missing",
+        i.blocks, i.messages, i.out_of_sequence, i.malformed, i.connection_losses, i.blocks_missing
+    )
 }

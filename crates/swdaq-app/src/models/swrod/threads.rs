@@ -1,7 +1,9 @@
-//! The threads of a SW ROD run in one process and how they end: the cards stop at one
-//! common L1 accept count (fault-free for the last `clean_tail_l1as`), their channels close,
-//! each SW ROD thread flushes its open fragments, the HLT settles every event it was given
-//! (card 0 tells it of each L1 accept), the writer closes its files.
+//! The threads of a SW ROD run in one process and how they end. The cards' blocks come from
+//! emulated cards, raw files or FELIX servers (`[swrod.input]`); a stop ends every card's L1
+//! accepts at one common count (emulated: fault-free for the last `clean_tail_l1as`), each
+//! SW ROD thread flushes its open fragments once its input has ended or it has built that
+//! far, the HLT settles every event it was given (card 0 tells it of each L1 accept), the
+//! writer closes its files.
 
 use super::cards::{Progress, Shared};
 use super::config::SwrodRunConfig;
@@ -59,7 +61,7 @@ pub fn run_threads(
             std::thread::sleep(Duration::from_millis(20));
         }
         // The HLT lets go of the servers' ports once it has settled its last event.
-        let (readout, seconds) = running.join(started, || {})?;
+        let (readout, seconds) = running.join(s, started, || {})?;
         let join_failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         let hlt = hlt.join().map_err(|_| join_failed("HLT"))?;
         let stored = writer.join().map_err(|_| join_failed("storage"))?;
@@ -68,6 +70,7 @@ pub fn run_threads(
             settings: s.clone(),
             l1as_to_hlt: readout.cards.first().map_or(0, |c| c.l1as),
             cards: readout.cards,
+            truth_known: readout.truth_known,
             robs: readout.robs,
             requests: readout.requests,
             hlt: hlt.counts,

@@ -261,7 +261,7 @@ impl Supervisor<'_> {
                 self.busy_since.get_or_insert(now);
                 break;
             };
-            self.batches[h].push(L1Accept::of(
+            self.batches[h].push(L1Accept::counted(
                 index,
                 self.s.felix.ecr_every,
                 self.s.lumi_block_length(),

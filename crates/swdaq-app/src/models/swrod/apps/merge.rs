@@ -27,6 +27,8 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
         seconds: launched.seconds,
         settings: s.clone(),
         cards: Vec::new(),
+        // Applications emulate their cards (the configuration refuses other input).
+        truth_known: true,
         robs: Vec::new(),
         requests: Vec::new(),
         hlt: Default::default(),

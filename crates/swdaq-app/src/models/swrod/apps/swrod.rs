@@ -71,7 +71,8 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             last_second: Instant::now(),
         }
         .stop();
-        let (readout, seconds) = running.join(started, || done.store(true, Ordering::Release))?;
+        let (readout, seconds) =
+            running.join(s, started, || done.store(true, Ordering::Release))?;
         let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         let (refused, foreign) = requests.join().map_err(|_| failed("request"))?;
         let undelivered = answers.join().map_err(|_| failed("answer"))?;

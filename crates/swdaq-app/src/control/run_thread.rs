@@ -1,0 +1,86 @@
+//! The thread of one run under run control: it runs the configured model, tells run control
+//! through the model's hooks when data taking began and what the live figures are, and
+//! records how the run ended.
+
+use super::fsm::Event;
+use super::system::{ENDED_KEPT, Inner, Run, Shared, one_line};
+use crate::model::{Configured, RunHooks};
+use crate::runtime::steering::Steering;
+use crate::runtime::stop::StopRequest;
+use std::sync::Arc;
+
+/// Tells run control how the run it started is going.
+struct Hooks {
+    shared: Arc<Shared>,
+    number: u32,
+}
+
+impl Hooks {
+    /// The run these hooks were made for, while it is still the one run control holds.
+    fn this_run<'a>(&self, inner: &'a mut Inner) -> Option<&'a mut Run> {
+        inner.run.as_mut().filter(|r| r.number == self.number)
+    }
+}
+
+impl RunHooks for Hooks {
+    fn started(&self, steer: Steering) {
+        let mut inner = self.shared.lock();
+        if let Some(run) = self.this_run(&mut inner) {
+            run.steer = steer;
+            let _ = inner.apply(Event::Started, &format!("run {}", self.number), "");
+        }
+        self.shared.changed.notify_all();
+    }
+
+    fn live(&self, live: &crate::live::Live) {
+        let Ok(live) = serde_json::to_value(live) else {
+            return;
+        };
+        let mut inner = self.shared.lock();
+        if let Some(run) = self.this_run(&mut inner) {
+            run.live = Some(live.clone());
+            inner.watch.live(self.number, &live);
+        }
+    }
+
+    fn stopping(&self) {
+        if let Some(run) = self.this_run(&mut self.shared.lock()) {
+            run.steer = Steering::default();
+        }
+    }
+}
+
+/// Runs one run of the configured model and reports how it ended to run control.
+pub(super) fn run_thread(shared: Arc<Shared>, config: Box<dyn Configured>, stop: Arc<StopRequest>) {
+    let number = config.run_number();
+    let hooks = Hooks {
+        shared: Arc::clone(&shared),
+        number,
+    };
+    let result = config.run(&stop, &hooks);
+    let who = format!("run {number}");
+    let mut inner = shared.lock();
+    let outcome = match result {
+        Ok(outcome) => {
+            let summary = outcome.json();
+            inner.last_summary_text = Some(outcome.text());
+            let reason = format!(" ({:?})", outcome.stop_reason());
+            let _ = inner.apply(Event::Ended, &who, &reason);
+            Ok(summary)
+        }
+        Err(e) => {
+            let message = one_line(&e);
+            let _ = inner.apply(Event::Failed, &who, &format!(": {message}"));
+            inner.last_error = Some(message.clone());
+            Err(message)
+        }
+    };
+    let failed = outcome.as_ref().err().cloned();
+    inner.watch.run_over(failed.as_deref());
+    if inner.ended.len() == ENDED_KEPT {
+        inner.ended.pop_front();
+    }
+    inner.ended.push_back((number, outcome));
+    inner.run = None;
+    shared.changed.notify_all();
+}
