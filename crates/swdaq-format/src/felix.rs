@@ -271,9 +271,12 @@ impl<'a> Block<'a> {
 /// swdaq's choice (the highest 11-bit e-link), not FELIX's, and no data e-link may use it.
 pub const TTC_TO_HOST_ELINK: u16 = MAX_ELINK;
 
-/// One L1 accept as the TTC-to-host e-link carries it, one record per chunk. The layout is
-/// swdaq's own (FELIX's TTC-to-host message holds more, in a layout of its firmware
-/// release); little-endian:
+/// One L1 accept as the TTC-to-host e-link carries it, one record per chunk. The layout
+/// follows no experiment file: it is swdaq's own, for its generator and SW ROD to agree on.
+/// FELIX's TTC-to-host message (a virtual e-link, see the FELIX Link Mapping Specification,
+/// atlas-project-felix user docs) holds more fields, in a layout of the firmware release,
+/// which no public FELIX source read for this work spells out; a real FELIX host needs a
+/// decoder of its own here. Little-endian:
 ///
 /// | bytes | field |
 /// |-------|-------|

@@ -267,13 +267,14 @@ impl<W> RequestServer<W> {
         now: Instant,
         answer: &mut impl FnMut(W, RobReply),
     ) {
-        if self.lookup(l1_id).0 == RobRequestStatus::NotYet && !self.hold.is_zero() {
+        let (status, fragment) = self.lookup(l1_id);
+        if status == RobRequestStatus::NotYet && !self.hold.is_zero() {
             let due = now + self.hold;
             self.held.entry(l1_id).or_default().push((due, who));
             self.deadlines.push_back((due, l1_id));
             return;
         }
-        self.answer_now(l1_id, who, answer);
+        self.reply(l1_id, who, (status, fragment), answer);
     }
 
     /// Answers every request held past its deadline by `now` with what is known then.
@@ -310,7 +311,18 @@ impl<W> RequestServer<W> {
     }
 
     fn answer_now(&mut self, l1_id: u32, who: W, answer: &mut impl FnMut(W, RobReply)) {
-        let (status, fragment) = self.lookup(l1_id);
+        let found = self.lookup(l1_id);
+        self.reply(l1_id, who, found, answer);
+    }
+
+    /// Counts and sends an answer already looked up.
+    fn reply(
+        &mut self,
+        l1_id: u32,
+        who: W,
+        (status, fragment): (RobRequestStatus, Option<Arc<BuiltFragment>>),
+        answer: &mut impl FnMut(W, RobReply),
+    ) {
         self.counts.count(status);
         answer(
             who,
