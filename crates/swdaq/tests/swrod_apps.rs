@@ -85,7 +85,11 @@ fn a_killed_hlt_application_loses_exactly_the_events_in_no_closed_file_and_the_r
         |n| events.get(&n).map_or(0, Vec::len),
         |n| {
             let e = &events[&n][0];
-            assert!(e.robs == 4 && e.missing_robs.is_empty(), "event {n}: {e:?}");
+            assert!(
+                e.robs == 4 && e.missing_robs.is_empty(),
+                "event {n}: {e:?}; HLT counts {}",
+                s["hlt"]
+            );
         },
     );
     assert_eq!(

@@ -15,12 +15,14 @@ pub const ROBS_PER_CARD: u32 = 2;
 
 /// 2 FELIX cards x 2 ROBs x 8 e-links, L1 accepts at 2 kHz for `duration_s`, every event
 /// stored, files of 1 MB under `dir/out`; `topology` holds the `[[topology.hosts]]` and
-/// `[[topology.apps]]`.
+/// `[[topology.apps]]`. The HLT waits up to 10 s for a fragment: on a loaded machine the
+/// emulated cards may run seconds behind the supervisor's L1A clock, which real front ends
+/// never do, and a test of the dataflow must not fail on that.
 pub fn config(dir: &Path, duration_s: f64, topology: &str) -> PathBuf {
     let t = format!(
         "duration_s = {duration_s}\nmetrics_addr = \"\"\n\
          [swrod]\noutput_dir = {:?}\nmax_file_mb = 1\ncards = 2\nrobs_per_card = {ROBS_PER_CARD}\n\
-         l1a_rate_hz = 2000.0\nhlt_accept_every = 1\nhlt_retry_us = 2000\nsample_every = 7\n\
+         l1a_rate_hz = 2000.0\nhlt_accept_every = 1\nhlt_retry_us = 2000\nhlt_give_up_ms = 10000\nsample_every = 7\n\
          [swrod.felix]\nelinks = 16\nchunk_min = 8\nchunk_max = 60\necr_every = 1000\nseed = 3\n\
          [topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n{topology}",
         dir.join("out"),
