@@ -2,6 +2,7 @@
 //! thread's share of a core.
 
 use std::time::Duration;
+use swdaq_dataflow::credit::LeftOnDisk;
 use swdaq_monitor::proc::{ThreadStat, USER_HZ, read_threads};
 use swdaq_store::StoreReport;
 
@@ -71,4 +72,26 @@ pub fn cpu_shares(before: &[ThreadStat], elapsed: Duration) -> Vec<(String, f64)
             (t.name, seconds / elapsed.as_secs_f64())
         })
         .collect()
+}
+
+/// What a dead application (`unit`: "bu", "hlt", ...) left on disk, for a summary's
+/// `read_back`, without its event numbers (the summary's `lost_events` holds those it did not
+/// write).
+pub fn read_back_json(
+    unit: (&str, usize),
+    reported: bool,
+    left: &Result<LeftOnDisk, String>,
+) -> serde_json::Value {
+    let mut j = serde_json::json!({ unit.0: unit.1, "reported": reported });
+    match left {
+        Ok(l) => {
+            j["events_in_closed_files"] = l.events.len().into();
+            j["closed_files"] = l.files.into();
+            j["duplicate_events"] = serde_json::json!(l.duplicates);
+            j["partial_files"] = serde_json::json!(l.partial);
+            j["unreadable_files"] = serde_json::json!(l.unreadable);
+        }
+        Err(e) => j["error"] = e.as_str().into(),
+    }
+    j
 }

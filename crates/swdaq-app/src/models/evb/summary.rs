@@ -1,10 +1,9 @@
 //! The event builder's closing summary, as text and JSON: events triggered, built, written
 //! and lost (by number), FED errors, what dead builder units left on disk, the farm.
 
-use crate::runtime::outcome::StopReason;
+use crate::runtime::outcome::{StopReason, read_back_json};
 use swdaq_evb::EvbSummary;
 use swdaq_evb::check::FedCheckFailure;
-use swdaq_evb::reconcile::ReadBack;
 
 /// Super-fragments that never came, per readout unit, over every builder unit.
 fn missing_per_ru(s: &EvbSummary) -> Vec<u64> {
@@ -66,7 +65,7 @@ pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Val
         })).collect::<Vec<_>>(),
         "missing_per_ru": missing_per_ru(s),
         "writer_errors": s.writers.iter().filter_map(|w| w.error.as_ref().map(|e| e.to_string())).collect::<Vec<_>>(),
-        "read_back": s.read_back.iter().map(read_back_json).collect::<Vec<_>>(),
+        "read_back": s.read_back.iter().map(|r| read_back_json(("bu", r.bu.into()), r.reported, &r.left)).collect::<Vec<_>>(),
         "builder_cpu_seconds": s.builder_cpu_seconds,
         "farm": s.farm.as_ref().map(|f| serde_json::json!({
             "files": f.counts.files,
@@ -79,23 +78,6 @@ pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Val
             "errors": f.errors,
         })),
     })
-}
-
-/// What a dead builder unit left on disk, without its event numbers (the summary's
-/// `lost_events` already holds those it did not write).
-fn read_back_json(r: &ReadBack) -> serde_json::Value {
-    let mut j = serde_json::json!({ "bu": r.bu, "reported": r.reported });
-    match &r.left {
-        Ok(l) => {
-            j["events_in_closed_files"] = l.events.len().into();
-            j["closed_files"] = l.files.into();
-            j["duplicate_events"] = serde_json::json!(l.duplicates);
-            j["partial_files"] = serde_json::json!(l.partial);
-            j["unreadable_files"] = serde_json::json!(l.unreadable);
-        }
-        Err(e) => j["error"] = e.as_str().into(),
-    }
-    j
 }
 
 pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {

@@ -3,8 +3,7 @@
 //! application ended and what the inboxes refused.
 
 use super::report::{AppsPart, SwrodReport};
-use swdaq_dataflow::credit::ReadBackOf;
-use swdaq_swrod::read_back::LeftOnDisk;
+use crate::runtime::outcome::read_back_json;
 
 /// The JSON keys of the applications' part, added to `j`.
 pub(super) fn add_json(j: &mut serde_json::Value, r: &SwrodReport, a: &AppsPart) {
@@ -25,29 +24,16 @@ pub(super) fn add_json(j: &mut serde_json::Value, r: &SwrodReport, a: &AppsPart)
         None => serde_json::Value::Null,
     };
     j["hlts_gone"] = serde_json::json!(a.hltsv.as_ref().map(|h| &h.gone));
-    j["read_back"] = a.read_back.iter().map(read_back_json).collect();
+    j["read_back"] = a
+        .read_back
+        .iter()
+        .map(|r| read_back_json(("hlt", r.unit), r.reported, &r.left))
+        .collect();
     j["apps"] = serde_json::to_value(&a.apps).unwrap_or_default();
     j["refused_messages"] = serde_json::json!(a.refused_messages);
     j["undelivered"] = serde_json::json!(a.undelivered);
     j["thread_cpu"] = serde_json::json!(a.thread_cpu);
     j["l1as_to_hlt"] = r.l1as_to_hlt.into();
-}
-
-/// What a dead HLT application left on disk, without its event numbers (`lost_events` holds
-/// those it did not write).
-fn read_back_json(r: &ReadBackOf<LeftOnDisk>) -> serde_json::Value {
-    let mut j = serde_json::json!({ "hlt": r.unit, "reported": r.reported });
-    match &r.left {
-        Ok(l) => {
-            j["events_in_closed_files"] = l.events.len().into();
-            j["closed_files"] = l.files.into();
-            j["duplicate_events"] = serde_json::json!(l.duplicates);
-            j["partial_files"] = serde_json::json!(l.partial);
-            j["unreadable_files"] = serde_json::json!(l.unreadable);
-        }
-        Err(e) => j["error"] = e.as_str().into(),
-    }
-    j
 }
 
 /// The text lines of the applications' part.
