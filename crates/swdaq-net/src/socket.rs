@@ -120,12 +120,12 @@ impl Outlet {
     }
 
     pub fn send(&self, message: &Message) -> Result<(), SendError> {
-        self.send_frames(message, Vec::new(), 0)
+        self.send_frames(message, &mut Vec::new(), 0)
     }
 
     /// Sends without waiting at all: fails at once when the peer's queue is full.
     pub fn try_send(&self, message: &Message) -> Result<(), SendError> {
-        self.send_frames(message, Vec::new(), zmq::DONTWAIT)
+        self.send_frames(message, &mut Vec::new(), zmq::DONTWAIT)
     }
 
     /// A heartbeat, unless another thread is sending right now (then that message, once it
@@ -141,7 +141,7 @@ impl Outlet {
 
     /// A fragment: its metadata, then its bytes as a second frame, handed over without a copy.
     pub fn send_fragment(&self, message: &Message, bytes: Vec<u8>) -> Result<(), SendError> {
-        self.send_frames(message, vec![bytes], 0)
+        self.send_frames(message, &mut vec![bytes], 0)
     }
 
     /// A message and the frames it announces (`Message::frames_after`), each handed over
@@ -149,7 +149,17 @@ impl Outlet {
     pub fn try_send_with_frames(
         &self,
         message: &Message,
-        frames: Vec<Vec<u8>>,
+        mut frames: Vec<Vec<u8>>,
+    ) -> Result<(), SendError> {
+        self.try_send_keeping(message, &mut frames)
+    }
+
+    /// As [`Self::try_send_with_frames`], but when the peer's queue is full `frames` are
+    /// left as they were, to be sent again later; taken when the message goes.
+    pub fn try_send_keeping(
+        &self,
+        message: &Message,
+        frames: &mut Vec<Vec<u8>>,
     ) -> Result<(), SendError> {
         self.send_frames(message, frames, zmq::DONTWAIT)
     }
@@ -157,7 +167,7 @@ impl Outlet {
     fn send_frames(
         &self,
         message: &Message,
-        frames: Vec<Vec<u8>>,
+        frames: &mut Vec<Vec<u8>>,
         flags: i32,
     ) -> Result<(), SendError> {
         let head = wire::encode(self.0.sender, message, frames.len() as u16);
@@ -167,9 +177,12 @@ impl Outlet {
         let last = frames.len();
         let more = |i: usize| if i < last { zmq::SNDMORE } else { 0 };
         let result = socket.send(head, flags | more(0)).and_then(|()| {
-            frames.into_iter().enumerate().try_for_each(|(i, bytes)| {
-                socket.send(zmq::Message::from(bytes), flags | more(i + 1))
-            })
+            std::mem::take(frames)
+                .into_iter()
+                .enumerate()
+                .try_for_each(|(i, bytes)| {
+                    socket.send(zmq::Message::from(bytes), flags | more(i + 1))
+                })
         });
         match result {
             Ok(()) => {

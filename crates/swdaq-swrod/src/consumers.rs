@@ -89,8 +89,8 @@ pub enum RobRequestStatus {
     Gone,
     /// Further ahead of the newest fragment than any event can be.
     Invalid,
-    /// The request could not reach the ROB's server: its application is gone, or its
-    /// inbox did not take the request (said by the requester's side, never by a server).
+    /// The request could not reach the ROB's server: its application is gone (said by the
+    /// requester's side, never by a server).
     Unreachable,
 }
 

@@ -270,7 +270,7 @@ fn check_fault_run(summary: &Value, l1as: u64, felix: FelixConfig) {
         assert!(u(&check["injected"]) > 0, "{check}");
         assert_eq!(check["ok"], true, "{check}");
     }
-    assert_eq!(truth["ok"], true, "{truth:#}");
+    assert_eq!(truth["ok"], true, "{truth:#}\nHLT: {:#}", summary["hlt"]);
     assert_eq!(u(&summary["l1as"]), l1as);
     assert!(u(&summary["hlt"]["events_with_incomplete_robs"]) > l1as - 2500);
     let chunks = emulated_chunks(l1as, felix);
@@ -340,16 +340,14 @@ fn free_tcp_ports() -> u16 {
     }
 }
 
-#[test]
-fn cards_published_by_felix_servers_over_tcp_give_every_block_and_the_truth() {
-    let dir = tempfile::tempdir().unwrap();
-    let l1as = 3990;
-    let sent = dir.path().join("sent");
-    let port = free_tcp_ports();
-    let address = format!("127.0.0.1:{port}");
-    // Paced at 10 kHz as a FELIX server publishes them: the run takes 0.4 s of L1 accepts.
+/// `swdaq gen --format felix --tcp` on free ports: the run's cards published by FELIX
+/// servers, paced at 10 kHz (0.4 s of L1 accepts), their truth written under `dir/sent`;
+/// with the `[swrod.input]` that subscribes to them.
+fn felix_servers(dir: &Path, l1as: u64) -> (std::process::Child, String) {
+    let sent = dir.join("sent");
+    let address = format!("127.0.0.1:{}", free_tcp_ports());
     let servers = generate(
-        dir.path(),
+        dir,
         l1as,
         10_000,
         &[
@@ -364,14 +362,11 @@ fn cards_published_by_felix_servers_over_tcp_give_every_block_and_the_truth() {
     let input = format!(
         "[swrod.input]\nkind = \"tcp\"\ntcp_address = \"{address}\"\ntruth = {sent:?}\nconnect_timeout_s = 30\n"
     );
-    let summary = run(&config(dir.path(), 0, FAULTS, &input));
-    assert!(servers.wait_with_output().unwrap().status.success());
-    // Every block the servers published arrived, in sequence, whole.
-    let subscriptions = summary["cards"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(summary["robs"].as_array().unwrap());
+    (servers, input)
+}
+
+/// Every block the servers published arrived at each of `subscriptions`, in sequence, whole.
+fn assert_every_block_arrived<'a>(subscriptions: impl Iterator<Item = &'a Value>) {
     for subscriber in subscriptions {
         let intake = &subscriber["intake"];
         assert!(u(&intake["blocks"]) > 0, "{subscriber:#}");
@@ -383,6 +378,88 @@ fn cards_published_by_felix_servers_over_tcp_give_every_block_and_the_truth() {
         ] {
             assert_eq!(u(&intake[counter]), 0, "{counter}: {subscriber:#}");
         }
+    }
+}
+
+#[test]
+fn cards_published_by_felix_servers_over_tcp_give_every_block_and_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let l1as = 3990;
+    let (servers, input) = felix_servers(dir.path(), l1as);
+    let summary = run(&config(dir.path(), 0, FAULTS, &input));
+    assert!(servers.wait_with_output().unwrap().status.success());
+    let cards = summary["cards"].as_array().unwrap();
+    assert_every_block_arrived(cards.iter().chain(summary["robs"].as_array().unwrap()));
+    check_fault_run(&summary, l1as, generated_cards());
+}
+
+/// The same servers read by SW ROD applications on 127.0.0.1, a card each, whose HLT
+/// supervisor takes the L1 accepts off card 0's TTC-to-host e-link (as ATLAS's from the
+/// central trigger), and two HLT applications that ask every ROB, build and store.
+#[test]
+fn sw_rod_applications_fed_by_felix_servers_store_the_same_events_and_the_truth_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let l1as = 3990;
+    let (servers, input) = felix_servers(dir.path(), l1as);
+    let apps: String = [
+        ("swrod-0", "swrod", "cards = [0]"),
+        ("swrod-1", "swrod", "cards = [1]"),
+        ("hltsv", "hltsv", ""),
+        ("hlt-0", "hlt", ""),
+        ("hlt-1", "hlt", ""),
+    ]
+    .iter()
+    .map(|(name, kind, cards)| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        format!(
+            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{port}\"\n{cards}\n"
+        )
+    })
+    .collect();
+    // Generous time-outs: on a loaded machine a peer or a fragment may be seconds late, and
+    // this test is about the data, not the drills (tests/swrod_apps.rs).
+    let topology = format!("[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 5000\n{apps}");
+    let config = config(dir.path(), 0, FAULTS, &format!("{input}{topology}"));
+    let text = std::fs::read_to_string(&config).unwrap();
+    // 256 events each at most in flight: one HLT application that asks first cannot take
+    // the whole run, so both share it.
+    let text = text.replace(
+        "[swrod]\n",
+        "[swrod]\nhlt_give_up_ms = 10000\nhlt_max_in_flight = 256\n",
+    );
+    std::fs::write(&config, text).unwrap();
+    let summary = run(&config);
+    assert!(servers.wait_with_output().unwrap().status.success());
+    let hltsv = &summary["hltsv"];
+    assert_eq!(u(&hltsv["l1as"]), l1as, "{hltsv:#}");
+    assert_eq!(u(&hltsv["ttc_problems"]), 0, "{hltsv:#}");
+    let ttc = serde_json::json!({ "intake": hltsv["ttc_intake"] });
+    let cards = summary["cards"].as_array().unwrap();
+    assert_every_block_arrived(
+        cards
+            .iter()
+            .chain(summary["robs"].as_array().unwrap())
+            .chain([&ttc]),
+    );
+    assert_eq!(
+        (u(&summary["stored_events"]), u(&summary["lost"])),
+        (l1as, 0),
+        "{summary:#}"
+    );
+    for hlt in ["hlt-0", "hlt-1"] {
+        assert!(
+            summary["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["path"].as_str().unwrap().contains(hlt)),
+            "{hlt} stored nothing: {:#}",
+            summary["hltsv"]
+        );
     }
     check_fault_run(&summary, l1as, generated_cards());
 }

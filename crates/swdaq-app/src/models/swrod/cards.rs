@@ -104,6 +104,12 @@ pub struct Progress<'a> {
 impl Progress<'_> {
     /// Ends data taking at a common L1 accept count a little ahead of every card.
     pub fn stop(&self) {
+        self.stop_at_least(0);
+    }
+
+    /// Ends data taking a little ahead of every card and of `l1as` (every L1 accept the HLT
+    /// may ask for).
+    pub fn stop_at_least(&self, l1as: u64) {
         if self.shared.stopping.swap(true, Ordering::Relaxed) {
             return;
         }
@@ -113,7 +119,8 @@ impl Progress<'_> {
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(l1as);
         let target = furthest + self.settings.clean_tail_l1as + 2 * batch_l1as(self.settings);
         self.shared.stop_at.fetch_min(target, Ordering::Relaxed);
     }

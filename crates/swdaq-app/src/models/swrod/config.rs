@@ -332,14 +332,14 @@ impl SwrodRunConfig {
         crate::model::check_metrics_addr(&self.metrics_addr, "metrics_addr")?;
         self.swrod.validate()?;
         self.topology.validate_swrod(self.swrod.cards)?;
+        let emulated = self.swrod.input.kind == SwrodInputKind::Emulator;
         anyhow::ensure!(
-            !self.topology.is_distributed() || self.swrod.l1a_rate_hz > 0.0,
+            !self.topology.is_distributed() || !emulated || self.swrod.l1a_rate_hz > 0.0,
             "invalid configuration: swrod.l1a_rate_hz = 0 (as fast as the HLT takes them) runs in one process only: applications' cards and HLT supervisor each follow the L1A clock, which needs a rate"
         );
         anyhow::ensure!(
-            !self.topology.is_distributed() || self.swrod.input.kind == SwrodInputKind::Emulator,
-            "invalid configuration: swrod.input.kind = {:?} runs in one process only: SW ROD applications emulate their cards, which follow the L1A clock the HLT supervisor gives out",
-            self.swrod.input.kind
+            !self.topology.is_distributed() || self.swrod.input.kind != SwrodInputKind::File,
+            "invalid configuration: swrod.input.kind = \"file\" runs in one process only: SW ROD applications take their cards emulated or from FELIX servers (\"tcp\"), whose TTC-to-host e-link gives the HLT supervisor its L1 accepts"
         );
         Ok(())
     }

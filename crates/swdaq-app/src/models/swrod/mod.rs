@@ -237,6 +237,18 @@ mod tests {
             e.contains("cards [2] are read out by no swrod application"),
             "{e}"
         );
+        // Applications take FELIX servers (the supervisor reads card 0's TTC-to-host
+        // e-link, so no L1A rate is needed), never files.
+        let mut served = config.clone();
+        served.swrod.input.kind = config::SwrodInputKind::Tcp;
+        served.swrod.input.tcp_address = Some("127.0.0.1:4000".parse().unwrap());
+        served.swrod.l1a_rate_hz = 0.0;
+        config::parse(&served.to_toml()).unwrap();
+        let mut files = config.clone();
+        files.swrod.input.kind = config::SwrodInputKind::File;
+        files.swrod.input.directory = "cards".into();
+        let e = config::parse(&files.to_toml()).unwrap_err().to_string();
+        assert!(e.contains("\"file\" runs in one process only"), "{e}");
     }
 
     /// The shipped example, paced and stopped by its duration (the stop path every

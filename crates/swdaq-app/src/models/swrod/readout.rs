@@ -291,7 +291,7 @@ impl Running<'_> {
 }
 
 /// Card `card`'s FELIX server: the configured address's port + `card`.
-fn server_address(s: &SwrodSettings, card: usize) -> anyhow::Result<SocketAddr> {
+pub(super) fn server_address(s: &SwrodSettings, card: usize) -> anyhow::Result<SocketAddr> {
     let base = s
         .input
         .tcp_address
@@ -325,8 +325,8 @@ fn read_cards_truth(s: &SwrodSettings, cards: &mut [CardResult]) -> anyhow::Resu
         SwrodInputKind::Tcp => &s.input.truth,
     };
     let mut known = true;
-    for (c, card) in cards.iter_mut().enumerate() {
-        match read_truth(dir, c as u16)? {
+    for card in cards.iter_mut() {
+        match read_truth(dir, card.card)? {
             Some(faults) => card.faults = faults,
             None => known = false,
         }

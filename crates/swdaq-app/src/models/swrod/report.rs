@@ -96,6 +96,9 @@ pub struct HltsvReport {
     pub gone: Vec<u16>,
     /// Each HLT application's account.
     pub accounts: Vec<UnitAccount>,
+    /// Fed by FELIX servers: its subscription to card 0's TTC-to-host e-link, and the TTC
+    /// records lost or broken there (L1 accepts the HLT never heard of).
+    pub ttc_intake: Option<(IntakeCounts, u64)>,
 }
 
 /// What only a run as applications has.

@@ -14,6 +14,8 @@ pub(super) fn add_json(j: &mut serde_json::Value, r: &SwrodReport, a: &AppsPart)
         Some(h) => serde_json::json!({
             "l1as": h.l1as,
             "busy_s": h.busy_s,
+            "ttc_intake": h.ttc_intake.map(|(i, _)| i),
+            "ttc_problems": h.ttc_intake.map(|(_, p)| p),
             "hlts_gone": h.gone,
             "hlts": h.accounts.iter().map(|a| serde_json::json!({
                 "requested": a.requested,

@@ -1,15 +1,17 @@
 //! The `hltsv` application, ATLAS's HLT supervisor with the central trigger's L1 accepts:
-//! it takes L1 accepts from the L1A clock (the run's rate; as fast as the HLT takes them at
-//! rate 0) and gives each, numbered from 1 and with the L1 ID every card gives it, to an HLT
-//! application with credit, round robin (`swdaq_dataflow::credit`, as the event builder's
-//! event manager gives events to builder units). With no credit anywhere the trigger is busy:
-//! the clock stands still until an HLT application asks for more (dead time, counted). Run
-//! control's pause holds the clock too. Every `swrod` application hears how far its cards may
-//! run: the L1 accepts given so far and a lead (the L1A horizon), so a pause, a busy HLT farm
-//! or this application's death hold the cards, as the central trigger's busy holds the front
-//! ends. An HLT application that goes silent (or does not take what it asked for) is gone:
-//! the events it had not settled are lost, by number.
+//! it takes L1 accepts from the L1A clock at the run's rate, or from card 0's TTC-to-host
+//! e-link when FELIX servers publish the cards (`l1a_source`), and gives each, numbered from
+//! 1 and with the L1 ID every card gives it, to an HLT application with credit, round robin
+//! (`swdaq_dataflow::credit`, as the event builder's event manager gives events to builder
+//! units). With no credit anywhere the trigger is busy: the source stands still until an HLT
+//! application asks for more (dead time, counted). Run control's pause holds it too. Every
+//! `swrod` application hears how far its emulated cards may run: the L1 accepts given so far
+//! and a lead (the L1A horizon), so a pause, a busy HLT farm or this application's death
+//! hold the cards, as the central trigger's busy holds the front ends; the last word at the
+//! end of the run is where the cards may stop. An HLT application that goes silent (or does
+//! not take what it asked for) is gone: the events it had not settled are lost, by number.
 
+use super::l1a_source::{L1aSource, Next};
 use super::{NET_WAKE, SwrodAppReport, SwrodContext};
 use crate::models::swrod::config::SwrodSettings;
 use crate::models::swrod::report::HltsvReport;
@@ -25,9 +27,6 @@ use swdaq_swrod::message::{MAX_BATCH, ToHlt};
 use swdaq_swrod::trigger::L1Accept;
 use swdaq_trigger::TriggerControl;
 
-/// The shortest wait between looks at the clock: L1 accepts go out in batches of about
-/// this much time.
-const TICK: Duration = Duration::from_millis(1);
 /// Most L1 accepts given out before the inbox is looked at again.
 const MOST_AT_ONCE: u64 = 4096;
 
@@ -42,6 +41,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     everyone.extend(to_swrods.iter().cloned());
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     let metrics = Metrics::register(&monitoring.registry)?;
+    let source = L1aSource::new(s, || ctx.commands.stop_requested())?;
     control::say_ready()?;
     let clock = Clock::start();
     let mut report = SwrodAppReport::default();
@@ -56,7 +56,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         hlts,
         to_hlts,
         to_swrods,
-        clock: L1aClock::new(s.l1a_rate_hz),
+        source,
         busy_since: None,
         started: Instant::now(),
         horizon_sent: s.l1a_lead(),
@@ -67,51 +67,13 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let inlet = supervisor.run(inlet, ctx);
     let mut hltsv = supervisor.report;
     hltsv.accounts = supervisor.credits.accounts().to_vec();
+    hltsv.ttc_intake = supervisor.source.intake();
     report.hltsv = Some(hltsv);
     report.undelivered = supervisor.undelivered;
     report.refused_messages = inlet.counts().refused.clone();
     (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
     monitoring.stop();
     Ok(report)
-}
-
-/// The L1A clock: L1 accept `n` (from 0) is due `n / rate` after the start, later by every
-/// time the clock was held (paused, or busy).
-struct L1aClock {
-    period_s: Option<f64>,
-    origin: Instant,
-    held_since: Option<Instant>,
-}
-
-impl L1aClock {
-    fn new(rate_hz: f64) -> Self {
-        Self {
-            period_s: (rate_hz > 0.0).then(|| 1.0 / rate_hz),
-            origin: Instant::now(),
-            held_since: None,
-        }
-    }
-
-    fn hold(&mut self, now: Instant) {
-        self.held_since.get_or_insert(now);
-    }
-
-    fn release(&mut self, now: Instant) {
-        if let Some(since) = self.held_since.take() {
-            self.origin += now - since;
-        }
-    }
-
-    /// How long until L1 accept `n` is due (zero: it is).
-    fn due_in(&self, n: u64, now: Instant) -> Duration {
-        match (self.held_since, self.period_s) {
-            (Some(_), _) => Duration::MAX,
-            (None, None) => Duration::ZERO,
-            (None, Some(p)) => {
-                (self.origin + Duration::from_secs_f64(n as f64 * p)).saturating_duration_since(now)
-            }
-        }
-    }
 }
 
 struct Metrics {
@@ -150,7 +112,7 @@ struct Supervisor<'a> {
     batches: Vec<Vec<L1Accept>>,
     /// When the run's L1 accepts began (luminosity blocks by time count from it).
     started: Instant,
-    clock: L1aClock,
+    source: L1aSource,
     busy_since: Option<Instant>,
     horizon_sent: u64,
     report: HltsvReport,
@@ -170,6 +132,7 @@ impl Supervisor<'_> {
         };
         let mut paused = false;
         let mut said_ended = false;
+        let mut input_ended = false;
         let mut wait = Duration::ZERO;
         while !ctx.commands.stop_requested() {
             for command in commands.try_iter() {
@@ -178,22 +141,24 @@ impl Supervisor<'_> {
                         paused = true;
                         let now = Instant::now();
                         self.end_busy(now);
-                        self.clock.hold(now);
+                        self.source.hold(now);
                     }
                     Command::TriggerControl(TriggerControl::Resume) => {
                         paused = false;
-                        self.clock.release(Instant::now());
+                        self.source.release(Instant::now());
                     }
                     other => eprintln!("swdaq: hltsv: ignored {other:?}"),
                 }
             }
             self.take_requests(&mut inlet, wait);
-            wait = if paused || self.report.l1as >= max {
-                NET_WAKE
+            let given_out = if paused || input_ended || self.report.l1as >= max {
+                Some(NET_WAKE)
             } else {
                 self.give_out(max)
             };
-            if self.report.l1as >= max && !said_ended {
+            input_ended |= given_out.is_none();
+            wait = given_out.unwrap_or(NET_WAKE);
+            if (input_ended || self.report.l1as >= max) && !said_ended {
                 said_ended = true;
                 if let Err(e) = control::say_input_ended() {
                     eprintln!("swdaq: hltsv: cannot tell the launcher the L1 accepts ended: {e}");
@@ -201,6 +166,8 @@ impl Supervisor<'_> {
             }
         }
         self.flush();
+        // The last word: the `swrod` applications' cards end no sooner than this.
+        self.send_horizon();
         for (h, to) in self.to_hlts.iter().enumerate() {
             if self.credits.accounts()[h].alive
                 && to.try_send(&Message::ToHlt(ToHlt::EndOfRun)).is_err()
@@ -242,31 +209,37 @@ impl Supervisor<'_> {
     }
 
     /// Gives out the L1 accepts that are due to HLT applications with credit; how long to
-    /// wait before looking again.
-    fn give_out(&mut self, max: u64) -> Duration {
+    /// wait before looking again, or `None` when the source has ended.
+    fn give_out(&mut self, max: u64) -> Option<Duration> {
         let now = Instant::now();
         if self.busy_since.is_some() && self.credits.any_credit() {
             self.end_busy(now);
-            self.clock.release(now);
+            self.source.release(now);
         }
         let mut given = 0;
+        let mut wait = NET_WAKE;
+        let mut ended = false;
         while self.report.l1as < max && given < MOST_AT_ONCE {
             let index = self.report.l1as;
-            if self.clock.due_in(index, now) > Duration::ZERO {
-                break;
-            }
+            let l1a = match self.source.next(index, now, self.s, self.started) {
+                Next::Due(l1a) => l1a,
+                Next::Wait(w) => {
+                    wait = w;
+                    break;
+                }
+                Next::Ended => {
+                    ended = true;
+                    break;
+                }
+            };
             let Some(h) = self.credits.take(index + 1) else {
-                // Busy: no HLT application has room. The clock stands still until one has.
-                self.clock.hold(now);
+                // Busy: no HLT application has room. The source stands still until one has.
+                self.source.hold(now);
                 self.busy_since.get_or_insert(now);
                 break;
             };
-            self.batches[h].push(L1Accept::counted(
-                index,
-                self.s.felix.ecr_every,
-                self.s.lumi_block_length(),
-                self.started,
-            ));
+            self.source.taken();
+            self.batches[h].push(l1a);
             self.report.l1as += 1;
             given += 1;
             if self.batches[h].len() >= MAX_BATCH {
@@ -275,15 +248,16 @@ impl Supervisor<'_> {
         }
         self.flush();
         self.metrics.given.add(given);
-        if self.busy_since.is_some() {
-            return NET_WAKE;
+        if ended {
+            return None;
         }
-        if given == MOST_AT_ONCE {
-            return Duration::ZERO;
-        }
-        self.clock
-            .due_in(self.report.l1as, Instant::now())
-            .clamp(TICK, NET_WAKE)
+        Some(if self.busy_since.is_some() {
+            NET_WAKE
+        } else if given == MOST_AT_ONCE {
+            Duration::ZERO
+        } else {
+            wait.min(NET_WAKE)
+        })
     }
 
     /// The trigger is no longer busy (an HLT application has room, or run control paused).
@@ -301,14 +275,21 @@ impl Supervisor<'_> {
                 self.send_batch(h);
             }
         }
+        if self.report.l1as + self.s.l1a_lead()
+            >= self.horizon_sent + (self.s.l1a_lead() / 8).max(1)
+        {
+            self.send_horizon();
+        }
+    }
+
+    /// Tells every `swrod` application the L1 accepts given so far and the lead.
+    fn send_horizon(&mut self) {
         let horizon = self.report.l1as + self.s.l1a_lead();
-        if horizon >= self.horizon_sent + (self.s.l1a_lead() / 8).max(1) {
-            self.horizon_sent = horizon;
-            for to in &self.to_swrods {
-                // A `swrod` application that missed one hears the next.
-                if to.try_send(&Message::L1aHorizon { l1as: horizon }).is_err() {
-                    *self.undelivered.entry("l1a_horizon".into()).or_default() += 1;
-                }
+        self.horizon_sent = horizon;
+        for to in &self.to_swrods {
+            // A `swrod` application that missed one hears the next.
+            if to.try_send(&Message::L1aHorizon { l1as: horizon }).is_err() {
+                *self.undelivered.entry("l1a_horizon".into()).or_default() += 1;
             }
         }
     }

@@ -27,7 +27,7 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
         seconds: launched.seconds,
         settings: s.clone(),
         cards: Vec::new(),
-        // Applications emulate their cards (the configuration refuses other input).
+        // Until a `swrod` application says its generator's truth was not found.
         truth_known: true,
         robs: Vec::new(),
         requests: Vec::new(),
@@ -86,6 +86,7 @@ fn absorb(report: &mut SwrodReport, part: &mut AppsPart, r: SwrodAppReport) {
             card.faults = faults;
             card
         }));
+    report.truth_known &= !r.truth_unknown;
     report.samples += r.samples;
     report.sample_errors += r.sample_errors;
     if let Some(h) = r.hlt {

@@ -31,6 +31,7 @@
 
 mod hlt;
 mod hltsv;
+mod l1a_source;
 pub(super) mod merge;
 mod rob_client;
 mod rob_server;
@@ -71,6 +72,8 @@ pub struct SwrodAppReport {
     pub requests: Vec<RequestCounts>,
     pub samples: u64,
     pub sample_errors: u64,
+    /// A `swrod` application fed by FELIX servers whose generator's truth was not found.
+    pub truth_unknown: bool,
     pub hltsv: Option<HltsvReport>,
     pub hlt: Option<HltAppReport>,
     /// Messages the inbox refused, by reason.

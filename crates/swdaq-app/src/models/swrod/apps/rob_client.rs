@@ -1,9 +1,10 @@
 //! An HLT application's side of the ROB requests: the HLT asks each ROB's port as in one
 //! process (`RobRequest` in, `RobReply` out); here every port leads to the `swrod`
 //! application that has the ROB. Requests are gathered per application into messages that
-//! never wait: one that cannot be delivered (the application is gone, or its inbox is full)
-//! is answered unreachable at once, so the event names the ROB missing instead of waiting
-//! for it. Answers come back on the inbox (`answer`), each fragment found as a frame.
+//! never wait: those to an application declared gone are answered unreachable at once, so
+//! the event names the ROB missing instead of waiting for it; those its full inbox did not
+//! take are answered "not yet", so the HLT asks again (until its give-up time), as a busy
+//! ROS is asked again rather than left out of the event. Answers come back on the inbox (`answer`), each fragment found as a frame.
 
 use super::NET_WAKE;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, unbounded};
@@ -132,22 +133,28 @@ impl Robs {
         undelivered
     }
 
-    /// Sends application `app` its gathered requests, or answers them unreachable; the
-    /// requests not delivered.
+    /// Sends application `app` its gathered requests, or answers them (unreachable: it is
+    /// gone; not yet: its inbox is full); the requests not delivered.
     fn send(&self, app: usize, asks: &mut Vec<RobAsk>, requests: &mut Vec<RobRequest>) -> u64 {
         if asks.is_empty() {
             return 0;
         }
         let message = Message::RobRequests(std::mem::take(asks));
         let requests = std::mem::take(requests);
-        if !self.gone[app].load(Ordering::Relaxed) && self.to_apps[app].try_send(&message).is_ok() {
+        let gone = self.gone[app].load(Ordering::Relaxed);
+        if !gone && self.to_apps[app].try_send(&message).is_ok() {
             return 0;
         }
+        let status = if gone {
+            RobRequestStatus::Unreachable
+        } else {
+            RobRequestStatus::NotYet
+        };
         let n = requests.len() as u64;
         for r in requests {
             let _ = r.reply.send(RobReply {
                 l1_id: r.l1_id,
-                status: RobRequestStatus::Unreachable,
+                status,
                 fragment: None,
             });
         }

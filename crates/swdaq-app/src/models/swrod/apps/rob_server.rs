@@ -10,10 +10,10 @@
 
 use super::NET_WAKE;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, unbounded};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use swdaq_net::{Inlet, Liveness, Message, Outlet};
 use swdaq_swrod::consumers::{RobReply, RobRequest};
 use swdaq_swrod::hlt::RobPort;
@@ -95,63 +95,83 @@ impl Requests {
 }
 
 /// Sends the servers' answers back until every server and the request side have ended;
-/// returns the answers an HLT application did not take.
+/// returns the answers an HLT application did not take. An HLT application whose inbox is
+/// full has its answers kept and sent again (it asked for them, within its credit, and is
+/// only slow); after `give_up` of refusals (it is gone) they are dropped and counted.
 pub(super) fn send_answers(
     queues: Vec<Vec<Receiver<RobReply>>>,
     source_ids: &[u32],
     to_hlts: &[Outlet],
+    give_up: Duration,
 ) -> u64 {
     let mut open: Vec<(usize, usize)> = (0..queues.len())
         .flat_map(|h| (0..source_ids.len()).map(move |r| (h, r)))
         .collect();
     let mut undelivered = 0;
-    let mut batches: Vec<(Vec<RobAnswer>, Vec<Vec<u8>>)> = vec![Default::default(); queues.len()];
-    while !open.is_empty() {
+    let mut outgoing: Vec<Outgoing> = (0..queues.len()).map(|_| Outgoing::default()).collect();
+    while !open.is_empty() || outgoing.iter().any(|o| !o.ready.is_empty()) {
         let mut select = Select::new();
         for &(h, r) in &open {
             select.recv(&queues[h][r]);
         }
-        if select.ready_timeout(NET_WAKE).is_err() {
-            continue;
-        }
+        let _ = select.ready_timeout(NET_WAKE);
         open.retain(|&(h, r)| {
             loop {
                 match queues[h][r].try_recv() {
-                    Ok(reply) => {
-                        let (answers, frames) = &mut batches[h];
-                        answers.push(RobAnswer {
-                            source_id: source_ids[r],
-                            l1_id: reply.l1_id,
-                            status: reply.status,
-                            complete: reply.fragment.as_ref().is_some_and(|f| f.complete),
-                        });
-                        frames.extend(reply.fragment.map(|f| f.bytes().to_vec()));
-                        if answers.len() >= MAX_BATCH {
-                            undelivered += send(&to_hlts[h], &mut batches[h]);
-                        }
-                    }
+                    Ok(reply) => outgoing[h].add(source_ids[r], reply),
                     Err(TryRecvError::Empty) => break true,
                     Err(TryRecvError::Disconnected) => break false,
                 }
             }
         });
-        for (h, batch) in batches.iter_mut().enumerate() {
-            undelivered += send(&to_hlts[h], batch);
+        for (h, o) in outgoing.iter_mut().enumerate() {
+            undelivered += o.send(&to_hlts[h], give_up);
         }
     }
     undelivered
 }
 
-/// Sends a batch of answers (none: nothing); the answers not delivered.
-fn send(to: &Outlet, (answers, frames): &mut (Vec<RobAnswer>, Vec<Vec<u8>>)) -> u64 {
-    if answers.is_empty() {
-        return 0;
+/// One HLT application's answers: messages of at most `MAX_BATCH` answers, each with a
+/// frame per fragment found, oldest first.
+#[derive(Default)]
+struct Outgoing {
+    ready: VecDeque<(Vec<RobAnswer>, Vec<Vec<u8>>)>,
+    /// Since when the application's inbox has refused every message.
+    refused_since: Option<Instant>,
+}
+
+impl Outgoing {
+    fn add(&mut self, source_id: u32, reply: RobReply) {
+        if self.ready.back().is_none_or(|(a, _)| a.len() >= MAX_BATCH) {
+            self.ready.push_back(Default::default());
+        }
+        let (answers, frames) = self.ready.back_mut().expect("pushed above");
+        answers.push(RobAnswer {
+            source_id,
+            l1_id: reply.l1_id,
+            status: reply.status,
+            complete: reply.fragment.as_ref().is_some_and(|f| f.complete),
+        });
+        frames.extend(reply.fragment.map(|f| f.bytes().to_vec()));
     }
-    let n = answers.len() as u64;
-    let message = Message::RobAnswers(std::mem::take(answers));
-    // An HLT application is sent only what it asked for: a full queue means it is gone.
-    match to.try_send_with_frames(&message, std::mem::take(frames)) {
-        Ok(()) => 0,
-        Err(_) => n,
+
+    /// Sends what is ready, oldest first, until the inbox refuses; the answers dropped.
+    fn send(&mut self, to: &Outlet, give_up: Duration) -> u64 {
+        while let Some((answers, frames)) = self.ready.front_mut() {
+            let message = Message::RobAnswers(answers.clone());
+            if to.try_send_keeping(&message, frames).is_ok() {
+                self.ready.pop_front();
+                self.refused_since = None;
+                continue;
+            }
+            let since = *self.refused_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < give_up {
+                return 0;
+            }
+            // Refused for `give_up`: the application is gone.
+            self.refused_since = None;
+            return self.ready.drain(..).map(|(a, _)| a.len() as u64).sum();
+        }
+        0
     }
 }

@@ -27,6 +27,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let _heartbeat = ctx.connect_and_heartbeat(to_hlts.clone())?;
     // The horizon starts at the lead: the cards need not wait for the supervisor's first word.
     let horizon = Arc::new(AtomicU64::new(s.l1a_lead()));
+    let horizon_now = Arc::clone(&horizon);
     let shared = Shared::new(s, Arc::new(AtomicBool::new(false)), Arc::clone(&horizon));
     let (readout, ports) = Readout::new(s, &ctx.spec.cards, &monitoring.registry)?;
     let source_ids = robs_of(&ctx.config, &ctx.spec.cards);
@@ -60,17 +61,24 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         let source_ids = &source_ids;
         let answers = std::thread::Builder::new()
             .name("rob-answers".into())
-            .spawn_scoped(scope, move || send_answers(receivers, source_ids, to_hlts))?;
+            .spawn_scoped(scope, move || {
+                send_answers(receivers, source_ids, to_hlts, ctx.peer_timeout())
+            })?;
         while !ctx
             .commands
             .wait_for_stop(std::time::Duration::from_millis(100))
         {}
+        // The supervisor's last horizon has every L1 accept it gave out: the cards reach it.
         Progress {
             shared: &shared,
             settings: s,
             last_second: Instant::now(),
         }
-        .stop();
+        .stop_at_least(
+            horizon_now
+                .load(Ordering::Relaxed)
+                .saturating_sub(s.l1a_lead()),
+        );
         let (readout, seconds) =
             running.join(s, started, || done.store(true, Ordering::Release))?;
         let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
@@ -85,6 +93,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             })
             .collect();
         report.readout_seconds = seconds;
+        report.truth_unknown = !readout.truth_known;
         report.robs = readout.robs;
         report.requests = readout.requests;
         report.samples = readout.samples;
