@@ -137,12 +137,29 @@ pub struct TruthCheck {
 }
 
 impl SwrodReport {
+    /// Faults of `kind` on the L1 accepts the cards sent: an ECR the generator records after
+    /// a card's last L1 accept (its count a multiple of `ecr_every`) never reaches the data.
     fn injected(&self, kind: FelixFaultKind) -> u64 {
         self.cards
             .iter()
-            .flat_map(|c| &c.faults)
-            .filter(|f| f.kind == kind)
+            .flat_map(|c| {
+                c.faults
+                    .iter()
+                    .filter(move |f| f.kind == kind && self.l1a_index(f.l1_id) < c.l1as)
+            })
             .count() as u64
+    }
+
+    /// The run's index (from 0) of the L1 accept with extended L1 ID `l1_id`.
+    fn l1a_index(&self, l1_id: u32) -> u64 {
+        let ecr_every = u64::from(self.settings.felix.ecr_every);
+        let epoch = u64::from(l1_id >> 24);
+        let count = u64::from(l1_id & 0x00FF_FFFF);
+        if ecr_every > 0 {
+            epoch * ecr_every + count
+        } else {
+            count
+        }
     }
 
     fn sum(&self, f: impl Fn(&RodResult) -> u64) -> u64 {
@@ -257,17 +274,8 @@ impl SwrodReport {
     /// Events the truth says hold a ROB fragment missing e-links: the L1 accepts given to
     /// the HLT with a chunk never sent, and every one from an e-link's death on.
     pub fn expected_events_with_incomplete_robs(&self) -> u64 {
-        let ecr_every = u64::from(self.settings.felix.ecr_every);
         let l1as = self.l1as_to_hlt;
-        let index = |l1_id: u32| {
-            let epoch = u64::from(l1_id >> 24);
-            let count = u64::from(l1_id & 0x00FF_FFFF);
-            if ecr_every > 0 {
-                epoch * ecr_every + count
-            } else {
-                count
-            }
-        };
+        let index = |l1_id: u32| self.l1a_index(l1_id);
         let faults = || self.cards.iter().flat_map(|c| &c.faults);
         let first_death = faults()
             .filter(|f| f.kind == FelixFaultKind::DeadElink)
