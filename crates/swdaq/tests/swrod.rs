@@ -4,6 +4,7 @@
 //! The files are checked against the emulator itself (the same cards replayed here) and the
 //! summary's counters against its truth, clean and with every fault kind on.
 
+mod common;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -403,28 +404,12 @@ fn sw_rod_applications_fed_by_felix_servers_store_the_same_events_and_the_truth_
     let dir = tempfile::tempdir().unwrap();
     let l1as = 3990;
     let (servers, input) = felix_servers(dir.path(), l1as);
-    let apps: String = [
-        ("swrod-0", "swrod", "cards = [0]"),
-        ("swrod-1", "swrod", "cards = [1]"),
-        ("hltsv", "hltsv", ""),
-        ("hlt-0", "hlt", ""),
-        ("hlt-1", "hlt", ""),
-    ]
-    .iter()
-    .map(|(name, kind, cards)| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        format!(
-            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{port}\"\n{cards}\n"
-        )
-    })
-    .collect();
     // Generous time-outs: on a loaded machine a peer or a fragment may be seconds late, and
     // this test is about the data, not the drills (tests/swrod_apps.rs).
-    let topology = format!("[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 5000\n{apps}");
+    let topology = format!(
+        "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 5000\n{}",
+        common::loopback_swrod_apps()
+    );
     let config = config(dir.path(), 0, FAULTS, &format!("{input}{topology}"));
     let text = std::fs::read_to_string(&config).unwrap();
     // 256 events each at most in flight: one HLT application that asks first cannot take

@@ -15,7 +15,7 @@ mod launched;
 mod summary;
 #[path = "common/swrod.rs"]
 mod swrod;
-use common::free_port;
+use common::loopback_swrod_apps;
 use launched::{Run, signal};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -28,22 +28,7 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Cards 0 and 1 in `swrod-0` and `swrod-1`, the supervisor and two HLT applications on
 /// 127.0.0.1, for `duration_s` (0: until stopped).
 fn config(dir: &Path, duration_s: f64) -> PathBuf {
-    let apps: String = [
-        ("swrod-0", "swrod", "cards = [0]"),
-        ("swrod-1", "swrod", "cards = [1]"),
-        ("hltsv", "hltsv", ""),
-        ("hlt-0", "hlt", ""),
-        ("hlt-1", "hlt", ""),
-    ]
-    .iter()
-    .map(|(name, kind, cards)| {
-        format!(
-            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{cards}\n",
-            free_port()
-        )
-    })
-    .collect();
-    swrod::config(dir, duration_s, &apps)
+    swrod::config(dir, duration_s, &loopback_swrod_apps())
 }
 
 const APPS: [&str; 5] = ["swrod-0", "swrod-1", "hltsv", "hlt-0", "hlt-1"];

@@ -32,3 +32,23 @@ pub fn loopback_apps(builders: usize) -> String {
         })
         .collect()
 }
+
+/// The SW ROD as applications on loopback, each inbox on a free port: `swrod-0` with card 0,
+/// `swrod-1` with card 1, `hltsv`, `hlt-0` and `hlt-1`, as `[[topology.apps]]` entries.
+pub fn loopback_swrod_apps() -> String {
+    [
+        ("swrod-0", "swrod", "cards = [0]"),
+        ("swrod-1", "swrod", "cards = [1]"),
+        ("hltsv", "hltsv", ""),
+        ("hlt-0", "hlt", ""),
+        ("hlt-1", "hlt", ""),
+    ]
+    .iter()
+    .map(|(name, kind, cards)| {
+        format!(
+            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{cards}\n",
+            free_port()
+        )
+    })
+    .collect()
+}
