@@ -158,11 +158,15 @@ impl Outgoing {
     /// Sends what is ready, oldest first, until the inbox refuses; the answers dropped.
     fn send(&mut self, to: &Outlet, give_up: Duration) -> u64 {
         while let Some((answers, frames)) = self.ready.front_mut() {
-            let message = Message::RobAnswers(answers.clone());
+            let message = Message::RobAnswers(std::mem::take(answers));
             if to.try_send_keeping(&message, frames).is_ok() {
                 self.ready.pop_front();
                 self.refused_since = None;
                 continue;
+            }
+            // Refused: the answers go back to be sent again, without a copy.
+            if let Message::RobAnswers(refused) = message {
+                *answers = refused;
             }
             let since = *self.refused_since.get_or_insert_with(Instant::now);
             if since.elapsed() < give_up {
