@@ -15,6 +15,9 @@ fuzz=1
 # shows where the time went.
 phase() { echo "== $* (at ${SECONDS}s)"; }
 
+# A test run builds once: incremental caches would only cost minutes and gigabytes of disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 phase setup
 scripts/setup-python.sh
 scripts/setup-prometheus.sh
