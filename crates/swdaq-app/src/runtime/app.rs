@@ -136,6 +136,19 @@ impl<C: TopologyConfig> AppContext<C> {
     }
 }
 
+/// Runs application `name` of `config` with `run` (the model's applications, by kind) and
+/// encodes its report for the launcher (`postcard`).
+pub fn run_app<C: TopologyConfig, R: serde::Serialize>(
+    config: C,
+    name: &str,
+    commands: Commands,
+    run: impl FnOnce(&AppContext<C>) -> anyhow::Result<R>,
+) -> anyhow::Result<Vec<u8>> {
+    let ctx = AppContext::new(config, name, commands)?;
+    ctx.announce();
+    Ok(postcard::to_stdvec(&run(&ctx)?)?)
+}
+
 /// Measures the time and each thread's CPU from `start` on, for an application's report.
 pub struct Clock {
     started: Instant,

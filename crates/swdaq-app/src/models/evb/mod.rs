@@ -156,9 +156,7 @@ impl Configured for EvbRunConfig {
     }
 
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
-        let ctx = crate::runtime::app::AppContext::new(self.clone(), name, commands)?;
-        ctx.announce();
-        Ok(postcard::to_stdvec(&apps::run(&ctx)?)?)
+        crate::runtime::app::run_app(self.clone(), name, commands, apps::run)
     }
 }
 

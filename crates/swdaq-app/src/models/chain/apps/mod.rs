@@ -18,7 +18,7 @@ pub mod trigger;
 use super::config::RunConfig;
 use super::system::RunReport;
 use crate::model::RunHooks;
-use crate::runtime::app::{AppContext, TopologyConfig};
+use crate::runtime::app::{AppContext, TopologyConfig, run_app};
 use crate::runtime::launch::{Plan, launch};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
@@ -47,20 +47,19 @@ impl AppContext<RunConfig> {
 /// Runs application `name` of `config`: its report's bytes.
 pub fn run(config: &RunConfig, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
     config.validate()?;
-    let ctx = AppContext::new(config.clone(), name, commands)?;
-    ctx.announce();
-    let report = match ctx.spec.kind {
-        AppKind::Readout => readout::run(&ctx)?,
-        AppKind::Trigger => trigger::run(&ctx)?,
-        AppKind::Dfo => dfo::run(&ctx)?,
-        AppKind::Builder => builder::run(&ctx)?,
-        kind => anyhow::bail!(
-            "{}: {} applications belong to another model (the chain's are readout, trigger, dfo and builder)",
-            ctx.spec.name,
-            kind.name()
-        ),
-    };
-    Ok(postcard::to_stdvec(&report)?)
+    run_app(config.clone(), name, commands, |ctx| {
+        Ok(match ctx.spec.kind {
+            AppKind::Readout => readout::run(ctx)?,
+            AppKind::Trigger => trigger::run(ctx)?,
+            AppKind::Dfo => dfo::run(ctx)?,
+            AppKind::Builder => builder::run(ctx)?,
+            kind => anyhow::bail!(
+                "{}: {} applications belong to another model (the chain's are readout, trigger, dfo and builder)",
+                ctx.spec.name,
+                kind.name()
+            ),
+        })
+    })
 }
 
 /// Where application logs go: `<output_dir>/run<NNNNNN>-logs/<app>.log`.
@@ -99,6 +98,7 @@ pub fn run_distributed(
         live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, config.emulator.links),
         trigger_at: Some(AppKind::Trigger),
         bursts_to: config.recording.enabled.then_some(AppKind::Readout),
+        clock_followers: &[],
     };
     let launched = launch(&plan, exe, stop, hooks)?;
     let mut reports = Vec::new();
