@@ -13,6 +13,7 @@ use crate::check::SuperFragmentBuilder;
 use crate::config::EvbConfig;
 use crate::files::{FileWriter, WriterConfig};
 use crate::metrics::{builder_cpu_ticks, thread_cpu_ns};
+use crate::pause::TriggerClock;
 use crate::producer::{Pacing, Producer};
 use crate::system::{Drills, EvbError, EvbRun, EvbSummary};
 use serde::Serialize;
@@ -203,11 +204,16 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
         black_box(checker.build(&event));
     }
     let direct = t.elapsed_ns() / (events as f64 * feds);
-    let mut producer = Producer::new(0, config.fed_sim(0), Instant::now(), Pacing::FlatOut)
-        .map_err(|source| EvbError::Input {
-            ru: 0,
-            source: source.into(),
-        })?;
+    let mut producer = Producer::new(
+        0,
+        config.fed_sim(0),
+        TriggerClock::new(Instant::now()),
+        Pacing::FlatOut,
+    )
+    .map_err(|source| EvbError::Input {
+        ru: 0,
+        source: source.into(),
+    })?;
     let t = CpuClock::start();
     for _ in 0..events {
         black_box(producer.take());

@@ -6,6 +6,7 @@
 //! the thread, as `swdaq bench readout` times the UDP receive of WIBEth frames.
 
 use crate::metrics::{load_average, thread_cpu_ns};
+use crate::pause::TriggerClock;
 use crate::producer::{FedSource, Producer};
 use serde::Serialize;
 use std::io;
@@ -90,8 +91,9 @@ fn measure(config: &FedSimConfig, events: u64, batch: usize) -> io::Result<UdpIn
         });
     }
     let wait = Duration::from_secs(1);
-    let mut unit = Producer::from_sources(0, sources, 1024, wait, 1, Instant::now())
-        .map_err(|e| invalid(e.to_string()))?;
+    let mut unit =
+        Producer::from_sources(0, sources, 1024, wait, 1, TriggerClock::new(Instant::now()))
+            .map_err(|e| invalid(e.to_string()))?;
     let (mut event, mut faults) = (FedEvent::default(), Vec::new());
     let (mut taken, mut cpu_ns, mut bytes, mut bad) = (0, 0.0, 0, 0);
     while taken < events {

@@ -46,6 +46,8 @@ pub struct EvmReport {
     /// When paced: the most any event was given out after its trigger time. A trigger rate
     /// holds when this stays small (the event manager keeps up with the trigger clock).
     pub max_behind: Duration,
+    /// Time the trigger spent paused by run control.
+    pub paused: Duration,
     pub accounts: Vec<BuAccount>,
 }
 
@@ -99,6 +101,8 @@ impl Evm {
             if all_gone || done || self.stop.load(Ordering::Relaxed) {
                 break;
             }
+            // A pause asked for begins here: this event is the first held.
+            self.producer.clock().pause().fix_point(event);
             if let Some(wait) = self.producer.not_due_for() {
                 self.flush(&mut batches, &mut credits, &mut report);
                 drain(
@@ -162,6 +166,7 @@ impl Evm {
         fed_metrics.publish(self.producer.fed_counts());
         counters.publish(&[report.assigned, report.throttled, report.lost.len() as u64]);
         report.accounts = credits.accounts().to_vec();
+        report.paused = self.producer.clock().pause().paused_for();
         Ok((report, self.producer))
     }
 }

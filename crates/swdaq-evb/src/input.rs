@@ -3,6 +3,7 @@
 //! socket. A file or address that cannot be used is an error that names it.
 
 use crate::config::{EvbConfig, FedInputKind};
+use crate::pause::TriggerClock;
 use crate::producer::{FedSource, Producer, ProducerError};
 use std::fs::File;
 use std::io::BufReader;
@@ -10,7 +11,6 @@ use std::net::SocketAddr;
 #[cfg(test)]
 use std::path::Path;
 use std::path::PathBuf;
-use std::time::Instant;
 use swdaq_format::fed::FED_RAW_FILE_TYPE;
 use swdaq_format::rawfile::RawFileError;
 use swdaq_readout::source::FileSource;
@@ -38,8 +38,8 @@ pub enum InputError {
     Producer(#[from] ProducerError),
 }
 
-/// Readout unit `ru`'s input; `start` is the run's time zero.
-pub fn open(config: &EvbConfig, ru: usize, start: Instant) -> Result<Producer, InputError> {
+/// Readout unit `ru`'s input, on the run's trigger `clock`.
+pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Producer, InputError> {
     let input = &config.input;
     let index = ru as u16;
     let sources = match input.kind {
@@ -47,7 +47,7 @@ pub fn open(config: &EvbConfig, ru: usize, start: Instant) -> Result<Producer, I
             return Ok(Producer::new(
                 index,
                 config.fed_sim(ru),
-                start,
+                clock,
                 config.pacing(),
             )?);
         }
@@ -87,7 +87,7 @@ pub fn open(config: &EvbConfig, ru: usize, start: Instant) -> Result<Producer, I
         input.buffer_fragments,
         input.stop_wait,
         1,
-        start,
+        clock,
     )?)
 }
 
@@ -118,6 +118,7 @@ fn open_file(path: PathBuf, fed: u16) -> Result<FedSource, InputError> {
 mod tests {
     use super::*;
     use crate::config::FedInputConfig;
+    use std::time::Instant;
     use swdaq_format::rawfile::{RawFileHeader, RawFileWriter};
     use swdaq_format::{FragmentType, SourceId};
     use swdaq_sim::fed::{FedSimConfig, write_fed_files};
@@ -138,7 +139,10 @@ mod tests {
     fn a_missing_or_foreign_file_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let config = file_config(dir.path());
-        let error = open(&config, 0, Instant::now()).err().unwrap().to_string();
+        let error = open(&config, 0, TriggerClock::new(Instant::now()))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(error.contains("fed0.swraw"), "{error}");
         for fed in [0, 1] {
             let header = RawFileHeader {
@@ -152,7 +156,10 @@ mod tests {
             let file = File::create(fed_raw_path(dir.path(), fed as u16)).unwrap();
             RawFileWriter::new(file, &header).unwrap().finish().unwrap();
         }
-        let error = open(&config, 0, Instant::now()).err().unwrap().to_string();
+        let error = open(&config, 0, TriggerClock::new(Instant::now()))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             error.contains("fed0.swraw") && error.contains("not a FED raw file"),
             "{error}"
@@ -166,7 +173,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = file_config(dir.path());
         write_fed_files(config.fed_sim(0), 50, 1, dir.path()).unwrap();
-        let mut producer = open(&config, 0, Instant::now()).unwrap();
+        let mut producer = open(&config, 0, TriggerClock::new(Instant::now())).unwrap();
         for event in 1..=50 {
             assert_eq!(producer.not_due_for(), None);
             let (_, sf) = producer.take();

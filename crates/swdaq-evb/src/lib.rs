@@ -29,6 +29,7 @@ pub mod inspect;
 pub mod jsn;
 pub mod message;
 pub mod metrics;
+pub mod pause;
 pub mod producer;
 pub mod ramdisk;
 pub mod reconcile;

@@ -20,6 +20,7 @@
 use crate::check::{FedCounts, SuperFragmentBuilder};
 use crate::fed_link::{FedLink, MIN_LINK_SLOTS, Placement};
 use crate::message::SuperFragment;
+use crate::pause::TriggerClock;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::time::{Duration, Instant};
@@ -29,6 +30,8 @@ use swdaq_sim::fed::{FedConfigError, FedEmulator, FedFault, FedFaultKind, FedSim
 
 /// How long a readout unit waits before asking its links again when an event is not ready.
 const NOT_READY_WAIT: Duration = Duration::from_micros(200);
+/// How long a unit waits before looking again whether a pause has ended.
+const PAUSED_WAIT: Duration = Duration::from_millis(5);
 /// Standard deviations above the mean an emulated FED's slot holds: a larger fragment
 /// (never seen: odds below 1e-50) would be counted oversized.
 const EMULATED_SLOT_SIGMAS: u32 = 16;
@@ -107,16 +110,16 @@ pub struct Producer {
     /// The unit's last landing before it went idle.
     last_before_idle: Option<Instant>,
     injected: BTreeMap<(u16, FedFaultKind), u64>,
-    start: Instant,
+    clock: TriggerClock,
 }
 
 impl Producer {
-    /// Emulated FEDs. `start` is the run's time zero on the trigger clock, shared by every
-    /// readout unit.
+    /// Emulated FEDs, following the run's trigger `clock` (shared by every readout unit of the
+    /// process).
     pub fn new(
         ru: u16,
         config: FedSimConfig,
-        start: Instant,
+        clock: TriggerClock,
         pacing: Pacing,
     ) -> Result<Self, ProducerError> {
         let emulator = FedEmulator::new(config)?;
@@ -143,7 +146,7 @@ impl Producer {
             pending: VecDeque::new(),
             pacing,
         };
-        Ok(Self::with_links(ru, feed, links, Duration::ZERO, start))
+        Ok(Self::with_links(ru, feed, links, Duration::ZERO, clock))
     }
 
     /// FEDs read from sources (files, UDP) into buffers of `slots` fragments, from event
@@ -156,7 +159,7 @@ impl Producer {
         slots: usize,
         stop_wait: Duration,
         first_event: u64,
-        start: Instant,
+        clock: TriggerClock,
     ) -> Result<Self, ProducerError> {
         let mut links = Vec::with_capacity(sources.len());
         let mut feeds = Vec::with_capacity(sources.len());
@@ -170,7 +173,7 @@ impl Producer {
             links.push(link);
             feeds.push(s.source);
         }
-        let mut producer = Self::with_links(ru, Feed::Sources(feeds), links, stop_wait, start);
+        let mut producer = Self::with_links(ru, Feed::Sources(feeds), links, stop_wait, clock);
         producer.next = first_event.max(1);
         Ok(producer)
     }
@@ -180,7 +183,7 @@ impl Producer {
         feed: Feed,
         links: Vec<FedLink>,
         stop_wait: Duration,
-        start: Instant,
+        clock: TriggerClock,
     ) -> Self {
         let feds = links.iter().map(|l| l.fed).collect();
         Self {
@@ -195,7 +198,7 @@ impl Producer {
             idle: false,
             last_before_idle: None,
             injected: BTreeMap::new(),
-            start,
+            clock,
         }
     }
 
@@ -209,7 +212,7 @@ impl Producer {
         match &self.feed {
             Feed::Emulator { pending, .. } => pending.front().map_or(0, |(t, _)| *t),
             Feed::Sources(_) if self.placed => self.ready_ns,
-            Feed::Sources(_) => self.start.elapsed().as_nanos() as u64,
+            Feed::Sources(_) => self.clock.elapsed_ns(),
         }
     }
 
@@ -228,25 +231,36 @@ impl Producer {
     }
 
     /// How long until the next event may be taken: when paced, the end of the tick its
-    /// trigger time falls in; a short wait while its fragments are not all placed; `None`
-    /// when it may be taken now.
+    /// trigger time falls in (after the pauses so far), a short wait while the trigger is
+    /// paused at or before it, or while its fragments are not all placed; `None` when it may
+    /// be taken now.
     pub fn not_due_for(&mut self) -> Option<Duration> {
+        let tick = self.tick();
+        // Held before it is emulated: a readout unit reads nothing past the pause point.
+        if tick.is_some() && self.clock.pause().holds(self.next) {
+            return Some(PAUSED_WAIT);
+        }
         if !self.resolve() {
             return Some(NOT_READY_WAIT);
         }
-        let tick = self.tick()?;
-        let due = self.start + Duration::from_nanos(round_up(self.trigger_ns(), tick));
+        let due = self.clock.due(round_up(self.trigger_ns(), tick?));
         due.checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
     }
 
-    /// How far the next event is behind its trigger time (zero when not paced or not due).
+    /// How far the next event is behind its trigger time, after the pauses so far (zero when
+    /// not paced or not due).
     pub fn behind(&mut self) -> Duration {
         let (_, trigger_ns) = self.peek();
         if !self.paced() {
             return Duration::ZERO;
         }
-        (self.start + Duration::from_nanos(trigger_ns)).elapsed()
+        self.clock.due(trigger_ns).elapsed()
+    }
+
+    /// The trigger clock this unit follows (its pauses).
+    pub fn clock(&self) -> &TriggerClock {
+        &self.clock
     }
 
     /// True when every source has ended and every fragment is built: no event will come.
@@ -289,7 +303,7 @@ impl Producer {
             self.last_before_idle = self.links.iter().filter_map(FedLink::last_landed).max();
             return false;
         }
-        self.ready_ns = self.start.elapsed().as_nanos() as u64;
+        self.ready_ns = self.clock.elapsed_ns();
         self.placed = true;
         true
     }
@@ -659,7 +673,8 @@ mod tests {
         let start = Instant::now()
             .checked_sub(tick * 3 / 2)
             .expect("the machine has been up for seconds");
-        let mut producer = Producer::new(0, config, start, Pacing::Tick(tick)).unwrap();
+        let mut producer =
+            Producer::new(0, config, TriggerClock::new(start), Pacing::Tick(tick)).unwrap();
         let mut taken = Vec::new();
         while producer.not_due_for().is_none() {
             taken.push(producer.take().0);
@@ -677,13 +692,53 @@ mod tests {
         assert!(wait <= tick / 2 && wait > tick / 4, "{wait:?}");
     }
 
+    /// Paused at an event, a unit gives out nothing from it on however long the pause lasts,
+    /// and on resume the clock goes on from where it stood: no burst of overdue events.
+    #[test]
+    fn a_paused_trigger_holds_its_events_and_resumes_where_it_stood() {
+        let config = FedSimConfig {
+            trigger_rate_hz: 1000.0,
+            ..crate::check::four_feds_with_every_fault(0.0)
+        };
+        let clock = TriggerClock::new(Instant::now());
+        let mut producer =
+            Producer::new(0, config, clock.clone(), Pacing::Tick(Duration::ZERO)).unwrap();
+        while producer.peek().0 < 5 {
+            while let Some(wait) = producer.not_due_for() {
+                std::thread::sleep(wait);
+            }
+            producer.take();
+        }
+        clock.pause().pause_from(5);
+        let paused = Instant::now();
+        while paused.elapsed() < Duration::from_millis(300) {
+            assert!(producer.not_due_for().is_some(), "event 5 is held");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        clock.pause().resume();
+        // Event 5's trigger time (a few ms into the run) now lies 300 ms later on the wall
+        // clock: not overdue by the pause, at most by this test's own time.
+        let (_, trigger_ns) = producer.peek();
+        assert!(clock.pause().shift() >= Duration::from_millis(300));
+        assert!(
+            producer.behind() < Duration::from_millis(150),
+            "event at {trigger_ns} ns is {:?} behind",
+            producer.behind()
+        );
+    }
+
     /// Emulated straight into the links, every super-fragment is the one the direct path
     /// builds from the emulator's whole event (whose bytes its own tests pin for a seed).
     #[test]
     fn emulated_links_build_the_direct_paths_super_fragments() {
         let config = crate::check::four_feds_with_every_fault(0.03);
-        let mut producer =
-            Producer::new(0, config.clone(), Instant::now(), Pacing::FlatOut).unwrap();
+        let mut producer = Producer::new(
+            0,
+            config.clone(),
+            TriggerClock::new(Instant::now()),
+            Pacing::FlatOut,
+        )
+        .unwrap();
         let mut emulator = FedEmulator::new(config).unwrap();
         let mut direct = SuperFragmentBuilder::new(0, vec![10, 11, 12, 13]);
         let (mut event, mut truth) = (swdaq_sim::fed::FedEvent::default(), Vec::new());
@@ -724,7 +779,7 @@ mod tests {
             64,
             Duration::from_secs(30),
             first,
-            Instant::now(),
+            TriggerClock::new(Instant::now()),
         )
         .unwrap();
         let mut built = Vec::new();
@@ -744,7 +799,13 @@ mod tests {
     #[test]
     fn emulated_faults_are_counted_once_through_the_links() {
         let config = crate::check::four_feds_with_every_fault(0.03);
-        let mut producer = Producer::new(0, config, Instant::now(), Pacing::FlatOut).unwrap();
+        let mut producer = Producer::new(
+            0,
+            config,
+            TriggerClock::new(Instant::now()),
+            Pacing::FlatOut,
+        )
+        .unwrap();
         let mut bad = 0;
         for n in 1..=1000 {
             assert_eq!(producer.not_due_for(), None);
@@ -790,8 +851,15 @@ mod udp_tests {
                 max_fragment: 256,
             });
         }
-        let producer =
-            Producer::from_sources(0, sources, 64, stop_wait, 1, Instant::now()).unwrap();
+        let producer = Producer::from_sources(
+            0,
+            sources,
+            64,
+            stop_wait,
+            1,
+            TriggerClock::new(Instant::now()),
+        )
+        .unwrap();
         (producer, senders)
     }
 

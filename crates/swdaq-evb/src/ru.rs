@@ -77,6 +77,8 @@ impl Ru {
         let mut wanted: BTreeMap<u64, u16> = BTreeMap::new();
         let mut outgoing: Vec<Vec<SuperFragment>> = vec![Vec::new(); self.to_bus.len()];
         let mut closed = false;
+        // The trigger pauses' shift when `held` was last looked at.
+        let mut shift = self.producer.clock().pause().shift();
         let mut paused = false;
         while !closed {
             let (next, _) = self.producer.peek();
@@ -143,13 +145,7 @@ impl Ru {
                     queue.set(held.len() as f64);
                 }
             }
-            while let Some(entry) = held.first_entry() {
-                if entry.get().0.elapsed() < self.hold {
-                    break;
-                }
-                entry.remove();
-                report.expired += 1;
-            }
+            self.expire(&mut held, &mut shift, &mut report);
         }
         self.flush(&mut outgoing, &mut report);
         report.left_at_end = held.len() as u64;
@@ -157,6 +153,35 @@ impl Ru {
         counters.publish(&[report.read, report.served, report.expired]);
         queue.set(0.0);
         Ok((report, self.producer))
+    }
+
+    /// Drops the super-fragments held longer than `hold` with no request; a pause of the
+    /// trigger stops that clock (what was read ahead is kept for after the resume), so its
+    /// time is given back to each super-fragment held through it.
+    fn expire(
+        &self,
+        held: &mut BTreeMap<u64, (Instant, SuperFragment)>,
+        shift: &mut Duration,
+        report: &mut RuReport,
+    ) {
+        let pause = self.producer.clock().pause();
+        if pause.point().is_some() {
+            return;
+        }
+        let now = pause.shift();
+        if now > *shift {
+            for (since, _) in held.values_mut() {
+                *since += now - *shift;
+            }
+            *shift = now;
+        }
+        while let Some(entry) = held.first_entry() {
+            if entry.get().0.elapsed() < self.hold {
+                break;
+            }
+            entry.remove();
+            report.expired += 1;
+        }
     }
 
     fn queue(

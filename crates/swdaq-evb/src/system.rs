@@ -14,6 +14,7 @@ use crate::farm::{ClosedFile, FarmMetrics, FarmReport, run_consumer};
 use crate::files::{FileWriter, WriterConfig, WriterError};
 use crate::input::InputError;
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
+use crate::pause::TriggerClock;
 use crate::producer::Producer;
 use crate::reconcile::ReadBack;
 use crate::ru::{Ru, RuReport};
@@ -159,6 +160,7 @@ type Joined<T> = JoinHandle<Result<T, MonitorError>>;
 pub struct EvbRun {
     stop: Arc<AtomicBool>,
     started: Instant,
+    clock: TriggerClock,
     evm: Joined<(EvmReport, Producer)>,
     rus: Vec<Joined<(RuReport, Producer)>>,
     bus: Vec<Joined<BuReport>>,
@@ -198,6 +200,7 @@ impl EvbRun {
         config.validate()?;
         let stop = Arc::new(AtomicBool::new(false));
         let started = Instant::now();
+        let clock = TriggerClock::new(started);
         let n_rus = config.rus.len();
         let n_bus = config.builder_units as usize;
         let bu_inbox_size = config.bu_capacity as usize * n_rus + 8;
@@ -279,7 +282,7 @@ impl EvbRun {
         let mut rus = Vec::new();
         for (k, inbox) in to_ru_rx.into_iter().enumerate() {
             let index = (k + 1) as u16;
-            let producer = crate::input::open(config, k + 1, started)
+            let producer = crate::input::open(config, k + 1, clock.clone())
                 .map_err(|source| EvbError::Input { ru: index, source })?;
             let unit = Ru {
                 index,
@@ -295,7 +298,7 @@ impl EvbRun {
                 unit.run(&registry)
             })?);
         }
-        let producer = crate::input::open(config, 0, started)
+        let producer = crate::input::open(config, 0, clock.clone())
             .map_err(|source| EvbError::Input { ru: 0, source })?;
         let evm = Evm {
             producer,
@@ -314,6 +317,7 @@ impl EvbRun {
         Ok(Self {
             stop,
             started,
+            clock,
             evm,
             rus,
             bus,
@@ -322,6 +326,11 @@ impl EvbRun {
             output: config.output.clone(),
             farm,
         })
+    }
+
+    /// The run's trigger clock, for run control's pause and resume.
+    pub fn clock(&self) -> &TriggerClock {
+        &self.clock
     }
 
     /// Asks the event manager to stop triggering; the rest drains and ends.

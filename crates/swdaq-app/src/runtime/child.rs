@@ -28,6 +28,8 @@ pub(super) struct Running {
     pub(super) storage_failed: Option<String>,
     /// It said its input has ended (the run then stops).
     pub(super) input_ended: bool,
+    /// The trigger said where its pause begins (event, pause number), not yet passed on.
+    pub(super) paused_from: Option<(u64, u64)>,
     /// Set when it exited before it was told to stop.
     pub(super) died: bool,
 }
@@ -142,6 +144,7 @@ pub(super) fn spawn(
         live: None,
         storage_failed: None,
         input_ended: false,
+        paused_from: None,
         died: false,
     })
 }
@@ -158,6 +161,7 @@ pub(super) fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::R
         }
         Ok(Event::StorageFailed(why)) => a.storage_failed = Some(why),
         Ok(Event::InputEnded) => a.input_ended = true,
+        Ok(Event::PausedFrom { event, pause }) => a.paused_from = Some((event, pause)),
         Ok(Event::Report(r)) => {
             a.report = Some(r);
             a.outcome.reported = true;

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
 use swdaq_monitor::Snapshot;
+use swdaq_trigger::TriggerControl;
 
 /// What [`launch`] needs to know of a run: its applications, what it hands them, and how
 /// it ends and stops.
@@ -53,12 +54,43 @@ pub struct Plan<'a> {
     pub live: &'a LiveFigures<'a>,
     /// The applications that take run control's trigger requests (pause, resume, changes).
     pub trigger_at: Option<AppKind>,
+    /// The applications whose data follow the trigger's clock: told the point a pause
+    /// begins at, as the trigger fixed it, and the resume.
+    pub clock_followers: &'a [AppKind],
     /// The applications that take run control's raw-burst requests.
     pub bursts_to: Option<AppKind>,
 }
 
 /// Makes a model's `Live` from its applications' merged snapshot.
 pub type LiveFigures<'a> = dyn Fn(&Snapshot, Duration) -> Live + Sync + 'a;
+
+/// The trigger's pauses as the launcher passed them on, so that the point of a pause already
+/// resumed (its answer crossed the resume) is never passed on.
+#[derive(Default)]
+struct PauseRelay {
+    /// Pause requests sent to the trigger.
+    sent: u64,
+    paused: bool,
+}
+
+impl PauseRelay {
+    fn note(&mut self, control: &TriggerControl) {
+        match control {
+            TriggerControl::Pause => {
+                self.sent += 1;
+                self.paused = true;
+            }
+            TriggerControl::Resume => self.paused = false,
+            TriggerControl::Change(_) => {}
+        }
+    }
+
+    /// The event to pass on from the trigger's answer `(event, pause number)`, if it answers
+    /// the pause in force.
+    fn point(&self, (event, pause): (u64, u64)) -> Option<u64> {
+        (self.paused && pause == self.sent).then_some(event)
+    }
+}
 
 /// Run-control requests waiting to be passed to the applications.
 const CONTROL_QUEUE: usize = 64;
@@ -221,6 +253,7 @@ fn supervise(
     hooks: &dyn RunHooks,
 ) -> StopReason {
     let duration = plan.duration;
+    let mut pause = PauseRelay::default();
     let status = plan.status_interval;
     let mut next_status = started + status;
     loop {
@@ -228,10 +261,31 @@ fn supervise(
             take_event(apps, e);
         }
         for input in inputs.controls.try_iter() {
-            if let TriggerInput::Control(c) = input
-                && let Some(trigger) = apps.iter_mut().find(|a| Some(a.kind) == plan.trigger_at)
-            {
-                trigger.command(&control::trigger_control_line(&c));
+            if let TriggerInput::Control(c) = input {
+                pause.note(&c);
+                let line = control::trigger_control_line(&c);
+                let resumed = c == TriggerControl::Resume;
+                for a in apps.iter_mut().filter(|a| {
+                    Some(a.kind) == plan.trigger_at
+                        || (resumed && plan.clock_followers.contains(&a.kind))
+                }) {
+                    a.command(&line);
+                }
+            }
+        }
+        let answers: Vec<_> = apps
+            .iter_mut()
+            .filter_map(|a| a.paused_from.take())
+            .collect();
+        for answer in answers {
+            if let Some(event) = pause.point(answer) {
+                let line = control::pause_from_line(event);
+                for a in apps
+                    .iter_mut()
+                    .filter(|a| plan.clock_followers.contains(&a.kind))
+                {
+                    a.command(&line);
+                }
             }
         }
         for seconds in inputs.bursts.try_iter() {
@@ -323,4 +377,24 @@ fn ignore_sigpipe() {
 /// Used by the binary: the `swdaq` executable that is running, to start the applications.
 pub fn current_exe() -> anyhow::Result<PathBuf> {
     std::env::current_exe().map_err(|e| anyhow!("cannot tell which swdaq program runs: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The event manager's answer is passed on only for the pause in force: an answer that
+    /// crossed a resume, or belongs to an earlier pause, would hold events already given out.
+    #[test]
+    fn a_pause_point_is_passed_on_only_for_the_pause_in_force() {
+        let mut relay = PauseRelay::default();
+        assert_eq!(relay.point((5, 0)), None, "no pause asked");
+        relay.note(&TriggerControl::Pause);
+        assert_eq!(relay.point((5, 1)), Some(5));
+        relay.note(&TriggerControl::Resume);
+        assert_eq!(relay.point((5, 1)), None, "crossed the resume");
+        relay.note(&TriggerControl::Pause);
+        assert_eq!(relay.point((5, 1)), None, "the first pause's answer, late");
+        assert_eq!(relay.point((9, 2)), Some(9));
+    }
 }

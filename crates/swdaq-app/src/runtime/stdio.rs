@@ -6,7 +6,9 @@
 //!   lines `start` and `stop`, for the application that holds the trigger (the chain's
 //!   `trigger`) `trigger-control HEX` (run control: pause, resume, a prescale or rate;
 //!   `postcard`), for the chain's readout applications `record SECONDS` (a raw burst of
-//!   their links). End of input
+//!   their links), for applications whose data follow the trigger's clock (the event
+//!   builder's readout units) `pause-from EVENT` (hold every event from EVENT on: the point
+//!   the trigger fixed) and the trigger's resume. End of input
 //!   means `stop`, so an application never outlives a launcher that died.
 //! - stdout, application to launcher: `ready` once its sockets are bound and its data are
 //!   set up, then `report HEX` (its part of the run's summary, `postcard`-encoded: the chain's
@@ -15,7 +17,9 @@
 //!   an application whose storage failed, where that stops the run, says `storage-failed WHY`
 //!   at once (the launcher then stops the run); an application whose input has ended, where
 //!   that ends the run (the SW ROD's HLT supervisor at `swrod.max_l1as`), says
-//!   `input-ended` (the launcher then stops the run in order).
+//!   `input-ended` (the launcher then stops the run in order); a trigger that paused says
+//!   `paused-from EVENT PAUSE` (the first event it holds, for its PAUSE-th pause request),
+//!   which the launcher passes on as `pause-from EVENT`.
 //! - stderr: the application's log.
 
 use anyhow::{Context, bail};
@@ -34,10 +38,19 @@ pub enum Command {
     TriggerControl(TriggerControl),
     /// For readout: record a raw burst, the buffer and this many seconds after.
     Record(f64),
+    /// For units following the trigger's clock: hold every event from this one on.
+    PauseFrom(u64),
 }
 
 const TRIGGER_CONTROL: &str = "trigger-control ";
 const RECORD: &str = "record ";
+const PAUSE_FROM: &str = "pause-from ";
+const PAUSED_FROM: &str = "paused-from ";
+
+/// The command line that tells a unit following the trigger's clock where a pause begins.
+pub fn pause_from_line(event: u64) -> String {
+    format!("{PAUSE_FROM}{event}")
+}
 
 /// The command line that asks readout applications for a burst of `seconds` after.
 pub fn record_line(seconds: f64) -> String {
@@ -58,6 +71,9 @@ fn parse_command(line: &str) -> Option<Command> {
         "start" => Some(Command::Start),
         "stop" => Some(Command::Stop),
         l if l.starts_with(RECORD) => l[RECORD.len()..].parse().ok().map(Command::Record),
+        l if l.starts_with(PAUSE_FROM) => {
+            l[PAUSE_FROM.len()..].parse().ok().map(Command::PauseFrom)
+        }
         l => {
             let bytes = hex::decode(l.strip_prefix(TRIGGER_CONTROL)?).ok()?;
             postcard::from_bytes(&bytes)
@@ -138,7 +154,12 @@ impl Commands {
     pub fn wait_for_stop(&self, wait: Duration) -> bool {
         match self.receiver.recv_timeout(wait) {
             Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => true,
-            Ok(Command::Start | Command::TriggerControl(_) | Command::Record(_))
+            Ok(
+                Command::Start
+                | Command::TriggerControl(_)
+                | Command::Record(_)
+                | Command::PauseFrom(_),
+            )
             | Err(RecvTimeoutError::Timeout) => self.stop_requested(),
         }
     }
@@ -182,6 +203,13 @@ pub fn say_input_ended() -> std::io::Result<()> {
     out.flush()
 }
 
+/// Tells the launcher the trigger's `pause`-th pause holds every event from `event` on.
+pub fn say_paused_from(event: u64, pause: u64) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{PAUSED_FROM}{event} {pause}")?;
+    out.flush()
+}
+
 /// Sends the launcher this application's latest figures for the live line.
 pub fn send_live(figures: &impl serde::Serialize) -> anyhow::Result<()> {
     let bytes = postcard::to_stdvec(figures).context("encoding the live figures")?;
@@ -203,6 +231,11 @@ pub enum Event {
     StorageFailed(String),
     /// Its input has ended: the run stops.
     InputEnded,
+    /// The trigger's pause (its number among the requests) holds from this event on.
+    PausedFrom {
+        event: u64,
+        pause: u64,
+    },
 }
 
 /// Parses one stdout line of an application (`None` for anything else, e.g. stray output).
@@ -216,6 +249,16 @@ pub fn parse_event(line: &str) -> Option<anyhow::Result<Event>> {
             }
             if let Some(why) = l.strip_prefix("storage-failed ") {
                 return Some(Ok(Event::StorageFailed(why.to_string())));
+            }
+            if let Some(point) = l.strip_prefix(PAUSED_FROM) {
+                let parsed = point
+                    .split_once(' ')
+                    .and_then(|(e, p)| Some((e.parse().ok()?, p.parse().ok()?)));
+                return Some(
+                    parsed
+                        .map(|(event, pause)| Event::PausedFrom { event, pause })
+                        .with_context(|| format!("paused-from: not two numbers: {point:?}")),
+                );
             }
             let hex = l.strip_prefix("report ")?;
             Some(
@@ -334,5 +377,17 @@ mod tests {
             parse_event("input-ended"),
             Some(Ok(Event::InputEnded))
         ));
+        assert!(matches!(
+            parse_event("paused-from 1234 2"),
+            Some(Ok(Event::PausedFrom {
+                event: 1234,
+                pause: 2
+            }))
+        ));
+        assert!(parse_event("paused-from 1234").unwrap().is_err());
+        assert_eq!(
+            parse_command(&pause_from_line(77)),
+            Some(Command::PauseFrom(77))
+        );
     }
 }

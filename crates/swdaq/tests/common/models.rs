@@ -80,6 +80,11 @@ pub fn config(dir: &Path, model: Model, out: &Path, run: u32, load: Load) -> Pat
                 feds(100, 4, bytes),
                 feds(200, 4, bytes)
             );
+            if load == Load::UntilStopped {
+                // Run control's pause (1.5 s in the tests) outlasts both time-outs: a pause
+                // that let readout units read ahead, or builder units wait, would show.
+                t += "ru_hold_timeout = 1000\n";
+            }
             if model == Model::EvbApps {
                 t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n";
                 for (name, kind) in [

@@ -16,6 +16,7 @@ use crate::runtime::stop::StopRequest;
 use crate::stored::{self, StoredEvent, StoredFragment};
 use config::EvbRunConfig;
 use std::path::PathBuf;
+use swdaq_evb::config::FedInputKind;
 use system::AppsSummary;
 
 pub static EVB: ModelOf<EvbRunConfig> =
@@ -83,13 +84,24 @@ impl Configured for EvbRunConfig {
     }
 
     fn steering(&self) -> Capabilities {
+        let input = &self.evb.input;
         Capabilities {
-            pause_resume: Err(
-                "the event builder cannot pause: its emulated FEDs follow the trigger clock by themselves (stop the run instead)".into(),
-            ),
-            trigger_change: Err(
-                "the event builder has no trigger sources to change (its rate is evb.trigger_rate_hz)".into(),
-            ),
+            // Only emulated FEDs paced by the trigger clock have a trigger to hold; files and
+            // UDP streams come as they come, and flat out there is no clock.
+            pause_resume: if input.kind != FedInputKind::Emulator {
+                let from = match input.kind {
+                    FedInputKind::File => "raw files",
+                    _ => "UDP",
+                };
+                Err(format!(
+                    "the event builder pauses only emulated FEDs: its FEDs come from {from} (evb.input.kind)"
+                ))
+            } else if !self.evb.paced {
+                Err("the event builder pauses only a paced trigger: this run is not paced (evb.paced = false)".into())
+            } else {
+                Ok(())
+            },
+            trigger_change: Err(system::NO_TRIGGER_SOURCES.into()),
             record: Err("the event builder has no raw bursts (they are the chain's)".into()),
         }
     }
@@ -239,6 +251,24 @@ mod tests {
         farm.evb.farm.consumers = 1;
         let err = parse(&toml::to_string_pretty(&farm).unwrap()).unwrap_err();
         assert!(err.to_string().contains("evb.farm"), "{err}");
+    }
+
+    /// Only emulated FEDs paced by the trigger clock can be paused; otherwise the refusal
+    /// says why.
+    #[test]
+    fn pause_is_offered_for_paced_emulated_feds_only() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb.toml");
+        let config = load(&path);
+        assert!(config.evb.paced);
+        assert_eq!(config.steering().pause_resume, Ok(()));
+        let mut files = config.clone();
+        files.evb.input.kind = FedInputKind::File;
+        let why = files.steering().pause_resume.unwrap_err();
+        assert!(why.contains("raw files"), "{why}");
+        let mut flat_out = config;
+        flat_out.evb.paced = false;
+        let why = flat_out.steering().pause_resume.unwrap_err();
+        assert!(why.contains("evb.paced = false"), "{why}");
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Val
         "unaccounted": s.unaccounted(),
         "throttled": s.evm.throttled,
         "max_behind_trigger_ms": s.evm.max_behind.as_secs_f64() * 1e3,
+        "paused_s": s.evm.paused.as_secs_f64(),
+        "ru_expired": s.rus.iter().map(|r| r.expired).sum::<u64>(),
         "built_per_second": s.built() as f64 / seconds,
         "gbps": s.written_bytes() as f64 / seconds / 1e9,
         "build_time_p50_us": s.build_time_us(0.5),
@@ -103,6 +105,18 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
         s.evm.throttled,
         s.evm.max_behind.as_secs_f64() * 1e3,
     );
+    if !s.evm.paused.is_zero() {
+        out += &format!(
+            "Paused    {:.1} s by run control (the trigger clock stood still)\n",
+            s.evm.paused.as_secs_f64()
+        );
+    }
+    let expired: u64 = s.rus.iter().map(|r| r.expired).sum();
+    if expired > 0 {
+        out += &format!(
+            "Readout   {expired} super-fragments dropped: no builder unit asked within evb.ru_hold_timeout\n"
+        );
+    }
     if s.unaccounted() > 0 {
         out += &format!(
             "UNACCOUNTED {} events triggered are neither written nor counted lost: a bug, please report it\n",

@@ -10,7 +10,7 @@ use crate::model::RunHooks;
 use crate::runtime::launch::{Launched, Plan, launch};
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason};
-use crate::runtime::steering::Steering;
+use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::AppKind;
 use anyhow::Context;
@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 use swdaq_evb::bu::WriterOutcome;
 use swdaq_evb::files::WriterError;
 use swdaq_evb::metrics::builder_cpu_ticks;
+use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::{Drills, EvbRun, EvbSummary};
 use swdaq_monitor::proc::USER_HZ;
+use swdaq_trigger::TriggerControl;
 
 /// How often the live figures are made (and applications send theirs).
 pub const STATUS_INTERVAL: Duration = Duration::from_secs(1);
@@ -50,8 +52,9 @@ pub fn run_apps(
             StopReason::AppFailed("every builder unit ended".into()),
         ),
         live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, &config.evb),
-        trigger_at: None,
+        trigger_at: Some(AppKind::Evm),
         bursts_to: None,
+        clock_followers: &[AppKind::Ru],
     };
     Ok(AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config))
 }
@@ -199,6 +202,23 @@ impl AppsSummary {
     }
 }
 
+/// Run control's pause of a one-process event builder: the event manager holds from its next
+/// event and every readout unit with it (`swdaq_evb::pause`).
+impl TriggerSteer for TriggerClock {
+    fn send(&self, control: TriggerControl) -> Result<(), String> {
+        match control {
+            TriggerControl::Pause => self.pause().request(),
+            TriggerControl::Resume => self.pause().resume(),
+            TriggerControl::Change(_) => return Err(NO_TRIGGER_SOURCES.into()),
+        }
+        Ok(())
+    }
+}
+
+/// Why the event builder takes no prescale or rate change.
+pub const NO_TRIGGER_SOURCES: &str =
+    "the event builder has no trigger sources to change (its rate is evb.trigger_rate_hz)";
+
 /// Runs in one process until the duration, `max_events` (or the end of its input files), a
 /// stop request or a writer failure ends it; `hooks` hear when data taking has begun, the
 /// live figures once a second and the stop. The summary and which of them it was.
@@ -212,7 +232,10 @@ pub fn run_one_process(
     let builder_ticks_before = builder_cpu_ticks();
     let evb = EvbRun::start(&config.evb, &monitoring.registry, &Drills::default())?;
     let started = Instant::now();
-    hooks.started(Steering::default());
+    hooks.started(Steering {
+        trigger: Some(Box::new(evb.clock().clone())),
+        bursts: None,
+    });
     let mut last_line = Instant::now();
     // The builder's threads vanish from /proc once joined: the last sample before is kept.
     let mut builder_ticks = builder_ticks_before;

@@ -113,6 +113,7 @@ pub fn run_apps(
         live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, s.ring_slots),
         trigger_at: Some(AppKind::Hltsv),
         bursts_to: None,
+        clock_followers: &[],
     };
     let launched = launch(&plan, exe, stop, hooks)?;
     let stop_reason = launched.stop_reason.clone();

@@ -5,13 +5,16 @@
 use super::unit::{
     DEMUX_WAKE, EvbAppReport, EvbContext, finish, start_readout_unit, wait_for_stop,
 };
-use crossbeam_channel::Sender;
+use crate::runtime::stdio::{self as control, Command};
+use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_evb::evm::Evm;
 use swdaq_evb::message::ToEvm;
+use swdaq_evb::pause::TriggerPause;
 use swdaq_net::{Inlet, Liveness, Message};
+use swdaq_trigger::TriggerControl;
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let Some(unit) = start_readout_unit(ctx, 0)? else {
@@ -22,12 +25,14 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     // waits on an event manager that has finished.
     let (requests_tx, requests_rx) = crossbeam_channel::unbounded();
     let done = AtomicBool::new(false);
+    let clock = unit.producer.clock().clone();
     std::thread::scope(|s| -> anyhow::Result<()> {
         let demux = Demux {
             inlet: unit.inlet,
             bus: &unit.bu_ids,
             peer_timeout: ctx.peer_timeout(),
             done: &done,
+            pauses: PauseAnswer::new(clock.pause(), ctx.commands.receiver()),
         };
         let demux = std::thread::Builder::new()
             .name("net-demux".into())
@@ -61,6 +66,55 @@ struct Demux<'a> {
     bus: &'a [u32],
     peer_timeout: Duration,
     done: &'a AtomicBool,
+    pauses: PauseAnswer<'a>,
+}
+
+/// Run control's pause and resume, from the launcher: a pause is asked of the event manager,
+/// which fixes its point at its next event; the point is told back to the launcher (which
+/// passes it to every readout unit) with the pause's number, so an answer that crossed a
+/// resume is known stale.
+struct PauseAnswer<'a> {
+    pause: &'a TriggerPause,
+    commands: Receiver<Command>,
+    asked: u64,
+    answered: u64,
+}
+
+impl<'a> PauseAnswer<'a> {
+    fn new(pause: &'a TriggerPause, commands: Receiver<Command>) -> Self {
+        Self {
+            pause,
+            commands,
+            asked: 0,
+            answered: 0,
+        }
+    }
+
+    fn take_commands(&mut self) {
+        for command in self.commands.try_iter() {
+            match command {
+                Command::TriggerControl(TriggerControl::Pause) => {
+                    self.asked += 1;
+                    self.pause.request();
+                }
+                Command::TriggerControl(TriggerControl::Resume) => {
+                    self.answered = self.asked;
+                    self.pause.resume();
+                }
+                // `stop` is the launcher's flag, read by the application's main thread.
+                Command::Stop => {}
+                other => eprintln!("swdaq: evm: ignored {other:?}"),
+            }
+        }
+        if self.answered < self.asked
+            && let Some(event) = self.pause.point()
+        {
+            self.answered = self.asked;
+            if let Err(e) = control::say_paused_from(event, self.asked) {
+                eprintln!("swdaq: evm: cannot tell the launcher where the pause begins: {e}");
+            }
+        }
+    }
 }
 
 impl Demux<'_> {
@@ -70,6 +124,7 @@ impl Demux<'_> {
         let mut liveness = Liveness::new(self.bus.iter().copied(), self.peer_timeout);
         let index_of = |app: u32| self.bus.iter().position(|&b| b == app);
         while !self.done.load(Ordering::Acquire) {
+            self.pauses.take_commands();
             if let Some(d) = self.inlet.receive(DEMUX_WAKE) {
                 match (d.message, index_of(d.sender)) {
                     (Message::EvbRequest(mut r), Some(bu)) => {

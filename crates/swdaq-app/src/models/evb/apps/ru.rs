@@ -3,14 +3,17 @@
 //! launcher's `stop` (it stops last) or when every builder unit has gone silent.
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, start_readout_unit};
-use crossbeam_channel::Sender;
+use crate::runtime::stdio::Command;
+use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_evb::message::FragmentRequest;
+use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::ru::Ru;
 use swdaq_net::{Inlet, Liveness, Message};
+use swdaq_trigger::TriggerControl;
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let config = &ctx.config.evb;
@@ -26,6 +29,8 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         bus: unit.bu_ids,
         peer_timeout: ctx.peer_timeout(),
         stop: ctx.commands.stop_flag(),
+        commands: ctx.commands.receiver(),
+        clock: unit.producer.clock().clone(),
     };
     let demux = std::thread::Builder::new()
         .name("net-demux".into())
@@ -53,6 +58,9 @@ struct Demux {
     bus: Vec<u32>,
     peer_timeout: Duration,
     stop: Arc<AtomicBool>,
+    /// The launcher's commands: where the event manager's pause begins, and the resume.
+    commands: Receiver<Command>,
+    clock: TriggerClock,
 }
 
 impl Demux {
@@ -62,6 +70,14 @@ impl Demux {
         let mut liveness = Liveness::new(self.bus.iter().copied(), self.peer_timeout);
         let index_of = |app: u32| self.bus.iter().position(|&b| b == app);
         while !self.stop.load(Ordering::Acquire) {
+            for command in self.commands.try_iter() {
+                match command {
+                    Command::PauseFrom(event) => self.clock.pause().pause_from(event),
+                    Command::TriggerControl(TriggerControl::Resume) => self.clock.pause().resume(),
+                    Command::Stop => {}
+                    other => eprintln!("swdaq: ru: ignored {other:?}"),
+                }
+            }
             if let Some(d) = self.inlet.receive(DEMUX_WAKE) {
                 match (d.message, index_of(d.sender)) {
                     (Message::EvbFragmentRequest(mut r), Some(bu)) => {

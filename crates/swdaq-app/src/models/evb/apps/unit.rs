@@ -18,6 +18,7 @@ use swdaq_evb::check::FedCounts;
 use swdaq_evb::evm::EvmReport;
 use swdaq_evb::files::WriterCounts;
 use swdaq_evb::message::ToBu;
+use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::producer::Producer;
 use swdaq_evb::ru::RuReport;
 use swdaq_net::{Heartbeat, Immediate, Inlet};
@@ -107,7 +108,8 @@ pub(super) fn start_readout_unit(
     if !ctx.commands.wait_for_start() {
         return Ok(None);
     }
-    let producer = swdaq_evb::input::open(config, index as usize, Instant::now())
+    let trigger_clock = TriggerClock::new(Instant::now());
+    let producer = swdaq_evb::input::open(config, index as usize, trigger_clock)
         .with_context(|| format!("readout unit {index}'s FEDs"))?;
     Ok(Some(ReadoutUnit {
         monitoring,
