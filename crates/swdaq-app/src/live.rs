@@ -4,9 +4,25 @@
 //! launcher merges from their series, `runtime::live_feed`); this module also holds the
 //! snapshot readers they share and the terminal line.
 
+use crate::runtime::live_feed::APP_LABEL;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use swdaq_monitor::{Snapshot, Value};
+
+/// How often every model makes its live figures from a fresh snapshot (and every application
+/// sends the launcher its own): a source that stops shows once it has been silent for
+/// [`SILENT_AFTER_S`], on the console at its next poll, within a second. `swdaq run` prints
+/// them less often (`Configured::status_interval`).
+pub const LIVE_INTERVAL: Duration = Duration::from_millis(200);
+/// A source is silent once none of its data has come for this long (two live intervals: a
+/// late batch on a loaded host is not taken for a stop)...
+const SILENT_AFTER_S: f64 = 0.4;
+/// ...where its own average since the run began promised at least this many items in that
+/// time: a slower source's gaps are normal (a Poisson source expecting 10 is empty once in
+/// 22 000). One that has sent nothing at all is silent after [`NEVER_SENT_AFTER_S`].
+const SILENT_EXPECTING: f64 = 10.0;
+const NEVER_SENT_AFTER_S: f64 = 2.0;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Live {
@@ -86,15 +102,31 @@ pub struct AppRow {
 /// A source's counts over the last interval, judged.
 pub struct SourceCounts {
     pub name: String,
-    pub rate_hz: f64,
+    /// Its data items (frames, fragments, chunks): in total, and per second in the interval.
+    pub items: (u64, f64),
+    /// Seconds since its items last rose.
+    pub idle_s: f64,
+    /// Seconds into the run.
+    pub elapsed_s: f64,
     pub mb_s: Option<f64>,
     pub errors: (u64, f64),
     pub drops: (u64, f64),
 }
 
 impl SourceCounts {
-    /// The row, bad when errors or drops rose in the last interval or the source was silent.
-    pub fn row(self) -> SourceRow {
+    /// No data for [`SILENT_AFTER_S`] where its average says some was due, or none at all.
+    fn silent(&self) -> bool {
+        let (total, _) = self.items;
+        if total == 0 {
+            return self.elapsed_s >= NEVER_SENT_AFTER_S;
+        }
+        let mean_hz = total as f64 / self.elapsed_s.max(f64::MIN_POSITIVE);
+        self.idle_s >= SILENT_AFTER_S && mean_hz * SILENT_AFTER_S >= SILENT_EXPECTING
+    }
+
+    /// The row of a source read by `app` (with a topology), bad when errors or drops rose in
+    /// the last interval or the source was silent.
+    pub fn row(self, app: Option<String>) -> SourceRow {
         let mut why = Vec::new();
         if self.errors.1 > 0.0 {
             why.push(format!("{:.0} errors/s", self.errors.1));
@@ -102,13 +134,13 @@ impl SourceCounts {
         if self.drops.1 > 0.0 {
             why.push(format!("{:.0} drops/s", self.drops.1));
         }
-        if self.rate_hz == 0.0 {
+        if self.silent() {
             why.push("silent".to_string());
         }
         SourceRow {
             name: self.name,
-            app: None,
-            rate_hz: self.rate_hz,
+            app,
+            rate_hz: self.items.1,
             mb_s: self.mb_s,
             errors: self.errors.0,
             drops: self.drops.0,
@@ -135,10 +167,13 @@ impl SourceMetrics<'_> {
     pub fn rows(
         &self,
         s: &Snapshot,
+        elapsed: Duration,
         keys: Option<Vec<String>>,
         name: impl Fn(&str) -> String,
     ) -> Vec<SourceRow> {
         let rate = by_label(s, self.rate, self.label);
+        let idle = idle_by_label(s, self.rate, self.label);
+        let apps = app_by_label(s, self.rate, self.label);
         let data = by_label(s, self.data.0, self.label);
         let sum_of = |names: &[&str]| -> Vec<BTreeMap<String, (u64, f64)>> {
             names.iter().map(|n| by_label(s, n, self.label)).collect()
@@ -161,12 +196,15 @@ impl SourceMetrics<'_> {
                 };
                 SourceCounts {
                     name: name(key),
-                    rate_hz: get(&rate).1,
+                    items: get(&rate),
+                    // No series yet: idle since the start.
+                    idle_s: idle.get(key).copied().unwrap_or(elapsed.as_secs_f64()),
+                    elapsed_s: elapsed.as_secs_f64(),
                     mb_s: Some(get(&data).1 * self.data.1 / 1e6),
                     errors: total(&errors),
                     drops: total(&drops),
                 }
-                .row()
+                .row(apps.get(key).cloned())
             })
             .collect();
         bad_first(rows)
@@ -247,6 +285,42 @@ pub fn by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, (u64,
     out
 }
 
+/// Per value of `label`: the seconds since counter `name` last rose (the least over the
+/// label's series: a source is idle only when all of it is).
+pub fn idle_by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for series in s
+        .families
+        .iter()
+        .filter(|f| f.name == name)
+        .flat_map(|f| &f.series)
+    {
+        if let (Some(key), Value::Counter { idle_seconds, .. }) =
+            (series.labels.get(label), &series.value)
+        {
+            let e = out.entry(key.clone()).or_insert(f64::INFINITY);
+            *e = e.min(*idle_seconds);
+        }
+    }
+    out
+}
+
+/// Per value of `label`: the application that sent counter `name`'s series (with a topology,
+/// the launcher labels each application's series with its name).
+fn app_by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, String> {
+    s.families
+        .iter()
+        .filter(|f| f.name == name)
+        .flat_map(|f| &f.series)
+        .filter_map(|x| {
+            Some((
+                x.labels.get(label)?.clone(),
+                x.labels.get(APP_LABEL)?.clone(),
+            ))
+        })
+        .collect()
+}
+
 /// The values of every series of metric `name`.
 pub fn values<'a>(s: &'a Snapshot, name: &'a str) -> impl Iterator<Item = &'a Value> {
     s.families
@@ -300,19 +374,51 @@ mod tests {
     fn counts(name: &str, rate_hz: f64, errors: f64) -> SourceCounts {
         SourceCounts {
             name: name.into(),
-            rate_hz,
+            items: (1000, rate_hz),
+            idle_s: if rate_hz > 0.0 { 0.0 } else { 1.0 },
+            elapsed_s: 10.0,
             mb_s: Some(1.0),
             errors: (errors as u64, errors),
             drops: (0, 0.0),
         }
     }
 
+    /// Silent is judged against what the source promised: a fast source with no data for
+    /// 0.4 s is silent, a slow one's gap is normal, one that never sent is silent
+    /// once the run is a few seconds old.
+    #[test]
+    fn silence_is_0_4_s_without_data_that_the_source_s_average_promised() {
+        let silent = |items, idle_s, elapsed_s| {
+            SourceCounts {
+                name: "x".into(),
+                items,
+                idle_s,
+                elapsed_s,
+                mb_s: None,
+                errors: (0, 0.0),
+                drops: (0, 0.0),
+            }
+            .row(None)
+            .bad
+        };
+        assert!(silent((20_000, 0.0), 0.5, 10.0), "2 kHz, none for 0.4 s");
+        assert!(!silent((20_000, 0.0), 0.2, 10.0), "2 kHz, one late batch");
+        assert!(!silent((20_000, 900.0), 0.0, 10.0), "2 kHz, some");
+        assert!(
+            !silent((150, 0.0), 0.75, 10.0),
+            "15 Hz: 7.5 expected, such gaps happen"
+        );
+        assert!(silent((250, 0.0), 0.4, 10.0), "25 Hz: 10 expected");
+        assert!(!silent((0, 0.0), 1.0, 1.0), "nothing yet, one second in");
+        assert!(silent((0, 0.0), 2.5, 2.5), "nothing at all, 2.5 s in");
+    }
+
     #[test]
     fn silent_or_erring_sources_are_bad_and_listed_first() {
         let rows = bad_first(vec![
-            counts("a", 10.0, 0.0).row(),
-            counts("b", 0.0, 0.0).row(),
-            counts("c", 10.0, 3.0).row(),
+            counts("a", 10.0, 0.0).row(None),
+            counts("b", 0.0, 0.0).row(None),
+            counts("c", 10.0, 3.0).row(Some("readout-1".into())),
         ]);
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["b", "c", "a"]);

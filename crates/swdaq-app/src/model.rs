@@ -66,6 +66,11 @@ pub trait Configured: CloneConfigured + Send + Sync {
     }
     /// Runs as the applications of a `[topology]`.
     fn is_distributed(&self) -> bool;
+    /// How often `swdaq run` prints the live figures (they are made more often, for run
+    /// control: `live::LIVE_INTERVAL`).
+    fn status_interval(&self) -> Duration {
+        Duration::from_secs(1)
+    }
     /// The start line after "swdaq run N (model): ".
     fn describe(&self) -> String;
     /// What run control may ask of a running system of this model.

@@ -2,13 +2,14 @@
 //! flags, `--print-config`, the run number, signals, the start line, the live view, the
 //! closing summary (text or JSON) and the exit status.
 
-use crate::live::{Live, line};
+use crate::live::{LIVE_INTERVAL, Live, line};
 use crate::model::{Overrides, RunHooks};
 use crate::models;
 use crate::runtime::stop;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -46,7 +47,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         config.model().name(),
         config.describe()
     );
-    let view = TerminalView::new(!args.json);
+    let view = TerminalView::new(!args.json, config.status_interval());
     let outcome = config.run(&stop, &view)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.json())?);
@@ -64,18 +65,22 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 struct TerminalView {
     shown: bool,
     terminal: bool,
-    drawn_lines: Mutex<usize>,
+    /// Printed at most this often, whatever the live interval.
+    every: Duration,
+    /// When it was last printed, and the lines drawn then (a terminal's table is redrawn).
+    printed: Mutex<(Option<Instant>, usize)>,
 }
 
 /// Source rows a redrawn table shows at most (bad ones come first).
 const TABLE_ROWS: usize = 16;
 
 impl TerminalView {
-    fn new(shown: bool) -> Self {
+    fn new(shown: bool, every: Duration) -> Self {
         Self {
             shown,
             terminal: std::io::stderr().is_terminal(),
-            drawn_lines: Mutex::new(0),
+            every,
+            printed: Mutex::new((None, 0)),
         }
     }
 
@@ -107,13 +112,20 @@ impl RunHooks for TerminalView {
         if !self.shown {
             return;
         }
+        let mut printed = self.printed.lock().unwrap_or_else(|e| e.into_inner());
+        let (last, drawn) = &mut *printed;
+        // Half an interval's slack, so that a second's prints stay a second apart.
+        let due = self.every.saturating_sub(LIVE_INTERVAL / 2);
+        if last.is_some_and(|t| t.elapsed() < due) {
+            return;
+        }
+        *last = Some(Instant::now());
         let mut out = std::io::stderr().lock();
         if !self.terminal {
             let _ = writeln!(out, "{}", line(live));
             return;
         }
         let text = Self::table(live);
-        let mut drawn = self.drawn_lines.lock().unwrap_or_else(|e| e.into_inner());
         if *drawn > 0 {
             // Back over the previous table, and clear it.
             let _ = write!(out, "\x1b[{}A\x1b[J", *drawn);

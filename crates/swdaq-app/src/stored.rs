@@ -54,7 +54,10 @@ pub fn files_of_run(dirs: &[PathBuf], run: u32) -> Vec<PathBuf> {
         }
         todo = inner;
     }
+    // A directory given and also found inside another given one (the SW ROD's HLT
+    // directories under its output) is listed once.
     files.sort();
+    files.dedup();
     files
 }
 

@@ -1,10 +1,13 @@
-// swdaq console: polls run control's /status once a second, draws what it holds in the one
+// swdaq console: polls run control's /status five times a second (a source that goes bad
+// shows within a second), draws what it holds in the one
 // `Live` schema every model reports, plots /history with uPlot and sends the commands the
 // server says are allowed now. It keeps no copy of the transition table and no state of
 // its own beyond ten minutes of history (bounded) and the token (this tab only).
 "use strict";
 
-const POLL_MS = 1000;
+const POLL_MS = 200;
+// The history holds a sample a second at most: asked for no more often.
+const HISTORY_EVERY_MS = 1000;
 const SPAN_S = 600;
 // Points kept per series: ten minutes at one a second, and room for gaps.
 const MAX_POINTS = 720;
@@ -37,6 +40,7 @@ let waitingForToken = false;
 const history = { t: [] };
 SERIES.forEach((s) => (history[s.key] = []));
 const plots = {};
+let historyPulledAt = 0;
 let storedFetchedAt = 0;
 let storedRun = null;
 let storedFinal = false;
@@ -105,7 +109,10 @@ async function poll() {
     $("console").hidden = false;
     connected(status);
     render(status);
-    await pullHistory();
+    if (Date.now() - historyPulledAt >= HISTORY_EVERY_MS) {
+      historyPulledAt = Date.now();
+      await pullHistory();
+    }
     await maybeFetchStored(status);
   } catch (e) {
     disconnected(e);
@@ -165,7 +172,7 @@ function disconnected(e) {
   if (lostSince === null) lostSince = now;
   const c = $("connection");
   c.className = "connection lost";
-  c.textContent = "server unreachable since " + clock(lostSince) + " (" + (e && e.message ? e.message : e) + ") — retrying every second";
+  c.textContent = "server unreachable since " + clock(lostSince) + " (" + (e && e.message ? e.message : e) + ") — retrying";
   $("state").className = "state";
   $("state").textContent = "unknown";
   document.querySelectorAll("button[data-command]").forEach((b) => (b.disabled = true));

@@ -72,6 +72,9 @@ pub enum Value {
         /// Increase since the previous snapshot.
         delta: u64,
         rate_per_second: f64,
+        /// Seconds since a snapshot last saw it rise (0: in this one; never risen: since the
+        /// collector's first snapshot), so a reader tells a stopped source from a slow one.
+        idle_seconds: f64,
     },
     Gauge {
         value: f64,
@@ -115,6 +118,8 @@ pub struct Collector {
     registry: Registry,
     last: Option<Instant>,
     prev_counts: HashMap<(String, Labels), u64>,
+    /// When each counter was last seen to rise.
+    last_rise: HashMap<(String, Labels), Instant>,
     prev_cpu: HashMap<u32, u64>,
 }
 
@@ -124,6 +129,7 @@ impl Collector {
             registry,
             last: None,
             prev_counts: HashMap::new(),
+            last_rise: HashMap::new(),
             prev_cpu: HashMap::new(),
         }
     }
@@ -152,10 +158,16 @@ impl Collector {
                         let value = match raw {
                             RawValue::Counter(total) => {
                                 let delta = delta_of(total);
+                                let key = (f.name.clone(), labels.clone());
+                                let since = self.last_rise.entry(key).or_insert(now);
+                                if delta > 0 {
+                                    *since = now;
+                                }
                                 Value::Counter {
                                     total,
                                     delta,
                                     rate_per_second: rate(delta),
+                                    idle_seconds: (now - *since).as_secs_f64(),
                                 }
                             }
                             RawValue::Gauge(value) => Value::Gauge { value },
@@ -342,6 +354,7 @@ mod tests {
                 total: 0,
                 delta: 0,
                 rate_per_second,
+                idle_seconds: 0.0,
             },
         };
         let family = |name: &str, kind, series| Family {
@@ -424,9 +437,11 @@ mod tests {
                     total,
                     delta,
                     rate_per_second,
+                    idle_seconds,
                 } => {
                     assert_eq!((*total, *delta), (15, 5));
                     assert!((rate_per_second - 5.0 / second.interval_seconds).abs() < 1e-9);
+                    assert_eq!(*idle_seconds, 0.0, "it rose in this interval");
                 }
                 Value::Histogram {
                     buckets,
@@ -442,5 +457,13 @@ mod tests {
                 Value::Gauge { .. } => panic!("no gauges registered"),
             }
         }
+        // Not rising: the time since the snapshot that last saw it rise.
+        std::thread::sleep(Duration::from_millis(20));
+        let third = col.collect();
+        let idle = third.families.iter().find_map(|f| match f.series[0].value {
+            Value::Counter { idle_seconds, .. } => Some(idle_seconds),
+            _ => None,
+        });
+        assert!(idle.unwrap() >= 0.02, "{idle:?}");
     }
 }

@@ -16,6 +16,10 @@ pub const THROTTLED_FOR_S: f64 = 5.0;
 pub const HEARTBEAT_AGE_S: f64 = 5.0;
 /// A disk with less than this share free is nearly full.
 pub const DISK_FREE_BELOW: f64 = 0.1;
+/// A raised condition of the live figures clears once it has not been seen for this long, in
+/// seconds: figures made five times a second would otherwise raise and clear a bursty one
+/// (drops now and then) several times a second.
+pub const LIVE_CLEARS_AFTER_S: f64 = 2.0;
 
 /// Where a condition comes from: each is looked at on its own occasions, and replaces only
 /// its own conditions.
@@ -55,6 +59,8 @@ struct Active {
     condition: Condition,
     /// Unix time it was first seen.
     since: f64,
+    /// Unix time it was last seen.
+    seen: f64,
     /// Held long enough to be shown (and journalled).
     raised: bool,
 }
@@ -65,8 +71,8 @@ pub struct Alerts {
 }
 
 impl Alerts {
-    /// Replaces the conditions from `origin` with `seen` at unix time `now`; journals those
-    /// that are raised and those that clear.
+    /// Replaces the conditions from `origin` with `seen` at unix time `now` (a raised live one
+    /// not seen lingers [`LIVE_CLEARS_AFTER_S`]); journals those raised and those cleared.
     pub fn update(
         &mut self,
         origin: Origin,
@@ -77,7 +83,8 @@ impl Alerts {
         let seen: BTreeMap<String, Condition> =
             seen.into_iter().map(|c| (c.key.clone(), c)).collect();
         self.active.retain(|(o, key), a| {
-            let stays = *o != origin || seen.contains_key(key);
+            let lingers = origin == Origin::Live && a.raised && now - a.seen < LIVE_CLEARS_AFTER_S;
+            let stays = *o != origin || seen.contains_key(key) || lingers;
             if !stays && a.raised {
                 journal.add(Level::Info, format!("cleared: {}", a.condition.text));
             }
@@ -87,14 +94,27 @@ impl Alerts {
             let a = self.active.entry((origin, key)).or_insert_with(|| Active {
                 condition: condition.clone(),
                 since: now,
+                seen: now,
                 raised: false,
             });
             a.condition = condition;
+            a.seen = now;
             if !a.raised && now - a.since >= a.condition.hold_s {
                 a.raised = true;
                 journal.add(a.condition.severity, a.condition.text.clone());
             }
         }
+    }
+
+    /// Clears every condition from `origin` at once (the run is over), journalling those
+    /// that were raised.
+    pub fn end(&mut self, origin: Origin, journal: &mut Journal) {
+        self.active.retain(|(o, _), a| {
+            if *o == origin && a.raised {
+                journal.add(Level::Info, format!("cleared: {}", a.condition.text));
+            }
+            *o != origin
+        });
     }
 
     /// The alerts raised, errors first: `[{key, severity, text, since}]`.
@@ -293,7 +313,46 @@ mod tests {
         assert!(journal.contains(&"cleared: link 3: silent"), "{journal:?}");
         assert!(journal.contains(&"the run stopped on a fault: storage failed"));
         a.update(Origin::State, 13.0, of_state(None), &mut j);
+        // The live conditions last seen at 12.0 linger, then clear.
         a.update(Origin::Live, 13.0, Vec::new(), &mut j);
+        assert_eq!(texts(&a).len(), 1);
+        a.update(Origin::Live, 12.0 + LIVE_CLEARS_AFTER_S, Vec::new(), &mut j);
+        assert!(texts(&a).is_empty());
+    }
+
+    /// Drops that come and go five times a second raise one alert, not one a fifth of a
+    /// second; it clears once they have stayed away, and at once when the run is over.
+    #[test]
+    fn a_bursty_condition_stays_raised_until_it_has_stayed_away() {
+        let (mut a, mut j) = (Alerts::default(), Journal::default());
+        let dropping = || of_live(&live(5.0, 0.0, 0.0, false));
+        let quiet = || of_live(&live(0.0, 0.0, 0.0, false));
+        for step in 0..20 {
+            let now = f64::from(step) * 0.2;
+            a.update(
+                Origin::Live,
+                now,
+                if step % 2 == 0 { dropping() } else { quiet() },
+                &mut j,
+            );
+            assert!(
+                texts(&a).iter().any(|t| t.starts_with("data dropped")),
+                "step {step}"
+            );
+        }
+        let raised = |j: &Journal| {
+            j.to_json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["text"].as_str().unwrap().starts_with("data dropped"))
+                .count()
+        };
+        assert_eq!(raised(&j), 1, "{:?}", j.to_json());
+        a.update(Origin::Live, 3.8 + LIVE_CLEARS_AFTER_S, quiet(), &mut j);
+        assert!(!texts(&a).iter().any(|t| t.starts_with("data dropped")));
+        a.update(Origin::Live, 10.0, dropping(), &mut j);
+        a.end(Origin::Live, &mut j);
         assert!(texts(&a).is_empty());
     }
 

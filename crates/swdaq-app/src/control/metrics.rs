@@ -70,6 +70,7 @@ pub fn render(observed: &Observed<'_>) -> String {
                 total: *n,
                 delta: 0,
                 rate_per_second: 0.0,
+                idle_seconds: 0.0,
             };
             series(&[("code", code.to_string())], value)
         })

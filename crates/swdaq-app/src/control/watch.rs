@@ -59,9 +59,7 @@ impl Watch {
 
     /// The run has ended: its live conditions are over; `failed` says why it failed, if it did.
     pub fn run_over(&mut self, failed: Option<&str>) {
-        let now = unix_seconds(SystemTime::now());
-        self.alerts
-            .update(Origin::Live, now, Vec::new(), &mut self.journal);
+        self.alerts.end(Origin::Live, &mut self.journal);
         self.state_fault(failed);
     }
 

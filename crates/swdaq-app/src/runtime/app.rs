@@ -19,10 +19,6 @@ use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
 /// A run configuration that carries a `[topology]`: the chain's or the event builder's.
 pub trait TopologyConfig {
     fn topology(&self) -> &TopologySection;
-    /// How often its applications snapshot their metrics and send the launcher figures.
-    fn status_interval(&self) -> Duration {
-        Duration::from_secs(1)
-    }
 }
 
 /// What every application has: its (validated) configuration, its place in the topology, its
@@ -120,8 +116,7 @@ impl<C: TopologyConfig> AppContext<C> {
     /// figures sent to the launcher's live view.
     pub fn monitoring(&self) -> anyhow::Result<Monitoring> {
         let key = format!("topology.apps.metrics_addr ({})", self.spec.name);
-        Monitoring::for_status(self.config.status_interval(), &self.spec.metrics_addr, &key)?
-            .feeding_launcher()
+        Monitoring::start(&self.spec.metrics_addr, &key)?.feeding_launcher()
     }
 
     /// Writes who this is to its log.

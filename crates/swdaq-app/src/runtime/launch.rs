@@ -14,9 +14,9 @@
 //! turns the applications' figures into its `Live`.
 
 use super::child::{Running, spawn, stop_all, stop_stage, take_event};
-use super::live_feed::snapshot_of;
+use super::live_feed::{halted, snapshot_of};
 use super::stdio::{self as control, Event};
-use crate::live::{AppRow, Live};
+use crate::live::{AppRow, LIVE_INTERVAL, Live};
 use crate::model::RunHooks;
 use crate::runtime::outcome::{AppOutcome, StopReason};
 use crate::runtime::steering::{
@@ -43,7 +43,6 @@ pub struct Plan<'a> {
     pub logs: PathBuf,
     /// `None`: until interrupted.
     pub duration: Option<Duration>,
-    pub status_interval: Duration,
     /// Stage by stage, in data-flow order.
     pub stop_order: &'a [AppKind],
     /// The run cannot go on once one of these has ended.
@@ -91,6 +90,10 @@ impl PauseRelay {
         (self.paused && pause == self.sent).then_some(event)
     }
 }
+
+/// An application whose figures are this old has stopped sending them: its sources' rates
+/// count as zero (five live intervals: a loaded host's late figures are not taken for it).
+const HALTED_AFTER: Duration = Duration::from_secs(1);
 
 /// Run-control requests waiting to be passed to the applications.
 const CONTROL_QUEUE: usize = 64;
@@ -254,7 +257,7 @@ fn supervise(
 ) -> StopReason {
     let duration = plan.duration;
     let mut pause = PauseRelay::default();
-    let status = plan.status_interval;
+    let status = LIVE_INTERVAL;
     let mut next_status = started + status;
     loop {
         if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
@@ -342,10 +345,15 @@ fn supervise(
 
 /// The model's `Live` from every application's latest series, with a row per application.
 fn live_of(plan: &Plan, apps: &[Running], elapsed: Duration) -> Live {
-    let snapshot = snapshot_of(
-        apps.iter()
-            .filter_map(|a| a.live.as_ref().map(|l| l.0.clone())),
-    );
+    let snapshot = snapshot_of(apps.iter().filter_map(|a| {
+        let (series, at) = a.live.as_ref()?;
+        let series = if a.died || at.elapsed() > HALTED_AFTER {
+            halted(series, at.elapsed())
+        } else {
+            series.clone()
+        };
+        Some((a.outcome.name.as_str(), series))
+    }));
     let mut live = (plan.live)(&snapshot, elapsed);
     live.apps = apps
         .iter()

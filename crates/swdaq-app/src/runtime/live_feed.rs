@@ -16,10 +16,12 @@ const PREFIX: &str = "swdaq_";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum LiveValue {
-    /// A counter's total and its rate per second over the last interval.
+    /// A counter's total, its rate per second over the last interval, and the seconds since
+    /// it last rose.
     Counter {
         total: u64,
         rate: f64,
+        idle: f64,
     },
     Gauge(f64),
 }
@@ -40,10 +42,12 @@ pub fn series_of(s: &Snapshot) -> Vec<LiveSeries> {
                 Value::Counter {
                     total,
                     rate_per_second,
+                    idle_seconds,
                     ..
                 } => LiveValue::Counter {
                     total,
                     rate: rate_per_second,
+                    idle: idle_seconds,
                 },
                 Value::Gauge { value } => LiveValue::Gauge(value),
                 _ => continue,
@@ -58,17 +62,48 @@ pub fn series_of(s: &Snapshot) -> Vec<LiveSeries> {
     out
 }
 
-/// One snapshot from every application's series: what the model's `live` reads.
-pub fn snapshot_of(parts: impl IntoIterator<Item = Vec<LiveSeries>>) -> Snapshot {
+/// The series of an application that has stopped sending them (it died, or hangs) `since`
+/// ago: its counters as they last were with no rate and idle since (its sources show silent),
+/// its gauges gone (what it holds now is not known).
+pub fn halted(series: &[LiveSeries], since: Duration) -> Vec<LiveSeries> {
+    series
+        .iter()
+        .filter_map(|x| match x.value {
+            LiveValue::Counter { total, idle, .. } => Some(LiveSeries {
+                value: LiveValue::Counter {
+                    total,
+                    rate: 0.0,
+                    idle: idle + since.as_secs_f64(),
+                },
+                ..x.clone()
+            }),
+            LiveValue::Gauge(_) => None,
+        })
+        .collect()
+}
+
+/// The label the launcher gives each application's series: its name.
+pub const APP_LABEL: &str = "app";
+
+/// One snapshot from every application's series, each labelled with the application's name
+/// ([`APP_LABEL`]): what the model's `live` reads.
+pub fn snapshot_of<'a>(parts: impl IntoIterator<Item = (&'a str, Vec<LiveSeries>)>) -> Snapshot {
     let mut families: BTreeMap<String, Family> = BTreeMap::new();
-    for series in parts.into_iter().flatten() {
+    let labelled = parts.into_iter().flat_map(|(app, series)| {
+        series.into_iter().map(move |mut x| {
+            x.labels.insert(APP_LABEL.into(), app.into());
+            x
+        })
+    });
+    for series in labelled {
         let (kind, value) = match series.value {
-            LiveValue::Counter { total, rate } => (
+            LiveValue::Counter { total, rate, idle } => (
                 MetricKind::Counter,
                 Value::Counter {
                     total,
                     delta: 0,
                     rate_per_second: rate,
+                    idle_seconds: idle,
                 },
             ),
             LiveValue::Gauge(value) => (MetricKind::Gauge, Value::Gauge { value }),
@@ -149,6 +184,7 @@ mod tests {
                     value: LiveValue::Counter {
                         total: built as u64,
                         rate: built,
+                        idle: 0.0,
                     },
                 },
                 LiveSeries {
@@ -158,7 +194,10 @@ mod tests {
                 },
             ]
         };
-        let s = snapshot_of([part("0", 1000.0, 3.0), part("1", 500.0, 7.0)]);
+        let s = snapshot_of([
+            ("bu-0", part("0", 1000.0, 3.0)),
+            ("bu-1", part("1", 500.0, 7.0)),
+        ]);
         assert_eq!(s.counter_rate("swdaq_evb_events_built_total"), 1500.0);
         let live = crate::models::evb::live::live(&s, Duration::from_secs(1), &Default::default());
         assert_eq!(live.series.event_hz, Some(1500.0));
@@ -168,8 +207,37 @@ mod tests {
         let round: Vec<LiveSeries> =
             postcard::from_bytes(&postcard::to_stdvec(&series_of(&s)).unwrap()).unwrap();
         assert_eq!(
-            snapshot_of([round]).counter_rate("swdaq_evb_events_built_total"),
+            snapshot_of([("bu", round)]).counter_rate("swdaq_evb_events_built_total"),
             1500.0
         );
+        // An application that stopped sending: its totals stay, its rates and gauges go.
+        let s = snapshot_of([
+            ("bu-0", part("0", 1000.0, 3.0)),
+            (
+                "bu-1",
+                halted(&part("1", 500.0, 7.0), Duration::from_secs(2)),
+            ),
+        ]);
+        assert_eq!(s.counter_rate("swdaq_evb_events_built_total"), 1000.0);
+        let live = crate::models::evb::live::live(&s, Duration::from_secs(1), &Default::default());
+        assert_eq!(live.series.event_hz, Some(1000.0));
+        let built = crate::live::counter(&s, "swdaq_evb_events_built_total");
+        assert_eq!(built, (1500, 1000.0));
+        assert_eq!(
+            crate::live::gauge_max(&s, "swdaq_evb_bu_open_events"),
+            Some(3.0)
+        );
+        // Each series names the application that sent it.
+        let built = s
+            .families
+            .iter()
+            .find(|f| f.name == "swdaq_evb_events_built_total");
+        let apps: Vec<&str> = built
+            .unwrap()
+            .series
+            .iter()
+            .map(|x| x.labels[APP_LABEL].as_str())
+            .collect();
+        assert_eq!(apps, ["bu-0", "bu-1"]);
     }
 }

@@ -2,8 +2,8 @@
 //! snapshots it, and `/metrics` served from those snapshots.
 
 use super::live_feed::LiveReporter;
+use crate::live::LIVE_INTERVAL;
 use anyhow::Context;
-use std::time::Duration;
 use swdaq_monitor::{MetricsServer, Registry, StatsThread};
 
 /// The monitoring registry, its statistics thread and the `/metrics` server of a process.
@@ -13,21 +13,14 @@ pub struct Monitoring {
     server: Option<MetricsServer>,
     /// An application's figures to the launcher's live view, while it lives.
     feed: Option<LiveReporter>,
-    interval: Duration,
 }
 
 impl Monitoring {
-    /// Serves `/metrics` at `addr` ("" for none), which configuration `key` gave, with
-    /// snapshots at least every second (a status line is never more than 1 s stale) and at
-    /// least once per `status_interval`.
-    pub fn for_status(status_interval: Duration, addr: &str, key: &str) -> anyhow::Result<Self> {
-        Self::with_interval(status_interval.min(Duration::from_secs(1)), addr, key)
-    }
-
-    /// Snapshots every `interval`, `/metrics` at `addr` ("" for none) from configuration `key`.
-    pub fn with_interval(interval: Duration, addr: &str, key: &str) -> anyhow::Result<Self> {
+    /// Snapshots every [`LIVE_INTERVAL`], `/metrics` at `addr` ("" for none), which
+    /// configuration `key` gave.
+    pub fn start(addr: &str, key: &str) -> anyhow::Result<Self> {
         let registry = Registry::new();
-        let stats = StatsThread::spawn(registry.clone(), interval)?;
+        let stats = StatsThread::spawn(registry.clone(), LIVE_INTERVAL)?;
         let server = match addr {
             "" => None,
             addr => {
@@ -45,13 +38,12 @@ impl Monitoring {
             stats,
             server,
             feed: None,
-            interval,
         })
     }
 
     /// Sends the launcher every snapshot's series (an application's live figures).
     pub fn feeding_launcher(mut self) -> anyhow::Result<Self> {
-        self.feed = Some(LiveReporter::start(self.stats.cell(), self.interval)?);
+        self.feed = Some(LiveReporter::start(self.stats.cell(), LIVE_INTERVAL)?);
         Ok(self)
     }
 

@@ -1,6 +1,7 @@
 //! How a run ended, whatever the model: why it stopped, how each application ended, and each
 //! thread's share of a core.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 use swdaq_dataflow::credit::LeftOnDisk;
 use swdaq_monitor::proc::{ThreadStat, USER_HZ, read_threads};
@@ -57,6 +58,77 @@ pub struct AppOutcome {
     /// How it ended when it did not: the exit status or signal, or why it was not started.
     pub failure: Option<String>,
     pub log: std::path::PathBuf,
+}
+
+/// The summary's line on what dead application `unit` ("builder unit 0", "HLT 1") left on
+/// disk: its closed files' events, the files left open, unreadable or holding an event twice.
+pub fn read_back_text(unit: &str, left: &Result<LeftOnDisk, String>) -> String {
+    let listed = |what: &str, names: &[String]| {
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!("; {what}: {}", names.join(", "))
+        }
+    };
+    match left {
+        Ok(l) => format!(
+            "Read back {unit}: {} events in {} closed files{}{}{}\n",
+            l.events.len(),
+            l.files,
+            listed("left open, not counted written", &l.partial),
+            listed("unreadable", &l.unreadable),
+            if l.duplicates.is_empty() {
+                String::new()
+            } else {
+                format!("; in two files: {}", number_runs(&l.duplicates))
+            },
+        ),
+        Err(e) => format!(
+            "Read back {unit}: cannot read its directory ({e}); its lost events are an upper bound\n"
+        ),
+    }
+}
+
+/// Event numbers, runs of consecutive ones as `a-b`.
+pub fn number_runs(events: &[u64]) -> String {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &e in events {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == e => *last = e,
+            _ => runs.push((e, e)),
+        }
+    }
+    runs.iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The summary's lines on a topology's applications: how each ended (with its log when it
+/// failed), and the messages their inboxes refused, by reason.
+pub fn apps_text(apps: &[AppOutcome], refused: &BTreeMap<String, u64>) -> String {
+    let mut out = String::new();
+    for a in apps {
+        out += &format!(
+            "App       {:<12} {:<6} {}\n",
+            a.name,
+            a.kind,
+            match &a.failure {
+                None => "stopped cleanly".to_string(),
+                Some(f) => format!("{f} (log {})", a.log.display()),
+            }
+        );
+    }
+    if !refused.is_empty() {
+        out += &format!("Refused   {refused:?}\n");
+    }
+    out
 }
 
 /// Each thread's CPU use since `before` was read, as a share of one core over `elapsed`.

@@ -41,7 +41,8 @@ pub struct RunSection {
     /// Seconds of data taking; 0 runs until Ctrl-C.
     pub duration_s: f64,
     pub output_dir: PathBuf,
-    /// Seconds between status updates (live view, log lines).
+    /// Seconds between the live lines `swdaq run` prints (the figures themselves are made
+    /// every `live::LIVE_INTERVAL`, for run control and the console).
     pub status_interval_s: f64,
     /// Prometheus `/metrics` address while the run lasts; empty turns it off.
     pub metrics_addr: String,

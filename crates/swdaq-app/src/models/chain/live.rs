@@ -93,13 +93,13 @@ pub fn live(s: &Snapshot, elapsed: Duration, links: u32) -> Live {
             drops_per_s: Some(drops_per_s),
             errors_per_s: Some(errors_per_s),
         },
-        sources: links_of(s, links),
+        sources: links_of(s, elapsed, links),
         apps: Vec::new(),
     }
 }
 
 /// One row per link: frames/s, MB/s, its errors and dropped frames.
-fn links_of(s: &Snapshot, links: u32) -> Vec<SourceRow> {
+fn links_of(s: &Snapshot, elapsed: Duration, links: u32) -> Vec<SourceRow> {
     let metrics = SourceMetrics {
         label: "link",
         rate: "swdaq_readout_frames_total",
@@ -108,5 +108,5 @@ fn links_of(s: &Snapshot, links: u32) -> Vec<SourceRow> {
         drops: &DROP_COUNTERS[..1],
     };
     let keys = (0..links).map(|l| l.to_string()).collect();
-    metrics.rows(s, Some(keys), |link| format!("link {link}"))
+    metrics.rows(s, elapsed, Some(keys), |link| format!("link {link}"))
 }

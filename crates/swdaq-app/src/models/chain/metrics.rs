@@ -1,9 +1,10 @@
-//! The trigger's and the record builder's counters in the monitoring registry (the readout
-//! links register their own, see `swdaq_readout::metrics`).
+//! The trigger's, the dataflow orchestrator's and the record builder's counters in the
+//! monitoring registry (the readout links register their own, see `swdaq_readout::metrics`).
 
 use std::time::{Duration, Instant};
+use swdaq_dataflow::orchestrator::{Orchestrator, OrchestratorReport};
 use swdaq_dataflow::{BuildOutcome, BuiltRecord};
-use swdaq_monitor::{Counter, Histogram, MonitorError, Registry};
+use swdaq_monitor::{Counter, Gauge, Histogram, MonitorError, Registry};
 use swdaq_trigger::{Trigger, TriggerCounts};
 
 /// Latency buckets in seconds: 100 µs to 10 s.
@@ -63,6 +64,54 @@ impl TriggerMetrics {
         }
         self.latencies_seen = trigger.latencies().len();
         self.published = c;
+    }
+}
+
+/// The dataflow orchestrator application's counters: decisions taken, given to another
+/// builder after theirs went, lost; and the decisions waiting for a builder's credit.
+pub struct DfoMetrics {
+    decisions: Counter,
+    reassigned: Counter,
+    lost: Counter,
+    waiting: Gauge,
+    published: (u64, usize, usize),
+}
+
+impl DfoMetrics {
+    pub fn register(registry: &Registry) -> Result<Self, MonitorError> {
+        let mut b = registry.block("dfo", &[]);
+        Ok(Self {
+            decisions: b.counter(
+                "swdaq_dfo_decisions_total",
+                "Trigger decisions the orchestrator took",
+            )?,
+            reassigned: b.counter(
+                "swdaq_dfo_reassigned_total",
+                "Decisions given to another builder after theirs went",
+            )?,
+            lost: b.counter("swdaq_dfo_lost_total", "Decisions no builder could finish")?,
+            waiting: b.gauge(
+                "swdaq_dfo_waiting",
+                "Decisions waiting for a builder's credit",
+            )?,
+            published: (0, 0, 0),
+        })
+    }
+
+    /// Copies what changed since the last call.
+    pub fn publish(&mut self, orchestrator: &Orchestrator) {
+        let OrchestratorReport {
+            decisions,
+            reassigned,
+            lost,
+            ..
+        } = orchestrator.report();
+        let (d, r, l) = self.published;
+        self.decisions.add(decisions - d);
+        self.reassigned.add((reassigned.len() - r) as u64);
+        self.lost.add((lost.len() - l) as u64);
+        self.published = (*decisions, reassigned.len(), lost.len());
+        self.waiting.set(orchestrator.waiting() as f64);
     }
 }
 

@@ -39,6 +39,10 @@ impl Configured for RunConfig {
         &CHAIN
     }
 
+    fn status_interval(&self) -> std::time::Duration {
+        RunConfig::status_interval(self)
+    }
+
     fn run_keys(&mut self) -> RunKeys<'_> {
         RunKeys(
             &mut self.run.duration_s,

@@ -20,6 +20,7 @@ use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
 use super::recording::{self, RecordOnTrigger, RecordingReport};
 use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
+use crate::live::LIVE_INTERVAL;
 use crate::model::RunHooks;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
@@ -91,11 +92,7 @@ pub fn run_chain(
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
     check_pin_cores(config)?;
-    let monitoring = Monitoring::for_status(
-        config.status_interval(),
-        &config.run.metrics_addr,
-        "run.metrics_addr",
-    )?;
+    let monitoring = Monitoring::start(&config.run.metrics_addr, "run.metrics_addr")?;
     let registry = &monitoring.registry;
     let mut sink = StorageSink::start(config, "swdaq", "swdaq run", registry)?;
     let storage_failed = sink.failure_flag();
@@ -354,7 +351,7 @@ struct Supervisor<'a> {
 
 impl Supervisor<'_> {
     fn run(&self, readout_ended: impl Fn() -> bool, hooks: &dyn RunHooks) -> StopReason {
-        let interval = Duration::from_secs_f64(self.config.run.status_interval_s);
+        let interval = LIVE_INTERVAL;
         let duration = (self.config.run.duration_s > 0.0)
             .then(|| Duration::from_secs_f64(self.config.run.duration_s));
         let mut next_status = self.started + interval;

@@ -111,14 +111,14 @@ pub fn live(s: &Snapshot, elapsed: Duration, config: &EvbConfig) -> Live {
             drops_per_s: Some(counters(s, &DROP_COUNTERS).1),
             errors_per_s: Some(counters(s, &errors).1),
         },
-        sources: feds_of(s, &errors),
+        sources: feds_of(s, elapsed, &errors),
         apps: Vec::new(),
     }
 }
 
 /// One row per FED seen (FED ids are unique across readout units): fragments/s, MB/s,
 /// errors, kernel drops.
-fn feds_of(s: &Snapshot, errors: &[&str]) -> Vec<SourceRow> {
+fn feds_of(s: &Snapshot, elapsed: Duration, errors: &[&str]) -> Vec<SourceRow> {
     let metrics = SourceMetrics {
         label: "fed",
         rate: "swdaq_evb_fed_fragments_total",
@@ -126,5 +126,5 @@ fn feds_of(s: &Snapshot, errors: &[&str]) -> Vec<SourceRow> {
         errors,
         drops: &DROP_COUNTERS[..1],
     };
-    metrics.rows(s, None, |fed| format!("FED {fed}"))
+    metrics.rows(s, elapsed, None, |fed| format!("FED {fed}"))
 }

@@ -1,7 +1,7 @@
 //! The event builder's closing summary, as text and JSON: events triggered, built, written
 //! and lost (by number), FED errors, what dead builder units left on disk, the farm.
 
-use crate::runtime::outcome::{StopReason, read_back_json};
+use crate::runtime::outcome::{StopReason, number_runs, read_back_json, read_back_text};
 use swdaq_evb::EvbSummary;
 use swdaq_evb::check::FedCheckFailure;
 
@@ -144,29 +144,11 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
         out += &format!(
             "Lost      builder units {:?} gone; their events in no closed file, by number: {}\n",
             s.evm.gone,
-            numbers(&s.evm.lost)
+            number_runs(&s.evm.lost)
         );
     }
     for r in &s.read_back {
-        out += &match &r.left {
-            Ok(l) => format!(
-                "Read back builder unit {}: {} events in {} closed files{}{}{}\n",
-                r.bu,
-                l.events.len(),
-                l.files,
-                listed("; left open, not counted written", &l.partial),
-                listed("; unreadable", &l.unreadable),
-                if l.duplicates.is_empty() {
-                    String::new()
-                } else {
-                    format!("; in two files: {}", numbers(&l.duplicates))
-                },
-            ),
-            Err(e) => format!(
-                "Read back builder unit {}: cannot read its directory ({e}); its lost events are an upper bound\n",
-                r.bu
-            ),
-        };
+        out += &read_back_text(&format!("builder unit {}", r.bu), &r.left);
     }
     for w in s.writers.iter().filter_map(|w| w.error.as_ref()) {
         out += &format!("Writer    failed: {w}\n");
@@ -200,42 +182,13 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
 }
 
 /// `"; what: a, b"`, or nothing for none.
-fn listed(what: &str, names: &[String]) -> String {
-    if names.is_empty() {
-        String::new()
-    } else {
-        format!("{what}: {}", names.join(", "))
-    }
-}
-
-/// Event numbers, runs of consecutive ones as `a-b`.
-fn numbers(events: &[u64]) -> String {
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    for &e in events {
-        match runs.last_mut() {
-            Some((_, last)) if *last + 1 == e => *last = e,
-            _ => runs.push((e, e)),
-        }
-    }
-    runs.iter()
-        .map(|&(a, b)| {
-            if a == b {
-                a.to_string()
-            } else {
-                format!("{a}-{b}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn lost_events_print_as_runs_of_numbers() {
-        assert_eq!(numbers(&[1, 2, 3, 7, 9, 10]), "1-3, 7, 9-10");
-        assert_eq!(numbers(&[]), "");
+        assert_eq!(number_runs(&[1, 2, 3, 7, 9, 10]), "1-3, 7, 9-10");
+        assert_eq!(number_runs(&[]), "");
     }
 }

@@ -6,10 +6,11 @@
 use super::apps::EvbAppReport;
 use super::config::EvbRunConfig;
 use super::summary::{summary_json, summary_text};
+use crate::live::LIVE_INTERVAL;
 use crate::model::RunHooks;
 use crate::runtime::launch::{Launched, Plan, launch};
 use crate::runtime::monitoring::Monitoring;
-use crate::runtime::outcome::{AppOutcome, StopReason};
+use crate::runtime::outcome::{AppOutcome, StopReason, apps_text};
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::AppKind;
@@ -23,9 +24,6 @@ use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::{Drills, EvbRun, EvbSummary};
 use swdaq_monitor::proc::USER_HZ;
 use swdaq_trigger::TriggerControl;
-
-/// How often the live figures are made (and applications send theirs).
-pub const STATUS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The event builder as applications: launched, stopped event manager first, then builder
 /// units (once they have built and written what they hold), then readout units.
@@ -44,7 +42,6 @@ pub fn run_apps(
             .output
             .join(format!("run{:06}-logs", config.evb.run)),
         duration: crate::model::seconds(config.duration_s),
-        status_interval: STATUS_INTERVAL,
         stop_order: &[AppKind::Evm, AppKind::Bu, AppKind::Ru],
         essential: &[AppKind::Evm],
         ends_with: (
@@ -184,20 +181,7 @@ impl AppsSummary {
 
     pub fn text(&self) -> String {
         let mut out = summary_text(&self.evb, &self.stop_reason);
-        for a in &self.apps {
-            out += &format!(
-                "App       {:<12} {:<4} {}\n",
-                a.name,
-                a.kind,
-                match &a.failure {
-                    None => "stopped cleanly".to_string(),
-                    Some(f) => format!("{f} (log {})", a.log.display()),
-                }
-            );
-        }
-        if !self.refused_messages.is_empty() {
-            out += &format!("Refused   {:?}\n", self.refused_messages);
-        }
+        out += &apps_text(&self.apps, &self.refused_messages);
         out
     }
 }
@@ -221,14 +205,13 @@ pub const NO_TRIGGER_SOURCES: &str =
 
 /// Runs in one process until the duration, `max_events` (or the end of its input files), a
 /// stop request or a writer failure ends it; `hooks` hear when data taking has begun, the
-/// live figures once a second and the stop. The summary and which of them it was.
+/// live figures every live interval and the stop. The summary and which of them it was.
 pub fn run_one_process(
     config: &EvbRunConfig,
     stop: &StopRequest,
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<(EvbSummary, StopReason)> {
-    let monitoring =
-        Monitoring::with_interval(STATUS_INTERVAL, &config.metrics_addr, "metrics_addr")?;
+    let monitoring = Monitoring::start(&config.metrics_addr, "metrics_addr")?;
     let builder_ticks_before = builder_cpu_ticks();
     let evb = EvbRun::start(&config.evb, &monitoring.registry, &Drills::default())?;
     let started = Instant::now();
@@ -254,7 +237,7 @@ pub fn run_one_process(
                 evb.stop();
             }
         }
-        if last_line.elapsed() >= STATUS_INTERVAL {
+        if last_line.elapsed() >= LIVE_INTERVAL {
             last_line = Instant::now();
             hooks.live(&super::live::live(
                 &monitoring.stats.latest(),

@@ -98,7 +98,7 @@ impl Shared {
 pub struct Progress<'a> {
     pub(super) shared: &'a Shared,
     pub(super) settings: &'a SwrodSettings,
-    pub(super) last_second: Instant,
+    pub(super) last_live: Instant,
 }
 
 impl Progress<'_> {
@@ -125,9 +125,10 @@ impl Progress<'_> {
         self.shared.stop_at.fetch_min(target, Ordering::Relaxed);
     }
 
-    pub fn second_passed(&mut self) -> bool {
-        if self.last_second.elapsed() >= Duration::from_secs(1) {
-            self.last_second = Instant::now();
+    /// True once per live interval: time for the live figures.
+    pub fn live_due(&mut self) -> bool {
+        if self.last_live.elapsed() >= crate::live::LIVE_INTERVAL {
+            self.last_live = Instant::now();
             true
         } else {
             false

@@ -99,14 +99,14 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
             drops_per_s: Some(counters(s, &DROP_COUNTERS).1),
             errors_per_s: Some(errors_per_s),
         },
-        sources: robs_of(s),
+        sources: robs_of(s, elapsed),
         apps: Vec::new(),
     }
 }
 
 /// One row per ROB: fragments/s, its e-links' MB/s (blocks have one size), errors
 /// (incomplete fragments among them), slow-consumer drops.
-fn robs_of(s: &Snapshot) -> Vec<SourceRow> {
+fn robs_of(s: &Snapshot, elapsed: Duration) -> Vec<SourceRow> {
     let metrics = SourceMetrics {
         label: "rob",
         rate: "swdaq_swrod_fragments_total",
@@ -114,5 +114,5 @@ fn robs_of(s: &Snapshot) -> Vec<SourceRow> {
         errors: &ROB_ERROR_COUNTERS,
         drops: &DROP_COUNTERS[..1],
     };
-    metrics.rows(s, None, |rob| format!("ROB {rob}"))
+    metrics.rows(s, elapsed, None, |rob| format!("ROB {rob}"))
 }

@@ -3,7 +3,7 @@
 //! application ended and what the inboxes refused.
 
 use super::report::{AppsPart, SwrodReport};
-use crate::runtime::outcome::read_back_json;
+use crate::runtime::outcome::{apps_text, read_back_json, read_back_text};
 
 /// The JSON keys of the applications' part, added to `j`.
 pub(super) fn add_json(j: &mut serde_json::Value, r: &SwrodReport, a: &AppsPart) {
@@ -64,38 +64,9 @@ pub(super) fn text(a: &AppsPart) -> String {
         );
     }
     for r in &a.read_back {
-        out += &match &r.left {
-            Ok(l) => format!(
-                "Read back HLT {}: {} events in {} closed files{}\n",
-                r.unit,
-                l.events.len(),
-                l.files,
-                if l.partial.is_empty() {
-                    String::new()
-                } else {
-                    format!("; left open: {}", l.partial.join(", "))
-                }
-            ),
-            Err(e) => format!(
-                "Read back HLT {}: cannot: {e} (its lost events are an upper bound)\n",
-                r.unit
-            ),
-        };
+        out += &read_back_text(&format!("HLT {}", r.unit), &r.left);
     }
-    for app in &a.apps {
-        out += &format!(
-            "App       {:<12} {:<6} {}\n",
-            app.name,
-            app.kind,
-            match &app.failure {
-                None => "stopped cleanly".to_string(),
-                Some(f) => format!("{f} (log {})", app.log.display()),
-            }
-        );
-    }
-    if !a.refused_messages.is_empty() {
-        out += &format!("Refused   {:?}\n", a.refused_messages);
-    }
+    out += &apps_text(&a.apps, &a.refused_messages);
     let undelivered: Vec<String> = a
         .undelivered
         .iter()

@@ -21,22 +21,18 @@ use crate::runtime::topology::AppKind;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use swdaq_trigger::TriggerControl;
-
-/// How often the live figures are made.
-const STATUS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Runs until the duration, `max_l1as` or a stop request ends it; `hooks` hear when data
 /// taking has begun (the cards' L1 accepts can then be held: run control's pause), the live
-/// figures once a second, and the stop. The report and why it ended.
+/// figures every live interval, and the stop. The report and why it ended.
 pub fn run(
     config: &SwrodRunConfig,
     stop: &StopRequest,
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<(SwrodReport, StopReason)> {
-    let monitoring =
-        Monitoring::with_interval(STATUS_INTERVAL, &config.metrics_addr, "metrics_addr")?;
+    let monitoring = Monitoring::start(&config.metrics_addr, "metrics_addr")?;
     let hold = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let mut stopped_by = None;
@@ -69,7 +65,7 @@ pub fn run(
                     progress.stop();
                 }
             }
-            if progress.second_passed() {
+            if progress.live_due() {
                 hooks.live(&super::live::live(
                     &monitoring.stats.latest(),
                     started.elapsed(),
@@ -103,7 +99,6 @@ pub fn run_apps(
         run_number: s.run_number,
         logs: s.output_dir.join(format!("run{:06}-logs", s.run_number)),
         duration: crate::model::seconds(config.duration_s),
-        status_interval: STATUS_INTERVAL,
         stop_order: &[AppKind::Hltsv, AppKind::Hlt, AppKind::Swrod],
         essential: &[AppKind::Hltsv],
         ends_with: (

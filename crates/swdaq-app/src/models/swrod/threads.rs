@@ -54,7 +54,7 @@ pub fn run_threads(
         let mut progress = Progress {
             shared,
             settings: s,
-            last_second: Instant::now(),
+            last_live: Instant::now(),
         };
         while !running.cards_done() {
             on_tick(&mut progress);

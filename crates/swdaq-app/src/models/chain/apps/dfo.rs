@@ -7,6 +7,7 @@
 //! builder `End`.
 
 use crate::models::chain::config::RunConfig;
+use crate::models::chain::metrics::DfoMetrics;
 use crate::models::chain::system::RunReport;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::topology::AppKind;
@@ -24,6 +25,8 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let mut everyone = builders.clone();
     everyone.push(trigger.clone());
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
+    let monitoring = ctx.monitoring()?;
+    let mut metrics = DfoMetrics::register(&monitoring.registry)?;
     crate::runtime::stdio::say_ready()?;
     let clock = Clock::start();
     let started = ctx.commands.wait_for_start();
@@ -83,6 +86,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
                 orchestrator.builder_gone(b);
             }
         }
+        metrics.publish(&orchestrator);
         if trigger_ended && orchestrator.waiting() == 0 && orchestrator.outstanding() == 0 {
             break;
         }
@@ -98,6 +102,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         ..Default::default()
     };
     (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
+    monitoring.stop();
     Ok(report)
 }
 

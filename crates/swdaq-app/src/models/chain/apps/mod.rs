@@ -25,15 +25,10 @@ use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{AppKind, TopologySection};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 impl TopologyConfig for RunConfig {
     fn topology(&self) -> &TopologySection {
         &self.topology
-    }
-
-    fn status_interval(&self) -> Duration {
-        RunConfig::status_interval(self)
     }
 }
 
@@ -86,7 +81,6 @@ pub fn run_distributed(
         run_number: config.run.number,
         logs: log_dir(config),
         duration: crate::model::seconds(config.run.duration_s),
-        status_interval: config.status_interval(),
         stop_order: &[
             AppKind::Trigger,
             AppKind::Dfo,
@@ -179,7 +173,7 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
 mod tests {
     use super::*;
     use crate::runtime::topology::App;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
     use swdaq_net::{Message, Outlet};
 
     fn app(name: &str, kind: AppKind) -> App {

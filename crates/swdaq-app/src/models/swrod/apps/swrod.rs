@@ -72,7 +72,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         Progress {
             shared: &shared,
             settings: s,
-            last_second: Instant::now(),
+            last_live: Instant::now(),
         }
         .stop_at_least(
             horizon_now
