@@ -956,8 +956,10 @@ fn inspected_files_of_run(dir: &Path, number: u32) -> usize {
 /// (about 10 kHz over the run's time less the pause; a burst catching up would exceed it).
 fn assert_an_event_builder_pause_cost_nothing(s: &serde_json::Value, model: impl std::fmt::Debug) {
     let paused = s["paused_s"].as_f64().unwrap();
+    // The test waits 1.5 s between its pause and resume; the event manager counts from the
+    // moment it fixed the point, a few milliseconds either way.
     assert!(
-        (1.5..5.0).contains(&paused),
+        (1.3..5.0).contains(&paused),
         "{model:?}: paused {paused} s: {s}"
     );
     for key in ["incomplete", "lost", "unaccounted", "ru_expired"] {
