@@ -1,6 +1,6 @@
 """What ten open consoles cost a running chain: alternating runs of `swdaq serve` with no page
-open and with ten (real pages in one headless Chromium, each polling /status and /history every
-second and fetching /display.png every 10 s), compared on what the run feels: frames dropped,
+open and with ten (real pages in one headless Chromium, each polling /status five times a second
+and /history every second, and fetching /display.png every 10 s), compared on what the run feels: frames dropped,
 decisions dropped busy, trigger and build latency, and CPU per thread (the run's summary reads
 /proc for every thread of the process, the console's HTTP threads among them).
 
@@ -55,9 +55,17 @@ def open_pages(base: str, pages: int, profile: str, display: bool):
     return driver
 
 
+# As console.js asks: /status every POLL_S, /history every HISTORY_EVERY polls, the display
+# every DISPLAY_EVERY polls.
+POLL_S = 0.2
+HISTORY_EVERY = 5
+DISPLAY_EVERY = 50
+
+
 class Replay:
-    """The requests of `pages` consoles without a browser: each second /status and
-    /history?since, every 10 s /display.png (unless not `display`), as console.js sends them."""
+    """The requests of `pages` consoles without a browser: /status five times a second,
+    /history?since each second, every 10 s /display.png (unless not `display`), as console.js
+    sends them."""
 
     def __init__(self, base: str, pages: int, display: bool):
         self.stop = threading.Event()
@@ -67,12 +75,13 @@ class Replay:
 
     def page(self, base: str, display: bool):
         since, tick = None, 0
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(POLL_S):
             try:
                 urllib.request.urlopen(base + "/status", timeout=10).read()
-                history = json.loads(urllib.request.urlopen(base + "/history" + (f"?since={since}" if since else ""), timeout=10).read())
-                since = history["t"][-1] if history["t"] else since
-                if display and tick % 10 == 0:
+                if tick % HISTORY_EVERY == 0:
+                    history = json.loads(urllib.request.urlopen(base + "/history" + (f"?since={since}" if since else ""), timeout=10).read())
+                    since = history["t"][-1] if history["t"] else since
+                if display and tick % DISPLAY_EVERY == 0:
                     try:
                         urllib.request.urlopen(base + "/display.png", timeout=30).read()
                     except urllib.error.HTTPError:
