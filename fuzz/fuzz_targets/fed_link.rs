@@ -5,6 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::io::Cursor;
 use std::time::{Duration, Instant};
+use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::producer::{FedSource, Producer};
 use swdaq_format::SourceId;
 use swdaq_format::fed::FED_RAW_FILE_TYPE;
@@ -34,8 +35,15 @@ fn source(fed: u16, records: &[u8]) -> FedSource {
 fuzz_target!(|data: &[u8]| {
     let half = data.len() / 2;
     let sources = vec![source(1, &data[..half]), source(2, &data[half..])];
-    let mut producer =
-        Producer::from_sources(0, sources, 64, Duration::ZERO, 1, Instant::now()).unwrap();
+    let mut producer = Producer::from_sources(
+        0,
+        sources,
+        64,
+        Duration::ZERO,
+        1,
+        TriggerClock::new(Instant::now()),
+    )
+    .unwrap();
     let mut events = 0u64;
     // Every record takes 8 bytes at least, so a few thousand rounds exhaust any input.
     for _ in 0..8192 {
