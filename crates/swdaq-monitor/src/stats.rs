@@ -117,9 +117,8 @@ pub struct ThreadHealth {
 pub struct Collector {
     registry: Registry,
     last: Option<Instant>,
-    prev_counts: HashMap<(String, Labels), u64>,
-    /// When each counter was last seen to rise.
-    last_rise: HashMap<(String, Labels), Instant>,
+    /// Each series' last total, and when a snapshot last saw it rise.
+    prev_counts: HashMap<(String, Labels), (u64, Instant)>,
     prev_cpu: HashMap<u32, u64>,
 }
 
@@ -129,7 +128,6 @@ impl Collector {
             registry,
             last: None,
             prev_counts: HashMap::new(),
-            last_rise: HashMap::new(),
             prev_cpu: HashMap::new(),
         }
     }
@@ -149,25 +147,24 @@ impl Collector {
                     .series
                     .into_iter()
                     .map(|(labels, raw)| {
+                        // The increase since the last snapshot, and when it last rose.
                         let mut delta_of = |total: u64| {
                             let key = (f.name.clone(), labels.clone());
-                            let prev = self.prev_counts.get(&key).copied().unwrap_or(0);
-                            counts.insert(key, total);
-                            total.saturating_sub(prev)
+                            let (prev, rose) =
+                                self.prev_counts.get(&key).copied().unwrap_or((0, now));
+                            let delta = total.saturating_sub(prev);
+                            let rose = if delta > 0 { now } else { rose };
+                            counts.insert(key, (total, rose));
+                            (delta, rose)
                         };
                         let value = match raw {
                             RawValue::Counter(total) => {
-                                let delta = delta_of(total);
-                                let key = (f.name.clone(), labels.clone());
-                                let since = self.last_rise.entry(key).or_insert(now);
-                                if delta > 0 {
-                                    *since = now;
-                                }
+                                let (delta, rose) = delta_of(total);
                                 Value::Counter {
                                     total,
                                     delta,
                                     rate_per_second: rate(delta),
-                                    idle_seconds: (now - *since).as_secs_f64(),
+                                    idle_seconds: (now - rose).as_secs_f64(),
                                 }
                             }
                             RawValue::Gauge(value) => Value::Gauge { value },
@@ -180,7 +177,7 @@ impl Collector {
                                         acc
                                     })
                                     .collect();
-                                let delta = delta_of(acc);
+                                let (delta, _) = delta_of(acc);
                                 Value::Histogram {
                                     buckets: f
                                         .bounds
