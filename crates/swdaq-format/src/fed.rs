@@ -584,6 +584,51 @@ mod tests {
         assert_eq!(short, [0xEE; FED_MIN_SIZE - 1]);
     }
 
+    /// Bits CMS leaves unassigned (header 0..3; trailer 0..2, 12..14, 56..60) are read past,
+    /// not refused, and count in the CRC like every other bit; re-encoding clears them.
+    /// (The fuzzer found such a fragment with a matching CRC.)
+    #[test]
+    fn reserved_bits_are_read_past_and_covered_by_the_crc() {
+        let header = FedHeader {
+            l1_id: 5,
+            source_id: 700,
+            ..Default::default()
+        };
+        let mut clean = Vec::new();
+        encode_fed_fragment(&mut clean, &header, &FedTrailer::default(), &[0xAB; 24]);
+        let mut odd = clean.clone();
+        let trailer_at = odd.len() - FED_TRAILER_SIZE;
+        let header_word = get_u64(&odd, 0) | 0b111;
+        put_u64(&mut odd, 0, header_word);
+        let reserved_trailer_bits = 0b11 | (0b11 << 12) | (0xF << 56);
+        let trailer_word = get_u64(&odd, trailer_at) | reserved_trailer_bits;
+        put_u64(&mut odd, trailer_at, trailer_word);
+        let parsed = FedFragment::parse(&odd).unwrap();
+        assert!(!parsed.crc_ok(), "the reserved bits are inside the CRC");
+        let crc = fed_crc16(&odd);
+        let word = with_bits(trailer_word, CRC_FIELD_SHIFT, 16, crc as u64);
+        put_u64(&mut odd, trailer_at, word);
+        let parsed = FedFragment::parse(&odd).unwrap();
+        assert!(parsed.crc_ok());
+        assert_eq!(parsed.header, header);
+        let clean_trailer = FedFragment::parse(&clean).unwrap().trailer;
+        assert_eq!(
+            FedTrailer {
+                crc: clean_trailer.crc,
+                ..parsed.trailer
+            },
+            clean_trailer
+        );
+        let mut again = Vec::new();
+        encode_fed_fragment(
+            &mut again,
+            &parsed.header,
+            &parsed.trailer,
+            parsed.payload(),
+        );
+        assert_eq!(again, clean);
+    }
+
     #[test]
     fn wrong_markers_and_lengths_are_typed_errors() {
         let mut out = Vec::new();
