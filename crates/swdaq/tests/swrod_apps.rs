@@ -63,32 +63,20 @@ fn a_killed_hlt_application_loses_exactly_the_events_in_no_closed_file_and_the_r
     let events = events_in(dir.path(), &HLTS);
     let l1as = u(&s["l1as_to_hlt"]);
     // Every L1 accept given out is in exactly one closed file, complete, or listed lost: the
-    // summary read back what the dead application closed after it last settled. Known defect
-    // (issue #25): in about one run in four, a few of the survivor's last events (the last
-    // 100 L1 accepts) time out on a ROB whose server found the fragment; such an event is
-    // stored once, names the ROB missing and is counted incomplete, never dropped.
-    let late_incomplete = std::cell::Cell::new(0u64);
+    // summary read back what the dead application closed after it last settled.
     assert_each_once_or_lost(
         l1as,
         &lost,
         |n| events.get(&n).map_or(0, Vec::len),
         |n| {
             let e = &events[&n][0];
-            if n + 100 > l1as && e.robs == 4 && !e.missing_robs.is_empty() {
-                late_incomplete.set(late_incomplete.get() + 1);
-                return;
-            }
             assert!(
                 e.robs == 4 && e.missing_robs.is_empty(),
                 "event {n}: {e:?}; summary {s}"
             );
         },
     );
-    assert_eq!(
-        u(&s["hlt"]["incomplete_events"]),
-        late_incomplete.get(),
-        "{s}"
-    );
+    assert_eq!(u(&s["hlt"]["incomplete_events"]), 0, "{s}");
     assert_eq!(
         (u(&s["stored_events"]), u(&s["lost"])),
         (events.len() as u64, l1as - events.len() as u64),

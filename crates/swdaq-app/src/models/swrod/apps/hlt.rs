@@ -142,9 +142,16 @@ struct Pending {
     settled: Vec<u64>,
     last: Instant,
     undelivered: u64,
+    /// The supervisor has ended the run (or is gone): it takes no more returns.
+    supervisor_ended: bool,
 }
 
 /// Credit and settled events back to the supervisor, gathered: at most `RETURN_AFTER` late.
+/// A return never waits: the network demultiplexer makes them too, and a wait there (a
+/// blocking send to a supervisor that had ended the run took its 1 s time-out per return)
+/// left the inbox unread, so the `swrod` applications looked silent, were declared gone and
+/// the last events lost their ROBs. A return the supervisor's inbox does not take is kept
+/// and sent with the next.
 struct CreditReturn {
     to: Outlet,
     hlt: u16,
@@ -164,6 +171,7 @@ impl CreditReturn {
                 settled: Vec::new(),
                 last: Instant::now(),
                 undelivered: 0,
+                supervisor_ended: false,
             }),
         }
     }
@@ -203,8 +211,19 @@ impl CreditReturn {
         }
     }
 
+    /// The last return of the run: what the supervisor's inbox does not take now is counted
+    /// undelivered.
     fn flush(&self) {
-        self.send(&mut self.lock());
+        let mut p = self.lock();
+        self.send(&mut p);
+        if !p.supervisor_ended && (p.count > 0 || !p.settled.is_empty()) {
+            p.undelivered += 1;
+        }
+    }
+
+    /// The supervisor has ended the run or is gone: no more returns.
+    fn supervisor_ended(&self) {
+        self.lock().supervisor_ended = true;
     }
 
     fn undelivered(&self) -> u64 {
@@ -213,16 +232,19 @@ impl CreditReturn {
 
     fn send(&self, p: &mut Pending) {
         p.last = Instant::now();
-        if p.count == 0 && p.settled.is_empty() {
+        if p.supervisor_ended || (p.count == 0 && p.settled.is_empty()) {
             return;
         }
-        let request = HltRequest {
+        let message = Message::HltRequest(HltRequest {
             hlt: self.hlt,
             count: std::mem::take(&mut p.count),
             settled: std::mem::take(&mut p.settled),
-        };
-        if self.to.send(&Message::HltRequest(request)).is_err() {
-            p.undelivered += 1;
+        });
+        if self.to.try_send(&message).is_err()
+            && let Message::HltRequest(kept) = message
+        {
+            p.count += kept.count;
+            p.settled.extend(kept.settled);
         }
     }
 }
@@ -255,7 +277,10 @@ impl Demux<'_> {
                             }
                         }
                     }
-                    Message::ToHlt(ToHlt::EndOfRun) if d.sender == self.hltsv => l1_ids = None,
+                    Message::ToHlt(ToHlt::EndOfRun) if d.sender == self.hltsv => {
+                        l1_ids = None;
+                        self.credits.supervisor_ended();
+                    }
                     Message::RobAnswers(answers) if from_swrod => {
                         self.robs.answer(answers, d.frames)
                     }
@@ -274,6 +299,7 @@ impl Demux<'_> {
             {
                 eprintln!("swdaq: hlt: the HLT supervisor is gone; finishing what is in hand");
                 l1_ids = None;
+                self.credits.supervisor_ended();
             }
             for app in swrods.newly_gone(|p| self.inlet.last_seen(p), now) {
                 let k = self.swrods.iter().position(|&a| a == app).expect("watched");
