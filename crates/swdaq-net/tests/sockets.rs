@@ -174,3 +174,21 @@ fn a_send_to_nobody_fails_within_its_time_out() {
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(outlet.counts(), (0, 1));
 }
+
+/// With nothing coming, `receive` waits out its whole wait, a sub-millisecond one too: it
+/// used to poll with the wait rounded down to whole milliseconds, so a wait under 1 ms
+/// returned at once and a caller waiting for something due in a millisecond spun.
+#[test]
+fn receive_with_nothing_coming_waits_its_whole_wait() {
+    let (_context, mut inlet, _outlet) = pair();
+    for micros in [100, 900, 1500, 2300] {
+        let wait = Duration::from_micros(micros);
+        let started = Instant::now();
+        assert!(inlet.receive(wait).is_none());
+        assert!(
+            started.elapsed() >= wait,
+            "{micros} µs: {:?}",
+            started.elapsed()
+        );
+    }
+}
