@@ -8,10 +8,12 @@
 //! (`runtime::stdio`).
 
 use crate::runtime::monitoring::Monitoring;
-use crate::runtime::outcome::cpu_shares;
+use crate::runtime::outcome::cpu_shares_of;
 use crate::runtime::stdio::Commands;
 use crate::runtime::topology::{App, AppKind, TopologySection};
 use anyhow::{Context, anyhow};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use swdaq_monitor::proc::{ThreadStat, read_threads};
 use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
@@ -145,26 +147,107 @@ pub fn run_app<C: TopologyConfig, R: serde::Serialize>(
 }
 
 /// Measures the time and each thread's CPU from `start` on, for an application's report.
+/// A sampler reads every thread's CPU time every `CPU_SAMPLE_EVERY`, so a thread that ended
+/// before the report (the work threads of most applications end at the stop, before it)
+/// still counts, with its CPU up to its last reading.
 pub struct Clock {
     started: Instant,
     threads: Vec<ThreadStat>,
+    /// Each thread's latest reading, kept after the thread ends.
+    last_read: Arc<Mutex<BTreeMap<u32, ThreadStat>>>,
+    sampler: Option<(crossbeam_channel::Sender<()>, std::thread::JoinHandle<()>)>,
 }
+
+/// How often the sampler reads the threads: at most this much of an ended thread's CPU is
+/// not counted.
+const CPU_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 impl Clock {
     pub fn start() -> Self {
+        let last_read = Arc::new(Mutex::new(BTreeMap::new()));
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let into = Arc::clone(&last_read);
+        let sampler = std::thread::Builder::new()
+            .name("cpu-sampler".into())
+            .spawn(move || {
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(CPU_SAMPLE_EVERY)
+                {
+                    remember(&into, read_threads());
+                }
+            })
+            .ok();
         Self {
             started: Instant::now(),
             threads: read_threads(),
+            last_read,
+            sampler: sampler.map(|handle| (stop, handle)),
         }
     }
 
     /// Seconds since `start`, and each thread's CPU share since, named `app/thread`.
     pub fn cpu(&self, app: &str) -> (f64, Vec<(String, f64)>) {
         let elapsed = self.started.elapsed();
-        let shares = cpu_shares(&self.threads, elapsed)
+        remember(&self.last_read, read_threads());
+        let threads = lock(&self.last_read).values().cloned().collect();
+        let shares = cpu_shares_of(&self.threads, threads, elapsed)
             .into_iter()
             .map(|(thread, share)| (format!("{app}/{thread}"), share))
             .collect();
         (elapsed.as_secs_f64(), shares)
+    }
+}
+
+impl Drop for Clock {
+    fn drop(&mut self) {
+        if let Some((stop, handle)) = self.sampler.take() {
+            drop(stop);
+            let _ = handle.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn remember(last_read: &Mutex<BTreeMap<u32, ThreadStat>>, threads: Vec<ThreadStat>) {
+    let mut last = lock(last_read);
+    for t in threads {
+        last.insert(t.tid, t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread that ended before the report still has its CPU in it, under its name; the
+    /// main thread is `main`.
+    #[test]
+    fn an_ended_thread_counts_in_the_cpu_report() {
+        if !std::path::Path::new("/proc/self/task").exists() {
+            return;
+        }
+        let clock = Clock::start();
+        std::thread::Builder::new()
+            .name("burner".into())
+            .spawn(|| {
+                let until = Instant::now() + Duration::from_millis(500);
+                let mut x = 0u64;
+                while Instant::now() < until {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let (_, shares) = clock.cpu("app");
+        let burner = shares.iter().find(|(name, _)| name == "app/burner");
+        assert!(burner.is_some_and(|(_, share)| *share > 0.0), "{shares:?}");
+        assert!(
+            shares.iter().any(|(name, _)| name == "app/main"),
+            "{shares:?}"
+        );
     }
 }

@@ -133,7 +133,19 @@ pub fn apps_text(apps: &[AppOutcome], refused: &BTreeMap<String, u64>) -> String
 
 /// Each thread's CPU use since `before` was read, as a share of one core over `elapsed`.
 pub fn cpu_shares(before: &[ThreadStat], elapsed: Duration) -> Vec<(String, f64)> {
-    read_threads()
+    cpu_shares_of(before, read_threads(), elapsed)
+}
+
+/// Each of `threads`' CPU use since `before`, as a share of one core over `elapsed`. The
+/// main thread is named `main` (it carries the program's name, as every thread not named
+/// does, ZeroMQ's among them).
+pub fn cpu_shares_of(
+    before: &[ThreadStat],
+    threads: Vec<ThreadStat>,
+    elapsed: Duration,
+) -> Vec<(String, f64)> {
+    let main = std::process::id();
+    threads
         .into_iter()
         .map(|t| {
             let start = before
@@ -141,7 +153,8 @@ pub fn cpu_shares(before: &[ThreadStat], elapsed: Duration) -> Vec<(String, f64)
                 .find(|b| b.tid == t.tid)
                 .map_or(0, |b| b.cpu_ticks);
             let seconds = t.cpu_ticks.saturating_sub(start) as f64 / USER_HZ;
-            (t.name, seconds / elapsed.as_secs_f64())
+            let name = if t.tid == main { "main".into() } else { t.name };
+            (name, seconds / elapsed.as_secs_f64())
         })
         .collect()
 }
