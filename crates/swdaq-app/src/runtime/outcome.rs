@@ -137,14 +137,18 @@ pub fn cpu_shares(before: &[ThreadStat], elapsed: Duration) -> Vec<(String, f64)
 }
 
 /// Each of `threads`' CPU use since `before`, as a share of one core over `elapsed`. The
-/// main thread is named `main` (it carries the program's name, as every thread not named
-/// does, ZeroMQ's among them).
+/// main thread is named `main`, and the threads that carry the program's name as it does
+/// (no one named them: ZeroMQ's I/O threads, libraries' workers) `unnamed`.
 pub fn cpu_shares_of(
     before: &[ThreadStat],
     threads: Vec<ThreadStat>,
     elapsed: Duration,
 ) -> Vec<(String, f64)> {
     let main = std::process::id();
+    let program = threads
+        .iter()
+        .find(|t| t.tid == main)
+        .map(|t| t.name.clone());
     threads
         .into_iter()
         .map(|t| {
@@ -153,7 +157,13 @@ pub fn cpu_shares_of(
                 .find(|b| b.tid == t.tid)
                 .map_or(0, |b| b.cpu_ticks);
             let seconds = t.cpu_ticks.saturating_sub(start) as f64 / USER_HZ;
-            let name = if t.tid == main { "main".into() } else { t.name };
+            let name = if t.tid == main {
+                "main".into()
+            } else if Some(&t.name) == program.as_ref() {
+                "unnamed".into()
+            } else {
+                t.name
+            };
             (name, seconds / elapsed.as_secs_f64())
         })
         .collect()
