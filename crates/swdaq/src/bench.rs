@@ -91,6 +91,12 @@ enum What {
         /// seconds on one core and report lag, CPU use and losses (0: skip).
         #[arg(long, default_value_t = 0.0)]
         realtime_seconds: f64,
+        /// Events an HLT asks its ROBs for, flat out, in process and over ZeroMQ (the
+        /// request path; the card's e-links split over `request_robs` ROBs).
+        #[arg(long, default_value_t = 50_000)]
+        request_events: u64,
+        #[arg(long, default_value_t = 4)]
+        request_robs: usize,
     },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), UDP
     /// receive over loopback (batched vs one `recvmsg` per datagram, same run), and data
@@ -335,10 +341,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             chunk_bytes,
             rounds,
             realtime_seconds,
+            request_events,
+            request_robs,
         } => {
             anyhow::ensure!(
                 *elinks > 0 && *l1as > 0 && *rounds > 0 && *realtime_seconds >= 0.0,
                 "elinks, l1as and rounds must be at least 1, realtime-seconds not negative"
+            );
+            anyhow::ensure!(
+                *request_robs > 0 && usize::from(*elinks) >= *request_robs && *request_events > 0,
+                "request-robs must be 1 to the e-links' number, request-events at least 1"
             );
             let config = swdaq_swrod::bench::BenchConfig {
                 elinks: *elinks,
@@ -349,6 +361,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             let variants = swdaq_swrod::bench::run(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
             let network = swdaq_swrod::net::bench::network_intake(&config)
                 .map_err(|e| anyhow::anyhow!("FELIX network intake: {e}"))?;
+            // A ROB's fragment: its e-links' chunks (the ROD header and status aside).
+            let fragment_bytes = usize::from(*elinks) / *request_robs * *chunk_bytes;
+            let request_path = swdaq_app::models::swrod::apps::bench::request_path(
+                *request_robs,
+                *request_events,
+                fragment_bytes,
+            )
+            .map_err(|e| anyhow::anyhow!("request path: {e}"))?;
             let realtime = if *realtime_seconds > 0.0 {
                 Some(
                     swdaq_swrod::bench::realtime(&config, *realtime_seconds)
@@ -362,6 +382,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 struct Report {
                     variants: Vec<swdaq_swrod::bench::VariantResult>,
                     network_intake: swdaq_swrod::net::bench::IntakeResult,
+                    request_path: swdaq_app::models::swrod::apps::bench::RequestPathResult,
                     realtime: Option<swdaq_swrod::bench::RealtimeResult>,
                 }
                 println!(
@@ -369,6 +390,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     serde_json::to_string_pretty(&Report {
                         variants,
                         network_intake: network,
+                        request_path,
                         realtime
                     })?
                 );
@@ -420,6 +442,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     ]
                 },
             )?;
+            print_request_path(&request_path)?;
             match realtime {
                 Some(r) => print_results(
                     false,
@@ -697,6 +720,47 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The HLT's request path, in process and over ZeroMQ, with the ratio.
+fn print_request_path(
+    r: &swdaq_app::models::swrod::apps::bench::RequestPathResult,
+) -> anyhow::Result<()> {
+    let robs = r.robs;
+    let bytes = r.fragment_bytes;
+    let ratio = r.zeromq_vs_in_process;
+    let per_cpu = r.zeromq_vs_in_process_per_cpu;
+    let in_process = |row: &&swdaq_app::models::swrod::apps::bench::RequestPathRow| {
+        row.path == r.in_process.path
+    };
+    print_results(
+        false,
+        &[&r.in_process, &r.over_zeromq],
+        &[
+            "HLT requests",
+            "ROBs x bytes",
+            "kevents/s",
+            "krequests/s",
+            "krequests/CPU s",
+            "GB/s",
+            "complete/events",
+            "x in process",
+            "x per CPU",
+        ],
+        |row| {
+            vec![
+                row.path.to_string(),
+                format!("{robs} x {bytes}"),
+                format!("{:.1}", row.events_per_s / 1e3),
+                format!("{:.1}", row.requests_per_s / 1e3),
+                format!("{:.1}", row.requests_per_cpu_s / 1e3),
+                format!("{:.2}", row.gbytes_per_s),
+                format!("{}/{}", row.complete_events, row.events),
+                format!("{:.2}", if in_process(row) { 1.0 } else { ratio }),
+                format!("{:.2}", if in_process(row) { 1.0 } else { per_cpu }),
+            ]
+        },
+    )
 }
 
 fn print_results<T: Serialize>(

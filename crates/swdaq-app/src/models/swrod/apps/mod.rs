@@ -29,6 +29,7 @@
 //! garbage or another protocol version is refused and counted by every inbox. The launcher
 //! stops them supervisor, HLT applications, `swrod` applications.
 
+pub mod bench;
 mod hlt;
 mod hltsv;
 mod l1a_source;
