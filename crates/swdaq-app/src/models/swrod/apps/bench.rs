@@ -129,9 +129,11 @@ fn measure(
         // Every fragment is in the store already: their channel is closed from the start.
         let (_, fragments) = crossbeam_channel::bounded(0);
         let server = RequestServer::new(store, Duration::ZERO);
-        servers.push(std::thread::spawn(move || {
-            serve_requests(fragments, queue, server)
-        }));
+        servers.push(
+            std::thread::Builder::new()
+                .name(format!("swrod-req-{rob}"))
+                .spawn(move || serve_requests(fragments, queue, server))?,
+        );
         ports.push(RobPort {
             source_id: 0x0071_0000 + rob as u32,
             requests,
@@ -223,12 +225,15 @@ fn over_zeromq(server_ports: Vec<RobPort>, run_hlt: RunHlt) -> anyhow::Result<Me
     let swrod_done = AtomicBool::new(false);
     let hlt_done = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let swrod_requests = scope.spawn(|| requests.run(senders, &swrod_done));
-        let answers = scope
-            .spawn(|| send_answers(receivers, &source_ids, &[to_hlt], Duration::from_secs(10)));
+        let named = |name: &str| std::thread::Builder::new().name(name.into());
+        let swrod_requests =
+            named("rob-requests").spawn_scoped(scope, || requests.run(senders, &swrod_done))?;
+        let answers = named("rob-answers").spawn_scoped(scope, || {
+            send_answers(receivers, &source_ids, &[to_hlt], Duration::from_secs(10))
+        })?;
         let robs = &robs;
-        let forward = scope.spawn(move || robs.forward(queues));
-        let demux = scope.spawn(|| {
+        let forward = named("hlt-forward").spawn_scoped(scope, move || robs.forward(queues))?;
+        let demux = named("net-demux").spawn_scoped(scope, || {
             while !hlt_done.load(Ordering::Acquire) {
                 if let Some(d) = hlt_inbox.receive(Duration::from_millis(20))
                     && let Message::RobAnswers(answers) = d.message
@@ -236,7 +241,7 @@ fn over_zeromq(server_ports: Vec<RobPort>, run_hlt: RunHlt) -> anyhow::Result<Me
                     robs.answer(answers, d.frames);
                 }
             }
-        });
+        })?;
         let measured = run_hlt(&hlt_ports);
         drop(hlt_ports);
         swrod_done.store(true, Ordering::Release);
