@@ -68,6 +68,11 @@ pub fn request_path(
         robs > 0 && events > 0 && fragment_bytes > 0,
         "ROBs, events and fragment bytes must be at least 1"
     );
+    // One L1 ID each, without an ECR: the 24-bit event counter must not wrap.
+    anyhow::ensure!(
+        events <= 1 << 24,
+        "at most 2^24 events (their L1 IDs, without an ECR, are 24 bits)"
+    );
     let in_process = measure("in process", robs, events, fragment_bytes, |ports, run| {
         Ok(run(&ports))
     })?;
