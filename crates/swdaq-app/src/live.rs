@@ -260,12 +260,7 @@ pub fn gauge_max(s: &Snapshot, name: &str) -> Option<f64> {
 /// Per value of `label`: a counter's (total, rate) or a gauge's (0, value), summed.
 pub fn by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, (u64, f64)> {
     let mut out: BTreeMap<String, (u64, f64)> = BTreeMap::new();
-    for series in s
-        .families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.series)
-    {
+    for series in s.series(name) {
         let Some(key) = series.labels.get(label) else {
             continue;
         };
@@ -289,12 +284,7 @@ pub fn by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, (u64,
 /// label's series: a source is idle only when all of it is).
 pub fn idle_by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, f64> {
     let mut out: BTreeMap<String, f64> = BTreeMap::new();
-    for series in s
-        .families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.series)
-    {
+    for series in s.series(name) {
         if let (Some(key), Value::Counter { idle_seconds, .. }) =
             (series.labels.get(label), &series.value)
         {
@@ -308,10 +298,7 @@ pub fn idle_by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, 
 /// Per value of `label`: the application that sent counter `name`'s series (with a topology,
 /// the launcher labels each application's series with its name).
 fn app_by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, String> {
-    s.families
-        .iter()
-        .filter(|f| f.name == name)
-        .flat_map(|f| &f.series)
+    s.series(name)
         .filter_map(|x| {
             Some((
                 x.labels.get(label)?.clone(),
@@ -323,11 +310,7 @@ fn app_by_label(s: &Snapshot, name: &str, label: &str) -> BTreeMap<String, Strin
 
 /// The values of every series of metric `name`.
 pub fn values<'a>(s: &'a Snapshot, name: &'a str) -> impl Iterator<Item = &'a Value> {
-    s.families
-        .iter()
-        .filter(move |f| f.name == name)
-        .flat_map(|f| &f.series)
-        .map(|series| &series.value)
+    s.series(name).map(|series| &series.value)
 }
 
 /// The terminal line: the elapsed time, each figure, and the bad sources by name.

@@ -31,13 +31,18 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Every series of metric `name`.
+    pub fn series<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Series> {
+        self.families
+            .iter()
+            .filter(move |f| f.name == name)
+            .flat_map(|f| &f.series)
+    }
+
     /// The summed rate (per second, over the last interval) of every series of counter
     /// `name`; 0 when there is no such counter.
     pub fn counter_rate(&self, name: &str) -> f64 {
-        self.families
-            .iter()
-            .filter(|f| f.name == name)
-            .flat_map(|f| &f.series)
+        self.series(name)
             .map(|series| match series.value {
                 Value::Counter {
                     rate_per_second, ..
