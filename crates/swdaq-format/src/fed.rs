@@ -1,6 +1,10 @@
 //! CMS FED fragment: what one front-end driver sends per level-1 accept over S-LINK, a 64-bit
-//! header, a payload of whole 64-bit words and a 64-bit trailer (CMS `fed_header.h`,
-//! `fed_trailer.h`). Each 64-bit word is stored little-endian.
+//! header, a payload of whole 64-bit words and a 64-bit trailer. Each 64-bit word is stored
+//! little-endian. The layout follows cms-sw/cmssw `DataFormats/FEDRawData/src/fed_header.h`
+//! and `src/fed_trailer.h` (master, CMSSW_14 series; their 2005 revisions lack the trailer's
+//! CRC-modified, S-LINK error and wrong-FED-id bits), read as `FEDHeader`/`FEDTrailer` in
+//! `DataFormats/FEDRawData/interface/` do. Bits neither file assigns are read past, never
+//! refused.
 //!
 //! Header word:
 //!
