@@ -27,24 +27,6 @@ const NOT_IN_ROB: u16 = u16::MAX;
 /// is a chain of dependent loads from the end of the block: without prefetching, decoding
 /// waited on memory for most of its time (measured: `swdaq bench swrod`, BENCHMARKS.md).
 const PREFETCH_BLOCKS_AHEAD: usize = 4;
-const CACHE_LINE: usize = 64;
-
-/// Asks for the cache lines of the block starting at `bytes` (up to one block of them).
-#[inline(always)]
-fn prefetch_block(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.iter().take(BLOCK_SIZE).step_by(CACHE_LINE) {
-        // SAFETY: a prefetch is a hint that never faults and changes no memory; SSE is part
-        // of the x86_64 baseline. The pointer comes from a live slice element.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                std::ptr::from_ref(line).cast(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 struct ElinkState {
     next_sequence: Option<u8>,
@@ -99,7 +81,7 @@ impl BlockDecoder {
     ) {
         for (i, block) in blocks.chunks(BLOCK_SIZE).enumerate() {
             if let Some(ahead) = blocks.get((i + PREFETCH_BLOCKS_AHEAD) * BLOCK_SIZE..) {
-                prefetch_block(ahead);
+                crate::prefetch::lines(ahead, BLOCK_SIZE);
             }
             self.decode(block, &mut sink);
         }

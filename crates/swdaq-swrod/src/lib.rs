@@ -20,6 +20,7 @@ pub mod message;
 pub mod metrics;
 pub mod net;
 pub mod pool;
+mod prefetch;
 pub mod read_back;
 pub mod trigger;
 
