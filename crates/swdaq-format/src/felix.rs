@@ -405,6 +405,41 @@ impl BlockPacker {
         }
     }
 
+    /// Appends one chunk of `len` bytes that `fill` writes where it lands, when it fits the
+    /// room left in the block (else `fill` writes it to `spill` and it is pushed as usual):
+    /// the same blocks as [`BlockPacker::push`], without writing the chunk twice.
+    pub fn push_in_place(
+        &mut self,
+        len: usize,
+        flags: ChunkFlags,
+        fill: impl FnOnce(&mut [u8]),
+        spill: &mut Vec<u8>,
+        mut emit: impl FnMut(&[u8]),
+    ) {
+        let room = (BLOCK_SIZE - self.fill - TRAILER_SIZE) & !1;
+        if len > room {
+            spill.resize(len, 0);
+            fill(spill);
+            self.push(spill, flags, emit);
+            return;
+        }
+        let at = self.fill;
+        fill(&mut self.block[at..at + len]);
+        self.seal(
+            len,
+            SubchunkTrailer {
+                kind: SubchunkKind::Both,
+                length: len as u16,
+                crc_error: flags.crc_error,
+                error: false,
+                truncated: flags.truncated,
+            },
+        );
+        if BLOCK_SIZE - self.fill < 2 * TRAILER_SIZE {
+            self.flush(&mut emit);
+        }
+    }
+
     /// Closes the current block (if it holds anything) with a `Timeout` filler and emits it.
     pub fn flush(&mut self, mut emit: impl FnMut(&[u8])) {
         if self.fill == BLOCK_HEADER_SIZE {
@@ -444,8 +479,14 @@ impl BlockPacker {
             return;
         }
         self.block[at..at + payload.len()].copy_from_slice(payload);
-        let end = at + padded(payload.len());
-        if end > at + payload.len() {
+        self.seal(payload.len(), trailer);
+    }
+
+    /// Pads the `len` payload bytes just written at `fill` and puts `trailer` after them.
+    fn seal(&mut self, len: usize, trailer: SubchunkTrailer) {
+        let at = self.fill;
+        let end = at + padded(len);
+        if end > at + len {
             self.block[end - 1] = 0;
         }
         put_u16(&mut self.block, end, trailer.to_u16());
@@ -587,6 +628,24 @@ mod tests {
             let got = unpack(&blocks);
             let want: Vec<_> = chunks.iter().map(|(c, t, e)| (c.clone(), ChunkFlags { truncated: *t, crc_error: *e })).collect();
             prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn chunks_filled_in_place_make_the_blocks_pushed_chunks_make(
+            chunks in proptest::collection::vec((proptest::collection::vec(any::<u8>(), 0..1500), any::<bool>(), any::<bool>()), 0..60),
+            elink in 0u16..=MAX_ELINK,
+        ) {
+            let (mut pushed, mut in_place) = (Vec::new(), Vec::new());
+            let (mut a, mut b) = (BlockPacker::new(elink), BlockPacker::new(elink));
+            let mut spill = Vec::new();
+            for (c, truncated, crc_error) in &chunks {
+                let flags = ChunkFlags { truncated: *truncated, crc_error: *crc_error };
+                a.push(c, flags, |x| pushed.push(x.to_vec()));
+                b.push_in_place(c.len(), flags, |dst| dst.copy_from_slice(c), &mut spill, |x| in_place.push(x.to_vec()));
+            }
+            a.flush(|x| pushed.push(x.to_vec()));
+            b.flush(|x| in_place.push(x.to_vec()));
+            prop_assert_eq!(in_place, pushed);
         }
 
         #[test]
