@@ -218,32 +218,56 @@ pub fn assemble_events(
             replies_only.ready_timeout(wait)
         };
         match ready {
-            Ok(op) if room && op == l1_op => match l1as.try_recv() {
-                Ok(l1a) => {
-                    let l1_id = l1a.l1_id;
-                    lumi_blocks.begin(l1a.lumi_block);
-                    let mut p = Pending {
-                        l1a,
-                        asked: Instant::now(),
-                        robs: vec![None; robs.len()],
-                        settled: vec![false; robs.len()],
-                        missing: Vec::new(),
-                        open: robs.len(),
-                    };
-                    for (rob, port) in robs.iter().enumerate() {
-                        if !ask(rob, l1_id) {
-                            p.settle(rob, port.source_id, MissingRob::NoServer, &mut counts);
-                        }
+            // Everything that has come, up to a batch: the select and the checks after it
+            // cost as much as an event's own work.
+            Ok(op) if room && op == l1_op => {
+                let asked = Instant::now();
+                for _ in 0..DRAIN_BATCH {
+                    if pending.len() >= config.max_in_flight {
+                        break;
                     }
-                    order.push_back(l1_id);
-                    pending.insert(l1_id, p);
-                    finish_if_done(&mut pending, l1_id, &mut counts, &mut lumi_blocks, &mut out);
+                    match l1as.try_recv() {
+                        Ok(l1a) => {
+                            let l1_id = l1a.l1_id;
+                            lumi_blocks.begin(l1a.lumi_block);
+                            let mut p = Pending {
+                                l1a,
+                                asked,
+                                robs: vec![None; robs.len()],
+                                settled: vec![false; robs.len()],
+                                missing: Vec::new(),
+                                open: robs.len(),
+                            };
+                            for (rob, port) in robs.iter().enumerate() {
+                                if !ask(rob, l1_id) {
+                                    p.settle(
+                                        rob,
+                                        port.source_id,
+                                        MissingRob::NoServer,
+                                        &mut counts,
+                                    );
+                                }
+                            }
+                            order.push_back(l1_id);
+                            pending.insert(l1_id, p);
+                            finish_if_done(
+                                &mut pending,
+                                l1_id,
+                                &mut counts,
+                                &mut lumi_blocks,
+                                &mut out,
+                            );
+                        }
+                        Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                            l1_open = false;
+                            break;
+                        }
+                        Err(crossbeam_channel::TryRecvError::Empty) => break,
+                    }
                 }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => l1_open = false,
-                Err(crossbeam_channel::TryRecvError::Empty) => {}
-            },
+            }
             Ok(rob) => {
-                if let Ok(reply) = replies[rob].1.try_recv() {
+                for reply in replies[rob].1.try_iter().take(DRAIN_BATCH) {
                     let l1_id = reply.l1_id;
                     if let Some(p) = pending.get_mut(&l1_id) {
                         let source_id = robs[rob].source_id;
@@ -331,6 +355,8 @@ pub fn assemble_events(
 /// Longest wait for a reply or an L1 ID before retries and give-ups are looked at.
 const POLL: Duration = Duration::from_millis(2);
 const COUNTS_EVERY: Duration = Duration::from_millis(100);
+/// Most L1 accepts or replies taken in one go before the retries and give-ups are looked at.
+const DRAIN_BATCH: usize = 64;
 
 fn finish_if_done(
     pending: &mut HashMap<u32, Pending>,
