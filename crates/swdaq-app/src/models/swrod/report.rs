@@ -88,6 +88,8 @@ pub struct HltsvReport {
     /// L1 accepts given out, global ids `1..=l1as`: each to one HLT application.
     pub l1as: u64,
     /// Seconds the L1 accepts waited for an HLT application with room (busy: dead time).
+    /// The L1A clock stands still meanwhile; fed by FELIX servers, card 0's TTC e-link is not
+    /// read, so its server is held by TCP flow control (a real card's buffers would fill).
     pub busy_s: f64,
     /// For each HLT application declared gone, the events it was given and had not settled,
     /// by number: an upper bound until the run's summary reads back what it closed.

@@ -42,8 +42,15 @@ pub(super) fn add_json(j: &mut serde_json::Value, r: &SwrodReport, a: &AppsPart)
 pub(super) fn text(a: &AppsPart) -> String {
     let mut out = String::new();
     if let Some(h) = &a.hltsv {
+        // What busy held: the supervisor's own L1A clock, or (fed by FELIX servers) the
+        // reading of card 0's TTC e-link, which holds its server through TCP flow control.
+        let held = if h.ttc_intake.is_some() {
+            "TTC e-link not read"
+        } else {
+            "L1A clock held"
+        };
         out += &format!(
-            "HLTSV     {} L1 accepts given out, busy {:.2} s (no HLT application had room); {} HLT applications gone\n",
+            "HLTSV     {} L1 accepts given out, busy {:.2} s (no HLT application had room; {held}); {} HLT applications gone\n",
             h.l1as,
             h.busy_s,
             h.gone.len()
