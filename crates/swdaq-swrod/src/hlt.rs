@@ -188,12 +188,7 @@ pub fn assemble_events(
         replies_only.recv(rx);
     }
     let l1_op = all.recv(&l1as);
-    let mut counts = HltCounts::default();
-    let mut lumi_blocks = LumiBlocks::default();
-    let mut pending: HashMap<u32, Pending> = HashMap::new();
-    // L1 IDs in the order asked, for the give-up check (entries already done are skipped).
-    let mut order: VecDeque<u32> = VecDeque::new();
-    let mut retries: VecDeque<(Instant, u32, usize)> = VecDeque::new();
+    let mut events = InFlight::default();
     let mut l1_open = true;
     let ask = |rob: usize, l1_id: u32| {
         robs[rob]
@@ -205,59 +200,30 @@ pub fn assemble_events(
             .is_ok()
     };
     let mut last_counts = Instant::now();
-    while l1_open || !pending.is_empty() {
+    while l1_open || !events.pending.is_empty() {
         let now = Instant::now();
-        let wait = retries
+        let wait = events
+            .retries
             .front()
             .map_or(POLL, |(due, _, _)| due.saturating_duration_since(now))
             .min(POLL);
-        let room = l1_open && pending.len() < config.max_in_flight;
+        let room = l1_open && events.pending.len() < config.max_in_flight;
         let ready = if room {
             all.ready_timeout(wait)
         } else {
             replies_only.ready_timeout(wait)
         };
+        // Everything that has come, up to a batch: the select and the checks after it cost
+        // as much as an event's own work.
         match ready {
-            // Everything that has come, up to a batch: the select and the checks after it
-            // cost as much as an event's own work.
             Ok(op) if room && op == l1_op => {
                 let asked = Instant::now();
                 for _ in 0..DRAIN_BATCH {
-                    if pending.len() >= config.max_in_flight {
+                    if events.pending.len() >= config.max_in_flight {
                         break;
                     }
                     match l1as.try_recv() {
-                        Ok(l1a) => {
-                            let l1_id = l1a.l1_id;
-                            lumi_blocks.begin(l1a.lumi_block);
-                            let mut p = Pending {
-                                l1a,
-                                asked,
-                                robs: vec![None; robs.len()],
-                                settled: vec![false; robs.len()],
-                                missing: Vec::new(),
-                                open: robs.len(),
-                            };
-                            for (rob, port) in robs.iter().enumerate() {
-                                if !ask(rob, l1_id) {
-                                    p.settle(
-                                        rob,
-                                        port.source_id,
-                                        MissingRob::NoServer,
-                                        &mut counts,
-                                    );
-                                }
-                            }
-                            order.push_back(l1_id);
-                            pending.insert(l1_id, p);
-                            finish_if_done(
-                                &mut pending,
-                                l1_id,
-                                &mut counts,
-                                &mut lumi_blocks,
-                                &mut out,
-                            );
-                        }
+                        Ok(l1a) => events.begin(l1a, asked, robs, ask, &mut out),
                         Err(crossbeam_channel::TryRecvError::Disconnected) => {
                             l1_open = false;
                             break;
@@ -268,88 +234,168 @@ pub fn assemble_events(
             }
             Ok(rob) => {
                 for reply in replies[rob].1.try_iter().take(DRAIN_BATCH) {
-                    let l1_id = reply.l1_id;
-                    if let Some(p) = pending.get_mut(&l1_id) {
-                        let source_id = robs[rob].source_id;
-                        match reply.status {
-                            RobRequestStatus::Found => {
-                                counts.found += 1;
-                                if !p.settled[rob] {
-                                    p.settled[rob] = true;
-                                    p.open -= 1;
-                                    p.robs[rob] = reply.fragment;
-                                }
-                            }
-                            RobRequestStatus::NotYet => {
-                                counts.not_yet += 1;
-                                retries.push_back((
-                                    Instant::now() + config.retry_after,
-                                    l1_id,
-                                    rob,
-                                ));
-                            }
-                            RobRequestStatus::Gone => {
-                                counts.gone += 1;
-                                p.settle(rob, source_id, MissingRob::Gone, &mut counts);
-                            }
-                            RobRequestStatus::Invalid => {
-                                counts.invalid += 1;
-                                p.settle(rob, source_id, MissingRob::Invalid, &mut counts);
-                            }
-                            RobRequestStatus::Unreachable => {
-                                counts.unreachable += 1;
-                                p.settle(rob, source_id, MissingRob::NoServer, &mut counts);
-                            }
-                        }
-                        finish_if_done(
-                            &mut pending,
-                            l1_id,
-                            &mut counts,
-                            &mut lumi_blocks,
-                            &mut out,
-                        );
-                    }
+                    events.take_reply(rob, robs[rob].source_id, reply, &config, &mut out);
                 }
             }
             Err(_) => {}
         }
         let now = Instant::now();
-        while let Some(&(due, l1_id, rob)) = retries.front() {
+        while let Some(&(due, l1_id, rob)) = events.retries.front() {
             if due > now {
                 break;
             }
-            retries.pop_front();
-            if let Some(p) = pending.get_mut(&l1_id)
+            events.retries.pop_front();
+            if let Some(p) = events.pending.get_mut(&l1_id)
                 && !p.settled[rob]
                 && !ask(rob, l1_id)
             {
-                p.settle(rob, robs[rob].source_id, MissingRob::NoServer, &mut counts);
-                finish_if_done(&mut pending, l1_id, &mut counts, &mut lumi_blocks, &mut out);
+                p.settle(
+                    rob,
+                    robs[rob].source_id,
+                    MissingRob::NoServer,
+                    &mut events.counts,
+                );
+                events.finish_if_done(l1_id, &mut out);
             }
         }
-        while let Some(&l1_id) = order.front() {
-            let Some(p) = pending.get_mut(&l1_id) else {
-                order.pop_front();
+        while let Some(&l1_id) = events.order.front() {
+            let Some(p) = events.pending.get_mut(&l1_id) else {
+                events.order.pop_front();
                 continue;
             };
             if now.duration_since(p.asked) < config.give_up_after {
                 break;
             }
-            order.pop_front();
+            events.order.pop_front();
             for (rob, port) in robs.iter().enumerate() {
-                p.settle(rob, port.source_id, MissingRob::TimedOut, &mut counts);
+                p.settle(
+                    rob,
+                    port.source_id,
+                    MissingRob::TimedOut,
+                    &mut events.counts,
+                );
             }
-            finish_if_done(&mut pending, l1_id, &mut counts, &mut lumi_blocks, &mut out);
+            events.finish_if_done(l1_id, &mut out);
         }
-        lumi_blocks.end(false, &mut out);
+        events.lumi_blocks.end(false, &mut out);
         if last_counts.elapsed() >= COUNTS_EVERY {
             last_counts = Instant::now();
-            on_counts(&counts);
+            on_counts(&events.counts);
         }
     }
-    lumi_blocks.end(true, &mut out);
-    on_counts(&counts);
-    counts
+    events.lumi_blocks.end(true, &mut out);
+    on_counts(&events.counts);
+    events.counts
+}
+
+/// The events asked for and not yet handed on, and what the HLT counted.
+#[derive(Default)]
+struct InFlight {
+    pending: HashMap<u32, Pending>,
+    /// L1 IDs in the order asked, for the give-up check (entries already done are skipped).
+    order: VecDeque<u32>,
+    /// `not_yet` answers to ask again: when, which L1 ID, which ROB.
+    retries: VecDeque<(Instant, u32, usize)>,
+    counts: HltCounts,
+    lumi_blocks: LumiBlocks,
+}
+
+impl InFlight {
+    /// Asks every ROB for `l1a` (`ask` false: that ROB has no server).
+    fn begin(
+        &mut self,
+        l1a: L1Accept,
+        asked: Instant,
+        robs: &[RobPort],
+        ask: impl Fn(usize, u32) -> bool,
+        out: &mut impl FnMut(HltOutput),
+    ) {
+        let l1_id = l1a.l1_id;
+        self.lumi_blocks.begin(l1a.lumi_block);
+        let mut p = Pending {
+            l1a,
+            asked,
+            robs: vec![None; robs.len()],
+            settled: vec![false; robs.len()],
+            missing: Vec::new(),
+            open: robs.len(),
+        };
+        for (rob, port) in robs.iter().enumerate() {
+            if !ask(rob, l1_id) {
+                p.settle(rob, port.source_id, MissingRob::NoServer, &mut self.counts);
+            }
+        }
+        self.order.push_back(l1_id);
+        self.pending.insert(l1_id, p);
+        self.finish_if_done(l1_id, out);
+    }
+
+    /// ROB `rob`'s answer for an event (one no longer in flight is passed over).
+    fn take_reply(
+        &mut self,
+        rob: usize,
+        source_id: u32,
+        reply: RobReply,
+        config: &HltConfig,
+        out: &mut impl FnMut(HltOutput),
+    ) {
+        let l1_id = reply.l1_id;
+        let Some(p) = self.pending.get_mut(&l1_id) else {
+            return;
+        };
+        let counts = &mut self.counts;
+        match reply.status {
+            RobRequestStatus::Found => {
+                counts.found += 1;
+                if !p.settled[rob] {
+                    p.settled[rob] = true;
+                    p.open -= 1;
+                    p.robs[rob] = reply.fragment;
+                }
+            }
+            RobRequestStatus::NotYet => {
+                counts.not_yet += 1;
+                self.retries
+                    .push_back((Instant::now() + config.retry_after, l1_id, rob));
+            }
+            RobRequestStatus::Gone => {
+                counts.gone += 1;
+                p.settle(rob, source_id, MissingRob::Gone, counts);
+            }
+            RobRequestStatus::Invalid => {
+                counts.invalid += 1;
+                p.settle(rob, source_id, MissingRob::Invalid, counts);
+            }
+            RobRequestStatus::Unreachable => {
+                counts.unreachable += 1;
+                p.settle(rob, source_id, MissingRob::NoServer, counts);
+            }
+        }
+        self.finish_if_done(l1_id, out);
+    }
+
+    /// Hands on the event of `l1_id` if every ROB of it is settled.
+    fn finish_if_done(&mut self, l1_id: u32, out: &mut impl FnMut(HltOutput)) {
+        if self.pending.get(&l1_id).is_none_or(|p| p.open > 0) {
+            return;
+        }
+        let Some(mut p) = self.pending.remove(&l1_id) else {
+            return;
+        };
+        p.missing.sort_unstable_by_key(|m| m.0);
+        let event = AssembledEvent {
+            l1a: p.l1a,
+            robs: p.robs.into_iter().flatten().collect(),
+            missing: p.missing,
+        };
+        let counts = &mut self.counts;
+        counts.events += 1;
+        counts.complete_events += u64::from(event.is_complete());
+        counts.incomplete_events += u64::from(!event.missing.is_empty());
+        counts.events_with_incomplete_robs += u64::from(event.robs.iter().any(|r| !r.complete));
+        self.lumi_blocks.settle(event.l1a.lumi_block);
+        out(HltOutput::Event(event));
+    }
 }
 
 /// Longest wait for a reply or an L1 ID before retries and give-ups are looked at.
@@ -357,30 +403,3 @@ const POLL: Duration = Duration::from_millis(2);
 const COUNTS_EVERY: Duration = Duration::from_millis(100);
 /// Most L1 accepts or replies taken in one go before the retries and give-ups are looked at.
 const DRAIN_BATCH: usize = 64;
-
-fn finish_if_done(
-    pending: &mut HashMap<u32, Pending>,
-    l1_id: u32,
-    counts: &mut HltCounts,
-    lumi_blocks: &mut LumiBlocks,
-    out: &mut impl FnMut(HltOutput),
-) {
-    if pending.get(&l1_id).is_none_or(|p| p.open > 0) {
-        return;
-    }
-    let Some(mut p) = pending.remove(&l1_id) else {
-        return;
-    };
-    p.missing.sort_unstable_by_key(|m| m.0);
-    let event = AssembledEvent {
-        l1a: p.l1a,
-        robs: p.robs.into_iter().flatten().collect(),
-        missing: p.missing,
-    };
-    counts.events += 1;
-    counts.complete_events += u64::from(event.is_complete());
-    counts.incomplete_events += u64::from(!event.missing.is_empty());
-    counts.events_with_incomplete_robs += u64::from(event.robs.iter().any(|r| !r.complete));
-    lumi_blocks.settle(event.l1a.lumi_block);
-    out(HltOutput::Event(event));
-}
