@@ -150,8 +150,7 @@ pub struct FelixCard {
     elinks: Vec<Elink>,
     rng: Xoshiro256PlusPlus,
     l1as: u64,
-    /// Where a chunk that spans blocks is written before it is packed.
-    spill: Vec<u8>,
+    chunk: Vec<u8>,
     faults: Vec<FelixFault>,
     /// The TTC-to-host e-link's packer, when it is on.
     ttc: Option<BlockPacker>,
@@ -196,7 +195,7 @@ impl FelixCard {
             rng: Xoshiro256PlusPlus::seed_from_u64(config.seed),
             elinks,
             l1as: 0,
-            spill: Vec::with_capacity(config.chunk_max),
+            chunk: Vec::with_capacity(config.chunk_max),
             faults: Vec::new(),
             ttc: config
                 .ttc_to_host
@@ -286,37 +285,54 @@ impl FelixCard {
                     .rng
                     .random_range(self.config.chunk_min..=self.config.chunk_max),
             };
-            let mut size = size;
-            let mut flags = ChunkFlags::default();
-            if chance(&mut self.rng, rates.truncated_chunk) {
-                self.faults
-                    .push(fault(FelixFaultKind::TruncatedChunk, elink, l1_id));
-                // The pattern is by position: a shorter chunk is the longer one cut.
-                size =
-                    (size / 2).max((self.config.l1id_offset + 4).max(self.config.bcid_offset + 2));
-                flags.truncated = true;
+            if rates.truncated_chunk == 0.0 && rates.l1id_out_of_order == 0.0 {
+                // No fault can change the chunk: written once, where it lands in the block.
+                let config = &self.config;
+                link.packer.push_in_place(
+                    size,
+                    ChunkFlags::default(),
+                    |chunk| fill_chunk(chunk, config, l1_id, bcid, elink),
+                    &mut self.chunk,
+                    |b| out.block(elink, b),
+                );
+                gap_after_chunk(
+                    link,
+                    &mut self.rng,
+                    rates.sequence_gap,
+                    &mut self.faults,
+                    l1_id,
+                    out,
+                );
+            } else {
+                // Sized only when the size changes: no memset per chunk.
+                self.chunk.resize(size, 0);
+                fill_chunk(&mut self.chunk, &self.config, l1_id, bcid, elink);
+                let mut flags = ChunkFlags::default();
+                if chance(&mut self.rng, rates.truncated_chunk) {
+                    self.faults
+                        .push(fault(FelixFaultKind::TruncatedChunk, elink, l1_id));
+                    let keep = (size / 2)
+                        .max((self.config.l1id_offset + 4).max(self.config.bcid_offset + 2));
+                    self.chunk.truncate(keep);
+                    flags.truncated = true;
+                }
+                if link.held.is_none() && chance(&mut self.rng, rates.l1id_out_of_order) {
+                    self.faults
+                        .push(fault(FelixFaultKind::L1idOutOfOrder, elink, l1_id));
+                    link.held = Some((self.chunk.clone(), flags));
+                    continue;
+                }
+                push(
+                    link,
+                    &self.chunk,
+                    flags,
+                    &mut self.rng,
+                    rates.sequence_gap,
+                    &mut self.faults,
+                    l1_id,
+                    out,
+                );
             }
-            let config = &self.config;
-            let fill = |chunk: &mut [u8]| fill_chunk(chunk, config, l1_id, bcid, elink);
-            if link.held.is_none() && chance(&mut self.rng, rates.l1id_out_of_order) {
-                self.faults
-                    .push(fault(FelixFaultKind::L1idOutOfOrder, elink, l1_id));
-                let mut chunk = vec![0; size];
-                fill(&mut chunk);
-                link.held = Some((chunk, flags));
-                continue;
-            }
-            // Written once, where it lands in the block.
-            link.packer
-                .push_in_place(size, flags, fill, &mut self.spill, |b| out.block(elink, b));
-            gap_after_chunk(
-                link,
-                &mut self.rng,
-                rates.sequence_gap,
-                &mut self.faults,
-                l1_id,
-                out,
-            );
             release_held(
                 link,
                 &mut self.rng,
@@ -441,6 +457,22 @@ const BYTE_COUNTS: [u8; 256] = {
     table
 };
 
+#[allow(clippy::too_many_arguments)]
+fn push(
+    link: &mut Elink,
+    chunk: &[u8],
+    flags: ChunkFlags,
+    rng: &mut Xoshiro256PlusPlus,
+    gap_rate: f64,
+    faults: &mut Vec<FelixFault>,
+    l1_id: u32,
+    out: &mut impl BlockSink,
+) {
+    let elink = link.number;
+    link.packer.push(chunk, flags, |b| out.block(elink, b));
+    gap_after_chunk(link, rng, gap_rate, faults, l1_id, out);
+}
+
 /// Injects a sequence gap after the chunk just pushed, by chance. The gap goes where a block
 /// ends at a chunk boundary (the card closes the block as on a time-out): a gap inside a
 /// chunk would also break that chunk, a second fault.
@@ -469,9 +501,7 @@ fn release_held(
     out: &mut impl BlockSink,
 ) {
     if let Some((chunk, flags)) = link.held.take() {
-        let elink = link.number;
-        link.packer.push(&chunk, flags, |b| out.block(elink, b));
-        gap_after_chunk(link, rng, gap_rate, faults, l1_id, out);
+        push(link, &chunk, flags, rng, gap_rate, faults, l1_id, out);
     }
 }
 
@@ -624,7 +654,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fault_that_is_on_but_never_drawn_changes_no_byte() {
+    fn chunks_written_in_place_are_the_bytes_the_fault_path_writes() {
         for size in [40, 100, 333] {
             let config = FelixConfig {
                 elinks: 5,
@@ -634,7 +664,7 @@ mod tests {
                 ..FelixConfig::default()
             };
             let mut in_place = FelixCard::new(config.clone()).unwrap();
-            // Its draws are the only difference (sizes are fixed, so they shift nothing).
+            // A fault that is on but never drawn: every chunk takes the general path.
             let mut general = FelixCard::new(FelixConfig {
                 faults: FelixFaults {
                     truncated_chunk: f64::MIN_POSITIVE,
