@@ -483,6 +483,7 @@ impl BlockPacker {
     }
 
     /// Pads the `len` payload bytes just written at `fill` and puts `trailer` after them.
+    #[inline]
     fn seal(&mut self, len: usize, trailer: SubchunkTrailer) {
         let at = self.fill;
         let end = at + padded(len);
