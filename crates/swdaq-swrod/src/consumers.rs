@@ -10,8 +10,10 @@
 
 use crate::aggregator::{BuiltFragment, later};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use smallvec::SmallVec;
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -104,7 +106,7 @@ pub const PLAUSIBLE_AHEAD: u32 = 64 << 24;
 
 /// The fragments a request server keeps: the newest `capacity`, by L1 ID.
 pub struct FragmentStore {
-    by_l1_id: HashMap<u32, Arc<BuiltFragment>>,
+    by_l1_id: FxHashMap<u32, Arc<BuiltFragment>>,
     order: VecDeque<u32>,
     capacity: usize,
     newest: Option<u32>,
@@ -120,7 +122,7 @@ impl FragmentStore {
     /// is `Invalid`.
     pub fn new(capacity: usize, max_ahead: u32) -> Self {
         Self {
-            by_l1_id: HashMap::with_capacity(capacity + 1),
+            by_l1_id: FxHashMap::with_capacity_and_hasher(capacity + 1, Default::default()),
             order: VecDeque::with_capacity(capacity + 1),
             capacity: capacity.max(1),
             newest: None,
@@ -211,7 +213,7 @@ pub struct RequestServer<W> {
     store: FragmentStore,
     hold: Duration,
     /// Held requests by L1 ID, each with the time it is answered if still unanswered.
-    held: HashMap<u32, Vec<(Instant, W)>>,
+    held: FxHashMap<u32, SmallVec<[(Instant, W); 1]>>,
     /// (deadline, L1 ID) in the order requests were held: one hold for all, so in deadline order.
     deadlines: VecDeque<(Instant, u32)>,
     fragments_ended: bool,
@@ -225,7 +227,7 @@ impl<W> RequestServer<W> {
         Self {
             store,
             hold,
-            held: HashMap::new(),
+            held: FxHashMap::default(),
             deadlines: VecDeque::new(),
             fragments_ended: false,
             counts: RequestCounts::default(),
@@ -238,7 +240,7 @@ impl<W> RequestServer<W> {
 
     /// Requests held now.
     pub fn held(&self) -> usize {
-        self.held.values().map(Vec::len).sum()
+        self.held.values().map(|w| w.len()).sum()
     }
 
     /// When the oldest held request is due, if one is held.
@@ -287,7 +289,7 @@ impl<W> RequestServer<W> {
             let Some(waiting) = self.held.get_mut(&l1_id) else {
                 continue;
             };
-            let (expired, kept): (Vec<_>, Vec<_>) = waiting.drain(..).partition(|w| w.0 <= now);
+            let (expired, kept): (SmallVec<_>, _) = waiting.drain(..).partition(|w| w.0 <= now);
             *waiting = kept;
             if waiting.is_empty() {
                 self.held.remove(&l1_id);

@@ -18,8 +18,10 @@ use crate::aggregator::BuiltFragment;
 use crate::consumers::{RobReply, RobRequest, RobRequestStatus};
 use crate::trigger::L1Accept;
 use crossbeam_channel::{Receiver, Select, Sender, unbounded};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use smallvec::{SmallVec, smallvec};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -115,8 +117,9 @@ impl HltCounts {
 struct Pending {
     l1a: L1Accept,
     asked: Instant,
-    robs: Vec<Option<Arc<BuiltFragment>>>,
-    settled: Vec<bool>,
+    // Inline for the few ROBs of a SW ROD host: no allocation per event for them.
+    robs: SmallVec<[Option<Arc<BuiltFragment>>; 4]>,
+    settled: SmallVec<[bool; 8]>,
     missing: Vec<(u32, MissingRob)>,
     open: usize,
 }
@@ -291,7 +294,7 @@ pub fn assemble_events(
 /// The events asked for and not yet handed on, and what the HLT counted.
 #[derive(Default)]
 struct InFlight {
-    pending: HashMap<u32, Pending>,
+    pending: FxHashMap<u32, Pending>,
     /// L1 IDs in the order asked, for the give-up check (entries already done are skipped).
     order: VecDeque<u32>,
     /// `not_yet` answers to ask again: when, which L1 ID, which ROB.
@@ -315,8 +318,8 @@ impl InFlight {
         let mut p = Pending {
             l1a,
             asked,
-            robs: vec![None; robs.len()],
-            settled: vec![false; robs.len()],
+            robs: smallvec![None; robs.len()],
+            settled: smallvec![false; robs.len()],
             missing: Vec::new(),
             open: robs.len(),
         };
