@@ -114,12 +114,15 @@ impl HltCounts {
     }
 }
 
+/// ROBs an event in flight keeps without an allocation (a run with more asks the heap, one
+/// allocation per event as before).
+const INLINE_ROBS: usize = 4;
+
 struct Pending {
     l1a: L1Accept,
     asked: Instant,
-    // Inline for the few ROBs of a SW ROD host: no allocation per event for them.
-    robs: SmallVec<[Option<Arc<BuiltFragment>>; 4]>,
-    settled: SmallVec<[bool; 8]>,
+    robs: SmallVec<[Option<Arc<BuiltFragment>>; INLINE_ROBS]>,
+    settled: SmallVec<[bool; INLINE_ROBS]>,
     missing: Vec<(u32, MissingRob)>,
     open: usize,
 }
