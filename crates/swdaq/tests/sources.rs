@@ -284,6 +284,10 @@ fn random_frames_end_with_the_run_and_make_no_complete_record() {
     let s = summary(run);
     let took = started.elapsed().as_secs_f64();
     assert!(took < duration_s + 10.0, "the run took {took:.1} s");
-    assert!(s["trigger"]["data_time_jumps"].as_u64() >= Some(1), "{}", s["trigger"]);
+    assert!(
+        s["trigger"]["data_time_jumps"].as_u64() >= Some(1),
+        "{}",
+        s["trigger"]
+    );
     assert_eq!(s["records"]["complete"], 0, "{}", s["records"]);
 }
