@@ -162,3 +162,56 @@ fn a_zero_tail_on_a_link_file_costs_memory_by_its_size() {
         "peak RSS {clean_kb} kB clean, {damaged_kb} kB with the zero tail"
     );
 }
+
+/// 1 MB of zeros after a FED file's fragments: 125 000 empty records, none of them a
+/// fragment of any event. The run ends with the files, builds exactly the generated events
+/// and counts the records.
+#[test]
+fn a_zero_tail_on_a_fed_file_makes_no_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let feds = dir.path().join("feds");
+    let status = swdaq()
+        .args([
+            "gen",
+            "--format",
+            "fed",
+            "--links",
+            "2",
+            "--seconds",
+            "0.01",
+            "--out",
+        ])
+        .arg(&feds)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let fed0 = feds.join("fed0.swraw");
+    let mut bytes = std::fs::read(&fed0).unwrap();
+    bytes.resize(bytes.len() + 1_000_000, 0);
+    std::fs::write(&fed0, bytes).unwrap();
+    let config = dir.path().join("evb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "duration_s = 0\nmetrics_addr = \"\"\n[evb]\noutput = {:?}\n\
+             rus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, {{ id = 1, mean_bytes = 1024, spread_bytes = 128 }}]]\n\
+             [evb.input]\nkind = \"file\"\ndirectory = {feds:?}\n",
+            dir.path().join("out")
+        ),
+    )
+    .unwrap();
+    let out = run_bounded(
+        swdaq().args(["run", "--json", "--config"]).arg(&config),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // `swdaq gen --format fed` runs at 100 kHz by default: 0.01 s is 1000 events.
+    assert_eq!(s["built"], 1000, "{s}");
+    assert_eq!(s["incomplete"], 0, "{s}");
+    let fed = &s["feds"][0];
+    assert_eq!(fed["ingest"]["too_short"], 125_000, "{fed}");
+    assert_eq!(fed["failures"]["malformed"], 0, "{fed}");
+}
