@@ -215,3 +215,52 @@ fn a_zero_tail_on_a_fed_file_makes_no_event() {
     assert_eq!(fed["ingest"]["too_short"], 125_000, "{fed}");
     assert_eq!(fed["failures"]["malformed"], 0, "{fed}");
 }
+
+/// A FED file cut in the middle of a record: the run names the FED and exits non-zero.
+#[test]
+fn a_truncated_fed_file_is_named_and_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let feds = dir.path().join("feds");
+    let status = swdaq()
+        .args([
+            "gen",
+            "--format",
+            "fed",
+            "--links",
+            "2",
+            "--seconds",
+            "0.01",
+            "--out",
+        ])
+        .arg(&feds)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let fed1 = feds.join("fed1.swraw");
+    let bytes = std::fs::read(&fed1).unwrap();
+    std::fs::write(&fed1, &bytes[..bytes.len() / 2 + 3]).unwrap();
+    let config = dir.path().join("evb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "duration_s = 0\nmetrics_addr = \"\"\n[evb]\noutput = {:?}\n\
+             rus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, {{ id = 1, mean_bytes = 1024, spread_bytes = 128 }}]]\n\
+             [evb.input]\nkind = \"file\"\ndirectory = {feds:?}\n",
+            dir.path().join("out")
+        ),
+    )
+    .unwrap();
+    let out = run_bounded(
+        swdaq().args(["run", "--config"]).arg(&config),
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the input of FED 1 ended part-way"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("input truncated"), "{stdout}");
+}

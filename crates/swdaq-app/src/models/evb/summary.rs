@@ -136,6 +136,9 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
             .filter(|f| c.failed(**f) > 0)
             .map(|f| format!("{} {}", c.failed(*f), f.name()))
             .collect();
+        if c.ingest.truncated > 0 {
+            failed.push("input truncated (a record cut short: the link ended there)".into());
+        }
         if c.ingest.too_short > 0 {
             failed.push(format!(
                 "{} records too short to be a fragment (not placed in any event)",
