@@ -186,7 +186,10 @@ impl EventFiles {
     pub fn write(&mut self, lumi_block: u32, event: &[u8], flagged: bool) -> io::Result<()> {
         let placed = u32::try_from(event.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "event over 4 GiB"))
-            .and_then(|size| self.make_room(lumi_block, event.len() as u64).map(|()| size));
+            .and_then(|size| {
+                self.make_room(lumi_block, event.len() as u64)
+                    .map(|()| size)
+            });
         let size = match placed {
             Ok(size) => size,
             Err(e) => {
@@ -198,7 +201,8 @@ impl EventFiles {
         let f = seq.open.as_mut().expect("opened");
         seq.events += 1;
         seq.data_bytes += event.len() as u64;
-        f.pending.extend_from_slice(&data_separator(seq.events, size));
+        f.pending
+            .extend_from_slice(&data_separator(seq.events, size));
         f.pending.extend_from_slice(event);
         f.pending_flagged += u64::from(flagged);
         f.pending_data_bytes += event.len() as u64;
@@ -713,7 +717,10 @@ mod tests {
             let flushed = (u64::from(i) + 1) / 4 * 4;
             assert_eq!(files.flushed_events, flushed, "after event {i}");
             assert_eq!(files.flushed_bytes, flushed * 96);
-            assert_eq!(events_in_open_file(dir.path()), (0..flushed as u8).collect::<Vec<_>>());
+            assert_eq!(
+                events_in_open_file(dir.path()),
+                (0..flushed as u8).collect::<Vec<_>>()
+            );
         }
         // The waiting events are written at close, with the end record after them.
         let (written, unwritten, closed) = files.finish();
@@ -757,7 +764,10 @@ mod tests {
         drop(tx);
         let stored = writer.join().unwrap();
         assert_eq!((stored.events, stored.unwritten), (3, 0));
-        assert!(flushes.try_recv().is_err(), "nothing was left to flush at close");
+        assert!(
+            flushes.try_recv().is_err(),
+            "nothing was left to flush at close"
+        );
     }
 
     #[test]
@@ -776,7 +786,11 @@ mod tests {
         let (written, unwritten, closed) = files.finish();
         closed.unwrap();
         assert_eq!((written.len(), unwritten), (0, 1));
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no file made");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no file made"
+        );
     }
 
     /// Each closed file's events are told once, when it closes (by size, by the end of its

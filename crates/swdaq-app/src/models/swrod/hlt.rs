@@ -56,20 +56,20 @@ impl HltMetrics {
     pub(super) fn register(registry: &Registry) -> Result<Self, swdaq_monitor::MonitorError> {
         let mut b = registry.block("hlt", &[]);
         Ok(Self {
-                events: b.counter("swdaq_swrod_events_total", "Events the HLT built")?,
-                incomplete: b.counter(
-                    "swdaq_swrod_incomplete_events_total",
-                    "Events built with ROBs missing",
-                )?,
-                not_yet: b.counter(
-                    "swdaq_swrod_not_yet_answers_total",
-                    "Requests answered not yet (asked again)",
-                )?,
-                gone: b.counter(
-                    "swdaq_swrod_gone_answers_total",
-                    "Requests for fragments the ROB no longer had",
-                )?,
-                published: HltCounts::default(),
+            events: b.counter("swdaq_swrod_events_total", "Events the HLT built")?,
+            incomplete: b.counter(
+                "swdaq_swrod_incomplete_events_total",
+                "Events built with ROBs missing",
+            )?,
+            not_yet: b.counter(
+                "swdaq_swrod_not_yet_answers_total",
+                "Requests answered not yet (asked again)",
+            )?,
+            gone: b.counter(
+                "swdaq_swrod_gone_answers_total",
+                "Requests for fragments the ROB no longer had",
+            )?,
+            published: HltCounts::default(),
         })
     }
 
