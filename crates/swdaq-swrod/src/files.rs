@@ -10,7 +10,7 @@
 //!
 //! Crash safety as the chain's HDF5 files have it (`swdaq-store`'s `durable`): events wait in
 //! memory only until a flush point — `flush_interval_ms` after the oldest of them, once
-//! `flush_every_records` wait, when [`MAX_PENDING_BYTES`] have gathered, at close — and are
+//! `flush_every_records` wait, when 8 MiB have gathered, at close — and are
 //! then written to the file with one write, whole, and counted stored. A killed writer's
 //! `.writing` file therefore holds every event of its last flush point, each whole (the end
 //! record comes only at close). With `sync_to_disk` each flush point and close also waits
@@ -39,7 +39,7 @@ use swdaq_format::run_files::{self, FlushPolicy, Unflushed};
 
 /// Bytes of events an open file gathers before they are written even with no flush point
 /// due: the memory each open file may hold (every flush bound 0: the only bound).
-pub const MAX_PENDING_BYTES: usize = 8 << 20;
+const MAX_PENDING_BYTES: usize = 8 << 20;
 const SEPARATOR_BYTES: u64 = (DATA_SEPARATOR_WORDS * 4) as u64;
 const END_BYTES: u64 = (FILE_END_WORDS * 4) as u64;
 
@@ -729,6 +729,19 @@ mod tests {
         let (_, events, end) = read(&written[0].path);
         assert_eq!(events.len(), 10);
         assert_eq!(end.events_in_file, 10);
+    }
+
+    #[test]
+    fn with_no_flush_bound_events_are_written_every_8_mib() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = EventFiles::new(settings(dir.path(), 1 << 30)).unwrap();
+        let event = vec![7; 1 << 20];
+        for i in 1..=9u64 {
+            files.write(1, &event, false).unwrap();
+            // The eighth event's separator takes the waiting bytes past 8 MiB.
+            assert_eq!(files.flushed_events, if i < 8 { 0 } else { 8 }, "event {i}");
+        }
+        assert_eq!(events_in_open_file(dir.path()).len(), 8);
     }
 
     #[test]
