@@ -12,9 +12,14 @@
 //! a number asked for that already has files is refused, naming one. Writers then finish
 //! each file with [`rename_no_replace`], so even two processes racing for a number cannot
 //! replace a file.
+//!
+//! What every writer's open file shares besides: when it is flushed so that a killed
+//! process leaves it readable ([`FlushPolicy`], [`Unflushed`]), and whether its file system
+//! has room for more with the configured reserve left free ([`space_short`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Beside a run's files: the last run number claimed in that directory.
 pub const LAST_RUN_FILE: &str = ".swdaq-last-run";
@@ -203,10 +208,112 @@ pub fn create_new(path: &Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
+/// When an open file is flushed: `interval` after its oldest unflushed record, or once
+/// `every_records` wait, whichever comes first. Neither: only at close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushPolicy {
+    interval: Option<Duration>,
+    every_records: Option<u64>,
+}
+
+impl FlushPolicy {
+    /// Zero turns a bound off.
+    pub fn new(interval_ms: u64, every_records: u64) -> Self {
+        Self {
+            interval: (interval_ms > 0).then(|| Duration::from_millis(interval_ms)),
+            every_records: (every_records > 0).then_some(every_records),
+        }
+    }
+
+    /// Whether files are flushed while open at all.
+    pub fn enabled(&self) -> bool {
+        self.interval.is_some() || self.every_records.is_some()
+    }
+}
+
+/// The records written since the last flush.
+#[derive(Debug, Default)]
+pub struct Unflushed {
+    records: u64,
+    oldest: Option<Instant>,
+}
+
+impl Unflushed {
+    pub fn add(&mut self, now: Instant) {
+        self.records += 1;
+        self.oldest.get_or_insert(now);
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// When the oldest unflushed record must be flushed by (none: an interval past the
+    /// clock's range never comes).
+    pub fn deadline(&self, policy: &FlushPolicy) -> Option<Instant> {
+        self.oldest?.checked_add(policy.interval?)
+    }
+
+    pub fn due(&self, policy: &FlushPolicy, now: Instant) -> bool {
+        policy.every_records.is_some_and(|n| self.records >= n)
+            || self.deadline(policy).is_some_and(|d| now >= d)
+    }
+
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// The bytes free on `dir`'s file system when writing `needed` more would leave less than
+/// `reserve` free; `None` when there is room.
+pub fn space_short(dir: &Path, needed: u64, reserve: u64) -> io::Result<Option<u64>> {
+    let available = fs4::available_space(dir)?;
+    Ok((available < needed.saturating_add(reserve)).then_some(available))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_flush_is_due_by_count_or_by_age() {
+        let t0 = Instant::now();
+        let policy = FlushPolicy::new(1000, 3);
+        let mut pending = Unflushed::default();
+        assert!(!pending.due(&policy, t0 + Duration::from_secs(5)));
+        pending.add(t0);
+        pending.add(t0 + Duration::from_millis(600));
+        assert_eq!(pending.deadline(&policy), Some(t0 + Duration::from_secs(1)));
+        assert!(!pending.due(&policy, t0 + Duration::from_millis(999)));
+        assert!(pending.due(&policy, t0 + Duration::from_millis(1000)));
+        pending.add(t0 + Duration::from_millis(700));
+        assert!(pending.due(&policy, t0 + Duration::from_millis(700)));
+        pending.clear();
+        assert_eq!(pending.deadline(&policy), None);
+    }
+
+    #[test]
+    fn zero_turns_a_bound_off() {
+        let t0 = Instant::now();
+        let mut pending = Unflushed::default();
+        (0..1000).for_each(|_| pending.add(t0));
+        let late = t0 + Duration::from_secs(3600);
+        assert!(!pending.due(&FlushPolicy::new(0, 0), late));
+        assert!(!FlushPolicy::new(0, 0).enabled());
+        assert!(!pending.due(&FlushPolicy::new(0, 2000), late));
+        assert!(pending.due(&FlushPolicy::new(0, 1000), t0));
+        assert!(pending.due(&FlushPolicy::new(1, 0), late));
+    }
+
+    #[test]
+    fn space_is_short_only_where_the_reserve_would_be_eaten_into() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(space_short(dir.path(), 1, 0).unwrap(), None);
+        let available = space_short(dir.path(), 1, u64::MAX).unwrap();
+        assert!(available.is_some());
+        assert!(space_short(&dir.path().join("gone"), 1, 0).is_err());
+    }
 
     #[test]
     fn every_model_s_names_say_their_run() {

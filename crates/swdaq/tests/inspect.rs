@@ -210,6 +210,9 @@ fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named(
         stream_name: "Main".into(),
         app_name: "SFO-1".into(),
         max_file_bytes: 1 << 20,
+        flush: swdaq_format::run_files::FlushPolicy::new(0, 0),
+        sync_to_disk: false,
+        min_free_bytes: 0,
     })
     .unwrap();
     let tags = encode_stream_tags(&[stream_tag()]);

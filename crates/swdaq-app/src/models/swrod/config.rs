@@ -5,6 +5,7 @@ use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use swdaq_format::run_files::FlushPolicy;
 use swdaq_sim::felix::FelixConfig;
 use swdaq_swrod::RobConfig;
 use swdaq_swrod::files::FileSettings;
@@ -30,6 +31,16 @@ pub struct SwrodSettings {
     pub output_dir: PathBuf,
     /// A new file when the current one would pass this size.
     pub max_file_mb: u64,
+    /// Free space to leave on the output file system: events that would eat into it are not
+    /// written, the file is closed with what it holds and the run's storage fails.
+    pub min_free_mb: u64,
+    /// Crash safety: an event is in its `.writing` file, whatever happens to the process, at
+    /// most this long after it was stored...
+    pub flush_interval_ms: u64,
+    /// ... or once this many more events wait; both 0: only every 8 MiB and at close.
+    pub flush_every_records: u64,
+    /// Power loss: flush points and closes wait until the bytes are on the device.
+    pub sync_to_disk: bool,
     /// The project tag that starts every file name (ATLAS's default: `data_test`).
     pub project: String,
     /// The storage application's name in file names and heads (ATLAS: `SFO-N`).
@@ -182,6 +193,10 @@ impl Default for SwrodSettings {
             run_number: 0,
             output_dir: "swrod-data".into(),
             max_file_mb: 256,
+            min_free_mb: 256,
+            flush_interval_ms: 1000,
+            flush_every_records: 64,
+            sync_to_disk: true,
             project: "data_test".into(),
             app_name: "SFO-1".into(),
             lumi_block_s: 60.0,
@@ -251,6 +266,9 @@ impl SwrodSettings {
             stream_name: tag.name,
             app_name: self.app_name.clone(),
             max_file_bytes: self.max_file_mb << 20,
+            flush: FlushPolicy::new(self.flush_interval_ms, self.flush_every_records),
+            sync_to_disk: self.sync_to_disk,
+            min_free_bytes: self.min_free_mb.saturating_mul(1 << 20),
         }
     }
 
