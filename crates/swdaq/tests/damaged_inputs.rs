@@ -163,13 +163,11 @@ fn a_zero_tail_on_a_link_file_costs_memory_by_its_size() {
     );
 }
 
-/// 1 MB of zeros after a FED file's fragments: 125 000 empty records, none of them a
-/// fragment of any event. The run ends with the files, builds exactly the generated events
-/// and counts the records.
-#[test]
-fn a_zero_tail_on_a_fed_file_makes_no_event() {
-    let dir = tempfile::tempdir().unwrap();
-    let feds = dir.path().join("feds");
+/// `swdaq run` of the event builder on two FEDs' files that `swdaq gen --format fed` wrote
+/// (1000 events each: 0.01 s at its 100 kHz) and `damage` then changed (it gets the files'
+/// directory), its output at most a minute later.
+fn evb_on_damaged_fed_files(dir: &Path, json: bool, damage: impl FnOnce(&Path)) -> Output {
+    let feds = dir.join("feds");
     let status = swdaq()
         .args([
             "gen",
@@ -186,29 +184,41 @@ fn a_zero_tail_on_a_fed_file_makes_no_event() {
         .status()
         .unwrap();
     assert!(status.success());
-    let fed0 = feds.join("fed0.swraw");
-    let mut bytes = std::fs::read(&fed0).unwrap();
-    bytes.resize(bytes.len() + 1_000_000, 0);
-    std::fs::write(&fed0, bytes).unwrap();
-    let config = dir.path().join("evb.toml");
+    damage(&feds);
+    let config = dir.join("evb.toml");
     std::fs::write(
         &config,
         format!(
             "duration_s = 0\nmetrics_addr = \"\"\n[evb]\noutput = {:?}\n\
              rus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, {{ id = 1, mean_bytes = 1024, spread_bytes = 128 }}]]\n\
              [evb.input]\nkind = \"file\"\ndirectory = {feds:?}\n",
-            dir.path().join("out")
+            dir.join("out")
         ),
     )
     .unwrap();
-    let out = run_bounded(
-        swdaq().args(["run", "--json", "--config"]).arg(&config),
-        Duration::from_secs(60),
-    );
+    let mut command = swdaq();
+    command.args(["run", "--config"]).arg(&config);
+    if json {
+        command.arg("--json");
+    }
+    run_bounded(&mut command, Duration::from_secs(60))
+}
+
+/// 1 MB of zeros after a FED file's fragments: 125 000 empty records, none of them a
+/// fragment of any event. The run ends with the files, builds exactly the generated events
+/// and counts the records.
+#[test]
+fn a_zero_tail_on_a_fed_file_makes_no_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = evb_on_damaged_fed_files(dir.path(), true, |feds| {
+        let fed0 = feds.join("fed0.swraw");
+        let mut bytes = std::fs::read(&fed0).unwrap();
+        bytes.resize(bytes.len() + 1_000_000, 0);
+        std::fs::write(&fed0, bytes).unwrap();
+    });
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    // `swdaq gen --format fed` runs at 100 kHz by default: 0.01 s is 1000 events.
     assert_eq!(s["built"], 1000, "{s}");
     assert_eq!(s["incomplete"], 0, "{s}");
     let fed = &s["feds"][0];
@@ -220,41 +230,11 @@ fn a_zero_tail_on_a_fed_file_makes_no_event() {
 #[test]
 fn a_truncated_fed_file_is_named_and_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let feds = dir.path().join("feds");
-    let status = swdaq()
-        .args([
-            "gen",
-            "--format",
-            "fed",
-            "--links",
-            "2",
-            "--seconds",
-            "0.01",
-            "--out",
-        ])
-        .arg(&feds)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let fed1 = feds.join("fed1.swraw");
-    let bytes = std::fs::read(&fed1).unwrap();
-    std::fs::write(&fed1, &bytes[..bytes.len() / 2 + 3]).unwrap();
-    let config = dir.path().join("evb.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "duration_s = 0\nmetrics_addr = \"\"\n[evb]\noutput = {:?}\n\
-             rus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, {{ id = 1, mean_bytes = 1024, spread_bytes = 128 }}]]\n\
-             [evb.input]\nkind = \"file\"\ndirectory = {feds:?}\n",
-            dir.path().join("out")
-        ),
-    )
-    .unwrap();
-    let out = run_bounded(
-        swdaq().args(["run", "--config"]).arg(&config),
-        Duration::from_secs(60),
-    );
+    let out = evb_on_damaged_fed_files(dir.path(), false, |feds| {
+        let fed1 = feds.join("fed1.swraw");
+        let bytes = std::fs::read(&fed1).unwrap();
+        std::fs::write(&fed1, &bytes[..bytes.len() / 2 + 3]).unwrap();
+    });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stdout}{stderr}");
