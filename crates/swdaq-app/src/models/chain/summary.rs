@@ -193,7 +193,20 @@ pub fn summary(r: &RunReport) -> String {
             );
         }
     }
+    let unreported: Vec<&str> = (r.apps.iter())
+        .filter(|a| a.kind == "builder" && !a.reported)
+        .map(|a| a.name.as_str())
+        .collect();
     match &r.storage {
+        // A builder that ended without its report (killed at the stop) may have written
+        // records: only its output directory can say, not "off".
+        None if !unreported.is_empty() => {
+            let _ = writeln!(
+                s,
+                "Storage   not reported: {} ended without a report; the records they wrote are in their output files",
+                unreported.join(", ")
+            );
+        }
         None => {
             let _ = writeln!(
                 s,
@@ -361,4 +374,42 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "fake_rate_hz_per_channel": h.fake_rate_hz_per_channel(),
         })),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::outcome::AppOutcome;
+
+    /// A builder application killed at the stop sent no storage report: the summary says so
+    /// (it said "off (storage.enabled = false): nothing written" beside records on disk).
+    #[test]
+    fn storage_not_reported_by_a_killed_builder_is_not_called_off() {
+        let killed = AppOutcome {
+            name: "builder-0".into(),
+            kind: "builder".into(),
+            reported: false,
+            failure: Some("killed (signal 9) at the stop".into()),
+            ..Default::default()
+        };
+        let report = RunReport {
+            seconds: 1.0,
+            apps: vec![killed],
+            ..Default::default()
+        };
+        let text = summary(&report);
+        assert!(
+            text.contains("Storage   not reported: builder-0 ended without a report"),
+            "{text}"
+        );
+        assert!(!text.contains("storage.enabled = false"), "{text}");
+        let off = summary(&RunReport {
+            seconds: 1.0,
+            ..Default::default()
+        });
+        assert!(
+            off.contains("Storage   off (storage.enabled = false)"),
+            "{off}"
+        );
+    }
 }
