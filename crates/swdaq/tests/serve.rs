@@ -1366,7 +1366,7 @@ fn requests_from_another_origin_or_host_name_or_not_json_are_refused_and_counted
         metrics.contains("swdaq_control_refused_requests_total{code=\"421\"} 2"),
         "{metrics}"
     );
-    assert!(server.logged("refused GET /status: this server is not \"evil.example\""));
+    assert!(server.logged("refused GET /status: this server does not answer to \"evil.example\""));
 }
 
 #[test]

@@ -34,16 +34,23 @@ pub struct Guard {
 impl Guard {
     /// Loopback names, the address listened on (unless unspecified) and `allowed`.
     pub fn new(listening: SocketAddr, allowed: &[String]) -> Self {
-        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"].map(String::from).into();
         let ip = listening.ip();
-        if !ip.is_unspecified() {
-            hosts.push(match ip {
-                IpAddr::V4(v4) => v4.to_string(),
-                IpAddr::V6(v6) => format!("[{v6}]"),
-            });
+        let listened_on = (!ip.is_unspecified()).then(|| match ip {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => format!("[{v6}]"),
+        });
+        let mut hosts: Vec<String> = Vec::new();
+        let names = ["localhost", "127.0.0.1", "[::1]"]
+            .map(String::from)
+            .into_iter();
+        for name in names
+            .chain(listened_on)
+            .chain(allowed.iter().map(|h| h.to_ascii_lowercase()))
+        {
+            if !hosts.contains(&name) {
+                hosts.push(name);
+            }
         }
-        hosts.extend(allowed.iter().map(|h| h.to_ascii_lowercase()));
-        hosts.dedup();
         Self { hosts }
     }
 
@@ -54,11 +61,11 @@ impl Guard {
         };
         let name = host_name(host).to_ascii_lowercase();
         if !self.hosts.contains(&name) {
+            // Which names it does answer to is for the operator, not for this client.
             return Err(Refusal::new(
                 421,
                 format!(
-                    "this server is not {name:?} (it answers to {}; allow another name with --allow-host)",
-                    self.hosts.join(", ")
+                    "this server does not answer to {name:?} (its operator may allow the name with --allow-host)"
                 ),
             ));
         }
@@ -125,6 +132,12 @@ mod tests {
         );
         let any = Guard::new("0.0.0.0:7700".parse().unwrap(), &[]);
         assert_eq!(any.hosts, ["localhost", "127.0.0.1", "[::1]"]);
+        let local = Guard::new("127.0.0.1:7700".parse().unwrap(), &["LOCALHOST".into()]);
+        assert_eq!(
+            local.hosts,
+            ["localhost", "127.0.0.1", "[::1]"],
+            "each name once"
+        );
         let v6 = Guard::new("[fe80::1]:7700".parse().unwrap(), &[]);
         assert!(v6.hosts.contains(&"[fe80::1]".to_string()));
     }
