@@ -31,8 +31,9 @@
 //! `Host`, 421 for a `Host` not the server's, 403 for a page of another origin, 415 for a
 //! body not sent as JSON, 401 without the token, and the server's own (`http_server`, within
 //! [`LIMITS`]) — 431 for a request line and headers too large, 413 for a body too large, 408
-//! for a request too slow to arrive, 503 when every connection is in use. Every refusal is
-//! counted in `/status` and `/metrics` by its code; the log gets at most
+//! for a request too slow to arrive, 503 when too many connections are waiting for their
+//! request (from one address, or in all) or every worker is busy. Every refusal is counted in
+//! `/status` and `/metrics` by its code; the log gets at most
 //! [`LOGGED_PER_WINDOW`] of them every [`LOG_WINDOW`], and says how many it left out.
 
 use super::auth::{self, Token};
