@@ -160,9 +160,11 @@ function connected(status) {
     lostSince = null;
   }
   if (serverStarted !== null && started !== serverStarted) {
-    // A new server: its history and its data are its own.
+    // A new server: its history and its data are its own, and the old ones are off the
+    // page at once, not when its history first arrives.
     history.t = [];
     SERIES.forEach((s) => (history[s.key] = []));
+    drawPlots();
     forgetStored();
     if (!backAt) backAt = { at: now, after: 0, restarted: true };
   }
