@@ -1306,6 +1306,18 @@ fn requests_from_another_origin_or_host_name_or_not_json_are_refused_and_counted
             200,
         ),
         (
+            "the console through a TLS proxy in front",
+            "GET",
+            "/state",
+            b"",
+            vec![
+                ("Host", "daq-01.example"),
+                ("Origin", "https://daq-01.example"),
+                ("Authorization", &bearer),
+            ],
+            200,
+        ),
+        (
             "ctl or curl: no Origin",
             "GET",
             "/state",

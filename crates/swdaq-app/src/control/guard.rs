@@ -4,9 +4,10 @@
 //! - the `Host` it was sent to is one of the server's names (loopback names, the address it
 //!   listens on, and those the operator allows with `--allow-host`): a page whose own host
 //!   name is made to resolve to 127.0.0.1 (DNS rebinding) sends its own name, refused 421;
-//! - an `Origin`, when the browser sends one, is the server's own (`http://` and the `Host`):
-//!   a page elsewhere — another port of this host included — is refused 403, whatever it
-//!   asks, so even a request the token would let through is refused;
+//! - an `Origin`, when the browser sends one, is the server's own (`http://` or, behind a TLS
+//!   proxy, `https://`, and the `Host`): a page elsewhere — another port of this host
+//!   included — is refused 403, whatever it asks, so even a request the token would let
+//!   through is refused;
 //! - a body is JSON and says so (`Content-Type: application/json`): the only bodies a page
 //!   can send cross-origin without asking first are forms and text, refused 415.
 //!
@@ -69,8 +70,15 @@ impl Guard {
                 ),
             ));
         }
+        // `https`: the console through the TLS proxy the operator puts in front (same host).
+        let own = |scheme: &str| {
+            request
+                .header("Origin")
+                .is_some_and(|origin| origin.eq_ignore_ascii_case(&format!("{scheme}://{host}")))
+        };
         if let Some(origin) = request.header("Origin")
-            && !origin.eq_ignore_ascii_case(&format!("http://{host}"))
+            && !own("http")
+            && !own("https")
         {
             return Err(Refusal::new(
                 403,
