@@ -53,6 +53,8 @@ pub struct Limits {
 const MAX_HEADERS: usize = 32;
 /// How often a waiting read looks at the idle deadline and whether the server is stopping.
 const POLL: Duration = Duration::from_millis(100);
+/// How long the rest of a body answered unread is waited for before the connection closes.
+const DRAIN: Duration = Duration::from_secs(1);
 
 /// A refusal the server makes itself, before or instead of the handler: its status code and
 /// why.
@@ -353,6 +355,10 @@ struct Waiting {
     pending: Vec<u8>,
     /// When its head must be complete; with nothing sent by then, it is closed unanswered.
     deadline: Instant,
+    /// The bytes still to come of a body its answer was sent without: read and dropped, then
+    /// the connection is closed (closed with them unread, the system would reset it, and the
+    /// client could lose the answer: a refusal's reason, say).
+    unread_body: u64,
 }
 
 /// A connection with a complete head, for a worker.
@@ -530,6 +536,12 @@ impl WaitingRoom {
             Ok(0) => {
                 self.waiting.swap_remove(i);
             }
+            Ok(n) if w.unread_body > 0 => {
+                w.unread_body = w.unread_body.saturating_sub(n as u64);
+                if w.unread_body == 0 {
+                    self.waiting.swap_remove(i);
+                }
+            }
             Ok(n) => {
                 w.pending.extend_from_slice(&chunk[..n]);
                 let w = self.waiting.swap_remove(i);
@@ -573,7 +585,7 @@ impl WaitingRoom {
                 continue;
             }
             let w = self.waiting.swap_remove(i);
-            if !w.pending.is_empty() {
+            if !w.pending.is_empty() && w.unread_body == 0 {
                 let refusal = Refusal::new(
                     408,
                     format!("request not complete within {:?}", self.limits.idle),
@@ -588,8 +600,12 @@ impl WaitingRoom {
         let mut drained = [0u8; 64];
         while matches!((&self.woken).read(&mut drained), Ok(n) if n > 0) {}
         while let Ok(w) = self.returned.try_recv() {
-            // The client may have sent its next request already.
-            self.progress(w);
+            if w.unread_body > 0 {
+                self.waiting.push(w);
+            } else {
+                // The client may have sent its next request already.
+                self.progress(w);
+            }
         }
     }
 
@@ -634,6 +650,7 @@ impl WaitingRoom {
                     peer,
                     pending: Vec::new(),
                     deadline: Instant::now() + self.limits.idle,
+                    unread_body: 0,
                 });
             }
         }
@@ -657,7 +674,8 @@ struct Worker {
 }
 
 impl Worker {
-    /// Answers one request; a connection kept alive goes back to the waiting room.
+    /// Answers one request; a connection kept alive goes back to the waiting room, and so
+    /// does one whose body came unread, until the rest of it has come.
     fn serve(&self, ready: Ready, handler: &dyn Handler) {
         let Ready {
             stream,
@@ -677,19 +695,24 @@ impl Worker {
             limits: self.limits,
             closing: Arc::clone(&self.closing),
         };
-        let (response, keep_alive) = match head.into_request(peer, &mut connection) {
+        let (response, keep_alive, unread_body) = match head.into_request(peer, &mut connection) {
             Ok(mut request) => {
                 let response = handler.handle(&mut request);
+                let unread = if request.body_read {
+                    0
+                } else {
+                    request.body_length
+                };
                 // A body left unread would be taken for the next request: close instead.
-                let reusable =
-                    request.keep_alive && (request.body_read || request.body_length == 0);
-                (response, reusable)
+                (response, request.keep_alive && unread == 0, unread)
             }
-            Err(refusal) => (handler.refused(peer, &refusal), false),
+            Err(refusal) => (handler.refused(peer, &refusal), false, 0),
         };
         let keep_alive = keep_alive && !self.closing.load(Ordering::Relaxed);
+        // What of the unread body has not arrived yet (it is at most `body_bytes`).
+        let unread_body = unread_body.saturating_sub(connection.pending.len() as u64);
         if write(&mut connection.stream, &response, keep_alive).is_err()
-            || !keep_alive
+            || !(keep_alive || unread_body > 0)
             || connection.stream.set_nonblocking(true).is_err()
         {
             return;
@@ -698,7 +721,8 @@ impl Worker {
             stream: connection.stream,
             peer,
             pending: connection.pending,
-            deadline: Instant::now() + self.limits.idle,
+            deadline: Instant::now() + if keep_alive { self.limits.idle } else { DRAIN },
+            unread_body,
         };
         if self.back.send(back).is_ok() {
             // Full only when the room has bytes to read already: it will wake anyway.

@@ -287,3 +287,37 @@ fn slow_clients_do_not_starve_the_others() {
     assert!(codes.iter().all(|c| *c == 200), "{codes:?}");
     server.stop();
 }
+
+/// Refuses every request without reading its body, as `swdaq serve` refuses a page's form,
+/// after a while: the body has arrived by then, unread.
+struct RefuseUnread;
+
+impl Handler for RefuseUnread {
+    fn handle(&self, _: &mut Request<'_>) -> Response {
+        std::thread::sleep(Duration::from_millis(100));
+        text(415, "not read".into())
+    }
+
+    fn refused(&self, _: SocketAddr, refusal: &Refusal) -> Response {
+        text(refusal.code, refusal.reason.clone())
+    }
+}
+
+#[test]
+fn a_body_answered_unread_is_drained_so_the_answer_is_not_reset() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server =
+        HttpServer::start(listener, TEST_LIMITS, Arc::new(RefuseUnread), "test-http").unwrap();
+    for _ in 0..5 {
+        let mut s = connect(&server);
+        s.write_all(b"POST /start HTTP/1.1\r\nContent-Length: 50\r\n\r\n")
+            .unwrap();
+        // The body comes after the head has been read, before it is answered.
+        std::thread::sleep(Duration::from_millis(20));
+        s.write_all(&[b'x'; 50]).unwrap();
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).expect("the answer, not a reset");
+        assert!(answer.starts_with(b"HTTP/1.1 415"), "{answer:?}");
+    }
+    server.stop();
+}
