@@ -11,7 +11,9 @@
 //! room) accepts, reads every waiting connection's bytes as they come (`poll`) and hands a
 //! complete head to one of [`Limits::workers`] threads (through a queue as deep: beyond it,
 //! 503), which reads the body if the handler wants it, answers, and hands a kept-alive
-//! connection back. A thread per connection from
+//! connection back (and one whose body it answered unread, for the room to drop the rest of
+//! the body before closing: closed with bytes unread, the connection would be reset and the
+//! client could lose the answer). A thread per connection from
 //! its first byte let 20 clients sending a byte a second keep 16 threads busy, and the
 //! operator's requests were answered 503 (65 of 84).
 //!
