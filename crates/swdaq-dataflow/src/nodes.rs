@@ -34,6 +34,8 @@ pub struct TriggerReport {
 /// Runs the trigger until every one of its `links` has ended or a [`TriggerInput::Stop`] has
 /// been carried out, then issues what is left:
 /// held decisions wait up to `drain_wait` for credit, after which they are dropped (counted).
+/// After a stop, the open decision waits up to `drain_wait` for its data: links that fell
+/// silent (or sent garbage for timestamps) may never pass its window, and a stop must end.
 /// `observe(trigger, last)` runs after every poll (for monitoring), `last` at the end.
 pub fn run_trigger(
     mut trigger: Trigger,
@@ -49,7 +51,12 @@ pub fn run_trigger(
     let send_all =
         |out: &mut Vec<TriggerDecision>| out.drain(..).all(|d| decisions.send(d).is_ok());
     let mut listening = true;
-    while listening && !ended.iter().all(|&e| e) && !trigger.is_stopped() {
+    let mut stop_deadline = None;
+    while listening
+        && !ended.iter().all(|&e| e)
+        && !trigger.is_stopped()
+        && stop_deadline.is_none_or(|d| Instant::now() < d)
+    {
         match input.receive(poll) {
             Received::Message(TriggerInput::Tps(batch)) => trigger.on_tps(batch, Instant::now()),
             Received::Message(TriggerInput::LinkEnded(link)) => {
@@ -61,7 +68,10 @@ pub fn run_trigger(
             Received::Message(TriggerInput::Credits(n)) => {
                 trigger.add_credits(n, Instant::now(), &mut out)
             }
-            Received::Message(TriggerInput::Stop) => trigger.stop(),
+            Received::Message(TriggerInput::Stop) => {
+                trigger.stop();
+                stop_deadline.get_or_insert(Instant::now() + drain_wait);
+            }
             // A refused change is counted by the trigger and changes nothing.
             Received::Message(TriggerInput::Control(c)) => {
                 let _ = trigger.control(&c);

@@ -12,6 +12,8 @@ use swdaq_sim::fed::{FedFaultRates, FedSimConfig, FedSpec};
 /// the builder spent 32 us per event at 1 ms, 37 us at 0.5 ms, 52-54 us waking per event
 /// (BENCHMARKS.md).
 pub const DEFAULT_PACING_TICK: Duration = Duration::from_millis(1);
+/// A longer tick holds every event back that long: a run shorter than it makes none.
+pub const MAX_PACING_TICK: Duration = Duration::from_secs(1);
 
 /// What a writer does when the output directory's free space falls below the reserve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -169,6 +171,8 @@ pub enum EvbConfigError {
     Batch { batch: u32, capacity: u32 },
     #[error("events_per_file, ru_capacity and lumi_section must be positive")]
     ZeroSize,
+    #[error("pacing_tick = {0:?}: at most {max:?} (fragments are readable once per tick)", max = MAX_PACING_TICK)]
+    PacingTick(Duration),
     #[error("[evb.input] kind = \"{0}\" needs `{1}`")]
     Input(&'static str, &'static str),
     #[error("[evb.input] udp_batch = {0}: must be 1 to {max}", max = swdaq_readout::udp::MAX_BATCH)]
@@ -213,6 +217,9 @@ impl EvbConfig {
         }
         if self.events_per_file == 0 || self.ru_capacity == 0 || self.lumi_section.is_zero() {
             return Err(EvbConfigError::ZeroSize);
+        }
+        if self.pacing_tick > MAX_PACING_TICK {
+            return Err(EvbConfigError::PacingTick(self.pacing_tick));
         }
         match self.input.kind {
             FedInputKind::File if self.input.directory.as_os_str().is_empty() => {

@@ -13,7 +13,7 @@
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use swdaq_format::fed::{FED_L1_ID_MASK, FedHeader};
+use swdaq_format::fed::{FED_L1_ID_MASK, FED_MIN_SIZE, FedHeader};
 use swdaq_readout::ring::{LatencyBuffer, SharedProducer, SharedReader, SlotMeta};
 use swdaq_readout::source::{Batch, FrameSource, Poll};
 
@@ -97,6 +97,9 @@ pub struct FedIngestCounts {
     pub oversized: u64,
     /// Reads that failed part-way (a truncated or unreadable file): the link ends there.
     pub truncated: u64,
+    /// Records too short to hold a FED header and trailer (a file's zero tail, a stray
+    /// datagram): no fragment of any event, so never landed or placed.
+    pub too_short: u64,
     /// Datagrams the kernel dropped before the link read them (the socket's receive buffer
     /// was full): each is a missing fragment the FED did send. As of the link's last idle
     /// read; 0 for sources that cannot tell.
@@ -242,18 +245,31 @@ impl FedLink {
                 Batch::Frames(n) => n,
                 other => return Ok(other),
             };
-            for (i, meta) in metas.iter_mut().enumerate().take(received) {
-                *meta = judge(run.slot(i), lens[i], near, counts);
+            // A record too short to be a fragment is counted and its slot refilled by the
+            // batch's later records: a copy paid only when a record is bad.
+            let mut kept = 0;
+            for (i, &len) in lens.iter().enumerate().take(received) {
+                if len < FED_MIN_SIZE {
+                    counts.too_short += 1;
+                    continue;
+                }
+                metas[kept] = judge(run.slot(i), len, near, counts);
+                run.move_frame(i, kept, len.min(run.slot_len()));
+                kept += 1;
             }
-            received
+            (received, kept)
         };
+        let (received, kept) = received;
         // The run's borrow of the producer has ended: publish its slots in order.
-        for meta in &metas[..received] {
+        for meta in &metas[..kept] {
             self.producer.publish(*meta);
         }
-        self.stalled_since = None;
-        self.silent = false;
-        self.last_landed = Some(Instant::now());
+        if kept > 0 {
+            self.stalled_since = None;
+            self.silent = false;
+            self.last_landed = Some(Instant::now());
+        }
+        // Records read, landed or not: a stream of short garbage must not keep `fill` reading.
         Ok(Batch::Frames(received))
     }
 

@@ -321,9 +321,9 @@ impl FileWriter {
             return Ok(false);
         }
         let dir = &self.run_dir;
-        let available =
-            fs4::available_space(dir).map_err(io_error("cannot read the free space of", dir))?;
-        if available < needed.saturating_add(self.config.min_free_bytes) {
+        let short = run_files::space_short(dir, needed, self.config.min_free_bytes)
+            .map_err(io_error("cannot read the free space of", dir))?;
+        if let Some(available) = short {
             return match self.config.disk_full {
                 DiskFullPolicy::Stop => Err(WriterError::DiskFull {
                     dir: dir.clone(),

@@ -5,7 +5,6 @@
 use crate::config::{EvbConfig, FedInputKind};
 use crate::pause::TriggerClock;
 use crate::producer::{FedSource, Producer, ProducerError};
-use std::fs::File;
 use std::io::BufReader;
 use std::net::SocketAddr;
 #[cfg(test)]
@@ -92,10 +91,11 @@ pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Produc
 }
 
 fn open_file(path: PathBuf, fed: u16) -> Result<FedSource, InputError> {
-    let file = File::open(&path).map_err(|source| InputError::Open {
-        path: path.clone(),
-        source,
-    })?;
+    let file =
+        swdaq_format::input_file::open_regular(&path).map_err(|source| InputError::Open {
+            path: path.clone(),
+            source,
+        })?;
     let source = FileSource::new(BufReader::new(file)).map_err(|source| InputError::Header {
         path: path.clone(),
         source,
@@ -153,7 +153,7 @@ mod tests {
                 first_timestamp: 0,
                 created_unix_ns: 0,
             };
-            let file = File::create(fed_raw_path(dir.path(), fed as u16)).unwrap();
+            let file = std::fs::File::create(fed_raw_path(dir.path(), fed as u16)).unwrap();
             RawFileWriter::new(file, &header).unwrap().finish().unwrap();
         }
         let error = open(&config, 0, TriggerClock::new(Instant::now()))

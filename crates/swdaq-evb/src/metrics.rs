@@ -75,6 +75,10 @@ impl FedMetrics {
                 ("oversized", "FED fragments larger than a buffer slot"),
                 ("truncated", "Reads that failed part-way, ending the link"),
                 (
+                    "too_short",
+                    "Records too short to be a FED fragment (not landed)",
+                ),
+                (
                     "kernel_dropped",
                     "Datagrams the kernel dropped before the link read them (socket buffer full)",
                 ),
@@ -111,6 +115,7 @@ impl FedMetrics {
                 i.bytes,
                 i.oversized,
                 i.truncated,
+                i.too_short,
                 i.kernel_dropped,
             ]);
             set.publish(&values);

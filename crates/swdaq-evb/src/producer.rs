@@ -298,7 +298,11 @@ impl Producer {
         // No FED sent anything for it: no evidence the event was triggered. The FEDs have
         // not all stopped; the data has (not begun, paused, ended): wait for it.
         let nothing = self.links.iter().all(|l| l.unread() == 0);
-        if nothing && !self.exhausted() && matches!(self.feed, Feed::Sources(_)) {
+        if nothing && matches!(self.feed, Feed::Sources(_)) {
+            // Ended while placing (a file's last records were no fragments): no event.
+            if self.exhausted() {
+                return false;
+            }
             self.idle = true;
             self.last_before_idle = self.links.iter().filter_map(FedLink::last_landed).max();
             return false;

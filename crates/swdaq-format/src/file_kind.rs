@@ -124,7 +124,7 @@ pub fn detect_path(path: &Path) -> std::io::Result<Detected> {
         });
     }
     let mut head = Vec::with_capacity(DETECT_BYTES);
-    std::fs::File::open(path)?
+    crate::input_file::open_regular(path)?
         .take(DETECT_BYTES as u64)
         .read_to_end(&mut head)?;
     Ok(detect(&head, &name))

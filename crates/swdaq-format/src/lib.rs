@@ -25,6 +25,7 @@ pub mod file_kind;
 pub mod fragment;
 pub mod frame_format;
 pub mod frd;
+pub mod input_file;
 mod le;
 pub mod protowib;
 pub mod rawfile;

@@ -12,9 +12,14 @@
 //! a number asked for that already has files is refused, naming one. Writers then finish
 //! each file with [`rename_no_replace`], so even two processes racing for a number cannot
 //! replace a file.
+//!
+//! What every writer's open file shares besides: when it is flushed so that a killed
+//! process leaves it readable ([`FlushPolicy`], [`Unflushed`]), and whether its file system
+//! has room for more with the configured reserve left free ([`space_short`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Beside a run's files: the last run number claimed in that directory.
 pub const LAST_RUN_FILE: &str = ".swdaq-last-run";
@@ -87,12 +92,27 @@ fn entries(dir: &Path) -> io::Result<Vec<(PathBuf, String)>> {
         .collect()
 }
 
+/// The number in `dir`'s [`LAST_RUN_FILE`]; a file that holds anything else is refused,
+/// named, rather than read as "no run yet": the number it should hold is the operator's to
+/// restore (or the file to remove, when the runs' own files say enough).
 fn read_last_run(dir: &Path) -> io::Result<Option<u32>> {
-    match std::fs::read_to_string(dir.join(LAST_RUN_FILE)) {
-        // A damaged file says nothing: the names on disk still do.
-        Ok(text) => Ok(text.trim().parse().ok()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+    let path = dir.join(LAST_RUN_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    match text.trim().parse::<u32>() {
+        Ok(run) => Ok(Some(run)),
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} holds {:?}, not the last run number claimed here: write that number into it, or remove it to go by the runs' file names",
+                path.display(),
+                text.chars().take(40).collect::<String>()
+            ),
+        )),
     }
 }
 
@@ -107,7 +127,7 @@ pub enum RunClaimError {
         file: PathBuf,
         next: u32,
     },
-    #[error("run numbers are used up in {0} (run {max} exists)", max = u32::MAX)]
+    #[error("run numbers are used up in {0}: the highest run found there (in a file name or {LAST_RUN_FILE}) is {max}; give a lower run number with no files, or write to another directory", max = u32::MAX)]
     UsedUp(PathBuf),
     #[error("cannot claim a run number in {dir}: {source}")]
     Io { dir: PathBuf, source: io::Error },
@@ -117,7 +137,62 @@ pub enum RunClaimError {
 /// files in any of them, or, with 0, the next number after every run found in any of them
 /// and after `at_least_after` (the last run this process started). The number claimed is
 /// kept in each directory's [`LAST_RUN_FILE`].
+///
+/// Claims are made under an exclusive lock (`flock`) of each directory itself, so two
+/// processes claiming at once take different numbers instead of both announcing one and the
+/// loser failing on its first file after data taking began.
 pub fn claim_run(
+    dirs: &[&Path],
+    requested: u32,
+    at_least_after: Option<u32>,
+) -> Result<u32, RunClaimError> {
+    // Locked in one order, so two claims over the same directories cannot wait on each other.
+    let mut ordered: Vec<&Path> = dirs.to_vec();
+    ordered.sort();
+    ordered.dedup();
+    let _locks = ordered
+        .iter()
+        .map(|dir| {
+            lock_claims(dir).map_err(|source| RunClaimError::Io {
+                dir: dir.to_path_buf(),
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    claim_locked(dirs, requested, at_least_after)
+}
+
+/// The longest a claim waits for another process's claim in the same directory (a claim
+/// takes a scan of the directory: milliseconds, a second for tens of thousands of files).
+const CLAIM_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// The directory's claim lock, held until the handle is dropped. The directory itself is
+/// locked: no lock file joins the run's files.
+fn lock_claims(dir: &Path) -> io::Result<std::fs::File> {
+    std::fs::create_dir_all(dir)?;
+    let file = std::fs::File::open(dir)?;
+    let deadline = Instant::now() + CLAIM_LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "another process has held {}'s run-number lock for {CLAIM_LOCK_WAIT:?} (a stopped swdaq claiming a run number?)",
+                        dir.display()
+                    ),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
+fn claim_locked(
     dirs: &[&Path],
     requested: u32,
     at_least_after: Option<u32>,
@@ -203,10 +278,112 @@ pub fn create_new(path: &Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
+/// When an open file is flushed: `interval` after its oldest unflushed record, or once
+/// `every_records` wait, whichever comes first. Neither: only at close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushPolicy {
+    interval: Option<Duration>,
+    every_records: Option<u64>,
+}
+
+impl FlushPolicy {
+    /// Zero turns a bound off.
+    pub fn new(interval_ms: u64, every_records: u64) -> Self {
+        Self {
+            interval: (interval_ms > 0).then(|| Duration::from_millis(interval_ms)),
+            every_records: (every_records > 0).then_some(every_records),
+        }
+    }
+
+    /// Whether files are flushed while open at all.
+    pub fn enabled(&self) -> bool {
+        self.interval.is_some() || self.every_records.is_some()
+    }
+}
+
+/// The records written since the last flush.
+#[derive(Debug, Default)]
+pub struct Unflushed {
+    records: u64,
+    oldest: Option<Instant>,
+}
+
+impl Unflushed {
+    pub fn add(&mut self, now: Instant) {
+        self.records += 1;
+        self.oldest.get_or_insert(now);
+    }
+
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// When the oldest unflushed record must be flushed by (none: an interval past the
+    /// clock's range never comes).
+    pub fn deadline(&self, policy: &FlushPolicy) -> Option<Instant> {
+        self.oldest?.checked_add(policy.interval?)
+    }
+
+    pub fn due(&self, policy: &FlushPolicy, now: Instant) -> bool {
+        policy.every_records.is_some_and(|n| self.records >= n)
+            || self.deadline(policy).is_some_and(|d| now >= d)
+    }
+
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// The bytes free on `dir`'s file system when writing `needed` more would leave less than
+/// `reserve` free; `None` when there is room.
+pub fn space_short(dir: &Path, needed: u64, reserve: u64) -> io::Result<Option<u64>> {
+    let available = fs4::available_space(dir)?;
+    Ok((available < needed.saturating_add(reserve)).then_some(available))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_flush_is_due_by_count_or_by_age() {
+        let t0 = Instant::now();
+        let policy = FlushPolicy::new(1000, 3);
+        let mut pending = Unflushed::default();
+        assert!(!pending.due(&policy, t0 + Duration::from_secs(5)));
+        pending.add(t0);
+        pending.add(t0 + Duration::from_millis(600));
+        assert_eq!(pending.deadline(&policy), Some(t0 + Duration::from_secs(1)));
+        assert!(!pending.due(&policy, t0 + Duration::from_millis(999)));
+        assert!(pending.due(&policy, t0 + Duration::from_millis(1000)));
+        pending.add(t0 + Duration::from_millis(700));
+        assert!(pending.due(&policy, t0 + Duration::from_millis(700)));
+        pending.clear();
+        assert_eq!(pending.deadline(&policy), None);
+    }
+
+    #[test]
+    fn zero_turns_a_bound_off() {
+        let t0 = Instant::now();
+        let mut pending = Unflushed::default();
+        (0..1000).for_each(|_| pending.add(t0));
+        let late = t0 + Duration::from_secs(3600);
+        assert!(!pending.due(&FlushPolicy::new(0, 0), late));
+        assert!(!FlushPolicy::new(0, 0).enabled());
+        assert!(!pending.due(&FlushPolicy::new(0, 2000), late));
+        assert!(pending.due(&FlushPolicy::new(0, 1000), t0));
+        assert!(pending.due(&FlushPolicy::new(1, 0), late));
+    }
+
+    #[test]
+    fn space_is_short_only_where_the_reserve_would_be_eaten_into() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(space_short(dir.path(), 1, 0).unwrap(), None);
+        let available = space_short(dir.path(), 1, u64::MAX).unwrap();
+        assert!(available.is_some());
+        assert!(space_short(&dir.path().join("gone"), 1, 0).is_err());
+    }
 
     #[test]
     fn every_model_s_names_say_their_run() {
@@ -279,12 +456,39 @@ mod tests {
         assert_eq!(claim_run(&[&a, &b], 0, None).unwrap(), 5);
     }
 
+    /// Garbage or invalid UTF-8 in the last-run file is named, with what to do, and no
+    /// number is claimed (it was read as "no run yet", so run 1 came again).
     #[test]
-    fn a_damaged_last_run_file_is_ignored_not_fatal() {
+    fn a_damaged_last_run_file_is_named_not_read_as_no_run() {
+        for content in [&b"garbage"[..], &b"\xff\xfe7"[..], &b""[..]] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(LAST_RUN_FILE), content).unwrap();
+            let e = claim_run(&[dir.path()], 0, None).unwrap_err().to_string();
+            assert!(e.contains(".swdaq-last-run holds"), "{e}");
+            assert!(e.contains("remove it"), "{e}");
+        }
+    }
+
+    /// Claims racing in one directory take different numbers (one after the other, under
+    /// its lock): eight threads, eight numbers.
+    #[test]
+    fn claims_at_the_same_moment_take_different_numbers() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(LAST_RUN_FILE), "garbage").unwrap();
-        touch(&dir.path().join("run000002-logs/app.log"));
-        assert_eq!(claim_run(&[dir.path()], 0, None).unwrap(), 3);
+        let out = dir.path().join("out");
+        let barrier = std::sync::Barrier::new(8);
+        let mut runs: Vec<u32> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        claim_run(&[&out], 0, None).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        runs.sort();
+        assert_eq!(runs, (1..=8).collect::<Vec<_>>());
     }
 
     #[test]

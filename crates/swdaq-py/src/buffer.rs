@@ -25,7 +25,8 @@ enum Bytes {
 impl Buffer {
     /// Maps the file at `path` read-only.
     pub fn map(py: Python<'_>, path: &Path) -> PyResult<Py<Self>> {
-        let file = std::fs::File::open(path).map_err(|e| os_error(path, &e))?;
+        // A FIFO would block the open and could not be mapped: refused, named, at once.
+        let file = swdaq_format::input_file::open_regular(path).map_err(|e| os_error(path, &e))?;
         // SAFETY: the map is read-only and only read through `as_slice`. It stays valid
         // unless another process shrinks the file (reads past the new end fault); swdaq's
         // writers never shrink or rewrite a file another reader may hold: events and frames

@@ -185,6 +185,17 @@ impl SimConfig {
                 return err(field, "must be a finite number > 0");
             }
         }
+        // Far beyond any detector, and a cost per frame the emulator could never pay (a
+        // deposit is generated per blip and track; a pulse is as long as its shaping).
+        for (field, v, max) in [
+            ("blip_rate_hz", self.blip_rate_hz, 1e5),
+            ("track_rate_hz", self.track_rate_hz, 1e6),
+            ("peaking_time_us", self.peaking_time_us, 100.0),
+        ] {
+            if v > max {
+                return err(field, &format!("must be at most {max}"));
+            }
+        }
         for (field, v) in [
             ("collection_pedestal", self.collection_pedestal),
             ("induction_pedestal", self.induction_pedestal),
@@ -258,6 +269,31 @@ mod tests {
         .validate()
         .unwrap_err();
         assert_eq!(e.field, "white_noise_sigma");
+        for (field, c) in [
+            (
+                "blip_rate_hz",
+                SimConfig {
+                    blip_rate_hz: 1e12,
+                    ..Default::default()
+                },
+            ),
+            (
+                "track_rate_hz",
+                SimConfig {
+                    track_rate_hz: 1e12,
+                    ..Default::default()
+                },
+            ),
+            (
+                "peaking_time_us",
+                SimConfig {
+                    peaking_time_us: 1e12,
+                    ..Default::default()
+                },
+            ),
+        ] {
+            assert_eq!(c.validate().unwrap_err().field, field);
+        }
         assert!(
             toml::from_str::<SimConfig>("sead = 3")
                 .unwrap_err()

@@ -65,7 +65,9 @@ pub enum FedConfigError {
     IdTooLarge(u16),
     #[error("FED id {0} appears twice")]
     DuplicateId(u16),
-    #[error("trigger rate must be positive and finite, got {0}")]
+    #[error(
+        "trigger rate must be more than 0 and at most 40 MHz (the LHC's bunch crossings), got {0}"
+    )]
     BadRate(f64),
     #[error("fault rate {name} = {value} is not a probability (or the rates sum above 1)")]
     BadFaultRate { name: &'static str, value: f64 },
@@ -96,7 +98,7 @@ impl FedSimConfig {
                 return Err(FedConfigError::DuplicateId(f.id));
             }
         }
-        if !(self.trigger_rate_hz.is_finite() && self.trigger_rate_hz > 0.0) {
+        if !(self.trigger_rate_hz > 0.0 && self.trigger_rate_hz <= crate::MAX_L1_RATE_HZ) {
             return Err(FedConfigError::BadRate(self.trigger_rate_hz));
         }
         let r = &self.faults;

@@ -169,6 +169,19 @@ impl FelixCard {
                 config.chunk_min, config.chunk_max
             ));
         }
+        let f = &config.faults;
+        for (key, p) in [
+            ("missing_chunk", f.missing_chunk),
+            ("truncated_chunk", f.truncated_chunk),
+            ("sequence_gap", f.sequence_gap),
+            ("l1id_out_of_order", f.l1id_out_of_order),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return invalid(format!(
+                    "faults.{key} = {p}: a per-chunk probability, 0 to 1"
+                ));
+            }
+        }
         if config.chunk_max > u16::MAX as usize {
             return invalid(format!("chunk_max = {} (at most 65535)", config.chunk_max));
         }

@@ -23,6 +23,11 @@ mod normal;
 pub mod response;
 pub mod truth;
 
+/// The most level-1 accepts per second an emulator is asked for: the LHC's bunch-crossing
+/// rate, beyond any real trigger. A larger rate is a typo that would only spin and fill
+/// memory, so configurations are refused above it.
+pub const MAX_L1_RATE_HZ: f64 = 40e6;
+
 pub use channel_map::Plane;
 pub use config::{ConfigError, FaultRates, SimConfig, StuckBit};
 pub use link::{Detector, FrameFormat, FrameInfo, LinkSimulator};

@@ -57,58 +57,9 @@
 use crate::error::{Result, StoreError};
 use hdf5::file::{CacheDecreaseMode, CacheIncreaseMode, FlashIncreaseMode, MetadataCacheConfig};
 use std::path::Path;
-use std::time::{Duration, Instant};
-
-/// When the open file is flushed: `interval` after its oldest unflushed record, or once
-/// `every_records` wait, whichever comes first. Neither: only at close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlushPolicy {
-    interval: Option<Duration>,
-    every_records: Option<u64>,
-}
-
-impl FlushPolicy {
-    /// Zero turns a bound off.
-    pub fn new(interval_ms: u64, every_records: u64) -> Self {
-        Self {
-            interval: (interval_ms > 0).then(|| Duration::from_millis(interval_ms)),
-            every_records: (every_records > 0).then_some(every_records),
-        }
-    }
-
-    /// Whether files are flushed while open at all.
-    pub fn enabled(&self) -> bool {
-        self.interval.is_some() || self.every_records.is_some()
-    }
-}
-
-/// The records written since the last flush.
-#[derive(Debug, Default)]
-pub(crate) struct Unflushed {
-    records: u64,
-    oldest: Option<Instant>,
-}
-
-impl Unflushed {
-    pub fn add(&mut self, now: Instant) {
-        self.records += 1;
-        self.oldest.get_or_insert(now);
-    }
-
-    /// When the oldest unflushed record must be flushed by.
-    pub fn deadline(&self, policy: &FlushPolicy) -> Option<Instant> {
-        Some(self.oldest? + policy.interval?)
-    }
-
-    pub fn due(&self, policy: &FlushPolicy, now: Instant) -> bool {
-        policy.every_records.is_some_and(|n| self.records >= n)
-            || self.deadline(policy).is_some_and(|d| now >= d)
-    }
-
-    pub fn clear(&mut self) {
-        *self = Self::default();
-    }
-}
+// The flush schedule every model's writer shares.
+pub use swdaq_format::run_files::FlushPolicy;
+pub(crate) use swdaq_format::run_files::Unflushed;
 
 /// How a crash-safe file is opened: HDF5's metadata cache never evicts (writes) an entry between
 /// flushes, so the metadata on disk is only ever the last flush's.
@@ -152,23 +103,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_flush_is_due_by_count_or_by_age() {
-        let t0 = Instant::now();
-        let policy = FlushPolicy::new(1000, 3);
-        let mut pending = Unflushed::default();
-        assert!(!pending.due(&policy, t0 + Duration::from_secs(5)));
-        pending.add(t0);
-        pending.add(t0 + Duration::from_millis(600));
-        assert_eq!(pending.deadline(&policy), Some(t0 + Duration::from_secs(1)));
-        assert!(!pending.due(&policy, t0 + Duration::from_millis(999)));
-        assert!(pending.due(&policy, t0 + Duration::from_millis(1000)));
-        pending.add(t0 + Duration::from_millis(700));
-        assert!(pending.due(&policy, t0 + Duration::from_millis(700)));
-        pending.clear();
-        assert_eq!(pending.deadline(&policy), None);
-    }
-
-    #[test]
     fn a_sync_that_fails_names_the_path_and_why() {
         let missing = Path::new("/nonexistent/swdaq-durable");
         let e = sync_directory(missing).unwrap_err();
@@ -178,18 +112,5 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("No such file"), "{text}");
-    }
-
-    #[test]
-    fn zero_turns_a_bound_off() {
-        let t0 = Instant::now();
-        let mut pending = Unflushed::default();
-        (0..1000).for_each(|_| pending.add(t0));
-        let late = t0 + Duration::from_secs(3600);
-        assert!(!pending.due(&FlushPolicy::new(0, 0), late));
-        assert!(!FlushPolicy::new(0, 0).enabled());
-        assert!(!pending.due(&FlushPolicy::new(0, 2000), late));
-        assert!(pending.due(&FlushPolicy::new(0, 1000), t0));
-        assert!(pending.due(&FlushPolicy::new(1, 0), late));
     }
 }

@@ -353,13 +353,14 @@ impl RecordFileWriter {
 
     fn check_space(&self, needed: u64) -> Result<()> {
         let dir = &self.config.directory;
-        let available = fs4::available_space(dir).map_err(|source| StoreError::Io {
-            what: "cannot read the free space of",
-            path: dir.clone(),
-            source,
-        })?;
         let reserve = self.config.min_free_bytes;
-        if available < needed.saturating_add(reserve) {
+        let short =
+            run_files::space_short(dir, needed, reserve).map_err(|source| StoreError::Io {
+                what: "cannot read the free space of",
+                path: dir.clone(),
+                source,
+            })?;
+        if let Some(available) = short {
             return Err(StoreError::NoSpace {
                 dir: dir.clone(),
                 available,

@@ -222,3 +222,48 @@ fn a_server_sending_garbage_costs_the_connection_counted() {
     let c = subscriber.counts;
     assert_eq!((c.malformed, c.blocks, c.subscriptions), (1, 0, 1));
 }
+
+/// A server that sends its answer a byte at a time, slower than the wait allows, holds the
+/// subscription no longer than the caller's wait: the time-out is for the whole answer, not
+/// per byte.
+#[test]
+fn a_server_answering_a_byte_at_a_time_is_given_the_wait_not_its_own() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let slow = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let card = Subscribed {
+            card: 0,
+            elinks: ELINKS,
+            ttc_to_host: true,
+        };
+        let mut answer = Vec::new();
+        write_message(&mut answer, Kind::Subscribed, &mut 0, &card.encode()).unwrap();
+        let mut open = Vec::new();
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok((stream, _)) = listener.accept() {
+                open.push((stream, 0));
+            }
+            for (stream, sent) in &mut open {
+                if *sent < answer.len() - 1 && stream.write_all(&answer[*sent..*sent + 1]).is_ok() {
+                    *sent += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
+    let started = std::time::Instant::now();
+    let wait = Duration::from_secs(2);
+    let result = Subscriber::connect(addr, &[0, 1], wait, Duration::from_millis(300), || false);
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    slow.join().unwrap();
+    assert!(
+        matches!(result, Err(IntakeError::Unreachable { .. })),
+        "{:?}",
+        result.err()
+    );
+    assert!(took < wait + Duration::from_secs(1), "took {took:?}");
+}

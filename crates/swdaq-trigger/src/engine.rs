@@ -38,6 +38,9 @@ pub struct TriggerCounts {
     pub paused_away: u64,
     /// Run-control changes refused (checked before they are sent, so none are expected).
     pub refused_controls: u64,
+    /// Times the data time jumped too far for a calibration trigger to fill in (a front end
+    /// restarted, or garbage taken for timestamps): it started again from the new time.
+    pub data_time_jumps: u64,
 }
 
 /// What run control asks of a running trigger.
@@ -288,7 +291,9 @@ impl Trigger {
         // Calibration triggers start with the data (horizon 0: no link has reported yet).
         for cal in self.calibration.iter_mut().filter(|_| horizon > 0) {
             let from = candidates.len();
-            cal.inner.advance(horizon, &mut candidates);
+            if cal.inner.advance(horizon, &mut candidates) {
+                self.counts.data_time_jumps += 1;
+            }
             let proposed = candidates.len() - from;
             self.counts.candidates += proposed as u64;
             let mut index = 0;
@@ -310,11 +315,19 @@ impl Trigger {
         }
         self.scratch_candidates = candidates;
         if let Some(open) = &self.open
-            && horizon >= open.candidate.timestamp + self.config.window_after_ticks
+            && horizon >= self.window_end(&open.candidate)
         {
             let open = self.open.take().expect("checked above");
             self.issue(open, now, out);
         }
+    }
+
+    /// The end of the readout window around `candidate`; saturating, since a timestamp may be
+    /// anything a damaged frame carried.
+    fn window_end(&self, candidate: &Candidate) -> u64 {
+        candidate
+            .timestamp
+            .saturating_add(self.config.window_after_ticks)
     }
 
     fn add_candidate(&mut self, c: Candidate, now: Instant, out: &mut Vec<TriggerDecision>) {
@@ -324,7 +337,11 @@ impl Trigger {
         }
         match &mut self.open {
             Some(open)
-                if c.timestamp < open.candidate.timestamp + self.config.window_after_ticks =>
+                if c.timestamp
+                    < open
+                        .candidate
+                        .timestamp
+                        .saturating_add(self.config.window_after_ticks) =>
             {
                 open.candidate.trigger_type |= c.trigger_type;
                 open.candidates += 1;
@@ -344,7 +361,7 @@ impl Trigger {
 
     /// Sends the decision out if there is credit, else holds or drops it by policy.
     fn issue(&mut self, open: Open, now: Instant, out: &mut Vec<TriggerDecision>) {
-        self.last_window_end = open.candidate.timestamp + self.config.window_after_ticks;
+        self.last_window_end = self.window_end(&open.candidate);
         if self.credits > 0 && self.held.is_empty() {
             self.emit(open, now, out);
             return;
@@ -380,7 +397,7 @@ impl Trigger {
             .map(|&source| ReadoutWindow {
                 source,
                 begin: t.saturating_sub(self.config.window_before_ticks),
-                end: t + self.config.window_after_ticks,
+                end: t.saturating_add(self.config.window_after_ticks),
             })
             .collect();
         out.push(TriggerDecision {

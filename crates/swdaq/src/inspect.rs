@@ -98,17 +98,17 @@ fn hdf5(args: &Args, detected: &Detected) -> anyhow::Result<()> {
 /// A swdaq raw file: its header and its frames through the readout's continuity checks.
 fn raw(args: &Args, detected: &Detected) -> anyhow::Result<()> {
     use swdaq_readout::raw_inspect;
-    let file = std::fs::File::open(&args.file)?;
+    let file = swdaq_format::input_file::open_regular(&args.file)?;
     let report = raw_inspect::inspect_raw(std::io::BufReader::with_capacity(8 << 20, file))
         .map_err(|e| anyhow::anyhow!("{}: {}: {e}", args.file.display(), detected.describe()))?;
-    let bad = usize::from(report.error.is_some());
+    let bad = report.flagged_frames as usize + usize::from(report.error.is_some());
     show(
         args,
         detected,
         &report,
         raw_inspect::render,
         bad,
-        "record could not be read",
+        "frames flagged by the continuity checks (or a record that could not be read)",
     )
 }
 

@@ -376,3 +376,168 @@ fn sigkill_changes_no_earlier_run_and_leaves_only_files_inspect_reads_or_names()
         eprintln!("{model:?}: killed run left {leftovers} files open, each named by inspect");
     }
 }
+
+/// A counter's total on a `/metrics` page (summed over its series), if it is there.
+fn metric_total(page: &str, name: &str) -> Option<u64> {
+    let values: Vec<u64> = page
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+/// The SW ROD killed mid-run, as the issue saw it (`configs/swrod.toml` at 200 stored events
+/// a second): its open file holds every event its live figures counted stored — they are
+/// counted at the flush points that put them in the file — each whole; only what came after
+/// the last flush point (at most `flush_interval_ms`) is lost.
+#[test]
+fn a_killed_sw_rod_s_open_file_holds_every_event_it_had_counted_stored() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/swrod.toml");
+    let text = std::fs::read_to_string(example)
+        .unwrap()
+        .replace("l1a_rate_hz = 10000.0", "l1a_rate_hz = 200.0")
+        .replace("hlt_accept_every = 10", "hlt_accept_every = 1");
+    assert!(text.contains("l1a_rate_hz = 200.0") && text.contains("hlt_accept_every = 1"));
+    let config = dir.path().join("swrod.toml");
+    std::fs::write(&config, text).unwrap();
+    let metrics = format!("127.0.0.1:{}", common::free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args([
+            "run",
+            "--json",
+            "--duration",
+            "0",
+            "--metrics",
+            &metrics,
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--config")
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A second and a half of events counted stored (several flush points), then the kill at
+    // once: nothing can be closed or flushed after the count was read.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let stored = loop {
+        let page = ureq::get(&format!("http://{metrics}/metrics"))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok());
+        let stored = page.and_then(|p| metric_total(&p, "swdaq_swrod_stored_events_total"));
+        if stored.is_some_and(|n| n >= 300) || std::time::Instant::now() > deadline {
+            break stored;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let killed = Command::new("kill")
+        .args(["-KILL", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    let stored = stored.unwrap_or_else(|| {
+        panic!(
+            "no stored events counted within 60 s:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(stored >= 300, "{stored} counted stored within 60 s");
+
+    let mut in_files = 0;
+    for path in snapshot(&out).into_keys() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.ends_with(".writing") {
+            continue;
+        }
+        // Nothing readable (killed before its first bytes reached the file) holds nothing.
+        let Ok(report) = inspect(&path) else {
+            eprintln!("{name}: nothing readable");
+            continue;
+        };
+        assert!(report["left_open"].is_string(), "{name}: {report}");
+        // Its one problem is the end record a killed writer never wrote: every event whole.
+        let problems = report["problems"].as_array().unwrap();
+        assert!(
+            problems.len() == 1
+                && problems[0]["reason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("no file end record"),
+            "{name}: {problems:?}"
+        );
+        in_files += report["events"].as_array().unwrap().len() as u64;
+    }
+    eprintln!("{stored} events counted stored, {in_files} in the killed run's open files");
+    assert!(
+        in_files >= stored,
+        "{stored} events counted stored, only {in_files} in the files"
+    );
+}
+
+/// Bytes free on the file system of `path`, as `df` sees them.
+fn available_bytes(path: &Path) -> u64 {
+    let df = Command::new("df")
+        .args(["-B1", "--output=avail"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&df.stdout);
+    text.lines().nth(1).unwrap().trim().parse().unwrap()
+}
+
+/// The SW ROD (one process, and as applications) on a disk that fills up with a reserve of
+/// 1 MiB (`min_free_mb = 1`): the reserve stays free, the run fails naming the lack of space,
+/// every file is closed (its end record fits in the reserve), and the summary's stored
+/// events are exactly those `swdaq inspect` reads back from them.
+#[test]
+fn a_sw_rod_on_a_full_disk_keeps_its_reserve_and_stores_what_its_files_hold() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    const RESERVE: u64 = 1 << 20;
+    for model in [Model::Swrod, Model::SwrodApps] {
+        let Some(disk) = SmallDisk::mount("4m") else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let out = disk.path().join("out");
+        let config = config(dir.path(), model, &out, 0, Load::Flood);
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, text.replace("min_free_mb = 0", "min_free_mb = 1")).unwrap();
+        let run = swdaq_run(&config);
+        let s = summary(&run);
+        assert!(!run.status.success(), "{model:?}: {s}\n{}", stderr(&run));
+        let (triggered, written, lost, why) = accounts(model, &s);
+        assert!(why.contains("not enough free space"), "{model:?}: {why}");
+        assert_eq!(triggered, written + lost, "{model:?}: {s}");
+        assert!(written > 0 && lost > 0, "{model:?}: {s}");
+        // Two HLT applications may each pass the check, then both write a flush point.
+        let free = available_bytes(disk.path());
+        let kept = if model == Model::Swrod {
+            RESERVE
+        } else {
+            RESERVE / 2
+        };
+        assert!(free >= kept, "{model:?}: {free} bytes left free");
+
+        let mut in_files = 0;
+        for path in settled_snapshot(&out).into_keys() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with('.') || name.ends_with(".log") {
+                continue;
+            }
+            assert!(name.ends_with(".data"), "{model:?}: {name} left open");
+            let report = inspect(&path).unwrap_or_else(|why| panic!("{name}: {why}"));
+            assert_eq!(report["problems"], serde_json::json!([]), "{name}");
+            in_files += report["events"].as_array().unwrap().len() as u64;
+        }
+        eprintln!("{model:?}: {written} stored, {in_files} in the files, {free} bytes free");
+        assert_eq!(written, in_files, "{model:?}: {s}");
+    }
+}

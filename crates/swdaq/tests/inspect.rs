@@ -210,6 +210,9 @@ fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named(
         stream_name: "Main".into(),
         app_name: "SFO-1".into(),
         max_file_bytes: 1 << 20,
+        flush: swdaq_format::run_files::FlushPolicy::new(0, 0),
+        sync_to_disk: false,
+        min_free_bytes: 0,
     })
     .unwrap();
     let tags = encode_stream_tags(&[stream_tag()]);
@@ -349,6 +352,47 @@ fn display_draws_around_a_garbage_fragment_and_names_it() {
         err.contains(&format!(
             "BAD fragment {garbled} (left out, the rest drawn)"
         )),
+        "{err}"
+    );
+}
+
+/// A link file is as good as its frames: one the continuity checks flag (here 1000 frames of
+/// random bytes after the good ones) makes inspect exit non-zero, a clean one exits 0.
+#[test]
+fn raw_link_files_with_bad_frames_fail() {
+    let _one = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let out = swdaq(&[
+        "gen",
+        "--seconds",
+        "0.01",
+        "--links",
+        "1",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let clean = dir.path().join("link0.swraw");
+    let (ok, text, err) = inspect(&clean, false);
+    assert!(ok, "{text}{err}");
+    let mut bytes = std::fs::read(&clean).unwrap();
+    let frame = swdaq_format::FrameFormat::WibEth.frame_size();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..1000 {
+        bytes.extend_from_slice(&(frame as u32).to_le_bytes());
+        bytes.extend_from_slice(&[0; 4]);
+        for _ in 0..frame {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            bytes.push(state as u8);
+        }
+    }
+    let damaged = written(dir.path(), "damaged.swraw", &bytes);
+    let (ok, text, err) = inspect(&damaged, false);
+    assert!(!ok, "{text}");
+    assert!(
+        err.contains("frames flagged by the continuity checks"),
         "{err}"
     );
 }

@@ -254,3 +254,40 @@ fn garbage_datagrams_are_counted_not_fatal() {
     assert_eq!(link["checks"]["bad_size"], 200, "{link}");
     assert!(s["hit_finding"].is_null(), "no truth, no score");
 }
+
+/// Random frame-sized datagrams carry random timestamps (~10^11 s of data time apart): the
+/// run still ends at its duration, the jumps are counted, and no record is called complete.
+#[test]
+fn random_frames_end_with_the_run_and_make_no_complete_record() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_udp_ports();
+    let duration_s = 2.0;
+    let started = Instant::now();
+    let run = start_run(dir.path(), port, duration_s, Path::new(""), "");
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // xorshift64: reproducible random bytes without a dependency.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut frame = vec![0u8; FrameFormat::WibEth.frame_size()];
+    for _ in 0..300 {
+        for link in 0..LINKS as u16 {
+            for chunk in frame.chunks_mut(8) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+            }
+            sender.send_to(&frame, ("127.0.0.1", port + link)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let s = summary(run);
+    let took = started.elapsed().as_secs_f64();
+    assert!(took < duration_s + 10.0, "the run took {took:.1} s");
+    assert!(
+        s["trigger"]["data_time_jumps"].as_u64() >= Some(1),
+        "{}",
+        s["trigger"]
+    );
+    assert_eq!(s["records"]["complete"], 0, "{}", s["records"]);
+}

@@ -450,3 +450,28 @@ fn sw_rod_applications_fed_by_felix_servers_store_the_same_events_and_the_truth_
     }
     check_fault_run(&summary, l1as, generated_cards());
 }
+
+/// A card's file cut in the middle of a block: the run names the card and the file, and
+/// exits non-zero (it exited 0, the card's later L1 accepts silently missing).
+#[test]
+fn a_truncated_card_file_is_named_and_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cards = dir.path().join("cards");
+    let generated = generate(dir.path(), 2000, 2000, &["--out", cards.to_str().unwrap()])
+        .wait_with_output()
+        .unwrap();
+    assert!(generated.status.success());
+    let card1 = cards.join("card1.swraw");
+    let bytes = std::fs::read(&card1).unwrap();
+    std::fs::write(&card1, &bytes[..bytes.len() / 2 + 100]).unwrap();
+    let input = format!("[swrod.input]\nkind = \"file\"\ndirectory = {cards:?}\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--config"])
+        .arg(config(dir.path(), 0, "", &input))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("input ended early (card 1: "), "{stderr}");
+    assert!(stderr.contains("card1.swraw"), "{stderr}");
+}

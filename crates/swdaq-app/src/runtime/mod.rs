@@ -5,6 +5,7 @@ pub mod app;
 mod child;
 pub mod launch;
 pub mod live_feed;
+pub mod memory;
 pub mod monitoring;
 pub mod outcome;
 pub mod stdio;

@@ -7,6 +7,7 @@
 use super::stream::{MessageReader, StreamError, write_message};
 use super::wire::{End, Kind, Subscribed, encode_elinks};
 use serde::{Deserialize, Serialize};
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use swdaq_format::felix::BLOCK_SIZE;
@@ -15,7 +16,9 @@ use swdaq_format::felix::BLOCK_SIZE;
 /// its stop flag that often).
 pub const POLL: Duration = Duration::from_millis(20);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The whole answer to a subscription, however it trickles in: a FELIX server answers in
+/// milliseconds, and a lost connection's new subscription holds the intake (and a stop) up.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a subscriber took in (one writer: its thread).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,7 +92,8 @@ impl Subscriber {
         let started = Instant::now();
         let mut counts = IntakeCounts::default();
         let (connection, card) = loop {
-            match subscribe(addr, elinks) {
+            let deadline = (started + wait).min(Instant::now() + ANSWER_TIMEOUT);
+            match subscribe(addr, elinks, deadline) {
                 Ok(Subscription::Made(c, card)) => break (c, card),
                 Ok(Subscription::Refused(why)) => return Err(IntakeError::Refused { addr, why }),
                 Err(last) => {
@@ -190,7 +194,8 @@ impl Subscriber {
 
     fn reconnect(&mut self) -> Result<Intake<'_>, IntakeError> {
         let lost = *self.lost_at.get_or_insert_with(Instant::now);
-        match subscribe(self.addr, &self.elinks) {
+        let deadline = (lost + self.reconnect_for).min(Instant::now() + ANSWER_TIMEOUT);
+        match subscribe(self.addr, &self.elinks, deadline) {
             Ok(Subscription::Made(c, _)) => {
                 self.counts.subscriptions += 1;
                 self.connection = Some(c);
@@ -219,21 +224,50 @@ enum Subscription {
     Refused(String),
 }
 
-/// One attempt: connect, send the subscription, read the answer. `Err`: try again later.
-fn subscribe(addr: SocketAddr, elinks: &[u16]) -> Result<Subscription, String> {
-    let mut stream =
-        TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
+/// The stream read against one deadline for a whole answer: each read waits only for what
+/// is left of it, so a server sending a byte a second cannot stretch the wait per byte.
+struct Deadline<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        (&mut &*self.stream).read(buf)
+    }
+}
+
+/// One attempt: connect, send the subscription, read the answer, all by `deadline`. `Err`:
+/// try again later.
+fn subscribe(addr: SocketAddr, elinks: &[u16], deadline: Instant) -> Result<Subscription, String> {
+    let connect_for = deadline
+        .saturating_duration_since(Instant::now())
+        .clamp(Duration::from_millis(1), CONNECT_TIMEOUT);
+    let mut stream = TcpStream::connect_timeout(&addr, connect_for).map_err(|e| e.to_string())?;
     let _ = stream.set_nodelay(true);
     stream
-        .set_read_timeout(Some(ANSWER_TIMEOUT))
+        .set_write_timeout(Some(ANSWER_TIMEOUT))
         .map_err(|e| e.to_string())?;
     write_message(&mut stream, Kind::Subscribe, &mut 0, &encode_elinks(elinks))
         .map_err(|e| e.to_string())?;
     let mut reader = MessageReader::default();
-    let answer = match reader.read(&mut stream) {
-        Ok(Some(h)) => h,
-        Ok(None) => return Err("no answer to the subscription".into()),
-        Err(e) => return Err(e.to_string()),
+    let mut answer_by = Deadline {
+        stream: &stream,
+        deadline,
+    };
+    let answer = loop {
+        match reader.read(&mut answer_by) {
+            Ok(Some(h)) => break h,
+            // A time-out or an interrupted read: the deadline says which.
+            Ok(None) if Instant::now() < deadline => continue,
+            Ok(None) => return Err("no answer to the subscription in time".into()),
+            Err(e) => return Err(e.to_string()),
+        }
     };
     match answer.kind {
         Kind::Subscribed => {

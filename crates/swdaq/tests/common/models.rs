@@ -113,7 +113,7 @@ pub fn config(dir: &Path, model: Model, out: &Path, run: u32, load: Load) -> Pat
             };
             let mut t = format!(
                 "duration_s = 0\nmetrics_addr = \"\"\n[swrod]\nrun_number = {run}\noutput_dir = {out:?}\n\
-                 max_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = {rate:?}\nmax_l1as = {l1as}\n\
+                 max_file_mb = 1\nmin_free_mb = 0\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = {rate:?}\nmax_l1as = {l1as}\n\
                  hlt_accept_every = 1\n[swrod.felix]\nelinks = 16\n"
             );
             if model == Model::SwrodApps {

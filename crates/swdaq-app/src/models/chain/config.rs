@@ -1,6 +1,7 @@
 //! `swdaq run`'s configuration: one TOML document, every key with a built-in default, unknown
 //! keys refused. `swdaq run --print-config` prints the effective configuration.
 
+use crate::runtime::memory::MemoryPlan;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -219,7 +220,39 @@ impl RunConfig {
             "must be >= 1",
         )?;
         self.recording.validate(self.topology.is_distributed())?;
-        self.topology.validate(emu.links)
+        self.topology.validate(emu.links)?;
+        self.memory_plan().check()
+    }
+
+    /// What the sizes set here hold at most: every link's latency buffer, and the records
+    /// queued for storage and in flight (a record: every link's frames of one window).
+    fn memory_plan(&self) -> MemoryPlan {
+        let format = self.source.format.frame_format();
+        let links = u64::from(self.emulator.links);
+        let frame = format.frame_size() as u64;
+        let clock_hz = format.clock_hz();
+        let buffer_frames = (self.readout.buffer_s * clock_hz) as u64 / format.ticks_per_frame();
+        let window = self.trigger.window_before_ticks + self.trigger.window_after_ticks;
+        let record = links
+            .saturating_mul(window / format.ticks_per_frame() + 1)
+            .saturating_mul(frame);
+        let mut plan = MemoryPlan::default();
+        plan.add(
+            "readout.buffer_s (frames, all links)",
+            buffer_frames.saturating_mul(links),
+            frame,
+        )
+        .add(
+            "storage.queue_depth",
+            self.storage.queue_depth as u64,
+            record,
+        )
+        .add(
+            "dataflow.max_records_in_flight",
+            u64::from(self.dataflow.max_records_in_flight),
+            record,
+        );
+        plan
     }
 }
 

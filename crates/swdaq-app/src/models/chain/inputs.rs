@@ -5,7 +5,6 @@
 use super::config::{EmulatorSection, RunConfig, SourceKind};
 use anyhow::{Context, ensure};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -172,7 +171,7 @@ fn read_file(
     link: u32,
 ) -> anyhow::Result<(ReplayTemplate, u64)> {
     let path = link_path(&config.source.directory, link);
-    let file = File::open(&path)
+    let file = swdaq_format::input_file::open_regular(&path)
         .with_context(|| format!("source.directory: cannot open {}", path.display()))?;
     let mut reader = RawFileReader::new(BufReader::new(file))
         .with_context(|| format!("{} is not a swdaq raw file", path.display()))?;
@@ -194,7 +193,9 @@ fn read_file(
         .next_frame(&mut frame)
         .with_context(|| format!("reading {}", path.display()))?
     {
-        frames.push(std::mem::take(&mut frame));
+        // A copy of the record's length, not the reused buffer: a damaged file's short
+        // records must cost their own size, not a whole frame's capacity each.
+        frames.push(frame.clone());
     }
     ensure!(!frames.is_empty(), "{} holds no frames", path.display());
     let first = frames

@@ -88,7 +88,7 @@ pub fn summary(r: &RunReport) -> String {
     let t = &r.trigger.counts;
     let _ = writeln!(
         s,
-        "Trigger   {} decisions ({:.2} Hz) from {} candidates: {} merged, {} vetoed as overlapping, {} prescaled away, {}{} dropped while busy; {} late TPs; latency p50 {} p99 {}",
+        "Trigger   {} decisions ({:.2} Hz) from {} candidates: {} merged, {} vetoed as overlapping, {} prescaled away, {}{} dropped while busy; {} late TPs{}; latency p50 {} p99 {}",
         t.issued,
         t.issued as f64 / r.seconds,
         t.candidates,
@@ -103,6 +103,14 @@ pub fn summary(r: &RunReport) -> String {
         },
         t.dropped_busy,
         t.merge.late_tps,
+        if t.data_time_jumps > 0 {
+            format!(
+                "; data time jumped {} times (calibration triggers started again after each)",
+                t.data_time_jumps
+            )
+        } else {
+            String::new()
+        },
         ms(quantile(&r.trigger.latencies, 0.5)),
         ms(quantile(&r.trigger.latencies, 0.99)),
     );
@@ -315,6 +323,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "paused_away": t.paused_away,
             "dropped_busy": t.dropped_busy,
             "late_tps": t.merge.late_tps,
+            "data_time_jumps": t.data_time_jumps,
             "latency_p50_ms": ms(quantile(&r.trigger.latencies, 0.5)),
             "latency_p99_ms": ms(quantile(&r.trigger.latencies, 0.99)),
         },

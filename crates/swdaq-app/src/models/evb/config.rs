@@ -2,6 +2,7 @@
 //! settings (`[evb]`, `swdaq_evb::EvbConfig`), how long to run, `/metrics`, and an optional
 //! `[topology]` of `evm`, `ru` and `bu` applications.
 
+use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
 use swdaq_evb::EvbConfig;
@@ -51,7 +52,35 @@ impl EvbRunConfig {
             "evb.farm runs in one process only: not with a [topology]"
         );
         crate::model::check_metrics_addr(&config.metrics_addr, "metrics_addr")?;
-        Ok(())
+        config.memory_plan().check()
+    }
+
+    /// What the sizes set here hold at most, each fragment at most `max_fragment_bytes`:
+    /// every FED's latency buffer, the readout units' super-fragments, the builder units'
+    /// events.
+    fn memory_plan(&self) -> MemoryPlan {
+        let evb = &self.evb;
+        let fragment = evb.input.max_fragment_bytes as u64;
+        let feds: u64 = evb.rus.iter().map(|ru| ru.len() as u64).sum();
+        let widest_ru = evb.rus.iter().map(|ru| ru.len() as u64).max().unwrap_or(0);
+        let rus = evb.rus.len() as u64;
+        let mut plan = MemoryPlan::default();
+        plan.add(
+            "evb.input.buffer_fragments (all FEDs)",
+            feds.saturating_mul(evb.input.buffer_fragments as u64),
+            fragment,
+        )
+        .add(
+            "evb.ru_capacity (all readout units)",
+            rus.saturating_mul(evb.ru_capacity as u64),
+            widest_ru.saturating_mul(fragment),
+        )
+        .add(
+            "evb.bu_capacity (all builder units)",
+            u64::from(evb.builder_units) * u64::from(evb.bu_capacity),
+            feds.saturating_mul(fragment),
+        );
+        plan
     }
 
     pub fn to_toml(&self) -> String {

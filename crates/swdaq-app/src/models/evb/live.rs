@@ -17,6 +17,7 @@ fn fed_error_counters() -> Vec<String> {
         .chain([
             "swdaq_evb_fed_oversized_total".into(),
             "swdaq_evb_fed_truncated_total".into(),
+            "swdaq_evb_fed_too_short_total".into(),
         ])
         .collect()
 }

@@ -199,10 +199,27 @@ impl Outcome for EvbOutcome {
     }
 
     fn failure(&self) -> Option<String> {
-        let writers = &self.summary.evb.writers;
-        writers
+        let evb = &self.summary.evb;
+        let writer_error = evb
+            .writers
             .iter()
-            .find_map(|w| w.error.as_ref().map(|e| e.to_string()))
+            .find_map(|w| w.error.as_ref().map(|e| e.to_string()));
+        // A truncated input ends its FED early: the events after the cut lack it.
+        let truncated = || {
+            let feds: Vec<String> = evb
+                .feds
+                .iter()
+                .filter(|(_, _, c)| c.ingest.truncated > 0)
+                .map(|(_, fed, _)| fed.to_string())
+                .collect();
+            (!feds.is_empty()).then(|| {
+                format!(
+                    "the input of FED {} ended part-way through a record (a truncated file): its later events lack it",
+                    feds.join(", ")
+                )
+            })
+        };
+        writer_error.or_else(truncated)
     }
 }
 

@@ -131,11 +131,20 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
         s.build_time_us(0.99),
     );
     for (ru, fed, c) in &s.feds {
-        let failed: Vec<String> = FedCheckFailure::ALL
+        let mut failed: Vec<String> = FedCheckFailure::ALL
             .iter()
             .filter(|f| c.failed(**f) > 0)
             .map(|f| format!("{} {}", c.failed(*f), f.name()))
             .collect();
+        if c.ingest.truncated > 0 {
+            failed.push("input truncated (a record cut short: the link ended there)".into());
+        }
+        if c.ingest.too_short > 0 {
+            failed.push(format!(
+                "{} records too short to be a fragment (not placed in any event)",
+                c.ingest.too_short
+            ));
+        }
         if !failed.is_empty() {
             out += &format!("FED {fed:>4} (RU {ru}): {}\n", failed.join(", "));
         }

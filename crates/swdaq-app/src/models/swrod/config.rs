@@ -1,9 +1,11 @@
 //! The SW ROD run file (`configs/swrod.toml` is the commented example; with a
 //! `[topology]` of `swrod`, `hltsv` and `hlt` applications, `configs/swrod-apps.toml`).
 
+use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use swdaq_format::run_files::FlushPolicy;
 use swdaq_sim::felix::FelixConfig;
 use swdaq_swrod::RobConfig;
 use swdaq_swrod::files::FileSettings;
@@ -29,6 +31,16 @@ pub struct SwrodSettings {
     pub output_dir: PathBuf,
     /// A new file when the current one would pass this size.
     pub max_file_mb: u64,
+    /// Free space to leave on the output file system: events that would eat into it are not
+    /// written, the file is closed with what it holds and the run's storage fails.
+    pub min_free_mb: u64,
+    /// Crash safety: an event is in its `.writing` file, whatever happens to the process, at
+    /// most this long after it was stored...
+    pub flush_interval_ms: u64,
+    /// ... or once this many more events wait; both 0: only every 8 MiB and at close.
+    pub flush_every_records: u64,
+    /// Power loss: flush points and closes wait until the bytes are on the device.
+    pub sync_to_disk: bool,
     /// The project tag that starts every file name (ATLAS's default: `data_test`).
     pub project: String,
     /// The storage application's name in file names and heads (ATLAS: `SFO-N`).
@@ -161,6 +173,9 @@ impl SwrodInput {
     }
 }
 
+/// The longest fault-free tail a stop waits for: 10 s at 100 kHz.
+const MAX_CLEAN_TAIL_L1AS: u64 = 1_000_000;
+
 impl Default for SwrodRunConfig {
     fn default() -> Self {
         Self {
@@ -178,6 +193,10 @@ impl Default for SwrodSettings {
             run_number: 0,
             output_dir: "swrod-data".into(),
             max_file_mb: 256,
+            min_free_mb: 256,
+            flush_interval_ms: 1000,
+            flush_every_records: 64,
+            sync_to_disk: true,
             project: "data_test".into(),
             app_name: "SFO-1".into(),
             lumi_block_s: 60.0,
@@ -247,6 +266,9 @@ impl SwrodSettings {
             stream_name: tag.name,
             app_name: self.app_name.clone(),
             max_file_bytes: self.max_file_mb << 20,
+            flush: FlushPolicy::new(self.flush_interval_ms, self.flush_every_records),
+            sync_to_disk: self.sync_to_disk,
+            min_free_bytes: self.min_free_mb.saturating_mul(1 << 20),
         }
     }
 
@@ -273,8 +295,14 @@ impl SwrodSettings {
             self.felix.elinks
         );
         anyhow::ensure!(
-            self.l1a_rate_hz >= 0.0 && self.l1a_rate_hz.is_finite(),
-            "swrod.l1a_rate_hz must be 0 or more"
+            (0.0..=swdaq_sim::MAX_L1_RATE_HZ).contains(&self.l1a_rate_hz),
+            "swrod.l1a_rate_hz = {}: must be 0 (as fast as the chain takes them) to 40 MHz (the LHC's bunch crossings)",
+            self.l1a_rate_hz
+        );
+        anyhow::ensure!(
+            self.clean_tail_l1as <= MAX_CLEAN_TAIL_L1AS,
+            "swrod.clean_tail_l1as = {}: a stop waits for these L1 accepts, at most {MAX_CLEAN_TAIL_L1AS}",
+            self.clean_tail_l1as
         );
         anyhow::ensure!(
             self.felix.chunk_max <= self.max_chunk_bytes,
@@ -312,7 +340,41 @@ impl SwrodSettings {
         for r in 0..self.robs_per_card {
             self.rob_config(0, r).validate()?;
         }
-        Ok(())
+        self.memory_plan().check()
+    }
+
+    /// What the sizes set here hold at most, per ROB fragment (every e-link's largest chunk
+    /// with its record head) and per event (every ROB's fragment).
+    fn memory_plan(&self) -> MemoryPlan {
+        const RECORD_HEAD_BYTES: u64 = 8;
+        let robs = u64::from(self.cards) * u64::from(self.robs_per_card);
+        let elinks_per_rob = u64::from(self.felix.elinks / self.robs_per_card.max(1));
+        let fragment =
+            elinks_per_rob.saturating_mul(self.max_chunk_bytes as u64 + RECORD_HEAD_BYTES);
+        let event = robs.saturating_mul(fragment);
+        let per_rob = |n: usize| robs.saturating_mul(n as u64);
+        let mut plan = MemoryPlan::default();
+        plan.add(
+            "swrod.ring_slots (all ROBs)",
+            per_rob(self.ring_slots),
+            fragment,
+        )
+        .add(
+            "swrod.request_store_fragments (all ROBs)",
+            per_rob(self.request_store_fragments),
+            fragment,
+        )
+        .add(
+            "swrod.consumer_queue (all ROBs)",
+            per_rob(self.consumer_queue),
+            fragment,
+        )
+        .add(
+            "swrod.hlt_max_in_flight",
+            self.hlt_max_in_flight as u64,
+            event,
+        );
+        plan
     }
 }
 

@@ -8,7 +8,7 @@ use crossbeam_channel::{Receiver, Sender};
 use std::time::Duration;
 use swdaq_monitor::{Counter, Registry};
 use swdaq_swrod::event::EventEncoder;
-use swdaq_swrod::files::ToStorage;
+use swdaq_swrod::files::{ToStorage, Told};
 use swdaq_swrod::hlt::{HltConfig, HltCounts, HltOutput, MissingRob, RobPort, assemble_events};
 use swdaq_swrod::trigger::L1Accept;
 
@@ -20,38 +20,57 @@ pub(super) struct HltMetrics {
     published: HltCounts,
 }
 
+/// What the storage thread put in its files, counted at each flush point: an event
+/// waiting in memory is not stored yet.
 pub(super) struct StoreMetrics {
     events: Counter,
     bytes: Counter,
 }
 
+impl StoreMetrics {
+    /// Registers the storage thread's block; the handles go to its thread.
+    pub(super) fn register(registry: &Registry) -> Result<Self, swdaq_monitor::MonitorError> {
+        let mut b = registry.block("storage", &[]);
+        Ok(Self {
+            events: b.counter(
+                "swdaq_swrod_stored_events_total",
+                "Events written to files (at flush points)",
+            )?,
+            bytes: b.counter(
+                "swdaq_swrod_stored_bytes_total",
+                "Bytes of events written to files (at flush points)",
+            )?,
+        })
+    }
+
+    /// Counts what storage tells of a flush point.
+    pub(super) fn flushed(&self, told: &Told<'_>) {
+        if let Told::Flushed { events, bytes } = told {
+            self.events.add(*events);
+            self.bytes.add(*bytes);
+        }
+    }
+}
+
 impl HltMetrics {
-    pub(super) fn register(
-        registry: &Registry,
-    ) -> Result<(Self, StoreMetrics), swdaq_monitor::MonitorError> {
+    pub(super) fn register(registry: &Registry) -> Result<Self, swdaq_monitor::MonitorError> {
         let mut b = registry.block("hlt", &[]);
-        Ok((
-            Self {
-                events: b.counter("swdaq_swrod_events_total", "Events the HLT built")?,
-                incomplete: b.counter(
-                    "swdaq_swrod_incomplete_events_total",
-                    "Events built with ROBs missing",
-                )?,
-                not_yet: b.counter(
-                    "swdaq_swrod_not_yet_answers_total",
-                    "Requests answered not yet (asked again)",
-                )?,
-                gone: b.counter(
-                    "swdaq_swrod_gone_answers_total",
-                    "Requests for fragments the ROB no longer had",
-                )?,
-                published: HltCounts::default(),
-            },
-            StoreMetrics {
-                events: b.counter("swdaq_swrod_stored_events_total", "Events written to files")?,
-                bytes: b.counter("swdaq_swrod_stored_bytes_total", "Bytes of events written")?,
-            },
-        ))
+        Ok(Self {
+            events: b.counter("swdaq_swrod_events_total", "Events the HLT built")?,
+            incomplete: b.counter(
+                "swdaq_swrod_incomplete_events_total",
+                "Events built with ROBs missing",
+            )?,
+            not_yet: b.counter(
+                "swdaq_swrod_not_yet_answers_total",
+                "Requests answered not yet (asked again)",
+            )?,
+            gone: b.counter(
+                "swdaq_swrod_gone_answers_total",
+                "Requests for fragments the ROB no longer had",
+            )?,
+            published: HltCounts::default(),
+        })
     }
 
     fn publish(&mut self, now: &HltCounts) {
@@ -87,7 +106,7 @@ pub(super) fn hlt_thread(
     l1as: Receiver<L1Accept>,
     ports: Vec<RobPort>,
     to_storage: Sender<ToStorage>,
-    (mut metrics, stored): (HltMetrics, StoreMetrics),
+    mut metrics: HltMetrics,
     mut built: impl FnMut(u64, bool),
 ) -> HltResult {
     let cpu = cpu_time::ThreadTime::now();
@@ -111,8 +130,6 @@ pub(super) fn hlt_thread(
                     return;
                 }
                 let bytes = encoder.encode(&e);
-                stored.events.inc();
-                stored.bytes.add(bytes.len() as u64);
                 ToStorage::Event {
                     global_id,
                     lumi_block: e.l1a.lumi_block,

@@ -10,7 +10,6 @@ use super::cards::{CardEnd, RobOutput, RobRouter, Shared};
 use super::config::SwrodSettings;
 use super::report::CardResult;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use std::fs::File;
 use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -213,7 +212,8 @@ pub(super) fn file_card_thread(
 ) -> anyhow::Result<CardResult> {
     let cpu = cpu_time::ThreadTime::now();
     let path = card_raw_path(dir, card);
-    let file = File::open(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let file = swdaq_format::input_file::open_regular(&path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut reader = RawFileReader::new(BufReader::with_capacity(8 << 20, file))
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let header = reader.header();

@@ -202,8 +202,14 @@ impl Outcome for SwrodOutcome {
     }
 
     fn failure(&self) -> Option<String> {
-        let e = self.report.storage_error.as_ref()?;
-        Some(format!("storage failed: {e}"))
+        if let Some(e) = &self.report.storage_error {
+            return Some(format!("storage failed: {e}"));
+        }
+        // A card's file cut short: the L1 accepts after the cut are not in the run.
+        let cut: Vec<String> = (self.report.cards.iter())
+            .filter_map(|c| Some(format!("card {}: {}", c.card, c.input_error.as_ref()?)))
+            .collect();
+        (!cut.is_empty()).then(|| format!("input ended early ({})", cut.join("; ")))
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::cards::{Progress, Shared};
 use super::config::SwrodRunConfig;
-use super::hlt::{HltMetrics, hlt_thread};
+use super::hlt::{HltMetrics, StoreMetrics, hlt_thread};
 use super::readout::Readout;
 use super::report::SwrodReport;
 use crossbeam_channel::bounded;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 use swdaq_monitor::Registry;
-use swdaq_swrod::files::{EventFiles, ToStorage, store};
+use swdaq_swrod::files::{EventFiles, ToStorage, store_telling};
 use swdaq_swrod::trigger::L1Accept;
 
 const EVENT_QUEUE: usize = 1024;
@@ -37,6 +37,7 @@ pub fn run_threads(
     let all_cards: Vec<u16> = (0..s.cards).collect();
     let (readout, ports) = Readout::new(s, &all_cards, registry)?;
     let hlt_metrics = HltMetrics::register(registry)?;
+    let store_metrics = StoreMetrics::register(registry)?;
     let files = EventFiles::new(s.file_settings())?;
 
     std::thread::scope(|scope| {
@@ -49,7 +50,9 @@ pub fn run_threads(
             })?;
         let writer = std::thread::Builder::new()
             .name("storage".into())
-            .spawn_scoped(scope, move || store(files, event_rx))?;
+            .spawn_scoped(scope, move || {
+                store_telling(files, event_rx, |told| store_metrics.flushed(&told))
+            })?;
 
         let mut progress = Progress {
             shared,

@@ -9,7 +9,7 @@
 
 use super::rob_client::Robs;
 use super::{HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, hlt_directory, robs_of};
-use crate::models::swrod::hlt::{HltMetrics, hlt_thread};
+use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, hlt_thread};
 use crate::runtime::app::Clock;
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
@@ -48,6 +48,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         ..s.file_settings()
     })?;
     let metrics = HltMetrics::register(&monitoring.registry)?;
+    let store_metrics = StoreMetrics::register(&monitoring.registry)?;
     // Every ROB of the run in source-id order, with the `swrod` application that has it.
     let mut robs: Vec<(u32, usize)> = swrods
         .iter()
@@ -75,7 +76,10 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         let writer = std::thread::Builder::new()
             .name("storage".into())
             .spawn_scoped(scope, || {
+                // Its counters are the storage thread's own (single writer).
+                let metrics = store_metrics;
                 store_telling(files, store_rx, |told| match told {
+                    Told::Flushed { .. } => metrics.flushed(&told),
                     Told::Stored(ids) => credits.settled(ids),
                     Told::Failed(e) => {
                         storage_failed.store(true, Ordering::Relaxed);
