@@ -30,9 +30,13 @@ from test_console import CHROMEDRIVER, CONFIG, chromium
 
 
 
+def authorized(url: str, method: str = "GET") -> urllib.request.Request:
+    """A request showing the token the server made (`TOKEN`)."""
+    return urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {TOKEN}"})
+
+
 def post(base: str, path: str) -> dict:
-    request = urllib.request.Request(base + path, method="POST", data=b"")
-    with urllib.request.urlopen(request, timeout=120) as r:
+    with urllib.request.urlopen(authorized(base + path, "POST"), timeout=120) as r:
         return json.loads(r.read())
 
 
@@ -58,12 +62,14 @@ def open_pages(base: str, pages: int, profile: str, display: bool):
             # process): separates its cost from the polling's.
             driver.execute_cdp_cmd("Network.enable", {})
             driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*display.png*"]})
-        driver.get(base + "/")
+        driver.get(f"{base}/#token={TOKEN}")
     return driver
 
 
 # Set from --idle-browser.
 IDLE_BROWSER = False
+# The token the server made, from the console address it printed.
+TOKEN = ""
 
 # As console.js asks: /status every POLL_S, /history every HISTORY_EVERY polls, the display
 # every DISPLAY_EVERY polls.
@@ -87,13 +93,13 @@ class Replay:
         since, tick = None, 0
         while not self.stop.wait(POLL_S):
             try:
-                urllib.request.urlopen(base + "/status", timeout=10).read()
+                urllib.request.urlopen(authorized(base + "/status"), timeout=10).read()
                 if tick % HISTORY_EVERY == 0:
-                    history = json.loads(urllib.request.urlopen(base + "/history" + (f"?since={since}" if since else ""), timeout=10).read())
+                    history = json.loads(urllib.request.urlopen(authorized(base + "/history" + (f"?since={since}" if since else "")), timeout=10).read())
                     since = history["t"][-1] if history["t"] else since
                 if display and tick % DISPLAY_EVERY == 0:
                     try:
-                        urllib.request.urlopen(base + "/display.png", timeout=30).read()
+                        urllib.request.urlopen(authorized(base + "/display.png"), timeout=30).read()
                     except urllib.error.HTTPError:
                         pass
                 tick += 1
@@ -147,17 +153,20 @@ def main():
     p.add_argument("--replay", action="store_true", help="no browser: the pages' requests, sent from Python")
     p.add_argument("--idle-browser", action="store_true", help="the browser in the SCHED_IDLE class, not only at nice 19")
     args = p.parse_args()
-    global IDLE_BROWSER
+    global IDLE_BROWSER, TOKEN
     IDLE_BROWSER = args.idle_browser
     with tempfile.TemporaryDirectory(prefix="swdaq-console-cost-") as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "serve.toml").write_text(CONFIG.format(out=tmp / "data", rate_hz=10.0, extra=""))
         port = free_port()
         base = f"http://127.0.0.1:{port}"
+        env = {k: v for k, v in os.environ.items() if k != "SWDAQ_TOKEN"}
+        env["XDG_RUNTIME_DIR"] = str(tmp / "runtime")
         serve = subprocess.Popen([SWDAQ, "serve", "--config", str(tmp / "serve.toml"), "--addr", f"127.0.0.1:{port}"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         try:
             assert serve.stdout.readline().startswith("swdaq serve: listening")
+            TOKEN = serve.stdout.readline().strip().split("#token=")[1]
             runs = []
             for _ in range(args.rounds):
                 for pages in (0, args.pages):

@@ -4,6 +4,7 @@ a healthy run), and every metric they read is one swdaq serves — registered by
 served by `swdaq serve`'s own /metrics, which promtool also checks. The console shows the same
 conditions under the same names (crates/swdaq-app/src/control/alerts.rs checks that side)."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -62,16 +63,20 @@ def control_metrics(tmp_path_factory):
     config = tmp / "serve.toml"
     config.write_text(f'[run]\noutput_dir = "{tmp / "data"}"\nmetrics_addr = ""\n')
     port = free_port()
-    proc = subprocess.Popen([SWDAQ, "serve", "--config", str(config), "--addr", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "SWDAQ_TOKEN"}
+    env["XDG_RUNTIME_DIR"] = str(tmp / "runtime")
+    proc = subprocess.Popen([SWDAQ, "serve", "--config", str(config), "--addr", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         assert proc.stdout.readline().startswith("swdaq serve: listening")
+        # The token the server made, from the console address it prints.
+        auth = {"Authorization": "Bearer " + proc.stdout.readline().strip().split("#token=")[1]}
         base = f"http://127.0.0.1:{port}"
-        urllib.request.urlopen(urllib.request.Request(base + "/configure", method="POST"), timeout=5).read()
+        urllib.request.urlopen(urllib.request.Request(base + "/configure", method="POST", headers=auth), timeout=5).read()
         try:
-            urllib.request.urlopen(urllib.request.Request(base + "/pause", method="POST"), timeout=5)
+            urllib.request.urlopen(urllib.request.Request(base + "/pause", method="POST", headers=auth), timeout=5)
         except urllib.error.HTTPError as e:
             assert e.code == 409
-        with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+        with urllib.request.urlopen(urllib.request.Request(base + "/metrics", headers=auth), timeout=5) as r:
             assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             yield r.read().decode()
     finally:

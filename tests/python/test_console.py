@@ -138,8 +138,9 @@ def chain_config(out: Path) -> str:
 
 @contextmanager
 def serve(tmp: Path, port: int, token: str | None = None, config_text: str | None = None):
-    """`swdaq serve` on 127.0.0.1:`port` (with a token file if `token`) of `config_text`
-    (the chain with a link that stops by default), stopped at the end."""
+    """`swdaq serve` on 127.0.0.1:`port` (with a token file if `token`, else with the token it
+    makes, kept in tmp/runtime) of `config_text` (the chain with a link that stops by default),
+    stopped at the end; its `console_url` is the address it printed."""
     config = tmp / "serve.toml"
     config.write_text(config_text or chain_config(tmp / "data"))
     args = [SWDAQ, "serve", "--config", str(config), "--addr", f"127.0.0.1:{port}"]
@@ -147,11 +148,15 @@ def serve(tmp: Path, port: int, token: str | None = None, config_text: str | Non
         (tmp / "token").write_text(token + "\n")
         args += ["--token-file", str(tmp / "token")]
     env = {k: v for k, v in os.environ.items() if k != "SWDAQ_TOKEN"}
+    env["XDG_RUNTIME_DIR"] = str(tmp / "runtime")
     with open(tmp / f"serve-{port}-{time.monotonic_ns()}.log", "w") as log:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     try:
         line = proc.stdout.readline()
         assert line.startswith("swdaq serve: listening on"), line
+        line = proc.stdout.readline()
+        assert line.startswith("swdaq serve: console http://"), line
+        proc.console_url = line.split()[-1]
         yield proc
     finally:
         proc.terminate()
@@ -245,9 +250,9 @@ def plot_points(driver, key: str) -> int:
 
 def test_a_shifter_starts_watches_and_stops_a_run_and_sees_the_link_in_trouble(browser, tmp_path):
     port = free_port()
-    with serve(tmp_path, port):
+    with serve(tmp_path, port) as server:
         d = browser
-        d.get(f"http://127.0.0.1:{port}/")
+        d.get(server.console_url)
         state_is(d, "initial")
         enabled = lambda: {b.get_attribute("data-command") for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]") if b.is_enabled()}
         # The server's table, not the page's: only configure now.
@@ -343,9 +348,9 @@ def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_pa
     else:
         config = SWROD_CONFIG.format(out=out, dead_elink=3, stops_at=stops_at)
         sources, suffix, in_trouble = 2, ".data", "ROB 0x00710000"
-    with serve(tmp_path, port, config_text=config):
+    with serve(tmp_path, port, config_text=config) as server:
         d = browser
-        d.get(f"http://127.0.0.1:{port}/")
+        d.get(server.console_url)
         state_is(d, "initial")
         enabled = lambda: {b.get_attribute("data-command") for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]") if b.is_enabled()}
         click(d, "configure")
@@ -458,7 +463,7 @@ def test_a_topology_s_applications_are_listed_and_one_gone_is_named(browser, tmp
         config = SWROD_APPS_CONFIG.format(out=tmp_path / "data")
     with serve(tmp_path, port, config_text=config + topology) as server:
         d = browser
-        d.get(f"http://127.0.0.1:{port}/")
+        d.get(server.console_url)
         state_is(d, "initial")
         click(d, "configure")
         assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
@@ -531,8 +536,10 @@ def js_heap_after_gc(driver) -> int:
 def test_the_page_keeps_working_through_a_two_minute_run_and_a_server_restart(browser, tmp_path):
     port = free_port()
     d = browser
-    with serve(tmp_path, port):
-        d.get(f"http://127.0.0.1:{port}/")
+    with serve(tmp_path, port) as server:
+        d.get(server.console_url)
+        # The token is kept by the page and gone from the address bar.
+        assert d.current_url == f"http://127.0.0.1:{port}/", d.current_url
         state_is(d, "initial")
         click(d, "configure")
         state_is(d, "configured")
@@ -557,7 +564,8 @@ def test_the_page_keeps_working_through_a_two_minute_run_and_a_server_restart(br
     state_is(d, "unknown")
     assert not any(b.is_enabled() for b in d.find_elements(By.CSS_SELECTOR, "button[data-command]"))
     shot(d, "13-server-gone")
-    # ... and a new one comes up on the same address: the page reconnects and says so.
+    # ... and a new one comes up on the same address, with the token kept for the port: the
+    # page reconnects and says so.
     with serve(tmp_path, port):
         wait(d, lambda _: "reconnected at" in text(d, "connection"), 10, "no reconnection shown")
         assert "the server restarted" in text(d, "connection")

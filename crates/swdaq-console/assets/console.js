@@ -3,6 +3,12 @@
 // `Live` schema every model reports, plots /history with uPlot and sends the commands the
 // server says are allowed now. It keeps no copy of the transition table and no state of
 // its own beyond ten minutes of history (bounded) and the token (this tab only).
+//
+// The token is sent as `Authorization: Bearer`, never as a cookie: a browser attaches a
+// cookie to any page's request to this host (other ports included), a header only to this
+// page's own. It comes once in the address `swdaq serve` prints (`#token=...`: a fragment
+// never reaches a server or a Referer), is kept in this tab's sessionStorage (only pages of
+// this origin can read it) and dropped from the address bar at once.
 "use strict";
 
 const POLL_MS = 200;
@@ -29,6 +35,12 @@ const SERIES = [
 ];
 
 const $ = (id) => document.getElementById(id);
+const givenToken = new URLSearchParams(location.hash.slice(1)).get("token");
+if (givenToken) {
+  sessionStorage.setItem("swdaq-token", givenToken);
+  // `history` below is the plots'; the browser's is window.history.
+  window.history.replaceState(null, "", location.pathname + location.search);
+}
 let token = sessionStorage.getItem("swdaq-token");
 let lastStatus = null;
 let serverStarted = null;
@@ -148,9 +160,11 @@ function connected(status) {
     lostSince = null;
   }
   if (serverStarted !== null && started !== serverStarted) {
-    // A new server: its history and its data are its own.
+    // A new server: its history and its data are its own, and the old ones are off the
+    // page at once, not when its history first arrives.
     history.t = [];
     SERIES.forEach((s) => (history[s.key] = []));
+    drawPlots();
     forgetStored();
     if (!backAt) backAt = { at: now, after: 0, restarted: true };
   }

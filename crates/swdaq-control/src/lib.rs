@@ -8,7 +8,7 @@
 //! | `GET /state` | | [`Command::State`] |
 //! | `GET /status` | | [`Command::Status`] |
 //! | `POST /configure` | none or `{}` | [`Command::Configure`] |
-//! | `POST /start` | none, `{}` or `{"run_number": N}` | [`Command::Start`] |
+//! | `POST /start` | none, `{}` or `{"run_number": N, "confirm_jump"?: true}` | [`Command::Start`] |
 //! | `POST /stop` | none or `{}` | [`Command::Stop`] |
 //! | `POST /pause`, `POST /resume` | none or `{}` | [`Command::Pause`], [`Command::Resume`] |
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | [`Command::ChangeTrigger`] |
@@ -33,6 +33,9 @@ pub enum Command {
     Configure,
     Start {
         run_number: Option<u32>,
+        /// The operator confirms a run number far beyond the last run (run control refuses
+        /// one without it: a single request would otherwise use the numbers up).
+        confirm_jump: bool,
     },
     Stop,
     Pause,
@@ -84,6 +87,8 @@ pub struct Request {
 struct StartBody {
     #[serde(default)]
     run_number: Option<u32>,
+    #[serde(default)]
+    confirm_jump: bool,
 }
 
 #[derive(Deserialize)]
@@ -120,10 +125,20 @@ pub fn parse_request(method: &str, url: &str, body: &[u8]) -> Result<Command, Re
         ("GET", "/state") => Command::State,
         ("GET", "/status") => Command::Status,
         ("POST", "/configure") => no_body(body).map(|()| Command::Configure)?,
-        ("POST", "/start") if is_blank(body) => Command::Start { run_number: None },
-        ("POST", "/start") => Command::Start {
-            run_number: json_body::<StartBody>(body)?.run_number,
+        ("POST", "/start") if is_blank(body) => Command::Start {
+            run_number: None,
+            confirm_jump: false,
         },
+        ("POST", "/start") => {
+            let StartBody {
+                run_number,
+                confirm_jump,
+            } = json_body(body)?;
+            Command::Start {
+                run_number,
+                confirm_jump,
+            }
+        }
         ("POST", "/stop") => no_body(body).map(|()| Command::Stop)?,
         ("POST", "/pause") => no_body(body).map(|()| Command::Pause)?,
         ("POST", "/resume") => no_body(body).map(|()| Command::Resume)?,
@@ -149,14 +164,19 @@ impl Command {
             Self::State => (Method::Get, "/state", None),
             Self::Status => (Method::Get, "/status", None),
             Self::Configure => (Method::Post, "/configure", None),
-            Self::Start { run_number } => (
-                Method::Post,
-                "/start",
-                Some(match run_number {
-                    Some(n) => json!({ "run_number": n }),
-                    None => json!({}),
-                }),
-            ),
+            Self::Start {
+                run_number,
+                confirm_jump,
+            } => {
+                let mut body = json!({});
+                if let Some(n) = run_number {
+                    body["run_number"] = json!(n);
+                }
+                if *confirm_jump {
+                    body["confirm_jump"] = json!(true);
+                }
+                (Method::Post, "/start", Some(body))
+            }
             Self::Stop => (Method::Post, "/stop", None),
             Self::Pause => (Method::Post, "/pause", None),
             Self::Resume => (Method::Post, "/resume", None),
@@ -198,12 +218,27 @@ mod tests {
         assert_eq!(
             parse_request("POST", "/start", br#"{"run_number": 12}"#),
             Ok(Command::Start {
-                run_number: Some(12)
+                run_number: Some(12),
+                confirm_jump: false,
             })
         );
         assert_eq!(
             parse_request("POST", "/start", b""),
-            Ok(Command::Start { run_number: None })
+            Ok(Command::Start {
+                run_number: None,
+                confirm_jump: false,
+            })
+        );
+        assert_eq!(
+            parse_request(
+                "POST",
+                "/start",
+                br#"{"run_number": 4294967295, "confirm_jump": true}"#
+            ),
+            Ok(Command::Start {
+                run_number: Some(u32::MAX),
+                confirm_jump: true,
+            })
         );
         assert_eq!(parse_request("POST", "/stop", b" {} "), Ok(Command::Stop));
         assert_eq!(
@@ -259,7 +294,12 @@ mod tests {
             Just(Command::State),
             Just(Command::Status),
             Just(Command::Configure),
-            any::<Option<u32>>().prop_map(|run_number| Command::Start { run_number }),
+            (any::<Option<u32>>(), any::<bool>()).prop_map(|(run_number, confirm_jump)| {
+                Command::Start {
+                    run_number,
+                    confirm_jump,
+                }
+            }),
             Just(Command::Stop),
             Just(Command::Pause),
             Just(Command::Resume),

@@ -1,8 +1,10 @@
 //! `swdaq serve` driven over HTTP by a real client (ureq), as an operator would: the full run
 //! cycle with new run numbers and files, illegal transitions, bad requests, tokens, concurrent
-//! commands and a stop during start; `swdaq ctl` against it. Each test starts its own server
-//! on 127.0.0.1 (port chosen by the system); they run one at a time (the machine has two
-//! cores and each run takes data in real time).
+//! commands and a stop during start; `swdaq ctl` against it; what a web page, a rebound host
+//! name or a slow client cannot make it do. Each test starts its own server on 127.0.0.1
+//! (port chosen by the system) with its own runtime directory (where a server keeps the token
+//! it makes); they run one at a time (the machine has two cores and each run takes data in
+//! real time).
 
 mod common;
 use common::loopback_apps;
@@ -43,6 +45,10 @@ fn config_with(dir: &Path, extra: &str) -> PathBuf {
 struct Server {
     child: Child,
     addr: String,
+    /// The console's address as the server printed it.
+    console_url: String,
+    /// `XDG_RUNTIME_DIR` of the server and of its `swdaq ctl`s.
+    runtime: PathBuf,
     log: Arc<Mutex<String>>,
 }
 
@@ -52,11 +58,21 @@ impl Server {
     }
 
     fn with_config(config: &Path, extra: &[&str]) -> Self {
+        let runtime = config.parent().unwrap().join("runtime");
+        // On a port the system chooses, unless the test names one.
+        let addr: &[&str] = if extra.contains(&"--addr") {
+            &[]
+        } else {
+            &["--addr", "127.0.0.1:0"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--config"])
+            .arg("serve")
+            .args(addr)
+            .arg("--config")
             .arg(config)
             .args(extra)
             .env_remove("SWDAQ_TOKEN")
+            .env("XDG_RUNTIME_DIR", &runtime)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -71,20 +87,37 @@ impl Server {
                 t.push('\n');
             }
         });
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        stdout.read_line(&mut line).unwrap();
         let addr = line
             .trim()
             .strip_prefix("swdaq serve: listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
-        Self { child, addr, log }
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        let console_url = line
+            .trim()
+            .strip_prefix("swdaq serve: console ")
+            .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+            .to_string();
+        Self {
+            child,
+            addr,
+            console_url,
+            runtime,
+            log,
+        }
+    }
+
+    /// The token the server made (none when it was given one).
+    fn token(&self) -> Option<&str> {
+        self.console_url.split_once("#token=").map(|(_, t)| t)
     }
 
     fn client(&self) -> Client {
-        Client::new(&self.addr, None)
+        Client::new(&self.addr, self.token())
     }
 
     /// A GET answered with any content: (status, content type, body), with a token if given.
@@ -119,7 +152,7 @@ impl Server {
         self.raw_authorized(method, path, body, authorization.as_deref())
     }
 
-    /// A raw request with the `Authorization` header as given.
+    /// A raw request with the `Authorization` header as given (and a body sent as JSON).
     fn raw_authorized(
         &self,
         method: &str,
@@ -127,20 +160,46 @@ impl Server {
         body: &[u8],
         authorization: Option<&str>,
     ) -> (u16, Value) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let url = format!("http://{}{path}", self.addr);
-        let request = ureq::http::Request::builder().method(method).uri(url);
-        let request = match authorization {
-            Some(a) => request.header("Authorization", a),
-            None => request,
-        };
-        let mut response = agent.run(request.body(body.to_vec()).unwrap()).unwrap();
-        let status = response.status().as_u16();
-        let body = response.body_mut().read_json().unwrap();
-        (status, body)
+        let mut headers = vec![("Host", self.addr.as_str())];
+        if let Some(a) = authorization {
+            headers.push(("Authorization", a));
+        }
+        if !body.is_empty() {
+            headers.push(("Content-Type", "application/json"));
+        }
+        let (status, _, body) = self.raw_with(method, path, body, &headers);
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    /// A request with exactly `headers` (and `Content-Length`), as a browser or a forger
+    /// might send it: status, the answer's head (lowercase), body.
+    fn raw_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> (u16, String, Vec<u8>) {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request += &format!("{name}: {value}\r\n");
+        }
+        request += &format!("Content-Length: {}\r\n\r\n", body.len());
+        stream.write_all(request.as_bytes()).unwrap();
+        stream.write_all(body).unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        let split = answer
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("an answer with a head");
+        let head = String::from_utf8_lossy(&answer[..split]).to_lowercase();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, head, answer[split + 4..].to_vec())
     }
 
     /// Whether the log says `text` within a few seconds (stderr is read on a thread).
@@ -278,13 +337,13 @@ fn a_full_cycle_gives_each_run_its_number_files_and_summary() {
     assert_eq!(ok(c.get("/status"))["last_summary"]["run_number"], 6);
 
     for change in [
-        "(loopback, no token): Configure: initial -> configured",
-        "(loopback, no token): Start: configured -> starting (run 5)",
+        "(token): Configure: initial -> configured",
+        "(token): Start: configured -> starting (run 5)",
         "run 5: Started: starting -> running",
-        "(loopback, no token): Pause: running -> paused",
-        "(loopback, no token): Resume: paused -> running",
-        "(loopback, no token): ChangeTrigger: running -> running (periodic",
-        "(loopback, no token): Stop: running -> stopping (run 5)",
+        "(token): Pause: running -> paused",
+        "(token): Resume: paused -> running",
+        "(token): ChangeTrigger: running -> running (periodic",
+        "(token): Stop: running -> stopping (run 5)",
         "run 5: Ended: stopping -> configured",
     ] {
         assert!(
@@ -338,7 +397,7 @@ fn console_shows_run_5(server: &Server) {
     let last = t[t.len() - 1].as_f64().unwrap();
     let after = ok(c.get(&format!("/history?since={last}")));
     assert_eq!(after["t"], json!([]), "nothing after the last sample");
-    let (code, kind, png) = server.get_bytes("/display.png", None);
+    let (code, kind, png) = server.get_bytes("/display.png", server.token());
     assert_eq!((code, kind.as_str()), (200, "image/png"));
     assert!(png.starts_with(b"\x89PNG"));
 }
@@ -426,12 +485,12 @@ fn bad_json_is_400_an_unknown_route_404() {
         ("/trigger", br#"{"trigger": "cosmic", "prescale": 2}"#),
         ("/trigger", br#"{"trigger": "periodic", "prescale": 0}"#),
     ] {
-        let (status, answer) = server.raw("POST", path, body, None);
+        let (status, answer) = server.raw("POST", path, body, server.token());
         assert_eq!(status, 400, "{path} {body:?}: {answer}");
         assert!(!answer["error"].as_str().unwrap().is_empty());
     }
     for (method, path) in [("GET", "/nothing"), ("DELETE", "/state"), ("GET", "/start")] {
-        let (status, answer) = server.raw(method, path, b"", None);
+        let (status, answer) = server.raw(method, path, b"", server.token());
         assert_eq!(status, 404, "{method} {path}: {answer}");
     }
     assert_eq!(state(&server), "configured", "nothing changed");
@@ -471,7 +530,7 @@ fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
         server.raw_authorized("GET", "/state", b"", Some(&lower)),
         (200, json!({ "state": "configured" }))
     );
-    assert!(server.logged("refused POST /configure: missing or wrong token"));
+    assert!(server.logged("refused POST /configure: missing or wrong bearer token"));
     assert!(server.logged("(token): Configure: initial -> configured"));
 
     // The console's shell holds nothing about the system: served without the token; its
@@ -519,11 +578,11 @@ fn with_a_token_every_request_must_show_it_and_ctl_passes_it_on() {
     assert!(err.contains("HTTP 409; state configured"), "{err}");
 }
 
-#[test]
-fn a_token_shorter_than_16_characters_is_refused_before_binding() {
+/// `swdaq serve` given `token` in a file: its error, having never listened.
+fn refused_token(token: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "x\n").unwrap();
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["serve", "--addr", "127.0.0.1:0", "--token-file"])
         .arg(&token_file)
@@ -543,8 +602,23 @@ fn a_token_shorter_than_16_characters_is_refused_before_binding() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(line, "", "never listened");
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_token_shorter_than_16_characters_is_refused_before_binding() {
+    let err = refused_token("x");
     assert!(err.contains("fewer than 16"), "{err}");
+}
+
+/// A token no request head could carry was taken, then every request refused 431.
+#[test]
+fn a_token_too_long_for_a_request_head_is_refused_before_binding() {
+    let err = refused_token(&"a".repeat(20_000));
+    assert!(
+        err.contains("20000 characters, more than 1024: clients could not send it"),
+        "{err}"
+    );
 }
 
 /// The server process's threads and resident memory in kB (`/proc`).
@@ -906,6 +980,7 @@ fn ctl(server: &Server, args: &[&str]) -> Result<Value, String> {
         .args(["ctl", "--addr", &server.addr])
         .args(args)
         .env_remove("SWDAQ_TOKEN")
+        .env("XDG_RUNTIME_DIR", &server.runtime)
         .output()
         .unwrap();
     if out.status.success() {
@@ -1044,5 +1119,373 @@ fn every_model_runs_twice_under_swdaq_ctl() {
             }
         }
         assert_eq!(ctl(&server, &["state"]).unwrap()["state"], "configured");
+    }
+}
+
+#[test]
+fn a_server_given_no_token_makes_one_only_the_user_reads_and_ctl_and_the_console_get_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let token = server
+        .token()
+        .expect("the console URL carries the token")
+        .to_string();
+    assert_eq!(token.len(), 64, "{token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    assert_eq!(
+        server.console_url,
+        format!("http://{}/#token={token}", server.addr)
+    );
+    let port = server.addr.rsplit_once(':').unwrap().1;
+    let kept = server.runtime.join(format!("swdaq/serve-{port}.token"));
+    assert_eq!(std::fs::read_to_string(&kept).unwrap().trim(), token);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&kept), 0o600, "only the user reads the token");
+    assert_eq!(mode(kept.parent().unwrap()), 0o700);
+    assert!(server.logged(&format!("bearer token kept in {}", kept.display())));
+    // Loopback is no proof any more: without the token, nothing.
+    assert_eq!(server.raw("GET", "/state", b"", None).0, 401);
+    assert_eq!(server.raw("POST", "/configure", b"", None).0, 401);
+    // `swdaq ctl` needs no flag: it reads the token kept for the port.
+    assert_eq!(ctl(&server, &["configure"]).unwrap()["state"], "configured");
+    assert_eq!(ctl(&server, &["state"]).unwrap()["state"], "configured");
+    // A server started again on the port keeps the token: a console left open goes on.
+    let addr = server.addr.clone();
+    drop(server);
+    let again = Server::start(dir.path(), &["--addr", &addr]);
+    assert_eq!(again.addr, addr);
+    assert_eq!(again.token(), Some(token.as_str()));
+    assert_eq!(ctl(&again, &["state"]).unwrap()["state"], "initial");
+}
+
+/// What a page of another origin, or of a host name rebound to 127.0.0.1, can send without
+/// asking the server first — the token included, as if it had stolen it: none of it passes.
+#[test]
+fn requests_from_another_origin_or_host_name_or_not_json_are_refused_and_counted() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--allow-host", "daq-01.example"]);
+    let bearer = format!("Bearer {}", server.token().unwrap());
+    let host = server.addr.as_str();
+    let port = host.rsplit_once(':').unwrap().1;
+    let rebound = format!("evil.example:{port}");
+    let other_port = format!("http://127.0.0.1:{}", port.parse::<u16>().unwrap() ^ 1);
+    let start = br#"{"run_number": 4242}"#;
+    let json = ("Content-Type", "application/json");
+    for (what, method, path, body, headers, code) in [
+        (
+            "a fetch(no-cors) from another site",
+            "POST",
+            "/configure",
+            &b""[..],
+            vec![
+                ("Host", host),
+                ("Origin", "http://evil.example"),
+                ("Authorization", &bearer),
+            ],
+            403,
+        ),
+        (
+            "a text/plain form from another port of this host",
+            "POST",
+            "/start",
+            start,
+            vec![
+                ("Host", host),
+                ("Origin", &other_port),
+                ("Content-Type", "text/plain"),
+                ("Authorization", &bearer),
+            ],
+            403,
+        ),
+        (
+            "a sandboxed frame (Origin null)",
+            "GET",
+            "/status",
+            b"",
+            vec![
+                ("Host", host),
+                ("Origin", "null"),
+                ("Authorization", &bearer),
+            ],
+            403,
+        ),
+        (
+            "DNS rebinding: the page's own host name",
+            "GET",
+            "/status",
+            b"",
+            vec![("Host", &rebound), ("Authorization", &bearer)],
+            421,
+        ),
+        (
+            "DNS rebinding, same origin as far as the browser knows",
+            "POST",
+            "/configure",
+            b"",
+            vec![
+                ("Host", &rebound),
+                ("Origin", &format!("http://{rebound}")),
+                ("Authorization", &bearer),
+            ],
+            421,
+        ),
+        (
+            "no Host",
+            "GET",
+            "/state",
+            b"",
+            vec![("Authorization", &bearer)],
+            400,
+        ),
+        (
+            "a text/plain body",
+            "POST",
+            "/start",
+            start,
+            vec![
+                ("Host", host),
+                ("Content-Type", "text/plain"),
+                ("Authorization", &bearer),
+            ],
+            415,
+        ),
+        (
+            "a form",
+            "POST",
+            "/start",
+            b"run_number=4242",
+            vec![
+                ("Host", host),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+                ("Authorization", &bearer),
+            ],
+            415,
+        ),
+        (
+            "a body without a type",
+            "POST",
+            "/start",
+            start,
+            vec![("Host", host), ("Authorization", &bearer)],
+            415,
+        ),
+        (
+            "a preflight",
+            "OPTIONS",
+            "/start",
+            b"",
+            vec![
+                ("Host", host),
+                ("Origin", "http://evil.example"),
+                ("Access-Control-Request-Method", "POST"),
+            ],
+            403,
+        ),
+        (
+            "the console's page asked from another origin",
+            "GET",
+            "/",
+            b"",
+            vec![("Host", host), ("Origin", "http://evil.example")],
+            403,
+        ),
+        (
+            "the console's own page, same origin",
+            "POST",
+            "/configure",
+            b"{}",
+            vec![
+                ("Host", host),
+                ("Origin", &format!("http://{host}")),
+                json,
+                ("Authorization", &bearer),
+            ],
+            200,
+        ),
+        (
+            "the console through a TLS proxy in front",
+            "GET",
+            "/state",
+            b"",
+            vec![
+                ("Host", "daq-01.example"),
+                ("Origin", "https://daq-01.example"),
+                ("Authorization", &bearer),
+            ],
+            200,
+        ),
+        (
+            "ctl or curl: no Origin",
+            "GET",
+            "/state",
+            b"",
+            vec![("Host", "localhost"), ("Authorization", &bearer)],
+            200,
+        ),
+        (
+            "a host name the operator allowed",
+            "GET",
+            "/state",
+            b"",
+            vec![("Host", "DAQ-01.example:80"), ("Authorization", &bearer)],
+            200,
+        ),
+        (
+            "the console's page",
+            "GET",
+            "/",
+            b"",
+            vec![("Host", host)],
+            200,
+        ),
+    ] {
+        let (status, head, answer) = server.raw_with(method, path, body, &headers);
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(status, code, "{what}: {answer}");
+        // No answer may be framed, and none is readable by another origin.
+        assert!(
+            head.contains("content-security-policy: frame-ancestors 'none'"),
+            "{what}: {head}"
+        );
+        assert!(head.contains("x-frame-options: deny"), "{what}: {head}");
+        assert!(!head.contains("access-control-allow"), "{what}: {head}");
+        if code >= 400 {
+            // Nothing about the system in a refusal.
+            assert!(!answer.contains("state"), "{what}: {answer}");
+        }
+    }
+    assert_eq!(
+        state(&server),
+        "configured",
+        "only the console's own configure passed"
+    );
+    let status = ok(server.client().get("/status"));
+    assert_eq!(status["refused_requests"]["403"], 5, "{status}");
+    assert_eq!(status["refused_requests"]["421"], 2, "{status}");
+    assert_eq!(status["refused_requests"]["415"], 3, "{status}");
+    assert_eq!(status["refused_requests"]["400"], 1, "{status}");
+    // None of them reached run control: the journal has the one configure, by the token.
+    let journal = status["journal"].to_string();
+    assert!(!journal.contains("4242"), "{journal}");
+    assert!(journal.contains("(token)"), "{journal}");
+    let (code, _, metrics) = server.get_bytes("/metrics", server.token());
+    assert_eq!(code, 200);
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics.contains("swdaq_control_refused_requests_total{code=\"421\"} 2"),
+        "{metrics}"
+    );
+    assert!(server.logged("refused GET /status: this server does not answer to \"evil.example\""));
+}
+
+#[test]
+fn a_run_number_far_beyond_the_last_is_taken_only_when_confirmed() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    ok(server.client().post("/configure", None));
+    // The forged request of issue 33: it would use every number up.
+    let (status, answer) = server.raw(
+        "POST",
+        "/start",
+        br#"{"run_number": 4294967295}"#,
+        server.token(),
+    );
+    assert_eq!(status, 409, "{answer}");
+    let why = answer["error"].as_str().unwrap();
+    assert!(why.contains("\"confirm_jump\": true"), "{why}");
+    assert_eq!(answer["state"], "configured");
+    let err = ctl(&server, &["start", "--run", "5000"]).unwrap_err();
+    assert!(err.contains("more than 1000"), "{err}");
+    assert!(
+        !dir.path().join("data").join(".swdaq-last-run").exists(),
+        "nothing claimed"
+    );
+    // Confirmed, it is taken; the next free number follows it.
+    let started = ctl(&server, &["start", "--run", "5000", "--confirm-jump"]).unwrap();
+    assert_eq!(started["run_number"], 5000);
+    ctl(&server, &["stop"]).unwrap();
+    let next = ctl(&server, &["start"]).unwrap();
+    assert_eq!(next["run_number"], 5001);
+    ctl(&server, &["stop"]).unwrap();
+}
+
+#[test]
+fn refusals_are_counted_each_but_logged_at_a_bounded_rate() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    for _ in 0..300 {
+        assert_eq!(
+            server
+                .raw("GET", "/state", b"", Some("0123456789abcdef0"))
+                .0,
+            401
+        );
+    }
+    let status = ok(server.client().get("/status"));
+    assert_eq!(status["refused_requests"]["401"], 300, "{status}");
+    std::thread::sleep(Duration::from_millis(300));
+    let lines = server
+        .log()
+        .lines()
+        .filter(|l| l.contains(": refused "))
+        .count();
+    assert!(
+        (1..=20).contains(&lines),
+        "{lines} lines for 300 refusals:\n{}",
+        server.log()
+    );
+}
+
+/// The slow loris of issue 33: 20 clients sending a request one byte a second, again as soon
+/// as they are cut off. The operator's requests are all answered the while.
+#[test]
+fn slow_clients_do_not_starve_the_operator() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lorises: Vec<_> = (0..20)
+        .map(|_| {
+            let (done, addr) = (Arc::clone(&done), server.addr.clone());
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let Ok(mut s) = TcpStream::connect(&addr) else {
+                        continue;
+                    };
+                    for byte in b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1" {
+                        if done.load(std::sync::atomic::Ordering::Relaxed)
+                            || s.write_all(&[*byte]).is_err()
+                        {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    // A new connection each time, as `swdaq ctl` makes (a kept-alive one would not show it).
+    let until = Instant::now() + Duration::from_secs(8);
+    let mut codes = Vec::new();
+    while Instant::now() < until {
+        codes.push(server.raw("GET", "/state", b"", server.token()).0);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answered = codes.iter().filter(|c| **c == 200).count();
+    assert_eq!(
+        answered,
+        codes.len(),
+        "{answered} of {} answered: {codes:?}",
+        codes.len()
+    );
+    for l in lorises {
+        l.join().unwrap();
     }
 }

@@ -1,11 +1,17 @@
-//! Who may steer the system: anyone on this host when `swdaq serve` listens on loopback
-//! only; elsewhere only a client that shows the bearer token. The token is compared in
-//! constant time (`subtle`), so the answer's timing says nothing about how much of a guess
-//! was right. The scheme is `Bearer` in any case (RFC 9110 makes schemes case-insensitive).
+//! Who may steer the system: only a client that shows the bearer token. Loopback is no
+//! proof (any web page the operator has open can send requests to 127.0.0.1), so a server
+//! given no token makes one, as Jupyter does, and keeps it where only the user can read it
+//! ([`kept_token_path`]); `swdaq ctl` finds it there, and the console gets it once in the
+//! URL the server prints. Beyond loopback the operator must give the token. The token is
+//! compared in constant time (`subtle`), so the answer's timing says nothing about how much
+//! of a guess was right. The scheme is `Bearer` in any case (RFC 9110 makes schemes
+//! case-insensitive).
 
 use anyhow::{Context, bail};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use subtle::ConstantTimeEq;
 
 /// The environment variable a token is read from when no file is given.
@@ -15,6 +21,14 @@ pub const TOKEN_ENV: &str = "SWDAQ_TOKEN";
 /// guess: 16 characters, even hex digits alone, are 2^64 guesses, millions of years at far
 /// more requests a second than the server answers. `openssl rand -hex 16` makes 32.
 pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// The longest token accepted, in characters: with `Bearer `, it fits in the request head a
+/// server takes (`http::LIMITS`) with room to spare for a browser's other headers, so a
+/// token accepted at start is never refused as too large a head afterwards.
+pub const MAX_TOKEN_CHARS: usize = 1024;
+
+/// Random bytes in a token made by the server (64 hex digits).
+const MADE_TOKEN_BYTES: usize = 32;
 
 /// A shared secret; never printed.
 pub struct Token(Vec<u8>);
@@ -40,7 +54,59 @@ impl Token {
                 "the token has {length} characters, fewer than {MIN_TOKEN_CHARS} (make one with `openssl rand -hex 16`)"
             );
         }
+        if length > MAX_TOKEN_CHARS {
+            bail!(
+                "the token has {length} characters, more than {MAX_TOKEN_CHARS}: clients could not send it in a request's headers (make one with `openssl rand -hex 16`)"
+            );
+        }
         Ok(Self(secret.as_bytes().to_vec()))
+    }
+
+    /// The token this server keeps for clients on `port` (see [`kept_token_path`]): the one
+    /// kept there if it is readable by the user alone and valid, so consoles left open keep
+    /// working when the server is restarted; else a new random one, kept there. Returns it
+    /// with its text (for the console URL) and where it is kept.
+    pub fn kept_for(port: u16) -> anyhow::Result<(Self, String, PathBuf)> {
+        let path = kept_token_path(port)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot make {} for the token", dir.display()))?;
+        let mode = std::fs::metadata(dir)
+            .with_context(|| format!("cannot look at {}", dir.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            bail!(
+                "{} can be entered by other users (mode {:o}): the token is not kept there (chmod 700 it, or give --token-file)",
+                dir.display(),
+                mode & 0o777
+            );
+        }
+        if let Some(text) = read_private(&path)
+            && let Ok(token) = Self::new(&text)
+        {
+            return Ok((token, text.trim().to_string(), path));
+        }
+        let mut secret = [0u8; MADE_TOKEN_BYTES];
+        getrandom::fill(&mut secret)
+            .map_err(|e| anyhow::anyhow!("no random bytes for a token: {e}"))?;
+        let text = hex::encode(secret);
+        // Written whole under another name, then renamed: a client never reads half a token.
+        let partial = path.with_extension(format!("token.{}", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&partial)
+            .with_context(|| format!("cannot write the token to {}", partial.display()))?;
+        file.write_all(format!("{text}\n").as_bytes())
+            .and_then(|()| std::fs::rename(&partial, &path))
+            .with_context(|| format!("cannot write the token to {}", path.display()))?;
+        Ok((Self::new(&text)?, text, path))
     }
 
     /// The token from `file` if given, else from [`TOKEN_ENV`] if set, else none.
@@ -68,7 +134,37 @@ impl Token {
     }
 }
 
-/// Refuses to listen beyond loopback without a token.
+/// Where a server on `port` keeps the token it made: `$XDG_RUNTIME_DIR/swdaq/serve-PORT.token`
+/// (a directory of the user's alone, emptied at logout), else
+/// `~/.local/share/swdaq/runtime/serve-PORT.token` (Jupyter's choices), so `swdaq ctl` of
+/// the same user finds it from the port alone.
+pub fn kept_token_path(port: u16) -> anyhow::Result<PathBuf> {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(runtime) => PathBuf::from(runtime).join("swdaq"),
+        None => match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+            Some(home) => PathBuf::from(home).join(".local/share/swdaq/runtime"),
+            None => bail!(
+                "neither XDG_RUNTIME_DIR nor HOME is set: nowhere to keep the token (give --token-file)"
+            ),
+        },
+    };
+    Ok(dir.join(format!("serve-{port}.token")))
+}
+
+/// The text of `path` if it exists and no one but the user may read it.
+fn read_private(path: &Path) -> Option<String> {
+    let private = std::fs::metadata(path).ok()?.permissions().mode() & 0o077 == 0;
+    private
+        .then(|| std::fs::read_to_string(path).ok())
+        .flatten()
+}
+
+/// The token kept for a server on `port`, for `swdaq ctl`; `None` if there is none.
+pub fn read_kept_token(port: u16) -> Option<String> {
+    read_private(&kept_token_path(port).ok()?)
+}
+
+/// Refuses to listen beyond loopback without a token given by the operator.
 pub fn check_bind(addr: &SocketAddr, token: Option<&Token>) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && token.is_none() {
         bail!(
@@ -114,6 +210,13 @@ mod tests {
         assert!(e.contains("fewer than 16"), "{e}");
         assert!(Token::new(&"x".repeat(MIN_TOKEN_CHARS - 1)).is_err());
         assert!(Token::new(&"x".repeat(MIN_TOKEN_CHARS)).is_ok());
+    }
+
+    #[test]
+    fn a_token_too_long_for_the_request_head_is_refused() {
+        assert!(Token::new(&"x".repeat(MAX_TOKEN_CHARS)).is_ok());
+        let e = Token::new(&"x".repeat(20_000)).unwrap_err().to_string();
+        assert!(e.contains("20000 characters, more than 1024"), "{e}");
     }
 
     #[test]

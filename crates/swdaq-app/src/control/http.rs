@@ -17,25 +17,35 @@
 //! | `GET /display.png` | | that event drawn, for the chain as `swdaq display` draws it (404 with why when there is none or the model draws none) |
 //! | `GET /metrics` | | run control's own Prometheus metrics: state, output disks, refusals (`control::metrics`) |
 //!
+//! Every request must first pass the guard (`control::guard`: the `Host` one of the server's
+//! names, an `Origin` only its own, bodies JSON), then show the bearer token (`control::auth`)
+//! — all but the console's page and assets, which hold nothing about the system. Every answer
+//! forbids framing ([`guard::ANSWER_HEADERS`]) and none carries a CORS header.
+//!
 //! Errors are `{"error", "state"}`: 409 for a command the state does not allow, one the
-//! configured model does not have (raw bursts of the event builder, say), or a run number
-//! already used, 400 for a body that is not what the route takes, 404 for another
-//! route, 503 when the running trigger cannot take a request now, 500 when the configuration
-//! or the run failed. Refusals made before the request reaches run control are `{"error"}`
-//! alone, saying nothing of the system: 401 without the token, and the server's own
-//! (`http_server`, within [`LIMITS`]) — 431 for a request line and headers too large, 413 for
-//! a body too large, 408 for a request too slow to arrive, 503 when every connection is in
-//! use. Every refusal is counted in `/status` by its code.
+//! configured model does not have (raw bursts of the event builder, say), a run number
+//! already used or far beyond the last without `confirm_jump`, 400 for a body that is not what
+//! the route takes, 404 for another route, 503 when the running trigger cannot take a request
+//! now, 500 when the configuration or the run failed. Refusals made before the request
+//! reaches run control are `{"error"}` alone, saying nothing of the system: 400 without a
+//! `Host`, 421 for a `Host` not the server's, 403 for a page of another origin, 415 for a
+//! body not sent as JSON, 401 without the token, and the server's own (`http_server`, within
+//! [`LIMITS`]) — 431 for a request line and headers too large, 413 for a body too large, 408
+//! for a request too slow to arrive, 503 when too many connections are waiting for their
+//! request (from one address, or in all) or every worker is busy. Every refusal is counted in
+//! `/status` and `/metrics` by its code; the log gets at most
+//! [`LOGGED_PER_WINDOW`] of them every [`LOG_WINDOW`], and says how many it left out.
 
-use super::auth::Token;
+use super::auth::{self, Token};
 use super::console::{self, LatestEvent};
+use super::guard::{self, Guard};
 use super::http_server::{Handler, HttpServer, Limits, Refusal, Request, Response};
 use super::system::{ControlError, RunControl};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use swdaq_control::{Command, parse_request};
 
 /// What one client may make the server hold before and after its token is checked.
@@ -47,10 +57,25 @@ const LIMITS: Limits = Limits {
     // Clients send their request as soon as they connect; a console polling every second
     // keeps its connection within this.
     idle: Duration::from_secs(5),
-    // A stop holds its connection until the run has ended, so `/status` must find another
-    // one free; a browser opens up to six.
-    connections: 16,
+    // A stop holds its worker until the run has ended, so `/status` must find another one
+    // free; a browser sends up to six requests at once.
+    workers: 16,
+    // Far more than any operator's clients (a browser keeps up to six connections to a host)
+    // and well within a process's 1024 descriptors.
+    waiting: 512,
+    // One address cannot take every place; on loopback every client is one address, and 20
+    // clients sending a byte a second still leave the operator room.
+    waiting_per_peer: 64,
 };
+
+// The longest token, with `Authorization: Bearer `, leaves most of the head to the rest of
+// a browser's headers: a token accepted at start always fits.
+const _: () = assert!(auth::MAX_TOKEN_CHARS * 4 <= LIMITS.head_bytes);
+
+/// Refusals written to the log in each [`LOG_WINDOW`] at most: a client sending bad requests
+/// in a loop cannot fill the log (each one is still counted by its code).
+const LOGGED_PER_WINDOW: u32 = 10;
+const LOG_WINDOW: Duration = Duration::from_secs(10);
 
 /// Carries out `command`: the status code and JSON answer.
 pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value) {
@@ -63,7 +88,10 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Command::State => Ok(json!({ "state": control.state() })),
         Command::Status => Ok(control.status()),
         Command::Configure => control.configure(who),
-        Command::Start { run_number } => control.start(run_number, who),
+        Command::Start {
+            run_number,
+            confirm_jump,
+        } => control.start(run_number, confirm_jump, who),
         Command::Stop => control.stop(who),
         Command::Pause => control.pause(who),
         Command::Resume => control.resume(who),
@@ -94,21 +122,24 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
 pub struct ControlServer(HttpServer);
 
 impl ControlServer {
-    /// Listens on `addr` (checked against `token` by the caller) and serves `control`.
+    /// Serves `control` on `listener` to clients that pass `guard` and show `token`.
     pub fn start(
-        addr: SocketAddr,
-        token: Option<Token>,
+        listener: TcpListener,
+        token: Token,
+        guard: Guard,
         control: Arc<RunControl>,
     ) -> anyhow::Result<Self> {
         let api = Api {
             token,
+            guard,
             control,
             refused: Refused::default(),
+            log: RefusalLog::default(),
             latest: LatestEvent::default(),
         };
-        HttpServer::start(addr, LIMITS, Arc::new(api), "control-http")
+        HttpServer::start(listener, LIMITS, Arc::new(api), "control-http")
             .map(Self)
-            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+            .map_err(|e| anyhow::anyhow!("cannot serve run control: {e}"))
     }
 
     /// The address it listens on (with the port the system chose for port 0).
@@ -146,66 +177,107 @@ impl Refused {
 }
 
 struct Api {
-    token: Option<Token>,
+    token: Token,
+    guard: Guard,
     control: Arc<RunControl>,
     refused: Refused,
+    log: RefusalLog,
     latest: LatestEvent,
 }
 
-/// Logs a request refused before it reached run control.
-fn log_refusal(peer: SocketAddr, what: &str, why: &str) {
-    eprintln!(
-        "{} swdaq serve: {peer}: refused {what}: {why}",
-        humantime::format_rfc3339_millis(std::time::SystemTime::now()),
-    );
+/// The refusals logged in the current window, and those left out since the last line.
+#[derive(Default)]
+struct RefusalLog(Mutex<LogWindow>);
+
+#[derive(Default)]
+struct LogWindow {
+    began: Option<Instant>,
+    logged: u32,
+    left_out: u64,
+}
+
+impl RefusalLog {
+    /// Logs a request refused before it reached run control, unless this window's lines are
+    /// used up.
+    fn note(&self, peer: SocketAddr, what: &str, why: &str) {
+        let mut window = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if window
+            .began
+            .is_none_or(|began| now.duration_since(began) >= LOG_WINDOW)
+        {
+            window.began = Some(now);
+            window.logged = 0;
+        }
+        if window.logged == LOGGED_PER_WINDOW {
+            window.left_out += 1;
+            return;
+        }
+        window.logged += 1;
+        let left_out = match std::mem::take(&mut window.left_out) {
+            0 => String::new(),
+            n => format!(
+                " ({n} refusals before this one not logged; all are counted by code in /status and /metrics)"
+            ),
+        };
+        eprintln!(
+            "{} swdaq serve: {peer}: refused {what}: {why}{left_out}",
+            humantime::format_rfc3339_millis(std::time::SystemTime::now()),
+        );
+    }
 }
 
 impl Handler for Api {
     fn handle(&self, request: &mut Request<'_>) -> Response {
-        let peer = request.peer();
-        let console = swdaq_console::route(request.method(), request.target());
-        if let Some(swdaq_console::Route::Asset(asset)) = console {
-            return console::asset_response(asset);
-        }
-        let (code, answer) = match &self.token {
-            Some(t) if !t.admits(request.header("Authorization")) => {
-                let what = format!("{} {}", request.method(), request.target());
-                log_refusal(peer, &what, "missing or wrong token");
-                // Nothing about the system to a client without the token.
-                (401, json!({ "error": "missing or wrong bearer token" }))
-            }
-            _ if console.is_some() => {
-                let refused = self.refused.counts();
-                let response = console
-                    .map(|r| console::data_response(&self.control, &self.latest, &refused, &r));
-                let response = response.unwrap_or_else(|| json_response(404, &json!({})));
-                if response.code >= 400 {
-                    self.refused.count(response.code);
-                }
-                return response;
-            }
-            token => {
-                let who = match token {
-                    Some(_) => format!("{peer} (token)"),
-                    None => format!("{peer} (loopback, no token)"),
-                };
-                self.answer(request, &who)
-            }
-        };
-        if code >= 400 {
-            self.refused.count(code);
-        }
-        json_response(code, &answer)
+        with_answer_headers(self.checked_answer(request))
     }
 
     fn refused(&self, peer: SocketAddr, refusal: &Refusal) -> Response {
-        log_refusal(peer, "a request", &refusal.reason);
-        self.refused.count(refusal.code);
-        json_response(refusal.code, &json!({ "error": refusal.reason }))
+        with_answer_headers(self.refuse(peer, "a request", refusal))
     }
 }
 
 impl Api {
+    /// The answer to a request that has passed nothing yet: the guard, then the console's
+    /// page and assets, then the token, then the data routes and the commands.
+    fn checked_answer(&self, request: &mut Request<'_>) -> Response {
+        let peer = request.peer();
+        let what = || format!("{} {}", request.method(), request.target());
+        if let Err(refusal) = self.guard.check(request) {
+            return self.refuse(peer, &what(), &refusal);
+        }
+        let console = swdaq_console::route(request.method(), request.target());
+        if let Some(swdaq_console::Route::Asset(asset)) = console {
+            return console::asset_response(asset);
+        }
+        if !self.token.admits(request.header("Authorization")) {
+            // Nothing about the system to a client without the token.
+            let refusal = Refusal::new(401, "missing or wrong bearer token");
+            return self.refuse(peer, &what(), &refusal);
+        }
+        let response = match console {
+            Some(route) => {
+                let refused = self.refused.counts();
+                console::data_response(&self.control, &self.latest, &refused, &route)
+            }
+            None => {
+                let (code, answer) = self.answer(request, &format!("{peer} (token)"));
+                json_response(code, &answer)
+            }
+        };
+        if response.code >= 400 {
+            self.refused.count(response.code);
+        }
+        response
+    }
+
+    /// Logs (within the log's rate) and counts a refusal made before run control.
+    fn refuse(&self, peer: SocketAddr, what: &str, refusal: &Refusal) -> Response {
+        self.log.note(peer, what, &refusal.reason);
+        self.refused.count(refusal.code);
+        json_response(refusal.code, &json!({ "error": refusal.reason }))
+    }
+
     /// The answer to an admitted request.
     fn answer(&self, request: &mut Request<'_>, who: &str) -> (u16, Value) {
         let body = match request.body() {
@@ -227,6 +299,16 @@ impl Api {
             ),
         }
     }
+}
+
+/// `response` with the headers every answer has ([`guard::ANSWER_HEADERS`]).
+fn with_answer_headers(mut response: Response) -> Response {
+    response.headers.extend(
+        guard::ANSWER_HEADERS
+            .iter()
+            .map(|&(name, value)| (name, value.to_string())),
+    );
+    response
 }
 
 fn json_response(code: u16, answer: &Value) -> Response {

@@ -2,10 +2,20 @@
 //! bounded before anyone has checked who the client is: the request head (request line and
 //! headers, [`Limits::head_bytes`]), the body ([`Limits::body_bytes`], read only when the
 //! handler asks for it, so after the token check), the time a request may take to arrive
-//! ([`Limits::idle`]: a slow or silent connection is closed), and the connections served at
-//! once, one thread each ([`Limits::connections`]: one more is answered 503 at once and
-//! closed). Connections are kept alive between requests (a console polling every second
-//! reuses one), within the same idle time-out.
+//! ([`Limits::idle`]: a slow or silent connection is closed), and the connections waiting for
+//! a request ([`Limits::waiting`] in all, [`Limits::waiting_per_peer`] from one address: one
+//! more is answered 503 at once and closed). Connections are kept alive between requests (a
+//! console polling every second reuses one), within the same idle time-out.
+//!
+//! A connection holds no thread until its request head is complete: one thread (the waiting
+//! room) accepts, reads every waiting connection's bytes as they come (`poll`) and hands a
+//! complete head to one of [`Limits::workers`] threads (through a queue as deep: beyond it,
+//! 503), which reads the body if the handler wants it, answers, and hands a kept-alive
+//! connection back (and one whose body it answered unread, for the room to drop the rest of
+//! the body before closing: closed with bytes unread, the connection would be reset and the
+//! client could lose the answer). A thread per connection from
+//! its first byte let 20 clients sending a byte a second keep 16 threads busy, and the
+//! operator's requests were answered 503 (65 of 84).
 //!
 //! Heads are parsed by `httparse`. This replaced `tiny_http`, which reads header lines of any
 //! length before the handler sees the request, and gives every connection a thread of its own
@@ -13,8 +23,11 @@
 //! 401, and 500 idle connections held 507 threads.
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -30,16 +43,20 @@ pub struct Limits {
     /// How long a whole request may take to arrive, or a kept-alive connection wait for the
     /// next one; also how long writing an answer may take.
     pub idle: Duration,
-    /// Connections served at once, each by a thread of its own.
-    pub connections: usize,
+    /// Requests handled at once, each by a thread of its own.
+    pub workers: usize,
+    /// Connections waiting for a request's head, from all clients.
+    pub waiting: usize,
+    /// Connections waiting for a request's head from one address.
+    pub waiting_per_peer: usize,
 }
 
 /// Headers a request may have (`httparse` parses into a fixed array).
 const MAX_HEADERS: usize = 32;
 /// How often a waiting read looks at the idle deadline and whether the server is stopping.
 const POLL: Duration = Duration::from_millis(100);
-/// How long answering "no free connection" may take on the accepting thread.
-const BUSY_WRITE: Duration = Duration::from_millis(200);
+/// How long the rest of a body answered unread is waited for before the connection closes.
+const DRAIN: Duration = Duration::from_secs(1);
 
 /// A refusal the server makes itself, before or instead of the handler: its status code and
 /// why.
@@ -50,7 +67,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(code: u16, reason: impl Into<String>) -> Self {
+    pub fn new(code: u16, reason: impl Into<String>) -> Self {
         Self {
             code,
             reason: reason.into(),
@@ -71,8 +88,9 @@ pub struct Response {
 pub trait Handler: Send + Sync + 'static {
     /// Answers `request`; reads its body only if it wants it.
     fn handle(&self, request: &mut Request<'_>) -> Response;
-    /// The answer to a request the server refused itself (too large, too slow, no free
-    /// connection); nothing about the system should be in it, as no token was checked.
+    /// The answer to a request the server refused itself (too large, too slow, too many
+    /// connections, every worker busy); nothing about the system should be in it, as no token
+    /// was checked.
     fn refused(&self, peer: SocketAddr, refusal: &Refusal) -> Response;
 }
 
@@ -103,6 +121,11 @@ impl Request<'_> {
     /// The first header called `name` (any case), trimmed.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.head.header(name)
+    }
+
+    /// The body's length in bytes, as the request says (`Content-Length`; 0 without one).
+    pub fn body_length(&self) -> u64 {
+        self.body_length
     }
 
     /// The body (empty without one), within [`Limits::body_bytes`] and the idle time-out.
@@ -162,51 +185,6 @@ impl Connection {
                         ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
                     ) => {}
                 Err(e) => return Err(Silence::Failed(e)),
-            }
-        }
-    }
-
-    /// The next request's head, `None` when the connection is over (closed, idle too long,
-    /// server stopping), or why it is refused.
-    fn read_head(&mut self, peer: SocketAddr) -> Result<Option<Request<'_>>, Refusal> {
-        let deadline = Instant::now() + self.limits.idle;
-        loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut parsed = httparse::Request::new(&mut headers);
-            match parsed.parse(&self.pending) {
-                Ok(httparse::Status::Complete(length)) => {
-                    let head = Head::from(&parsed)?;
-                    self.pending.drain(..length);
-                    return head.into_request(peer, self).map(Some);
-                }
-                Ok(httparse::Status::Partial) => {}
-                Err(httparse::Error::TooManyHeaders) => {
-                    return Err(Refusal::new(
-                        431,
-                        format!("more than {MAX_HEADERS} headers"),
-                    ));
-                }
-                Err(e) => return Err(Refusal::new(400, format!("malformed request: {e}"))),
-            }
-            let room = self.limits.head_bytes.saturating_sub(self.pending.len());
-            if room == 0 {
-                return Err(Refusal::new(
-                    431,
-                    format!(
-                        "request line and headers larger than {} bytes",
-                        self.limits.head_bytes
-                    ),
-                ));
-            }
-            match self.fill(room, deadline) {
-                Ok(()) => {}
-                Err(Silence::TimedOut) if !self.pending.is_empty() => {
-                    return Err(Refusal::new(
-                        408,
-                        format!("request not complete within {:?}", self.limits.idle),
-                    ));
-                }
-                Err(_) => return Ok(None),
             }
         }
     }
@@ -335,7 +313,66 @@ impl Head {
     }
 }
 
-/// A listening server: one thread accepting, [`Limits::connections`] threads serving.
+/// What a connection's bytes so far make of a request head.
+enum Progress {
+    Partial,
+    Complete(Head),
+    Refused(Refusal),
+}
+
+/// Parses the head at the start of `pending`, taking it out when complete.
+fn parse_head(pending: &mut Vec<u8>, limits: Limits) -> Progress {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut headers);
+    match parsed.parse(pending) {
+        Ok(httparse::Status::Complete(length)) => match Head::from(&parsed) {
+            Ok(head) => {
+                pending.drain(..length);
+                Progress::Complete(head)
+            }
+            Err(refusal) => Progress::Refused(refusal),
+        },
+        Ok(httparse::Status::Partial) if pending.len() >= limits.head_bytes => {
+            Progress::Refused(Refusal::new(
+                431,
+                format!(
+                    "request line and headers larger than {} bytes",
+                    limits.head_bytes
+                ),
+            ))
+        }
+        Ok(httparse::Status::Partial) => Progress::Partial,
+        Err(httparse::Error::TooManyHeaders) => Progress::Refused(Refusal::new(
+            431,
+            format!("more than {MAX_HEADERS} headers"),
+        )),
+        Err(e) => Progress::Refused(Refusal::new(400, format!("malformed request: {e}"))),
+    }
+}
+
+/// A connection in the waiting room: no thread is serving it until its head is complete.
+struct Waiting {
+    stream: TcpStream,
+    peer: SocketAddr,
+    pending: Vec<u8>,
+    /// When its head must be complete; with nothing sent by then, it is closed unanswered.
+    deadline: Instant,
+    /// The bytes still to come of a body its answer was sent without: read and dropped, then
+    /// the connection is closed (closed with them unread, the system would reset it, and the
+    /// client could lose the answer: a refusal's reason, say).
+    unread_body: u64,
+}
+
+/// A connection with a complete head, for a worker.
+struct Ready {
+    stream: TcpStream,
+    peer: SocketAddr,
+    head: Head,
+    /// What came after the head (the body's start, or the next request).
+    pending: Vec<u8>,
+}
+
+/// A listening server: the waiting room's thread and [`Limits::workers`] threads.
 pub struct HttpServer {
     addr: SocketAddr,
     closing: Arc<AtomicBool>,
@@ -343,41 +380,60 @@ pub struct HttpServer {
 }
 
 impl HttpServer {
-    /// Listens on `addr` and serves `handler` within `limits`; `name` names the threads.
+    /// Serves `handler` within `limits` on `listener` (bound by the caller, who may need
+    /// the port the system chose before serving); `name` names the threads.
     pub fn start(
-        addr: SocketAddr,
+        listener: TcpListener,
         limits: Limits,
         handler: Arc<dyn Handler>,
         name: &str,
     ) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
         let closing = Arc::new(AtomicBool::new(false));
-        // No room: a connection is handed over only to a thread waiting for one.
-        let (to_workers, connections) = crossbeam_channel::bounded::<(TcpStream, SocketAddr)>(0);
-        // Each thread says it is about to wait for a connection: accepting starts only then,
-        // or the first connections would be answered busy while the threads start up.
-        let (ready, started) = crossbeam_channel::bounded::<()>(limits.connections);
-        let mut threads = (0..limits.connections)
+        // Room for as many complete requests as there are workers: one that finds every worker
+        // just finishing its answer waits for it, not refused; beyond that, 503.
+        let (to_workers, ready) = crossbeam_channel::bounded::<Ready>(limits.workers);
+        // Kept-alive connections back to the waiting room, with a byte on `wake` so its
+        // `poll` returns at once.
+        let (back, returned) = crossbeam_channel::unbounded::<Waiting>();
+        let (wake, woken) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        woken.set_nonblocking(true)?;
+        let wake = Arc::new(wake);
+        let mut threads = (0..limits.workers)
             .map(|i| {
-                let (connections, handler) = (connections.clone(), Arc::clone(&handler));
-                let (closing, ready) = (Arc::clone(&closing), ready.clone());
+                let (ready, back, wake) = (ready.clone(), back.clone(), Arc::clone(&wake));
+                let (handler, closing) = (Arc::clone(&handler), Arc::clone(&closing));
                 std::thread::Builder::new()
                     .name(format!("{name}-{i}"))
                     .spawn(move || {
-                        let _ = ready.send(());
-                        serve_connections(&connections, &*handler, limits, &closing)
+                        let worker = Worker {
+                            back,
+                            wake,
+                            limits,
+                            closing,
+                        };
+                        while let Ok(request) = ready.recv() {
+                            worker.serve(request, &*handler);
+                        }
                     })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        for _ in 0..limits.connections {
-            let _ = started.recv();
-        }
+        let room = WaitingRoom {
+            listener,
+            to_workers,
+            returned,
+            woken,
+            handler,
+            limits,
+            waiting: Vec::new(),
+        };
         let flag = Arc::clone(&closing);
         threads.push(
             std::thread::Builder::new()
-                .name(format!("{name}-accept"))
-                .spawn(move || accept(&listener, &to_workers, &*handler, &flag))?,
+                .name(format!("{name}-wait"))
+                .spawn(move || room.run(&flag))?,
         );
         Ok(Self {
             addr,
@@ -395,84 +451,284 @@ impl HttpServer {
     /// and waits for every thread.
     pub fn stop(self) {
         self.closing.store(true, Ordering::Relaxed);
-        // Wakes the accepting thread out of `accept`.
-        let ip = match self.addr.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-            ip => ip,
-        };
-        let _ = TcpStream::connect_timeout(&SocketAddr::new(ip, self.addr.port()), POLL);
         for t in self.threads {
             let _ = t.join();
         }
     }
 }
 
-fn accept(
-    listener: &TcpListener,
-    to_workers: &Sender<(TcpStream, SocketAddr)>,
-    handler: &dyn Handler,
-    closing: &AtomicBool,
-) {
-    for stream in listener.incoming() {
-        if closing.load(Ordering::Relaxed) {
-            return;
+/// The one thread that accepts connections and reads them until their head is complete.
+struct WaitingRoom {
+    listener: TcpListener,
+    to_workers: Sender<Ready>,
+    returned: Receiver<Waiting>,
+    woken: UnixStream,
+    handler: Arc<dyn Handler>,
+    limits: Limits,
+    waiting: Vec<Waiting>,
+}
+
+impl WaitingRoom {
+    /// Until `closing`: waits for bytes on any connection (or a new one, or one handed
+    /// back), at most until the nearest deadline or [`POLL`].
+    fn run(mut self, closing: &AtomicBool) {
+        while !closing.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let nearest = self.waiting.iter().map(|w| w.deadline).min();
+            // Rounded up to the next millisecond, or a deadline less than 1 ms away spins.
+            let wait = nearest.map_or(POLL, |d| {
+                (d.saturating_duration_since(now) + Duration::from_millis(1)).min(POLL)
+            });
+            let readable = match self.poll(wait) {
+                Ok(readable) => readable,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => {
+                    // Out of memory for the poll set: do not spin.
+                    std::thread::sleep(POLL);
+                    continue;
+                }
+            };
+            // Backwards, so that taking one out leaves the indices still to visit alone.
+            for i in (0..self.waiting.len()).rev() {
+                if readable[2 + i] {
+                    self.read(i);
+                }
+            }
+            self.expire();
+            if readable[1] {
+                self.take_back();
+            }
+            if readable[0] {
+                self.accept();
+            }
         }
-        let accepted = stream.and_then(|s| s.peer_addr().map(|peer| (s, peer)));
-        let Ok((stream, peer)) = accepted else {
-            // Out of descriptors, or the client already gone: do not spin.
-            std::thread::sleep(POLL);
-            continue;
-        };
-        if let Err(TrySendError::Full((mut stream, peer))) = to_workers.try_send((stream, peer)) {
-            let refusal = Refusal::new(503, "every connection is in use; try again");
-            let response = handler.refused(peer, &refusal);
-            let _ = stream.set_write_timeout(Some(BUSY_WRITE));
-            let _ = write(&mut stream, &response, false);
+    }
+
+    /// Which of the listener, the wake socket and the waiting connections have something.
+    fn poll(&self, wait: Duration) -> nix::Result<Vec<bool>> {
+        let mut fds = Vec::with_capacity(self.waiting.len() + 2);
+        fds.push(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN));
+        fds.push(PollFd::new(self.woken.as_fd(), PollFlags::POLLIN));
+        fds.extend(
+            self.waiting
+                .iter()
+                .map(|w| PollFd::new(w.stream.as_fd(), PollFlags::POLLIN)),
+        );
+        nix::poll::poll(
+            &mut fds,
+            PollTimeout::try_from(wait).unwrap_or(PollTimeout::MAX),
+        )?;
+        Ok(fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect())
+    }
+
+    /// Reads what waiting connection `i` has sent; hands it on once its head is complete.
+    fn read(&mut self, i: usize) {
+        let w = &mut self.waiting[i];
+        let mut chunk = [0u8; 4096];
+        // At least 1: a head that fills `head_bytes` is refused before this is read again.
+        let room = self
+            .limits
+            .head_bytes
+            .saturating_sub(w.pending.len())
+            .clamp(1, chunk.len());
+        match w.stream.read(&mut chunk[..room]) {
+            Ok(0) => {
+                self.waiting.swap_remove(i);
+            }
+            Ok(n) if w.unread_body > 0 => {
+                w.unread_body = w.unread_body.saturating_sub(n as u64);
+                if w.unread_body == 0 {
+                    self.waiting.swap_remove(i);
+                }
+            }
+            Ok(n) => {
+                w.pending.extend_from_slice(&chunk[..n]);
+                let w = self.waiting.swap_remove(i);
+                self.progress(w);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(_) => {
+                self.waiting.swap_remove(i);
+            }
         }
+    }
+
+    /// Hands `w` to a worker if its head is complete, refuses it if the head is bad, or
+    /// keeps it waiting.
+    fn progress(&mut self, mut w: Waiting) {
+        match parse_head(&mut w.pending, self.limits) {
+            Progress::Partial => self.waiting.push(w),
+            Progress::Refused(refusal) => self.refuse(w.stream, w.peer, &refusal),
+            Progress::Complete(head) => {
+                let request = Ready {
+                    stream: w.stream,
+                    peer: w.peer,
+                    head,
+                    pending: w.pending,
+                };
+                if let Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) =
+                    self.to_workers.try_send(request)
+                {
+                    let refusal = Refusal::new(503, "every worker is busy; try again");
+                    self.refuse(r.stream, r.peer, &refusal);
+                }
+            }
+        }
+    }
+
+    /// Closes the connections past their deadline: 408 for one that sent part of a head.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        for i in (0..self.waiting.len()).rev() {
+            if self.waiting[i].deadline > now {
+                continue;
+            }
+            let w = self.waiting.swap_remove(i);
+            if !w.pending.is_empty() && w.unread_body == 0 {
+                let refusal = Refusal::new(
+                    408,
+                    format!("request not complete within {:?}", self.limits.idle),
+                );
+                self.refuse(w.stream, w.peer, &refusal);
+            }
+        }
+    }
+
+    /// Takes back the kept-alive connections the workers have answered.
+    fn take_back(&mut self) {
+        let mut drained = [0u8; 64];
+        while matches!((&self.woken).read(&mut drained), Ok(n) if n > 0) {}
+        while let Ok(w) = self.returned.try_recv() {
+            if w.unread_body > 0 {
+                self.waiting.push(w);
+            } else {
+                // The client may have sent its next request already.
+                self.progress(w);
+            }
+        }
+    }
+
+    /// Accepts every connection pending, within [`Limits::waiting`] and
+    /// [`Limits::waiting_per_peer`].
+    fn accept(&mut self) {
+        loop {
+            let (stream, peer) = match self.listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // Out of descriptors, or the client already gone: do not spin.
+                    std::thread::sleep(POLL);
+                    return;
+                }
+            };
+            let from_peer = self
+                .waiting
+                .iter()
+                .filter(|w| w.peer.ip() == peer.ip())
+                .count();
+            let refusal = if self.waiting.len() >= self.limits.waiting {
+                Some(format!(
+                    "{} connections are waiting already; try again",
+                    self.limits.waiting
+                ))
+            } else if from_peer >= self.limits.waiting_per_peer {
+                Some(format!(
+                    "{from_peer} connections from {} are waiting already; try again",
+                    peer.ip()
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = refusal {
+                self.refuse(stream, peer, &Refusal::new(503, why));
+            } else if stream.set_nonblocking(true).is_ok() {
+                let _ = stream.set_nodelay(true);
+                self.waiting.push(Waiting {
+                    stream,
+                    peer,
+                    pending: Vec::new(),
+                    deadline: Instant::now() + self.limits.idle,
+                    unread_body: 0,
+                });
+            }
+        }
+    }
+
+    /// Answers `refusal` and closes, never waiting: the answer is small and the connection's
+    /// send buffer empty, and a client that does not read it loses it.
+    fn refuse(&self, mut stream: TcpStream, peer: SocketAddr, refusal: &Refusal) {
+        let response = self.handler.refused(peer, refusal);
+        let _ = stream.set_nonblocking(true);
+        let _ = write(&mut stream, &response, false);
     }
 }
 
-fn serve_connections(
-    connections: &Receiver<(TcpStream, SocketAddr)>,
-    handler: &dyn Handler,
+/// What every worker thread shares: the way back to the waiting room.
+struct Worker {
+    back: Sender<Waiting>,
+    wake: Arc<UnixStream>,
     limits: Limits,
-    closing: &Arc<AtomicBool>,
-) {
-    while let Ok((stream, peer)) = connections.recv() {
-        if stream.set_read_timeout(Some(POLL)).is_err()
-            || stream.set_write_timeout(Some(limits.idle)).is_err()
+    closing: Arc<AtomicBool>,
+}
+
+impl Worker {
+    /// Answers one request; a connection kept alive goes back to the waiting room, and so
+    /// does one whose body came unread, until the rest of it has come.
+    fn serve(&self, ready: Ready, handler: &dyn Handler) {
+        let Ready {
+            stream,
+            peer,
+            head,
+            pending,
+        } = ready;
+        if stream.set_nonblocking(false).is_err()
+            || stream.set_read_timeout(Some(POLL)).is_err()
+            || stream.set_write_timeout(Some(self.limits.idle)).is_err()
         {
-            continue;
+            return;
         }
-        let _ = stream.set_nodelay(true);
         let mut connection = Connection {
             stream,
-            pending: Vec::new(),
-            limits,
-            closing: Arc::clone(closing),
+            pending,
+            limits: self.limits,
+            closing: Arc::clone(&self.closing),
         };
-        serve(&mut connection, peer, handler);
-    }
-}
-
-/// Serves one connection's requests until it closes, idles too long or is refused.
-fn serve(connection: &mut Connection, peer: SocketAddr, handler: &dyn Handler) {
-    loop {
-        let (response, keep_alive) = match connection.read_head(peer) {
-            Ok(None) => return,
-            Ok(Some(mut request)) => {
+        let (response, keep_alive, unread_body) = match head.into_request(peer, &mut connection) {
+            Ok(mut request) => {
                 let response = handler.handle(&mut request);
+                let unread = if request.body_read {
+                    0
+                } else {
+                    request.body_length
+                };
                 // A body left unread would be taken for the next request: close instead.
-                let reusable =
-                    request.keep_alive && (request.body_read || request.body_length == 0);
-                (response, reusable)
+                (response, request.keep_alive && unread == 0, unread)
             }
-            Err(refusal) => (handler.refused(peer, &refusal), false),
+            Err(refusal) => (handler.refused(peer, &refusal), false, 0),
         };
-        let keep_alive = keep_alive && !connection.closing.load(Ordering::Relaxed);
-        if write(&mut connection.stream, &response, keep_alive).is_err() || !keep_alive {
+        let keep_alive = keep_alive && !self.closing.load(Ordering::Relaxed);
+        // What of the unread body has not arrived yet (it is at most `body_bytes`).
+        let unread_body = unread_body.saturating_sub(connection.pending.len() as u64);
+        if write(&mut connection.stream, &response, keep_alive).is_err()
+            || !(keep_alive || unread_body > 0)
+            || connection.stream.set_nonblocking(true).is_err()
+        {
             return;
+        }
+        let back = Waiting {
+            stream: connection.stream,
+            peer,
+            pending: connection.pending,
+            deadline: Instant::now() + if keep_alive { self.limits.idle } else { DRAIN },
+            unread_body,
+        };
+        if self.back.send(back).is_ok() {
+            // Full only when the room has bytes to read already: it will wake anyway.
+            let _ = (&*self.wake).write(&[1]);
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Run control: `swdaq serve` keeps the system up between runs behind an HTTP JSON API
 //! (`http`), steered through one state machine (`fsm`, `system`); `swdaq ctl` is its
 //! client (`client`); both take their routes from `swdaq-control` (the commands, parsed from
-//! and turned into requests). Loopback by default; elsewhere only with a bearer token (`auth`).
+//! and turned into requests). Every request must pass the guard (`guard`: its `Host`, its
+//! `Origin`, JSON bodies) and show the bearer token (`auth`): the operator's, or one the
+//! server makes and keeps for `swdaq ctl` and prints in the console's URL.
 //!
 //! Each start runs the configured model (`Configured::run`: in one process, or with a
 //! `[topology]` as applications) as a new run: its number, its files; each stop answers
@@ -15,6 +17,7 @@ pub mod auth;
 pub mod client;
 mod console;
 pub mod fsm;
+mod guard;
 mod history;
 pub mod http;
 mod http_server;
@@ -29,7 +32,7 @@ use crate::models;
 use crate::runtime::stop::{self, StopRequest};
 use auth::Token;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,13 +48,18 @@ pub struct ServeArgs {
     /// keep their built-in defaults.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Address to listen on; beyond loopback a token is required.
+    /// Address to listen on; beyond loopback a token must be given.
     #[arg(long, default_value = DEFAULT_ADDR)]
     addr: SocketAddr,
     /// File holding the bearer token clients must show (else the SWDAQ_TOKEN environment
-    /// variable, if set).
+    /// variable, if set; else one made and kept in $XDG_RUNTIME_DIR/swdaq/serve-PORT.token,
+    /// where `swdaq ctl` finds it).
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// A host name clients may reach the server by, besides localhost and the address it
+    /// listens on (the `Host` of every request is checked); may be given again.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
     /// The flags `swdaq run` has, applied on every configure (`--duration`: each run's).
     #[command(flatten)]
     overrides: Overrides,
@@ -68,25 +76,42 @@ impl ServeArgs {
 
 /// `swdaq serve`: serves run control until Ctrl-C or SIGTERM, then stops the run going on.
 pub fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let token = Token::load(args.token_file.as_deref())?;
-    auth::check_bind(&args.addr, token.as_ref())?;
-    let with_token = token.is_some();
+    let given = Token::load(args.token_file.as_deref())?;
+    auth::check_bind(&args.addr, given.as_ref())?;
+    let listener = TcpListener::bind(args.addr)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.addr))?;
+    let addr = listener.local_addr()?;
+    // A token is made only now: it is kept by the port, which port 0 leaves to the system.
+    let (token, console_url, token_note) = match given {
+        Some(token) => (
+            token,
+            format!("http://{addr}/"),
+            "clients must show the bearer token given".to_string(),
+        ),
+        None => {
+            let (token, text, kept) = Token::kept_for(addr.port())?;
+            (
+                token,
+                format!("http://{addr}/#token={text}"),
+                format!(
+                    "clients must show the bearer token kept in {} (swdaq ctl reads it there)",
+                    kept.display()
+                ),
+            )
+        }
+    };
     let stop = Arc::new(StopRequest::default());
     stop::install(Arc::clone(&stop))?;
-    let addr = args.addr;
+    let guard = guard::Guard::new(addr, &args.allow_hosts);
     let control = Arc::new(RunControl::new(Box::new(move || args.load())));
-    let server = http::ControlServer::start(addr, token, Arc::clone(&control))?;
-    // The one stdout line: where it listens (with the port chosen for port 0).
-    println!("swdaq serve: listening on http://{}", server.addr());
+    let server = http::ControlServer::start(listener, token, guard, Arc::clone(&control))?;
+    // The stdout lines: where it listens (with the port chosen for port 0), then the
+    // console's address, with the token it made (the page keeps it and drops it from the
+    // address bar).
+    println!("swdaq serve: listening on http://{addr}");
+    println!("swdaq serve: console {console_url}");
     std::io::stdout().flush()?;
-    eprintln!(
-        "swdaq serve: {}; POST /configure, then /start; Ctrl-C or SIGTERM ends it",
-        if with_token {
-            "clients must show the bearer token"
-        } else {
-            "loopback only, no token"
-        }
-    );
+    eprintln!("swdaq serve: {token_note}; POST /configure, then /start; Ctrl-C or SIGTERM ends it");
     while !stop.is_requested() {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -100,7 +125,8 @@ pub struct CtlArgs {
     /// The server's address.
     #[arg(long, default_value = DEFAULT_ADDR)]
     addr: String,
-    /// File holding the bearer token (else the SWDAQ_TOKEN environment variable, if set).
+    /// File holding the bearer token (else the SWDAQ_TOKEN environment variable, if set;
+    /// else the token a server on that port made, where it keeps it).
     #[arg(long)]
     token_file: Option<PathBuf>,
     #[command(subcommand)]
@@ -121,6 +147,10 @@ enum CtlCommand {
         /// Run number (refused if that run already has files).
         #[arg(long)]
         run: Option<u32>,
+        /// Confirms a run number far beyond the last run (refused without: every number
+        /// after it is used up for this output directory).
+        #[arg(long, requires = "run")]
+        confirm_jump: bool,
     },
     /// Stop the run; prints its summary.
     Stop,
@@ -153,19 +183,26 @@ enum CtlCommand {
 /// `swdaq ctl`: one request; prints the JSON answer, fails with the server's message on a
 /// 4xx or 5xx.
 pub fn ctl(args: &CtlArgs) -> anyhow::Result<()> {
+    let kept = || {
+        let port = args.addr.rsplit_once(':')?.1.parse().ok()?;
+        auth::read_kept_token(port)
+    };
     let token =
         match &args.token_file {
             Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
                 anyhow::anyhow!("cannot read the token file {}: {e}", path.display())
             })?),
-            None => std::env::var(auth::TOKEN_ENV).ok(),
+            None => std::env::var(auth::TOKEN_ENV).ok().or_else(kept),
         };
     let client = client::Client::new(&args.addr, token.as_deref());
     let command = match &args.command {
         CtlCommand::State => Command::State,
         CtlCommand::Status => Command::Status,
         CtlCommand::Configure => Command::Configure,
-        CtlCommand::Start { run } => Command::Start { run_number: *run },
+        CtlCommand::Start { run, confirm_jump } => Command::Start {
+            run_number: *run,
+            confirm_jump: *confirm_jump,
+        },
         CtlCommand::Stop => Command::Stop,
         CtlCommand::Pause => Command::Pause,
         CtlCommand::Resume => Command::Resume,

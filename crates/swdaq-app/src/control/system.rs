@@ -15,11 +15,17 @@ use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
-use swdaq_format::run_files::RunClaimError;
+use swdaq_format::run_files::{RunClaimError, RunsOnDisk};
 use swdaq_trigger::{TriggerChange, TriggerControl};
 
 /// How long a start waits for data taking to begin before answering.
 const START_WAIT: Duration = Duration::from_secs(60);
+
+/// How far beyond the last run a run number asked for may be without `confirm_jump`: more
+/// runs than a detector takes in weeks of short runs, so a number further on is a typo, or a
+/// request not from the operator, more likely than intent; and one request for 4294967295
+/// would use up every number after it for this output directory.
+pub const MAX_RUN_JUMP: u32 = 1000;
 
 /// Why a command was not carried out.
 #[derive(Debug, thiserror::Error)]
@@ -226,9 +232,15 @@ impl RunControl {
     }
 
     /// Starts run `number` (if none is given: the configuration's, then the next free one in
-    /// the output directory; a number with files there is refused) and answers once data
+    /// the output directory; a number with files there is refused, and one more than
+    /// [`MAX_RUN_JUMP`] beyond the last run unless `confirm_jump`) and answers once data
     /// taking has begun, or the run stopped or failed first.
-    pub fn start(&self, number: Option<u32>, who: &str) -> Result<Value, ControlError> {
+    pub fn start(
+        &self,
+        number: Option<u32>,
+        confirm_jump: bool,
+        who: &str,
+    ) -> Result<Value, ControlError> {
         let mut inner = self.shared.lock();
         next(inner.state, Event::Start)?;
         let mut config = inner.config.clone().ok_or(Illegal {
@@ -251,6 +263,11 @@ impl RunControl {
         // from what they hold; a number that has files there is refused.
         let dirs = config.output_dirs();
         let dirs: Vec<&std::path::Path> = dirs.iter().map(|d| d.as_path()).collect();
+        if let Some(n) = number
+            && !confirm_jump
+        {
+            check_jump(&dirs, n, inner.last_run_number)?;
+        }
         let number = swdaq_format::run_files::claim_run(&dirs, wanted, inner.last_run_number)
             .map_err(|e| match e {
                 RunClaimError::Taken { .. } => ControlError::Conflict(e.to_string()),
@@ -470,6 +487,29 @@ impl RunControl {
             let _ = self.stop(who);
         }
     }
+}
+
+/// Refuses run `wanted` if it is more than [`MAX_RUN_JUMP`] beyond the last run started here
+/// or found in `dirs`.
+fn check_jump(
+    dirs: &[&std::path::Path],
+    wanted: u32,
+    last_started: Option<u32>,
+) -> Result<(), ControlError> {
+    let mut last = last_started.unwrap_or(0);
+    for dir in dirs {
+        let found = RunsOnDisk::scan(dir, None).map_err(|e| {
+            ControlError::Failed(format!("cannot look for runs in {}: {e}", dir.display()))
+        })?;
+        last = last.max(found.highest.unwrap_or(0));
+    }
+    if wanted.saturating_sub(last) > MAX_RUN_JUMP {
+        return Err(ControlError::Conflict(format!(
+            "run {wanted} is {} beyond the last run ({last}), more than {MAX_RUN_JUMP}: every number up to it would be skipped for good; ask again with \"confirm_jump\": true (swdaq ctl start --run {wanted} --confirm-jump) if that is meant",
+            wanted - last
+        )));
+    }
+    Ok(())
 }
 
 /// An error with its causes on one line, for a JSON answer.

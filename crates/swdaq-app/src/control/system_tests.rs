@@ -32,7 +32,7 @@ fn a_configuration_that_does_not_load_leaves_the_system_unconfigured_and_says_wh
         "{status}"
     );
     assert!(matches!(
-        control.start(None, "test"),
+        control.start(None, false, "test"),
         Err(ControlError::Illegal(_))
     ));
     // Fixed again: configured, and the error is gone.
@@ -103,4 +103,23 @@ fn every_operator_command_is_a_route_of_the_api() {
             "{route}"
         );
     }
+}
+
+#[test]
+fn a_run_number_far_beyond_the_last_needs_confirming() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(swdaq_format::run_files::LAST_RUN_FILE),
+        "7\n",
+    )
+    .unwrap();
+    let dirs = [dir.path()];
+    assert!(check_jump(&dirs, 7 + MAX_RUN_JUMP, None).is_ok());
+    for wanted in [8 + MAX_RUN_JUMP, u32::MAX] {
+        let e = check_jump(&dirs, wanted, None).unwrap_err();
+        assert!(matches!(e, ControlError::Conflict(_)), "{e}");
+        assert!(e.to_string().contains("\"confirm_jump\": true"), "{e}");
+    }
+    // The last run started here counts too, when its files are elsewhere or gone.
+    assert!(check_jump(&dirs, 2000 + MAX_RUN_JUMP, Some(2000)).is_ok());
 }
