@@ -97,3 +97,22 @@ fn every_shipped_configuration_still_passes() {
         }
     }
 }
+
+/// The applications' inboxes take messages up to `topology.max_message_mb`: a readout
+/// window whose fragments would not fit is refused at configure, not dropped mid-run.
+#[test]
+fn a_readout_window_larger_than_the_inboxes_take_is_refused() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../configs/topology-local.toml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    // 0.16 s after each trigger: 4883 WIBEth frames, 35 MB per link and window.
+    let small = format!(
+        "[topology]\nmax_message_mb = 32\n[trigger]\nwindow_after_ticks = 10000000\n{text}"
+    );
+    assert_refused(&small, "topology.max_message_mb");
+    let select_and_validate =
+        |text: &str| select(text).unwrap().parse(text).and_then(|c| c.validate());
+    assert!(select_and_validate(&text).is_ok());
+}

@@ -254,8 +254,24 @@ pub const INLET_QUEUE_MESSAGES: i32 = 1 << 16;
 const REFUSALS_LOGGED: u32 = 10;
 
 impl Inlet {
+    /// An inbox taking messages of any size (benchmarks, tests); applications bind theirs
+    /// with [`Self::bind_limited`].
     pub fn bind(context: &zmq::Context, endpoint: &str) -> Result<Self, NetError> {
+        Self::bind_limited(context, endpoint, None)
+    }
+
+    /// An inbox at `endpoint`; a peer sending a message (any one frame) larger than
+    /// `max_message_bytes` is disconnected by ZeroMQ before the message is buffered, so a
+    /// hostile or broken peer cannot make this process allocate what it likes.
+    pub fn bind_limited(
+        context: &zmq::Context,
+        endpoint: &str,
+        max_message_bytes: Option<u64>,
+    ) -> Result<Self, NetError> {
         let socket = context.socket(zmq::PULL)?;
+        if let Some(max) = max_message_bytes {
+            socket.set_maxmsgsize(i64::try_from(max).unwrap_or(i64::MAX))?;
+        }
         // Per sending peer. Deep enough for a burst of small messages (TP batches while the
         // trigger is busy); large ones (fragments) are bounded by the builders' credits.
         socket.set_rcvhwm(INLET_QUEUE_MESSAGES)?;

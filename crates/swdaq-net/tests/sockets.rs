@@ -192,3 +192,33 @@ fn receive_with_nothing_coming_waits_its_whole_wait() {
         );
     }
 }
+
+/// A message over the inbox's limit (a hostile or broken peer's 8 MiB frame here, 512 MiB in
+/// the audit) is never buffered: ZeroMQ drops its sender; other peers' messages still arrive.
+#[test]
+fn a_message_over_the_inbox_s_limit_is_dropped_with_its_sender() {
+    let context = zmq::Context::new();
+    let mut inlet = Inlet::bind_limited(&context, "tcp://127.0.0.1:0", Some(1 << 20)).unwrap();
+    let hostile = context.socket(zmq::PUSH).unwrap();
+    hostile.connect(inlet.endpoint()).unwrap();
+    // A well-formed fragment message whose bytes frame is 8 MiB.
+    let meta = Message::Fragment {
+        request: request(2),
+        outcome: Outcome::UnknownSource,
+        latency_us: 0,
+    };
+    hostile
+        .send(wire::encode(9, &meta, 1), zmq::SNDMORE)
+        .unwrap();
+    hostile.send(vec![0u8; 8 << 20], 0).unwrap();
+    let outlet = Outlet::connect(&context, inlet.endpoint(), 7, &NetOptions::default()).unwrap();
+    Outbox::send(&outlet, request(1)).unwrap();
+    let d = inlet.receive(Duration::from_secs(5)).unwrap();
+    assert_eq!((d.sender, d.message), (7, Message::Request(request(1))));
+    assert!(inlet.receive(Duration::from_millis(300)).is_none());
+    assert_eq!(inlet.counts().received, 1);
+    assert!(
+        inlet.counts().refused.is_empty(),
+        "it never reached the inbox"
+    );
+}

@@ -58,10 +58,14 @@ impl<C: TopologyConfig> AppContext<C> {
     /// Binds this application's inbox, which takes messages from the topology's applications
     /// only (ids `0..apps`); anything else is refused and counted in the report.
     pub fn bind_inbox(&self) -> anyhow::Result<Inlet> {
-        let apps = self.config.topology().apps.len() as AppId;
-        Ok(Inlet::bind(&self.zmq, &self.spec.address)
-            .with_context(|| format!("{}: inbox", self.spec.name))?
-            .admitting(0..apps))
+        let topology = self.config.topology();
+        let apps = topology.apps.len() as AppId;
+        let max_message = topology.max_message_mb.saturating_mul(1 << 20);
+        Ok(
+            Inlet::bind_limited(&self.zmq, &self.spec.address, Some(max_message))
+                .with_context(|| format!("{}: inbox", self.spec.name))?
+                .admitting(0..apps),
+        )
     }
 
     /// An outlet to the inbox of application `peer`.

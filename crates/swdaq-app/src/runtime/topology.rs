@@ -38,6 +38,9 @@ pub struct TopologySection {
     pub start_timeout_s: f64,
     /// How long `swdaq run` waits for each stage to finish at the stop before it kills it.
     pub stop_timeout_s: f64,
+    /// The largest message (any one frame: a fragment's bytes) an application's inbox takes;
+    /// a peer sending more is dropped by ZeroMQ before the message is buffered.
+    pub max_message_mb: u64,
     pub hosts: Vec<Host>,
     pub apps: Vec<App>,
 }
@@ -50,6 +53,7 @@ impl Default for TopologySection {
             send_timeout_ms: 1000,
             start_timeout_s: 60.0,
             stop_timeout_s: 60.0,
+            max_message_mb: 256,
             hosts: Vec::new(),
             apps: Vec::new(),
         }
@@ -181,6 +185,10 @@ impl TopologySection {
         if !self.is_distributed() {
             return Ok(());
         }
+        anyhow::ensure!(
+            self.max_message_mb >= 1,
+            "topology.max_message_mb must be at least 1"
+        );
         self.validate_apps(links)?;
         self.validate_counts(&[
             (AppKind::Readout, 1, usize::MAX),

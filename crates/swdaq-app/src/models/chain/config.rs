@@ -221,7 +221,24 @@ impl RunConfig {
         )?;
         self.recording.validate(self.topology.is_distributed())?;
         self.topology.validate(emu.links)?;
+        let fragment = self.link_fragment_bytes();
+        ensure(
+            !self.topology.is_distributed()
+                || fragment <= self.topology.max_message_mb.saturating_mul(1 << 20),
+            "topology.max_message_mb",
+            format!(
+                "a link's fragment of one readout window is {} MB: the builders' inboxes must take it",
+                fragment.div_ceil(1 << 20)
+            ),
+        )?;
         self.memory_plan().check()
+    }
+
+    /// One link's frames of one readout window: the largest fragment a readout sends.
+    fn link_fragment_bytes(&self) -> u64 {
+        let format = self.source.format.frame_format();
+        let window = self.trigger.window_before_ticks + self.trigger.window_after_ticks;
+        (window / format.ticks_per_frame() + 1).saturating_mul(format.frame_size() as u64)
     }
 
     /// What the sizes set here hold at most: every link's latency buffer, and the records
@@ -232,10 +249,7 @@ impl RunConfig {
         let frame = format.frame_size() as u64;
         let clock_hz = format.clock_hz();
         let buffer_frames = (self.readout.buffer_s * clock_hz) as u64 / format.ticks_per_frame();
-        let window = self.trigger.window_before_ticks + self.trigger.window_after_ticks;
-        let record = links
-            .saturating_mul(window / format.ticks_per_frame() + 1)
-            .saturating_mul(frame);
+        let record = links.saturating_mul(self.link_fragment_bytes());
         let mut plan = MemoryPlan::default();
         plan.add(
             "readout.buffer_s (frames, all links)",
