@@ -86,6 +86,10 @@ impl Bu {
                     "swdaq_evb_late_superfragments_total",
                     "Super-fragments for events no longer being built",
                 ),
+                (
+                    "swdaq_evb_events_no_data_total",
+                    "Events with no FED fragment that passed the checks: not written",
+                ),
             ],
         )?;
         let open_gauge = queue_gauge(
@@ -244,6 +248,7 @@ fn publish(counters: &mut CounterSet, c: &BuildCounts) {
         c.bytes,
         c.wrong_event_id,
         c.late,
+        c.no_data,
     ]);
 }
 
@@ -393,18 +398,13 @@ mod recorded_values {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{Assignment, SuperFragment};
+    use crate::message::Assignment;
 
     fn assigned(event: u64) -> ToBu {
         ToBu::Assigned(vec![Assignment {
             event,
             trigger_ns: 0,
-            evm_fragment: SuperFragment {
-                ru: 0,
-                event,
-                bad_feds: 0,
-                data: Vec::new(),
-            },
+            evm_fragment: crate::build::test_part(0, event, event as u32),
         }])
     }
 

@@ -3,7 +3,9 @@
 //! passes first (or the run ends). Every super-fragment must carry the event's id, and so
 //! must every FED fragment in it; one that does not is counted and left out, which makes its
 //! readout unit missing. The built event is an FRD v6 event: header with CRC32C, then the
-//! FED fragments. It is built in place: the header is computed over the super-fragments
+//! FED fragments. An event none of whose FED fragments passed the readout units' checks holds
+//! nothing the detector sent (garbage, or every FED silent): it is counted `no_data` and
+//! never handed on to be written. It is built in place: the header is computed over the super-fragments
 //! where they arrived (CRC32C over the pieces), and the writer writes header and pieces with
 //! one vectored write, so an event's bytes are never copied into one buffer.
 
@@ -89,6 +91,8 @@ pub struct BuildCounts {
     pub duplicate: u64,
     /// Events with FEDs left out by the readout units.
     pub with_bad_feds: u64,
+    /// Events with no FED fragment that passed the checks: not built into a file.
+    pub no_data: u64,
     pub bytes: u64,
 }
 
@@ -181,7 +185,7 @@ impl EventBuilder {
             return None;
         }
         let building = self.building.remove(&event).expect("just seen");
-        Some(self.assemble(event, building, now))
+        self.assemble(event, building, now)
     }
 
     /// Completes, flagged incomplete, every event older than the time-out.
@@ -196,7 +200,7 @@ impl EventBuilder {
             }
             self.deadlines.pop_front();
             let building = self.building.remove(&event).expect("checked above");
-            out.push(self.assemble(event, building, now));
+            out.extend(self.assemble(event, building, now));
         }
     }
 
@@ -210,11 +214,13 @@ impl EventBuilder {
     pub fn finish_all(&mut self, now: Instant, out: &mut Vec<BuiltEvent>) {
         self.deadlines.clear();
         for (event, building) in std::mem::take(&mut self.building) {
-            out.push(self.assemble(event, building, now));
+            out.extend(self.assemble(event, building, now));
         }
     }
 
-    fn assemble(&mut self, event: u64, building: Building, now: Instant) -> BuiltEvent {
+    /// The event from its parts; `None` (counted `no_data`) when no FED fragment in them
+    /// passed the checks.
+    fn assemble(&mut self, event: u64, building: Building, now: Instant) -> Option<BuiltEvent> {
         // The CRC32C of every part first: it streams each byte into this core's cache, so the
         // fragment checks below, which jump from trailer to header, find theirs there.
         let crc_of_present = crc32c_iov(building.parts.iter().flatten().map(|p| &p.data[..]));
@@ -238,6 +244,11 @@ impl EventBuilder {
             }
         }
         let payload_size: usize = parts.iter().map(|p| p.data.len()).sum();
+        // Every good FED fragment has a header and trailer: an empty payload has none.
+        if payload_size == 0 {
+            self.counts.no_data += 1;
+            return None;
+        }
         let header = FrdEventHeader {
             flags: if missing_rus.is_empty() {
                 0
@@ -262,7 +273,7 @@ impl EventBuilder {
         }
         self.counts.with_bad_feds += u64::from(bad_feds > 0);
         self.counts.bytes += (FRD_EVENT_HEADER_SIZE + payload_size) as u64;
-        BuiltEvent {
+        Some(BuiltEvent {
             event,
             lumi: building.lumi,
             header: header.to_bytes(),
@@ -270,7 +281,7 @@ impl EventBuilder {
             missing_rus,
             bad_feds,
             build_time: now.saturating_duration_since(building.started),
-        }
+        })
     }
 }
 
@@ -280,29 +291,33 @@ fn fragments_carry(data: &[u8], event: u64) -> bool {
     fed_fragments(data).all(|f| f.is_ok_and(|(_, f)| f.header.l1_id == l1_id))
 }
 
+/// Readout unit `ru`'s super-fragment of `event`: two good FED fragments (ids `ru` * 10 and
+/// `ru` * 10 + 1) numbered `l1` (tests of the builder and what it feeds).
+#[cfg(test)]
+pub(crate) fn test_part(ru: u16, event: u64, l1: u32) -> SuperFragment {
+    use swdaq_format::fed::{FedHeader, encode_fed_fragment};
+    let mut data = Vec::new();
+    for fed in 0..2u16 {
+        let header = FedHeader {
+            l1_id: l1,
+            source_id: ru * 10 + fed,
+            ..Default::default()
+        };
+        encode_fed_fragment(&mut data, &header, &Default::default(), &[ru as u8; 64]);
+    }
+    SuperFragment {
+        ru,
+        event,
+        bad_feds: 0,
+        data,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use swdaq_format::fed::{FedHeader, encode_fed_fragment};
     use swdaq_format::frd::FrdEvent;
-
-    fn part(ru: u16, event: u64, l1: u32) -> SuperFragment {
-        let mut data = Vec::new();
-        for fed in 0..2u16 {
-            let header = FedHeader {
-                l1_id: l1,
-                source_id: ru * 10 + fed,
-                ..Default::default()
-            };
-            encode_fed_fragment(&mut data, &header, &Default::default(), &[ru as u8; 64]);
-        }
-        SuperFragment {
-            ru,
-            event,
-            bad_feds: 0,
-            data,
-        }
-    }
+    use test_part as part;
 
     #[test]
     fn complete_event_has_crc_and_every_fragment() {
@@ -364,5 +379,31 @@ mod tests {
         b.finish_all(t0, &mut out);
         assert_eq!(out[0].missing_rus, vec![1, 2]);
         assert_eq!((b.counts().complete, b.counts().incomplete), (0, 2));
+    }
+
+    /// An event whose every FED fragment failed its checks (each readout unit answered with
+    /// nothing good), or whose only answers were left out, holds nothing the detector sent:
+    /// counted, never handed on to be written.
+    #[test]
+    fn an_event_with_no_good_fed_fragment_is_counted_and_not_built() {
+        let t0 = Instant::now();
+        let mut b = EventBuilder::new(1, 2, Duration::from_millis(10));
+        let nothing = |ru, event| SuperFragment {
+            ru,
+            event,
+            bad_feds: 2,
+            data: Vec::new(),
+        };
+        assert!(b.start(3, 1, nothing(0, 3), t0).is_none());
+        assert!(b.add(3, nothing(1, 3), t0).is_none());
+        let mut out = Vec::new();
+        b.start(4, 1, nothing(0, 4), t0);
+        b.expire(t0 + Duration::from_millis(10), &mut out);
+        b.start(5, 1, part(0, 5, 6), t0);
+        b.finish_all(t0, &mut out);
+        assert!(out.is_empty());
+        let c = b.counts();
+        assert_eq!((c.complete, c.incomplete, c.no_data), (0, 0, 3));
+        assert_eq!((c.bytes, c.wrong_event_id), (0, 1));
     }
 }

@@ -114,7 +114,6 @@ mod tests {
     use crate::build::EventBuilder;
     use crate::evm::EvmReport;
     use crate::files::{FileWriter, WriterConfig};
-    use crate::message::SuperFragment;
     use std::time::{Duration, Instant};
 
     const RUN: u32 = 7;
@@ -133,12 +132,7 @@ mod tests {
         .unwrap();
         let mut builder = EventBuilder::new(RUN, 1, Duration::from_secs(1));
         for event in events {
-            let fragment = SuperFragment {
-                ru: 0,
-                event,
-                bad_feds: 0,
-                data: vec![event as u8; 16],
-            };
+            let fragment = crate::build::test_part(0, event, event as u32);
             let built = builder.start(event, 1, fragment, Instant::now()).unwrap();
             writer.write(built).unwrap();
         }

@@ -90,6 +90,12 @@ impl EvbSummary {
         self.bus.iter().map(|b| b.build.incomplete).sum()
     }
 
+    /// Events with no FED fragment that passed the checks (garbage, or every FED silent):
+    /// settled without a file.
+    pub fn no_data(&self) -> u64 {
+        self.bus.iter().map(|b| b.build.no_data).sum()
+    }
+
     pub fn written(&self) -> u64 {
         self.writers.iter().map(|w| w.counts.events).sum()
     }
@@ -118,12 +124,12 @@ impl EvbSummary {
         self.evm.lost.len() as u64 + self.unwritten() + self.assigned_not_built().unwrap_or(0)
     }
 
-    /// Events triggered that are neither written nor counted lost: always 0 unless an
-    /// event slipped through every counter (the summary then says so).
+    /// Events triggered that are neither written, nor without data, nor counted lost: always
+    /// 0 unless an event slipped through every counter (the summary then says so).
     pub fn unaccounted(&self) -> u64 {
         self.evm
             .assigned
-            .saturating_sub(self.written() + self.lost())
+            .saturating_sub(self.written() + self.no_data() + self.lost())
     }
 
     /// Events the event manager assigned that no builder unit built, when every unit
@@ -131,8 +137,10 @@ impl EvbSummary {
     /// number instead). Zero unless a unit dropped an assignment: the check that keeps such
     /// an event from being in no file and no counter.
     pub fn assigned_not_built(&self) -> Option<u64> {
-        (self.evm.gone.is_empty() && self.bus.len() == self.evm.accounts.len())
-            .then(|| self.evm.assigned.saturating_sub(self.built()))
+        (self.evm.gone.is_empty() && self.bus.len() == self.evm.accounts.len()).then(|| {
+            let settled = self.built() + self.no_data();
+            self.evm.assigned.saturating_sub(settled)
+        })
     }
 
     /// Build time quantile in microseconds over every builder unit.

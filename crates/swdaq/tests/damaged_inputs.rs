@@ -4,7 +4,11 @@
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use watch::watch;
+
+#[path = "common/watch.rs"]
+mod watch;
 
 fn swdaq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
@@ -16,24 +20,12 @@ fn mkfifo(path: &Path) {
 
 /// Runs `command` to its end, at most `limit`: a blocked process is killed and the test fails.
 fn run_bounded(command: &mut Command, limit: Duration) -> Output {
-    let mut child = command
+    let child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > limit {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "still running after {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    watch(child, limit).output
 }
 
 fn assert_refused_as_fifo(out: &Output) {
@@ -100,41 +92,20 @@ fn fifos_as_link_file_fed_file_or_to_inspect_are_refused_at_once() {
     ));
 }
 
-/// The largest resident set `pid` has had (`VmHWM`), in kB; `None` once it has ended.
-fn peak_rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Runs the chain on `links` for a second, replaying in real time, and returns its peak RSS.
 fn chain_peak_rss_kb(dir: &Path, links: &Path) -> u64 {
     std::fs::create_dir_all(dir).unwrap();
     let config = chain_file_config(dir, links, true, 1.0);
-    let mut child = swdaq()
+    let child = swdaq()
         .args(["run", "--config"])
         .arg(&config)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let mut peak = 0;
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the run never ended"
-        );
-        peak = peak.max(peak_rss_kb(child.id()).unwrap_or(0));
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    peak
+    let run = watch(child, Duration::from_secs(60));
+    assert!(run.output.status.success(), "{}", run.stderr());
+    run.peak_rss_kb
 }
 
 #[test]

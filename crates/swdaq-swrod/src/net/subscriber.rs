@@ -76,6 +76,8 @@ pub struct Subscriber {
     /// A lost connection is made again for this long before the subscriber gives up.
     reconnect_for: Duration,
     lost_at: Option<Instant>,
+    /// Why the publication ended without the server's `End`, once it did.
+    given_up: Option<String>,
     pub counts: IntakeCounts,
 }
 
@@ -118,6 +120,7 @@ impl Subscriber {
             ended: None,
             reconnect_for,
             lost_at: None,
+            given_up: None,
             counts,
         })
     }
@@ -129,6 +132,13 @@ impl Subscriber {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Why the publication ended without the server's `End` (a connection lost for longer
+    /// than `reconnect_for`), naming the server and what broke it; `None` while it goes on
+    /// or when the server ended it.
+    pub fn given_up(&self) -> Option<&str> {
+        self.given_up.as_deref()
     }
 
     /// The next message's blocks, `Idle`, or the server's `End`. A connection lost for longer
@@ -206,7 +216,12 @@ impl Subscriber {
                 addr: self.addr,
                 why,
             }),
-            Err(_) if lost.elapsed() >= self.reconnect_for => {
+            Err(last) if lost.elapsed() >= self.reconnect_for => {
+                let c = self.counts;
+                self.given_up = Some(format!(
+                    "FELIX server {}: connection lost ({} malformed messages, {} connections broken) and not made again within {:?} ({last})",
+                    self.addr, c.malformed, c.connection_losses, self.reconnect_for
+                ));
                 let end = End::default();
                 self.ended = Some(end);
                 Ok(Intake::End(end))

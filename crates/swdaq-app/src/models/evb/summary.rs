@@ -40,6 +40,7 @@ pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Val
         "triggered": s.evm.assigned,
         "built": s.built(),
         "incomplete": s.incomplete(),
+        "no_data": s.no_data(),
         "written": s.written(),
         "written_bytes": s.written_bytes(),
         "lost": s.lost(),
@@ -105,6 +106,12 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
         s.evm.throttled,
         s.evm.max_behind.as_secs_f64() * 1e3,
     );
+    if s.no_data() > 0 {
+        out += &format!(
+            "No data   {} events had no FED fragment that passed the checks: not written (see FED errors)\n",
+            s.no_data()
+        );
+    }
     if !s.evm.paused.is_zero() {
         out += &format!(
             "Paused    {:.1} s by run control (the trigger clock stood still)\n",

@@ -270,17 +270,26 @@ pub(super) fn ttc_thread(
     let cpu = cpu_time::ThreadTime::now();
     let mut subscriber = connect(addr, &[TTC_TO_HOST_ELINK])?;
     check_card(&subscriber, card, ttc.settings)?;
+    let mut ended_early = None;
     while !ttc.done() {
         ttc.stop_if_asked();
         match subscriber.receive() {
             Ok(Intake::Blocks(blocks)) => ttc.blocks(blocks),
             Ok(Intake::Idle) => {}
-            Ok(Intake::End(_)) | Err(_) => break,
+            Ok(Intake::End(_)) => {
+                ended_early = subscriber.given_up().map(str::to_owned);
+                break;
+            }
+            Err(e) => {
+                ended_early = Some(e.to_string());
+                break;
+            }
         }
     }
     let intake = subscriber.counts;
     let mut result = ttc.finish();
     result.intake = Some(intake);
+    result.input_error = ended_early;
     result.cpu_s = cpu.elapsed().as_secs_f64();
     Ok(result)
 }

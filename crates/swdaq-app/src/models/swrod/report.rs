@@ -34,7 +34,8 @@ pub struct CardResult {
     pub ttc_problems: u64,
     /// TCP input: the subscription to the card's TTC-to-host e-link.
     pub intake: Option<IntakeCounts>,
-    /// File input: why the card's file ended early (cut short or unreadable).
+    /// Why the card's input ended early: its file cut short or unreadable, its FELIX
+    /// server's connection lost for good or the subscription refused.
     pub input_error: Option<String>,
 }
 
