@@ -116,3 +116,46 @@ fn a_readout_window_larger_than_the_inboxes_take_is_refused() {
         |text: &str| select(text).unwrap().parse(text).and_then(|c| c.validate());
     assert!(select_and_validate(&text).is_ok());
 }
+
+/// The same for the event builder's batches of super-fragments and the SW ROD's ROB
+/// fragments, sized by their largest fragment settings.
+#[test]
+fn event_builder_and_sw_rod_messages_larger_than_the_inboxes_take_are_refused() {
+    let config = |name: &str| {
+        let path = format!("{}/../../configs/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(path).unwrap()
+    };
+    let select_and_validate =
+        |text: &str| select(text).unwrap().parse(text).and_then(|c| c.validate());
+    let small_inboxes =
+        |text: &str| text.replace("[topology]\n", "[topology]\nmax_message_mb = 4\n");
+
+    // 4 FEDs of up to 64 KiB, 32 super-fragments per batch: 8 MiB.
+    let evb = config("evb-apps.toml") + "[evb.input]\nmax_fragment_bytes = 65536\n";
+    assert!(
+        select_and_validate(&evb).is_ok(),
+        "the default 256 MB takes it"
+    );
+    assert_refused(&small_inboxes(&evb), "topology.max_message_mb");
+
+    // 256 e-links per ROB (the most) of 65535-byte chunks: 16 MiB; the stores made small
+    // enough for the machine.
+    let mut swrod: toml::Table = config("swrod-apps.toml").parse().unwrap();
+    let settings = swrod["swrod"].as_table_mut().unwrap();
+    for (key, value) in [
+        ("max_chunk_bytes", 65535),
+        ("ring_slots", 128),
+        ("timeout_fragments", 64),
+        ("request_store_fragments", 64),
+        ("consumer_queue", 64),
+        ("hlt_max_in_flight", 64),
+    ] {
+        settings.insert(key.into(), value.into());
+    }
+    settings["felix"]["elinks"] = 512.into();
+    let swrod = toml::to_string(&swrod).unwrap();
+    if let Err(e) = select_and_validate(&swrod) {
+        panic!("the default 256 MB takes it: {e:#}");
+    }
+    assert_refused(&small_inboxes(&swrod), "topology.max_message_mb");
+}

@@ -180,15 +180,26 @@ impl TopologySection {
         self.hosts.iter().find(|h| h.name == name)
     }
 
+    /// Refuses applications whose inboxes would drop the largest message the model's
+    /// configuration makes (`bytes`, `what` says which): refused at configure, not dropped
+    /// mid-run.
+    pub fn check_largest_message(&self, bytes: u64, what: &str) -> anyhow::Result<()> {
+        let max = self.max_message_mb.saturating_mul(1 << 20);
+        ensure(
+            !self.is_distributed() || bytes <= max,
+            "max_message_mb",
+            format!(
+                "{what} is {} MB: the applications' inboxes must take it",
+                bytes.div_ceil(1 << 20)
+            ),
+        )
+    }
+
     /// Checks the topology against the run's `links`; nothing to check when empty.
     pub fn validate(&self, links: u32) -> anyhow::Result<()> {
         if !self.is_distributed() {
             return Ok(());
         }
-        anyhow::ensure!(
-            self.max_message_mb >= 1,
-            "topology.max_message_mb must be at least 1"
-        );
         self.validate_apps(links)?;
         self.validate_counts(&[
             (AppKind::Readout, 1, usize::MAX),
@@ -251,6 +262,7 @@ impl TopologySection {
     /// What every topology must satisfy: names, hosts, addresses, links.
     fn validate_apps(&self, links: u32) -> anyhow::Result<()> {
         ensure(self.heartbeat_ms >= 10, "heartbeat_ms", "must be >= 10")?;
+        ensure(self.max_message_mb >= 1, "max_message_mb", "must be >= 1")?;
         ensure(
             self.peer_timeout_ms >= 3 * self.heartbeat_ms,
             "peer_timeout_ms",

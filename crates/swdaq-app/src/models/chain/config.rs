@@ -221,15 +221,9 @@ impl RunConfig {
         )?;
         self.recording.validate(self.topology.is_distributed())?;
         self.topology.validate(emu.links)?;
-        let fragment = self.link_fragment_bytes();
-        ensure(
-            !self.topology.is_distributed()
-                || fragment <= self.topology.max_message_mb.saturating_mul(1 << 20),
-            "topology.max_message_mb",
-            format!(
-                "a link's fragment of one readout window is {} MB: the builders' inboxes must take it",
-                fragment.div_ceil(1 << 20)
-            ),
+        self.topology.check_largest_message(
+            self.link_fragment_bytes(),
+            "a link's fragment of one readout window",
         )?;
         self.memory_plan().check()
     }

@@ -52,6 +52,12 @@ impl EvbRunConfig {
             "evb.farm runs in one process only: not with a [topology]"
         );
         crate::model::check_metrics_addr(&config.metrics_addr, "metrics_addr")?;
+        let widest_ru = config.evb.rus.iter().map(Vec::len).max().unwrap_or(0) as u64;
+        let super_fragment = widest_ru.saturating_mul(config.evb.input.max_fragment_bytes as u64);
+        config.topology.check_largest_message(
+            super_fragment.saturating_mul(swdaq_evb::message::MAX_BATCH as u64),
+            "a batch of super-fragments (the widest readout unit's FEDs at evb.input.max_fragment_bytes each)",
+        )?;
         config.memory_plan().check()
     }
 

@@ -345,12 +345,17 @@ impl SwrodSettings {
 
     /// What the sizes set here hold at most, per ROB fragment (every e-link's largest chunk
     /// with its record head) and per event (every ROB's fragment).
-    fn memory_plan(&self) -> MemoryPlan {
+    /// The largest ROB fragment: each of its e-links' chunk at `max_chunk_bytes`, with its
+    /// record head.
+    fn rob_fragment_bytes(&self) -> u64 {
         const RECORD_HEAD_BYTES: u64 = 8;
-        let robs = u64::from(self.cards) * u64::from(self.robs_per_card);
         let elinks_per_rob = u64::from(self.felix.elinks / self.robs_per_card.max(1));
-        let fragment =
-            elinks_per_rob.saturating_mul(self.max_chunk_bytes as u64 + RECORD_HEAD_BYTES);
+        elinks_per_rob.saturating_mul(self.max_chunk_bytes as u64 + RECORD_HEAD_BYTES)
+    }
+
+    fn memory_plan(&self) -> MemoryPlan {
+        let robs = u64::from(self.cards) * u64::from(self.robs_per_card);
+        let fragment = self.rob_fragment_bytes();
         let event = robs.saturating_mul(fragment);
         let per_rob = |n: usize| robs.saturating_mul(n as u64);
         let mut plan = MemoryPlan::default();
@@ -394,6 +399,10 @@ impl SwrodRunConfig {
         crate::model::check_metrics_addr(&self.metrics_addr, "metrics_addr")?;
         self.swrod.validate()?;
         self.topology.validate_swrod(self.swrod.cards)?;
+        self.topology.check_largest_message(
+            self.swrod.rob_fragment_bytes(),
+            "a ROB fragment (its e-links' chunks at swrod.max_chunk_bytes each)",
+        )?;
         let emulated = self.swrod.input.kind == SwrodInputKind::Emulator;
         anyhow::ensure!(
             !self.topology.is_distributed() || !emulated || self.swrod.l1a_rate_hz > 0.0,
