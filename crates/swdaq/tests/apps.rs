@@ -205,3 +205,41 @@ fn sigterm_stops_every_application_cleanly_and_garbage_is_refused() {
         .collect();
     assert!(leftovers.is_empty(), "every file closed and renamed");
 }
+
+/// A builder stopped (SIGSTOP) while the run goes on: the launcher waits `stop_timeout_s`
+/// for it at the stop while the readouts still read, so the summary's rates are over the
+/// time data was read, start to last application stopped (they were over the time to the
+/// stop only: 7763 MB/s from two links of ~220 MB/s).
+#[test]
+fn a_stopped_builder_makes_no_rate_over_the_wrong_duration() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let config = topology(
+        dir.path(),
+        2.0,
+        1,
+        "stop_timeout_s = 4\npeer_timeout_ms = 60000",
+    );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("peer_timeout_ms = 1000\n", "")).unwrap();
+    let run = Run::start(&config);
+    let victim = run.pid_of("builder-0");
+    run.wait_started();
+    signal(victim, libc::SIGSTOP);
+    let (status, out, stderr) = run.wait();
+    let s: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{status}: {e}: {stderr}"));
+    let bytes: u64 = s["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| u(&l["bytes"]))
+        .sum();
+    let seconds = s["seconds"].as_f64().unwrap();
+    let mb_per_s = bytes as f64 / 1e6 / seconds;
+    eprintln!("{bytes} bytes over {seconds:.1} s: {mb_per_s:.0} MB/s ({status})");
+    // Two emulated WIBEth links: 2 x 64 channels x 2 MHz / 32 ticks x 7200 bytes / 64 = 220 MB/s each.
+    assert!(
+        mb_per_s < 2.0 * 220.0 * 1.1,
+        "{mb_per_s:.0} MB/s over {seconds} s"
+    );
+}

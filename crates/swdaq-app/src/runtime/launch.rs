@@ -100,6 +100,8 @@ const CONTROL_QUEUE: usize = 64;
 
 /// How the applications ran: each one's outcome and report bytes, in topology order.
 pub struct Launched {
+    /// From the start to the last application stopped: the span the applications took data
+    /// in (a stage slow to stop keeps the ones after it reading), so rates over it are true.
     pub seconds: f64,
     pub stop_reason: StopReason,
     pub apps: Vec<(AppKind, AppOutcome, Option<Vec<u8>>)>,
@@ -170,13 +172,12 @@ pub fn launch(
     };
     let stop_reason = supervise(plan, &mut apps, &events_rx, inputs, stop, started, hooks);
     hooks.stopping();
-    let seconds = started.elapsed().as_secs_f64();
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
     for &stage in plan.stop_order {
         stop_stage(&mut apps, stage, &events_rx, stop_timeout, stop);
     }
     Ok(Launched {
-        seconds,
+        seconds: started.elapsed().as_secs_f64(),
         stop_reason,
         apps: apps
             .into_iter()

@@ -67,8 +67,26 @@ impl Run {
         }
     }
 
-    /// Waits (bounded) for the end and returns the JSON summary.
-    pub fn summary(mut self) -> Value {
+    /// Waits (bounded) until every application has been told to start (the launcher says so).
+    pub fn wait_started(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self
+            .stderr
+            .lock()
+            .unwrap()
+            .contains(" applications started")
+        {
+            assert!(
+                Instant::now() < deadline,
+                "never started: {}",
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (bounded) for the end: its exit status, standard output and standard error.
+    pub fn wait(mut self) -> (std::process::ExitStatus, String, String) {
         let deadline = Instant::now() + Duration::from_secs(120);
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -82,11 +100,14 @@ impl Run {
         };
         let mut out = String::new();
         std::io::Read::read_to_string(&mut self.child.stdout.take().unwrap(), &mut out).unwrap();
-        assert!(
-            status.success(),
-            "swdaq run failed ({status}): {}",
-            self.stderr.lock().unwrap()
-        );
+        let stderr = self.stderr.lock().unwrap().clone();
+        (status, out, stderr)
+    }
+
+    /// Waits (bounded) for a successful end and returns the JSON summary.
+    pub fn summary(self) -> Value {
+        let (status, out, stderr) = self.wait();
+        assert!(status.success(), "swdaq run failed ({status}): {stderr}");
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
     }
 }
