@@ -4,6 +4,7 @@
 //! write no event made of it and keep its memory bounded. The chain's UDP drill is in
 //! `sources.rs` (`random_frames_end_with_the_run_and_make_no_complete_record`).
 
+mod common;
 #[path = "common/watch.rs"]
 mod watch;
 
@@ -166,12 +167,13 @@ fn event_builder_over_udp_writes_no_event_from_garbage() {
     assert_eq!(s["feds"][2]["ingest"]["too_short"], sent[2], "{s}");
 }
 
-/// A hostile FELIX server for card 0 on `listener` until `serve_for` has passed: it answers
+/// A hostile FELIX server for card `card` on `listener` until `serve_for` has passed: it answers
 /// each subscription as the card would, then sends garbage (odd connections: bytes of no
 /// protocol; even: well-framed `Blocks` messages of random blocks) and closes. Returns the
 /// connections it served.
 fn hostile_felix_server(
     listener: std::net::TcpListener,
+    card: u16,
     elinks: u16,
     serve_for: Duration,
 ) -> std::thread::JoinHandle<u64> {
@@ -197,13 +199,18 @@ fn hostile_felix_server(
             if !matches!(reader.read(&mut stream), Ok(Some(h)) if h.kind == Kind::Subscribe) {
                 continue;
             }
-            let card = Subscribed {
-                card: 0,
+            let answer = Subscribed {
+                card,
                 elinks,
                 ttc_to_host: true,
             };
             let mut sequence = 0;
-            let _ = write_message(&mut stream, Kind::Subscribed, &mut sequence, &card.encode());
+            let _ = write_message(
+                &mut stream,
+                Kind::Subscribed,
+                &mut sequence,
+                &answer.encode(),
+            );
             served += 1;
             if served % 2 == 1 {
                 let mut garbage = vec![0u8; 4096];
@@ -221,23 +228,42 @@ fn hostile_felix_server(
     })
 }
 
-/// The SW ROD subscribed to a FELIX server that sends garbage, then goes away: the run
-/// stores no event, counts the garbage, and when the server stays away longer than
-/// `reconnect_s` ends naming it, with a non-zero exit (it ended "successfully", 0 events).
-#[test]
-fn sw_rod_fed_garbage_by_its_felix_server_stores_nothing_and_names_the_server() {
+/// Two cards' FELIX servers on consecutive free ports (card K at the first + K), hostile
+/// for `serve_for` (`hostile_felix_server`); card 0's address.
+fn hostile_felix_servers(
+    elinks: u16,
+    serve_for: Duration,
+) -> (std::net::SocketAddr, Vec<std::thread::JoinHandle<u64>>) {
+    let listeners = loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = first.local_addr().unwrap().port();
+        if let Ok(second) = std::net::TcpListener::bind(("127.0.0.1", port.wrapping_add(1))) {
+            break [first, second];
+        }
+    };
+    let address = listeners[0].local_addr().unwrap();
+    let servers = (0..)
+        .zip(listeners)
+        .map(|(card, l)| hostile_felix_server(l, card, elinks, serve_for))
+        .collect();
+    (address, servers)
+}
+
+/// The SW ROD subscribed to FELIX servers that send garbage, then go away, in one process
+/// (`topology` empty) or as applications: the run stores no event, counts the garbage, and
+/// when the servers stay away longer than `reconnect_s` ends naming card 0's server, with a
+/// non-zero exit (it ended "successfully", 0 events).
+fn sw_rod_garbage_drill(topology: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap();
     let elinks = 8;
-    let server = hostile_felix_server(listener, elinks, Duration::from_millis(1500));
+    let (address, servers) = hostile_felix_servers(elinks, Duration::from_millis(1500));
     let config = dir.path().join("swrod.toml");
     std::fs::write(
         &config,
         format!(
             "duration_s = 4\nmetrics_addr = \"\"\n[swrod]\noutput_dir = {:?}\nmin_free_mb = 0\n\
-             cards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\n[swrod.felix]\nelinks = {elinks}\n\
-             [swrod.input]\nkind = \"tcp\"\ntcp_address = \"{address}\"\nconnect_timeout_s = 5\nreconnect_s = 0.5\n",
+             cards = 2\nrobs_per_card = 2\nl1a_rate_hz = 0.0\n[swrod.felix]\nelinks = {elinks}\n\
+             [swrod.input]\nkind = \"tcp\"\ntcp_address = \"{address}\"\nconnect_timeout_s = 5\nreconnect_s = 0.5\n{topology}",
             dir.path().join("out"),
         ),
     )
@@ -251,14 +277,14 @@ fn sw_rod_fed_garbage_by_its_felix_server_stores_nothing_and_names_the_server() 
         .spawn()
         .unwrap();
     let run = watch(child, Duration::from_secs(4) + STOP_AND_SLACK);
-    let served = server.join().unwrap();
+    let served: Vec<u64> = servers.into_iter().map(|s| s.join().unwrap()).collect();
     let stderr = run.stderr();
     eprintln!(
-        "{served} connections served garbage; ended {:?} after it started, peak RSS {} kB",
+        "{served:?} connections served garbage; ended {:?} after it started, peak RSS {} kB",
         started.elapsed(),
         run.peak_rss_kb
     );
-    assert!(served >= 3, "{served} connections: {stderr}");
+    assert!(served.iter().all(|&n| n >= 2), "{served:?}: {stderr}");
     assert!(run.peak_rss_kb < RSS_LIMIT_KB, "{} kB", run.peak_rss_kb);
     assert!(!run.output.status.success(), "{stderr}");
     assert!(
@@ -267,14 +293,27 @@ fn sw_rod_fed_garbage_by_its_felix_server_stores_nothing_and_names_the_server() 
     );
     let s: Value = serde_json::from_slice(&run.output.stdout).unwrap();
     assert_eq!(s["stored_events"], 0, "{s:#}");
-    let malformed: u64 = s["cards"]
+    let malformed: u64 = s["robs"]
         .as_array()
         .unwrap()
         .iter()
-        .chain(s["robs"].as_array().unwrap())
         .map(|c| c["intake"]["malformed"].as_u64().unwrap_or(0))
         .sum();
     assert!(malformed > 0, "{s:#}");
+}
+
+#[test]
+fn sw_rod_fed_garbage_by_its_felix_servers_stores_nothing_and_names_the_server() {
+    sw_rod_garbage_drill("");
+}
+
+#[test]
+fn sw_rod_applications_fed_garbage_by_their_felix_servers_store_nothing_and_name_it() {
+    let topology = format!(
+        "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 2000\n{}",
+        common::loopback_swrod_apps()
+    );
+    sw_rod_garbage_drill(&topology);
 }
 
 /// How each raw file's records are damaged.

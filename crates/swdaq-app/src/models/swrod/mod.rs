@@ -206,8 +206,14 @@ impl Outcome for SwrodOutcome {
             return Some(format!("storage failed: {e}"));
         }
         // A card's file cut short: the L1 accepts after the cut are not in the run.
+        let hltsv = self.report.apps.as_ref().and_then(|a| a.hltsv.as_ref());
         let cut: Vec<String> = (self.report.cards.iter())
             .filter_map(|c| Some(format!("card {}: {}", c.card, c.input_error.as_ref()?)))
+            .chain(
+                hltsv
+                    .and_then(|h| h.ttc_input_error.as_ref())
+                    .map(|e| format!("the HLT supervisor's card 0 TTC-to-host: {e}")),
+            )
             .collect();
         (!cut.is_empty()).then(|| format!("input ended early ({})", cut.join("; ")))
     }

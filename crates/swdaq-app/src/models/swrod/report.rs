@@ -102,6 +102,9 @@ pub struct HltsvReport {
     /// Fed by FELIX servers: its subscription to card 0's TTC-to-host e-link, and the TTC
     /// records lost or broken there (L1 accepts the HLT never heard of).
     pub ttc_intake: Option<(IntakeCounts, u64)>,
+    /// Fed by FELIX servers: why card 0's TTC-to-host subscription ended before its server's
+    /// `End` (the L1 accepts after it never reached the HLT).
+    pub ttc_input_error: Option<String>,
 }
 
 /// What only a run as applications has.

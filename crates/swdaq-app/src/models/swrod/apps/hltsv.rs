@@ -68,6 +68,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let mut hltsv = supervisor.report;
     hltsv.accounts = supervisor.credits.accounts().to_vec();
     hltsv.ttc_intake = supervisor.source.intake();
+    hltsv.ttc_input_error = supervisor.source.ended_early();
     report.hltsv = Some(hltsv);
     report.undelivered = supervisor.undelivered;
     report.refused_messages = inlet.counts().refused.clone();

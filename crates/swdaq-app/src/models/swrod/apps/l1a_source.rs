@@ -53,6 +53,7 @@ impl L1aSource {
             decoder: TtcDecoder::default(),
             records: VecDeque::new(),
             ended: false,
+            ended_early: None,
         })))
     }
 
@@ -106,6 +107,14 @@ impl L1aSource {
     pub(super) fn release(&mut self, now: Instant) {
         if let Self::Clock(clock) = self {
             clock.release(now);
+        }
+    }
+
+    /// Why the TTC subscription ended before its server's `End` (lost for good, refused).
+    pub(super) fn ended_early(&self) -> Option<String> {
+        match self {
+            Self::Clock(_) => None,
+            Self::Ttc(feed) => feed.ended_early.clone(),
         }
     }
 
@@ -166,6 +175,7 @@ pub(super) struct TtcFeed {
     decoder: TtcDecoder,
     records: VecDeque<TtcRecord>,
     ended: bool,
+    ended_early: Option<String>,
 }
 
 impl TtcFeed {
@@ -182,7 +192,14 @@ impl TtcFeed {
             match subscriber.receive() {
                 Ok(Intake::Blocks(blocks)) => decoder.decode(blocks, |r| records.push_back(r)),
                 Ok(Intake::Idle) => {}
-                Ok(Intake::End(_)) | Err(_) => self.ended = true,
+                Ok(Intake::End(_)) => {
+                    self.ended_early = self.subscriber.given_up().map(str::to_owned);
+                    self.ended = true;
+                }
+                Err(e) => {
+                    self.ended_early = Some(e.to_string());
+                    self.ended = true;
+                }
             }
         }
         self.records.front().copied()
