@@ -6,6 +6,7 @@
 
 mod common;
 use common::loopback_apps;
+#[allow(dead_code)]
 #[path = "common/launched.rs"]
 mod launched;
 use launched::{Run, signal};

@@ -9,6 +9,7 @@
 mod common;
 #[path = "common/evb.rs"]
 mod evb;
+#[allow(dead_code)]
 #[path = "common/launched.rs"]
 mod launched;
 #[path = "common/summary.rs"]

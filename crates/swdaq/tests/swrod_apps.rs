@@ -9,6 +9,7 @@
 //! with `swdaq inspect`. One system at a time (two cores).
 
 mod common;
+#[allow(dead_code)]
 #[path = "common/launched.rs"]
 mod launched;
 #[path = "common/summary.rs"]
