@@ -516,6 +516,16 @@ fn a_sw_rod_on_a_full_disk_keeps_its_reserve_and_stores_what_its_files_hold() {
         let (triggered, written, lost, why) = accounts(model, &s);
         assert!(why.contains("not enough free space"), "{model:?}: {why}");
         assert_eq!(triggered, written + lost, "{model:?}: {s}");
+        // The run stops at the failure (it went on, every later event unwritten, to the
+        // end of its 400 000 L1 accepts).
+        assert!(
+            s["stop_reason"]["StorageFailed"].is_string(),
+            "{model:?}: {s}"
+        );
+        assert!(
+            triggered < 100_000,
+            "{model:?}: {triggered} events after the failure"
+        );
         assert!(written > 0 && lost > 0, "{model:?}: {s}");
         // Two HLT applications may each pass the check, then both write a flush point.
         let free = available_bytes(disk.path());

@@ -52,6 +52,23 @@ const CARD_RUNNING: u64 = u64::MAX;
 const CARD_ENDED_BEFORE_ANY: u64 = u64::MAX - 1;
 
 impl Shared {
+    /// Ends data taking a little ahead of every card and of `l1as` (every L1 accept the HLT
+    /// may ask for).
+    pub fn stop_at_least(&self, settings: &SwrodSettings, l1as: u64) {
+        if self.stopping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let furthest = self
+            .card_l1as
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+            .max(l1as);
+        let target = furthest + settings.clean_tail_l1as + 2 * batch_l1as(settings);
+        self.stop_at.fetch_min(target, Ordering::Relaxed);
+    }
+
     /// A run of `s`'s cards, held while `hold` is set and kept below `horizon`.
     pub(super) fn new(s: &SwrodSettings, hold: Arc<AtomicBool>, horizon: Arc<AtomicU64>) -> Self {
         let cards = usize::from(s.cards);
@@ -81,9 +98,7 @@ impl Shared {
             l1_id => Some(CardEnd::At(l1_id as u32)),
         }
     }
-}
 
-impl Shared {
     /// L1 accepts a card may have sent by now: the horizon, until the stop.
     fn limit(&self) -> u64 {
         if self.stopping.load(Ordering::Relaxed) {
@@ -98,31 +113,19 @@ impl Shared {
 pub struct Progress<'a> {
     pub(super) shared: &'a Shared,
     pub(super) settings: &'a SwrodSettings,
+    pub(super) storage_failed: &'a AtomicBool,
     pub(super) last_live: Instant,
 }
 
 impl Progress<'_> {
-    /// Ends data taking at a common L1 accept count a little ahead of every card.
-    pub fn stop(&self) {
-        self.stop_at_least(0);
+    /// The storage has failed: the events after it would only be counted unwritten.
+    pub fn storage_failed(&self) -> bool {
+        self.storage_failed.load(Ordering::Relaxed)
     }
 
-    /// Ends data taking a little ahead of every card and of `l1as` (every L1 accept the HLT
-    /// may ask for).
-    pub fn stop_at_least(&self, l1as: u64) {
-        if self.shared.stopping.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        let furthest = self
-            .shared
-            .card_l1as
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .max()
-            .unwrap_or(0)
-            .max(l1as);
-        let target = furthest + self.settings.clean_tail_l1as + 2 * batch_l1as(self.settings);
-        self.shared.stop_at.fetch_min(target, Ordering::Relaxed);
+    /// Ends data taking at a common L1 accept count a little ahead of every card.
+    pub fn stop(&self) {
+        self.shared.stop_at_least(self.settings, 0);
     }
 
     /// True once per live interval: time for the live figures.

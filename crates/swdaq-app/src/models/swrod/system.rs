@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use swdaq_trigger::TriggerControl;
 
-/// Runs until the duration, `max_l1as` or a stop request ends it; `hooks` hear when data
+/// Runs until the duration, `max_l1as`, a stop request or a storage failure ends it; `hooks` hear when data
 /// taking has begun (the cards' L1 accepts can then be held: run control's pause), the live
 /// figures every live interval, and the stop. The report and why it ended.
 pub fn run(
@@ -56,6 +56,10 @@ pub fn run(
                     stopped_by = Some(StopReason::Duration);
                 } else if stop.is_requested() {
                     stopped_by = Some(StopReason::Interrupted);
+                } else if progress.storage_failed() {
+                    // The report's storage error names it (below); as applications the
+                    // run stops on it too.
+                    stopped_by = Some(StopReason::StorageFailed("the storage failed".into()));
                 }
                 if stopped_by.is_some() {
                     hooks.stopping();

@@ -12,17 +12,18 @@ use super::readout::Readout;
 use super::report::SwrodReport;
 use crossbeam_channel::bounded;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_monitor::Registry;
-use swdaq_swrod::files::{EventFiles, ToStorage, store_telling};
+use swdaq_swrod::files::{EventFiles, ToStorage, Told, store_telling};
 use swdaq_swrod::trigger::L1Accept;
 
 const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
 
 /// Runs the cards, SW ROD threads, request servers, sampler, HLT and writer; `hold` pauses
-/// the cards' L1 accepts while set; `on_tick` sees the run every 20 ms and may stop it.
+/// the cards' L1 accepts while set; `on_tick` sees the run every 20 ms (and whether its
+/// storage has failed) and may stop it.
 pub fn run_threads(
     config: &SwrodRunConfig,
     registry: &Registry,
@@ -39,9 +40,11 @@ pub fn run_threads(
     let hlt_metrics = HltMetrics::register(registry)?;
     let store_metrics = StoreMetrics::register(registry)?;
     let files = EventFiles::new(s.file_settings())?;
+    let storage_failed = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
         let shared = &shared;
+        let storage_failed = &storage_failed;
         let running = readout.spawn(scope, shared, s, Some(l1_tx))?;
         let hlt = std::thread::Builder::new()
             .name("hlt".into())
@@ -51,12 +54,18 @@ pub fn run_threads(
         let writer = std::thread::Builder::new()
             .name("storage".into())
             .spawn_scoped(scope, move || {
-                store_telling(files, event_rx, |told| store_metrics.flushed(&told))
+                store_telling(files, event_rx, |told| {
+                    if let Told::Failed(_) = told {
+                        storage_failed.store(true, Ordering::Relaxed);
+                    }
+                    store_metrics.flushed(&told)
+                })
             })?;
 
         let mut progress = Progress {
             shared,
             settings: s,
+            storage_failed,
             last_live: Instant::now(),
         };
         while !running.cards_done() {

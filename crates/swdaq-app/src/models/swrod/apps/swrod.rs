@@ -7,7 +7,7 @@
 
 use super::rob_server::{Requests, answer_queues, send_answers};
 use super::{SwrodAppReport, SwrodContext, robs_of};
-use crate::models::swrod::cards::{Progress, Shared};
+use crate::models::swrod::cards::Shared;
 use crate::models::swrod::readout::Readout;
 use crate::runtime::app::Clock;
 use crate::runtime::stdio as control;
@@ -69,12 +69,8 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             .wait_for_stop(std::time::Duration::from_millis(100))
         {}
         // The supervisor's last horizon has every L1 accept it gave out: the cards reach it.
-        Progress {
-            shared: &shared,
-            settings: s,
-            last_live: Instant::now(),
-        }
-        .stop_at_least(
+        shared.stop_at_least(
+            s,
             horizon_now
                 .load(Ordering::Relaxed)
                 .saturating_sub(s.l1a_lead()),
