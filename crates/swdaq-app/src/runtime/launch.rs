@@ -60,6 +60,11 @@ pub struct Plan<'a> {
     pub bursts_to: Option<AppKind>,
 }
 
+/// Where a run's application logs go, for every model: `<output_dir>/run<NNNNNN>-logs/`.
+pub fn logs_dir(output_dir: &Path, run_number: u32) -> PathBuf {
+    output_dir.join(format!("run{run_number:06}-logs"))
+}
+
 /// Makes a model's `Live` from its applications' merged snapshot.
 pub type LiveFigures<'a> = dyn Fn(&Snapshot, Duration) -> Live + Sync + 'a;
 

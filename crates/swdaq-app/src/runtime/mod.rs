@@ -11,4 +11,5 @@ pub mod outcome;
 pub mod stdio;
 pub mod steering;
 pub mod stop;
+pub mod supervise;
 pub mod topology;

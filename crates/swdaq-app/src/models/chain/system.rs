@@ -20,12 +20,13 @@ use super::readout::{LinkReport, ReadoutControl, ReadoutSet, start_readout};
 use super::recording::{self, RecordOnTrigger, RecordingReport};
 use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
-use crate::live::LIVE_INTERVAL;
+use crate::live::Live;
 use crate::model::RunHooks;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
+use crate::runtime::supervise::{Supervised, supervise};
 use crate::truth_match::Score;
 use anyhow::anyhow;
 use crossbeam_channel::Sender;
@@ -170,19 +171,17 @@ pub fn run_chain(
         });
         let started = Instant::now();
         let threads_at_start = read_threads();
-        let watch = Supervisor {
+        let mut watch = ChainWatch {
             config,
-            stop,
             stats: &monitoring.stats,
             storage_failed: &storage_failed,
-            started,
-            links: config.emulator.links,
+            readout_ended: &|| readout.all_ended(),
         };
-        let stop_reason = watch.run(|| readout.all_ended(), hooks);
+        let duration = crate::model::seconds(config.run.duration_s);
+        let stop_reason = supervise(&mut watch, duration, stop, hooks);
         let thread_cpu = cpu_shares(&threads_at_start, started.elapsed());
         // Stop in data-flow order: the trigger first (its open decision still goes out once
         // its data is in), then the builder finishes every record, then readout stops.
-        hooks.stopping();
         let _ = stop_tx.send(TriggerInput::Stop);
         drop(stop_tx);
         stop.waiting_for("the trigger to issue its last decision");
@@ -339,51 +338,35 @@ where
     )
 }
 
-/// Watches the run from the main thread and decides when it ends.
-struct Supervisor<'a> {
+/// What the chain in one process shows the supervision loop: its own end is every link's, or
+/// a storage failure when `storage.on_failure` stops the run; it stops in stages after the
+/// loop (trigger, builder, readout), so there is nothing to drain meanwhile.
+struct ChainWatch<'a> {
     config: &'a RunConfig,
-    stop: &'a StopRequest,
     stats: &'a StatsThread,
     storage_failed: &'a Arc<AtomicBool>,
-    started: Instant,
-    links: u32,
+    readout_ended: &'a dyn Fn() -> bool,
 }
 
-impl Supervisor<'_> {
-    fn run(&self, readout_ended: impl Fn() -> bool, hooks: &dyn RunHooks) -> StopReason {
-        let interval = LIVE_INTERVAL;
-        let duration = (self.config.run.duration_s > 0.0)
-            .then(|| Duration::from_secs_f64(self.config.run.duration_s));
-        let mut next_status = self.started + interval;
-        loop {
-            std::thread::sleep(Duration::from_millis(20));
-            let now = Instant::now();
-            let elapsed = now - self.started;
-            if now >= next_status {
-                while next_status <= now {
-                    next_status += interval;
-                }
-                hooks.live(&super::live::live(
-                    &self.stats.latest(),
-                    elapsed,
-                    self.links,
-                ));
-            }
-            if self.stop.is_requested() {
-                return StopReason::Interrupted;
-            }
-            if duration.is_some_and(|d| elapsed >= d) {
-                return StopReason::Duration;
-            }
-            if self.storage_failed.load(Ordering::Relaxed)
-                && self.config.storage.on_failure == StorageFailurePolicy::Stop
-            {
-                return StopReason::StorageFailed(STORAGE_STOPPED.into());
-            }
-            if readout_ended() {
-                return StopReason::AllLinksEnded;
-            }
+impl Supervised for ChainWatch<'_> {
+    fn ended(&mut self) -> Option<StopReason> {
+        if self.storage_failed.load(Ordering::Relaxed)
+            && self.config.storage.on_failure == StorageFailurePolicy::Stop
+        {
+            Some(StopReason::StorageFailed(STORAGE_STOPPED.into()))
+        } else {
+            (self.readout_ended)().then_some(StopReason::AllLinksEnded)
         }
+    }
+
+    fn live(&self, elapsed: Duration) -> Live {
+        super::live::live(&self.stats.latest(), elapsed, self.config.emulator.links)
+    }
+
+    fn begin_stop(&mut self, _: &StopRequest) {}
+
+    fn drained(&mut self) -> bool {
+        true
     }
 }
 

@@ -6,22 +6,24 @@
 use super::apps::EvbAppReport;
 use super::config::EvbRunConfig;
 use super::summary::{summary_json, summary_text};
-use crate::live::LIVE_INTERVAL;
+use crate::live::Live;
 use crate::model::RunHooks;
-use crate::runtime::launch::{Launched, Plan, launch};
+use crate::runtime::launch::{Launched, Plan, launch, logs_dir};
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, apps_text};
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
+use crate::runtime::supervise::{Supervised, supervise};
 use crate::runtime::topology::AppKind;
 use anyhow::Context;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use swdaq_evb::bu::WriterOutcome;
 use swdaq_evb::files::WriterError;
 use swdaq_evb::metrics::builder_cpu_ticks;
 use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::{Drills, EvbRun, EvbSummary};
+use swdaq_monitor::StatsThread;
 use swdaq_monitor::proc::USER_HZ;
 use swdaq_trigger::TriggerControl;
 
@@ -37,10 +39,7 @@ pub fn run_apps(
         topology: &config.topology,
         toml: toml::to_string_pretty(config).context("the configuration as TOML")?,
         run_number: config.evb.run,
-        logs: config
-            .evb
-            .output
-            .join(format!("run{:06}-logs", config.evb.run)),
+        logs: logs_dir(&config.evb.output, config.evb.run),
         duration: crate::model::seconds(config.duration_s),
         stop_order: &[AppKind::Evm, AppKind::Bu, AppKind::Ru],
         essential: &[AppKind::Evm],
@@ -214,39 +213,23 @@ pub fn run_one_process(
     let monitoring = Monitoring::start(&config.metrics_addr, "metrics_addr")?;
     let builder_ticks_before = builder_cpu_ticks();
     let evb = EvbRun::start(&config.evb, &monitoring.registry, &Drills::default())?;
-    let started = Instant::now();
     hooks.started(Steering {
         trigger: Some(Box::new(evb.clock().clone())),
         bursts: None,
     });
-    let mut last_line = Instant::now();
-    // The builder's threads vanish from /proc once joined: the last sample before is kept.
-    let mut builder_ticks = builder_ticks_before;
-    let mut stopped_by = None;
-    while !evb.is_finished() {
-        builder_ticks = builder_ticks.max(builder_cpu_ticks());
-        if stopped_by.is_none() {
-            if config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s {
-                stopped_by = Some(StopReason::Duration);
-            } else if stop.is_requested() {
-                stopped_by = Some(StopReason::Interrupted);
-            }
-            if stopped_by.is_some() {
-                hooks.stopping();
-                stop.waiting_for("the builder units to build and write what they hold");
-                evb.stop();
-            }
-        }
-        if last_line.elapsed() >= LIVE_INTERVAL {
-            last_line = Instant::now();
-            hooks.live(&super::live::live(
-                &monitoring.stats.latest(),
-                started.elapsed(),
-                &config.evb,
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut watch = EvbWatch {
+        evb: &evb,
+        config,
+        stats: &monitoring.stats,
+        builder_ticks: builder_ticks_before,
+    };
+    let stopped_by = supervise(
+        &mut watch,
+        crate::model::seconds(config.duration_s),
+        stop,
+        hooks,
+    );
+    let builder_ticks = watch.builder_ticks;
     let mut summary = evb.join()?;
     summary.builder_cpu_seconds =
         Some(builder_ticks.saturating_sub(builder_ticks_before) as f64 / USER_HZ);
@@ -258,6 +241,39 @@ pub fn run_one_process(
             "builder unit {bu}'s writer: {e}"
         )))
     });
-    let stop_reason = failed.or(stopped_by).unwrap_or(StopReason::InputEnded);
-    Ok((summary, stop_reason))
+    Ok((summary, failed.unwrap_or(stopped_by)))
+}
+
+/// What the event builder in one process shows the supervision loop: it ends by itself at
+/// `max_events` or its files' end, or when a writer fails; stopped, its builder units build
+/// and write what they hold (live figures go on meanwhile).
+struct EvbWatch<'a> {
+    evb: &'a EvbRun,
+    config: &'a EvbRunConfig,
+    stats: &'a StatsThread,
+    /// The builder's threads vanish from /proc once joined: the last sample before is kept.
+    builder_ticks: u64,
+}
+
+impl Supervised for EvbWatch<'_> {
+    fn ended(&mut self) -> Option<StopReason> {
+        self.evb.is_finished().then_some(StopReason::InputEnded)
+    }
+
+    fn live(&self, elapsed: Duration) -> Live {
+        super::live::live(&self.stats.latest(), elapsed, &self.config.evb)
+    }
+
+    fn begin_stop(&mut self, stop: &StopRequest) {
+        stop.waiting_for("the builder units to build and write what they hold");
+        self.evb.stop();
+    }
+
+    fn drained(&mut self) -> bool {
+        self.evb.is_finished()
+    }
+
+    fn tick(&mut self) {
+        self.builder_ticks = self.builder_ticks.max(builder_cpu_ticks());
+    }
 }

@@ -114,7 +114,7 @@ pub struct Progress<'a> {
     pub(super) shared: &'a Shared,
     pub(super) settings: &'a SwrodSettings,
     pub(super) storage_failed: &'a AtomicBool,
-    pub(super) last_live: Instant,
+    pub(super) cards_done: &'a dyn Fn() -> bool,
 }
 
 impl Progress<'_> {
@@ -123,19 +123,14 @@ impl Progress<'_> {
         self.storage_failed.load(Ordering::Relaxed)
     }
 
+    /// Every card has ended (and so the SW ROD threads and the HLT's events).
+    pub fn cards_done(&self) -> bool {
+        (self.cards_done)()
+    }
+
     /// Ends data taking at a common L1 accept count a little ahead of every card.
     pub fn stop(&self) {
         self.shared.stop_at_least(self.settings, 0);
-    }
-
-    /// True once per live interval: time for the live figures.
-    pub fn live_due(&mut self) -> bool {
-        if self.last_live.elapsed() >= crate::live::LIVE_INTERVAL {
-            self.last_live = Instant::now();
-            true
-        } else {
-            false
-        }
     }
 }
 

@@ -8,20 +8,24 @@
 //! reports merged into the same report.
 
 use super::apps::merge::merge;
+use super::cards::Progress;
 use super::config::SwrodRunConfig;
 use super::report::SwrodReport;
 use super::threads;
+use crate::live::Live;
 use crate::model::RunHooks;
-use crate::runtime::launch::{Plan, launch};
+use crate::runtime::launch::{Plan, launch, logs_dir};
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
+use crate::runtime::supervise::{Supervised, supervise};
 use crate::runtime::topology::AppKind;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::Duration;
+use swdaq_monitor::StatsThread;
 use swdaq_trigger::TriggerControl;
 
 /// Runs until the duration, `max_l1as`, a stop request or a storage failure ends it; `hooks` hear when data
@@ -34,57 +38,66 @@ pub fn run(
 ) -> anyhow::Result<(SwrodReport, StopReason)> {
     let monitoring = Monitoring::start(&config.metrics_addr, "metrics_addr")?;
     let hold = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let mut stopped_by = None;
-    let mut told_started = false;
+    let mut stopped_by = StopReason::InputEnded;
     let report = threads::run_threads(
         config,
         &monitoring.registry,
         Arc::clone(&hold),
         |progress| {
-            if !told_started {
-                told_started = true;
-                hooks.started(Steering {
-                    trigger: Some(Box::new(CardHold(Arc::clone(&hold)))),
-                    bursts: None,
-                });
-            }
-            if stopped_by.is_none() {
-                let over =
-                    config.duration_s > 0.0 && started.elapsed().as_secs_f64() >= config.duration_s;
-                if over {
-                    stopped_by = Some(StopReason::Duration);
-                } else if stop.is_requested() {
-                    stopped_by = Some(StopReason::Interrupted);
-                } else if progress.storage_failed() {
-                    // The report's storage error names it (below); as applications the
-                    // run stops on it too.
-                    stopped_by = Some(StopReason::StorageFailed("the storage failed".into()));
-                }
-                if stopped_by.is_some() {
-                    hooks.stopping();
-                    stop.waiting_for(
-                        "the cards to send their last L1 accepts and the HLT to finish its events",
-                    );
-                    progress.stop();
-                }
-            }
-            if progress.live_due() {
-                hooks.live(&super::live::live(
-                    &monitoring.stats.latest(),
-                    started.elapsed(),
-                    config.swrod.ring_slots,
-                ));
-            }
+            hooks.started(Steering {
+                trigger: Some(Box::new(CardHold(Arc::clone(&hold)))),
+                bursts: None,
+            });
+            let mut watch = SwrodWatch {
+                progress,
+                config,
+                stats: &monitoring.stats,
+            };
+            let duration = crate::model::seconds(config.duration_s);
+            stopped_by = supervise(&mut watch, duration, stop, hooks);
         },
     )?;
     monitoring.stop();
-    let stop_reason = match (&report.storage_error, stopped_by) {
-        (Some(e), _) => StopReason::StorageFailed(e.clone()),
-        (None, Some(reason)) => reason,
-        (None, None) => StopReason::InputEnded,
+    let stop_reason = match &report.storage_error {
+        Some(e) => StopReason::StorageFailed(e.clone()),
+        None => stopped_by,
     };
     Ok((report, stop_reason))
+}
+
+/// What the SW ROD in one process shows the supervision loop: it ends by itself when its
+/// cards do (`max_l1as`, the files' or servers' end) or its storage fails; stopped, the cards
+/// end at a common L1 accept count and the HLT finishes its events (live figures go on).
+struct SwrodWatch<'p, 'a> {
+    progress: &'p mut Progress<'a>,
+    config: &'p SwrodRunConfig,
+    stats: &'p StatsThread,
+}
+
+impl Supervised for SwrodWatch<'_, '_> {
+    fn ended(&mut self) -> Option<StopReason> {
+        if self.progress.storage_failed() {
+            // The report's storage error names it (see `run`).
+            Some(StopReason::StorageFailed("the storage failed".into()))
+        } else {
+            self.progress.cards_done().then_some(StopReason::InputEnded)
+        }
+    }
+
+    fn live(&self, elapsed: Duration) -> Live {
+        super::live::live(&self.stats.latest(), elapsed, self.config.swrod.ring_slots)
+    }
+
+    fn begin_stop(&mut self, stop: &StopRequest) {
+        stop.waiting_for(
+            "the cards to send their last L1 accepts and the HLT to finish its events",
+        );
+        self.progress.stop();
+    }
+
+    fn drained(&mut self) -> bool {
+        self.progress.cards_done()
+    }
 }
 
 /// The SW ROD as applications (`exe` is the `swdaq` program to start them with): run
@@ -101,7 +114,7 @@ pub fn run_apps(
         topology: &config.topology,
         toml: config.to_toml(),
         run_number: s.run_number,
-        logs: s.output_dir.join(format!("run{:06}-logs", s.run_number)),
+        logs: logs_dir(&s.output_dir, s.run_number),
         duration: crate::model::seconds(config.duration_s),
         stop_order: &[AppKind::Hltsv, AppKind::Hlt, AppKind::Swrod],
         essential: &[AppKind::Hltsv],

@@ -13,7 +13,7 @@ use super::report::SwrodReport;
 use crossbeam_channel::bounded;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use swdaq_monitor::Registry;
 use swdaq_swrod::files::{EventFiles, ToStorage, Told, store_telling};
 use swdaq_swrod::trigger::L1Accept;
@@ -22,13 +22,13 @@ const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
 
 /// Runs the cards, SW ROD threads, request servers, sampler, HLT and writer; `hold` pauses
-/// the cards' L1 accepts while set; `on_tick` sees the run every 20 ms (and whether its
-/// storage has failed) and may stop it.
+/// the cards' L1 accepts while set; `watch` supervises the run (it may stop it) and returns
+/// once every card has ended.
 pub fn run_threads(
     config: &SwrodRunConfig,
     registry: &Registry,
     hold: Arc<AtomicBool>,
-    mut on_tick: impl FnMut(&mut Progress<'_>),
+    watch: impl FnOnce(&mut Progress<'_>),
 ) -> anyhow::Result<SwrodReport> {
     let s = &config.swrod;
     let shared = Shared::new(s, hold, Arc::new(AtomicU64::new(u64::MAX)));
@@ -62,16 +62,12 @@ pub fn run_threads(
                 })
             })?;
 
-        let mut progress = Progress {
+        watch(&mut Progress {
             shared,
             settings: s,
             storage_failed,
-            last_live: Instant::now(),
-        };
-        while !running.cards_done() {
-            on_tick(&mut progress);
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            cards_done: &|| running.cards_done(),
+        });
         // The HLT lets go of the servers' ports once it has settled its last event.
         let (readout, seconds) = running.join(s, started, || {})?;
         let join_failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");

@@ -19,7 +19,7 @@ use super::config::RunConfig;
 use super::system::RunReport;
 use crate::model::RunHooks;
 use crate::runtime::app::{AppContext, TopologyConfig, run_app};
-use crate::runtime::launch::{Plan, launch};
+use crate::runtime::launch::{Plan, launch, logs_dir};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
@@ -57,14 +57,6 @@ pub fn run(config: &RunConfig, name: &str, commands: Commands) -> anyhow::Result
     })
 }
 
-/// Where application logs go: `<output_dir>/run<NNNNNN>-logs/<app>.log`.
-pub fn log_dir(config: &RunConfig) -> PathBuf {
-    config
-        .run
-        .output_dir
-        .join(format!("run{:06}-logs", config.run.number))
-}
-
 /// Runs the topology's applications (`exe` is the `swdaq` program to start them with),
 /// telling `hooks` when they have started, their live figures and when the stop begins;
 /// run-control requests go to the trigger application, bursts to the readout applications.
@@ -79,7 +71,7 @@ pub fn run_distributed(
         topology: &config.topology,
         toml: config.to_toml(),
         run_number: config.run.number,
-        logs: log_dir(config),
+        logs: logs_dir(&config.run.output_dir, config.run.number),
         duration: crate::model::seconds(config.run.duration_s),
         stop_order: &[
             AppKind::Trigger,
