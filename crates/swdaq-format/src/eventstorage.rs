@@ -25,6 +25,7 @@
 //! `RawFileName.cxx`): [`RawFileName`].
 
 use crate::error::FormatError;
+use crate::input_file::offsets_of;
 use crate::le::{get_u32, put_u32};
 
 pub const FILE_START_MARKER: u32 = 0x1234_aaaa;
@@ -345,6 +346,8 @@ pub struct Records<'a> {
     bytes: &'a [u8],
     at: usize,
     block_ok: fn(&[u8]) -> bool,
+    /// Told as the walk goes which bytes it will not read again.
+    passed: &'a dyn Fn(usize),
 }
 
 impl<'a> Records<'a> {
@@ -359,7 +362,14 @@ impl<'a> Records<'a> {
             bytes,
             at: offset.min(bytes.len()),
             block_ok,
+            passed: &|_| {},
         }
+    }
+
+    /// Tells `passed` as the walk goes the offset before which it reads nothing again
+    /// ([`crate::input_file::OnePass::passed`]: a mapped file then hands those pages back).
+    pub fn telling(self, passed: &'a dyn Fn(usize)) -> Self {
+        Self { passed, ..self }
     }
 
     /// What lies at `at`: a whole record and its length, or why not.
@@ -415,6 +425,7 @@ impl<'a> Iterator for Records<'a> {
         if self.at >= self.bytes.len() {
             return None;
         }
+        (self.passed)(self.at);
         match self.record_at(self.at) {
             Ok((record, len)) => {
                 self.at += len;
@@ -422,7 +433,11 @@ impl<'a> Iterator for Records<'a> {
             }
             Err(why) => {
                 let offset = self.at;
-                let next = (offset + 1..self.bytes.len())
+                // Only a record's marker can start one: the offsets of its first byte.
+                let [separator, ..] = DATA_SEPARATOR_MARKER.to_le_bytes();
+                let [end, ..] = FILE_END_MARKER.to_le_bytes();
+                let span = (offset + 1, self.bytes.len());
+                let next = offsets_of(self.bytes, span, (separator, end), self.passed)
                     .find(|&a| self.record_at(a).is_ok())
                     .unwrap_or(self.bytes.len());
                 self.at = next;

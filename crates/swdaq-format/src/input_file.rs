@@ -2,7 +2,13 @@
 //! files only. A FIFO would block the open until a writer comes and, read, could be neither
 //! sized nor read twice (format detection would consume its head); a device could be endless.
 //! The open itself never waits (`O_NONBLOCK`, which does nothing to a regular file's reads).
+//!
+//! A file of any size is checked in one pass from its start to its end ([`OnePass`]): mapped
+//! ([`MappedFile`]), its pages handed back as the pass leaves them behind, so a 2 GB zero tail
+//! costs a few megabytes of memory, not 2 GB.
 
+use memmap2::{Advice, Mmap, UncheckedAdvice};
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
@@ -26,6 +32,104 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
             kind_name(kind)
         ),
     ))
+}
+
+/// Bytes a reader walks once from start to end, told as it goes what it has left behind.
+pub trait OnePass {
+    fn bytes(&self) -> &[u8];
+    /// The pass reads nothing before `offset` again.
+    fn passed(&self, offset: usize);
+}
+
+/// Bytes already in memory: nothing to hand back.
+impl<T: AsRef<[u8]> + ?Sized> OnePass for T {
+    fn bytes(&self) -> &[u8] {
+        self.as_ref()
+    }
+
+    fn passed(&self, _offset: usize) {}
+}
+
+/// Pages are handed back once at least this much lies behind the pass: one `madvise` per
+/// step, and the step bounds what the pass holds.
+const RELEASE_STEP: usize = 8 << 20;
+
+/// A regular file mapped read-only for one pass: the pages behind the pass leave the
+/// process's memory, so its resident size stays about [`RELEASE_STEP`] whatever the file's.
+// Mapped rather than read in windows: the scans keep their whole-file view, so an event of
+// any size is checked, and resynchronised past, exactly as in a file read whole.
+pub struct MappedFile {
+    map: Mmap,
+    /// Bytes from the start whose pages were handed back (a whole number of pages).
+    released: Cell<usize>,
+}
+
+impl MappedFile {
+    /// Maps `path` if it is a regular file ([`open_regular`]).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = open_regular(path)?;
+        // SAFETY: the map is read-only and only read through `bytes`. It stays valid unless
+        // another process shrinks the file (reads past the new end fault); swdaq's writers
+        // never shrink or rewrite a file a reader may hold: they append, and finish a file by
+        // a rename, never by truncation.
+        let map = unsafe { Mmap::map(&file) }?;
+        // Best effort: a hint for read-ahead only.
+        let _ = map.advise(Advice::Sequential);
+        Ok(Self {
+            map,
+            released: Cell::new(0),
+        })
+    }
+}
+
+impl OnePass for MappedFile {
+    fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    fn passed(&self, offset: usize) {
+        let page = page_size();
+        let end = offset.min(self.map.len()) / page * page;
+        let start = self.released.get();
+        if end < start + RELEASE_STEP {
+            return;
+        }
+        // SAFETY: the map is shared, read-only and never written, so dropping its pages loses
+        // nothing: a later read (through a slice still borrowed, say) maps the file's page
+        // again, with the same bytes. Only the page cache keeps them, outside our memory.
+        let released = unsafe {
+            self.map
+                .unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)
+        };
+        // A refused hint costs memory, never correctness: the pass goes on either way.
+        if released.is_ok() {
+            self.released.set(end);
+        }
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: `sysconf` only reads a configuration value.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
+/// Offsets in `from..to` where `bytes` holds one of two bytes (where a record may start),
+/// found a step at a time; each step tells `passed` that what lies before it is left behind.
+pub fn offsets_of<'a>(
+    bytes: &'a [u8],
+    (from, to): (usize, usize),
+    (first, or): (u8, u8),
+    passed: &'a dyn Fn(usize),
+) -> impl Iterator<Item = usize> + 'a {
+    let to = to.min(bytes.len());
+    (from.min(to)..to)
+        .step_by(RELEASE_STEP)
+        .flat_map(move |step| {
+            passed(step);
+            let end = (step + RELEASE_STEP).min(to);
+            memchr::memchr2_iter(first, or, &bytes[step..end]).map(move |at| step + at)
+        })
 }
 
 fn kind_name(kind: std::fs::FileType) -> &'static str {
@@ -80,5 +184,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("is a device"), "{e}");
+    }
+
+    /// Resident pages of mapped files, in kB.
+    fn mapped_resident_kb() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("RssFile:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// The pages a pass left behind leave the process's memory; read again (through a slice
+    /// borrowed before), they hold the same bytes.
+    #[test]
+    fn a_mapped_file_hands_back_the_pages_behind_the_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.raw");
+        let bytes: Vec<u8> = (0..4 * RELEASE_STEP).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = MappedFile::open(&path).unwrap();
+        let mapped = file.bytes();
+        assert!(mapped == &bytes[..]);
+        let touched = mapped_resident_kb();
+        file.passed(RELEASE_STEP - 1);
+        assert_eq!(file.released.get(), 0, "less than a step behind: kept");
+        file.passed(mapped.len());
+        let behind = mapped_resident_kb();
+        let step_kb = (RELEASE_STEP / 1024) as u64;
+        assert!(
+            touched >= behind + 3 * step_kb,
+            "{touched} kB resident before, {behind} kB after"
+        );
+        assert!(mapped == &bytes[..]);
     }
 }
