@@ -8,11 +8,11 @@
 //! costs a few megabytes of memory, not 2 GB.
 
 use memmap2::{Advice, Mmap, UncheckedAdvice};
-use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Opens `path` for reading if it is a regular file; anything else is refused, named.
 pub fn open_regular(path: &Path) -> io::Result<File> {
@@ -37,7 +37,8 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 /// Bytes a reader walks once from start to end, told as it goes what it has left behind.
 pub trait OnePass {
     fn bytes(&self) -> &[u8];
-    /// The pass reads nothing before `offset` again.
+    /// The pass is done with the bytes before `offset`: their memory may be handed back
+    /// (read again, they come back from the file).
     fn passed(&self, offset: usize);
 }
 
@@ -55,13 +56,15 @@ impl<T: AsRef<[u8]> + ?Sized> OnePass for T {
 const RELEASE_STEP: usize = 8 << 20;
 
 /// A regular file mapped read-only for one pass: the pages behind the pass leave the
-/// process's memory, so its resident size stays about [`RELEASE_STEP`] whatever the file's.
+/// process's memory, so what it holds of the file is about [`RELEASE_STEP`] and the item it
+/// reads, whatever the file's size.
 // Mapped rather than read in windows: the scans keep their whole-file view, so an event of
 // any size is checked, and resynchronised past, exactly as in a file read whole.
 pub struct MappedFile {
     map: Mmap,
-    /// Bytes from the start whose pages were handed back (a whole number of pages).
-    released: Cell<usize>,
+    /// Bytes from the start whose pages were handed back; atomic so that a map shared
+    /// between threads (Python's views) may be handed back too.
+    released: AtomicUsize,
 }
 
 impl MappedFile {
@@ -77,7 +80,7 @@ impl MappedFile {
         let _ = map.advise(Advice::Sequential);
         Ok(Self {
             map,
-            released: Cell::new(0),
+            released: AtomicUsize::new(0),
         })
     }
 }
@@ -88,30 +91,25 @@ impl OnePass for MappedFile {
     }
 
     fn passed(&self, offset: usize) {
-        let page = page_size();
-        let end = offset.min(self.map.len()) / page * page;
-        let start = self.released.get();
+        let end = offset.min(self.map.len());
+        let start = self.released.load(Ordering::Relaxed);
         if end < start + RELEASE_STEP {
             return;
         }
         // SAFETY: the map is shared, read-only and never written, so dropping its pages loses
         // nothing: a later read (through a slice still borrowed, say) maps the file's page
         // again, with the same bytes. Only the page cache keeps them, outside our memory.
+        // (The range's ends are widened to whole pages: the page `end` lies in is dropped
+        // too, and read again.)
         let released = unsafe {
             self.map
                 .unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)
         };
         // A refused hint costs memory, never correctness: the pass goes on either way.
         if released.is_ok() {
-            self.released.set(end);
+            self.released.fetch_max(end, Ordering::Relaxed);
         }
     }
-}
-
-fn page_size() -> usize {
-    // SAFETY: `sysconf` only reads a configuration value.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096)
 }
 
 /// Offsets in `from..to` where `bytes` holds one of two bytes (where a record may start),
@@ -206,7 +204,11 @@ mod tests {
         assert!(mapped == &bytes[..]);
         let touched = mapped_resident_kb();
         file.passed(RELEASE_STEP - 1);
-        assert_eq!(file.released.get(), 0, "less than a step behind: kept");
+        assert_eq!(
+            file.released.load(Ordering::Relaxed),
+            0,
+            "less than a step behind: kept"
+        );
         file.passed(mapped.len());
         let behind = mapped_resident_kb();
         let step_kb = (RELEASE_STEP / 1024) as u64;
