@@ -2,6 +2,9 @@
 //! costs memory by its size, not a frame per eight zero bytes; a FIFO given as a link file,
 //! a FED file or to `swdaq inspect` is refused at once instead of blocking for ever.
 
+mod common;
+
+use common::peak_rss_kb;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -98,13 +101,6 @@ fn fifos_as_link_file_fed_file_or_to_inspect_are_refused_at_once() {
         swdaq().arg("inspect").arg(links.join("link0.swraw")),
         limit,
     ));
-}
-
-/// The largest resident set `pid` has had (`VmHWM`), in kB; `None` once it has ended.
-fn peak_rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Runs the chain on `links` for a second, replaying in real time, and returns its peak RSS.

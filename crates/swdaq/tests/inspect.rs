@@ -2,6 +2,9 @@
 //! format is named, every good event or record shown, every bad one named, and the exit
 //! status non-zero when anything is bad. Files are made here byte by byte.
 
+mod common;
+
+use common::peak_rss_kb;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -292,7 +295,7 @@ fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named(
 }
 
 /// Runs `swdaq inspect --json path` (at most a minute), its report written to `out`: whether
-/// it succeeded, its peak resident set in kB and how long it took.
+/// it succeeded, its peak resident set in kB (sampled until it ends) and how long it took.
 fn inspect_measured(path: &Path, out: &Path) -> (bool, u64, Duration) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["inspect", "--json"])
@@ -302,27 +305,20 @@ fn inspect_measured(path: &Path, out: &Path) -> (bool, u64, Duration) {
         .spawn()
         .unwrap();
     let started = Instant::now();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: `rusage` is plain integers, for which all zeros is a value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // Reaped with `wait4` for the kernel's own peak (`ru_maxrss`), not one sampled.
-    loop {
-        // SAFETY: `pid` is our child, not reaped before (`child` is never waited on), and
-        // `status` and `usage` are ours to write.
-        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        assert!(reaped >= 0, "{}", std::io::Error::last_os_error());
-        if reaped == pid {
-            break;
+    let mut peak_kb = 0;
+    let status = loop {
+        peak_kb = peak_kb.max(peak_rss_kb(child.id()).unwrap_or(0));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
         }
         if started.elapsed() > Duration::from_secs(60) {
             child.kill().unwrap();
+            child.wait().unwrap();
             panic!("inspect still running after a minute");
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-    (ok, usage.ru_maxrss as u64, started.elapsed())
+    };
+    (status.success(), peak_kb, started.elapsed())
 }
 
 /// Issue #33: a good file with a 2 GB zero tail (sparse: no disk) read whole cost 2.1 GB of
