@@ -82,7 +82,6 @@ pub struct FrdReport {
 /// pages are handed back behind it); `detail` names an event whose FED fragments to list.
 pub fn inspect(file: &(impl OnePass + ?Sized), detail: Option<u32>) -> FrdReport {
     let bytes = file.bytes();
-    let passed = |offset| file.passed(offset);
     let mut problems = Vec::new();
     let header = match FrdFileHeader::parse(bytes) {
         Ok(h) => Some(h),
@@ -114,7 +113,7 @@ pub fn inspect(file: &(impl OnePass + ?Sized), detail: Option<u32>) -> FrdReport
         incomplete: 0,
         problems: Vec::new(),
     };
-    for item in FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, header.map(|h| h.run)).telling(&passed) {
+    for item in FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, header.map(|h| h.run)).telling(file) {
         match item {
             FrdItem::Event { offset, event } => {
                 let summary = summarise(offset, &event, detail);
@@ -170,10 +169,9 @@ pub fn inspect(file: &(impl OnePass + ?Sized), detail: Option<u32>) -> FrdReport
 /// pass, as [`inspect`]'s.
 pub fn newest_event(file: &(impl OnePass + ?Sized)) -> Option<EventSummary> {
     let bytes = file.bytes();
-    let passed = |offset| file.passed(offset);
     let run = FrdFileHeader::parse(bytes).ok().map(|h| h.run);
     FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, run)
-        .telling(&passed)
+        .telling(file)
         .filter_map(|item| match item {
             FrdItem::Event { offset, event } => Some((offset, event)),
             FrdItem::Damaged { .. } => None,

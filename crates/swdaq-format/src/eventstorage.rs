@@ -25,7 +25,7 @@
 //! `RawFileName.cxx`): [`RawFileName`].
 
 use crate::error::FormatError;
-use crate::input_file::offsets_of;
+use crate::input_file::{OnePass, offsets_of};
 use crate::le::{get_u32, put_u32};
 
 pub const FILE_START_MARKER: u32 = 0x1234_aaaa;
@@ -346,8 +346,8 @@ pub struct Records<'a> {
     bytes: &'a [u8],
     at: usize,
     block_ok: fn(&[u8]) -> bool,
-    /// Told as the walk goes which bytes it will not read again.
-    passed: &'a dyn Fn(usize),
+    /// Told as the walk goes which bytes it is done with.
+    passed: Box<dyn Fn(usize) + 'a>,
 }
 
 impl<'a> Records<'a> {
@@ -362,14 +362,17 @@ impl<'a> Records<'a> {
             bytes,
             at: offset.min(bytes.len()),
             block_ok,
-            passed: &|_| {},
+            passed: Box::new(|_| {}),
         }
     }
 
-    /// Tells `passed` as the walk goes the offset before which it reads nothing again
-    /// ([`crate::input_file::OnePass::passed`]: a mapped file then hands those pages back).
-    pub fn telling(self, passed: &'a dyn Fn(usize)) -> Self {
-        Self { passed, ..self }
+    /// Tells `file` (the bytes walked) as the walk goes which bytes it is done with
+    /// ([`OnePass::passed`]: a mapped file then hands their pages back).
+    pub fn telling(self, file: &'a (impl OnePass + ?Sized)) -> Self {
+        Self {
+            passed: Box::new(|offset| file.passed(offset)),
+            ..self
+        }
     }
 
     /// What lies at `at`: a whole record and its length, or why not.
@@ -437,7 +440,7 @@ impl<'a> Iterator for Records<'a> {
                 let [separator, ..] = DATA_SEPARATOR_MARKER.to_le_bytes();
                 let [end, ..] = FILE_END_MARKER.to_le_bytes();
                 let span = (offset + 1, self.bytes.len());
-                let next = offsets_of(self.bytes, span, (separator, end), self.passed)
+                let next = offsets_of(self.bytes, span, (separator, end), &*self.passed)
                     .find(|&a| self.record_at(a).is_ok())
                     .unwrap_or(self.bytes.len());
                 self.at = next;

@@ -29,7 +29,7 @@
 
 use crate::crc::crc32c;
 use crate::error::{FormatError, exact, need};
-use crate::input_file::offsets_of;
+use crate::input_file::{OnePass, offsets_of};
 use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 
 pub const FRD_EVENT_VERSION: u16 = 6;
@@ -261,8 +261,8 @@ pub struct FrdScan<'a> {
     bytes: &'a [u8],
     at: usize,
     run: Option<u32>,
-    /// Told as the walk goes which bytes it will not read again.
-    passed: &'a dyn Fn(usize),
+    /// Told as the walk goes which bytes it is done with.
+    passed: Box<dyn Fn(usize) + 'a>,
 }
 
 impl<'a> FrdScan<'a> {
@@ -273,14 +273,17 @@ impl<'a> FrdScan<'a> {
             bytes: file,
             at: start.min(file.len()),
             run,
-            passed: &|_| {},
+            passed: Box::new(|_| {}),
         }
     }
 
-    /// Tells `passed` as the walk goes the offset before which it reads nothing again
-    /// ([`crate::input_file::OnePass::passed`]: a mapped file then hands those pages back).
-    pub fn telling(self, passed: &'a dyn Fn(usize)) -> Self {
-        Self { passed, ..self }
+    /// Tells `file` (the bytes walked) as the walk goes which bytes it is done with
+    /// ([`OnePass::passed`]: a mapped file then hands their pages back).
+    pub fn telling(self, file: &'a (impl OnePass + ?Sized)) -> Self {
+        Self {
+            passed: Box::new(|offset| file.passed(offset)),
+            ..self
+        }
     }
 
     fn intact_at(&self, at: usize) -> bool {
@@ -291,7 +294,7 @@ impl<'a> FrdScan<'a> {
     /// The first offset in `from..to` where an intact event starts.
     fn next_intact(&self, from: usize, to: usize) -> Option<usize> {
         let [version, _] = FRD_EVENT_VERSION.to_le_bytes();
-        offsets_of(self.bytes, (from, to), (version, version), self.passed)
+        offsets_of(self.bytes, (from, to), (version, version), &*self.passed)
             .find(|&at| self.intact_at(at))
     }
 }

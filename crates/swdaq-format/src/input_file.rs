@@ -218,4 +218,37 @@ mod tests {
         );
         assert!(mapped == &bytes[..]);
     }
+
+    /// Every offset of either byte is found, across step boundaries too, and each step is
+    /// told before its offsets.
+    #[test]
+    fn offsets_of_finds_every_one_a_step_at_a_time() {
+        let mut bytes = vec![0u8; 3 * RELEASE_STEP + 5];
+        let marked = [
+            1,
+            RELEASE_STEP - 1,
+            RELEASE_STEP,
+            2 * RELEASE_STEP + 7,
+            bytes.len() - 1,
+        ];
+        for (i, &at) in marked.iter().enumerate() {
+            bytes[at] = if i % 2 == 0 { 0xcc } else { 0xdd };
+        }
+        let told = std::cell::RefCell::new(Vec::new());
+        let passed = |at| told.borrow_mut().push(at);
+        let found: Vec<usize> = offsets_of(&bytes, (1, bytes.len()), (0xcc, 0xdd), &passed)
+            .inspect(|&at| assert!(told.borrow().last().is_some_and(|&step| step <= at)))
+            .collect();
+        assert_eq!(found, marked);
+        let steps = [
+            1,
+            1 + RELEASE_STEP,
+            1 + 2 * RELEASE_STEP,
+            1 + 3 * RELEASE_STEP,
+        ];
+        assert_eq!(*told.borrow(), steps);
+        let within: Vec<usize> =
+            offsets_of(&bytes, (2, RELEASE_STEP), (0xcc, 0xdd), &|_| {}).collect();
+        assert_eq!(within, [RELEASE_STEP - 1]);
+    }
 }

@@ -105,7 +105,6 @@ pub fn inspect(
     detail: Option<u32>,
 ) -> EventStorageReport {
     let bytes = file.bytes();
-    let passed = |offset| file.passed(offset);
     let mut report = EventStorageReport {
         file_size: bytes.len() as u64,
         head: None,
@@ -134,7 +133,7 @@ pub fn inspect(
     } else {
         holds_one_event
     };
-    for record in Records::checking(bytes, body, block_ok).telling(&passed) {
+    for record in Records::checking(bytes, body, block_ok).telling(file) {
         match record {
             Record::Event {
                 offset,
@@ -334,14 +333,13 @@ pub fn newest_event(
     name: &str,
 ) -> Result<Option<EventSummary>, String> {
     let bytes = file.bytes();
-    let passed = |offset| file.passed(offset);
     let (head, body) = FileHead::parse(bytes).map_err(|e| format!("file head: {e}"))?;
     let expect = check_head(&head, name, &mut |_| {});
     if expect.compressed {
         return Err("its events are compressed: not read back".into());
     }
     let last = Records::checking(bytes, body, holds_one_event)
-        .telling(&passed)
+        .telling(file)
         .filter_map(|record| match record {
             Record::Event {
                 offset,
