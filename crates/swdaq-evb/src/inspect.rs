@@ -13,6 +13,7 @@ use swdaq_format::frd::{
     FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEvent, FrdFileHeader, FrdItem, FrdScan,
     frd_flags,
 };
+use swdaq_format::input_file::OnePass;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FedSummary {
@@ -77,9 +78,10 @@ pub struct FrdReport {
     pub problems: Vec<FrdProblem>,
 }
 
-/// Reads and checks a whole FRD file, however damaged; `detail` names an event whose FED
-/// fragments to list.
-pub fn inspect(bytes: &[u8], detail: Option<u32>) -> FrdReport {
+/// Reads and checks a whole FRD file in one pass, however damaged and large (a mapped file's
+/// pages are handed back behind it); `detail` names an event whose FED fragments to list.
+pub fn inspect(file: &(impl OnePass + ?Sized), detail: Option<u32>) -> FrdReport {
+    let bytes = file.bytes();
     let mut problems = Vec::new();
     let header = match FrdFileHeader::parse(bytes) {
         Ok(h) => Some(h),
@@ -111,7 +113,7 @@ pub fn inspect(bytes: &[u8], detail: Option<u32>) -> FrdReport {
         incomplete: 0,
         problems: Vec::new(),
     };
-    for item in FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, header.map(|h| h.run)) {
+    for item in FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, header.map(|h| h.run)).telling(file) {
         match item {
             FrdItem::Event { offset, event } => {
                 let summary = summarise(offset, &event, detail);
@@ -163,10 +165,13 @@ pub fn inspect(bytes: &[u8], detail: Option<u32>) -> FrdReport {
 }
 
 /// The file's last event (however damaged the file, or while it is still written), with its
-/// FED fragments listed: the newest stored event, as the operator's console shows it.
-pub fn newest_event(bytes: &[u8]) -> Option<EventSummary> {
+/// FED fragments listed: the newest stored event, as the operator's console shows it. One
+/// pass, as [`inspect`]'s.
+pub fn newest_event(file: &(impl OnePass + ?Sized)) -> Option<EventSummary> {
+    let bytes = file.bytes();
     let run = FrdFileHeader::parse(bytes).ok().map(|h| h.run);
     FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, run)
+        .telling(file)
         .filter_map(|item| match item {
             FrdItem::Event { offset, event } => Some((offset, event)),
             FrdItem::Damaged { .. } => None,

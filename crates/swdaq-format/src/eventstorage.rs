@@ -25,6 +25,7 @@
 //! `RawFileName.cxx`): [`RawFileName`].
 
 use crate::error::FormatError;
+use crate::input_file::{OnePass, offsets_of};
 use crate::le::{get_u32, put_u32};
 
 pub const FILE_START_MARKER: u32 = 0x1234_aaaa;
@@ -345,6 +346,8 @@ pub struct Records<'a> {
     bytes: &'a [u8],
     at: usize,
     block_ok: fn(&[u8]) -> bool,
+    /// Told as the walk goes which bytes it is done with.
+    passed: Box<dyn Fn(usize) + 'a>,
 }
 
 impl<'a> Records<'a> {
@@ -359,6 +362,16 @@ impl<'a> Records<'a> {
             bytes,
             at: offset.min(bytes.len()),
             block_ok,
+            passed: Box::new(|_| {}),
+        }
+    }
+
+    /// Tells `file` (the bytes walked) as the walk goes which bytes it is done with
+    /// ([`OnePass::passed`]: a mapped file then hands their pages back).
+    pub fn telling(self, file: &'a (impl OnePass + ?Sized)) -> Self {
+        Self {
+            passed: Box::new(|offset| file.passed(offset)),
+            ..self
         }
     }
 
@@ -415,6 +428,7 @@ impl<'a> Iterator for Records<'a> {
         if self.at >= self.bytes.len() {
             return None;
         }
+        (self.passed)(self.at);
         match self.record_at(self.at) {
             Ok((record, len)) => {
                 self.at += len;
@@ -422,7 +436,11 @@ impl<'a> Iterator for Records<'a> {
             }
             Err(why) => {
                 let offset = self.at;
-                let next = (offset + 1..self.bytes.len())
+                // Only a record's marker can start one: the offsets of its first byte.
+                let [separator, ..] = DATA_SEPARATOR_MARKER.to_le_bytes();
+                let [end, ..] = FILE_END_MARKER.to_le_bytes();
+                let span = (offset + 1, self.bytes.len());
+                let next = offsets_of(self.bytes, span, (separator, end), &*self.passed)
                     .find(|&a| self.record_at(a).is_ok())
                     .unwrap_or(self.bytes.len());
                 self.at = next;

@@ -29,6 +29,7 @@
 
 use crate::crc::crc32c;
 use crate::error::{FormatError, exact, need};
+use crate::input_file::{OnePass, offsets_of};
 use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 
 pub const FRD_EVENT_VERSION: u16 = 6;
@@ -260,6 +261,8 @@ pub struct FrdScan<'a> {
     bytes: &'a [u8],
     at: usize,
     run: Option<u32>,
+    /// Told as the walk goes which bytes it is done with.
+    passed: Box<dyn Fn(usize) + 'a>,
 }
 
 impl<'a> FrdScan<'a> {
@@ -270,6 +273,16 @@ impl<'a> FrdScan<'a> {
             bytes: file,
             at: start.min(file.len()),
             run,
+            passed: Box::new(|_| {}),
+        }
+    }
+
+    /// Tells `file` (the bytes walked) as the walk goes which bytes it is done with
+    /// ([`OnePass::passed`]: a mapped file then hands their pages back).
+    pub fn telling(self, file: &'a (impl OnePass + ?Sized)) -> Self {
+        Self {
+            passed: Box::new(|offset| file.passed(offset)),
+            ..self
         }
     }
 
@@ -280,9 +293,8 @@ impl<'a> FrdScan<'a> {
 
     /// The first offset in `from..to` where an intact event starts.
     fn next_intact(&self, from: usize, to: usize) -> Option<usize> {
-        let version = FRD_EVENT_VERSION.to_le_bytes();
-        (from..to.min(self.bytes.len()))
-            .filter(|&at| self.bytes[at..].starts_with(&version))
+        let [version, _] = FRD_EVENT_VERSION.to_le_bytes();
+        offsets_of(self.bytes, (from, to), (version, version), &*self.passed)
             .find(|&at| self.intact_at(at))
     }
 }
@@ -295,6 +307,7 @@ impl<'a> Iterator for FrdScan<'a> {
         if offset >= self.bytes.len() {
             return None;
         }
+        (self.passed)(offset);
         let damaged = |next: usize, error| FrdItem::Damaged {
             offset,
             len: next - offset,

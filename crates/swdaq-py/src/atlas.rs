@@ -35,7 +35,7 @@ impl EventStorageReader {
     pub fn open(py: Python<'_>, path: &Path) -> PyResult<Self> {
         let bytes = Buffer::map(py, path)?;
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let report = swdaq_swrod::inspect::inspect(bytes.get().as_slice(), &name, None);
+        let report = swdaq_swrod::inspect::inspect(bytes.get(), &name, None);
         Ok(Self { bytes, report })
     }
 

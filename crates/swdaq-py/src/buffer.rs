@@ -3,13 +3,13 @@
 //! `base` is the [`Buffer`], so the bytes live as long as any view does, whether or not the
 //! file, item or fragment it came from is still around.
 
-use memmap2::Mmap;
 use numpy::ndarray::ArrayView1;
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use std::ops::Range;
 use std::path::Path;
+use swdaq_format::input_file::{MappedFile, OnePass};
 
 /// Bytes numpy views share: a mapped file, or one fragment's bytes.
 #[pyclass(module = "swdaq", frozen)]
@@ -18,20 +18,15 @@ pub struct Buffer {
 }
 
 enum Bytes {
-    Mapped(Mmap),
+    Mapped(MappedFile),
     Owned(Vec<u8>),
 }
 
 impl Buffer {
-    /// Maps the file at `path` read-only.
+    /// Maps the file at `path` read-only; a FIFO would block the open and could not be
+    /// mapped: refused, named, at once.
     pub fn map(py: Python<'_>, path: &Path) -> PyResult<Py<Self>> {
-        // A FIFO would block the open and could not be mapped: refused, named, at once.
-        let file = swdaq_format::input_file::open_regular(path).map_err(|e| os_error(path, &e))?;
-        // SAFETY: the map is read-only and only read through `as_slice`. It stays valid
-        // unless another process shrinks the file (reads past the new end fault); swdaq's
-        // writers never shrink or rewrite a file another reader may hold: events and frames
-        // are appended, and a file is finished by a rename, never by truncation.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| os_error(path, &e))?;
+        let map = MappedFile::open(path).map_err(|e| os_error(path, &e))?;
         Py::new(
             py,
             Self {
@@ -52,8 +47,23 @@ impl Buffer {
 
     pub fn as_slice(&self) -> &[u8] {
         match &self.bytes {
-            Bytes::Mapped(map) => map,
+            Bytes::Mapped(map) => map.bytes(),
             Bytes::Owned(bytes) => bytes,
+        }
+    }
+}
+
+/// A format's opening walk hands back the pages of a mapped file behind it: a file with a
+/// long zero tail costs its items' memory, not its size. A view's bytes read later map
+/// their pages again.
+impl OnePass for Buffer {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+
+    fn passed(&self, offset: usize) {
+        if let Bytes::Mapped(map) = &self.bytes {
+            map.passed(offset)
         }
     }
 }
@@ -87,7 +97,8 @@ pub fn view<'py>(
     let bytes = ArrayView1::from(bytes);
     // SAFETY: the array's base is `buffer`, so the bytes must stay valid and in place while
     // `buffer` lives: a Buffer is frozen (its map or vector is never replaced, resized or
-    // written after creation), and neither a map nor a vector's heap memory moves.
+    // written after creation), and neither a map nor a vector's heap memory moves (a map's
+    // pages handed back by `OnePass::passed` map again, in place, with the same bytes).
     let array = unsafe { PyArray1::borrow_from_array(&bytes, buffer.clone().into_any()) };
     // The memory is read-only (a map) or shared with every other view: numpy must not write.
     array.try_readwrite()?.make_nonwriteable();

@@ -26,7 +26,7 @@ pub struct FrdReader {
 impl FrdReader {
     pub fn open(py: Python<'_>, path: &Path) -> PyResult<Self> {
         let bytes = Buffer::map(py, path)?;
-        let report = swdaq_evb::inspect::inspect(bytes.get().as_slice(), None);
+        let report = swdaq_evb::inspect::inspect(bytes.get(), None);
         Ok(Self { bytes, report })
     }
 

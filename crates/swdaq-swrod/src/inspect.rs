@@ -14,6 +14,7 @@ use swdaq_format::FormatError;
 use swdaq_format::eformat::status;
 use swdaq_format::eformat_event::FullEvent;
 use swdaq_format::eventstorage::{FileEnd, FileHead, RawFileName, Record, Records, megabytes};
+use swdaq_format::input_file::OnePass;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EventStorageReport {
@@ -95,9 +96,15 @@ struct Expect {
     compressed: bool,
 }
 
-/// Reads and checks a whole EventStorage file named `name`, however damaged; `detail`
-/// names an L1 ID whose ROBs to list.
-pub fn inspect(bytes: &[u8], name: &str, detail: Option<u32>) -> EventStorageReport {
+/// Reads and checks a whole EventStorage file named `name` in one pass, however damaged and
+/// large (a mapped file's pages are handed back behind it); `detail` names an L1 ID whose
+/// ROBs to list.
+pub fn inspect(
+    file: &(impl OnePass + ?Sized),
+    name: &str,
+    detail: Option<u32>,
+) -> EventStorageReport {
+    let bytes = file.bytes();
     let mut report = EventStorageReport {
         file_size: bytes.len() as u64,
         head: None,
@@ -126,7 +133,7 @@ pub fn inspect(bytes: &[u8], name: &str, detail: Option<u32>) -> EventStorageRep
     } else {
         holds_one_event
     };
-    for record in Records::checking(bytes, body, block_ok) {
+    for record in Records::checking(bytes, body, block_ok).telling(file) {
         match record {
             Record::Event {
                 offset,
@@ -320,14 +327,19 @@ fn check_end(end: &FileEnd, records: usize, event_bytes: u64) -> Vec<String> {
 /// The file's last event (also while the file is still written), checked whole, with each
 /// ROB's bytes of ROD data: the newest stored event, as the operator's console shows it.
 /// `Ok(None)`: no event yet; `Err`: the head does not read, its events are compressed, or
-/// the last event is bad (why).
-pub fn newest_event(bytes: &[u8], name: &str) -> Result<Option<EventSummary>, String> {
+/// the last event is bad (why). One pass, as [`inspect`]'s.
+pub fn newest_event(
+    file: &(impl OnePass + ?Sized),
+    name: &str,
+) -> Result<Option<EventSummary>, String> {
+    let bytes = file.bytes();
     let (head, body) = FileHead::parse(bytes).map_err(|e| format!("file head: {e}"))?;
     let expect = check_head(&head, name, &mut |_| {});
     if expect.compressed {
         return Err("its events are compressed: not read back".into());
     }
     let last = Records::checking(bytes, body, holds_one_event)
+        .telling(file)
         .filter_map(|record| match record {
             Record::Event {
                 offset,

@@ -7,6 +7,7 @@
 use serde::Serialize;
 use std::path::PathBuf;
 use swdaq_format::file_kind::{Detected, FileKind, detect_path};
+use swdaq_format::input_file::MappedFile;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -114,9 +115,9 @@ fn raw(args: &Args, detected: &Detected) -> anyhow::Result<()> {
 
 /// An FRD file: every event's CRC32C and FED fragments checked, damaged spans skipped.
 fn frd(args: &Args, detected: &Detected) -> anyhow::Result<()> {
-    let bytes = std::fs::read(&args.file)?;
+    let file = MappedFile::open(&args.file)?;
     let detail = args.record.map(u32::try_from).transpose()?;
-    let report = swdaq_evb::inspect::inspect(&bytes, detail);
+    let report = swdaq_evb::inspect::inspect(&file, detail);
     show(
         args,
         detected,
@@ -129,13 +130,13 @@ fn frd(args: &Args, detected: &Detected) -> anyhow::Result<()> {
 
 /// An EventStorage file: every full event and ROB checked.
 fn eventstorage(args: &Args, detected: &Detected) -> anyhow::Result<()> {
-    let bytes = std::fs::read(&args.file)?;
+    let file = MappedFile::open(&args.file)?;
     let detail = args.record.map(u32::try_from).transpose()?;
     let name = args
         .file
         .file_name()
         .map(|n| n.to_string_lossy().into_owned());
-    let report = swdaq_swrod::inspect::inspect(&bytes, &name.unwrap_or_default(), detail);
+    let report = swdaq_swrod::inspect::inspect(&file, &name.unwrap_or_default(), detail);
     show(
         args,
         detected,

@@ -2,6 +2,9 @@
 //! costs memory by its size, not a frame per eight zero bytes; a FIFO given as a link file,
 //! a FED file or to `swdaq inspect` is refused at once instead of blocking for ever.
 
+mod common;
+
+use common::peak_rss_kb;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;

@@ -2,9 +2,13 @@
 //! format is named, every good event or record shown, every bad one named, and the exit
 //! status non-zero when anything is bad. Files are made here byte by byte.
 
+mod common;
+
+use common::peak_rss_kb;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 use swdaq_format::SourceId;
 use swdaq_format::crc::crc32c;
 use swdaq_format::eformat::{RobFragment, RodHeader};
@@ -198,12 +202,11 @@ fn what_is_no_data_file_is_said_in_one_line() {
     );
 }
 
-#[test]
-fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named() {
-    let _serial = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
+/// A closed EventStorage file of `events` one-ROB events in `dir`, as the SW ROD's writer
+/// writes it, and the bytes of one event.
+fn eventstorage_file(dir: &Path, events: u32) -> (PathBuf, usize) {
     let mut files = EventFiles::new(FileSettings {
-        dir: dir.path().to_owned(),
+        dir: dir.to_owned(),
         run_number: 4,
         project: "data_test".into(),
         stream_type: "physics".into(),
@@ -217,7 +220,7 @@ fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named(
     .unwrap();
     let tags = encode_stream_tags(&[stream_tag()]);
     let mut event_bytes = 0;
-    for l1_id in 0..5u32 {
+    for l1_id in 0..events {
         let rod = RodHeader {
             source_id: 0x0071_0000,
             l1_id,
@@ -242,15 +245,22 @@ fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named(
     }
     let (written_files, _, closed) = files.finish();
     closed.unwrap();
-    let path = &written_files[0].path;
-    let (ok, text, _) = inspect(path, false);
+    (written_files[0].path.clone(), event_bytes)
+}
+
+#[test]
+fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named() {
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, event_bytes) = eventstorage_file(dir.path(), 5);
+    let (ok, text, _) = inspect(&path, false);
     assert!(ok, "{text}");
     assert!(
         text.contains("ATLAS EventStorage file") && text.contains("5 good events"),
         "{text}"
     );
     // The third event's marker flipped (each event follows its 16-byte data separator).
-    let good = std::fs::read(path).unwrap();
+    let good = std::fs::read(&path).unwrap();
     let body = good.len() - 40 - 5 * (16 + event_bytes);
     let mut bad = good.clone();
     bad[body + 2 * (16 + event_bytes) + 16] ^= 1;
@@ -282,6 +292,65 @@ fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named(
     assert!(!ok);
     assert!(err.contains("reads it no more"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// Runs `swdaq inspect --json path` (at most a minute), its report written to `out`: whether
+/// it succeeded, its peak resident set in kB (sampled until it ends) and how long it took.
+fn inspect_measured(path: &Path, out: &Path) -> (bool, u64, Duration) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["inspect", "--json"])
+        .arg(path)
+        .stdout(std::fs::File::create(out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut peak_kb = 0;
+    let status = loop {
+        peak_kb = peak_kb.max(peak_rss_kb(child.id()).unwrap_or(0));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("inspect still running after a minute");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (status.success(), peak_kb, started.elapsed())
+}
+
+/// Issue #33: a good file with a 2 GB zero tail (sparse: no disk) read whole cost 2.1 GB of
+/// memory and over 30 s. Now every good event is listed, the zero span named once, the exit
+/// status non-zero, in bounded memory and time.
+#[test]
+fn a_2_gb_zero_tail_costs_neither_memory_nor_time() {
+    const ZERO_TAIL: u64 = 2 << 30;
+    let _serial = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let frd = written(dir.path(), "tail.raw", &frd_file(100));
+    let (eventstorage, _) = eventstorage_file(dir.path(), 5);
+    let out = dir.path().join("report.json");
+    for (path, events) in [(frd, 100), (eventstorage, 5)] {
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let good = file.metadata().unwrap().len();
+        file.set_len(good + ZERO_TAIL).unwrap();
+        let (ok, peak_kb, took) = inspect_measured(&path, &out);
+        eprintln!("{}: peak RSS {peak_kb} kB, {took:?}", path.display());
+        assert!(!ok);
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(report["events"].as_array().unwrap().len(), events);
+        let problems = report["problems"].as_array().unwrap();
+        assert!(
+            problems
+                .iter()
+                .any(|p| p["offset"] == good && p["bytes"] == ZERO_TAIL),
+            "{problems:?}"
+        );
+        assert!(peak_kb < 200_000, "peak RSS {peak_kb} kB");
+        assert!(took < Duration::from_secs(60), "{took:?}");
+    }
 }
 
 fn hdf5_file(dir: &Path, records: u64) -> PathBuf {

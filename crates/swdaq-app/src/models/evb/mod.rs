@@ -17,6 +17,7 @@ use crate::stored::{self, StoredEvent, StoredFragment};
 use config::EvbRunConfig;
 use std::path::PathBuf;
 use swdaq_evb::config::FedInputKind;
+use swdaq_format::input_file::MappedFile;
 use system::AppsSummary;
 
 pub static EVB: ModelOf<EvbRunConfig> =
@@ -113,8 +114,8 @@ impl Configured for EvbRunConfig {
             run,
             &[".raw", ".raw.tmp"],
             |file, _| {
-                let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
-                Ok(swdaq_evb::inspect::newest_event(&bytes).map(|e| {
+                let mapped = MappedFile::open(file).map_err(|e| e.to_string())?;
+                Ok(swdaq_evb::inspect::newest_event(&mapped).map(|e| {
                     let mut left_out = Vec::new();
                     if !e.crc_ok {
                         left_out.push(format!("event {}: its CRC32C fails", e.event));

@@ -30,6 +30,7 @@ use crate::stored::{self, StoredEvent, StoredFragment};
 use config::{SwrodInputKind, SwrodRunConfig};
 use report::SwrodReport;
 use std::path::PathBuf;
+use swdaq_format::input_file::MappedFile;
 
 pub static SWROD: ModelOf<SwrodRunConfig> =
     ModelOf::new("swrod", "ATLAS-style SW ROD", Some("swrod"), config::parse);
@@ -132,9 +133,9 @@ impl Configured for SwrodRunConfig {
             run,
             &[".data", ".writing"],
             |file, _| {
-                let bytes = std::fs::read(file).map_err(|e| e.to_string())?;
+                let mapped = MappedFile::open(file).map_err(|e| e.to_string())?;
                 let name = file.file_name().unwrap_or_default().to_string_lossy();
-                let event = swdaq_swrod::inspect::newest_event(&bytes, &name)?;
+                let event = swdaq_swrod::inspect::newest_event(&mapped, &name)?;
                 Ok(event.map(|e| StoredEvent {
                     file: file.to_path_buf(),
                     event: e.l1_id.into(),
