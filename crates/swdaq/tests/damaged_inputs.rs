@@ -4,14 +4,10 @@
 
 mod common;
 
-use common::peak_rss_kb;
+use common::watch::watch;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
-use watch::watch;
-
-#[path = "common/watch.rs"]
-mod watch;
 
 fn swdaq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))

@@ -5,16 +5,14 @@
 //! `sources.rs` (`random_frames_end_with_the_run_and_make_no_complete_record`).
 
 mod common;
-#[path = "common/watch.rs"]
-mod watch;
 
+use common::watch::{self, watch};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use watch::watch;
 
 /// Longest a stop may take after the run's duration (docs/src/running.md: "How long a stop
 /// takes"), plus start-up and a shared machine's slack.

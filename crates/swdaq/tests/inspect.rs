@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::peak_rss_kb;
+use common::watch::watch;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -295,30 +295,22 @@ fn eventstorage_files_check_markers_and_payloads_and_old_sw_rod_files_are_named(
 }
 
 /// Runs `swdaq inspect --json path` (at most a minute), its report written to `out`: whether
-/// it succeeded, its peak resident set in kB (sampled until it ends) and how long it took.
+/// it succeeded, its peak resident set in kB and how long it took.
 fn inspect_measured(path: &Path, out: &Path) -> (bool, u64, Duration) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["inspect", "--json"])
         .arg(path)
         .stdout(std::fs::File::create(out).unwrap())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let mut peak_kb = 0;
-    let status = loop {
-        peak_kb = peak_kb.max(peak_rss_kb(child.id()).unwrap_or(0));
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("inspect still running after a minute");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    (status.success(), peak_kb, started.elapsed())
+    let run = watch(child, Duration::from_secs(60));
+    (
+        run.output.status.success(),
+        run.peak_rss_kb,
+        started.elapsed(),
+    )
 }
 
 /// Issue #33: a good file with a 2 GB zero tail (sparse: no disk) read whole cost 2.1 GB of

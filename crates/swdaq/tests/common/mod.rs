@@ -2,13 +2,7 @@
 #![allow(dead_code)]
 
 pub mod models;
-
-/// The largest resident set `pid` has had (`VmHWM`), in kB; `None` once it has ended.
-pub fn peak_rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
+pub mod watch;
 
 /// A TCP port on 127.0.0.1 free at the moment of asking.
 pub fn free_port() -> u16 {

@@ -24,7 +24,7 @@ use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{AppKind, TopologySection};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 impl TopologyConfig for RunConfig {
     fn topology(&self) -> &TopologySection {
