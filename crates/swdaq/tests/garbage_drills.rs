@@ -24,6 +24,17 @@ fn swdaq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
 }
 
+/// `swdaq run --json --config config`, its output piped.
+fn spawn_run(config: &Path) -> std::process::Child {
+    swdaq()
+        .args(["run", "--json", "--config"])
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Event-builder events in the FRD files under `out` (`swdaq inspect --json` of each).
 fn frd_events(out: &Path) -> u64 {
     let mut events = 0;
@@ -126,13 +137,7 @@ fn event_builder_over_udp_writes_no_event_from_garbage() {
     )
     .unwrap();
     let started = Instant::now();
-    let child = swdaq()
-        .args(["run", "--json", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(&config);
     // The run binds its ports within its first second; datagrams before that are refused.
     std::thread::sleep(Duration::from_millis(700));
     let sent = send_garbage(base, 7);
@@ -267,13 +272,7 @@ fn sw_rod_garbage_drill(topology: &str) {
     )
     .unwrap();
     let started = Instant::now();
-    let child = swdaq()
-        .args(["run", "--json", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(&config);
     let run = watch(child, Duration::from_secs(4) + STOP_AND_SLACK);
     let served: Vec<u64> = servers.into_iter().map(|s| s.join().unwrap()).collect();
     let stderr = run.stderr();
@@ -352,30 +351,10 @@ fn damage_raw_files(dir: &Path, damage: Damage, seed: u64) {
     }
 }
 
-/// `swdaq gen` with `args` into `dir`, then its files damaged.
-fn generate_damaged_files(dir: &Path, args: &[&str], damage: Damage) {
-    let status = swdaq()
-        .arg("gen")
-        .args(args)
-        .arg("--out")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    damage_raw_files(dir, damage, 3);
-}
-
 /// `swdaq run --json` of `config` (its duration 0: to the input's end), watched: it ends,
 /// its memory bounded. Its summary (`Null` if it printed none).
 fn run_to_input_end(config: &Path) -> (watch::Watched, Value) {
-    let child = swdaq()
-        .args(["run", "--json", "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(config);
     let run = watch(child, STOP_AND_SLACK + Duration::from_secs(30));
     assert!(run.peak_rss_kb < RSS_LIMIT_KB, "{} kB", run.peak_rss_kb);
     let summary = serde_json::from_slice(&run.output.stdout).unwrap_or(Value::Null);
@@ -388,49 +367,53 @@ fn run_to_input_end(config: &Path) -> (watch::Watched, Value) {
 fn files_drill(damage: Damage) -> [(watch::Watched, Value); 3] {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-
-    let links = dir.path().join("links");
-    generate_damaged_files(&links, &["--seconds", "0.01", "--links", "1"], damage);
-    let chain = dir.path().join("chain.toml");
-    std::fs::write(
-        &chain,
+    let chain = drill_model(dir.path(), "links", &["--links", "1"], damage, |links| {
         format!(
             "[run]\nduration_s = 0\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
              [source]\nkind = \"file\"\ndirectory = {links:?}\n[emulator]\nlinks = 1\n"
-        ),
-    )
-    .unwrap();
-    let chain = run_to_input_end(&chain);
-
-    let feds = dir.path().join("feds");
-    let fed_args = ["--format", "fed", "--links", "2", "--seconds", "0.01"];
-    generate_damaged_files(&feds, &fed_args, damage);
-    let evb = dir.path().join("evb.toml");
-    std::fs::write(
-        &evb,
+        )
+    });
+    let fed_args = ["--format", "fed", "--links", "2"];
+    let evb = drill_model(dir.path(), "feds", &fed_args, damage, |feds| {
         format!(
             "duration_s = 0\nmetrics_addr = \"\"\n[evb]\noutput = {out:?}\nmin_free_bytes = 0\n\
              rus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, {{ id = 1, mean_bytes = 1024, spread_bytes = 128 }}]]\n\
              [evb.input]\nkind = \"file\"\ndirectory = {feds:?}\n"
-        ),
-    )
-    .unwrap();
-    let evb = run_to_input_end(&evb);
-
-    let cards = dir.path().join("cards");
-    let card_args = ["--format", "felix", "--links", "2", "--seconds", "0.01"];
-    generate_damaged_files(&cards, &card_args, damage);
-    let swrod = dir.path().join("swrod.toml");
-    std::fs::write(
-        &swrod,
+        )
+    });
+    let card_args = ["--format", "felix", "--links", "2"];
+    let swrod = drill_model(dir.path(), "cards", &card_args, damage, |cards| {
         format!(
             "duration_s = 0\nmetrics_addr = \"\"\n[swrod]\noutput_dir = {out:?}\nmin_free_mb = 0\n\
              cards = 2\nl1a_rate_hz = 0.0\n[swrod.input]\nkind = \"file\"\ndirectory = {cards:?}\n"
-        ),
-    )
-    .unwrap();
-    let swrod = run_to_input_end(&swrod);
+        )
+    });
     [chain, evb, swrod]
+}
+
+/// 10 ms of `swdaq gen` with `args` into `dir/name`, damaged, then the model run on it with
+/// the configuration `config` writes for that directory, to its input's end.
+fn drill_model(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    damage: Damage,
+    config: impl FnOnce(&Path) -> String,
+) -> (watch::Watched, Value) {
+    let input = dir.join(name);
+    let status = swdaq()
+        .args(["gen", "--seconds", "0.01"])
+        .args(args)
+        .arg("--out")
+        .arg(&input)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    damage_raw_files(&input, damage, 3);
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config(&input)).unwrap();
+    run_to_input_end(&path)
 }
 
 #[test]
