@@ -16,13 +16,14 @@
 use super::child::{Running, spawn, stop_all, stop_stage, take_event};
 use super::live_feed::{halted, snapshot_of};
 use super::stdio::{self as control, Event};
-use crate::live::{AppRow, LIVE_INTERVAL, Live};
+use crate::live::{AppRow, Live};
 use crate::model::RunHooks;
 use crate::runtime::outcome::{AppOutcome, StopReason};
 use crate::runtime::steering::{
     BurstReason, BurstRequests, BurstStarted, RecordError, Steering, check_seconds,
 };
 use crate::runtime::stop::StopRequest;
+use crate::runtime::supervise::{Supervised, supervise};
 use crate::runtime::topology::{AppKind, TopologySection};
 use anyhow::{Context, anyhow, bail};
 use crossbeam_channel::{Receiver, Sender};
@@ -175,8 +176,14 @@ pub fn launch(
         controls: &controls,
         bursts: &bursts,
     };
-    let stop_reason = supervise(plan, &mut apps, &events_rx, inputs, stop, started, hooks);
-    hooks.stopping();
+    let mut watch = Watch {
+        plan,
+        apps: &mut apps,
+        events: &events_rx,
+        inputs,
+        pause: PauseRelay::default(),
+    };
+    let stop_reason = supervise(&mut watch, plan.duration, stop, hooks);
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
     for &stage in plan.stop_order {
         stop_stage(&mut apps, stage, &events_rx, stop_timeout, stop);
@@ -250,59 +257,25 @@ struct Inputs<'a> {
     bursts: &'a Receiver<f64>,
 }
 
-/// Watches the run until its duration, an interrupt, or the end of the trigger or the
-/// orchestrator (without which no record can be made).
-fn supervise(
-    plan: &Plan,
-    apps: &mut [Running],
-    events: &Receiver<(usize, anyhow::Result<Event>)>,
-    inputs: Inputs<'_>,
-    stop: &StopRequest,
-    started: Instant,
-    hooks: &dyn RunHooks,
-) -> StopReason {
-    let duration = plan.duration;
-    let mut pause = PauseRelay::default();
-    let status = LIVE_INTERVAL;
-    let mut next_status = started + status;
-    loop {
-        if let Ok(e) = events.recv_timeout(Duration::from_millis(20)) {
-            take_event(apps, e);
+/// The applications as the supervision loop sees them: between its checks it waits for the
+/// applications' events, passing run control's requests on; the run ends by itself when an
+/// application's storage fails, the input ends, an essential application dies or every one
+/// of the plan's `ends_with` kind has ended. The stages are stopped after the loop.
+struct Watch<'a, 'p> {
+    plan: &'a Plan<'p>,
+    apps: &'a mut [Running],
+    events: &'a Receiver<(usize, anyhow::Result<Event>)>,
+    inputs: Inputs<'a>,
+    pause: PauseRelay,
+}
+
+impl Supervised for Watch<'_, '_> {
+    fn wait(&mut self, tick: Duration) {
+        if let Ok(e) = self.events.recv_timeout(tick) {
+            take_event(self.apps, e);
         }
-        for input in inputs.controls.try_iter() {
-            if let TriggerInput::Control(c) = input {
-                pause.note(&c);
-                let line = control::trigger_control_line(&c);
-                let resumed = c == TriggerControl::Resume;
-                for a in apps.iter_mut().filter(|a| {
-                    Some(a.kind) == plan.trigger_at
-                        || (resumed && plan.clock_followers.contains(&a.kind))
-                }) {
-                    a.command(&line);
-                }
-            }
-        }
-        let answers: Vec<_> = apps
-            .iter_mut()
-            .filter_map(|a| a.paused_from.take())
-            .collect();
-        for answer in answers {
-            if let Some(event) = pause.point(answer) {
-                let line = control::pause_from_line(event);
-                for a in apps
-                    .iter_mut()
-                    .filter(|a| plan.clock_followers.contains(&a.kind))
-                {
-                    a.command(&line);
-                }
-            }
-        }
-        for seconds in inputs.bursts.try_iter() {
-            for readout in apps.iter_mut().filter(|a| Some(a.kind) == plan.bursts_to) {
-                readout.command(&control::record_line(seconds));
-            }
-        }
-        for a in apps.iter_mut().filter(|a| !a.died) {
+        self.pass_on_requests();
+        for a in self.apps.iter_mut().filter(|a| !a.died) {
             if a.poll_exit() {
                 a.died = true;
                 a.outcome.failure.get_or_insert_with(|| "exited".into());
@@ -314,37 +287,91 @@ fn supervise(
                 );
             }
         }
-        if stop.is_requested() {
-            return StopReason::Interrupted;
-        }
+    }
+
+    fn ended(&mut self) -> Option<StopReason> {
+        let apps = &*self.apps;
         if let Some(a) = apps.iter().find(|a| a.storage_failed.is_some()) {
             let why = a.storage_failed.as_deref().unwrap_or_default();
-            return StopReason::StorageFailed(format!("{}: {why}", a.outcome.name));
-        }
-        let now = Instant::now();
-        if duration.is_some_and(|d| now - started >= d) {
-            return StopReason::Duration;
+            return Some(StopReason::StorageFailed(format!(
+                "{}: {why}",
+                a.outcome.name
+            )));
         }
         if apps.iter().any(|a| a.input_ended) {
-            return StopReason::InputEnded;
+            return Some(StopReason::InputEnded);
         }
         if let Some(a) = apps
             .iter()
-            .find(|a| a.died && plan.essential.contains(&a.kind))
+            .find(|a| a.died && self.plan.essential.contains(&a.kind))
         {
-            return StopReason::AppFailed(format!(
+            return Some(StopReason::AppFailed(format!(
                 "{} ({}) ended during the run",
                 a.outcome.name,
                 a.kind.name()
-            ));
+            )));
         }
-        let (kind, reason) = &plan.ends_with;
-        if apps.iter().filter(|a| a.kind == *kind).all(|a| a.died) {
-            return reason.clone();
+        let (kind, reason) = &self.plan.ends_with;
+        apps.iter()
+            .filter(|a| a.kind == *kind)
+            .all(|a| a.died)
+            .then(|| reason.clone())
+    }
+
+    fn live(&self, elapsed: Duration) -> Live {
+        live_of(self.plan, self.apps, elapsed)
+    }
+
+    fn begin_stop(&mut self, _: &StopRequest) {}
+
+    fn drained(&mut self) -> bool {
+        true
+    }
+}
+
+impl Watch<'_, '_> {
+    /// Run control's trigger requests to the trigger's applications (a resume to the clock
+    /// followers too), a pause's point to the clock followers, bursts to the readouts.
+    fn pass_on_requests(&mut self) {
+        let plan = self.plan;
+        for input in self.inputs.controls.try_iter() {
+            if let TriggerInput::Control(c) = input {
+                self.pause.note(&c);
+                let line = control::trigger_control_line(&c);
+                let resumed = c == TriggerControl::Resume;
+                for a in self.apps.iter_mut().filter(|a| {
+                    Some(a.kind) == plan.trigger_at
+                        || (resumed && plan.clock_followers.contains(&a.kind))
+                }) {
+                    a.command(&line);
+                }
+            }
         }
-        if now >= next_status {
-            next_status += status;
-            hooks.live(&live_of(plan, apps, now - started));
+        let answers: Vec<_> = self
+            .apps
+            .iter_mut()
+            .filter_map(|a| a.paused_from.take())
+            .collect();
+        for answer in answers {
+            if let Some(event) = self.pause.point(answer) {
+                let line = control::pause_from_line(event);
+                for a in self
+                    .apps
+                    .iter_mut()
+                    .filter(|a| plan.clock_followers.contains(&a.kind))
+                {
+                    a.command(&line);
+                }
+            }
+        }
+        for seconds in self.inputs.bursts.try_iter() {
+            for readout in self
+                .apps
+                .iter_mut()
+                .filter(|a| Some(a.kind) == plan.bursts_to)
+            {
+                readout.command(&control::record_line(seconds));
+            }
         }
     }
 }

@@ -1,9 +1,9 @@
-//! The one supervision loop of a run in one process, for every model: it decides when data
-//! taking ends (a stop request, the duration, or the model's own end: its input ended, its
-//! storage failed), tells the hooks the live figures every live interval — also while the
-//! model drains what it holds — and that the stop has begun. The model says only what it
-//! has (`Supervised`); where the checks and the clocks are is the same for all.
-//! (Applications are supervised by the launcher, `launch::supervise`, from their events.)
+//! The one supervision loop of every run, in one process or as applications: it decides when
+//! data taking ends (a stop request, the duration, or the run's own end: its input ended, its
+//! storage failed, an essential application died), tells the hooks the live figures every
+//! live interval — also while a model drains what it holds — and that the stop has begun.
+//! Each model in one process, and the launcher for applications, says only what it has
+//! (`Supervised`); where the checks and the clocks are is the same for all.
 
 use crate::live::{LIVE_INTERVAL, Live};
 use crate::model::RunHooks;
@@ -11,7 +11,8 @@ use crate::runtime::outcome::StopReason;
 use crate::runtime::stop::StopRequest;
 use std::time::{Duration, Instant};
 
-/// How often the loop looks: a stop is seen within this, a duration ends within it.
+/// How often the loop looks (at most: a `wait` may return sooner): a stop is seen within
+/// this, a duration ends within it.
 const TICK: Duration = Duration::from_millis(20);
 
 /// What a model running in one process shows its supervisor.
@@ -27,13 +28,16 @@ pub trait Supervised {
     /// Whether it has drained (the loop returns then); a model that stops in stages after
     /// the loop says so at once.
     fn drained(&mut self) -> bool;
-    /// Called every tick, stopping or not (a sample to keep before threads end).
-    fn tick(&mut self) {}
+    /// Waits up to `tick` between two looks, stopping or not (the launcher takes its
+    /// applications' events meanwhile; a model may keep a sample before its threads end).
+    fn wait(&mut self, tick: Duration) {
+        std::thread::sleep(tick);
+    }
 }
 
 /// Runs the loop until `run` has ended and drained; `duration` `None` runs until stopped.
-/// Checks, in this order: a stop request, the duration, the model's own end. Returns why
-/// data taking ended (the model's report may still give a storage failure precedence:
+/// Checks, in this order: a stop request, the duration, the run's own end. Returns why
+/// data taking ended (a storage failure in the run's report still takes precedence:
 /// [`StopReason::with_storage_error`]).
 pub fn supervise(
     run: &mut dyn Supervised,
@@ -45,7 +49,6 @@ pub fn supervise(
     let mut next_live = started + LIVE_INTERVAL;
     let mut reason = None;
     loop {
-        run.tick();
         if reason.is_none() {
             reason = if stop.is_requested() {
                 Some(StopReason::Interrupted)
@@ -71,7 +74,7 @@ pub fn supervise(
             }
             hooks.live(&run.live(now - started));
         }
-        std::thread::sleep(TICK);
+        run.wait(TICK);
     }
 }
 
@@ -123,8 +126,9 @@ mod tests {
             self.stopped_at
                 .is_some_and(|at| self.ticks >= at + self.drain)
         }
-        fn tick(&mut self) {
+        fn wait(&mut self, tick: Duration) {
             self.ticks += 1;
+            std::thread::sleep(tick);
         }
     }
 

@@ -273,7 +273,8 @@ impl Supervised for EvbWatch<'_> {
         self.evb.is_finished()
     }
 
-    fn tick(&mut self) {
+    fn wait(&mut self, tick: Duration) {
         self.builder_ticks = self.builder_ticks.max(builder_cpu_ticks());
+        std::thread::sleep(tick);
     }
 }
