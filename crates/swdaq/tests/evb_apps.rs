@@ -14,7 +14,7 @@ mod evb;
 mod launched;
 #[path = "common/summary.rs"]
 mod summary;
-use common::free_port;
+use common::loopback_topology_apps;
 use evb::{BUILDER_UNITS, assert_every_event_written_once, events_in};
 use launched::{Run, signal};
 use std::path::{Path, PathBuf};
@@ -26,20 +26,12 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// 2 readout units (`evm`, `ru-1`) and 2 builder units on 127.0.0.1, for `duration_s`.
 fn config(dir: &Path, duration_s: f64) -> PathBuf {
-    let apps: String = [
-        ("evm", "evm"),
-        ("ru-1", "ru"),
-        ("bu-0", "bu"),
-        ("bu-1", "bu"),
-    ]
-    .iter()
-    .map(|(name, kind)| {
-        format!(
-            "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n",
-            free_port()
-        )
-    })
-    .collect();
+    let apps = loopback_topology_apps(&[
+        ("evm", "evm", ""),
+        ("ru-1", "ru", ""),
+        ("bu-0", "bu", ""),
+        ("bu-1", "bu", ""),
+    ]);
     evb::config(dir, duration_s, 2, &apps)
 }
 

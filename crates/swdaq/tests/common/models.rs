@@ -2,7 +2,7 @@
 //! drive each model alike (data safety drills, run control).
 #![allow(dead_code)]
 
-use super::{free_port, loopback_apps};
+use super::{loopback_apps, loopback_topology_apps};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,17 +87,12 @@ pub fn config(dir: &Path, model: Model, out: &Path, run: u32, load: Load) -> Pat
             }
             if model == Model::EvbApps {
                 t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n";
-                for (name, kind) in [
-                    ("evm", "evm"),
-                    ("ru-1", "ru"),
-                    ("bu-0", "bu"),
-                    ("bu-1", "bu"),
-                ] {
-                    t += &format!(
-                        "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n",
-                        free_port()
-                    );
-                }
+                t += &loopback_topology_apps(&[
+                    ("evm", "evm", ""),
+                    ("ru-1", "ru", ""),
+                    ("bu-0", "bu", ""),
+                    ("bu-1", "bu", ""),
+                ]);
             }
             t
         }
@@ -123,17 +118,12 @@ pub fn config(dir: &Path, model: Model, out: &Path, run: u32, load: Load) -> Pat
                     "hlt_accept_every = 1\nhlt_retry_us = 2000\n",
                 );
                 t += "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n";
-                for (name, kind, cards) in [
+                t += &loopback_topology_apps(&[
                     ("swrod-0", "swrod", "cards = [0]"),
                     ("hltsv", "hltsv", ""),
                     ("hlt-0", "hlt", ""),
                     ("hlt-1", "hlt", ""),
-                ] {
-                    t += &format!(
-                        "[[topology.apps]]\nname = \"{name}\"\nkind = \"{kind}\"\naddress = \"tcp://127.0.0.1:{}\"\n{cards}\n",
-                        free_port()
-                    );
-                }
+                ]);
             }
             t
         }
