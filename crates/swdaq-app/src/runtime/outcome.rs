@@ -30,6 +30,12 @@ impl StopReason {
             (reason, _) => reason,
         }
     }
+
+    /// The storage's own error, when the report holds one, whatever stopped the run first:
+    /// for models whose storage failure always ends the run (the event builder, the SW ROD).
+    pub fn unless_storage_failed(self, storage_error: Option<String>) -> Self {
+        storage_error.map_or(self, Self::StorageFailed)
+    }
 }
 
 impl std::fmt::Display for StopReason {

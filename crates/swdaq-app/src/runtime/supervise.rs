@@ -37,8 +37,8 @@ pub trait Supervised {
 
 /// Runs the loop until `run` has ended and drained; `duration` `None` runs until stopped.
 /// Checks, in this order: a stop request, the duration, the run's own end. Returns why
-/// data taking ended (a storage failure in the run's report still takes precedence:
-/// [`StopReason::with_storage_error`]).
+/// data taking ended; the storage's own error, which only the run's report has, is added
+/// after ([`StopReason::with_storage_error`], [`StopReason::unless_storage_failed`]).
 pub fn supervise(
     run: &mut dyn Supervised,
     duration: Option<Duration>,

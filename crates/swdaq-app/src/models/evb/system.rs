@@ -235,13 +235,9 @@ pub fn run_one_process(
         Some(builder_ticks.saturating_sub(builder_ticks_before) as f64 / USER_HZ);
     monitoring.stop();
     // A failed writer stops the run itself; it is the reason even if a stop came after.
-    let failed = summary.writers.iter().enumerate().find_map(|(bu, w)| {
-        let e = w.error.as_ref()?;
-        Some(StopReason::StorageFailed(format!(
-            "builder unit {bu}'s writer: {e}"
-        )))
-    });
-    Ok((summary, failed.unwrap_or(stopped_by)))
+    let failed = (summary.writers.iter().enumerate())
+        .find_map(|(bu, w)| Some(format!("builder unit {bu}'s writer: {}", w.error.as_ref()?)));
+    Ok((summary, stopped_by.unless_storage_failed(failed)))
 }
 
 /// What the event builder in one process shows the supervision loop: it ends by itself at

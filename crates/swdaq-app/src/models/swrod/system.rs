@@ -58,10 +58,7 @@ pub fn run(
         },
     )?;
     monitoring.stop();
-    let stop_reason = match &report.storage_error {
-        Some(e) => StopReason::StorageFailed(e.clone()),
-        None => stopped_by,
-    };
+    let stop_reason = stopped_by.unless_storage_failed(report.storage_error.clone());
     Ok((report, stop_reason))
 }
 
@@ -130,10 +127,7 @@ pub fn run_apps(
     let launched = launch(&plan, exe, stop, hooks)?;
     let stop_reason = launched.stop_reason.clone();
     let report = merge(launched, config);
-    let stop_reason = match &report.storage_error {
-        Some(e) => StopReason::StorageFailed(e.clone()),
-        None => stop_reason,
-    };
+    let stop_reason = stop_reason.unless_storage_failed(report.storage_error.clone());
     Ok((report, stop_reason))
 }
 
