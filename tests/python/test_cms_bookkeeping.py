@@ -23,7 +23,8 @@ def run_evb(tmp_path: Path) -> dict:
     lumi section, while a builder unit asks for 32 at a time, so each has lumi sections in
     which it writes nothing."""
     text = (ROOT / "configs" / "evb.toml").read_text()
-    text = text.replace('output = "/dev/shm/swdaq-evb"', f'output = "{tmp_path}"\nmax_events = {EVENTS}')
+    text = text.replace('output_dir = "/dev/shm/swdaq-evb"', f'output_dir = "{tmp_path}"')
+    text = text.replace("[evb]\n", f"[evb]\nmax_events = {EVENTS}\n")
     text = text.replace("paced = true", "paced = false").replace("poisson = true", "poisson = false")
     text = text.replace("trigger_rate_hz = 20000", "trigger_rate_hz = 1000")
     text = text.replace("lumi_section = 23310", "lumi_section = 5")

@@ -49,7 +49,7 @@ def files(tmp_path_factory) -> dict:
                      '[emulator]\nlinks = 1\n[trigger.periodic]\nrate_hz = 50.0\n')
     subprocess.run([SWDAQ, "run", "--config", str(chain)], check=True, capture_output=True)
     evb = (ROOT / "configs" / "evb.toml").read_text()
-    for old, new in {'output = "/dev/shm/swdaq-evb"': f'output = "{tmp / "evb"}"\nmax_events = 200',
+    for old, new in {'output_dir = "/dev/shm/swdaq-evb"': f'output_dir = "{tmp / "evb"}"', "[evb]\n": "[evb]\nmax_events = 200\n",
                      "paced = true": "paced = false", 'metrics_addr = "127.0.0.1:9464"': 'metrics_addr = ""'}.items():
         assert old in evb, old
         evb = evb.replace(old, new)

@@ -183,7 +183,7 @@ MODEL_RUNS = {
         "evb.toml",
         {
             'metrics_addr = "127.0.0.1:9464"': 'metrics_addr = "127.0.0.1:{port}"',
-            'output = "/dev/shm/swdaq-evb"': 'output = "{tmp}/evb"',
+            'output_dir = "/dev/shm/swdaq-evb"': 'output_dir = "{tmp}/evb"',
             "trigger_rate_hz = 20000": "trigger_rate_hz = 2000",
             "consumers = 0": "consumers = 1",
         },

@@ -75,7 +75,8 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("evb")
     text = (ROOT / "configs" / "evb.toml").read_text()
     changes = {
-        'output = "/dev/shm/swdaq-evb"': f'output = "{out}"\nmax_events = {EVENTS}',
+        'output_dir = "/dev/shm/swdaq-evb"': f'output_dir = "{out}"',
+        "[evb]\n": f"[evb]\nmax_events = {EVENTS}\n",
         "paced = true": "paced = false",
         'metrics_addr = "127.0.0.1:9464"': 'metrics_addr = ""',
         "missing = 0.0": "missing = 0.01",

@@ -4,6 +4,7 @@
 //! `models::MODELS`; a configuration picks one by its top-level table (`models::select`).
 
 use crate::live::Live;
+use crate::run_section::{OldSpelling, RunSection};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::steering::Steering;
@@ -22,14 +23,17 @@ pub trait Model: Sync {
     fn table(&self) -> Option<&'static str>;
     /// Parses and checks a configuration's text; an error names the key.
     fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>>;
+    /// One line per old spelling of a `[run]` key the text uses (it is still read).
+    fn deprecations(&self, text: &str) -> Vec<String>;
     fn default_config(&self) -> Box<dyn Configured>;
 }
 
 /// One model's loaded configuration: everything around the model asks it, never its type.
 pub trait Configured: CloneConfigured + Send + Sync {
     fn model(&self) -> &'static dyn Model;
-    /// Where its file keeps the keys every model has.
-    fn run_keys(&mut self) -> RunKeys<'_>;
+    /// `[run]`: the keys every model has.
+    fn run_section(&self) -> &RunSection;
+    fn run_section_mut(&mut self) -> &mut RunSection;
     /// `--links`: what the model's inputs are, or one line saying why it has none to set.
     fn set_links(&mut self, n: u32) -> anyhow::Result<()>;
     /// Applies the shared command-line flags; a flag with no meaning for this model is an
@@ -39,18 +43,18 @@ pub trait Configured: CloneConfigured + Send + Sync {
         if let Some(n) = o.links {
             self.set_links(n)?;
         }
-        let RunKeys(duration_s, output_dir, run_number, metrics_addr) = self.run_keys();
+        let run = self.run_section_mut();
         if let Some(d) = o.duration {
-            *duration_s = d;
+            run.duration_s = d;
         }
         if let Some(out) = &o.out {
-            *output_dir = out.clone();
+            run.output_dir = out.clone();
         }
         if let Some(n) = o.run {
-            *run_number = n;
+            run.number = n;
         }
         if let Some(m) = &o.metrics {
-            *metrics_addr = m.clone();
+            run.metrics_addr = m.clone();
         }
         Ok(())
     }
@@ -58,18 +62,22 @@ pub trait Configured: CloneConfigured + Send + Sync {
     /// The whole effective configuration, as a file that `parse` reads back.
     fn to_toml(&self) -> String;
     /// Where the run's files go: a run number with files in any of them is taken.
-    fn output_dirs(&self) -> Vec<PathBuf>;
+    fn output_dirs(&self) -> Vec<PathBuf> {
+        vec![self.run_section().output_dir.clone()]
+    }
     /// 0: the next number free in `output_dirs`.
-    fn run_number(&self) -> u32;
+    fn run_number(&self) -> u32 {
+        self.run_section().number
+    }
     fn set_run_number(&mut self, n: u32) {
-        *self.run_keys().2 = n;
+        self.run_section_mut().number = n;
     }
     /// Runs as the applications of a `[topology]`.
     fn is_distributed(&self) -> bool;
     /// How often `swdaq run` prints the live figures (they are made more often, for run
     /// control: `live::LIVE_INTERVAL`).
     fn status_interval(&self) -> Duration {
-        Duration::from_secs(1)
+        Duration::from_secs_f64(self.run_section().status_interval_s)
     }
     /// The start line after "swdaq run N (model): ".
     fn describe(&self) -> String;
@@ -89,21 +97,14 @@ pub trait Configured: CloneConfigured + Send + Sync {
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>>;
 }
 
-/// The keys every model's run has, wherever its file keeps them: seconds of data taking (0:
-/// until stopped), output directory, run number (0: the next free), `/metrics` address.
-pub struct RunKeys<'a>(
-    pub &'a mut f64,
-    pub &'a mut PathBuf,
-    pub &'a mut u32,
-    pub &'a mut String,
-);
-
-/// A model told by its names and how its configuration is read (an error names the key).
+/// A model told by its names and how its configuration is read (an error names the key;
+/// `old` are the spellings of `[run]` keys its older files used).
 pub struct ModelOf<C> {
     name: &'static str,
     title: &'static str,
     table: Option<&'static str>,
     parse: fn(&str) -> anyhow::Result<C>,
+    old: &'static [OldSpelling],
 }
 
 impl<C> ModelOf<C> {
@@ -112,12 +113,14 @@ impl<C> ModelOf<C> {
         title: &'static str,
         table: Option<&'static str>,
         parse: fn(&str) -> anyhow::Result<C>,
+        old: &'static [OldSpelling],
     ) -> Self {
         Self {
             name,
             title,
             table,
             parse,
+            old,
         }
     }
 }
@@ -148,6 +151,10 @@ impl<C: Configured + Default + 'static> Model for ModelOf<C> {
 
     fn parse(&self, text: &str) -> anyhow::Result<Box<dyn Configured>> {
         Ok(Box::new((self.parse)(text)?))
+    }
+
+    fn deprecations(&self, text: &str) -> Vec<String> {
+        crate::run_section::deprecations(text, self.old)
     }
 
     fn default_config(&self) -> Box<dyn Configured> {
@@ -229,11 +236,6 @@ impl Overrides {
         }
         Ok(())
     }
-}
-
-/// A configuration's TOML text as `C`; an error names the line and key.
-pub fn parse_toml<C: serde::de::DeserializeOwned>(text: &str) -> anyhow::Result<C> {
-    toml::from_str(text).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))
 }
 
 /// A configuration as the TOML file that reads back to it.

@@ -29,7 +29,9 @@ pub enum DiskFullPolicy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvbConfig {
-    /// 0: the next run number free in `output` (a number with files there is refused).
+    /// 0: the next run number free in `output` (a number with files there is refused). Not a
+    /// key of `[evb]`: the run's (`[run] number` of swdaq's run file).
+    #[serde(skip)]
     pub run: u32,
     /// FEDs of each readout unit; readout unit 0 is the event manager.
     pub rus: Vec<Vec<FedSpec>>,
@@ -62,7 +64,9 @@ pub struct EvbConfig {
     /// Lumi section length on the trigger clock (CMS: 2^18 orbits, 23.31 s).
     #[serde(with = "millis")]
     pub lumi_section: Duration,
-    /// Output directory; each builder unit writes under `bu{N}/`.
+    /// Output directory; each builder unit writes under `bu{N}/`. Not a key of `[evb]`: the
+    /// run's (`[run] output_dir`).
+    #[serde(skip)]
     pub output: PathBuf,
     pub min_free_bytes: u64,
     pub disk_full: DiskFullPolicy,

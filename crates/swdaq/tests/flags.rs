@@ -30,13 +30,11 @@ fn value(out: &Output, key: &str) -> toml::Value {
     v
 }
 
-/// Each model's file and where each flag lands in it (`None`: refused, the message says this).
+/// Each model's file and where the flags that differ land in it (`Err`: refused, the message
+/// says this); `--duration`, `--out` and `--run` land in `[run]` in every model's file.
 struct Case {
     config: Option<&'static str>,
     model_table: Option<&'static str>,
-    duration: &'static str,
-    out: &'static str,
-    run: &'static str,
     metrics: Result<&'static str, &'static str>,
     links: Result<&'static str, &'static str>,
 }
@@ -45,18 +43,12 @@ const CASES: [Case; 6] = [
     Case {
         config: None,
         model_table: None,
-        duration: "run.duration_s",
-        out: "run.output_dir",
-        run: "run.number",
         metrics: Ok("run.metrics_addr"),
         links: Ok("emulator.links"),
     },
     Case {
         config: Some("topology-local.toml"),
         model_table: None,
-        duration: "run.duration_s",
-        out: "run.output_dir",
-        run: "run.number",
         metrics: Err("each serves its own /metrics"),
         // The applications' links must cover the run's links: a check of the file's keys.
         links: Err("topology.apps.links: links [4, 5, 6, 7] are read out by no application"),
@@ -64,36 +56,24 @@ const CASES: [Case; 6] = [
     Case {
         config: Some("evb.toml"),
         model_table: Some("evb"),
-        duration: "duration_s",
-        out: "evb.output",
-        run: "evb.run",
-        metrics: Ok("metrics_addr"),
+        metrics: Ok("run.metrics_addr"),
         links: Err("the event builder reads FEDs, not links"),
     },
     Case {
         config: Some("evb-apps.toml"),
         model_table: Some("evb"),
-        duration: "duration_s",
-        out: "evb.output",
-        run: "evb.run",
         metrics: Err("each serves its own /metrics"),
         links: Err("the event builder reads FEDs, not links"),
     },
     Case {
         config: Some("swrod.toml"),
         model_table: Some("swrod"),
-        duration: "duration_s",
-        out: "swrod.output_dir",
-        run: "swrod.run_number",
-        metrics: Ok("metrics_addr"),
+        metrics: Ok("run.metrics_addr"),
         links: Ok("swrod.felix.elinks"),
     },
     Case {
         config: Some("swrod-apps.toml"),
         model_table: Some("swrod"),
-        duration: "duration_s",
-        out: "swrod.output_dir",
-        run: "swrod.run_number",
         metrics: Err("each serves its own /metrics"),
         links: Ok("swrod.felix.elinks"),
     },
@@ -123,13 +103,17 @@ fn every_shared_flag_is_applied_or_refused_in_one_line_for_every_model() {
             "{name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(value(&out, case.duration).as_float(), Some(7.5), "{name}");
         assert_eq!(
-            value(&out, case.out).as_str(),
+            value(&out, "run.duration_s").as_float(),
+            Some(7.5),
+            "{name}"
+        );
+        assert_eq!(
+            value(&out, "run.output_dir").as_str(),
             Some("/tmp/flag-out"),
             "{name}"
         );
-        assert_eq!(value(&out, case.run).as_integer(), Some(42), "{name}");
+        assert_eq!(value(&out, "run.number").as_integer(), Some(42), "{name}");
         if let Some(table) = case.model_table {
             assert!(
                 value(&out, table).is_table(),
@@ -167,4 +151,68 @@ fn print_config_of_a_sw_rod_file_prints_and_runs_nothing() {
     }
     assert!(!out_dir.exists(), "--print-config wrote a run's files");
     assert!(String::from_utf8_lossy(&out.stderr).is_empty());
+}
+
+/// An event-builder and a SW ROD file written before `[run]`: each old spelling is read as
+/// its `[run]` key with one line on stderr; the printed file has only `[run]`.
+#[test]
+fn old_spellings_of_the_run_keys_are_read_with_a_deprecation_line_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let old_files = [
+        (
+            "evb-old.toml",
+            "duration_s = 3\nmetrics_addr = \"\"\n[evb]\nrun = 17\noutput = \"/tmp/old-evb\"\n",
+            ["duration_s", "metrics_addr", "evb.run", "evb.output"],
+        ),
+        (
+            "swrod-old.toml",
+            "duration_s = 3\nmetrics_addr = \"\"\n[swrod]\nrun_number = 17\noutput_dir = \"/tmp/old-swrod\"\n",
+            [
+                "duration_s",
+                "metrics_addr",
+                "swrod.run_number",
+                "swrod.output_dir",
+            ],
+        ),
+    ];
+    for (name, text, old_keys) in old_files {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = print_config(Some(path.to_str().unwrap()), &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert_eq!(
+            value(&out, "run.duration_s").as_float(),
+            Some(3.0),
+            "{name}"
+        );
+        assert_eq!(value(&out, "run.number").as_integer(), Some(17), "{name}");
+        assert_eq!(value(&out, "run.metrics_addr").as_str(), Some(""), "{name}");
+        assert!(
+            value(&out, "run.output_dir")
+                .as_str()
+                .unwrap()
+                .starts_with("/tmp/old-")
+        );
+        assert_eq!(stderr.lines().count(), old_keys.len(), "{name}: {stderr}");
+        for key in old_keys {
+            assert!(
+                stderr.contains(&format!("deprecated: {key} is read as run.")),
+                "{name}: {key}: {stderr}"
+            );
+        }
+        let printed = String::from_utf8_lossy(&out.stdout);
+        let table: toml::Table = toml::from_str(&printed).unwrap();
+        assert!(!table.contains_key("duration_s"), "{printed}");
+
+        let both = dir.path().join(format!("both-{name}"));
+        std::fs::write(&both, format!("{text}[run]\nduration_s = 4\n")).unwrap();
+        let out = print_config(Some(both.to_str().unwrap()), &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && out.stdout.is_empty(), "{name}");
+        assert!(
+            stderr.contains("duration_s and run.duration_s both given"),
+            "{name}: {stderr}"
+        );
+    }
 }

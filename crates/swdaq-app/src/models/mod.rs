@@ -41,9 +41,13 @@ pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Configured
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
     let model = select(&text).with_context(|| format!("in {}", path.display()))?;
-    model
+    let configured = model
         .parse(&text)
-        .with_context(|| format!("in {}", path.display()))
+        .with_context(|| format!("in {}", path.display()))?;
+    for line in model.deprecations(&text) {
+        eprintln!("swdaq: {}: {line}", path.display());
+    }
+    Ok(configured)
 }
 
 #[cfg(test)]

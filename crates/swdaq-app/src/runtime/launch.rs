@@ -17,7 +17,7 @@ use super::child::{Running, spawn, stop_all, stop_stage, take_event};
 use super::live_feed::{halted, snapshot_of};
 use super::stdio::{self as control, Event};
 use crate::live::{AppRow, Live};
-use crate::model::RunHooks;
+use crate::model::{Configured, RunHooks};
 use crate::runtime::outcome::{AppOutcome, StopReason};
 use crate::runtime::steering::{
     BurstReason, BurstRequests, BurstStarted, RecordError, Steering, check_seconds,
@@ -44,6 +44,27 @@ pub struct Plan<'a> {
     pub logs: PathBuf,
     /// `None`: until interrupted.
     pub duration: Option<Duration>,
+    pub stages: Stages<'a>,
+}
+
+impl<'a> Plan<'a> {
+    /// The run of `config` as `topology`'s applications: its text, number, log directory and
+    /// duration as its `[run]` gives them.
+    pub fn of(config: &dyn Configured, topology: &'a TopologySection, stages: Stages<'a>) -> Self {
+        let run = config.run_section();
+        Self {
+            topology,
+            toml: config.to_toml(),
+            run_number: run.number,
+            logs: logs_dir(&run.output_dir, run.number),
+            duration: run.duration(),
+            stages,
+        }
+    }
+}
+
+/// What a model's applications are to the launcher.
+pub struct Stages<'a> {
     /// Stage by stage, in data-flow order.
     pub stop_order: &'a [AppKind],
     /// The run cannot go on once one of these has ended.
@@ -166,9 +187,11 @@ pub fn launch(
     let (bursts_tx, bursts) = crossbeam_channel::bounded(CONTROL_QUEUE);
     hooks.started(Steering {
         trigger: plan
+            .stages
             .trigger_at
             .map(|_| Box::new(controls_tx) as Box<dyn crate::runtime::steering::TriggerSteer>),
         bursts: plan
+            .stages
             .bursts_to
             .map(|_| Arc::new(ForwardBursts(bursts_tx)) as Arc<dyn BurstRequests>),
     });
@@ -185,7 +208,7 @@ pub fn launch(
     };
     let stop_reason = supervise(&mut watch, plan.duration, stop, hooks);
     let stop_timeout = Duration::from_secs_f64(t.stop_timeout_s);
-    for &stage in plan.stop_order {
+    for &stage in plan.stages.stop_order {
         stop_stage(&mut apps, stage, &events_rx, stop_timeout, stop);
     }
     Ok(Launched {
@@ -303,7 +326,7 @@ impl Supervised for Watch<'_, '_> {
         }
         if let Some(a) = apps
             .iter()
-            .find(|a| a.died && self.plan.essential.contains(&a.kind))
+            .find(|a| a.died && self.plan.stages.essential.contains(&a.kind))
         {
             return Some(StopReason::AppFailed(format!(
                 "{} ({}) ended during the run",
@@ -311,7 +334,7 @@ impl Supervised for Watch<'_, '_> {
                 a.kind.name()
             )));
         }
-        let (kind, reason) = &self.plan.ends_with;
+        let (kind, reason) = &self.plan.stages.ends_with;
         apps.iter()
             .filter(|a| a.kind == *kind)
             .all(|a| a.died)
@@ -340,8 +363,8 @@ impl Watch<'_, '_> {
                 let line = control::trigger_control_line(&c);
                 let resumed = c == TriggerControl::Resume;
                 for a in self.apps.iter_mut().filter(|a| {
-                    Some(a.kind) == plan.trigger_at
-                        || (resumed && plan.clock_followers.contains(&a.kind))
+                    Some(a.kind) == plan.stages.trigger_at
+                        || (resumed && plan.stages.clock_followers.contains(&a.kind))
                 }) {
                     a.command(&line);
                 }
@@ -358,7 +381,7 @@ impl Watch<'_, '_> {
                 for a in self
                     .apps
                     .iter_mut()
-                    .filter(|a| plan.clock_followers.contains(&a.kind))
+                    .filter(|a| plan.stages.clock_followers.contains(&a.kind))
                 {
                     a.command(&line);
                 }
@@ -368,7 +391,7 @@ impl Watch<'_, '_> {
             for readout in self
                 .apps
                 .iter_mut()
-                .filter(|a| Some(a.kind) == plan.bursts_to)
+                .filter(|a| Some(a.kind) == plan.stages.bursts_to)
             {
                 readout.command(&control::record_line(seconds));
             }
@@ -387,7 +410,7 @@ fn live_of(plan: &Plan, apps: &[Running], elapsed: Duration) -> Live {
         };
         Some((a.outcome.name.as_str(), series))
     }));
-    let mut live = (plan.live)(&snapshot, elapsed);
+    let mut live = (plan.stages.live)(&snapshot, elapsed);
     live.apps = apps
         .iter()
         .map(|a| AppRow {

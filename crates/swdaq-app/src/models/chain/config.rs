@@ -4,7 +4,7 @@
 use crate::runtime::memory::MemoryPlan;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use swdaq_trigger::TriggerConfig;
 
 use super::sections::ensure;
@@ -13,11 +13,17 @@ pub use super::sections::{
     RoiSection, SourceFormat, SourceKind, SourceSection, StopLink, StorageSection,
 };
 
+use crate::run_section::RunSection;
 use crate::runtime::topology::TopologySection;
+
+fn run_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RunSection, D::Error> {
+    RunSection::deserialize_over(d, RunSection::default())
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunConfig {
+    #[serde(deserialize_with = "run_over_defaults")]
     pub run: RunSection,
     /// Where every link's frames come from (the emulator unless told otherwise).
     pub source: SourceSection,
@@ -33,34 +39,6 @@ pub struct RunConfig {
     pub topology: TopologySection,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RunSection {
-    /// 0: the next run number free in `output_dir` (and the recording directory); a number
-    /// that already has files there is refused before anything starts.
-    pub number: u32,
-    /// Seconds of data taking; 0 runs until Ctrl-C.
-    pub duration_s: f64,
-    pub output_dir: PathBuf,
-    /// Seconds between the live lines `swdaq run` prints (the figures themselves are made
-    /// every `live::LIVE_INTERVAL`, for run control and the console).
-    pub status_interval_s: f64,
-    /// Prometheus `/metrics` address while the run lasts; empty turns it off.
-    pub metrics_addr: String,
-}
-
-impl Default for RunSection {
-    fn default() -> Self {
-        Self {
-            number: 0,
-            duration_s: 10.0,
-            output_dir: PathBuf::from("swdaq-data"),
-            status_interval_s: 1.0,
-            metrics_addr: "127.0.0.1:9464".into(),
-        }
-    }
-}
-
 impl RunConfig {
     /// Reads a TOML file; unknown keys and wrong types name the key.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
@@ -71,7 +49,7 @@ impl RunConfig {
 
     /// Parses a TOML document; an error names the line, shows it and says what was wrong.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        crate::model::parse_toml(text)
+        crate::run_section::parse(text, &[])
     }
 
     /// Gives the run its number before anything is written: `run.number`, refused if it
@@ -88,29 +66,14 @@ impl RunConfig {
         Ok(self.run.number)
     }
 
-    /// Seconds between status updates, as a duration.
-    pub fn status_interval(&self) -> std::time::Duration {
-        std::time::Duration::from_secs_f64(self.run.status_interval_s)
-    }
-
     pub fn to_toml(&self) -> String {
         crate::model::to_toml(self)
     }
 
     /// Checks every value that could stop the run half-way, before anything starts.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let (run, emu, ro) = (&self.run, &self.emulator, &self.readout);
-        ensure(
-            run.duration_s >= 0.0 && run.duration_s.is_finite(),
-            "run.duration_s",
-            "must be >= 0 (0: until Ctrl-C)",
-        )?;
-        ensure(
-            run.status_interval_s >= 0.05 && run.status_interval_s <= 3600.0,
-            "run.status_interval_s",
-            "must be in [0.05, 3600]",
-        )?;
-        crate::model::check_metrics_addr(&run.metrics_addr, "run.metrics_addr")?;
+        let (emu, ro) = (&self.emulator, &self.readout);
+        self.run.validate()?;
         ensure(
             (1..=64).contains(&emu.links),
             "emulator.links",

@@ -18,7 +18,8 @@ pub mod sink;
 pub mod summary;
 pub mod system;
 
-use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
+use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
@@ -32,6 +33,7 @@ pub static CHAIN: ModelOf<RunConfig> = ModelOf::new(
     "DUNE-style streaming chain",
     None,
     RunConfig::parse,
+    &[],
 );
 
 impl Configured for RunConfig {
@@ -39,17 +41,12 @@ impl Configured for RunConfig {
         &CHAIN
     }
 
-    fn status_interval(&self) -> std::time::Duration {
-        RunConfig::status_interval(self)
+    fn run_section(&self) -> &RunSection {
+        &self.run
     }
 
-    fn run_keys(&mut self) -> RunKeys<'_> {
-        RunKeys(
-            &mut self.run.duration_s,
-            &mut self.run.output_dir,
-            &mut self.run.number,
-            &mut self.run.metrics_addr,
-        )
+    fn run_section_mut(&mut self) -> &mut RunSection {
+        &mut self.run
     }
 
     fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
@@ -71,10 +68,6 @@ impl Configured for RunConfig {
             dirs.push(self.recording.directory(&self.run.output_dir));
         }
         dirs
-    }
-
-    fn run_number(&self) -> u32 {
-        self.run.number
     }
 
     fn is_distributed(&self) -> bool {

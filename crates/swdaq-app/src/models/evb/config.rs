@@ -1,30 +1,57 @@
-//! The event-builder run file (`configs/evb.toml` is the commented example): the builder's
-//! settings (`[evb]`, `swdaq_evb::EvbConfig`), how long to run, `/metrics`, and an optional
+//! The event-builder run file (`configs/evb.toml` is the commented example): the run's keys
+//! (`[run]`), the builder's settings (`[evb]`, `swdaq_evb::EvbConfig`) and an optional
 //! `[topology]` of `evm`, `ru` and `bu` applications.
 
+use crate::run_section::{OldSpelling, RunSection};
 use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
 use swdaq_evb::EvbConfig;
 
-/// An event-builder run file: the builder's settings and how long to run.
+/// An event-builder run file: the run's keys and the builder's settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvbRunConfig {
-    /// Seconds of data taking (0: until Ctrl-C or `evb.max_events`).
-    pub duration_s: f64,
-    /// `/metrics` address, or "" for none.
-    pub metrics_addr: String,
+    /// `duration_s` 0: until stopped or `evb.max_events`.
+    #[serde(deserialize_with = "run_over_defaults")]
+    pub run: RunSection,
     pub evb: EvbConfig,
     /// Empty: one process. Otherwise the `evm`, `ru` and `bu` applications.
     pub topology: TopologySection,
 }
 
+fn run_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RunSection, D::Error> {
+    RunSection::deserialize_over(d, EvbRunConfig::default().run)
+}
+
+/// Where older event-builder files kept the `[run]` keys.
+pub const OLD_SPELLINGS: &[OldSpelling] = &[
+    OldSpelling {
+        table: None,
+        key: "duration_s",
+        run_key: "duration_s",
+    },
+    OldSpelling {
+        table: None,
+        key: "metrics_addr",
+        run_key: "metrics_addr",
+    },
+    OldSpelling {
+        table: Some("evb"),
+        key: "run",
+        run_key: "number",
+    },
+    OldSpelling {
+        table: Some("evb"),
+        key: "output",
+        run_key: "output_dir",
+    },
+];
+
 impl Default for EvbRunConfig {
     fn default() -> Self {
         Self {
-            duration_s: 10.0,
-            metrics_addr: "127.0.0.1:9464".into(),
+            run: RunSection::writing_to(swdaq_evb::config::default_output()),
             evb: EvbConfig::default(),
             topology: TopologySection::default(),
         }
@@ -33,17 +60,27 @@ impl Default for EvbRunConfig {
 
 /// Parses and checks an event-builder run's configuration.
 pub fn parse(text: &str) -> anyhow::Result<EvbRunConfig> {
-    let config: EvbRunConfig = crate::model::parse_toml(text)?;
+    let config: EvbRunConfig = crate::run_section::parse(text, OLD_SPELLINGS)?;
     config.validate()?;
     Ok(config)
 }
 
 impl EvbRunConfig {
+    /// The builder's settings with the run's number and output directory, for the
+    /// event builder itself (`[evb]` does not hold them).
+    pub fn builder(&self) -> EvbConfig {
+        EvbConfig {
+            run: self.run.number,
+            output: self.run.output_dir.clone(),
+            ..self.evb.clone()
+        }
+    }
+
     /// Checks every value that could stop the run half-way, before anything starts.
     pub fn validate(&self) -> anyhow::Result<()> {
         let config = self;
         config.evb.validate()?;
-        anyhow::ensure!(config.duration_s >= 0.0, "duration_s must not be negative");
+        config.run.validate()?;
         config
             .topology
             .validate_evb(config.evb.rus.len(), config.evb.builder_units as usize)?;
@@ -51,7 +88,6 @@ impl EvbRunConfig {
             !(config.topology.is_distributed() && config.evb.farm.consumers > 0),
             "evb.farm runs in one process only: not with a [topology]"
         );
-        crate::model::check_metrics_addr(&config.metrics_addr, "metrics_addr")?;
         let widest_ru = config.evb.rus.iter().map(Vec::len).max().unwrap_or(0) as u64;
         let super_fragment = widest_ru.saturating_mul(config.evb.input.max_fragment_bytes as u64);
         config.topology.check_largest_message(

@@ -9,32 +9,36 @@ pub mod live;
 pub mod summary;
 pub mod system;
 
-use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
+use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use crate::stored::{self, StoredEvent, StoredFragment};
 use config::EvbRunConfig;
-use std::path::PathBuf;
 use swdaq_evb::config::FedInputKind;
 use swdaq_format::input_file::MappedFile;
 use system::AppsSummary;
 
-pub static EVB: ModelOf<EvbRunConfig> =
-    ModelOf::new("evb", "CMS-style event builder", Some("evb"), config::parse);
+pub static EVB: ModelOf<EvbRunConfig> = ModelOf::new(
+    "evb",
+    "CMS-style event builder",
+    Some("evb"),
+    config::parse,
+    config::OLD_SPELLINGS,
+);
 
 impl Configured for EvbRunConfig {
     fn model(&self) -> &'static dyn Model {
         &EVB
     }
 
-    fn run_keys(&mut self) -> RunKeys<'_> {
-        RunKeys(
-            &mut self.duration_s,
-            &mut self.evb.output,
-            &mut self.evb.run,
-            &mut self.metrics_addr,
-        )
+    fn run_section(&self) -> &RunSection {
+        &self.run
+    }
+
+    fn run_section_mut(&mut self) -> &mut RunSection {
+        &mut self.run
     }
 
     fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
@@ -49,14 +53,6 @@ impl Configured for EvbRunConfig {
 
     fn to_toml(&self) -> String {
         EvbRunConfig::to_toml(self)
-    }
-
-    fn output_dirs(&self) -> Vec<PathBuf> {
-        vec![self.evb.output.clone()]
-    }
-
-    fn run_number(&self) -> u32 {
-        self.evb.run
     }
 
     fn is_distributed(&self) -> bool {
@@ -79,8 +75,8 @@ impl Configured for EvbRunConfig {
             } else {
                 String::new()
             },
-            crate::model::duration_words(self.duration_s),
-            self.evb.output.display()
+            crate::model::duration_words(self.run.duration_s),
+            self.run.output_dir.display()
         )
     }
 
@@ -152,7 +148,7 @@ impl Configured for EvbRunConfig {
     }
 
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>> {
-        if let Some(warning) = swdaq_evb::ramdisk::advice(&self.evb.output) {
+        if let Some(warning) = swdaq_evb::ramdisk::advice(&self.run.output_dir) {
             eprintln!("{warning}");
         }
         let summary = if self.is_distributed() {
@@ -163,7 +159,7 @@ impl Configured for EvbRunConfig {
             AppsSummary::one_process(evb, stop_reason)
         };
         Ok(Box::new(EvbOutcome {
-            run_number: self.evb.run,
+            run_number: self.run.number,
             summary,
         }))
     }
@@ -301,7 +297,7 @@ mod tests {
         };
         swdaq_sim::fed::write_fed_files(fed_sim, 300, 1, dir.path()).unwrap();
         config.evb.input.directory = dir.path().to_owned();
-        config.evb.output = dir.path().join("out");
+        config.run.output_dir = dir.path().join("out");
         let (summary, _) = run(&config);
         assert_eq!(
             (summary.built(), summary.written(), summary.incomplete()),
@@ -326,7 +322,7 @@ mod tests {
             }
         };
         config.evb.input.udp_address = Some(base);
-        config.evb.output = dir.path().join("out");
+        config.run.output_dir = dir.path().join("out");
         config.evb.max_events = Some(300);
         let fed_sim = swdaq_sim::fed::FedSimConfig {
             feds,
@@ -367,10 +363,10 @@ mod tests {
         assert_eq!(crate::models::select(&text).unwrap().name(), "evb");
         let mut config = load(&path);
         let dir = tempfile::tempdir().unwrap();
-        config.evb.output = dir.path().to_owned();
+        config.run.output_dir = dir.path().to_owned();
         config.evb.max_events = Some(2000);
         config.evb.paced = false;
-        config.metrics_addr = "127.0.0.1:0".into();
+        config.run.metrics_addr = "127.0.0.1:0".into();
         let (summary, stop_reason) = run(&config);
         assert_eq!(
             (summary.built(), summary.written(), summary.lost()),

@@ -8,14 +8,13 @@ use super::config::EvbRunConfig;
 use super::summary::{summary_json, summary_text};
 use crate::live::Live;
 use crate::model::RunHooks;
-use crate::runtime::launch::{Launched, Plan, launch, logs_dir};
+use crate::runtime::launch::{Launched, Plan, Stages, launch};
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, apps_text};
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
 use crate::runtime::topology::AppKind;
-use anyhow::Context;
 use std::path::Path;
 use std::time::Duration;
 use swdaq_evb::bu::WriterOutcome;
@@ -35,12 +34,7 @@ pub fn run_apps(
     stop: &StopRequest,
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<AppsSummary> {
-    let plan = Plan {
-        topology: &config.topology,
-        toml: toml::to_string_pretty(config).context("the configuration as TOML")?,
-        run_number: config.evb.run,
-        logs: logs_dir(&config.evb.output, config.evb.run),
-        duration: crate::model::seconds(config.duration_s),
+    let stages = Stages {
         stop_order: &[AppKind::Evm, AppKind::Bu, AppKind::Ru],
         essential: &[AppKind::Evm],
         ends_with: (
@@ -52,6 +46,7 @@ pub fn run_apps(
         bursts_to: None,
         clock_followers: &[AppKind::Ru],
     };
+    let plan = Plan::of(config, &config.topology, stages);
     Ok(AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config))
 }
 
@@ -71,7 +66,7 @@ pub struct AppsSummary {
 
 impl AppsSummary {
     /// The applications' reports in one summary; builder units that died, or were declared
-    /// gone, settled with what they left in `<evb.output>/<name>/`.
+    /// gone, settled with what they left in `<run.output_dir>/<name>/`.
     fn merge(launched: Launched, config: &EvbRunConfig) -> Self {
         let mut evb = EvbSummary {
             elapsed: Duration::from_secs_f64(launched.seconds),
@@ -141,8 +136,8 @@ impl AppsSummary {
             thread_cpu.extend(r.thread_cpu);
         }
         evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
-        evb.settle_with_disk(config.evb.run, &reported, |bu| {
-            Ok(config.evb.output.join(bu_names[bu as usize]))
+        evb.settle_with_disk(config.run.number, &reported, |bu| {
+            Ok(config.run.output_dir.join(bu_names[bu as usize]))
         });
         Self {
             evb,
@@ -210,9 +205,9 @@ pub fn run_one_process(
     stop: &StopRequest,
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<(EvbSummary, StopReason)> {
-    let monitoring = Monitoring::start(&config.metrics_addr, "metrics_addr")?;
+    let monitoring = Monitoring::start(&config.run.metrics_addr, "run.metrics_addr")?;
     let builder_ticks_before = builder_cpu_ticks();
-    let evb = EvbRun::start(&config.evb, &monitoring.registry, &Drills::default())?;
+    let evb = EvbRun::start(&config.builder(), &monitoring.registry, &Drills::default())?;
     hooks.started(Steering {
         trigger: Some(Box::new(evb.clock().clone())),
         bursts: None,
@@ -223,12 +218,7 @@ pub fn run_one_process(
         stats: &monitoring.stats,
         builder_ticks: builder_ticks_before,
     };
-    let stopped_by = supervise(
-        &mut watch,
-        crate::model::seconds(config.duration_s),
-        stop,
-        hooks,
-    );
+    let stopped_by = supervise(&mut watch, config.run.duration(), stop, hooks);
     let builder_ticks = watch.builder_ticks;
     let mut summary = evb.join()?;
     summary.builder_cpu_seconds =

@@ -1,6 +1,7 @@
 //! The SW ROD run file (`configs/swrod.toml` is the commented example; with a
 //! `[topology]` of `swrod`, `hltsv` and `hlt` applications, `configs/swrod-apps.toml`).
 
+use crate::run_section::{OldSpelling, RunSection};
 use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
@@ -14,10 +15,9 @@ use swdaq_swrod::trigger::LumiBlockLength;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SwrodRunConfig {
-    /// Seconds of data taking (0: until Ctrl-C or `swrod.max_l1as`).
-    pub duration_s: f64,
-    /// `/metrics` address, or "" for none (with a topology, each application's own).
-    pub metrics_addr: String,
+    /// `duration_s` 0: until stopped or `swrod.max_l1as`.
+    #[serde(deserialize_with = "run_over_defaults")]
+    pub run: RunSection,
     pub swrod: SwrodSettings,
     /// Empty: one process. Otherwise the `swrod`, `hltsv` and `hlt` applications.
     pub topology: TopologySection,
@@ -26,9 +26,6 @@ pub struct SwrodRunConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SwrodSettings {
-    /// 0: the next run number free in `output_dir` (a number with files there is refused).
-    pub run_number: u32,
-    pub output_dir: PathBuf,
     /// A new file when the current one would pass this size.
     pub max_file_mb: u64,
     /// Free space to leave on the output file system: events that would eat into it are not
@@ -179,8 +176,7 @@ const MAX_CLEAN_TAIL_L1AS: u64 = 1_000_000;
 impl Default for SwrodRunConfig {
     fn default() -> Self {
         Self {
-            duration_s: 10.0,
-            metrics_addr: "127.0.0.1:9464".into(),
+            run: RunSection::writing_to("swrod-data"),
             swrod: SwrodSettings::default(),
             topology: TopologySection::default(),
         }
@@ -190,8 +186,6 @@ impl Default for SwrodRunConfig {
 impl Default for SwrodSettings {
     fn default() -> Self {
         Self {
-            run_number: 0,
-            output_dir: "swrod-data".into(),
             max_file_mb: 256,
             min_free_mb: 256,
             flush_interval_ms: 1000,
@@ -255,12 +249,12 @@ impl SwrodSettings {
         }
     }
 
-    /// The storage's settings: physics_Main files of this run in `output_dir`.
-    pub fn file_settings(&self) -> FileSettings {
+    /// The storage's settings: physics_Main files of `run` in its output directory.
+    pub fn file_settings(&self, run: &RunSection) -> FileSettings {
         let tag = swdaq_swrod::event::stream_tag();
         FileSettings {
-            dir: self.output_dir.clone(),
-            run_number: self.run_number,
+            dir: run.output_dir.clone(),
+            run_number: run.number,
             project: self.project.clone(),
             stream_type: tag.kind,
             stream_name: tag.name,
@@ -272,11 +266,11 @@ impl SwrodSettings {
         }
     }
 
-    /// Aggregation settings of ROB `r` of card `card`.
-    pub fn rob_config(&self, card: u16, r: u16) -> RobConfig {
+    /// Aggregation settings of ROB `r` of card `card` in run `run_number`.
+    pub fn rob_config(&self, card: u16, r: u16, run_number: u32) -> RobConfig {
         RobConfig {
             source_id: self.first_rob_source_id + self.rob_index(card, r) as u32,
-            run_number: self.run_number,
+            run_number,
             elinks: self.rob_elinks(r).collect(),
             l1id_offset: self.felix.l1id_offset,
             bcid_offset: self.felix.bcid_offset,
@@ -338,7 +332,8 @@ impl SwrodSettings {
         swdaq_sim::felix::FelixCard::new(self.felix.clone())?;
         self.input.validate(&self.felix)?;
         for r in 0..self.robs_per_card {
-            self.rob_config(0, r).validate()?;
+            // Any run: the number is not checked.
+            self.rob_config(0, r, 0).validate()?;
         }
         self.memory_plan().check()
     }
@@ -383,20 +378,44 @@ impl SwrodSettings {
     }
 }
 
+fn run_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RunSection, D::Error> {
+    RunSection::deserialize_over(d, SwrodRunConfig::default().run)
+}
+
+/// Where older SW ROD files kept the `[run]` keys.
+pub const OLD_SPELLINGS: &[OldSpelling] = &[
+    OldSpelling {
+        table: None,
+        key: "duration_s",
+        run_key: "duration_s",
+    },
+    OldSpelling {
+        table: None,
+        key: "metrics_addr",
+        run_key: "metrics_addr",
+    },
+    OldSpelling {
+        table: Some("swrod"),
+        key: "run_number",
+        run_key: "number",
+    },
+    OldSpelling {
+        table: Some("swrod"),
+        key: "output_dir",
+        run_key: "output_dir",
+    },
+];
+
 /// Parses and checks a SW ROD run's configuration; an error names the key.
 pub fn parse(text: &str) -> anyhow::Result<SwrodRunConfig> {
-    let config: SwrodRunConfig = crate::model::parse_toml(text)?;
+    let config: SwrodRunConfig = crate::run_section::parse(text, OLD_SPELLINGS)?;
     config.validate()?;
     Ok(config)
 }
 
 impl SwrodRunConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.duration_s >= 0.0 && self.duration_s.is_finite(),
-            "invalid configuration: duration_s must be >= 0 (0: until stopped or swrod.max_l1as)"
-        );
-        crate::model::check_metrics_addr(&self.metrics_addr, "metrics_addr")?;
+        self.run.validate()?;
         self.swrod.validate()?;
         self.topology.validate_swrod(self.swrod.cards)?;
         self.topology.check_largest_message(

@@ -97,12 +97,13 @@ pub(super) struct HltResult {
     pub(super) cpu_s: f64,
 }
 
-/// Builds an event for every L1 accept `l1as` brings (until it closes and every event is
+/// Builds an event of run `run_number` for every L1 accept `l1as` brings (until it closes and every event is
 /// settled) from the ROBs behind `ports`; the event is accepted when its number in the run is
 /// the first or every `hlt_accept_every`-th after it. Accepted events go to `to_storage`;
 /// `built(global_id, accepted)` hears of every event once built.
 pub(super) fn hlt_thread(
     s: &SwrodSettings,
+    run_number: u32,
     l1as: Receiver<L1Accept>,
     ports: Vec<RobPort>,
     to_storage: Sender<ToStorage>,
@@ -115,7 +116,7 @@ pub(super) fn hlt_thread(
         retry_after: Duration::from_micros(s.hlt_retry_us),
         give_up_after: Duration::from_millis(s.hlt_give_up_ms),
     };
-    let encoder = EventEncoder::new(s.run_number);
+    let encoder = EventEncoder::new(run_number);
     let mut examples = Vec::new();
     let mut out = |o: HltOutput| {
         let message = match o {

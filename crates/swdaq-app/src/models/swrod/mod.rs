@@ -21,7 +21,8 @@ mod summary_apps;
 pub mod system;
 mod threads;
 
-use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks, RunKeys};
+use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
+use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
@@ -32,21 +33,25 @@ use report::SwrodReport;
 use std::path::PathBuf;
 use swdaq_format::input_file::MappedFile;
 
-pub static SWROD: ModelOf<SwrodRunConfig> =
-    ModelOf::new("swrod", "ATLAS-style SW ROD", Some("swrod"), config::parse);
+pub static SWROD: ModelOf<SwrodRunConfig> = ModelOf::new(
+    "swrod",
+    "ATLAS-style SW ROD",
+    Some("swrod"),
+    config::parse,
+    config::OLD_SPELLINGS,
+);
 
 impl Configured for SwrodRunConfig {
     fn model(&self) -> &'static dyn Model {
         &SWROD
     }
 
-    fn run_keys(&mut self) -> RunKeys<'_> {
-        RunKeys(
-            &mut self.duration_s,
-            &mut self.swrod.output_dir,
-            &mut self.swrod.run_number,
-            &mut self.metrics_addr,
-        )
+    fn run_section(&self) -> &RunSection {
+        &self.run
+    }
+
+    fn run_section_mut(&mut self) -> &mut RunSection {
+        &mut self.run
     }
 
     fn set_links(&mut self, n: u32) -> anyhow::Result<()> {
@@ -67,13 +72,9 @@ impl Configured for SwrodRunConfig {
     /// The output directory, and with applications each HLT application's inside it.
     fn output_dirs(&self) -> Vec<PathBuf> {
         let hlts = self.topology.of_kind(AppKind::Hlt);
-        std::iter::once(self.swrod.output_dir.clone())
+        std::iter::once(self.run.output_dir.clone())
             .chain(hlts.map(|(_, a)| apps::hlt_directory(self, &a.name)))
             .collect()
-    }
-
-    fn run_number(&self) -> u32 {
-        self.swrod.run_number
     }
 
     fn is_distributed(&self) -> bool {
@@ -105,13 +106,13 @@ impl Configured for SwrodRunConfig {
             } else {
                 String::new()
             },
-            crate::model::duration_words(self.duration_s),
+            crate::model::duration_words(self.run.duration_s),
             s.hlt_accept_every,
-            s.output_dir.display(),
-            if self.metrics_addr.is_empty() || self.is_distributed() {
+            self.run.output_dir.display(),
+            if self.run.metrics_addr.is_empty() || self.is_distributed() {
                 String::new()
             } else {
-                format!(", metrics on http://{}/metrics", self.metrics_addr)
+                format!(", metrics on http://{}/metrics", self.run.metrics_addr)
             },
         )
     }
@@ -185,7 +186,7 @@ pub struct SwrodOutcome {
 
 impl Outcome for SwrodOutcome {
     fn run_number(&self) -> u32 {
-        self.report.settings.run_number
+        self.report.run_number
     }
 
     fn stop_reason(&self) -> &StopReason {
@@ -271,9 +272,9 @@ mod tests {
         assert_eq!(crate::models::select(&text).unwrap().name(), "swrod");
         let mut config = config::parse(&text).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        config.swrod.output_dir = dir.path().to_owned();
-        config.metrics_addr = "127.0.0.1:0".into();
-        config.duration_s = 1.5;
+        config.run.output_dir = dir.path().to_owned();
+        config.run.metrics_addr = "127.0.0.1:0".into();
+        config.run.duration_s = 1.5;
         config.swrod.felix.faults.missing_chunk = 0.001;
         config.swrod.felix.faults.truncated_chunk = 0.001;
         let (report, stop_reason) = system::run(&config, &StopRequest::default(), &()).unwrap();

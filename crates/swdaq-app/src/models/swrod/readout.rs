@@ -72,10 +72,11 @@ pub(super) struct ReadoutResult {
 }
 
 impl Readout {
-    /// Cards `cards` of the run `s` and their ROBs, with their metrics in `registry`; the
-    /// ports of the ROBs' request servers, in ROB order.
+    /// Cards `cards` of run `run_number` set up as `s` says, and their ROBs, with their
+    /// metrics in `registry`; the ports of the ROBs' request servers, in ROB order.
     pub(super) fn new(
         s: &SwrodSettings,
+        run_number: u32,
         cards: &[u16],
         registry: &Registry,
     ) -> anyhow::Result<(Self, Vec<RobPort>)> {
@@ -90,7 +91,7 @@ impl Readout {
         for &card in cards {
             let mut outputs = Vec::new();
             for r in 0..s.robs_per_card {
-                let rob = s.rob_config(card, r);
+                let rob = s.rob_config(card, r, run_number);
                 let feed = match s.input.kind {
                     SwrodInputKind::Tcp => RodFeed::Tcp(server_address(s, usize::from(card))?),
                     SwrodInputKind::Emulator | SwrodInputKind::File => {

@@ -54,6 +54,7 @@ pub struct RodResult {
 
 #[derive(Debug, Clone)]
 pub struct SwrodReport {
+    pub run_number: u32,
     pub seconds: f64,
     pub settings: SwrodSettings,
     pub cards: Vec<CardResult>,

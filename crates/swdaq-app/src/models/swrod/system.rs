@@ -14,7 +14,7 @@ use super::report::SwrodReport;
 use super::threads;
 use crate::live::Live;
 use crate::model::RunHooks;
-use crate::runtime::launch::{Plan, launch, logs_dir};
+use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::{Steering, TriggerSteer};
@@ -36,7 +36,7 @@ pub fn run(
     stop: &StopRequest,
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<(SwrodReport, StopReason)> {
-    let monitoring = Monitoring::start(&config.metrics_addr, "metrics_addr")?;
+    let monitoring = Monitoring::start(&config.run.metrics_addr, "run.metrics_addr")?;
     let hold = Arc::new(AtomicBool::new(false));
     let mut stopped_by = StopReason::InputEnded;
     let report = threads::run_threads(
@@ -53,7 +53,7 @@ pub fn run(
                 config,
                 stats: &monitoring.stats,
             };
-            let duration = crate::model::seconds(config.duration_s);
+            let duration = config.run.duration();
             stopped_by = supervise(&mut watch, duration, stop, hooks);
         },
     )?;
@@ -107,12 +107,7 @@ pub fn run_apps(
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<(SwrodReport, StopReason)> {
     let s = &config.swrod;
-    let plan = Plan {
-        topology: &config.topology,
-        toml: config.to_toml(),
-        run_number: s.run_number,
-        logs: logs_dir(&s.output_dir, s.run_number),
-        duration: crate::model::seconds(config.duration_s),
+    let stages = Stages {
         stop_order: &[AppKind::Hltsv, AppKind::Hlt, AppKind::Swrod],
         essential: &[AppKind::Hltsv],
         ends_with: (
@@ -124,7 +119,12 @@ pub fn run_apps(
         bursts_to: None,
         clock_followers: &[],
     };
-    let launched = launch(&plan, exe, stop, hooks)?;
+    let launched = launch(
+        &Plan::of(config, &config.topology, stages),
+        exe,
+        stop,
+        hooks,
+    )?;
     let stop_reason = launched.stop_reason.clone();
     let report = merge(launched, config);
     let stop_reason = stop_reason.unless_storage_failed(report.storage_error.clone());

@@ -36,10 +36,10 @@ pub fn run_threads(
     let (l1_tx, l1_rx) = bounded::<L1Accept>(L1_ID_QUEUE);
     let (event_tx, event_rx) = bounded::<ToStorage>(EVENT_QUEUE);
     let all_cards: Vec<u16> = (0..s.cards).collect();
-    let (readout, ports) = Readout::new(s, &all_cards, registry)?;
+    let (readout, ports) = Readout::new(s, config.run.number, &all_cards, registry)?;
     let hlt_metrics = HltMetrics::register(registry)?;
     let store_metrics = StoreMetrics::register(registry)?;
-    let files = EventFiles::new(s.file_settings())?;
+    let files = EventFiles::new(s.file_settings(&config.run))?;
     let storage_failed = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
@@ -49,7 +49,15 @@ pub fn run_threads(
         let hlt = std::thread::Builder::new()
             .name("hlt".into())
             .spawn_scoped(scope, move || {
-                hlt_thread(s, l1_rx, ports, event_tx, hlt_metrics, |_, _| {})
+                hlt_thread(
+                    s,
+                    config.run.number,
+                    l1_rx,
+                    ports,
+                    event_tx,
+                    hlt_metrics,
+                    |_, _| {},
+                )
             })?;
         let writer = std::thread::Builder::new()
             .name("storage".into())
@@ -74,6 +82,7 @@ pub fn run_threads(
         let hlt = hlt.join().map_err(|_| join_failed("HLT"))?;
         let stored = writer.join().map_err(|_| join_failed("storage"))?;
         Ok(SwrodReport {
+            run_number: config.run.number,
             seconds,
             settings: s.clone(),
             l1as_to_hlt: readout.cards.first().map_or(0, |c| c.l1as),

@@ -19,7 +19,7 @@ use super::config::RunConfig;
 use super::system::RunReport;
 use crate::model::RunHooks;
 use crate::runtime::app::{AppContext, TopologyConfig, run_app};
-use crate::runtime::launch::{Plan, launch, logs_dir};
+use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
@@ -67,12 +67,7 @@ pub fn run_distributed(
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
-    let plan = Plan {
-        topology: &config.topology,
-        toml: config.to_toml(),
-        run_number: config.run.number,
-        logs: logs_dir(&config.run.output_dir, config.run.number),
-        duration: crate::model::seconds(config.run.duration_s),
+    let stages = Stages {
         stop_order: &[
             AppKind::Trigger,
             AppKind::Dfo,
@@ -86,7 +81,12 @@ pub fn run_distributed(
         bursts_to: config.recording.enabled.then_some(AppKind::Readout),
         clock_followers: &[],
     };
-    let launched = launch(&plan, exe, stop, hooks)?;
+    let launched = launch(
+        &Plan::of(config, &config.topology, stages),
+        exe,
+        stop,
+        hooks,
+    )?;
     let mut reports = Vec::new();
     let mut outcomes = Vec::new();
     for (kind, mut outcome, bytes) in launched.apps {

@@ -6,6 +6,7 @@
 
 use super::super::config::EvbRunConfig;
 use super::super::system::run_apps;
+use crate::run_section::RunSection;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{App, AppKind, TopologySection};
 use serde::Serialize;
@@ -79,12 +80,15 @@ pub fn run(
     let load_before = load_average();
     let one_process = swdaq_evb::bench::run(config, events, paced, dir)?;
     let apps = EvbRunConfig {
-        duration_s: zeromq_seconds,
-        metrics_addr: String::new(),
+        run: RunSection {
+            number: config.run,
+            duration_s: zeromq_seconds,
+            metrics_addr: String::new(),
+            ..RunSection::writing_to(dir.join("zeromq"))
+        },
         evb: EvbConfig {
             paced: false,
             max_events: None,
-            output: dir.join("zeromq"),
             ..config.clone()
         },
         topology: loopback_topology(config)?,

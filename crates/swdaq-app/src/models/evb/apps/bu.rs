@@ -1,7 +1,7 @@
 //! A builder unit application: assignments from the event manager and super-fragments from
 //! the readout units come on its inbox; it asks the event manager for events (reporting what
 //! its writer settled), asks the readout units for their super-fragments without ever
-//! waiting on one, and writes its own files under `<evb.output>/<name>/`. A silent event
+//! waiting on one, and writes its own files under `<run.output_dir>/<name>/`. A silent event
 //! manager ends its run as the event manager's end-of-run would.
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, wait_for_stop};
@@ -23,7 +23,7 @@ use swdaq_net::{Immediate, Inlet, Liveness, Message};
 const WRITER_QUEUE: usize = 256;
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
-    let config = &ctx.config.evb;
+    let config = &ctx.config.builder();
     let index = position(ctx);
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;

@@ -16,7 +16,7 @@ use swdaq_net::{Inlet, Liveness, Message};
 use swdaq_trigger::TriggerControl;
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
-    let config = &ctx.config.evb;
+    let config = &ctx.config.builder();
     let index = 1 + position(ctx);
     let Some(unit) = start_readout_unit(ctx, index)? else {
         return Ok(EvbAppReport::default());

@@ -97,7 +97,7 @@ pub(super) fn start_readout_unit(
     ctx: &EvbContext,
     index: u16,
 ) -> anyhow::Result<Option<ReadoutUnit>> {
-    let config = &ctx.config.evb;
+    let config = &ctx.config.builder();
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
     let bu_ids = ctx.ids_of(AppKind::Bu);

@@ -1,7 +1,7 @@
 //! An `hlt` application: an HLT node's data collection with its storage. It asks the HLT
 //! supervisor for as many events as it can hold, asks every ROB for each L1 accept it is
 //! given (`rob_client`), builds the full event and stores the accepted ones under
-//! `<swrod.output_dir>/<its name>/`, with the same HLT and storage code as the one-process
+//! `<run.output_dir>/<its name>/`, with the same HLT and storage code as the one-process
 //! SW ROD. It returns its credit as events are built and tells the supervisor which events
 //! are settled (built and not accepted, or in a closed file), so that if it dies the
 //! supervisor knows, by number, what it lost. A silent supervisor ends its run as the
@@ -45,7 +45,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     let files = EventFiles::new(FileSettings {
         dir: hlt_directory(config, &ctx.spec.name),
-        ..s.file_settings()
+        ..s.file_settings(&config.run)
     })?;
     let metrics = HltMetrics::register(&monitoring.registry)?;
     let store_metrics = StoreMetrics::register(&monitoring.registry)?;
@@ -106,9 +106,15 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         let demux = std::thread::Builder::new()
             .name("net-demux".into())
             .spawn_scoped(scope, move || demux.run(l1_tx, done))?;
-        let hlt = hlt_thread(s, l1_rx, ports, store_tx, metrics, |global_id, accepted| {
-            credits.built(global_id, accepted)
-        });
+        let hlt = hlt_thread(
+            s,
+            config.run.number,
+            l1_rx,
+            ports,
+            store_tx,
+            metrics,
+            |global_id, accepted| credits.built(global_id, accepted),
+        );
         let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         let stored = writer.join().map_err(|_| failed("storage"))?;
         credits.flush();

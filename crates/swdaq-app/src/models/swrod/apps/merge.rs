@@ -24,6 +24,7 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
         .map(|(_, a)| a.name.as_str())
         .collect();
     let mut report = SwrodReport {
+        run_number: config.run.number,
         seconds: launched.seconds,
         settings: s.clone(),
         cards: Vec::new(),
@@ -71,7 +72,8 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
     if let Some(hltsv) = part.hltsv.clone() {
         report.l1as_to_hlt = hltsv.l1as;
         settle(&mut report, &mut part, hltsv, &reported, |h| {
-            read_back(&hlt_directory(config, hlt_names[h]), s.run_number).map_err(|e| e.to_string())
+            read_back(&hlt_directory(config, hlt_names[h]), config.run.number)
+                .map_err(|e| e.to_string())
         });
     }
     report.apps = Some(part);

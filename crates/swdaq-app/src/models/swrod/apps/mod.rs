@@ -19,7 +19,7 @@
 //! far their cards may run ahead of it (the L1A horizon: a pause, a busy HLT farm or the
 //! supervisor's death holds the cards, as the central trigger's busy holds the front ends).
 //! An `hlt` application asks every ROB for each L1 accept it is given (`rob_client`), builds
-//! the full event and stores the accepted ones under `<swrod.output_dir>/<its name>/`, with
+//! the full event and stores the accepted ones under `<run.output_dir>/<its name>/`, with
 //! the same HLT and storage code as the one-process SW ROD.
 //!
 //! Faults: an HLT application that dies leaves the events it was given and had not settled
@@ -117,7 +117,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
 
 /// Where HLT application `name` stores its events.
 pub(super) fn hlt_directory(config: &SwrodRunConfig, name: &str) -> std::path::PathBuf {
-    config.swrod.output_dir.join(name)
+    config.run.output_dir.join(name)
 }
 
 /// The ROBs (source ids) of the `swrod` application `app`, in ROB order.
@@ -125,7 +125,9 @@ fn robs_of(config: &SwrodRunConfig, cards: &[u16]) -> Vec<u32> {
     let s = &config.swrod;
     cards
         .iter()
-        .flat_map(|&c| (0..s.robs_per_card).map(move |r| s.rob_config(c, r).source_id))
+        .flat_map(|&c| {
+            (0..s.robs_per_card).map(move |r| s.rob_config(c, r, config.run.number).source_id)
+        })
         .collect()
 }
 

@@ -29,7 +29,12 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let horizon = Arc::new(AtomicU64::new(s.l1a_lead()));
     let horizon_now = Arc::clone(&horizon);
     let shared = Shared::new(s, Arc::new(AtomicBool::new(false)), Arc::clone(&horizon));
-    let (readout, ports) = Readout::new(s, &ctx.spec.cards, &monitoring.registry)?;
+    let (readout, ports) = Readout::new(
+        s,
+        ctx.config.run.number,
+        &ctx.spec.cards,
+        &monitoring.registry,
+    )?;
     let source_ids = robs_of(&ctx.config, &ctx.spec.cards);
     control::say_ready()?;
     let clock = Clock::start();
