@@ -37,6 +37,8 @@ pub mod noisy;
 pub mod order;
 pub mod quality;
 pub mod roi;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 mod stages;
 
 pub use config::{
