@@ -1,8 +1,7 @@
 //! One link's ingest path: source -> latency-buffer slot -> checks -> publish -> observer
 //! (the hit finder, on the same thread, reading the frame where it lies).
 
-use crate::checks::{ContinuityChecker, ErrorInterval, Verdict};
-use crate::metrics::{LinkMetrics, PUBLISH_EVERY};
+use crate::checks::{CheckCounts, ContinuityChecker, ErrorInterval, Verdict};
 use crate::ring::{LatencyBuffer, Producer, SlotMeta};
 use crate::source::{Batch, FrameSource, Poll};
 use std::collections::VecDeque;
@@ -10,6 +9,7 @@ use std::io;
 use std::sync::Mutex;
 use swdaq_format::FrameFormat;
 use swdaq_format::SourceId;
+use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
 
 /// How many bad intervals a link remembers; older ones fall off (and are counted).
 pub const ERROR_LOG_CAPACITY: usize = 4096;
@@ -74,6 +74,99 @@ pub struct IngestCounts {
     pub bytes: u64,
     /// Good frames not buffered because a reader pinned their slot for too long.
     pub dropped: u64,
+}
+
+/// How many frames the ingest loop counts between publishing to [`LinkMetrics`].
+pub const PUBLISH_EVERY: u64 = 256;
+
+/// A link's counters in the monitoring registry. The ingest loop keeps plain counts and
+/// publishes the increments every [`PUBLISH_EVERY`] frames (and at the end), so monitoring
+/// costs a handful of stores per batch of frames, not per frame.
+pub struct LinkMetrics {
+    counters: [Counter; 9],
+    occupancy: Gauge,
+    published: [u64; 9],
+}
+
+impl LinkMetrics {
+    /// Registers the link's metrics in a block of the thread `thread` (e.g. `readout-0`).
+    pub fn register(
+        registry: &Registry,
+        thread: &str,
+        link: u32,
+        source: SourceId,
+    ) -> Result<Self, MonitorError> {
+        let (link, source) = (link.to_string(), format!("0x{:08x}", source.id));
+        let mut block = registry.block(thread, &[("link", &link), ("source_id", &source)]);
+        let mut c = |name: &str, help: &str| block.counter(name, help);
+        let counters = [
+            c("swdaq_readout_frames_total", "Frames buffered")?,
+            c("swdaq_readout_bytes_total", "Bytes buffered")?,
+            c(
+                "swdaq_readout_dropped_frames_total",
+                "Good frames not buffered (slot pinned by a slow reader)",
+            )?,
+            c(
+                "swdaq_readout_missing_frames_total",
+                "Frames that never arrived (timestamp/sequence gaps)",
+            )?,
+            c(
+                "swdaq_readout_timestamp_jumps_total",
+                "Timestamp steps that are not whole frames",
+            )?,
+            c(
+                "swdaq_readout_sequence_errors_total",
+                "Sequence ids out of order",
+            )?,
+            c(
+                "swdaq_readout_header_errors_total",
+                "Frames whose header reports an error",
+            )?,
+            c(
+                "swdaq_readout_bad_size_frames_total",
+                "Frames of the wrong size, rejected",
+            )?,
+            c(
+                "swdaq_tpg_trigger_primitives_total",
+                "Trigger primitives found",
+            )?,
+        ];
+        let occupancy = block.gauge(
+            "swdaq_readout_buffer_filled_ratio",
+            "Latency buffer slots in use",
+        )?;
+        Ok(Self {
+            counters,
+            occupancy,
+            published: [0; 9],
+        })
+    }
+
+    /// Adds what was counted since the last call.
+    pub fn publish(
+        &mut self,
+        ingest: &IngestCounts,
+        checks: &CheckCounts,
+        tps: u64,
+        buffer_filled: f64,
+    ) {
+        let now = [
+            ingest.frames,
+            ingest.bytes,
+            ingest.dropped,
+            checks.missing_frames,
+            checks.timestamp_jumps,
+            checks.sequence_errors,
+            checks.header_errors,
+            checks.bad_size,
+            tps,
+        ];
+        for ((counter, last), value) in self.counters.iter().zip(&mut self.published).zip(now) {
+            counter.add(value - *last);
+            *last = value;
+        }
+        self.occupancy.set(buffer_filled);
+    }
 }
 
 /// The ingest loop's state for one link.

@@ -16,7 +16,6 @@
 //! continuity checks see the gap too.
 
 use crate::link::LinkShared;
-use crate::metrics::RecorderMetrics;
 use crate::ring::Reader;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -24,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_format::rawfile::{RawFileHeader, write_record};
 use swdaq_format::run_files;
+use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
 
 /// Bytes copied from the ring under one pin, and written to the file at once.
 pub const STAGE_BYTES: usize = 1 << 20;
@@ -399,6 +399,60 @@ pub fn writing_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".writing");
     PathBuf::from(name)
+}
+
+/// A burst recorder's counters (one block per recording thread; blocks of later bursts of
+/// the same link add to the same series).
+pub struct RecorderMetrics {
+    /// Frames written, bytes written, frames lost.
+    counters: [Counter; 3],
+    lag: Gauge,
+    published: [u64; 3],
+}
+
+impl RecorderMetrics {
+    pub fn register(registry: &Registry, thread: &str, link: u32) -> Result<Self, MonitorError> {
+        let link = link.to_string();
+        let mut block = registry.block(thread, &[("link", &link)]);
+        let mut c = |name: &str, help: &str| block.counter(name, help);
+        let counters = [
+            c(
+                "swdaq_recording_frames_total",
+                "Frames written to raw burst files",
+            )?,
+            c(
+                "swdaq_recording_bytes_total",
+                "Bytes written to raw burst files",
+            )?,
+            c(
+                "swdaq_recording_frames_lost_total",
+                "Frames that left the latency buffer before the recorder copied them",
+            )?,
+        ];
+        let lag = block.gauge(
+            "swdaq_recording_lag_seconds",
+            "Data time published but not yet copied by the recorder, when it last woke",
+        )?;
+        Ok(Self {
+            counters,
+            lag,
+            published: [0; 3],
+        })
+    }
+
+    /// Adds what was counted since the last call; `lag_s` is the backlog in data time.
+    pub fn publish(&mut self, counts: &RecorderCounts, lag_s: f64) {
+        let now = [
+            counts.frames_written,
+            counts.bytes_written,
+            counts.frames_lost,
+        ];
+        for ((counter, last), value) in self.counters.iter().zip(&mut self.published).zip(now) {
+            counter.add(value - *last);
+            *last = value;
+        }
+        self.lag.set(lag_s);
+    }
 }
 
 #[cfg(test)]

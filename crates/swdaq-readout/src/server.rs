@@ -3,7 +3,6 @@
 //! arrival order, until it has or until the time-out; ingest is never blocked.
 
 use crate::link::LinkShared;
-use crate::metrics::ServerMetrics;
 use crate::request::{DataRequest, Lookup, RequestPolicy, RequestStatus, lookup};
 use crate::ring::Reader;
 use crate::roi::{RoiLink, roi_lookup};
@@ -14,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use swdaq_format::fragment::fragment_error;
 use swdaq_format::{Fragment, FragmentType, SourceId};
+use swdaq_monitor::{Counter, Histogram, MonitorError, Registry};
 
 #[derive(Debug, Clone, Copy)]
 pub struct ServerConfig {
@@ -70,6 +70,90 @@ impl RoiCounts {
         self.bytes += o.bytes;
         self.full_window_bytes += o.full_window_bytes;
         self.tps_cut += o.tps_cut;
+    }
+}
+
+/// A request server's counters: requests answered by status, and answer latency.
+pub struct ServerMetrics {
+    /// Complete, partial, not found, invalid window, unknown source.
+    by_status: [Counter; 5],
+    latency: Histogram,
+    roi: RoiMetrics,
+}
+
+/// ROI readout's data volume (zero while ROI readout is off).
+struct RoiMetrics {
+    fragments: Counter,
+    bytes: Counter,
+    full_window_bytes: Counter,
+    tps_cut: Counter,
+}
+
+impl ServerMetrics {
+    pub fn register(registry: &Registry, thread: &str) -> Result<Self, MonitorError> {
+        let status = |name: &str| {
+            registry.block(thread, &[("status", name)]).counter(
+                "swdaq_readout_requests_total",
+                "Data requests answered, by status",
+            )
+        };
+        let by_status = [
+            status("complete")?,
+            status("partial")?,
+            status("not_found")?,
+            status("invalid_window")?,
+            status("unknown_source")?,
+        ];
+        let latency = registry.block(thread, &[]).histogram(
+            "swdaq_readout_request_latency_seconds",
+            "Data request received to answered",
+            &[
+                1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0,
+            ],
+        )?;
+        let mut block = registry.block(thread, &[]);
+        let roi = RoiMetrics {
+            fragments: block.counter(
+                "swdaq_readout_roi_fragments_total",
+                "Data requests answered with regions of interest",
+            )?,
+            bytes: block.counter(
+                "swdaq_readout_roi_bytes_total",
+                "Bytes of the ROI fragments sent",
+            )?,
+            full_window_bytes: block.counter(
+                "swdaq_readout_roi_full_window_bytes_total",
+                "Bytes those fragments would have had with every frame of their windows",
+            )?,
+            tps_cut: block.counter(
+                "swdaq_readout_roi_tps_cut_total",
+                "ROI fragments answered at the time-out before the link's TPs passed the window",
+            )?,
+        };
+        Ok(Self {
+            by_status,
+            latency,
+            roi,
+        })
+    }
+
+    pub fn roi_answered(&self, sent: &RoiCounts) {
+        self.roi.fragments.add(sent.fragments);
+        self.roi.bytes.add(sent.bytes);
+        self.roi.full_window_bytes.add(sent.full_window_bytes);
+        self.roi.tps_cut.add(sent.tps_cut);
+    }
+
+    pub fn answered(&self, outcome: Outcome, latency: Duration) {
+        let i = match outcome {
+            Outcome::Served(RequestStatus::Complete) => 0,
+            Outcome::Served(RequestStatus::Partial) => 1,
+            Outcome::Served(RequestStatus::NotFound) => 2,
+            Outcome::Served(RequestStatus::InvalidWindow) => 3,
+            Outcome::UnknownSource => 4,
+        };
+        self.by_status[i].inc();
+        self.latency.observe(latency.as_secs_f64());
     }
 }
 

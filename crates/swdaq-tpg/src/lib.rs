@@ -24,6 +24,9 @@
 //! in) that gives identical TPs. ProtoDUNE WIB frames carry one sample each, so the finder
 //! gathers up to 32 consecutive ones into a block before processing (see
 //! [`finder::PROTOWIB_BLOCK`]).
+//!
+//! [`quality`] scores found hits against the emulator's truth: per run (`swdaq run`'s
+//! summary) and over a threshold scan (`swdaq tpg-quality`).
 
 pub mod avx2;
 pub mod bench;
@@ -32,7 +35,10 @@ pub mod finder;
 pub mod hits;
 pub mod noisy;
 pub mod order;
+pub mod quality;
 pub mod roi;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 mod stages;
 
 pub use config::{

@@ -2,11 +2,11 @@
 //! threshold of the scan (left), and efficiency for pulses >= 5 sigma with the fake-hit rate
 //! versus the threshold (right, fake rate on a log scale with the 10 Hz goal marked).
 
-use crate::quality::{BINS, QualityRow};
 use anyhow::{Context, anyhow};
 use plotters::chart::SeriesLabelStyle;
 use plotters::prelude::*;
 use std::path::Path;
+use swdaq_tpg::quality::{BINS, QualityRow};
 
 const WIDTH: u32 = 1400;
 const HEIGHT: u32 = 600;

@@ -6,9 +6,9 @@
 use super::{
     AbsRunSumParams, Kernel, MAX_SAMPLES, PAIR_ROWS, ProtoDuneParams, Q25, Q75, StageState,
 };
-use crate::avx2::imp::{FrugalLimits, HitLanes, hit_lanes, load, store, unpack_group};
 use crate::config::MAX_FIR_TAPS;
 use crate::finder::{HitFinder, LANES};
+use crate::simd::{FrugalLimits, HitLanes, hit_lanes, load, store, unpack_group};
 use std::arch::x86_64::*;
 use swdaq_format::TriggerPrimitive;
 use swdaq_format::wibeth::{self, WibEthFrame};

@@ -5,10 +5,10 @@
 //! pass deep however long the run. Data without a span (UDP) is one pass, scored at the end.
 
 use super::inputs::LinkInput;
-use crate::truth_match::Score;
 use std::collections::HashMap;
 use swdaq_format::TriggerPrimitive;
 use swdaq_sim::TruePulse;
+use swdaq_tpg::quality::Score;
 
 /// One link's scoring.
 pub struct PassScorer<'a> {

@@ -7,7 +7,6 @@ use super::config::RunConfig;
 use super::inputs::{Feed, Inputs, LinkInput, SourceLabel, TruthByLink};
 use super::pass_score::PassScorer;
 use super::roi_score::RoiScorer;
-use crate::truth_match::Score;
 use anyhow::{Context, anyhow};
 use crossbeam_channel::{Sender, TrySendError};
 use std::collections::HashMap;
@@ -29,6 +28,7 @@ use swdaq_readout::source::{Batch, FrameSource, Poll};
 use swdaq_readout::thread::{LinkState, pin_current_thread, run_links};
 use swdaq_readout::tp_buffer::TpBuffer;
 use swdaq_readout::udp::UdpSource;
+use swdaq_tpg::quality::Score;
 use swdaq_tpg::{HitFinder, Implementation, Plane};
 use swdaq_trigger::TpBatch;
 
