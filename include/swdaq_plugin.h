@@ -197,7 +197,7 @@ struct swdaq_plugin {
      *   SWDAQ_ERROR      the block holds bytes this decoder cannot read. The `*out_count`
      *                    fragments written before are kept; `*consumed` bytes are skipped
      *                    (with `*consumed == 0` the host skips the whole block, so a stream
-     *                    always moves on).
+     *                    always moves on, and checks the fragments against the whole block).
      * Optional (NULL for a plugin that does not decode).
      */
     swdaq_status (*decode)(swdaq_instance *instance, const uint8_t *block, size_t block_len,

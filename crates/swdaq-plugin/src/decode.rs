@@ -209,6 +209,13 @@ impl Decoder for PluginDecoder {
                     problem: first_error.unwrap_or(error).into(),
                 });
             }
+            // A decoder that fails without saying how far to skip loses the rest of the block
+            // (so a stream always moves on); the fragments it wrote are kept within it.
+            let consumed = if status == abi::ERROR && consumed == 0 {
+                rest.len()
+            } else {
+                consumed
+            };
             if let Some(error) = self.take_fragments(count, consumed, start, out) {
                 first_error.get_or_insert(error);
             }
@@ -220,11 +227,8 @@ impl Decoder for PluginDecoder {
                 }
                 _ => {
                     let error = self.instance.status_error(status);
-                    // A decoder that cannot say how far to skip loses the rest of the block,
-                    // so a stream always moves on.
-                    let skip = if consumed == 0 { rest.len() } else { consumed };
                     return Err(DecodeError {
-                        consumed: start + skip,
+                        consumed: start + consumed,
                         problem: first_error.unwrap_or(error).into(),
                     });
                 }
