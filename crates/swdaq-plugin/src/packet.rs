@@ -10,7 +10,7 @@
 //! event_number = { offset = 4, width = 4, order = "big" }
 //! timestamp = { offset = 8, width = 8, order = "big" }
 //! length = { offset = 16, width = 4, order = "big" }   # payload bytes after the header
-//! crc = { kind = "crc32c", at = -4, order = "little", over = [0, -4] }
+//! crc = { kind = "crc32c", at = -4, order = "little", over = [0, -4] }  # a CRC trailer
 //! ```
 //!
 //! Resynchronisation: a position whose header fails a check (magic, a length outside the
@@ -66,9 +66,11 @@ pub enum CrcKind {
     Crc32c,
 }
 
-/// A 4-byte CRC stored `at` a position of the packet over the byte range `over`. A position
-/// `>= 0` counts from the packet's start; `at < 0` counts back from its end (-4: the last 4
-/// bytes); `over`'s end (exclusive) is `<= 0` and counts back from the end (0: the end).
+/// A 4-byte CRC stored `at` a position of the packet, computed over the bytes `over = [from,
+/// to)`. Positions `>= 0` count from the packet's start, negative ones back from its end
+/// (`at = -4`: the last 4 bytes); `to = 0` is the packet's end (an empty range is useless, so
+/// 0 cannot mean the start there). `over = [0, 12]`: a header CRC; `over = [0, -4]`: all but
+/// a CRC trailer; `over = [20, 0]`: the payload after a 20-byte header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CrcField {
@@ -138,10 +140,10 @@ pub enum ConfigError {
         bytes: usize,
         min: usize,
     },
-    #[error(
-        "packet format: crc: over [{from}, {to}] must start at >= 0 and end at <= 0 (from the end)"
-    )]
+    #[error("packet format: crc: over [{from}, {to}] is empty or reversed")]
     BadCrcRange { from: i64, to: i64 },
+    #[error("packet format: crc: at = {at} leaves no room for its 4 bytes")]
+    BadCrcPosition { at: i64 },
 }
 
 /// Why bytes of a block were not decoded.
@@ -183,6 +185,9 @@ pub struct PacketFormat {
     config: PacketFormatConfig,
     /// No packet can be shorter: the header, and the CRC's position and range.
     min_packet_bytes: usize,
+    /// The CRC and all it covers lie in the header: checked before the packet's length is
+    /// believed, so a damaged length does not make the decoder wait for bytes that never come.
+    header_crc: bool,
     counts: PacketCounts,
 }
 
@@ -238,18 +243,28 @@ impl PacketFormat {
         let mut min_packet_bytes = header_bytes;
         if let Some(crc) = config.crc {
             let [from, to] = crc.over;
-            if from < 0 || to > 0 {
+            // Positions on the same side can be compared now; mixed ones only per packet.
+            let same_side = (from >= 0) == (to > 0);
+            if same_side && from >= to {
                 return Err(ConfigError::BadCrcRange { from, to });
             }
-            // Both positions must fit: the CRC's 4 bytes and a range that is not reversed.
+            if (-3..0).contains(&crc.at) {
+                return Err(ConfigError::BadCrcPosition { at: crc.at });
+            }
+            // The shortest packet holding the CRC's 4 bytes and the start and end of its range.
             let crc_room = if crc.at >= 0 {
                 crc.at.saturating_add(4)
             } else {
-                crc.at.saturating_neg().max(4)
+                crc.at.saturating_neg()
             };
-            let range_room = from.saturating_add(to.saturating_neg());
-            let room = usize::try_from(crc_room.max(range_room)).unwrap_or(usize::MAX);
-            min_packet_bytes = min_packet_bytes.max(room);
+            let from_room = if from >= 0 {
+                from
+            } else {
+                from.saturating_neg()
+            };
+            let to_room = if to > 0 { to } else { to.saturating_neg() };
+            let room = crc_room.max(from_room).max(to_room);
+            min_packet_bytes = min_packet_bytes.max(usize::try_from(room).unwrap_or(usize::MAX));
         }
         match config.framing {
             Framing::Fixed => {
@@ -275,9 +290,15 @@ impl PacketFormat {
                 }
             }
         }
+        let header_crc = config.crc.is_some_and(|crc| {
+            let [from, to] = crc.over;
+            let header = i64::try_from(header_bytes).unwrap_or(i64::MAX);
+            crc.at >= 0 && crc.at.saturating_add(4) <= header && from >= 0 && to > 0 && to <= header
+        });
         Ok(PacketFormat {
             config,
             min_packet_bytes,
+            header_crc,
             counts: PacketCounts::default(),
         })
     }
@@ -329,8 +350,15 @@ impl PacketFormat {
             return true;
         };
         let len = packet.len() as i64;
-        let at = if crc.at >= 0 { crc.at } else { len + crc.at };
-        let (from, to) = (crc.over[0], len + crc.over[1]);
+        let from_end = |position: i64, end_at_zero: bool| {
+            if position < 0 || (end_at_zero && position == 0) {
+                len + position
+            } else {
+                position
+            }
+        };
+        let at = from_end(crc.at, false);
+        let (from, to) = (from_end(crc.over[0], false), from_end(crc.over[1], true));
         let (Ok(at), Ok(from), Ok(to)) = (
             usize::try_from(at),
             usize::try_from(from),
@@ -386,8 +414,11 @@ impl Decoder for PacketFormat {
         while block.len() - position >= header_bytes {
             let rest = &block[position..];
             let verdict = match self.packet_length(rest) {
+                Ok(_) if self.header_crc && !self.crc_matches(&rest[..header_bytes]) => {
+                    Err(NotAPacket::Crc)
+                }
                 Ok(length) if length > rest.len() => break, // the rest comes with the next block
-                Ok(length) if self.crc_matches(&rest[..length]) => Ok(length),
+                Ok(length) if self.header_crc || self.crc_matches(&rest[..length]) => Ok(length),
                 Ok(_) => Err(NotAPacket::Crc),
                 Err(reason) => Err(reason),
             };

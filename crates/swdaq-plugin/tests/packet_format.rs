@@ -47,8 +47,12 @@ fn a_format_that_cannot_describe_packets_is_refused_at_configure() {
             "packet format: packet_bytes 10 is smaller than the 12-byte minimum packet",
         ),
         (
-            "framing = \"fixed\"\nheader_bytes = 8\npacket_bytes = 16\ncrc = { kind = \"crc32\", at = -4, order = \"big\", over = [0, 4] }",
-            "packet format: crc: over [0, 4] must start at >= 0 and end at <= 0 (from the end)",
+            "framing = \"fixed\"\nheader_bytes = 8\npacket_bytes = 16\ncrc = { kind = \"crc32\", at = -4, order = \"big\", over = [4, 4] }",
+            "packet format: crc: over [4, 4] is empty or reversed",
+        ),
+        (
+            "framing = \"fixed\"\nheader_bytes = 8\npacket_bytes = 16\ncrc = { kind = \"crc32\", at = -2, order = \"big\", over = [0, -4] }",
+            "packet format: crc: at = -2 leaves no room for its 4 bytes",
         ),
     ];
     for (text, message) in cases {
@@ -121,7 +125,7 @@ fn a_length_counting_the_header_and_a_crc_of_the_standard_check_string() {
         header_bytes = 6
         length_includes_header = true
         length = { offset = 0, width = 2, order = "big" }
-        crc = { kind = "crc32", at = 2, order = "big", over = [6, 0] }
+        crc = { kind = "crc32", at = 2, order = "big", over = [6, 0] }  # the payload
     "#;
     let mut format = PacketFormat::from_toml(text).unwrap();
     // CRC-32 of "123456789" is 0xCBF43926 (the catalogue's check value).
@@ -159,4 +163,41 @@ fn lengths_beyond_the_limits_are_garbage() {
     assert_eq!(fragments.len(), 1);
     assert_eq!(fragments[0].event_number, Some(2));
     assert_eq!(format.counts().bad_length, 1);
+}
+
+#[test]
+fn a_header_crc_checks_packets_of_any_length() {
+    // Length-framed: magic u8, length u8 (payload), CRC-32 (BE) of those 2 bytes at 2.
+    let text = r#"
+        framing = "length_field"
+        header_bytes = 6
+        magic = { offset = 0, width = 1, order = "big", value = 0x77 }
+        length = { offset = 1, width = 1, order = "big" }
+        crc = { kind = "crc32", at = 2, order = "big", over = [0, 2] }
+    "#;
+    let packet = |payload: &[u8]| {
+        let mut bytes = vec![0x77, payload.len() as u8];
+        let crc = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(&bytes);
+        bytes.extend_from_slice(&crc.to_be_bytes());
+        bytes.extend_from_slice(payload);
+        bytes
+    };
+    let mut block = [packet(&[1, 2, 3]), packet(&[]), packet(&[9; 40])].concat();
+    // The second packet's length: without the header CRC the decoder would wait for 120 bytes.
+    block[10] = 0x78;
+    let mut format = PacketFormat::from_toml(text).unwrap();
+    let mut fragments = Vec::new();
+    let error = format.decode(&block, &mut fragments).unwrap_err();
+    assert_eq!(error.consumed, block.len());
+    assert_eq!(
+        fragments
+            .iter()
+            .map(|f| (f.offset, f.length))
+            .collect::<Vec<_>>(),
+        [(0, 9), (15, 46)]
+    );
+    assert_eq!(
+        (format.counts().crc_mismatch, format.counts().garbage_bytes),
+        (1, 6)
+    );
 }
