@@ -228,7 +228,7 @@ struct swdaq_plugin {
      *                    fragments after `*fragments_done` (which must be at least 1).
      *   SWDAQ_ERROR      the primitives written are kept and the fragments up to
      *                    `*fragments_done` are done; the rest of the batch is not processed
-     *                    (the host reports the error with the failing fragment's index).
+     *                    (the host reports the error with the fragments done).
      * Optional.
      */
     swdaq_status (*process_fragments)(swdaq_instance *instance,

@@ -180,13 +180,13 @@ pub(crate) unsafe extern "C" fn aggregate<T: Aggregate>(
 ) -> Status {
     // SAFETY: the header: `chunk_count` chunks, each with its bytes, valid during the call.
     let raw_chunks = unsafe { types::slice(chunks, chunk_count as u64) };
-    let buffer: &mut [u8] = if payload.is_null() || payload_capacity == 0 {
-        &mut []
+    let capacity = if payload.is_null() {
+        0
     } else {
-        // SAFETY: the header: `payload_capacity` writable bytes at `payload`, ours during the call.
-        unsafe { std::slice::from_raw_parts_mut(payload, payload_capacity) }
+        payload_capacity
     };
-    let mut written = Payload::new(buffer);
+    // SAFETY: the header: `payload_capacity` writable bytes at `payload` during the call.
+    let mut written = unsafe { Payload::new(payload, capacity) };
     let call = |instance: &mut Instance<T>| {
         let mut list = std::mem::take(&mut instance.chunks);
         // SAFETY: each chunk's bytes are valid during the call; `list` is emptied before

@@ -228,19 +228,38 @@ impl<T: IntoRaw> Output<'_, T> {
 /// The host's payload buffer for one `aggregate` call. Write the whole payload: bytes beyond
 /// the buffer are not stored but counted, and the host is told the size it needs.
 pub struct Payload<'a> {
-    buffer: &'a mut [u8],
+    // A pointer, not a slice: the host's buffer may be uninitialised, which a `&mut [u8]`
+    // must never be.
+    buffer: *mut u8,
+    capacity: usize,
     len: usize,
+    _host: PhantomData<&'a mut [u8]>,
 }
 
-impl<'a> Payload<'a> {
-    pub(crate) fn new(buffer: &'a mut [u8]) -> Payload<'a> {
-        Payload { buffer, len: 0 }
+impl Payload<'_> {
+    /// # Safety
+    /// `buffer` points to `capacity` bytes writable during the call (or `capacity` is 0).
+    pub(crate) unsafe fn new(buffer: *mut u8, capacity: usize) -> Self {
+        Payload {
+            buffer,
+            capacity,
+            len: 0,
+            _host: PhantomData,
+        }
     }
 
     pub fn write(&mut self, bytes: &[u8]) {
         let end = self.len.saturating_add(bytes.len());
-        if let Some(room) = self.buffer.get_mut(self.len..end) {
-            room.copy_from_slice(bytes);
+        if end <= self.capacity {
+            // SAFETY: `len..end` lies within the `capacity` writable bytes `new` was promised;
+            // `bytes` is ours, so the two cannot overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    self.buffer.add(self.len),
+                    bytes.len(),
+                )
+            };
         }
         self.len = end;
     }
@@ -255,7 +274,7 @@ impl<'a> Payload<'a> {
     }
 
     pub(crate) fn fits(&self) -> bool {
-        self.len <= self.buffer.len()
+        self.len <= self.capacity
     }
 }
 

@@ -67,6 +67,8 @@ pub enum ErrorKind {
     NeedRoomTwice,
     #[error("{done} fragments done of {count}")]
     DoneAboveCount { done: usize, count: usize },
+    #[error("said done after {done} fragments of {count}")]
+    DoneBelowCount { done: usize, count: usize },
     #[error("decision {index} has accept = {accept} (0 or 1)")]
     BadDecision { index: usize, accept: u32 },
 }
@@ -109,7 +111,8 @@ impl ErrorCounts {
             ErrorKind::UnknownStatus(_) => &mut self.unknown_status,
             ErrorKind::CountAboveCapacity { .. }
             | ErrorKind::ConsumedAboveBlock { .. }
-            | ErrorKind::DoneAboveCount { .. } => &mut self.count_out_of_range,
+            | ErrorKind::DoneAboveCount { .. }
+            | ErrorKind::DoneBelowCount { .. } => &mut self.count_out_of_range,
             ErrorKind::FragmentOutOfBlock { .. } => &mut self.fragment_out_of_block,
             ErrorKind::UnknownFlags { .. } => &mut self.unknown_flags,
             ErrorKind::NoProgress

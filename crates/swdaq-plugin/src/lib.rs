@@ -34,5 +34,5 @@ pub use packet::{
 };
 pub use process::{
     Aggregator, Chunk, Decision, Event, EventFilter, FragmentProcessor, FragmentRef,
-    PluginAggregator, PluginEventFilter, PluginFragmentProcessor, TriggerPrimitive,
+    PluginAggregator, PluginEventFilter, PluginFragmentProcessor, ProcessError, TriggerPrimitive,
 };

@@ -62,12 +62,21 @@ pub trait Aggregator {
 /// Finds trigger primitives in fragments.
 pub trait FragmentProcessor {
     /// Appends the primitives of `fragments` to `out`. On an error, the primitives of the
-    /// fragments before the failing one are in `out`.
+    /// fragments it says are done are in `out`; the rest of the batch has none.
     fn process(
         &mut self,
         fragments: &[FragmentRef<'_>],
         out: &mut Vec<TriggerPrimitive>,
-    ) -> Result<(), PluginError>;
+    ) -> Result<(), ProcessError>;
+}
+
+/// A batch of fragments not processed to its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error} (after {fragments_done} fragments of the batch)")]
+pub struct ProcessError {
+    /// The fragments from the batch's start whose primitives were all delivered.
+    pub fragments_done: usize,
+    pub error: PluginError,
 }
 
 /// Accepts or rejects whole events.
@@ -112,10 +121,14 @@ impl PluginAggregator {
         &self.instance.counts
     }
 
+    /// Offers the plugin all of `payload`'s capacity. It is initialised first (only what lies
+    /// beyond the Vec's length costs a fill): a plugin claiming bytes it never wrote then shows
+    /// zeros or an earlier payload, never uninitialised memory.
     fn call(&mut self, l1_id: u32, payload: &mut Vec<u8>) -> (abi::Status, usize) {
+        payload.resize(payload.capacity(), 0);
         let mut len = 0usize;
         // SAFETY: `chunks` points into slices borrowed for this call; the payload pointer and
-        // capacity are the Vec's own (its spare capacity is writable); `len` is a local.
+        // length are the Vec's own, all initialised and writable; `len` is a local.
         let status = unsafe {
             (self.aggregate)(
                 self.instance.pointer,
@@ -123,7 +136,7 @@ impl PluginAggregator {
                 self.chunks.as_ptr(),
                 self.chunks.len(),
                 payload.as_mut_ptr(),
-                payload.capacity(),
+                payload.len(),
                 &mut len,
             )
         };
@@ -138,7 +151,6 @@ impl Aggregator for PluginAggregator {
         chunks: &[Chunk<'_>],
         payload: &mut Vec<u8>,
     ) -> Result<(), PluginError> {
-        payload.clear();
         self.chunks.clear();
         self.chunks.extend(chunks.iter().map(|c| RawChunk {
             data: c.data.as_ptr(),
@@ -146,37 +158,49 @@ impl Aggregator for PluginAggregator {
             link: c.link,
             reserved: 0,
         }));
+        let result = self.aggregate_with_room(l1_id, payload);
+        // No pointer into the caller's chunks outlives the call.
+        self.chunks.clear();
+        match result {
+            Ok(len) => payload.truncate(len),
+            Err(_) => payload.clear(),
+        }
+        result.map(|_| ())
+    }
+}
+
+impl PluginAggregator {
+    /// Calls the plugin, once more with the room it asks for; the payload's checked length.
+    fn aggregate_with_room(
+        &mut self,
+        l1_id: u32,
+        payload: &mut Vec<u8>,
+    ) -> Result<usize, PluginError> {
         let (mut status, mut len) = self.call(l1_id, payload);
         if status == abi::NEED_ROOM {
             if len > self.max_payload {
-                self.chunks.clear();
-                return Err(self.instance.fail(ErrorKind::PayloadAboveLimit {
-                    needed: len,
-                    limit: self.max_payload,
-                }));
+                let limit = self.max_payload;
+                return Err(self
+                    .instance
+                    .fail(ErrorKind::PayloadAboveLimit { needed: len, limit }));
             }
-            payload.reserve(len);
+            payload.reserve(len.saturating_sub(payload.len()));
             (status, len) = self.call(l1_id, payload);
             if status == abi::NEED_ROOM {
-                self.chunks.clear();
                 return Err(self.instance.fail(ErrorKind::NeedRoomTwice));
             }
         }
-        // No pointer into the caller's chunks outlives the call.
-        self.chunks.clear();
         if status != abi::OK {
             return Err(self.instance.status_error(status));
         }
-        if len > payload.capacity() {
+        let offered = payload.len();
+        if len > offered {
             return Err(self.instance.fail(ErrorKind::PayloadAboveCapacity {
                 len,
-                capacity: payload.capacity(),
+                capacity: offered,
             }));
         }
-        // SAFETY: the plugin reported `len` bytes written, checked within the capacity; bytes
-        // are plain data, so whatever the plugin wrote there is a valid u8.
-        unsafe { payload.set_len(len) };
-        Ok(())
+        Ok(len)
     }
 }
 
@@ -191,6 +215,12 @@ pub struct PluginFragmentProcessor {
 impl PluginFragmentProcessor {
     /// Primitives one call may return.
     pub const DEFAULT_BATCH: usize = 4096;
+
+    /// Sets how many primitives one call may return (at least 1).
+    pub fn with_batch(mut self, primitives: usize) -> PluginFragmentProcessor {
+        self.primitives = vec![RawTriggerPrimitive::default(); primitives.max(1)];
+        self
+    }
 
     pub fn new(plugin: &Plugin, config_toml: &str) -> Result<PluginFragmentProcessor, LoadError> {
         let process = plugin.require(plugin.functions().process_fragments, "process_fragments")?;
@@ -224,18 +254,25 @@ impl FragmentProcessor for PluginFragmentProcessor {
         &mut self,
         fragments: &[FragmentRef<'_>],
         out: &mut Vec<TriggerPrimitive>,
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), ProcessError> {
         self.fragments.clear();
         self.fragments
             .extend(fragments.iter().map(raw_fragment_ref));
         let result = self.process_all(out);
+        // No pointer into the caller's fragments outlives the call.
         self.fragments.clear();
         result
     }
 }
 
 impl PluginFragmentProcessor {
-    fn process_all(&mut self, out: &mut Vec<TriggerPrimitive>) -> Result<(), PluginError> {
+    fn process_all(&mut self, out: &mut Vec<TriggerPrimitive>) -> Result<(), ProcessError> {
+        let failed = |fragments_done, error| {
+            Err(ProcessError {
+                fragments_done,
+                error,
+            })
+        };
         let mut start = 0;
         while start < self.fragments.len() {
             let rest = &self.fragments[start..];
@@ -254,19 +291,25 @@ impl PluginFragmentProcessor {
                 )
             };
             let capacity = self.primitives.len();
+            // Counts that break the contract make the whole call untrusted: only the fragments
+            // of earlier calls are done.
             if !matches!(status, abi::OK | abi::NEED_ROOM | abi::ERROR) {
-                return Err(self.instance.status_error(status));
+                return failed(start, self.instance.status_error(status));
             }
             if count > capacity {
-                return Err(self
-                    .instance
-                    .fail(ErrorKind::CountAboveCapacity { count, capacity }));
+                return failed(
+                    start,
+                    self.instance
+                        .fail(ErrorKind::CountAboveCapacity { count, capacity }),
+                );
             }
             if done > rest.len() {
-                return Err(self.instance.fail(ErrorKind::DoneAboveCount {
-                    done,
-                    count: rest.len(),
-                }));
+                let count = rest.len();
+                return failed(
+                    start,
+                    self.instance
+                        .fail(ErrorKind::DoneAboveCount { done, count }),
+                );
             }
             out.extend(self.primitives[..count].iter().map(|p| TriggerPrimitive {
                 timestamp: p.timestamp,
@@ -279,16 +322,18 @@ impl PluginFragmentProcessor {
             match status {
                 abi::OK if done == rest.len() => return Ok(()),
                 abi::OK => {
-                    return Err(self.instance.fail(ErrorKind::DoneAboveCount {
-                        done,
-                        count: rest.len(),
-                    }));
+                    let count = rest.len();
+                    return failed(
+                        start + done,
+                        self.instance
+                            .fail(ErrorKind::DoneBelowCount { done, count }),
+                    );
                 }
                 abi::NEED_ROOM if done == 0 => {
-                    return Err(self.instance.fail(ErrorKind::NoProgress));
+                    return failed(start, self.instance.fail(ErrorKind::NoProgress));
                 }
                 abi::NEED_ROOM => start += done,
-                _ => return Err(self.instance.status_error(status)),
+                _ => return failed(start + done, self.instance.status_error(status)),
             }
         }
         Ok(())

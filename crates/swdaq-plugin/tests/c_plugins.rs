@@ -187,6 +187,16 @@ fn triggered_board_aggregates_processes_and_filters() {
             },
         ]
     );
+    // With room for one primitive per call the plugin asks for more: the same primitives.
+    let mut one_at_a_time = PluginFragmentProcessor::new(&plugin, "")
+        .unwrap()
+        .with_batch(1);
+    let mut again = Vec::new();
+    one_at_a_time
+        .process(&[refs(quiet), refs(loud)], &mut again)
+        .unwrap();
+    assert_eq!(again, primitives);
+
     let short = FragmentRef {
         data: &[1, 2, 3],
         ..refs(quiet)
@@ -196,9 +206,11 @@ fn triggered_board_aggregates_processes_and_filters() {
         .process(&[refs(quiet), short], &mut primitives)
         .unwrap_err();
     assert_eq!(
-        error.kind,
+        error.error.kind,
         ErrorKind::Reported("fragment 1 is shorter than its header".into())
     );
+    assert_eq!(error.fragments_done, 1);
+    assert_eq!(processor.error_counts().reported, 1);
     assert_eq!(
         primitives.len(),
         1,
