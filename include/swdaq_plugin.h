@@ -141,7 +141,9 @@ struct swdaq_event {
 };
 
 /* The decision on one event: `accept` is 0 (reject) or 1 (accept); `stream` is the stream an
- * accepted event is written to (0 = the default stream). The host refuses other `accept`s. */
+ * accepted event is written to (0 = the default stream). The host refuses other `accept`s,
+ * and fills the array with one (UINT32_MAX) before the call, so a decision left unwritten is
+ * refused too. */
 struct swdaq_decision {
     uint32_t accept;
     uint32_t stream;

@@ -69,7 +69,10 @@ pub enum ErrorKind {
     DoneAboveCount { done: usize, count: usize },
     #[error("said done after {done} fragments of {count}")]
     DoneBelowCount { done: usize, count: usize },
-    #[error("decision {index} has accept = {accept} (0 or 1)")]
+    #[error(
+        "decision {index} has accept = {accept} (0 or 1; {} means not written)",
+        u32::MAX
+    )]
     BadDecision { index: usize, accept: u32 },
 }
 

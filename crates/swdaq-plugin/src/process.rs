@@ -6,6 +6,34 @@ use crate::abi::{self, RawChunk, RawDecision, RawEvent, RawFragmentRef, RawTrigg
 use crate::error::{ErrorCounts, ErrorKind, LoadError, PluginError};
 use crate::load::{Instance, Plugin};
 
+/// A reused array of ABI structs pointing into the caller's data, kept between calls only for
+/// its capacity: every method that fills one empties it before it returns.
+struct Scratch<T>(Vec<T>);
+
+impl<T> Default for Scratch<T> {
+    fn default() -> Self {
+        Scratch(Vec::new())
+    }
+}
+
+impl<T> std::ops::Deref for Scratch<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Scratch<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        &mut self.0
+    }
+}
+
+// SAFETY: a scratch array holds pointers only during one call of `aggregate`, `process` or
+// `filter` (each clears it before returning), which takes `&mut self`: when its owner moves to
+// another thread it is empty, so no pointer crosses threads.
+unsafe impl<T> Send for Scratch<T> {}
+
 /// One e-link's chunk of an L1 ID.
 #[derive(Debug, Clone, Copy)]
 pub struct Chunk<'a> {
@@ -93,7 +121,7 @@ pub trait EventFilter {
 pub struct PluginAggregator {
     instance: Instance,
     aggregate: abi::AggregateFn,
-    chunks: Vec<RawChunk>,
+    chunks: Scratch<RawChunk>,
     max_payload: usize,
 }
 
@@ -107,7 +135,7 @@ impl PluginAggregator {
         Ok(PluginAggregator {
             instance,
             aggregate,
-            chunks: Vec::new(),
+            chunks: Scratch::default(),
             max_payload: Self::DEFAULT_MAX_PAYLOAD,
         })
     }
@@ -208,7 +236,7 @@ impl PluginAggregator {
 pub struct PluginFragmentProcessor {
     instance: Instance,
     process: abi::ProcessFragmentsFn,
-    fragments: Vec<RawFragmentRef>,
+    fragments: Scratch<RawFragmentRef>,
     primitives: Vec<RawTriggerPrimitive>,
 }
 
@@ -228,7 +256,7 @@ impl PluginFragmentProcessor {
         Ok(PluginFragmentProcessor {
             instance,
             process,
-            fragments: Vec::new(),
+            fragments: Scratch::default(),
             primitives: vec![RawTriggerPrimitive::default(); Self::DEFAULT_BATCH],
         })
     }
@@ -344,8 +372,8 @@ impl PluginFragmentProcessor {
 pub struct PluginEventFilter {
     instance: Instance,
     filter: abi::FilterEventsFn,
-    fragments: Vec<RawFragmentRef>,
-    events: Vec<RawEvent>,
+    fragments: Scratch<RawFragmentRef>,
+    events: Scratch<RawEvent>,
     decisions: Vec<RawDecision>,
 }
 
@@ -356,8 +384,8 @@ impl PluginEventFilter {
         Ok(PluginEventFilter {
             instance,
             filter,
-            fragments: Vec::new(),
-            events: Vec::new(),
+            fragments: Scratch::default(),
+            events: Scratch::default(),
             decisions: Vec::new(),
         })
     }
@@ -384,8 +412,13 @@ impl PluginEventFilter {
             });
             first += event.fragments.len();
         }
+        // An `accept` the ABI does not have: a decision the plugin leaves unwritten is caught.
+        let unwritten = RawDecision {
+            accept: u32::MAX,
+            stream: 0,
+        };
         self.decisions.clear();
-        self.decisions.resize(events.len(), RawDecision::default());
+        self.decisions.resize(events.len(), unwritten);
         // SAFETY: `events` and the fragment refs they point to are ours and refer to slices
         // borrowed for this call; `decisions` has room for one per event, as the header says.
         let status = unsafe {

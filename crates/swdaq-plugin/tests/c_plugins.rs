@@ -456,3 +456,79 @@ fn a_library_that_cannot_be_a_plugin_is_refused_in_one_line() {
         format!("plugin {}: does not provide aggregate", create.display())
     );
 }
+
+#[test]
+fn broken_payloads_and_decisions_are_counted_named_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let chunks = [Chunk {
+        link: 1,
+        data: &[7; 3],
+    }];
+    let mut payload = Vec::with_capacity(16);
+
+    let plugin = Plugin::load(faulty(dir.path(), "FAULT_PAYLOAD_LONG")).unwrap();
+    let mut aggregator = PluginAggregator::new(&plugin, "").unwrap();
+    let error = aggregator.aggregate(1, &chunks, &mut payload).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "plugin faulty: payload of {0} bytes in a {1}-byte buffer",
+            payload.capacity() + 1,
+            payload.capacity()
+        )
+    );
+    assert!(payload.is_empty(), "no payload after an error");
+    assert_eq!(aggregator.error_counts().payload_out_of_range, 1);
+
+    let plugin = Plugin::load(faulty(dir.path(), "FAULT_ROOM_TWICE")).unwrap();
+    let mut aggregator = PluginAggregator::new(&plugin, "").unwrap();
+    let error = aggregator
+        .aggregate(1, &chunks, &mut Vec::new())
+        .unwrap_err();
+    assert_eq!(error.kind, ErrorKind::NeedRoomTwice);
+    assert_eq!(aggregator.error_counts().bad_room_request, 1);
+
+    let fragments = [FragmentRef {
+        data: &[1],
+        source_id: 1,
+        event_number: 1,
+        timestamp: 1,
+        flags: 0,
+    }];
+    let events = [
+        Event {
+            event_number: 1,
+            fragments: &fragments,
+        },
+        Event {
+            event_number: 2,
+            fragments: &[],
+        },
+    ];
+    let mut decisions = vec![Decision::Reject; 5];
+    for (fault, accept) in [("FAULT_DECISION", 2), ("FAULT_UNDECIDED", u32::MAX)] {
+        let plugin = Plugin::load(faulty(dir.path(), fault)).unwrap();
+        let mut filter = PluginEventFilter::new(&plugin, "").unwrap();
+        let error = filter.filter(&events, &mut decisions).unwrap_err();
+        let index = if fault == "FAULT_DECISION" { 0 } else { 1 };
+        assert_eq!(
+            error.kind,
+            ErrorKind::BadDecision { index, accept },
+            "{fault}"
+        );
+        assert!(decisions.is_empty(), "{fault}: no decision is used");
+        assert_eq!(filter.error_counts().bad_decision, 1, "{fault}");
+    }
+}
+
+#[test]
+fn instances_can_move_to_the_threads_that_use_them() {
+    fn movable<T: Send>() {}
+    movable::<PluginDecoder>();
+    movable::<PluginAggregator>();
+    movable::<PluginFragmentProcessor>();
+    movable::<PluginEventFilter>();
+    movable::<Stream<PluginDecoder>>();
+    fn shared<T: Send + Sync>() {}
+    shared::<Plugin>();
+}

@@ -13,6 +13,11 @@
  *   FAULT_SMALL            says its descriptor is 16 bytes
  *   FAULT_NULL_NAME        has no name
  *   FAULT_NO_PROGRESS      asks for room having written nothing
+ *   FAULT_PAYLOAD_LONG     aggregate: says it wrote one byte more than the buffer holds
+ *   FAULT_ROOM_TWICE       aggregate: asks for room again after getting it
+ *   FAULT_DECISION         filter_events: accept = 2
+ *   FAULT_UNDECIDED        filter_events: returns OK without writing the last decision
+ * aggregate and filter_events exist only in the builds that break them.
  * A bad record makes decode return SWDAQ_ERROR, keeping the fragments before it and
  * consuming the bad record.
  */
@@ -33,6 +38,10 @@
 #define FAULT_SMALL 8
 #define FAULT_NULL_NAME 9
 #define FAULT_NO_PROGRESS 10
+#define FAULT_PAYLOAD_LONG 11
+#define FAULT_ROOM_TWICE 12
+#define FAULT_DECISION 13
+#define FAULT_UNDECIDED 14
 #ifndef FAULT
 #define FAULT FAULT_NONE
 #endif
@@ -92,6 +101,38 @@ static swdaq_status decode(swdaq_instance *instance, const uint8_t *block, size_
     return at + 8 <= len ? SWDAQ_NEED_ROOM : SWDAQ_OK;
 }
 
+#if FAULT == FAULT_PAYLOAD_LONG || FAULT == FAULT_ROOM_TWICE
+static swdaq_status aggregate(swdaq_instance *instance, uint32_t l1_id,
+                              const struct swdaq_chunk *chunks, size_t chunk_count,
+                              uint8_t *payload, size_t capacity, size_t *payload_len) {
+    (void)instance;
+    (void)l1_id;
+    (void)chunks;
+    (void)chunk_count;
+    (void)payload;
+    *payload_len = FAULT == FAULT_PAYLOAD_LONG ? capacity + 1 : 4;
+    return FAULT == FAULT_PAYLOAD_LONG ? SWDAQ_OK : SWDAQ_NEED_ROOM;
+}
+#else
+#define aggregate NULL
+#endif
+
+#if FAULT == FAULT_DECISION || FAULT == FAULT_UNDECIDED
+static swdaq_status filter_events(swdaq_instance *instance, const struct swdaq_event *events,
+                                  size_t count, struct swdaq_decision *decisions) {
+    (void)instance;
+    (void)events;
+    size_t decided = FAULT == FAULT_UNDECIDED && count > 0 ? count - 1 : count;
+    for (size_t i = 0; i < decided; i++) {
+        decisions[i].accept = FAULT == FAULT_DECISION ? 2 : 1;
+        decisions[i].stream = 0;
+    }
+    return SWDAQ_OK;
+}
+#else
+#define filter_events NULL
+#endif
+
 static const struct swdaq_plugin descriptor = {
     FAULT == FAULT_ABI ? 99u : SWDAQ_PLUGIN_ABI_VERSION,
     FAULT == FAULT_SMALL ? 16u : (uint32_t)sizeof(struct swdaq_plugin),
@@ -101,9 +142,9 @@ static const struct swdaq_plugin descriptor = {
     destroy,
     last_error,
     decode,
+    aggregate,
     NULL,
-    NULL,
-    NULL,
+    filter_events,
 };
 
 const struct swdaq_plugin *swdaq_plugin_v1(void) { return &descriptor; }
