@@ -200,6 +200,10 @@ struct swdaq_plugin {
      *                    fragments written before are kept; `*consumed` bytes are skipped
      *                    (with `*consumed == 0` the host skips the whole block, so a stream
      *                    always moves on, and checks the fragments against the whole block).
+     * Checked by the host: the status; *out_count <= out_capacity; *consumed <= block_len;
+     * every fragment's offset + length <= *consumed, without overflow; no unknown swdaq flag
+     * bit; progress after SWDAQ_NEED_ROOM. A bad count makes the whole call's output unused;
+     * a bad fragment loses only itself.
      * Optional (NULL for a plugin that does not decode).
      */
     swdaq_status (*decode)(swdaq_instance *instance, const uint8_t *block, size_t block_len,
@@ -214,6 +218,9 @@ struct swdaq_plugin {
      *   SWDAQ_NEED_ROOM  nothing usable written; `*payload_len` is the capacity needed. The host
      *                    grows the buffer (up to its limit) and calls once more.
      *   SWDAQ_ERROR      no payload for this L1 ID.
+     * Checked by the host: the status; *payload_len <= payload_capacity after SWDAQ_OK; the
+     * room asked for against the host's limit; no second SWDAQ_NEED_ROOM. The host's buffer
+     * is initialised memory, so bytes the plugin claims but did not write are harmless.
      * Optional.
      */
     swdaq_status (*aggregate)(swdaq_instance *instance, uint32_t l1_id,
@@ -231,6 +238,8 @@ struct swdaq_plugin {
      *   SWDAQ_ERROR      the primitives written are kept and the fragments up to
      *                    `*fragments_done` are done; the rest of the batch is not processed
      *                    (the host reports the error with the fragments done).
+     * Checked by the host: the status; *out_count <= out_capacity; *fragments_done <=
+     * fragment_count, equal to it after SWDAQ_OK, and at least 1 after SWDAQ_NEED_ROOM.
      * Optional.
      */
     swdaq_status (*process_fragments)(swdaq_instance *instance,

@@ -51,10 +51,17 @@ impl Plugin {
         if !path.exists() {
             return Err(LoadError::Missing { path });
         }
+        // A bare file name would make dlopen search the library path instead of loading the
+        // file that was just found here.
+        let load_path = if path.components().count() == 1 {
+            Path::new(".").join(&path)
+        } else {
+            path.clone()
+        };
         // SAFETY: loading a library runs its initialisers, which nothing on the host side can
         // check: loading a plugin is trusting its native code (the header says so, and the
         // operator names the file).
-        let library = unsafe { Library::new(&path) }.map_err(|e| LoadError::NotLoadable {
+        let library = unsafe { Library::new(&load_path) }.map_err(|e| LoadError::NotLoadable {
             path: path.clone(),
             reason: one_line(&e.to_string()),
         })?;

@@ -532,3 +532,23 @@ fn instances_can_move_to_the_threads_that_use_them() {
     fn shared<T: Send + Sync>() {}
     shared::<Plugin>();
 }
+
+#[test]
+fn relative_paths_are_from_the_working_directory_and_bare_names_never_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    build_c_plugin(dir.path(), BOARD_SOURCE, "board", &[]);
+    // The test's working directory is the crate's: load from there by a relative path.
+    let relative = pathdiff(dir.path());
+    let plugin = Plugin::load(relative.join("libboard.so")).unwrap();
+    assert_eq!(plugin.name(), "triggered_board");
+    // A bare name that is not in the working directory is missing, not searched for.
+    let line = Plugin::load("libc.so.6").err().unwrap().to_string();
+    assert_eq!(line, "plugin libc.so.6: no such file");
+}
+
+/// `dir` relative to the working directory, through the root.
+fn pathdiff(dir: &std::path::Path) -> std::path::PathBuf {
+    let cwd = std::env::current_dir().unwrap();
+    let up: std::path::PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+    up.join(dir.strip_prefix("/").unwrap())
+}
