@@ -139,26 +139,31 @@ impl Descriptor {
         })
     }
 
+    /// Adds `T`'s [`Decode`].
     pub const fn decode<T: Decode>(mut self) -> Descriptor {
         self.0.decode = Some(shims::decode::<T>);
         self
     }
 
+    /// Adds `T`'s [`Aggregate`].
     pub const fn aggregate<T: Aggregate>(mut self) -> Descriptor {
         self.0.aggregate = Some(shims::aggregate::<T>);
         self
     }
 
+    /// Adds `T`'s [`ProcessFragments`].
     pub const fn process_fragments<T: ProcessFragments>(mut self) -> Descriptor {
         self.0.process_fragments = Some(shims::process_fragments::<T>);
         self
     }
 
+    /// Adds `T`'s [`FilterEvents`].
     pub const fn filter_events<T: FilterEvents>(mut self) -> Descriptor {
         self.0.filter_events = Some(shims::filter_events::<T>);
         self
     }
 
+    /// What the entry symbol returns.
     pub const fn as_ptr(&'static self) -> *const abi::RawPlugin {
         &self.0
     }

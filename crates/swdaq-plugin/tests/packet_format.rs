@@ -201,3 +201,25 @@ fn a_header_crc_checks_packets_of_any_length() {
         (1, 6)
     );
 }
+
+#[test]
+fn a_stream_waiting_beyond_its_limit_drops_the_bytes_and_says_so() {
+    let mut stream = Stream::new(PacketFormat::from_toml(BOARD_FORMAT).unwrap(), 100);
+    // A header announcing 1000 samples: the decoder waits for them.
+    let packet = board_packet(1, 1, 1, &[0; 1000]);
+    assert_eq!(stream.push(&packet[..90], |_, _| unreachable!()), Ok(()));
+    assert_eq!(stream.pending(), 90);
+    let error = stream
+        .push(&packet[90..150], |_, _| unreachable!())
+        .unwrap_err();
+    assert_eq!(
+        error.problem.to_string(),
+        "a message grew past 100 bytes without being decoded: 150 bytes dropped"
+    );
+    assert_eq!(stream.pending(), 0);
+    // What follows is decoded as usual.
+    let mut found = 0;
+    let next = board_packet(1, 2, 2, &[5]);
+    assert_eq!(stream.push(&next, |_, _| found += 1), Ok(()));
+    assert_eq!(found, 1);
+}
