@@ -2,7 +2,7 @@
 //! chain, the CMS-style event builder, the ATLAS-style SW ROD), what runs them whatever the
 //! model (`runtime`: stop requests, monitoring, applications and their launcher), `swdaq run`
 //! (`run_command`), run control over HTTP between runs (`control`: `swdaq serve`,
-//! `swdaq ctl`), and truth matching for hit-finding quality.
+//! `swdaq ctl`). Truth scoring of hit finding is `swdaq_tpg::quality`'s.
 //! The `swdaq` binary only parses the command line and calls in here; `error_report` is how
 //! it prints a failure.
 
@@ -16,4 +16,3 @@ pub mod run_command;
 pub mod run_section;
 pub mod runtime;
 pub mod stored;
-pub mod truth_match;

@@ -10,7 +10,6 @@ pub mod bench;
 pub mod checks;
 pub mod hit_finding;
 pub mod link;
-pub mod metrics;
 pub mod raw_inspect;
 pub mod record;
 pub mod replay;

@@ -4,8 +4,8 @@
 
 use swdaq_format::{FrameFormat, SourceId, TriggerPrimitive, protowib, wibeth};
 use swdaq_readout::hit_finding::HitFindingObserver;
+use swdaq_readout::link::LinkMetrics;
 use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
-use swdaq_readout::metrics::LinkMetrics;
 use swdaq_readout::source::{FrameSource, Poll};
 use swdaq_sim::{Detector, SimConfig};
 use swdaq_tpg::{HitFinder, Implementation, ThresholdConfig};

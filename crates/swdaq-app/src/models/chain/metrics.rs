@@ -1,5 +1,5 @@
 //! The trigger's, the dataflow orchestrator's and the record builder's counters in the
-//! monitoring registry (the readout links register their own, see `swdaq_readout::metrics`).
+//! monitoring registry (the readout links register their own: `swdaq_readout::link::LinkMetrics`).
 
 use std::time::{Duration, Instant};
 use swdaq_dataflow::orchestrator::{Orchestrator, OrchestratorReport};

@@ -29,7 +29,7 @@ use swdaq_dataflow::transport::{Disconnected, Outbox};
 use swdaq_format::rawfile::{RawFileHeader, link_path};
 use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
 use swdaq_readout::link::LinkShared;
-use swdaq_readout::metrics::RecorderMetrics;
+use swdaq_readout::record::RecorderMetrics;
 use swdaq_readout::record::{LinkBurst, record_burst};
 use swdaq_trigger::{TriggerDecision, trigger_type};
 

@@ -27,7 +27,6 @@ use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
-use crate::truth_match::Score;
 use anyhow::anyhow;
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
@@ -44,10 +43,11 @@ use swdaq_dataflow::{
 use swdaq_format::SourceId;
 use swdaq_monitor::proc::read_threads;
 use swdaq_monitor::{Registry, StatsThread};
-use swdaq_readout::metrics::ServerMetrics;
 use swdaq_readout::request::{DataRequest, RequestPolicy};
+use swdaq_readout::server::ServerMetrics;
 use swdaq_readout::server::{DataResponse, ServerConfig, ServerCounts, serve};
 use swdaq_store::StoreReport;
+use swdaq_tpg::quality::Score;
 use swdaq_trigger::{Trigger, TriggerDecision};
 
 /// Why a run stops when its storage fails (the writer's report adds its error).
