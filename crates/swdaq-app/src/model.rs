@@ -9,6 +9,7 @@ use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::TopologySection;
 use std::path::PathBuf;
 use std::time::Duration;
 use swdaq_trigger::TriggerChange;
@@ -72,8 +73,12 @@ pub trait Configured: CloneConfigured + Send + Sync {
     fn set_run_number(&mut self, n: u32) {
         self.run_section_mut().number = n;
     }
+    /// `[topology]`: its applications, or none for one process.
+    fn topology(&self) -> &TopologySection;
     /// Runs as the applications of a `[topology]`.
-    fn is_distributed(&self) -> bool;
+    fn is_distributed(&self) -> bool {
+        self.topology().is_distributed()
+    }
     /// How often `swdaq run` prints the live figures (they are made more often, for run
     /// control: `live::LIVE_INTERVAL`).
     fn status_interval(&self) -> Duration {

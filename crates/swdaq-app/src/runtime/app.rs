@@ -7,21 +7,17 @@
 //! starts them with the run's configuration on stdin and drives them with `start` / `stop`
 //! (`runtime::stdio`).
 
+use crate::model::Configured;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::cpu_shares_of;
 use crate::runtime::stdio::Commands;
-use crate::runtime::topology::{App, AppKind, TopologySection};
+use crate::runtime::topology::{App, AppKind};
 use anyhow::{Context, anyhow};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use swdaq_monitor::proc::{ThreadStat, read_threads};
 use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
-
-/// A run configuration that carries a `[topology]`: the chain's or the event builder's.
-pub trait TopologyConfig {
-    fn topology(&self) -> &TopologySection;
-}
 
 /// What every application has: its (validated) configuration, its place in the topology, its
 /// sockets' context and the launcher's commands.
@@ -34,7 +30,7 @@ pub struct AppContext<C> {
     pub commands: Commands,
 }
 
-impl<C: TopologyConfig> AppContext<C> {
+impl<C: Configured> AppContext<C> {
     pub fn new(config: C, name: &str, commands: Commands) -> anyhow::Result<Self> {
         let (me, spec) = config
             .topology()
@@ -109,6 +105,28 @@ impl<C: TopologyConfig> AppContext<C> {
         Duration::from_millis(self.config.topology().peer_timeout_ms)
     }
 
+    /// Tells the launcher this application is ready, starts its clock and waits for the
+    /// start: `false`, stopped before it (the clock measures from before the start, as the
+    /// launcher's report of an application does).
+    pub fn ready(&self) -> anyhow::Result<(Clock, bool)> {
+        crate::runtime::stdio::say_ready()?;
+        let clock = Clock::start();
+        Ok((clock, self.commands.wait_for_start()))
+    }
+
+    /// Waits for the launcher's `stop` (or the end of its input).
+    pub fn wait_for_stop(&self) {
+        while !self.commands.wait_for_stop(Duration::from_millis(100)) {}
+    }
+
+    /// The end of every application's report: seconds since `clock` started and its threads'
+    /// CPU shares; then its monitoring stops.
+    pub fn finish(&self, clock: &Clock, monitoring: Monitoring) -> (f64, Vec<(String, f64)>) {
+        let times = clock.cpu(&self.spec.name);
+        monitoring.stop();
+        times
+    }
+
     /// The applications of `kind`, in topology order.
     pub fn ids_of(&self, kind: AppKind) -> Vec<u32> {
         self.config
@@ -137,15 +155,29 @@ impl<C: TopologyConfig> AppContext<C> {
     }
 }
 
-/// Runs application `name` of `config` with `run` (the model's applications, by kind) and
-/// encodes its report for the launcher (`postcard`).
-pub fn run_app<C: TopologyConfig, R: serde::Serialize>(
+/// One application kind of a model and what an application of it runs.
+pub type KindBody<C, R> = (AppKind, fn(&AppContext<C>) -> anyhow::Result<R>);
+
+/// Runs application `name` of `config` as its kind's entry in `kinds` (the model's
+/// application kinds) says, and encodes its report for the launcher (`postcard`). An
+/// application of a kind the model does not have is refused, naming the model's kinds.
+pub fn run_app<C: Configured, R: serde::Serialize>(
     config: C,
     name: &str,
     commands: Commands,
-    run: impl FnOnce(&AppContext<C>) -> anyhow::Result<R>,
+    kinds: &[KindBody<C, R>],
 ) -> anyhow::Result<Vec<u8>> {
     let ctx = AppContext::new(config, name, commands)?;
+    let Some((_, run)) = kinds.iter().find(|(kind, _)| *kind == ctx.spec.kind) else {
+        let names: Vec<&str> = kinds.iter().map(|(kind, _)| kind.name()).collect();
+        anyhow::bail!(
+            "{}: {} applications belong to another model (the {}'s are {})",
+            ctx.spec.name,
+            ctx.spec.kind.name(),
+            ctx.config.model().title(),
+            names.join(", ")
+        );
+    };
     ctx.announce();
     Ok(postcard::to_stdvec(&run(&ctx)?)?)
 }

@@ -23,6 +23,7 @@ use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::TopologySection;
 use config::RunConfig;
 use std::path::PathBuf;
 use swdaq_trigger::TriggerChange;
@@ -70,8 +71,8 @@ impl Configured for RunConfig {
         dirs
     }
 
-    fn is_distributed(&self) -> bool {
-        self.topology.is_distributed()
+    fn topology(&self) -> &TopologySection {
+        &self.topology
     }
 
     fn describe(&self) -> String {

@@ -14,6 +14,7 @@ use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
+use crate::runtime::topology::TopologySection;
 use crate::stored::{self, StoredEvent, StoredFragment};
 use config::EvbRunConfig;
 use swdaq_evb::config::FedInputKind;
@@ -55,8 +56,8 @@ impl Configured for EvbRunConfig {
         EvbRunConfig::to_toml(self)
     }
 
-    fn is_distributed(&self) -> bool {
-        self.topology.is_distributed()
+    fn topology(&self) -> &TopologySection {
+        &self.topology
     }
 
     fn describe(&self) -> String {
@@ -165,7 +166,7 @@ impl Configured for EvbRunConfig {
     }
 
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
-        crate::runtime::app::run_app(self.clone(), name, commands, apps::run)
+        crate::runtime::app::run_app(self.clone(), name, commands, apps::KINDS)
     }
 }
 

@@ -26,7 +26,7 @@ use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
-use crate::runtime::topology::AppKind;
+use crate::runtime::topology::{AppKind, TopologySection};
 use crate::stored::{self, StoredEvent, StoredFragment};
 use config::{SwrodInputKind, SwrodRunConfig};
 use report::SwrodReport;
@@ -77,8 +77,8 @@ impl Configured for SwrodRunConfig {
             .collect()
     }
 
-    fn is_distributed(&self) -> bool {
-        self.topology.is_distributed()
+    fn topology(&self) -> &TopologySection {
+        &self.topology
     }
 
     fn describe(&self) -> String {
@@ -174,7 +174,7 @@ impl Configured for SwrodRunConfig {
     }
 
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
-        crate::runtime::app::run_app(self.clone(), name, commands, apps::run)
+        crate::runtime::app::run_app(self.clone(), name, commands, apps::KINDS)
     }
 }
 

@@ -117,8 +117,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         })
     })?;
     report.storage = sink.storage.finish();
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    monitoring.stop();
+    (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
 

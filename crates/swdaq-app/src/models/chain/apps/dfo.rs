@@ -9,7 +9,7 @@
 use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::DfoMetrics;
 use crate::models::chain::system::RunReport;
-use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::app::AppContext;
 use crate::runtime::topology::AppKind;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::orchestrator::Orchestrator;
@@ -27,9 +27,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     let monitoring = ctx.monitoring()?;
     let mut metrics = DfoMetrics::register(&monitoring.registry)?;
-    crate::runtime::stdio::say_ready()?;
-    let clock = Clock::start();
-    let started = ctx.commands.wait_for_start();
+    let (clock, started) = ctx.ready()?;
     let mut orchestrator = Orchestrator::new(builders.len());
     let mut liveness = Liveness::new(builder_ids.iter().copied(), ctx.peer_timeout());
     let mut trigger_liveness = Liveness::new([trigger_id], ctx.peer_timeout());
@@ -101,8 +99,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         refused_messages: inlet.counts().refused.clone(),
         ..Default::default()
     };
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    monitoring.stop();
+    (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
 

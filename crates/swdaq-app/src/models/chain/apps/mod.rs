@@ -18,19 +18,13 @@ pub mod trigger;
 use super::config::RunConfig;
 use super::system::RunReport;
 use crate::model::RunHooks;
-use crate::runtime::app::{AppContext, TopologyConfig, run_app};
+use crate::runtime::app::{AppContext, KindBody, run_app};
 use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
-use crate::runtime::topology::{AppKind, TopologySection};
+use crate::runtime::topology::AppKind;
 use std::path::Path;
-
-impl TopologyConfig for RunConfig {
-    fn topology(&self) -> &TopologySection {
-        &self.topology
-    }
-}
 
 impl AppContext<RunConfig> {
     /// The builders, in topology order: a builder's index here is its element id.
@@ -42,20 +36,16 @@ impl AppContext<RunConfig> {
 /// Runs application `name` of `config`: its report's bytes.
 pub fn run(config: &RunConfig, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
     config.validate()?;
-    run_app(config.clone(), name, commands, |ctx| {
-        Ok(match ctx.spec.kind {
-            AppKind::Readout => readout::run(ctx)?,
-            AppKind::Trigger => trigger::run(ctx)?,
-            AppKind::Dfo => dfo::run(ctx)?,
-            AppKind::Builder => builder::run(ctx)?,
-            kind => anyhow::bail!(
-                "{}: {} applications belong to another model (the chain's are readout, trigger, dfo and builder)",
-                ctx.spec.name,
-                kind.name()
-            ),
-        })
-    })
+    run_app(config.clone(), name, commands, KINDS)
 }
+
+/// The chain's application kinds.
+const KINDS: &[KindBody<RunConfig, RunReport>] = &[
+    (AppKind::Readout, readout::run),
+    (AppKind::Trigger, trigger::run),
+    (AppKind::Dfo, dfo::run),
+    (AppKind::Builder, builder::run),
+];
 
 /// Runs the topology's applications (`exe` is the `swdaq` program to start them with),
 /// telling `hooks` when they have started, their live figures and when the stop begins;

@@ -6,7 +6,7 @@
 use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::TriggerMetrics;
 use crate::models::chain::system::{RunReport, sources_of};
-use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::app::AppContext;
 use crate::runtime::stdio::Command;
 use crate::runtime::topology::AppKind;
 use std::cell::RefCell;
@@ -49,10 +49,8 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         Instant::now(),
     )?;
     let mut metrics = TriggerMetrics::register(&monitoring.registry)?;
-    crate::runtime::stdio::say_ready()?;
-    let clock = Clock::start();
     let stop = ctx.commands.stop_flag();
-    let started = ctx.commands.wait_for_start();
+    let (clock, started) = ctx.ready()?;
     let inlet = Arc::new(Mutex::new(inlet));
     let input = TriggerInbox {
         inlet: Arc::clone(&inlet),
@@ -95,8 +93,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         refused_messages: inlet.counts().refused.clone(),
         ..Default::default()
     };
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    monitoring.stop();
+    (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
 

@@ -4,8 +4,7 @@
 //! waiting on one, and writes its own files under `<run.output_dir>/<name>/`. A silent event
 //! manager ends its run as the event manager's end-of-run would.
 
-use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, wait_for_stop};
-use crate::runtime::app::Clock;
+use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, position};
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
 use crossbeam_channel::Sender;
@@ -47,10 +46,9 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         source: ctx.spec.name.clone(),
     })?;
     let counters = writer_counters(&monitoring.registry, index)?;
-    control::say_ready()?;
-    let clock = Clock::start();
+    let (clock, started) = ctx.ready()?;
     let mut report = EvbAppReport::default();
-    if !ctx.commands.wait_for_start() {
+    if !started {
         return Ok(report);
     }
     let (events_tx, events_rx) = crossbeam_channel::bounded(WRITER_QUEUE);
@@ -105,7 +103,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         report.bu = Some(bu_report);
         report.writer = Some((outcome.counts, outcome.error.map(|e| e.to_string())));
         if !writer_failed.load(Ordering::Relaxed) {
-            wait_for_stop(ctx);
+            ctx.wait_for_stop();
         }
         done.store(true, Ordering::Release);
         report.refused_messages = demux
@@ -113,7 +111,8 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(())
     })?;
-    Ok(finish(ctx, report, &clock, monitoring))
+    (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
+    Ok(report)
 }
 
 struct Demux<'a> {

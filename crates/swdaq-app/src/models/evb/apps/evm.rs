@@ -2,9 +2,7 @@
 //! come on its inbox; a builder unit silent for the peer time-out is declared gone to the
 //! event manager, which counts the events it had not settled lost, by number.
 
-use super::unit::{
-    DEMUX_WAKE, EvbAppReport, EvbContext, finish, start_readout_unit, wait_for_stop,
-};
+use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, start_readout_unit};
 use crate::runtime::stdio::{self as control, Command};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
@@ -51,14 +49,15 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         let (evm_report, producer) = evm.run(&unit.monitoring.registry)?;
         report.read_from(0, &producer);
         report.evm = Some(evm_report);
-        wait_for_stop(ctx);
+        ctx.wait_for_stop();
         done.store(true, Ordering::Release);
         report.refused_messages = demux
             .join()
             .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
         Ok(())
     })?;
-    Ok(finish(ctx, report, &unit.clock, unit.monitoring))
+    (report.seconds, report.thread_cpu) = ctx.finish(&unit.clock, unit.monitoring);
+    Ok(report)
 }
 
 struct Demux<'a> {

@@ -23,19 +23,14 @@ pub mod evm;
 pub mod ru;
 pub mod unit;
 
+use super::config::EvbRunConfig;
+use crate::runtime::app::KindBody;
 use crate::runtime::topology::AppKind;
 pub use unit::{EvbAppReport, EvbContext};
 
-/// Runs the application `ctx` names.
-pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
-    match ctx.spec.kind {
-        AppKind::Evm => evm::run(ctx),
-        AppKind::Ru => ru::run(ctx),
-        AppKind::Bu => bu::run(ctx),
-        kind => anyhow::bail!(
-            "{}: {} applications belong to the chain's run, not the event builder's",
-            ctx.spec.name,
-            kind.name()
-        ),
-    }
-}
+/// The event builder's application kinds.
+pub const KINDS: &[KindBody<EvbRunConfig, EvbAppReport>] = &[
+    (AppKind::Evm, evm::run),
+    (AppKind::Ru, ru::run),
+    (AppKind::Bu, bu::run),
+];

@@ -2,7 +2,7 @@
 //! its inbox; it sends each super-fragment to the builder unit that asked. It ends at the
 //! launcher's `stop` (it stops last) or when every builder unit has gone silent.
 
-use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, finish, position, start_readout_unit};
+use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, position, start_readout_unit};
 use crate::runtime::stdio::Command;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
@@ -50,7 +50,8 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     report.refused_messages = demux
         .join()
         .map_err(|_| anyhow::anyhow!("the network demultiplexer panicked"))?;
-    Ok(finish(ctx, report, &unit.clock, unit.monitoring))
+    (report.seconds, report.thread_cpu) = ctx.finish(&unit.clock, unit.monitoring);
+    Ok(report)
 }
 
 struct Demux {

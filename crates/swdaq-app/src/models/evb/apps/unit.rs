@@ -2,12 +2,9 @@
 //! unit (the event manager included) comes up, and how an application ends.
 
 use super::super::config::EvbRunConfig;
-use crate::runtime::app::TopologyConfig;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::monitoring::Monitoring;
-use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
-use crate::runtime::topology::TopologySection;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -25,12 +22,6 @@ use swdaq_net::{Heartbeat, Immediate, Inlet};
 use swdaq_sim::fed::FedFaultKind;
 
 pub type EvbContext = AppContext<EvbRunConfig>;
-
-impl TopologyConfig for EvbRunConfig {
-    fn topology(&self) -> &TopologySection {
-        &self.topology
-    }
-}
 
 /// One event-builder application's part of the summary.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -66,11 +57,6 @@ impl EvbAppReport {
 /// How often the demultiplexers look at their peers' liveness and at `done`.
 pub(super) const DEMUX_WAKE: Duration = Duration::from_millis(20);
 
-/// Waits for the launcher's `stop` (or the end of its input).
-pub(super) fn wait_for_stop(ctx: &EvbContext) {
-    while !ctx.commands.wait_for_stop(Duration::from_millis(100)) {}
-}
-
 /// This application's position among those of its kind.
 pub(super) fn position(ctx: &EvbContext) -> u16 {
     ctx.ids_of(ctx.spec.kind)
@@ -103,9 +89,8 @@ pub(super) fn start_readout_unit(
     let bu_ids = ctx.ids_of(AppKind::Bu);
     let bus = ctx.outlets_to(&bu_ids)?;
     let heartbeat = ctx.connect_and_heartbeat(bus.clone())?;
-    control::say_ready()?;
-    let clock = Clock::start();
-    if !ctx.commands.wait_for_start() {
+    let (clock, started) = ctx.ready()?;
+    if !started {
         return Ok(None);
     }
     let trigger_clock = TriggerClock::new(Instant::now());
@@ -123,16 +108,4 @@ pub(super) fn start_readout_unit(
         clock,
         producer,
     }))
-}
-
-/// Ends an application's report: its threads' CPU over the run, then monitoring stops.
-pub(super) fn finish(
-    ctx: &EvbContext,
-    mut report: EvbAppReport,
-    clock: &Clock,
-    monitoring: Monitoring,
-) -> EvbAppReport {
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    monitoring.stop();
-    report
 }

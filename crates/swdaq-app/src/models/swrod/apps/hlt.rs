@@ -10,7 +10,6 @@
 use super::rob_client::Robs;
 use super::{HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, hlt_directory, robs_of};
 use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, hlt_thread};
-use crate::runtime::app::Clock;
 use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
 use crossbeam_channel::Sender;
@@ -60,10 +59,9 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         .collect();
     robs.sort_unstable();
     let (robs, ports, queues) = Robs::new(robs, to_swrods);
-    control::say_ready()?;
-    let clock = Clock::start();
+    let (clock, started) = ctx.ready()?;
     let mut report = SwrodAppReport::default();
-    if !ctx.commands.wait_for_start() {
+    if !started {
         return Ok(report);
     }
     let credits = CreditReturn::new(to_hltsv, index);
@@ -119,7 +117,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         let stored = writer.join().map_err(|_| failed("storage"))?;
         credits.flush();
         if !storage_failed.load(Ordering::Relaxed) {
-            super::wait_for_stop(ctx);
+            ctx.wait_for_stop();
         }
         done.store(true, Ordering::Release);
         report.refused_messages = demux.join().map_err(|_| failed("network demultiplexer"))?;
@@ -141,8 +139,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         });
         Ok(())
     })?;
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    monitoring.stop();
+    (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
 

@@ -15,7 +15,6 @@ use super::l1a_source::{L1aSource, Next};
 use super::{NET_WAKE, SwrodAppReport, SwrodContext};
 use crate::models::swrod::config::SwrodSettings;
 use crate::models::swrod::report::HltsvReport;
-use crate::runtime::app::Clock;
 use crate::runtime::stdio::{self as control, Command};
 use crate::runtime::topology::AppKind;
 use std::collections::BTreeMap;
@@ -42,10 +41,9 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     let metrics = Metrics::register(&monitoring.registry)?;
     let source = L1aSource::new(s, || ctx.commands.stop_requested())?;
-    control::say_ready()?;
-    let clock = Clock::start();
+    let (clock, started) = ctx.ready()?;
     let mut report = SwrodAppReport::default();
-    if !ctx.commands.wait_for_start() {
+    if !started {
         return Ok(report);
     }
     let mut supervisor = Supervisor {
@@ -72,8 +70,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     report.hltsv = Some(hltsv);
     report.undelivered = supervisor.undelivered;
     report.refused_messages = inlet.counts().refused.clone();
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    monitoring.stop();
+    (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
 

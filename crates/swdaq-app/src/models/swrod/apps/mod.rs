@@ -41,8 +41,8 @@ mod swrod;
 use super::config::SwrodRunConfig;
 use super::hlt::IncompleteExample;
 use super::report::{CardResult, HltsvReport, RodResult};
-use crate::runtime::app::{AppContext, TopologyConfig};
-use crate::runtime::topology::{AppKind, TopologySection};
+use crate::runtime::app::{AppContext, KindBody};
+use crate::runtime::topology::AppKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -52,12 +52,6 @@ use swdaq_swrod::files::StoredFile;
 use swdaq_swrod::hlt::HltCounts;
 
 pub(super) type SwrodContext = AppContext<SwrodRunConfig>;
-
-impl TopologyConfig for SwrodRunConfig {
-    fn topology(&self) -> &TopologySection {
-        &self.topology
-    }
-}
 
 /// How often the network threads look at their peers' liveness and at their end.
 const NET_WAKE: Duration = Duration::from_millis(20);
@@ -101,19 +95,12 @@ pub struct HltAppReport {
     pub storage_error: Option<String>,
 }
 
-/// Runs the application `ctx` names.
-pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
-    match ctx.spec.kind {
-        AppKind::Swrod => swrod::run(ctx),
-        AppKind::Hltsv => hltsv::run(ctx),
-        AppKind::Hlt => hlt::run(ctx),
-        kind => anyhow::bail!(
-            "{}: {} applications belong to another model (the SW ROD's are swrod, hltsv and hlt)",
-            ctx.spec.name,
-            kind.name()
-        ),
-    }
-}
+/// The SW ROD's application kinds.
+pub(super) const KINDS: &[KindBody<SwrodRunConfig, SwrodAppReport>] = &[
+    (AppKind::Swrod, swrod::run),
+    (AppKind::Hltsv, hltsv::run),
+    (AppKind::Hlt, hlt::run),
+];
 
 /// Where HLT application `name` stores its events.
 pub(super) fn hlt_directory(config: &SwrodRunConfig, name: &str) -> std::path::PathBuf {
@@ -129,9 +116,4 @@ fn robs_of(config: &SwrodRunConfig, cards: &[u16]) -> Vec<u32> {
             (0..s.robs_per_card).map(move |r| s.rob_config(c, r, config.run.number).source_id)
         })
         .collect()
-}
-
-/// Waits for the launcher's `stop` (or the end of its input).
-fn wait_for_stop(ctx: &SwrodContext) {
-    while !ctx.commands.wait_for_stop(Duration::from_millis(100)) {}
 }

@@ -9,8 +9,6 @@ use super::rob_server::{Requests, answer_queues, send_answers};
 use super::{SwrodAppReport, SwrodContext, robs_of};
 use crate::models::swrod::cards::Shared;
 use crate::models::swrod::readout::Readout;
-use crate::runtime::app::Clock;
-use crate::runtime::stdio as control;
 use crate::runtime::topology::AppKind;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,10 +34,9 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         &monitoring.registry,
     )?;
     let source_ids = robs_of(&ctx.config, &ctx.spec.cards);
-    control::say_ready()?;
-    let clock = Clock::start();
+    let (clock, started) = ctx.ready()?;
     let mut report = SwrodAppReport::default();
-    if !ctx.commands.wait_for_start() {
+    if !started {
         return Ok(report);
     }
     let started = Instant::now();
@@ -106,7 +103,6 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
         ]);
         Ok(())
     })?;
-    (report.seconds, report.thread_cpu) = clock.cpu(&ctx.spec.name);
-    monitoring.stop();
+    (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
