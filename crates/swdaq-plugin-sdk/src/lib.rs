@@ -40,7 +40,7 @@
 //! export_plugin!(Records, [decode]);
 //! ```
 
-pub mod abi;
+pub use swdaq_plugin_abi as abi;
 mod shims;
 mod types;
 

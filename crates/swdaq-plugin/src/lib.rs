@@ -18,7 +18,7 @@
 //! # Ok::<(), swdaq_plugin::LoadError>(())
 //! ```
 
-mod abi;
+use swdaq_plugin_abi as abi;
 mod decode;
 mod error;
 mod load;

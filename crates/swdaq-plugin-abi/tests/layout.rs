@@ -1,12 +1,11 @@
-//! The SDK's mirror of the ABI against what gcc makes of `include/swdaq_plugin.h`.
+//! The mirror against what gcc and g++ make of `include/swdaq_plugin.h`.
 
 use std::mem::offset_of;
 use std::path::Path;
 use std::process::Command;
+use swdaq_plugin_abi::*;
 
-use swdaq_plugin_sdk::abi::*;
-
-/// What `tests/plugins/abi_layout.c` prints for the header, made from this mirror.
+/// What `tests/abi_layout.c` prints for the header, made from this mirror.
 fn mirror_layout() -> String {
     macro_rules! size {
         ($c:literal, $t:ty) => {
@@ -70,25 +69,25 @@ fn mirror_layout() -> String {
         field!("swdaq_plugin", RawPlugin, process_fragments),
         field!("swdaq_plugin", RawPlugin, filter_events),
         format!("ABI_VERSION {ABI_VERSION}\n"),
-        "ENTRY swdaq_plugin_v1
-"
-        .to_string(),
+        format!(
+            "ENTRY {}\n",
+            std::str::from_utf8(&ENTRY_SYMBOL[..ENTRY_SYMBOL.len() - 1]).unwrap()
+        ),
         format!("OK {OK} NEED_ROOM {NEED_ROOM} ERROR {ERROR}\n"),
-        // The SDK writes only the "has" flags itself; the plugin's own pass through.
-        "FLAGS 0xf 0xffff0000\n".to_string(),
+        format!("FLAGS {FRAGMENT_KNOWN_FLAGS:#x} {FRAGMENT_DETECTOR_FLAGS:#x}\n"),
     ]
     .concat()
 }
 
 #[test]
-fn the_sdk_mirror_has_the_headers_layout() {
+fn the_mirror_has_the_headers_layout() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = tempfile::tempdir().unwrap();
     let program = dir.path().join("abi_layout");
     let status = Command::new("gcc")
         .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(root.join("include"))
-        .arg(root.join("crates/swdaq-plugin/tests/plugins/abi_layout.c"))
+        .arg(root.join("crates/swdaq-plugin-abi/tests/abi_layout.c"))
         .arg("-o")
         .arg(&program)
         .status()
@@ -96,4 +95,26 @@ fn the_sdk_mirror_has_the_headers_layout() {
     assert!(status.success());
     let printed = Command::new(&program).output().unwrap();
     assert_eq!(String::from_utf8(printed.stdout).unwrap(), mirror_layout());
+}
+
+#[test]
+fn the_header_compiles_as_cpp() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("g++")
+        .args([
+            "-x",
+            "c++",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fsyntax-only",
+            "-I",
+        ])
+        .arg(root.join("include"))
+        .arg(root.join("crates/swdaq-plugin-abi/tests/abi_layout.c"))
+        .current_dir(dir.path())
+        .status()
+        .expect("g++ runs");
+    assert!(status.success());
 }

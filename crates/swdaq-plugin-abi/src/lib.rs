@@ -1,11 +1,12 @@
-//! The SDK's `#[repr(C)]` mirror of `include/swdaq_plugin.h`, version 1, field for field as
-//! the header has it (`tests/layout.rs` compares every size and offset with what a C compiler
-//! makes of the header). Plugin code does not need it: the traits and `export_plugin!` are
-//! written over it.
+//! The `#[repr(C)]` mirror of `include/swdaq_plugin.h`, version 1, field for field as the
+//! header has it, shared by the host (`swdaq-plugin`) and the Rust SDK (`swdaq-plugin-sdk`) so
+//! both speak one layout; `tests/layout.rs` compares every size and offset with what a C
+//! compiler makes of the header.
 
 use std::ffi::{c_char, c_void};
 
 pub const ABI_VERSION: u32 = 1;
+pub const ENTRY_SYMBOL: &[u8] = b"swdaq_plugin_v1\0";
 
 pub type Status = i32;
 pub const OK: Status = 0;
@@ -14,6 +15,8 @@ pub const ERROR: Status = -1;
 
 pub const FRAGMENT_HAS_EVENT_NUMBER: u32 = 0x1;
 pub const FRAGMENT_HAS_TIMESTAMP: u32 = 0x2;
+pub const FRAGMENT_KNOWN_FLAGS: u32 = 0xF;
+pub const FRAGMENT_DETECTOR_FLAGS: u32 = 0xFFFF_0000;
 
 /// `swdaq_instance *`: the plugin's own state, never read by the host.
 pub type InstancePtr = *mut c_void;
@@ -123,3 +126,5 @@ pub struct RawPlugin {
     pub process_fragments: Option<ProcessFragmentsFn>,
     pub filter_events: Option<FilterEventsFn>,
 }
+
+pub type EntryFn = unsafe extern "C" fn() -> *const RawPlugin;
