@@ -48,12 +48,12 @@ pub struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
-    /// The run of `config` as `topology`'s applications: its text, number, log directory and
-    /// duration as its `[run]` gives them.
-    pub fn of(config: &dyn Configured, topology: &'a TopologySection, stages: Stages<'a>) -> Self {
+    /// The run of `config` as its topology's applications: its text, number, log directory
+    /// and duration as its `[run]` gives them.
+    pub fn of(config: &'a dyn Configured, stages: Stages<'a>) -> Self {
         let run = config.run_section();
         Self {
-            topology,
+            topology: config.topology(),
             toml: config.to_toml(),
             run_number: run.number,
             logs: logs_dir(&run.output_dir, run.number),

@@ -46,7 +46,7 @@ pub fn run_apps(
         bursts_to: None,
         clock_followers: &[AppKind::Ru],
     };
-    let plan = Plan::of(config, &config.topology, stages);
+    let plan = Plan::of(config, stages);
     Ok(AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config))
 }
 

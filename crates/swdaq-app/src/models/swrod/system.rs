@@ -119,12 +119,7 @@ pub fn run_apps(
         bursts_to: None,
         clock_followers: &[],
     };
-    let launched = launch(
-        &Plan::of(config, &config.topology, stages),
-        exe,
-        stop,
-        hooks,
-    )?;
+    let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
     let stop_reason = launched.stop_reason.clone();
     let report = merge(launched, config);
     let stop_reason = stop_reason.unless_storage_failed(report.storage_error.clone());

@@ -71,12 +71,7 @@ pub fn run_distributed(
         bursts_to: config.recording.enabled.then_some(AppKind::Readout),
         clock_followers: &[],
     };
-    let launched = launch(
-        &Plan::of(config, &config.topology, stages),
-        exe,
-        stop,
-        hooks,
-    )?;
+    let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
     let mut reports = Vec::new();
     let mut outcomes = Vec::new();
     for (kind, mut outcome, bytes) in launched.apps {
