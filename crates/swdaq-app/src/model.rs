@@ -175,11 +175,24 @@ impl Clone for Box<dyn Configured> {
 
 /// How one run ended: its summary as text and JSON, and whether it failed.
 pub trait Outcome: Send {
+    /// The model's name ("chain", "evb", "swrod").
+    fn model(&self) -> &'static str;
     fn run_number(&self) -> u32;
     fn stop_reason(&self) -> &StopReason;
     fn text(&self) -> String;
-    /// Includes "model", "run_number" and "stop_reason".
-    fn json(&self) -> serde_json::Value;
+    /// The model's own figures (a JSON object); `json` puts the envelope around them.
+    fn figures(&self) -> serde_json::Value;
+    /// The summary every tool reads: the model's figures with "model", "run_number",
+    /// "stop_reason" and "stop_reason_text", set here for every model.
+    fn json(&self) -> serde_json::Value {
+        let mut j = self.figures();
+        j["model"] = self.model().into();
+        j["run_number"] = self.run_number().into();
+        j["stop_reason"] = serde_json::to_value(self.stop_reason())
+            .expect("a stop reason is representable in JSON");
+        j["stop_reason_text"] = self.stop_reason().to_string().into();
+        j
+    }
     /// `Some`: `swdaq run` exits non-zero with it.
     fn failure(&self) -> Option<String>;
 }

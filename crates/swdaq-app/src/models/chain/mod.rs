@@ -153,10 +153,12 @@ impl Outcome for ChainOutcome {
         summary::summary(&self.report)
     }
 
-    fn json(&self) -> serde_json::Value {
-        let mut j = summary::summary_json(&self.report);
-        j["run_number"] = self.run_number.into();
-        j
+    fn model(&self) -> &'static str {
+        CHAIN.name()
+    }
+
+    fn figures(&self) -> serde_json::Value {
+        summary::summary_json(&self.report)
     }
 
     fn failure(&self) -> Option<String> {

@@ -322,10 +322,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
     };
     let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
     serde_json::json!({
-        "model": "chain",
         "seconds": r.seconds,
-        "stop_reason": r.stop_reason,
-        "stop_reason_text": r.stop_reason.to_string(),
         "links": r.links,
         "trigger": {
             "decisions": t.issued,

@@ -189,11 +189,12 @@ impl Outcome for EvbOutcome {
         self.summary.text()
     }
 
-    fn json(&self) -> serde_json::Value {
-        let mut j = self.summary.json();
-        j["model"] = "evb".into();
-        j["run_number"] = self.run_number.into();
-        j
+    fn model(&self) -> &'static str {
+        EVB.name()
+    }
+
+    fn figures(&self) -> serde_json::Value {
+        self.summary.json()
     }
 
     fn failure(&self) -> Option<String> {

@@ -18,7 +18,7 @@ fn missing_per_ru(s: &EvbSummary) -> Vec<u64> {
 }
 
 /// The closing summary as JSON: every count, and the latency quantiles.
-pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Value {
+pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
     let seconds = s.elapsed.as_secs_f64();
     let fed_failures: serde_json::Map<String, serde_json::Value> = FedCheckFailure::ALL
         .iter()
@@ -35,8 +35,6 @@ pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Val
         .collect();
     serde_json::json!({
         "seconds": seconds,
-        "stop_reason": stop_reason,
-        "stop_reason_text": stop_reason.to_string(),
         "triggered": s.evm.assigned,
         "built": s.built(),
         "incomplete": s.incomplete(),
@@ -84,7 +82,7 @@ pub fn summary_json(s: &EvbSummary, stop_reason: &StopReason) -> serde_json::Val
 }
 
 pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
-    let j = summary_json(s, stop_reason);
+    let j = summary_json(s);
     let mut out = format!(
         "Run ended after {:.1} s ({stop_reason}).\n",
         s.elapsed.as_secs_f64()

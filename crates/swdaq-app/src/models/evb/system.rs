@@ -162,7 +162,7 @@ impl AppsSummary {
     }
 
     pub fn json(&self) -> serde_json::Value {
-        let mut j = summary_json(&self.evb, &self.stop_reason);
+        let mut j = summary_json(&self.evb);
         if self.apps.is_empty() {
             return j;
         }

@@ -197,10 +197,12 @@ impl Outcome for SwrodOutcome {
         summary::summary_text(&self.report, &self.stop_reason)
     }
 
-    fn json(&self) -> serde_json::Value {
-        let mut j = summary::summary_json(&self.report, &self.stop_reason);
-        j["run_number"] = self.run_number().into();
-        j
+    fn model(&self) -> &'static str {
+        SWROD.name()
+    }
+
+    fn figures(&self) -> serde_json::Value {
+        summary::summary_json(&self.report)
     }
 
     fn failure(&self) -> Option<String> {
@@ -285,6 +287,6 @@ mod tests {
         assert_eq!(report.hlt.events, report.cards[0].l1as);
         let text = summary_text(&report, &stop_reason);
         assert!(text.contains("overall OK"), "{text}");
-        assert_eq!(summary_json(&report, &stop_reason)["truth"]["ok"], true);
+        assert_eq!(summary_json(&report)["truth"]["ok"], true);
     }
 }

@@ -6,7 +6,7 @@ use super::report::SwrodReport;
 use crate::runtime::outcome::StopReason;
 use swdaq_swrod::net::subscriber::IntakeCounts;
 
-pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Value {
+pub fn summary_json(r: &SwrodReport) -> serde_json::Value {
     let chunks = r.chunks();
     let robs: Vec<serde_json::Value> = r
         .robs
@@ -35,10 +35,7 @@ pub fn summary_json(r: &SwrodReport, stop_reason: &StopReason) -> serde_json::Va
         })
         .collect();
     let mut j = serde_json::json!({
-        "model": "swrod",
         "seconds": r.seconds,
-        "stop_reason": stop_reason,
-        "stop_reason_text": stop_reason.to_string(),
         "cards": r.cards,
         "l1as": r.cards.first().map_or(0, |c| c.l1as),
         "chunks": chunks,
