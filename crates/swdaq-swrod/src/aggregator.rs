@@ -639,8 +639,11 @@ mod tests {
         c
     }
 
+    /// A built fragment's L1 ID, status words and ROD data.
+    type Stored = (u32, Vec<u32>, Vec<u8>);
+
     /// Fragments of L1 IDs 1..=4 from e-links 0..3 delivered in reverse e-link order.
-    fn run(layout: TestLayout) -> (Vec<(u32, Vec<u32>, Vec<u8>)>, AggregatorCounts) {
+    fn run(layout: TestLayout) -> (Vec<Stored>, AggregatorCounts) {
         let config = RobConfig {
             elinks: vec![0, 1, 2],
             ring_slots: 16,
