@@ -24,13 +24,12 @@ mod swrod;
 #[path = "common/swrod_truth.rs"]
 mod swrod_truth;
 
-use common::loopback_swrod_apps;
+use common::{loopback_swrod_apps, swdaq_run};
 use launched::Run;
 use plugins::{BOARD_SOURCE, FAULTY_SOURCE, build_c_plugin};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use summary::u;
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
@@ -72,14 +71,6 @@ fn config(dir: &Path, aggregator: &str) -> PathBuf {
     )
     .unwrap();
     path
-}
-
-fn swdaq_run(config: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(config)
-        .output()
-        .unwrap()
 }
 
 fn run_ok(config: &Path) -> Value {
