@@ -93,6 +93,7 @@ impl AggregatorSection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::swrod::config::SwrodRunConfig;
 
     #[test]
     fn no_plugin_is_the_default_and_a_missing_file_is_one_line_naming_it() {
@@ -117,5 +118,10 @@ mod tests {
         assert_eq!(section.config["board"].as_integer(), Some(7));
         let again: AggregatorSection = toml::from_str(&toml::to_string(&section).unwrap()).unwrap();
         assert_eq!(again, section);
+        // Applications read the launcher's TOML of the whole run.
+        let mut run = SwrodRunConfig::default();
+        run.swrod.aggregator = section;
+        let again: SwrodRunConfig = toml::from_str(&run.to_toml()).unwrap();
+        assert_eq!(again, run);
     }
 }
