@@ -57,6 +57,9 @@ pub mod status {
     pub const MISSING_ELINKS: u32 = 1 << 16;
     /// swdaq SW ROD: a chunk arrived after its fragment was completed (counted, dropped).
     pub const LATE_CHUNKS: u32 = 1 << 17;
+    /// swdaq SW ROD: the aggregation plugin failed for this L1 ID (its error counted), so the
+    /// ROD data holds the chunks in swdaq's own chunk-record layout instead of the plugin's.
+    pub const PLUGIN_FAILED: u32 = 1 << 18;
     /// A stand-in fragment (with `DUMMY_FRAGMENT`): collecting the real one failed
     /// (eformat `DummyROBStatus::COLLECTION_TIMEOUT`).
     pub const COLLECTION_TIMEOUT: u32 = 0x2 << 16;
@@ -75,6 +78,7 @@ pub mod status {
             &[
                 (MISSING_ELINKS, "MissingElinks"),
                 (LATE_CHUNKS, "LateChunks"),
+                (PLUGIN_FAILED, "PluginFailed"),
             ]
         };
         [

@@ -12,8 +12,14 @@
 //! L1 IDs are ATLAS extended L1 IDs (ECR count in the upper 8 bits); an ECR restarts the
 //! lower 24 bits, which index the ring, and is counted once (`ecrs`). Fragments open across
 //! an ECR complete by the same rules.
+//!
+//! With a detector's aggregation plugin ([`Aggregator::with_payload_plugin`]) the ROD data is
+//! the plugin's payload for the L1 ID's chunks; headers, status words and the missing-e-link
+//! bitmask stay swdaq's. When the plugin fails for an L1 ID, the fragment keeps the chunk
+//! records with `PLUGIN_FAILED` in its first status word (`plugin_errors`): nothing is lost.
 
 use crate::elinks::{ElinkSet, MAX_ROB_ELINKS};
+use crate::payload::PayloadPlugin;
 use crate::pool::{Allocation, BufferPool, PooledBuf};
 use std::collections::VecDeque;
 use swdaq_format::eformat::{
@@ -182,6 +188,10 @@ pub struct AggregatorCounts {
     pub ecrs: u64,
     pub ring_collisions: u64,
     pub buffer_allocations: u64,
+    /// L1 IDs the aggregation plugin failed for: stored with the chunk records and
+    /// `PLUGIN_FAILED` (0 without a plugin).
+    #[serde(default)]
+    pub plugin_errors: u64,
 }
 
 /// A built ROB fragment in its (pooled) buffer.
@@ -247,6 +257,8 @@ pub struct Aggregator<I: SlotIndex> {
     /// Where the ROD data starts in a buffer (room for the most status words before it).
     data_at: usize,
     header_bytes: usize,
+    /// The detector's payload layout, if one is configured.
+    payload_plugin: Option<PayloadPlugin>,
     pub counts: AggregatorCounts,
     /// Problems per e-link (ROB order): chunks lost, duplicate, out of order, truncated or
     /// flagged, BCID mismatches, going silent. Only error paths touch it.
@@ -293,6 +305,7 @@ impl<I: SlotIndex> Aggregator<I> {
             data_at: data_offset(1 + config.bitmask_words()),
             header_bytes: config.header_bytes(),
             config,
+            payload_plugin: None,
             counts: AggregatorCounts::default(),
             elink_errors: vec![0; n],
         })
@@ -300,6 +313,17 @@ impl<I: SlotIndex> Aggregator<I> {
 
     pub fn config(&self) -> &RobConfig {
         &self.config
+    }
+
+    /// Builds every fragment's ROD data with `plugin` instead of chunk records.
+    pub fn with_payload_plugin(mut self, plugin: PayloadPlugin) -> Self {
+        self.payload_plugin = Some(plugin);
+        self
+    }
+
+    /// The aggregation plugin's first error, if it has failed.
+    pub fn first_plugin_error(&self) -> Option<&swdaq_plugin::PluginError> {
+        self.payload_plugin.as_ref()?.first_error.as_ref()
     }
 
     /// Adds the chunk of the ROB's e-link `e`; completed fragments go to `out`.
@@ -520,6 +544,26 @@ impl<I: SlotIndex> Aggregator<I> {
         {
             *w = m;
         }
+        let mut data_len = slot.data_len;
+        if let Some(plugin) = self.payload_plugin.as_mut() {
+            let records = &buf[self.data_at..self.data_at + slot.data_len];
+            match plugin.build(l1_id, records) {
+                Some(payload) => {
+                    data_len = payload.len();
+                    let size = rob_size(1 + self.config.bitmask_words(), data_len);
+                    if size > buf.len() {
+                        // Larger than the built-in layout's largest fragment: a buffer of
+                        // its own (the pooled one goes back to the pool).
+                        buf = PooledBuf::unpooled(vec![0; size]);
+                    }
+                    buf[self.data_at..self.data_at + data_len].copy_from_slice(payload);
+                }
+                None => {
+                    words[0] |= status::PLUGIN_FAILED;
+                    self.counts.plugin_errors += 1;
+                }
+            }
+        }
         let start = self.data_at - data_offset(status_words);
         let rod = RodHeader {
             source_id: self.config.source_id,
@@ -530,13 +574,14 @@ impl<I: SlotIndex> Aggregator<I> {
             detector_event_type: 0,
         };
         // Cannot fail: the buffer is sized for every e-link's largest chunk and the most
-        // status words, and chunk records are whole words.
+        // status words, or for the plugin's payload; chunk records and payloads are whole
+        // words.
         if let Ok(len) = encode_rob(
             &mut buf[start..],
             self.config.source_id,
             &words[..status_words],
             &rod,
-            slot.data_len,
+            data_len,
         ) {
             out(BuiltFragment {
                 buf,
@@ -552,6 +597,135 @@ impl<I: SlotIndex> Aggregator<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use swdaq_format::eformat::{ChunkRecords, RobFragment};
+    use swdaq_format::felix::SubchunkKind;
+    use swdaq_plugin::{Chunk, ErrorKind, PluginError};
+
+    /// A layout for the tests: a 3-byte header (the chunk count, the L1 ID's low bytes), then
+    /// the chunks' links and bytes in the order given; fails for L1 IDs that are multiples of `fail_every`, and
+    /// adds `padding` bytes of 0xAB at the end.
+    struct TestLayout {
+        fail_every: u32,
+        padding: usize,
+    }
+
+    impl swdaq_plugin::Aggregator for TestLayout {
+        fn aggregate(
+            &mut self,
+            l1_id: u32,
+            chunks: &[Chunk<'_>],
+            payload: &mut Vec<u8>,
+        ) -> Result<(), PluginError> {
+            payload.clear();
+            if l1_id.is_multiple_of(self.fail_every) {
+                return Err(PluginError {
+                    plugin: "test".into(),
+                    kind: ErrorKind::Reported(format!("no calibration for {l1_id}")),
+                });
+            }
+            payload.extend([chunks.len() as u8, l1_id as u8, (l1_id >> 8) as u8]);
+            for c in chunks {
+                payload.push(c.link as u8);
+                payload.extend_from_slice(c.data);
+            }
+            payload.resize(payload.len() + self.padding, 0xAB);
+            Ok(())
+        }
+    }
+
+    fn chunk(l1_id: u32, elink: u8) -> Vec<u8> {
+        let mut c = l1_id.to_le_bytes().to_vec();
+        c.extend([7, 0, elink, elink]);
+        c
+    }
+
+    /// A built fragment's L1 ID, status words and ROD data.
+    type Stored = (u32, Vec<u32>, Vec<u8>);
+
+    /// Fragments of L1 IDs 1..=4 from e-links 0..3 delivered in reverse e-link order.
+    fn run(layout: TestLayout) -> (Vec<Stored>, AggregatorCounts) {
+        let config = RobConfig {
+            elinks: vec![0, 1, 2],
+            ring_slots: 16,
+            timeout_fragments: 4,
+            ..Default::default()
+        };
+        let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(config, Allocation::Pool)
+            .unwrap()
+            .with_payload_plugin(PayloadPlugin::new(Box::new(layout)));
+        let trailer = SubchunkTrailer {
+            kind: SubchunkKind::Both,
+            length: 8,
+            crc_error: false,
+            error: false,
+            truncated: false,
+        };
+        let mut fragments = Vec::new();
+        for l1_id in 1..=4u32 {
+            for e in (0..3).rev() {
+                aggregator.add_chunk(e, &chunk(l1_id, e as u8), trailer, &mut |f| {
+                    let rob = RobFragment::parse(f.bytes()).unwrap();
+                    fragments.push((rob.rod.l1_id, rob.status().collect(), rob.data.to_vec()));
+                });
+            }
+        }
+        (fragments, aggregator.counts)
+    }
+
+    #[test]
+    fn a_plugin_s_payload_is_the_rod_data_with_chunks_in_elink_order_padded_to_words() {
+        let (fragments, counts) = run(TestLayout {
+            fail_every: u32::MAX,
+            padding: 0,
+        });
+        assert_eq!(fragments.len(), 4);
+        for (l1_id, status, data) in fragments {
+            let mut want = vec![3, l1_id as u8, 0];
+            for e in 0..3u8 {
+                want.push(e);
+                want.extend(chunk(l1_id, e));
+            }
+            want.resize(want.len().next_multiple_of(4), 0);
+            assert_eq!((status, data), (vec![0], want));
+        }
+        assert_eq!(counts.plugin_errors, 0);
+    }
+
+    #[test]
+    fn a_plugin_error_keeps_the_chunk_records_and_flags_the_fragment() {
+        let (fragments, counts) = run(TestLayout {
+            fail_every: 2,
+            padding: 0,
+        });
+        for (l1_id, status, data) in &fragments {
+            let failed = l1_id % 2 == 0;
+            assert_eq!(status[0] & status::PLUGIN_FAILED != 0, failed);
+            if failed {
+                let records: Vec<_> = ChunkRecords::new(data).map(Result::unwrap).collect();
+                assert_eq!(records.len(), 3);
+                for r in records {
+                    assert_eq!(r.data, &chunk(*l1_id, r.elink as u8)[..]);
+                }
+            }
+        }
+        assert_eq!(counts.plugin_errors, 2);
+        assert_eq!(counts.fragments, 4);
+    }
+
+    #[test]
+    fn a_payload_larger_than_the_pooled_buffer_gets_a_buffer_of_its_own() {
+        let padding = RobConfig::default().buffer_size();
+        let (fragments, counts) = run(TestLayout {
+            fail_every: u32::MAX,
+            padding,
+        });
+        assert_eq!(fragments.len(), 4);
+        for (_, status, data) in fragments {
+            assert_eq!(status, vec![0]);
+            assert_eq!(data.len(), (3 + 3 * 9 + padding).next_multiple_of(4));
+        }
+        assert_eq!(counts.plugin_errors, 0);
+    }
 
     #[test]
     fn impossible_configs_are_errors() {

@@ -19,6 +19,7 @@ pub mod inspect;
 pub mod message;
 pub mod metrics;
 pub mod net;
+pub mod payload;
 pub mod pool;
 mod prefetch;
 pub mod read_back;
@@ -28,4 +29,5 @@ pub use aggregator::{
     Aggregator, AggregatorCounts, BuiltFragment, ModuloIndex, PowerOfTwoIndex, RobConfig, SlotIndex,
 };
 pub use decoder::{BlockDecoder, DecoderCounts};
+pub use payload::PayloadPlugin;
 pub use pool::Allocation;

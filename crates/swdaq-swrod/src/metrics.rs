@@ -8,7 +8,7 @@ use crate::decoder::DecoderCounts;
 use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
 
 /// (metric name, help, value) of every published count.
-fn values(d: &DecoderCounts, a: &AggregatorCounts) -> [(&'static str, &'static str, u64); 20] {
+fn values(d: &DecoderCounts, a: &AggregatorCounts) -> [(&'static str, &'static str, u64); 21] {
     [
         ("swdaq_swrod_blocks_total", "FELIX blocks decoded", d.blocks),
         ("swdaq_swrod_chunks_total", "Whole chunks decoded", d.chunks),
@@ -101,6 +101,11 @@ fn values(d: &DecoderCounts, a: &AggregatorCounts) -> [(&'static str, &'static s
             "swdaq_swrod_buffer_allocations_total",
             "Fragment buffers allocated instead of taken from the pool",
             a.buffer_allocations,
+        ),
+        (
+            "swdaq_swrod_plugin_errors_total",
+            "L1 IDs the aggregation plugin failed for (stored in swdaq's layout, flagged)",
+            a.plugin_errors,
         ),
     ]
 }

@@ -13,6 +13,7 @@ mod common;
 #[path = "common/disk.rs"]
 mod disk;
 use common::models::{EVERY_MODEL, Load, Model, config};
+use common::swdaq_run;
 use disk::{SmallDisk, settled_snapshot, snapshot};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -20,14 +21,6 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn swdaq_run(config: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(config)
-        .output()
-        .unwrap()
-}
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

@@ -5,15 +5,16 @@
 //! summary's counters against its truth, clean and with every fault kind on.
 
 mod common;
+#[path = "common/swrod_truth.rs"]
+mod swrod_truth;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
-use swdaq_format::eventstorage::{FileHead, Record, Records};
-use swdaq_sim::felix::{FelixCard, FelixConfig};
-use swdaq_swrod::BlockDecoder;
+use swdaq_sim::felix::FelixConfig;
+use swrod_truth::events_of;
 
 const CARDS: u16 = 2;
 const ROBS_PER_CARD: u16 = 2;
@@ -78,48 +79,9 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-/// Every whole chunk the emulated cards sent: (card, e-link, L1 ID) -> bytes, as the cards
-/// of the run (seed + card) send them; emulated in the run, the last `CLEAN_TAIL` L1
-/// accepts are fault-free.
+/// Every whole chunk the run's emulated cards sent.
 fn emulated_chunks(l1as: u64, felix: FelixConfig) -> HashMap<(u16, u16, u32), Vec<u8>> {
-    let mut chunks = HashMap::new();
-    for card in 0..CARDS {
-        let mut c = FelixCard::new(FelixConfig {
-            seed: felix.seed + u64::from(card),
-            ..felix.clone()
-        })
-        .unwrap();
-        let mut blocks = Vec::new();
-        for i in 0..l1as {
-            if !felix.ttc_to_host && i + CLEAN_TAIL >= l1as {
-                c.set_fault_rates(Default::default());
-            }
-            c.l1_accept(&mut blocks);
-        }
-        c.flush(&mut blocks);
-        let elinks: Vec<u16> = (0..ELINKS).collect();
-        let mut decoder = BlockDecoder::new(&elinks);
-        decoder.decode_blocks(&blocks, |e, chunk, _| {
-            let l1_id = u32::from_le_bytes(chunk[0..4].try_into().unwrap());
-            chunks.insert((card, e as u16, l1_id), chunk.to_vec());
-        });
-    }
-    chunks
-}
-
-/// The full events of an EventStorage file, each whole.
-fn events_of(path: &str) -> Vec<Vec<u8>> {
-    let bytes = std::fs::read(path).unwrap();
-    let (_, body) = FileHead::parse(&bytes).unwrap();
-    let mut events = Vec::new();
-    for r in Records::new(&bytes, body) {
-        match r {
-            Record::Event { data, .. } => events.push(data.to_vec()),
-            Record::End { .. } => {}
-            Record::Damaged { why, .. } => panic!("{path}: {why}"),
-        }
-    }
-    events
+    swrod_truth::emulated_chunks(CARDS, l1as, &felix, CLEAN_TAIL)
 }
 
 /// Reads every stored event and checks it against the emulated chunks; returns the number

@@ -4,6 +4,15 @@
 pub mod models;
 pub mod watch;
 
+/// `swdaq run --json --config <config>`, waited for.
+pub fn swdaq_run(config: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
 /// A TCP port on 127.0.0.1 free at the moment of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

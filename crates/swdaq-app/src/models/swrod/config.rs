@@ -1,6 +1,7 @@
 //! The SW ROD run file (`configs/swrod.toml` is the commented example; with a
 //! `[topology]` of `swrod`, `hltsv` and `hlt` applications, `configs/swrod-apps.toml`).
 
+use super::aggregation::AggregatorSection;
 use crate::run_section::{OldSpelling, RunSection};
 use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
@@ -81,6 +82,9 @@ pub struct SwrodSettings {
     pub felix: FelixConfig,
     /// Where the cards' blocks come from.
     pub input: SwrodInput,
+    /// How each ROB fragment's payload is built: a detector's plugin, or swdaq's chunk
+    /// records (the default).
+    pub aggregator: AggregatorSection,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,6 +218,7 @@ impl Default for SwrodSettings {
             clean_tail_l1as: 16,
             felix: FelixConfig::default(),
             input: SwrodInput::default(),
+            aggregator: AggregatorSection::default(),
         }
     }
 }
@@ -335,7 +340,9 @@ impl SwrodSettings {
             // Any run: the number is not checked.
             self.rob_config(0, r, 0).validate()?;
         }
-        self.memory_plan().check()
+        self.memory_plan().check()?;
+        // Last: loading the plugin runs its code, worth doing only for an otherwise sound run.
+        self.aggregator.validate()
     }
 
     /// What the sizes set here hold at most, per ROB fragment (every e-link's largest chunk
@@ -422,6 +429,13 @@ impl SwrodRunConfig {
             self.swrod.rob_fragment_bytes(),
             "a ROB fragment (its e-links' chunks at swrod.max_chunk_bytes each)",
         )?;
+        let status_words = 1 + self.swrod.felix.elinks.div_ceil(32) as usize;
+        if let Some(bytes) = self.swrod.aggregator.largest_fragment_bytes(status_words) {
+            self.topology.check_largest_message(
+                bytes,
+                "a ROB fragment of the aggregation plugin (swrod.aggregator.max_payload_bytes)",
+            )?;
+        }
         let emulated = self.swrod.input.kind == SwrodInputKind::Emulator;
         anyhow::ensure!(
             !self.topology.is_distributed() || !emulated || self.swrod.l1a_rate_hz > 0.0,

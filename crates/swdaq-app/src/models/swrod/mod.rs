@@ -7,6 +7,7 @@
 //! `live`; what it counts and checks against the emulator's truth: `report`; its closing
 //! summary: `summary`.
 
+pub mod aggregation;
 pub mod apps;
 pub mod cards;
 pub mod config;

@@ -27,7 +27,7 @@ use swdaq_swrod::metrics::RobMetrics;
 use swdaq_swrod::net::subscriber::Subscriber;
 use swdaq_swrod::trigger::L1Accept;
 use swdaq_swrod::{
-    Aggregator, Allocation, BlockDecoder, BuiltFragment, PowerOfTwoIndex, RobConfig,
+    Aggregator, Allocation, BlockDecoder, BuiltFragment, PayloadPlugin, PowerOfTwoIndex, RobConfig,
 };
 
 /// How often data threads copy their counts to the registry.
@@ -49,6 +49,8 @@ struct Rod {
     feed: RodFeed,
     chain: ConsumerChain,
     metrics: RobMetrics,
+    /// This ROB's own instance of the aggregation plugin, moved into its thread.
+    payload_plugin: Option<PayloadPlugin>,
 }
 
 /// The threads of some cards and their ROBs, set up and not yet started.
@@ -88,6 +90,8 @@ impl Readout {
             sampler_metrics: SamplerMetrics::register(registry)?,
         };
         let mut ports = Vec::new();
+        // One load per process; an instance per ROB below.
+        let plugin = s.aggregator.load()?;
         for &card in cards {
             let mut outputs = Vec::new();
             for r in 0..s.robs_per_card {
@@ -119,12 +123,17 @@ impl Readout {
                     rob.source_id,
                     &["requests", "sampler"],
                 )?;
+                let payload_plugin = plugin
+                    .as_ref()
+                    .map(|p| s.aggregator.instance(p))
+                    .transpose()?;
                 readout.rods.push(Rod {
                     card: usize::from(card),
                     rob,
                     feed,
                     chain,
                     metrics,
+                    payload_plugin,
                 });
             }
             let counter = registry
@@ -218,7 +227,12 @@ impl Readout {
         let sampler = std::thread::Builder::new()
             .name("swrod-sampler".into())
             .spawn_scoped(scope, move || {
-                sample(samplers, s.felix.l1id_offset, metrics)
+                sample(
+                    samplers,
+                    s.felix.l1id_offset,
+                    s.aggregator.has_plugin(),
+                    metrics,
+                )
             })?;
         Ok(Running {
             cards,
@@ -342,6 +356,7 @@ fn rod_thread(rod: Rod, s: &SwrodSettings, shared: &Shared) -> anyhow::Result<Ro
         feed,
         mut chain,
         mut metrics,
+        payload_plugin,
     } = rod;
     let source_id = rob.source_id;
     let mut input = match feed {
@@ -364,6 +379,9 @@ fn rod_thread(rod: Rod, s: &SwrodSettings, shared: &Shared) -> anyhow::Result<Ro
     // Validated with the configuration.
     let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool)
         .expect("validated ROB configuration");
+    if let Some(plugin) = payload_plugin {
+        aggregator = aggregator.with_payload_plugin(plugin);
+    }
     let cpu = cpu_time::ThreadTime::now();
     let mut busy = Duration::ZERO;
     let mut last_publish = Instant::now();
@@ -414,6 +432,7 @@ fn rod_thread(rod: Rod, s: &SwrodSettings, shared: &Shared) -> anyhow::Result<Ro
         source_id,
         decoder: decoder.counts,
         aggregator: aggregator.counts,
+        plugin_error: aggregator.first_plugin_error().map(|e| e.to_string()),
         consumers: chain.counts().map(|(n, c)| (n.to_owned(), c)).collect(),
         intake: match &input {
             RodInput::Tcp(sub) => Some(sub.counts),

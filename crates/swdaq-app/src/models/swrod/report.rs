@@ -44,6 +44,10 @@ pub struct RodResult {
     pub source_id: u32,
     pub decoder: DecoderCounts,
     pub aggregator: AggregatorCounts,
+    /// The aggregation plugin's first error on this ROB (`aggregator.plugin_errors` counts
+    /// them all).
+    #[serde(default)]
+    pub plugin_error: Option<String>,
     pub consumers: Vec<(String, ConsumerCounts)>,
     /// TCP input: the ROB's subscription to its e-links.
     pub intake: Option<IntakeCounts>,
@@ -275,6 +279,9 @@ impl SwrodReport {
             ("bcid_mismatches", a(|c| c.bcid_mismatches)),
             ("ring_collisions", a(|c| c.ring_collisions)),
             ("elinks_revived", a(|c| c.elinks_revived)),
+            // No injected fault makes a plugin fail: its L1 IDs are stored flagged in swdaq's
+            // layout, and the run is not what the detector asked for.
+            ("plugin_errors", a(|c| c.plugin_errors)),
         ]
     }
 

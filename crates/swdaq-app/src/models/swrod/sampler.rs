@@ -2,7 +2,7 @@
 
 use crossbeam_channel::{Receiver, Select};
 use std::sync::Arc;
-use swdaq_format::eformat::{ChunkRecords, RobFragment};
+use swdaq_format::eformat::{ChunkRecords, RobFragment, status};
 use swdaq_monitor::{Counter, Registry};
 use swdaq_swrod::BuiltFragment;
 
@@ -28,10 +28,13 @@ impl SamplerMetrics {
 }
 
 /// The monitoring sampler: checks every sampled fragment's layout and that each chunk
-/// carries the fragment's L1 ID.
+/// carries the fragment's L1 ID. With an aggregation plugin (`plugin_payloads`) the payload
+/// is the detector's, which swdaq cannot read: only the ROB's own layout is checked, and the
+/// chunk records of a fragment the plugin failed for.
 pub(super) fn sample(
     inputs: Vec<Receiver<Arc<BuiltFragment>>>,
     l1id_offset: usize,
+    plugin_payloads: bool,
     metrics: SamplerMetrics,
 ) -> (u64, u64) {
     let (mut samples, mut errors) = (0, 0);
@@ -48,7 +51,7 @@ pub(super) fn sample(
             Ok(f) => {
                 samples += 1;
                 metrics.samples.inc();
-                if !fragment_is_sound(&f, l1id_offset) {
+                if !fragment_is_sound(&f, l1id_offset, plugin_payloads) {
                     errors += 1;
                     metrics.errors.inc();
                 }
@@ -59,10 +62,17 @@ pub(super) fn sample(
     (samples, errors)
 }
 
-fn fragment_is_sound(f: &BuiltFragment, l1id_offset: usize) -> bool {
+fn fragment_is_sound(f: &BuiltFragment, l1id_offset: usize, plugin_payloads: bool) -> bool {
     let Ok(rob) = RobFragment::parse(f.bytes()) else {
         return false;
     };
+    let plugin_failed = rob
+        .status()
+        .next()
+        .is_some_and(|w| w & status::PLUGIN_FAILED != 0);
+    if plugin_payloads && !plugin_failed {
+        return true;
+    }
     let l1_id = rob.rod.l1_id.to_le_bytes();
     ChunkRecords::new(rob.data)
         .all(|r| r.is_ok_and(|r| r.data.get(l1id_offset..l1id_offset + 4) == Some(&l1_id[..])))

@@ -16,6 +16,8 @@ pub fn summary_json(r: &SwrodReport) -> serde_json::Value {
                 "source_id": format!("0x{:08x}", rob.source_id),
                 "decoder": rob.decoder,
                 "aggregator": rob.aggregator,
+                "plugin_errors": rob.aggregator.plugin_errors,
+                "plugin_error": rob.plugin_error,
                 "consumers": rob.consumers.iter().map(|(n, c)| (n.clone(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
                 "intake": rob.intake,
                 "cpu_s": rob.cpu_s,
@@ -107,7 +109,7 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
         let a = &rob.aggregator;
         let drops: u64 = rob.consumers.iter().map(|(_, c)| c.dropped_slow).sum();
         out += &format!(
-            "ROB 0x{:08x}: {} fragments ({} incomplete), {:.2} M chunks per CPU second ({:.1} CPU s), {} dropped by slow consumers{}\n",
+            "ROB 0x{:08x}: {} fragments ({} incomplete), {:.2} M chunks per CPU second ({:.1} CPU s), {} dropped by slow consumers{}{}\n",
             rob.source_id,
             a.fragments,
             a.incomplete_fragments,
@@ -116,6 +118,10 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
             drops,
             rob.intake
                 .map_or(String::new(), |i| format!("; {}", intake_text(&i))),
+            rob.plugin_error.as_ref().map_or(String::new(), |e| format!(
+                "; aggregation plugin failed for {} L1 IDs (stored in swdaq's layout, flagged PluginFailed), first: {e}",
+                a.plugin_errors
+            )),
         );
     }
     let h = &r.hlt;
