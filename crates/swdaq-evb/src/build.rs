@@ -1,8 +1,12 @@
 //! Building events from super-fragments: one slot per readout unit, complete when every
-//! slot is filled, flagged incomplete with the missing readout units named when the time-out
-//! passes first (or the run ends). Every super-fragment must carry the event's id, and so
-//! must every FED fragment in it; one that does not is counted and left out, which makes its
-//! readout unit missing. The built event is an FRD v6 event: header with CRC32C, then the
+//! slot is filled with all its FEDs, flagged incomplete with the missing readout units named
+//! when the time-out passes first (or the run ends). Every super-fragment must carry the
+//! event's id, and so must every FED fragment in it; one that does not is counted and left
+//! out, which makes its readout unit missing. An event lacking a FED (its fragment never came,
+//! or a readout unit's check left it out) is incomplete too: a reader of the file finds the
+//! FED absent, as CMS's builder unit counts such an event "missing data" from the FED ids the
+//! readout unit says it dropped (mommsen/evb `readoutunit/BUproxy.h`,
+//! `fillSuperFragmentHeader`; `bu/EventBuilder` `nbEventsMissingData`). The built event is an FRD v6 event: header with CRC32C, then the
 //! FED fragments. An event none of whose FED fragments passed the readout units' checks holds
 //! nothing the detector sent (garbage, or every FED silent): it is counted `no_data` and
 //! never handed on to be written. It is built in place: the header is computed over the super-fragments
@@ -80,6 +84,7 @@ impl BuiltEvent {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BuildCounts {
     pub complete: u64,
+    /// Events lacking a readout unit or a FED, flagged `INCOMPLETE` in their FRD header.
     pub incomplete: u64,
     /// Super-fragments that never came, per readout unit.
     pub missing_per_ru: Vec<u64>,
@@ -249,12 +254,9 @@ impl EventBuilder {
             self.counts.no_data += 1;
             return None;
         }
+        let incomplete = !missing_rus.is_empty() || bad_feds > 0;
         let header = FrdEventHeader {
-            flags: if missing_rus.is_empty() {
-                0
-            } else {
-                frd_flags::INCOMPLETE
-            },
+            flags: if incomplete { frd_flags::INCOMPLETE } else { 0 },
             run: self.run,
             lumi: building.lumi,
             // The FRD header carries 32 bits of the event number.
@@ -266,10 +268,10 @@ impl EventBuilder {
                 crc32c_iov(parts.iter().map(|p| &p.data[..]))
             },
         };
-        if missing_rus.is_empty() {
-            self.counts.complete += 1;
-        } else {
+        if incomplete {
             self.counts.incomplete += 1;
+        } else {
+            self.counts.complete += 1;
         }
         self.counts.with_bad_feds += u64::from(bad_feds > 0);
         self.counts.bytes += (FRD_EVENT_HEADER_SIZE + payload_size) as u64;
@@ -405,5 +407,28 @@ mod tests {
         let c = b.counts();
         assert_eq!((c.complete, c.incomplete, c.no_data), (0, 0, 3));
         assert_eq!((c.bytes, c.wrong_event_id), (0, 1));
+    }
+
+    /// Every readout unit answered, but one left a FED out (it never came, or failed a
+    /// check): the event is written flagged incomplete and counted so, with the FED count.
+    #[test]
+    fn an_event_lacking_a_fed_is_flagged_and_counted_incomplete() {
+        let t0 = Instant::now();
+        let mut b = EventBuilder::new(1, 2, Duration::from_secs(1));
+        let lacking = SuperFragment {
+            bad_feds: 1,
+            ..part(1, 7, 7)
+        };
+        assert!(b.start(7, 1, part(0, 7, 7), t0).is_none());
+        let e = b.add(7, lacking, t0).expect("every readout unit answered");
+        assert!(e.missing_rus.is_empty());
+        assert_eq!(e.bad_feds, 1);
+        let header = FrdEventHeader::parse(&e.header).unwrap();
+        assert_ne!(header.flags & frd_flags::INCOMPLETE, 0);
+        let whole = b.start(8, 1, part(0, 8, 8), t0);
+        let whole = whole.or_else(|| b.add(8, part(1, 8, 8), t0)).unwrap();
+        assert_eq!(FrdEventHeader::parse(&whole.header).unwrap().flags, 0);
+        let c = b.counts();
+        assert_eq!((c.complete, c.incomplete, c.with_bad_feds), (1, 1, 1));
     }
 }
