@@ -4,7 +4,7 @@
 //! `models::MODELS`; a configuration picks one by its top-level table (`models::select`).
 
 use crate::live::Live;
-use crate::run_section::{OldSpelling, RunSection};
+use crate::run_section::{OldSpellings, RunSection};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::steering::Steering;
@@ -109,7 +109,7 @@ pub struct ModelOf<C> {
     title: &'static str,
     table: Option<&'static str>,
     parse: fn(&str) -> anyhow::Result<C>,
-    old: &'static [OldSpelling],
+    old: Option<&'static OldSpellings>,
 }
 
 impl<C> ModelOf<C> {
@@ -118,7 +118,7 @@ impl<C> ModelOf<C> {
         title: &'static str,
         table: Option<&'static str>,
         parse: fn(&str) -> anyhow::Result<C>,
-        old: &'static [OldSpelling],
+        old: Option<&'static OldSpellings>,
     ) -> Self {
         Self {
             name,

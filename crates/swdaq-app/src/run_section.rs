@@ -95,24 +95,39 @@ struct Given {
     metrics_addr: Option<String>,
 }
 
-/// Where an older file kept a `[run]` key: `table` (`None`: the top level) and its name there.
-pub struct OldSpelling {
-    pub table: Option<&'static str>,
-    pub key: &'static str,
-    pub run_key: &'static str,
+/// Where older files of a model with its own table kept the `[run]` keys: `duration_s` and
+/// `metrics_addr` at the top level (every such model), the others inside `table` as
+/// `in_table` says (old name, `[run]` key).
+pub struct OldSpellings {
+    pub table: &'static str,
+    pub in_table: &'static [(&'static str, &'static str)],
 }
 
-impl OldSpelling {
-    fn old_name(&self) -> String {
-        match self.table {
-            Some(t) => format!("{t}.{}", self.key),
-            None => self.key.to_string(),
-        }
+/// The keys every model with its own table kept at the top level.
+const TOP_LEVEL: &[(&str, &str)] = &[
+    ("duration_s", "duration_s"),
+    ("metrics_addr", "metrics_addr"),
+];
+
+impl OldSpellings {
+    /// Each old spelling: its table (`None`: the top level), its name there, its `[run]` key.
+    fn each(&self) -> impl Iterator<Item = (Option<&'static str>, &'static str, &'static str)> {
+        let top = TOP_LEVEL.iter().map(|&(key, run_key)| (None, key, run_key));
+        let table = Some(self.table);
+        top.chain(
+            self.in_table
+                .iter()
+                .map(move |&(key, run_key)| (table, key, run_key)),
+        )
     }
 }
 
-/// Parses a model's configuration text, its old spellings read as their `[run]` keys.
-pub fn parse<C: serde::de::DeserializeOwned>(text: &str, old: &[OldSpelling]) -> anyhow::Result<C> {
+/// Parses a model's configuration text, its old spellings (if it had any) read as their
+/// `[run]` keys.
+pub fn parse<C: serde::de::DeserializeOwned>(
+    text: &str,
+    old: Option<&OldSpellings>,
+) -> anyhow::Result<C> {
     let invalid = |mut e: toml::de::Error| {
         e.set_input(Some(text));
         anyhow::anyhow!("invalid configuration: {e}")
@@ -124,7 +139,7 @@ pub fn parse<C: serde::de::DeserializeOwned>(text: &str, old: &[OldSpelling]) ->
 }
 
 /// One line per old spelling the text uses, saying what to write instead.
-pub fn deprecations(text: &str, old: &[OldSpelling]) -> Vec<String> {
+pub fn deprecations(text: &str, old: Option<&OldSpellings>) -> Vec<String> {
     let Ok(mut root) = DeTable::parse(text) else {
         return Vec::new();
     };
@@ -133,17 +148,24 @@ pub fn deprecations(text: &str, old: &[OldSpelling]) -> Vec<String> {
 
 /// Moves each old spelling's value into `[run]` (made if missing); an error when `[run]`
 /// gives the same key too. Returns one deprecation line per key moved.
-fn move_old_spellings(root: &mut DeTable<'_>, old: &[OldSpelling]) -> Result<Vec<String>, String> {
+fn move_old_spellings(
+    root: &mut DeTable<'_>,
+    old: Option<&OldSpellings>,
+) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
-    for spelling in old {
-        let holder = match spelling.table {
+    for (table, old_key, run_key) in old.into_iter().flat_map(OldSpellings::each) {
+        let old_name = match table {
+            Some(t) => format!("{t}.{old_key}"),
+            None => old_key.to_string(),
+        };
+        let holder = match table {
             None => Some(&mut *root),
             Some(t) => match root.get_mut(t).map(Spanned::get_mut) {
                 Some(DeValue::Table(table)) => Some(table),
                 _ => None,
             },
         };
-        let Some((key, value)) = holder.and_then(|h| h.remove_entry(spelling.key)) else {
+        let Some((key, value)) = holder.and_then(|h| h.remove_entry(old_key)) else {
             continue;
         };
         let run_entry = root
@@ -152,22 +174,14 @@ fn move_old_spellings(root: &mut DeTable<'_>, old: &[OldSpelling]) -> Result<Vec
         let DeValue::Table(run) = run_entry.get_mut() else {
             return Err("run: must be a table ([run])".into());
         };
-        if run.contains_key(spelling.run_key) {
+        if run.contains_key(run_key) {
             return Err(format!(
-                "{} and run.{} both given: keep run.{}",
-                spelling.old_name(),
-                spelling.run_key,
-                spelling.run_key
+                "{old_name} and run.{run_key} both given: keep run.{run_key}"
             ));
         }
-        run.insert(
-            Spanned::new(key.span(), DeString::Borrowed(spelling.run_key)),
-            value,
-        );
+        run.insert(Spanned::new(key.span(), DeString::Borrowed(run_key)), value);
         lines.push(format!(
-            "deprecated: {} is read as run.{}: write it under [run]",
-            spelling.old_name(),
-            spelling.run_key
+            "deprecated: {old_name} is read as run.{run_key}: write it under [run]"
         ));
     }
     Ok(lines)
@@ -200,18 +214,10 @@ mod tests {
         RunSection::deserialize_over(d, default_run())
     }
 
-    const OLD: &[OldSpelling] = &[
-        OldSpelling {
-            table: None,
-            key: "duration_s",
-            run_key: "duration_s",
-        },
-        OldSpelling {
-            table: Some("model"),
-            key: "output",
-            run_key: "output_dir",
-        },
-    ];
+    const OLD: Option<&OldSpellings> = Some(&OldSpellings {
+        table: "model",
+        in_table: &[("output", "output_dir")],
+    });
 
     #[test]
     fn old_spellings_are_read_as_run_keys_with_a_line_each() {

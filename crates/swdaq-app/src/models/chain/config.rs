@@ -49,7 +49,7 @@ impl RunConfig {
 
     /// Parses a TOML document; an error names the line, shows it and says what was wrong.
     pub fn parse(text: &str) -> anyhow::Result<Self> {
-        crate::run_section::parse(text, &[])
+        crate::run_section::parse(text, None)
     }
 
     /// Gives the run its number before anything is written: `run.number`, refused if it

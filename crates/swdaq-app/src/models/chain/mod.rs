@@ -34,7 +34,7 @@ pub static CHAIN: ModelOf<RunConfig> = ModelOf::new(
     "DUNE-style streaming chain",
     None,
     RunConfig::parse,
-    &[],
+    None,
 );
 
 impl Configured for RunConfig {

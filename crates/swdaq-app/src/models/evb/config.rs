@@ -2,7 +2,7 @@
 //! (`[run]`), the builder's settings (`[evb]`, `swdaq_evb::EvbConfig`) and an optional
 //! `[topology]` of `evm`, `ru` and `bu` applications.
 
-use crate::run_section::{OldSpelling, RunSection};
+use crate::run_section::{OldSpellings, RunSection};
 use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
@@ -24,29 +24,11 @@ fn run_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RunSectio
     RunSection::deserialize_over(d, EvbRunConfig::default().run)
 }
 
-/// Where older event-builder files kept the `[run]` keys.
-pub const OLD_SPELLINGS: &[OldSpelling] = &[
-    OldSpelling {
-        table: None,
-        key: "duration_s",
-        run_key: "duration_s",
-    },
-    OldSpelling {
-        table: None,
-        key: "metrics_addr",
-        run_key: "metrics_addr",
-    },
-    OldSpelling {
-        table: Some("evb"),
-        key: "run",
-        run_key: "number",
-    },
-    OldSpelling {
-        table: Some("evb"),
-        key: "output",
-        run_key: "output_dir",
-    },
-];
+/// Where older event-builder files kept the `[run]` keys (besides the top-level ones).
+pub const OLD_SPELLINGS: OldSpellings = OldSpellings {
+    table: "evb",
+    in_table: &[("run", "number"), ("output", "output_dir")],
+};
 
 impl Default for EvbRunConfig {
     fn default() -> Self {
@@ -60,7 +42,7 @@ impl Default for EvbRunConfig {
 
 /// Parses and checks an event-builder run's configuration.
 pub fn parse(text: &str) -> anyhow::Result<EvbRunConfig> {
-    let config: EvbRunConfig = crate::run_section::parse(text, OLD_SPELLINGS)?;
+    let config: EvbRunConfig = crate::run_section::parse(text, Some(&OLD_SPELLINGS))?;
     config.validate()?;
     Ok(config)
 }

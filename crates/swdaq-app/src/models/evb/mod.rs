@@ -26,7 +26,7 @@ pub static EVB: ModelOf<EvbRunConfig> = ModelOf::new(
     "CMS-style event builder",
     Some("evb"),
     config::parse,
-    config::OLD_SPELLINGS,
+    Some(&config::OLD_SPELLINGS),
 );
 
 impl Configured for EvbRunConfig {

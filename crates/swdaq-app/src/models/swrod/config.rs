@@ -2,7 +2,7 @@
 //! `[topology]` of `swrod`, `hltsv` and `hlt` applications, `configs/swrod-apps.toml`).
 
 use super::aggregation::AggregatorSection;
-use crate::run_section::{OldSpelling, RunSection};
+use crate::run_section::{OldSpellings, RunSection};
 use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
@@ -389,33 +389,15 @@ fn run_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RunSectio
     RunSection::deserialize_over(d, SwrodRunConfig::default().run)
 }
 
-/// Where older SW ROD files kept the `[run]` keys.
-pub const OLD_SPELLINGS: &[OldSpelling] = &[
-    OldSpelling {
-        table: None,
-        key: "duration_s",
-        run_key: "duration_s",
-    },
-    OldSpelling {
-        table: None,
-        key: "metrics_addr",
-        run_key: "metrics_addr",
-    },
-    OldSpelling {
-        table: Some("swrod"),
-        key: "run_number",
-        run_key: "number",
-    },
-    OldSpelling {
-        table: Some("swrod"),
-        key: "output_dir",
-        run_key: "output_dir",
-    },
-];
+/// Where older SW ROD files kept the `[run]` keys (besides the top-level ones).
+pub const OLD_SPELLINGS: OldSpellings = OldSpellings {
+    table: "swrod",
+    in_table: &[("run_number", "number"), ("output_dir", "output_dir")],
+};
 
 /// Parses and checks a SW ROD run's configuration; an error names the key.
 pub fn parse(text: &str) -> anyhow::Result<SwrodRunConfig> {
-    let config: SwrodRunConfig = crate::run_section::parse(text, OLD_SPELLINGS)?;
+    let config: SwrodRunConfig = crate::run_section::parse(text, Some(&OLD_SPELLINGS))?;
     config.validate()?;
     Ok(config)
 }

@@ -39,7 +39,7 @@ pub static SWROD: ModelOf<SwrodRunConfig> = ModelOf::new(
     "ATLAS-style SW ROD",
     Some("swrod"),
     config::parse,
-    config::OLD_SPELLINGS,
+    Some(&config::OLD_SPELLINGS),
 );
 
 impl Configured for SwrodRunConfig {
