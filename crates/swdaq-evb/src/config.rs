@@ -1,5 +1,6 @@
 //! The event builder's settings: FEDs per readout unit, trigger, builder units, files.
 
+use crate::decoded::{DecoderConfigError, DecoderSection};
 use crate::farm::FarmConfig;
 use crate::producer::Pacing;
 use serde::{Deserialize, Serialize};
@@ -110,6 +111,11 @@ pub struct FedInputConfig {
     /// silent is no event at all: the unit waits for data (`producer`).
     #[serde(with = "millis")]
     pub stop_wait: Duration,
+    /// The number of each FED's first event (a board counting triggers from 0 says 0).
+    pub first_event: u64,
+    /// A detector's own front ends (UDP): the plugin or packet format that decodes each
+    /// FED's datagrams into fragments numbered by event (`decoded`).
+    pub decoder: Option<DecoderSection>,
 }
 
 impl Default for FedInputConfig {
@@ -122,6 +128,8 @@ impl Default for FedInputConfig {
             max_fragment_bytes: 16 << 10,
             udp_batch: swdaq_readout::udp::DEFAULT_BATCH,
             stop_wait: Duration::from_millis(100),
+            first_event: 1,
+            decoder: None,
         }
     }
 }
@@ -181,6 +189,10 @@ pub enum EvbConfigError {
     Input(&'static str, &'static str),
     #[error("[evb.input] udp_batch = {0}: must be 1 to {max}", max = swdaq_readout::udp::MAX_BATCH)]
     UdpBatch(usize),
+    #[error("[evb.input.decoder] needs kind = \"udp\": files and emulated FEDs hold FED fragments")]
+    DecoderInput,
+    #[error(transparent)]
+    Decoder(#[from] DecoderConfigError),
     #[error("readout unit {ru}: {source}")]
     Feds {
         ru: usize,
@@ -238,6 +250,14 @@ impl EvbConfig {
                 return Err(EvbConfigError::UdpBatch(self.input.udp_batch));
             }
             _ => {}
+        }
+        if let Some(decoder) = &self.input.decoder {
+            if self.input.kind != FedInputKind::Udp {
+                return Err(EvbConfigError::DecoderInput);
+            }
+            // Made once as every FED's link will make it: a plugin that cannot be loaded or
+            // refuses its configuration stops the run before it starts.
+            decoder.make()?;
         }
         for ru in 0..self.rus.len() {
             self.fed_sim(ru)

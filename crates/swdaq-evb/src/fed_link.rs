@@ -104,6 +104,10 @@ pub struct FedIngestCounts {
     /// was full): each is a missing fragment the FED did send. As of the link's last idle
     /// read; 0 for sources that cannot tell.
     pub kernel_dropped: u64,
+    /// What the FED's decoder (`[evb.input.decoder]`) could not make a fragment of: bytes
+    /// skipped, fragments refused or without an event number, a source id not the FED's.
+    #[serde(default)]
+    pub decode_errors: u64,
 }
 
 /// A landed fragment's metadata, counted in `counts`: its event number extended around
@@ -294,6 +298,7 @@ impl FedLink {
                 Ok(Batch::End) | Err(_) => break,
             }
         }
+        counts.decode_errors = source.decode_errors();
     }
 
     /// Fragments landed and not yet placed.

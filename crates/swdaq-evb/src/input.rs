@@ -1,8 +1,10 @@
 //! Opens a readout unit's FED input as `[evb.input]` says: its emulator, each FED's raw file
 //! (its frame type checked, its largest fragment sizing the FED's buffer) or each FED's UDP
-//! socket. A file or address that cannot be used is an error that names it.
+//! socket, its datagrams FED fragments or, with `[evb.input.decoder]`, a detector's own
+//! (`decoded`). A file or address that cannot be used is an error that names it.
 
 use crate::config::{EvbConfig, FedInputKind};
+use crate::decoded::{DecodedSource, DecoderConfigError};
 use crate::pause::TriggerClock;
 use crate::producer::{FedSource, Producer, ProducerError};
 use std::io::BufReader;
@@ -11,6 +13,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::path::PathBuf;
 use swdaq_format::fed::FED_RAW_FILE_TYPE;
+use swdaq_format::fed_detector::DetectorWords;
 use swdaq_format::rawfile::RawFileError;
 use swdaq_readout::source::FileSource;
 use swdaq_readout::udp::{UdpSource, port_offset};
@@ -35,6 +38,8 @@ pub enum InputError {
     },
     #[error(transparent)]
     Producer(#[from] ProducerError),
+    #[error(transparent)]
+    Decoder(#[from] DecoderConfigError),
 }
 
 /// Readout unit `ru`'s input, on the run's trigger `clock`.
@@ -63,7 +68,7 @@ pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Produc
                 .iter()
                 .enumerate()
                 .map(|(i, spec)| {
-                    let source = port_offset(base, before + i)
+                    let socket = port_offset(base, before + i)
                         .and_then(UdpSource::bind)
                         .and_then(|s| s.with_batch_size(input.udp_batch).without_waiting())
                         .map_err(|source| InputError::Bind {
@@ -71,10 +76,25 @@ pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Produc
                             addr: format!("{base} + {}", before + i),
                             source,
                         })?;
+                    let Some(decoder) = &input.decoder else {
+                        return Ok(FedSource {
+                            fed: spec.id,
+                            source: Box::new(socket),
+                            max_fragment: input.max_fragment_bytes,
+                        });
+                    };
+                    let source = DecodedSource::new(
+                        spec.id,
+                        Box::new(socket),
+                        input.max_fragment_bytes,
+                        decoder.make()?,
+                        decoder.max_message_bytes,
+                    );
                     Ok(FedSource {
                         fed: spec.id,
                         source: Box::new(source),
-                        max_fragment: input.max_fragment_bytes,
+                        // A datagram's payload in a FED fragment with the detector's words.
+                        max_fragment: DetectorWords::fragment_size(input.max_fragment_bytes),
                     })
                 })
                 .collect::<Result<Vec<_>, InputError>>()?
@@ -85,7 +105,7 @@ pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Produc
         sources,
         input.buffer_fragments,
         input.stop_wait,
-        1,
+        input.first_event,
         clock,
     )?)
 }

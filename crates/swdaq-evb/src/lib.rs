@@ -19,6 +19,7 @@ pub mod bu;
 pub mod build;
 pub mod check;
 pub mod config;
+pub mod decoded;
 pub mod evm;
 pub mod farm;
 pub mod fed_link;

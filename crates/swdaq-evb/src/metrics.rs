@@ -82,6 +82,10 @@ impl FedMetrics {
                     "kernel_dropped",
                     "Datagrams the kernel dropped before the link read them (socket buffer full)",
                 ),
+                (
+                    "decode_errors",
+                    "What the FED's decoder could not make a fragment of",
+                ),
             ]
             .map(|(name, help)| (format!("swdaq_evb_fed_{name}_total"), help.to_owned())),
         )
@@ -117,6 +121,7 @@ impl FedMetrics {
                 i.truncated,
                 i.too_short,
                 i.kernel_dropped,
+                i.decode_errors,
             ]);
             set.publish(&values);
         }

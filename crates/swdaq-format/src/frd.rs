@@ -44,7 +44,8 @@ pub const FRD_DATA_TYPE_EVENTS: u16 = 0;
 pub mod frd_flags {
     /// CMS: the event is simulated (`FRDEVENT_MASK_ISGENDATA`).
     pub const GENERATED: u16 = 1 << 0;
-    /// swdaq: at least one readout unit's data is missing (CMS leaves bits 1..15 unassigned).
+    /// swdaq: a readout unit's data or a FED's fragment is missing (CMS leaves bits 1..15
+    /// unassigned).
     pub const INCOMPLETE: u16 = 1 << 15;
 }
 

@@ -20,6 +20,7 @@ pub mod eformat_event;
 mod error;
 pub mod eventstorage;
 pub mod fed;
+pub mod fed_detector;
 pub mod felix;
 pub mod file_kind;
 pub mod fragment;

@@ -65,6 +65,13 @@ pub trait Decoder {
     fn decode(&mut self, block: &[u8], out: &mut Vec<Fragment>) -> Result<usize, DecodeError>;
 }
 
+/// A decoder chosen at run time (a plugin's or a configured packet format) is one too.
+impl<D: Decoder + ?Sized> Decoder for Box<D> {
+    fn decode(&mut self, block: &[u8], out: &mut Vec<Fragment>) -> Result<usize, DecodeError> {
+        (**self).decode(block, out)
+    }
+}
+
 /// A plugin's `decode`, every returned value checked before it becomes a [`Fragment`].
 pub struct PluginDecoder {
     instance: Instance,

@@ -62,6 +62,12 @@ pub trait FrameSource: Send {
     fn kernel_drops(&self) -> Option<u64> {
         None
     }
+
+    /// What the source's decoder could not make a frame of (bytes skipped, fragments
+    /// refused), counted since the source opened; 0 for a source without a decoder.
+    fn decode_errors(&self) -> u64 {
+        0
+    }
 }
 
 /// Replays a raw file written by `swdaq gen` or by recording.

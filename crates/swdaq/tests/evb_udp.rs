@@ -11,6 +11,7 @@
 //! count) must account for every fragment missing beyond the truth, so a fragment lost in
 //! the event builder itself fails the test.
 
+mod common;
 #[path = "common/fed_streams.rs"]
 mod fed_streams;
 use fed_streams::{
@@ -19,34 +20,12 @@ use fed_streams::{
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::net::UdpSocket;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const EVENTS: u64 = 1000;
 /// Level-1 accepts per second the sender is paced at: 16 k datagrams/s in all.
 const RATE_HZ: f64 = 2000.0;
-
-/// A base port with the `FEDS` ports from it free now (the run binds them next).
-fn free_udp_ports() -> u16 {
-    loop {
-        let base = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = base.local_addr().unwrap().port();
-        if port < 60_000 && (1..FEDS).all(|k| UdpSocket::bind(("127.0.0.1", port + k)).is_ok()) {
-            return port;
-        }
-    }
-}
-
-/// True once some socket is bound to 127.0.0.1:`port` (`/proc/net/udp`), without binding it.
-fn bound(port: u16) -> bool {
-    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
-    let local = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
-}
 
 #[test]
 fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
@@ -57,7 +36,7 @@ fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
     // The same FEDs to raw files: what each FED sends, record by record.
     generate(dir.path(), &seconds, &["--out", "files"]);
 
-    let port = free_udp_ports();
+    let port = common::free_udp_ports(FEDS);
     // `duration_s` only bounds a broken run; `max_events` ends a good one.
     std::fs::write(
         dir.path().join("evb.toml"),
@@ -77,11 +56,7 @@ fn fed_fragments_over_udp_build_into_frd_files_with_every_fault_counted_once() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !(0..FEDS).all(|k| bound(port + k)) {
-        assert!(Instant::now() < deadline, "swdaq run never bound its ports");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_udp_ports(port, FEDS);
     generate(
         dir.path(),
         &seconds,

@@ -32,19 +32,6 @@ fn swdaq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
 }
 
-/// A base port with the `LINKS` ports from it free now (the run binds them next).
-fn free_udp_ports() -> u16 {
-    loop {
-        let base = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let port = base.local_addr().unwrap().port();
-        if port < 60_000
-            && (1..LINKS).all(|k| UdpSocket::bind(("127.0.0.1", port + k as u16)).is_ok())
-        {
-            return port;
-        }
-    }
-}
-
 /// Starts `swdaq run --json` reading UDP from `port` (+ link), with `extra` configuration (a
 /// topology), and waits until it has bound every link's port.
 fn start_run(dir: &Path, port: u16, duration_s: f64, truth: &Path, extra: &str) -> Child {
@@ -207,7 +194,7 @@ fn check_against_what_was_sent(s: &Value, dir: &Path, port: u16) {
 fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_ports();
+    let port = common::free_udp_ports(LINKS as u16);
     let truth = dir.path().join("gen").join("truth_pulses.csv");
     let run = start_run(dir.path(), port, 6.0, &truth, "");
     generate(dir.path(), port);
@@ -219,7 +206,7 @@ fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
 fn readout_applications_fed_over_udp_hold_exactly_the_frames_sent() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_ports();
+    let port = common::free_udp_ports(LINKS as u16);
     let truth = dir.path().join("gen").join("truth_pulses.csv");
     let topology = format!(
         "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n{}",
@@ -238,7 +225,7 @@ fn readout_applications_fed_over_udp_hold_exactly_the_frames_sent() {
 fn garbage_datagrams_are_counted_not_fatal() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_ports();
+    let port = common::free_udp_ports(LINKS as u16);
     let run = start_run(dir.path(), port, 2.0, Path::new(""), "");
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     for n in 0..200usize {
@@ -261,7 +248,7 @@ fn garbage_datagrams_are_counted_not_fatal() {
 fn random_frames_end_with_the_run_and_make_no_complete_record() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let port = free_udp_ports();
+    let port = common::free_udp_ports(LINKS as u16);
     let duration_s = 2.0;
     let started = Instant::now();
     let run = start_run(dir.path(), port, duration_s, Path::new(""), "");

@@ -22,6 +22,41 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A base port on 127.0.0.1 with the `count` ports from it free now (a run binds them next).
+pub fn free_udp_ports(count: u16) -> u16 {
+    loop {
+        let base = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = base.local_addr().unwrap().port();
+        if port < 60_000
+            && (1..count).all(|k| std::net::UdpSocket::bind(("127.0.0.1", port + k)).is_ok())
+        {
+            return port;
+        }
+    }
+}
+
+/// True once some socket is bound to 127.0.0.1:`port` (`/proc/net/udp`), without binding it.
+pub fn udp_port_bound(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
+}
+
+/// Waits (at most 10 s) until the `count` UDP ports from `port` are bound.
+pub fn wait_for_udp_ports(port: u16, count: u16) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !(0..count).all(|k| udp_port_bound(port + k)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "swdaq run never bound its ports"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// `[[topology.apps]]` entries of `(name, kind, extra lines)` on 127.0.0.1, each inbox on a
 /// port free at the moment of asking: all are bound at once, so no two are the same (one at a
 /// time, a port let go could be handed out again).
