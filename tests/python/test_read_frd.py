@@ -138,8 +138,17 @@ def assert_equals_inspect(f, report: dict):
 
 def assert_feds_equal_inspect(path: Path, event):
     (expected,) = [e for e in inspect(path, event.number)["events"] if e["offset"] == event.offset]
-    assert [{"source_id": x.source_id, "l1_id": x.l1_id, "bx_id": x.bx_id, "bytes": x.size, "crc_ok": x.crc_ok}
+    assert [{"source_id": x.source_id, "l1_id": x.l1_id, "bx_id": x.bx_id, "bytes": x.size, "crc_ok": x.crc_ok,
+             "detector": detector(x), "detector_error": None}
             for x in event.fragments] == expected["feds"]
+
+
+def detector(fed):
+    """A detector payload's words as inspect lists them; None for an emulated FED's payload."""
+    payload = fed.detector_payload()
+    if payload is None:
+        return None
+    return {"payload_bytes": len(payload), "timestamp": fed.detector_timestamp, "flags": fed.detector_flags}
 
 
 def test_every_event_and_fed_equals_swdaq_inspect(run):

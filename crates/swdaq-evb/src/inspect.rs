@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 use swdaq_format::fed::{FED_L1_ID_MASK, fed_fragments};
+use swdaq_format::fed_detector::detector_payload;
 use swdaq_format::frd::{
     FRD_EVENT_HEADER_SIZE, FRD_FILE_HEADER_SIZE, FrdEvent, FrdFileHeader, FrdItem, FrdScan,
     frd_flags,
@@ -22,6 +23,20 @@ pub struct FedSummary {
     pub bx_id: u16,
     pub bytes: usize,
     pub crc_ok: bool,
+    /// A detector's own payload (`fed_detector`): what its extension words say.
+    pub detector: Option<DetectorSummary>,
+    /// Why the detector payload words cannot be believed, if they cannot.
+    pub detector_error: Option<String>,
+}
+
+/// A detector payload's extension words (#35).
+#[derive(Debug, Clone, Serialize)]
+pub struct DetectorSummary {
+    pub payload_bytes: usize,
+    /// The detector's clock, when its decoder gave one.
+    pub timestamp: Option<u64>,
+    /// The decoder's flags (`SWDAQ_FRAGMENT_*`, the detector's own in bits 16..32).
+    pub flags: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -34,7 +49,8 @@ pub struct EventSummary {
     pub bytes: u32,
     pub crc_ok: bool,
     pub fed_count: usize,
-    /// FED fragments that do not parse, fail their CRC-16 or carry another level-1 id.
+    /// FED fragments that do not parse, fail their CRC-16, carry another level-1 id or a
+    /// detector payload longer than themselves.
     pub bad_feds: usize,
     /// FED fragments whose level-1 id is not the event number's.
     pub feds_with_other_l1_id: usize,
@@ -234,17 +250,28 @@ fn summarise(offset: usize, event: &FrdEvent<'_>, detail: Option<u32>) -> EventS
             Ok((_, f)) => {
                 let crc_ok = f.crc_ok();
                 let other_l1_id = f.header.l1_id != h.event & FED_L1_ID_MASK;
+                let detector = detector_payload(&f);
                 summary.fed_count += 1;
-                summary.bad_feds += usize::from(!crc_ok || other_l1_id);
+                summary.bad_feds += usize::from(!crc_ok || other_l1_id || detector.is_err());
                 summary.feds_with_other_l1_id += usize::from(other_l1_id);
 
                 if detail == Some(h.event) {
+                    let (detector, detector_error) = match detector {
+                        Ok(payload) => (payload, None),
+                        Err(e) => (None, Some(e.to_string())),
+                    };
                     summary.feds.push(FedSummary {
                         source_id: f.header.source_id,
                         l1_id: f.header.l1_id,
                         bx_id: f.header.bx_id,
                         bytes: f.bytes.len(),
                         crc_ok,
+                        detector: detector.map(|d| DetectorSummary {
+                            payload_bytes: d.bytes.len(),
+                            timestamp: d.words.timestamp(),
+                            flags: d.words.flags,
+                        }),
+                        detector_error,
                     });
                 }
             }
@@ -295,9 +322,19 @@ pub fn render(r: &FrdReport) -> String {
                 .map_or(String::new(), |m| format!("  FED data unreadable: {m}")),
         );
         for f in &e.feds {
+            let detector = match (&f.detector, &f.detector_error) {
+                (Some(d), _) => format!(
+                    "  detector payload {} bytes, timestamp {}, flags {:#x}",
+                    d.payload_bytes,
+                    d.timestamp.map_or("-".to_string(), |t| t.to_string()),
+                    d.flags
+                ),
+                (None, Some(error)) => format!("  detector payload BAD: {error}"),
+                (None, None) => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "    FED {:>4}  L1 id {:>8}  BX {:>4}  {:>6} bytes  crc16 {}",
+                "    FED {:>4}  L1 id {:>8}  BX {:>4}  {:>6} bytes  crc16 {}{detector}",
                 f.source_id,
                 f.l1_id,
                 f.bx_id,

@@ -15,6 +15,7 @@ use swdaq_format::fed::{
     FED_HEADER_SIZE, FED_L1_ID_MASK, FED_TRAILER_SIZE, FedHeader, FedTrailer, fed_crc16,
     fed_fragments,
 };
+use swdaq_format::fed_detector::{DETECTOR_WORDS_SIZE, DetectorWords, detector_payload};
 use swdaq_format::frd::{FRD_EVENT_HEADER_SIZE, FrdEvent as ParsedEvent, frd_flags};
 
 /// An FRD file mapped, with `swdaq inspect`'s report of it.
@@ -44,6 +45,9 @@ impl FrdReader {
                 Ok((at, f)) => fragments.push(Py::new(
                     py,
                     FedFragment {
+                        detector: detector_payload(&f)
+                            .map(|payload| payload.map(|d| d.words))
+                            .map_err(|e| e.to_string()),
                         header: f.header,
                         trailer: f.trailer,
                         computed_crc: fed_crc16(f.bytes),
@@ -215,6 +219,8 @@ pub struct FedFragment {
     offset: usize,
     size: usize,
     bytes: Py<Buffer>,
+    /// A detector's own payload words (`fed_detector`), or why they cannot be believed.
+    detector: Result<Option<DetectorWords>, String>,
 }
 
 #[pymethods]
@@ -320,7 +326,36 @@ impl FedFragment {
                 self.header.l1_id, self.event_l1_id
             ));
         }
+        if let Err(error) = &self.detector {
+            problems.push(error.clone());
+        }
         problems
+    }
+
+    /// A detector's own payload (a front end decoded by a plugin or a packet format): its
+    /// bytes without padding, a read-only uint8 view; `None` for any other FED's payload.
+    fn detector_payload<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Option<Bound<'py, PyArray1<u8>>>> {
+        let Ok(Some(words)) = &self.detector else {
+            return Ok(None);
+        };
+        let start = self.offset + FED_HEADER_SIZE + DETECTOR_WORDS_SIZE;
+        view(self.bytes.bind(py), start..start + words.payload_bytes).map(Some)
+    }
+
+    /// The detector's timestamp, when its decoder gave one.
+    #[getter]
+    fn detector_timestamp(&self) -> Option<u64> {
+        self.detector.as_ref().ok().and_then(Option::as_ref).and_then(|w| w.timestamp())
+    }
+
+    /// The decoder's flags (`SWDAQ_FRAGMENT_*`, the detector's own in bits 16..32), for a
+    /// detector's own payload.
+    #[getter]
+    fn detector_flags(&self) -> Option<u32> {
+        self.detector.as_ref().ok().and_then(Option::as_ref).map(|w| w.flags)
     }
 
     /// The words between header and trailer: a read-only uint8 view, no copy.

@@ -208,13 +208,14 @@ fn boards_build_by_trigger_number(decoder: &str) {
 
     // `swdaq inspect` lists the incomplete event and reads every detector payload.
     let mut listed = 0;
+    let mut inspected_skipped = false;
     for entry in std::fs::read_dir(dir.path().join("out/bu0/run000001")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "raw") {
             continue;
         }
         let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-            .args(["inspect", "--json"])
+            .args(["inspect", "--json", "--record", &SKIPPED.to_string()])
             .arg(&path)
             .output()
             .unwrap();
@@ -227,8 +228,28 @@ fn boards_build_by_trigger_number(decoder: &str) {
             path.display()
         );
         listed += report["incomplete"].as_u64().unwrap();
+        // The event asked for: its boards' payloads as the extension words say.
+        for event in report["events"].as_array().unwrap() {
+            if event["event"] != SKIPPED {
+                continue;
+            }
+            let feds = event["feds"].as_array().unwrap();
+            assert_eq!(feds.len(), 2, "{event}");
+            for fed in feds {
+                let board = fed["source_id"].as_u64().unwrap() as u16;
+                let detector = &fed["detector"];
+                assert_eq!(
+                    detector["payload_bytes"].as_u64().unwrap() as usize,
+                    packet(board, SKIPPED).len()
+                );
+                let timestamp = u64::from(SKIPPED) * 1000 + u64::from(board);
+                assert_eq!(detector["timestamp"].as_u64(), Some(timestamp));
+            }
+            inspected_skipped = true;
+        }
     }
     assert_eq!(listed, lacking);
+    assert!(inspected_skipped, "swdaq inspect --record {SKIPPED} found it");
 }
 
 #[test]

@@ -1,0 +1,112 @@
+"""A detector swdaq has never seen, read back with the `swdaq` package (#35): three triggered
+boards send their packets (a 20-byte big-endian header: magic, board id, trigger number,
+timestamp, payload length; then 16-bit samples) over UDP to `swdaq run` of an event builder
+whose `[evb.input.decoder]` is a no-code packet format; board 2 skips one trigger. Every
+event is read once with each board's payload exactly the packet sent, its timestamp the
+board's, and the event lacking board 2 flagged incomplete, as the summary counts."""
+
+import json
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+
+import swdaq
+from swdaq_paths import SWDAQ
+
+BOARDS = 3
+TRIGGERS = 200
+SKIPPED = 77
+
+BOARD_FORMAT = """
+framing = "length_field"
+header_bytes = 20
+magic = { offset = 0, width = 2, order = "big", value = 0xB0A4 }
+source_id = { offset = 2, width = 2, order = "big" }
+event_number = { offset = 4, width = 4, order = "big" }
+timestamp = { offset = 8, width = 8, order = "big" }
+length = { offset = 16, width = 4, order = "big" }
+"""
+
+
+def packet(board: int, trigger: int) -> bytes:
+    samples = [(i * 97 ^ board ^ trigger) & 0xFFFF for i in range(3 + trigger % 11)]
+    body = struct.pack(f">{len(samples)}H", *samples)
+    return struct.pack(">HHIQI", 0xB0A4, board, trigger, trigger * 1000 + board, len(body)) + body
+
+
+def free_udp_ports(count: int) -> int:
+    """A base port with `count` ports from it free now (the run binds them next)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base >= 60000:
+            continue
+        try:
+            held = []
+            for k in range(count):
+                h = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                held.append(h)
+                h.bind(("127.0.0.1", base + k))
+            return base
+        except OSError:
+            continue
+        finally:
+            for h in held:
+                h.close()
+
+
+def bound(port: int) -> bool:
+    local = f"0100007F:{port:04X}"
+    lines = Path("/proc/net/udp").read_text().splitlines()[1:]
+    return any(line.split()[1] == local for line in lines)
+
+
+def test_a_packet_format_detectors_events_read_back_exactly(tmp_path):
+    port = free_udp_ports(BOARDS)
+    feds = ", ".join(f"{{ id = {b}, mean_bytes = 64, spread_bytes = 0 }}" for b in range(BOARDS))
+    config = tmp_path / "boards.toml"
+    config.write_text(
+        f'[run]\nduration_s = 20\nmetrics_addr = ""\noutput_dir = "{tmp_path / "out"}"\n'
+        f"[evb]\nbuilder_units = 1\nevents_per_file = 50\nmax_events = {TRIGGERS}\nmin_free_bytes = 0\n"
+        f'rus = [[{feds}]]\n[evb.input]\nkind = "udp"\nudp_address = "127.0.0.1:{port}"\nstop_wait = 100\n'
+        f"[evb.input.decoder.format]\n{BOARD_FORMAT}"
+    )
+    run = subprocess.Popen([SWDAQ, "run", "--json", "--config", str(config)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not all(bound(port + k) for k in range(BOARDS)):
+        assert time.monotonic() < deadline and run.poll() is None, "swdaq run never bound its ports"
+        time.sleep(0.02)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        for trigger in range(1, TRIGGERS + 1):
+            for board in range(BOARDS):
+                if (board, trigger) != (2, SKIPPED):
+                    sender.sendto(packet(board, trigger), ("127.0.0.1", port + board))
+            if trigger % 10 == 0:
+                time.sleep(0.01)
+    out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err.decode()
+    summary = json.loads(out)
+    dropped = sum(fed["ingest"]["kernel_dropped"] for fed in summary["feds"])
+
+    seen, incomplete = set(), 0
+    for raw in sorted((tmp_path / "out" / "bu0" / "run000001").glob("*.raw")):
+        with swdaq.open(raw) as f:
+            for event in f:
+                assert event.ok and event.number not in seen
+                seen.add(event.number)
+                boards = {fed.source_id: fed for fed in event.fragments}
+                for board, fed in boards.items():
+                    assert bytes(fed.detector_payload()) == packet(board, event.number)
+                    assert fed.detector_timestamp == event.number * 1000 + board
+                    assert fed.ok, fed.problems
+                if dropped == 0:
+                    expected = {0, 1} if event.number == SKIPPED else {0, 1, 2}
+                    assert set(boards) == expected, event.number
+                assert event.incomplete == (len(boards) < BOARDS)
+                incomplete += event.incomplete
+    assert seen == set(range(1, TRIGGERS + 1))
+    assert incomplete >= 1 and summary["incomplete"] == incomplete
