@@ -334,10 +334,7 @@ impl FedFragment {
 
     /// A detector's own payload (a front end decoded by a plugin or a packet format): its
     /// bytes without padding, a read-only uint8 view; `None` for any other FED's payload.
-    fn detector_payload<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Option<Bound<'py, PyArray1<u8>>>> {
+    fn detector_payload<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArray1<u8>>>> {
         let Ok(Some(words)) = &self.detector else {
             return Ok(None);
         };
@@ -348,14 +345,22 @@ impl FedFragment {
     /// The detector's timestamp, when its decoder gave one.
     #[getter]
     fn detector_timestamp(&self) -> Option<u64> {
-        self.detector.as_ref().ok().and_then(Option::as_ref).and_then(|w| w.timestamp())
+        self.detector
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .and_then(|w| w.timestamp())
     }
 
     /// The decoder's flags (`SWDAQ_FRAGMENT_*`, the detector's own in bits 16..32), for a
     /// detector's own payload.
     #[getter]
     fn detector_flags(&self) -> Option<u32> {
-        self.detector.as_ref().ok().and_then(Option::as_ref).map(|w| w.flags)
+        self.detector
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .map(|w| w.flags)
     }
 
     /// The words between header and trailer: a read-only uint8 view, no copy.

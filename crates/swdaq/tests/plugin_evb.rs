@@ -2,7 +2,8 @@
 //! (`examples/plugins/triggered_board.c`'s packets: a 20-byte header with board id and
 //! trigger number, then samples) send over UDP to `swdaq run` of an `[evb]` configuration
 //! whose `[evb.input.decoder]` is the board's C plugin, built here with the machine's gcc, or
-//! the same packets described as a no-code packet format. Board 2 never sends trigger 50,
+//! the same packets described as a no-code packet format; boards 0 and 1 are one readout
+//! unit, board 2 another; in one process and as applications. Board 2 never sends trigger 50,
 //! and garbage reaches board 1's port once.
 //!
 //! Checked against what was sent: every trigger built once, each board's FED fragment
@@ -60,15 +61,26 @@ fn detector_bytes(fragment: &[u8]) -> (Vec<u8>, u64) {
     (fragment[24..24 + length].to_vec(), word(2))
 }
 
+/// The run's FRD files, of every builder unit (`bu0` in one process, `bu-0` as applications).
+fn frd_files(out: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for unit in std::fs::read_dir(out).unwrap() {
+        let run = unit.unwrap().path().join("run000001");
+        for entry in std::fs::read_dir(run).into_iter().flatten() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "raw") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(!files.is_empty(), "no FRD file under {}", out.display());
+    files
+}
+
 /// Every event of the run's FRD files: number, incomplete flag, FED id -> fragment bytes.
 fn built_events(out: &Path) -> BTreeMap<u64, (bool, BTreeMap<u16, Vec<u8>>)> {
     let mut built = BTreeMap::new();
-    let run = out.join("bu0").join("run000001");
-    for entry in std::fs::read_dir(run).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "raw") {
-            continue;
-        }
+    for path in frd_files(out) {
         let bytes = std::fs::read(&path).unwrap();
         for event in FrdFile::parse(&bytes).unwrap().events() {
             let event = event.unwrap();
@@ -89,25 +101,28 @@ fn built_events(out: &Path) -> BTreeMap<u64, (bool, BTreeMap<u16, Vec<u8>>)> {
     built
 }
 
-/// Runs the boards against a decoder section and checks the run event by event.
-fn boards_build_by_trigger_number(decoder: &str) {
+/// Runs the boards against a decoder section, in one process or as the `topology` says, and
+/// checks the run event by event.
+fn boards_build_by_trigger_number(decoder: &str, topology: &str, duration_s: u32) {
     let dir = tempfile::tempdir().unwrap();
     let port = common::free_udp_ports(BOARDS);
     let feds: Vec<String> = (0..BOARDS)
         .map(|id| format!("{{ id = {id}, mean_bytes = 64, spread_bytes = 0 }}"))
         .collect();
     let config = dir.path().join("boards.toml");
-    // `duration_s` only bounds a broken run; `max_events` ends a good one.
+    // In one process `duration_s` only bounds a broken run, `max_events` ends a good one;
+    // applications stop at `duration_s`.
     std::fs::write(
         &config,
         format!(
-            "[run]\nduration_s = 20\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
+            "[run]\nduration_s = {duration_s}\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
              [evb]\nbuilder_units = 1\nevents_per_file = 64\nmax_events = {TRIGGERS}\n\
-             min_free_bytes = 0\nrus = [[{}]]\n\
+             min_free_bytes = 0\nrus = [[{}], [{}]]\n\
              [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\nstop_wait = 100\n\
-             [evb.input.decoder]\n{decoder}\n",
+             [evb.input.decoder]\n{decoder}\n{topology}",
             dir.path().join("out"),
-            feds.join(", "),
+            feds[..2].join(", "),
+            feds[2],
         ),
     )
     .unwrap();
@@ -209,11 +224,7 @@ fn boards_build_by_trigger_number(decoder: &str) {
     // `swdaq inspect` lists the incomplete event and reads every detector payload.
     let mut listed = 0;
     let mut inspected_skipped = false;
-    for entry in std::fs::read_dir(dir.path().join("out/bu0/run000001")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "raw") {
-            continue;
-        }
+    for path in frd_files(&dir.path().join("out")) {
         let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
             .args(["inspect", "--json", "--record", &SKIPPED.to_string()])
             .arg(&path)
@@ -249,19 +260,43 @@ fn boards_build_by_trigger_number(decoder: &str) {
         }
     }
     assert_eq!(listed, lacking);
-    assert!(inspected_skipped, "swdaq inspect --record {SKIPPED} found it");
+    assert!(
+        inspected_skipped,
+        "swdaq inspect --record {SKIPPED} found it"
+    );
 }
 
 #[test]
 fn triggered_boards_through_the_c_plugin_build_by_trigger_number() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
-    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin));
+    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), "", 20);
 }
 
 #[test]
 fn triggered_boards_through_a_packet_format_build_by_trigger_number() {
-    boards_build_by_trigger_number(&format!("[evb.input.decoder.format]\n{BOARD_FORMAT}"));
+    boards_build_by_trigger_number(
+        &format!("[evb.input.decoder.format]\n{BOARD_FORMAT}"),
+        "",
+        20,
+    );
+}
+
+/// The same boards read by applications: boards 0 and 1 by the event manager (readout unit
+/// 0, as in CMS), board 2 by `ru-1`; the plugin is loaded in each process that reads FEDs.
+#[test]
+fn triggered_boards_through_the_c_plugin_as_applications() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
+    let apps = common::loopback_topology_apps(&[
+        ("evm", "evm", ""),
+        ("ru-1", "ru", ""),
+        ("bu-0", "bu", ""),
+    ]);
+    let topology = format!(
+        "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 2000\nsend_timeout_ms = 500\n{apps}"
+    );
+    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), &topology, 5);
 }
 
 /// A decoder that cannot be made stops the run at configure, in one line naming it.
