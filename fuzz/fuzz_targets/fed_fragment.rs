@@ -3,9 +3,16 @@ use libfuzzer_sys::fuzz_target;
 use swdaq_format::fed::{
     FED_HEADER_SIZE, FedFragment, FedHeader, FedTrailer, encode_fed_fragment, fed_fragments,
 };
+use swdaq_format::fed_detector::{DetectorWords, detector_payload};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(f) = FedFragment::parse(data) {
+        // A detector payload lies inside the fragment, after its two words.
+        if let Ok(Some(detector)) = detector_payload(&f) {
+            let start = detector.bytes.as_ptr() as usize - data.as_ptr() as usize;
+            assert!(start + detector.bytes.len() <= data.len() - 8);
+            assert_eq!(detector.bytes.len(), detector.words.payload_bytes);
+        }
         // A fragment whose CRC checks re-encodes to the same fields and payload; to the same
         // bytes when its header and trailer words have no reserved bit set (CMS ignores them,
         // and so does the parser).
@@ -33,5 +40,6 @@ fuzz_target!(|data: &[u8]| {
         end = offset;
     }
     let _ = FedHeader::parse(data);
+    let _ = DetectorWords::parse(data);
     let _ = FedTrailer::parse(data);
 });
