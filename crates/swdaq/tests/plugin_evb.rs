@@ -3,7 +3,7 @@
 //! trigger number, then samples) send over UDP to `swdaq run` of an `[evb]` configuration
 //! whose `[evb.input.decoder]` is the board's C plugin, built here with the machine's gcc, or
 //! the same packets described as a no-code packet format; boards 0 and 1 are one readout
-//! unit, board 2 another; in one process and as applications. Board 2 never sends trigger 50,
+//! unit, board 2 another; in one process, as applications and under `swdaq serve`. Board 2 never sends trigger 50,
 //! and garbage reaches board 1's port once.
 //!
 //! Checked against what was sent: every trigger built once, each board's FED fragment
@@ -19,6 +19,7 @@ mod plugins;
 use plugins::{BOARD_FORMAT, BOARD_SOURCE, board_packet, build_c_plugin};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -101,39 +102,18 @@ fn built_events(out: &Path) -> BTreeMap<u64, (bool, BTreeMap<u16, Vec<u8>>)> {
     built
 }
 
-/// Runs the boards against a decoder section, in one process or as the `topology` says, and
-/// checks the run event by event.
-fn boards_build_by_trigger_number(decoder: &str, topology: &str, duration_s: u32) {
-    let dir = tempfile::tempdir().unwrap();
-    let port = common::free_udp_ports(BOARDS);
-    let feds: Vec<String> = (0..BOARDS)
-        .map(|id| format!("{{ id = {id}, mean_bytes = 64, spread_bytes = 0 }}"))
-        .collect();
-    let config = dir.path().join("boards.toml");
-    // In one process `duration_s` only bounds a broken run, `max_events` ends a good one;
-    // applications stop at `duration_s`.
-    std::fs::write(
-        &config,
-        format!(
-            "[run]\nduration_s = {duration_s}\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
-             [evb]\nbuilder_units = 1\nevents_per_file = 64\nmax_events = {TRIGGERS}\n\
-             min_free_bytes = 0\nrus = [[{}], [{}]]\n\
-             [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\nstop_wait = 100\n\
-             [evb.input.decoder]\n{decoder}\n{topology}",
-            dir.path().join("out"),
-            feds[..2].join(", "),
-            feds[2],
-        ),
-    )
-    .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_for_udp_ports(port, BOARDS);
+/// How the run is driven.
+enum How<'a> {
+    /// `swdaq run`, ended by `max_events`.
+    OneProcess,
+    /// `swdaq run` of these `[topology]` lines, ended by `duration_s`.
+    Applications(&'a str),
+    /// `swdaq serve` and `swdaq ctl`: configure, start, stop once every packet is sent.
+    Served,
+}
+
+/// The boards' packets, board 2 skipping `SKIPPED` and garbage once on board 1's port.
+fn send_packets(port: u16) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     for trigger in 1..=TRIGGERS {
         for board in 0..BOARDS {
@@ -154,13 +134,110 @@ fn boards_build_by_trigger_number(decoder: &str, topology: &str, duration_s: u32
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// `swdaq run --json` of `config` while the boards send; its summary.
+fn run_while_sending(config: &Path, port: u16) -> Value {
+    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_udp_ports(port, BOARDS);
+    send_packets(port);
     let out = run.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "swdaq run: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `swdaq serve` of `config`, run 1 started and stopped by `swdaq ctl` around the boards'
+/// packets; the stop's summary.
+fn serve_while_sending(config: &Path, port: u16) -> Value {
+    let runtime = config.parent().unwrap().join("runtime");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .env_remove("SWDAQ_TOKEN")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("swdaq serve: listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    let ctl = |command: &str| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+            .args(["ctl", "--addr", &addr, command])
+            .env_remove("SWDAQ_TOKEN")
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "swdaq ctl {command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    ctl("configure");
+    assert_eq!(ctl("start")["run_number"], 1);
+    common::wait_for_udp_ports(port, BOARDS);
+    send_packets(port);
+    // Every packet is in the sockets: a moment for the builder, then the operator's stop.
+    std::thread::sleep(Duration::from_millis(500));
+    let summary = ctl("stop");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    summary
+}
+
+/// Runs the boards against a decoder section as `how` says and checks the run event by
+/// event.
+fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_udp_ports(BOARDS);
+    let feds: Vec<String> = (0..BOARDS)
+        .map(|id| format!("{{ id = {id}, mean_bytes = 64, spread_bytes = 0 }}"))
+        .collect();
+    // In one process `duration_s` only bounds a broken run, `max_events` ends a good one;
+    // applications stop at `duration_s`, a served run when the operator stops it.
+    let (duration_s, max_events, topology) = match how {
+        How::OneProcess => (20, format!("max_events = {TRIGGERS}\n"), ""),
+        How::Applications(topology) => (5, String::new(), topology),
+        How::Served => (0, String::new(), ""),
+    };
+    let config = dir.path().join("boards.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nduration_s = {duration_s}\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
+             [evb]\nbuilder_units = 1\nevents_per_file = 64\n{max_events}\
+             min_free_bytes = 0\nrus = [[{}], [{}]]\n\
+             [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\nstop_wait = 100\n\
+             [evb.input.decoder]\n{decoder}\n{topology}",
+            dir.path().join("out"),
+            feds[..2].join(", "),
+            feds[2],
+        ),
+    )
+    .unwrap();
+    let summary = match how {
+        How::Served => serve_while_sending(&config, port),
+        _ => run_while_sending(&config, port),
+    };
 
     let mut dropped = 0;
     for fed in summary["feds"].as_array().unwrap() {
@@ -270,15 +347,14 @@ fn boards_build_by_trigger_number(decoder: &str, topology: &str, duration_s: u32
 fn triggered_boards_through_the_c_plugin_build_by_trigger_number() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
-    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), "", 20);
+    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), How::OneProcess);
 }
 
 #[test]
 fn triggered_boards_through_a_packet_format_build_by_trigger_number() {
     boards_build_by_trigger_number(
         &format!("[evb.input.decoder.format]\n{BOARD_FORMAT}"),
-        "",
-        20,
+        How::OneProcess,
     );
 }
 
@@ -296,7 +372,18 @@ fn triggered_boards_through_the_c_plugin_as_applications() {
     let topology = format!(
         "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 2000\nsend_timeout_ms = 500\n{apps}"
     );
-    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), &topology, 5);
+    boards_build_by_trigger_number(
+        &format!("plugin = {:?}", plugin),
+        How::Applications(&topology),
+    );
+}
+
+/// The same boards in a run that `swdaq serve` runs and `swdaq ctl` starts and stops.
+#[test]
+fn triggered_boards_through_the_c_plugin_under_swdaq_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
+    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), How::Served);
 }
 
 /// A decoder that cannot be made stops the run at configure, in one line naming it.
