@@ -193,6 +193,10 @@ pub enum EvbConfigError {
     DecoderInput,
     #[error(transparent)]
     Decoder(#[from] DecoderConfigError),
+    #[error("[evb.farm.filter] needs the farm: [evb.farm] consumers of at least 1")]
+    FilterWithoutFarm,
+    #[error("{0}")]
+    Filter(String),
     #[error("readout unit {ru}: {source}")]
     Feds {
         ru: usize,
@@ -258,6 +262,12 @@ impl EvbConfig {
             // Made once as every FED's link will make it: a plugin that cannot be loaded or
             // refuses its configuration stops the run before it starts.
             decoder.make()?;
+        }
+        if let Some(filter) = &self.farm.filter {
+            if self.farm.consumers == 0 {
+                return Err(EvbConfigError::FilterWithoutFarm);
+            }
+            filter.make().map_err(EvbConfigError::Filter)?;
         }
         for ru in 0..self.rus.len() {
             self.fed_sim(ru)

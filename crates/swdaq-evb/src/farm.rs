@@ -11,6 +11,7 @@
 //! and the channel's length is the backlog. A file is mapped, not read: the copy out of the
 //! RAM disk was a third of the farm's CPU.
 
+use crate::farm_filter::{FilterCounts, FilterSection, filter_file};
 use crate::jsn::{FileJsn, JsnError};
 use crate::metrics::{CounterSet, queue_gauge, thread_cpu_ns};
 use serde::{Deserialize, Serialize};
@@ -18,13 +19,16 @@ use std::path::{Path, PathBuf};
 use swdaq_format::FormatError;
 use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FrdFile};
 use swdaq_monitor::{Gauge, MonitorError, Registry};
+use swdaq_plugin::EventFilter;
 
 /// `[evb.farm]`: the filter-farm stand-in, off unless `consumers` is at least 1.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FarmConfig {
     /// Consumer threads (0: no farm; files stay where the writers put them).
     pub consumers: u16,
+    /// A detector's plugin deciding each event's fate and stream (`farm_filter`).
+    pub filter: Option<FilterSection>,
 }
 
 /// A file a writer has closed: the raw file and the `.jsn` that describes it.
@@ -49,6 +53,9 @@ pub struct FarmCounts {
     pub bad_events: u64,
     /// Files kept as `.bad`.
     pub bad_files: u64,
+    /// What `[evb.farm.filter]` did with the good files' events.
+    #[serde(default)]
+    pub filter: FilterCounts,
 }
 
 impl FarmCounts {
@@ -58,6 +65,7 @@ impl FarmCounts {
         self.bytes += other.bytes;
         self.bad_events += other.bad_events;
         self.bad_files += other.bad_files;
+        self.filter.add(&other.filter);
     }
 }
 
@@ -258,11 +266,12 @@ impl FarmMetrics {
 pub fn run_consumer(
     files: crossbeam_channel::Receiver<ClosedFile>,
     mut metrics: FarmMetrics,
+    mut filter: Option<Box<dyn EventFilter + Send>>,
 ) -> FarmReport {
     let cpu_start = thread_cpu_ns();
     let mut report = FarmReport::default();
     for file in files.iter() {
-        consume(&file, &mut report);
+        consume(&file, &mut report, filter.as_mut());
         metrics.publish(&report.counts, files.len());
     }
     metrics.publish(&report.counts, 0);
@@ -284,7 +293,11 @@ fn map(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
     unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map(Some)
 }
 
-fn consume(file: &ClosedFile, report: &mut FarmReport) {
+fn consume(
+    file: &ClosedFile,
+    report: &mut FarmReport,
+    filter: Option<&mut Box<dyn EventFilter + Send>>,
+) {
     let read = map(&file.raw).and_then(|raw| Ok((raw, std::fs::read_to_string(&file.jsn)?)));
     let (mapped, jsn) = match read {
         Ok(read) => read,
@@ -302,7 +315,16 @@ fn consume(file: &ClosedFile, report: &mut FarmReport) {
     c.bytes += raw.len() as u64;
     c.events += verdict.good;
     c.bad_events += verdict.bad;
+    let filtered = match (filter, &verdict.problem) {
+        (Some(filter), None) => filter_file(filter.as_mut(), raw, &file.raw, &mut c.filter),
+        _ => Ok(()),
+    };
     drop(mapped);
+    if let Err(e) = filtered {
+        // Its events are not all in stream files: the input stays where it is.
+        report.errors.push(e);
+        return;
+    }
     let outcome = match verdict.problem {
         None => std::fs::remove_file(&file.raw).and_then(|()| std::fs::remove_file(&file.jsn)),
         Some(problem) => {
@@ -375,7 +397,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = closed_file(dir.path(), &[100, 0, 8192, 3]);
         let mut report = FarmReport::default();
-        consume(&file, &mut report);
+        consume(&file, &mut report, None);
         assert_eq!(
             report.counts,
             FarmCounts {
@@ -384,6 +406,7 @@ mod tests {
                 bytes: (FRD_FILE_HEADER_SIZE + 4 * FRD_EVENT_HEADER_SIZE + 8295) as u64,
                 bad_events: 0,
                 bad_files: 0,
+                filter: FilterCounts::default(),
             }
         );
         assert!(report.kept.is_empty() && report.errors.is_empty());
@@ -407,7 +430,7 @@ mod tests {
         bytes[FRD_FILE_HEADER_SIZE + 64 + 2 * FRD_EVENT_HEADER_SIZE + 10] ^= 0x40;
         std::fs::write(&file.raw, &bytes).unwrap();
         let mut report = FarmReport::default();
-        consume(&file, &mut report);
+        consume(&file, &mut report, None);
         let c = report.counts;
         assert_eq!((c.files, c.events, c.bad_events, c.bad_files), (1, 2, 1, 1));
         assert_eq!(report.kept.len(), 1);
@@ -435,7 +458,7 @@ mod tests {
         let file = closed_file(dir.path(), &[64, 64]);
         std::fs::write(&file.raw, b"").unwrap();
         let mut report = FarmReport::default();
-        consume(&file, &mut report);
+        consume(&file, &mut report, None);
         let c = report.counts;
         assert_eq!((c.files, c.events, c.bad_events, c.bad_files), (1, 0, 2, 1));
         assert!(report.errors.is_empty(), "{report:?}");
@@ -471,6 +494,106 @@ mod tests {
         let v = verify(&raw, "{}", RUN, LUMI);
         assert!(matches!(v.problem, Some(FileProblem::Jsn(_))));
         assert_eq!(verify(&raw, &jsn, RUN, LUMI).problem, None);
+    }
+
+    /// Accepts even events into stream 2, rejects odd ones; or fails every call.
+    struct EvenEvents {
+        fail: bool,
+    }
+
+    impl EventFilter for EvenEvents {
+        fn filter(
+            &mut self,
+            events: &[swdaq_plugin::Event<'_>],
+            decisions: &mut Vec<swdaq_plugin::Decision>,
+        ) -> Result<(), swdaq_plugin::PluginError> {
+            if self.fail {
+                return Err(swdaq_plugin::PluginError {
+                    plugin: "even".into(),
+                    kind: swdaq_plugin::ErrorKind::Reported("no".into()),
+                });
+            }
+            decisions.clear();
+            decisions.extend(events.iter().map(|e| {
+                if e.event_number % 2 == 0 {
+                    swdaq_plugin::Decision::Accept { stream: 2 }
+                } else {
+                    swdaq_plugin::Decision::Reject
+                }
+            }));
+            Ok(())
+        }
+    }
+
+    /// The events of the stream file of `file` for `stream`, by number.
+    fn stream_events(file: &ClosedFile, stream: u32) -> Vec<u32> {
+        let path = file
+            .raw
+            .parent()
+            .unwrap()
+            .join(format!("stream{stream}"))
+            .join(file.raw.file_name().unwrap());
+        let bytes = std::fs::read(path).unwrap();
+        let stream_file = swdaq_format::frd::FrdFile::parse(&bytes).unwrap();
+        assert_eq!(
+            (stream_file.header.run, stream_file.header.lumi),
+            (RUN, LUMI)
+        );
+        stream_file
+            .events()
+            .map(|e| {
+                let e = e.unwrap();
+                assert!(e.crc_ok());
+                e.header.event
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_filter_keeps_its_accepted_events_in_their_stream_and_the_input_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = closed_file(dir.path(), &[10, 20, 30, 40, 50]);
+        let mut report = FarmReport::default();
+        let mut filter: Box<dyn EventFilter + Send> = Box::new(EvenEvents { fail: false });
+        consume(&file, &mut report, Some(&mut filter));
+        let counts = report.counts.filter;
+        assert_eq!(
+            (counts.accepted, counts.rejected, counts.unfiltered),
+            (2, 3, 0)
+        );
+        assert_eq!(stream_events(&file, 2), [2, 4]);
+        assert!(!file.raw.exists() && report.errors.is_empty());
+    }
+
+    #[test]
+    fn a_failing_filter_loses_nothing_its_events_stay_unfiltered_in_stream_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = closed_file(dir.path(), &[10, 20, 30]);
+        let mut report = FarmReport::default();
+        let mut filter: Box<dyn EventFilter + Send> = Box::new(EvenEvents { fail: true });
+        consume(&file, &mut report, Some(&mut filter));
+        assert_eq!(report.counts.filter.unfiltered, 3);
+        assert_eq!(stream_events(&file, 0), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_stream_file_that_exists_is_never_replaced_and_the_input_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = closed_file(dir.path(), &[10, 20]);
+        let stream = file.raw.parent().unwrap().join("stream2");
+        std::fs::create_dir_all(&stream).unwrap();
+        let existing = stream.join(file.raw.file_name().unwrap());
+        std::fs::write(&existing, b"someone else's").unwrap();
+        let mut report = FarmReport::default();
+        let mut filter: Box<dyn EventFilter + Send> = Box::new(EvenEvents { fail: false });
+        consume(&file, &mut report, Some(&mut filter));
+        assert_eq!(std::fs::read(&existing).unwrap(), b"someone else's");
+        assert!(file.raw.exists(), "the input stays");
+        assert!(
+            report.errors[0].contains("cannot write"),
+            "{:?}",
+            report.errors
+        );
     }
 
     proptest! {

@@ -22,6 +22,7 @@ pub mod config;
 pub mod decoded;
 pub mod evm;
 pub mod farm;
+pub mod farm_filter;
 pub mod fed_link;
 pub mod fed_udp;
 pub mod files;

@@ -11,6 +11,7 @@ use crate::check::FedCounts;
 use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
 use crate::farm::{ClosedFile, FarmMetrics, FarmReport, run_consumer};
+use crate::farm_filter::FilterSection;
 use crate::files::{FileWriter, WriterConfig, WriterError};
 use crate::input::InputError;
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
@@ -48,6 +49,8 @@ pub enum EvbError {
     },
     #[error("thread {0} panicked")]
     Panicked(String),
+    #[error("{0}")]
+    Filter(String),
 }
 
 /// Fault drills that need a hand inside the process.
@@ -232,8 +235,15 @@ impl EvbRun {
         for c in 0..config.farm.consumers {
             let metrics = FarmMetrics::register(registry, c)?;
             let files = closed_rx.clone();
+            let filter = config
+                .farm
+                .filter
+                .as_ref()
+                .map(FilterSection::make)
+                .transpose()
+                .map_err(EvbError::Filter)?;
             farm.push(spawn(format!("farm-{c}"), move || {
-                run_consumer(files, metrics)
+                run_consumer(files, metrics, filter)
             })?);
         }
         drop(closed_rx);

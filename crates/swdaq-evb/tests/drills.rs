@@ -309,7 +309,10 @@ fn files_are_the_same_bytes_as_before_in_place_building() {
 fn the_farm_verifies_every_event_once_and_leaves_no_data_file() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = EvbConfig {
-        farm: FarmConfig { consumers: 2 },
+        farm: FarmConfig {
+            consumers: 2,
+            filter: None,
+        },
         ..config(dir.path(), 3000)
     };
     let s = run(&cfg, &Drills::default());
@@ -324,6 +327,7 @@ fn the_farm_verifies_every_event_once_and_leaves_no_data_file() {
             bytes: s.written_bytes(),
             bad_events: 0,
             bad_files: 0,
+            filter: Default::default(),
         }
     );
     assert!(farm.kept.is_empty() && farm.errors.is_empty(), "{farm:?}");

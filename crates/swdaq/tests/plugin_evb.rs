@@ -21,7 +21,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use swdaq_format::fed::FedFragment;
@@ -63,7 +63,7 @@ fn detector_bytes(fragment: &[u8]) -> (Vec<u8>, u64) {
 }
 
 /// The run's FRD files, of every builder unit (`bu0` in one process, `bu-0` as applications).
-fn frd_files(out: &Path) -> Vec<std::path::PathBuf> {
+fn frd_files(out: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for unit in std::fs::read_dir(out).unwrap() {
         let run = unit.unwrap().path().join("run000001");
@@ -78,11 +78,11 @@ fn frd_files(out: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
-/// Every event of the run's FRD files: number, incomplete flag, FED id -> fragment bytes.
-fn built_events(out: &Path) -> BTreeMap<u64, (bool, BTreeMap<u16, Vec<u8>>)> {
+/// Every event of `files`: number, incomplete flag, FED id -> fragment bytes.
+fn built_events(files: &[PathBuf]) -> BTreeMap<u64, (bool, BTreeMap<u16, Vec<u8>>)> {
     let mut built = BTreeMap::new();
-    for path in frd_files(out) {
-        let bytes = std::fs::read(&path).unwrap();
+    for path in files {
+        let bytes = std::fs::read(path).unwrap();
         for event in FrdFile::parse(&bytes).unwrap().events() {
             let event = event.unwrap();
             assert!(event.crc_ok());
@@ -208,6 +208,13 @@ fn serve_while_sending(config: &Path, port: u16) -> Value {
 /// event.
 fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
     let dir = tempfile::tempdir().unwrap();
+    let summary = run_boards(dir.path(), decoder, how, "");
+    check_built(dir.path(), &summary);
+}
+
+/// Runs the boards into `dir/out` against a decoder section as `how` says, with `extra`
+/// lines in the configuration (a farm); the run's summary.
+fn run_boards(dir: &Path, decoder: &str, how: How<'_>, extra: &str) -> Value {
     let port = common::free_udp_ports(BOARDS);
     let feds: Vec<String> = (0..BOARDS)
         .map(|id| format!("{{ id = {id}, mean_bytes = 64, spread_bytes = 0 }}"))
@@ -219,7 +226,7 @@ fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
         How::Applications(topology) => (5, String::new(), topology),
         How::Served => (0, String::new(), ""),
     };
-    let config = dir.path().join("boards.toml");
+    let config = dir.join("boards.toml");
     std::fs::write(
         &config,
         format!(
@@ -227,18 +234,22 @@ fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
              [evb]\nbuilder_units = 1\nevents_per_file = 64\n{max_events}\
              min_free_bytes = 0\nrus = [[{}], [{}]]\n\
              [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\nstop_wait = 100\n\
-             [evb.input.decoder]\n{decoder}\n{topology}",
-            dir.path().join("out"),
+             [evb.input.decoder]\n{decoder}\n{extra}\n{topology}",
+            dir.join("out"),
             feds[..2].join(", "),
             feds[2],
         ),
     )
     .unwrap();
-    let summary = match how {
+    match how {
         How::Served => serve_while_sending(&config, port),
         _ => run_while_sending(&config, port),
-    };
+    }
+}
 
+/// Every trigger built once in `dir/out`'s files with each board's packet, the skipped one
+/// flagged incomplete, as the summary, the counters and `swdaq inspect` say.
+fn check_built(dir: &Path, summary: &Value) {
     let mut dropped = 0;
     for fed in summary["feds"].as_array().unwrap() {
         let id = fed["fed"].as_u64().unwrap();
@@ -257,7 +268,7 @@ fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
         );
     }
 
-    let built = built_events(&dir.path().join("out"));
+    let built = built_events(&frd_files(&dir.join("out")));
     assert!(built.keys().copied().eq(1..=u64::from(TRIGGERS)));
     let mut lacking = 0;
     for (&number, (incomplete, fragments)) in &built {
@@ -301,7 +312,7 @@ fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
     // `swdaq inspect` lists the incomplete event and reads every detector payload.
     let mut listed = 0;
     let mut inspected_skipped = false;
-    for path in frd_files(&dir.path().join("out")) {
+    for path in frd_files(&dir.join("out")) {
         let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
             .args(["inspect", "--json", "--record", &SKIPPED.to_string()])
             .arg(&path)
@@ -384,6 +395,82 @@ fn triggered_boards_through_the_c_plugin_under_swdaq_serve() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
     boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), How::Served);
+}
+
+/// Whether the triggered board's `filter_events` accepts `trigger`: a sample of some board's
+/// packet reaches 1000 (then into stream 1).
+fn accepted(trigger: u32) -> bool {
+    (0..BOARDS)
+        .filter(|&board| board != 2 || trigger != SKIPPED)
+        .any(|board| {
+            packet(board, trigger)[20..]
+                .chunks_exact(2)
+                .any(|s| u16::from_be_bytes([s[0], s[1]]) >= 1000)
+        })
+}
+
+/// The plugin's per-event filter where the filter farm sits: the farm verifies each file,
+/// the plugin decides each event, the accepted ones are written into stream 1's files with
+/// their boards' packets, the rejected ones are counted and written nowhere, and the
+/// builder units' files are deleted once filtered.
+#[test]
+fn the_plugins_event_filter_in_the_farm_keeps_exactly_the_accepted_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
+    let farm = format!("[evb.farm]\nconsumers = 1\n[evb.farm.filter]\nplugin = {plugin:?}\n");
+    let summary = run_boards(
+        dir.path(),
+        &format!("plugin = {plugin:?}"),
+        How::OneProcess,
+        &farm,
+    );
+    let expected: Vec<u64> = (1..=TRIGGERS)
+        .filter(|&t| accepted(t))
+        .map(u64::from)
+        .collect();
+    assert!(!expected.is_empty() && expected.len() < TRIGGERS as usize);
+    let filter = &summary["farm"]["filter"];
+    assert_eq!(filter["accepted"], expected.len() as u64, "{summary}");
+    assert_eq!(
+        filter["rejected"],
+        u64::from(TRIGGERS) - expected.len() as u64
+    );
+    assert_eq!(filter["unfiltered"], 0);
+    assert_eq!(summary["farm"]["errors"], serde_json::json!([]));
+
+    let run = dir.path().join("out/bu0/run000001");
+    let left: Vec<_> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".raw"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the farm leaves no builder-unit file: {left:?}"
+    );
+    let streams: Vec<_> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with("stream"))
+        .collect();
+    assert_eq!(streams, ["stream1"]);
+    let stream_files: Vec<PathBuf> = std::fs::read_dir(run.join("stream1"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        stream_files
+            .iter()
+            .all(|p| p.extension().is_some_and(|e| e == "raw"))
+    );
+    let kept = built_events(&stream_files);
+    assert!(kept.keys().copied().eq(expected.iter().copied()));
+    for (&number, (_, fragments)) in &kept {
+        for (&board, bytes) in fragments {
+            let (payload, _) = detector_bytes(bytes);
+            assert_eq!(payload, packet(board, number as u32), "event {number}");
+        }
+    }
 }
 
 /// A decoder that cannot be made stops the run at configure, in one line naming it.

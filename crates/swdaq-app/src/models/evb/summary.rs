@@ -74,6 +74,7 @@ pub fn summary_json(s: &EvbSummary) -> serde_json::Value {
             "bytes": f.counts.bytes,
             "bad_events": f.counts.bad_events,
             "bad_files": f.counts.bad_files,
+            "filter": f.counts.filter,
             "cpu_seconds": f.cpu_seconds,
             "kept": f.kept.iter().map(|(p, why)| format!("{}: {why}", p.display())).collect::<Vec<_>>(),
             "errors": f.errors,
@@ -185,6 +186,13 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
             f.cpu_seconds,
             f.cpu_seconds * 1e6 / (c.events + c.bad_events).max(1) as f64,
         );
+        let filter = &c.filter;
+        if filter.accepted + filter.rejected + filter.unfiltered > 0 {
+            out += &format!(
+                "Filter    {} events accepted, {} rejected (not written), {} kept unfiltered after a failed filter call; {} stream files\n",
+                filter.accepted, filter.rejected, filter.unfiltered, filter.stream_files
+            );
+        }
         for (path, why) in &f.kept {
             out += &format!("Farm      kept {}: {why}\n", path.display());
         }
