@@ -53,7 +53,9 @@ enum Command {
     Inspect(inspect::Args),
     /// Hit-finding quality against the emulator's truth, over a threshold scan.
     TpgQuality(quality::Args),
-    /// Measure this machine: memory bandwidth, CRC32C and frame-unpack speed per core.
+    /// Measure this machine as COMPASS did: memory read and write (sequential and random,
+    /// 1 KiB to 1 MiB blocks, one core and every core), CRC32C, frame unpacking and the disk
+    /// of the output directory.
     Hwbench(hwbench::Args),
 }
 
