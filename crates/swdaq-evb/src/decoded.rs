@@ -122,6 +122,8 @@ pub struct DecodedSource {
     ready: VecDeque<Range<usize>>,
     counts: DecodeCounts,
     input_ended: bool,
+    /// The first problem has been named.
+    named: bool,
 }
 
 impl DecodedSource {
@@ -143,6 +145,7 @@ impl DecodedSource {
             ready: VecDeque::new(),
             counts: DecodeCounts::default(),
             input_ended: false,
+            named: false,
         }
     }
 
@@ -155,6 +158,10 @@ impl DecodedSource {
         if len > self.datagram.len() {
             // The kernel cut the datagram short: what arrived is not the message sent.
             self.counts.problems += 1;
+            self.name_first(&format!(
+                "a {len}-byte datagram, longer than max_fragment_bytes ({})",
+                self.datagram.len()
+            ));
             return;
         }
         let Self {
@@ -166,13 +173,29 @@ impl DecodedSource {
             counts,
             ..
         } = self;
+        let before = counts.total();
         let result = stream.push(&datagram[..len], |fragment, bytes| {
             if let Some(range) = seal(*fed, fragment, bytes, sealed, counts) {
                 ready.push_back(range);
             }
         });
-        if result.is_err() {
+        if let Err(error) = &result {
             counts.problems += 1;
+            self.name_first(&error.to_string());
+        } else if counts.total() > before {
+            self.name_first("a fragment without an event number, or naming another source");
+        }
+    }
+
+    /// Says once, on stderr, what the FED's decoder first failed at: the run goes on, and
+    /// every failure is counted.
+    fn name_first(&mut self, problem: &str) {
+        if !self.named {
+            self.named = true;
+            eprintln!(
+                "evb: FED {}: decoder: {problem} (every such problem is counted in feds[].ingest.decode_errors)",
+                self.fed
+            );
         }
     }
 }

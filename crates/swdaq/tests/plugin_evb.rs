@@ -16,7 +16,7 @@ mod common;
 #[path = "../../swdaq-plugin/tests/common/mod.rs"]
 mod plugins;
 
-use plugins::{BOARD_FORMAT, BOARD_SOURCE, board_packet, build_c_plugin};
+use plugins::{BOARD_FORMAT, BOARD_SOURCE, FAULTY_SOURCE, board_packet, build_c_plugin};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -473,24 +473,116 @@ fn the_plugins_event_filter_in_the_farm_keeps_exactly_the_accepted_events() {
     }
 }
 
-/// A decoder that cannot be made stops the run at configure, in one line naming it.
+/// A decoder plugin that breaks the ABI on every call (status 7) loses nothing but its own
+/// datagrams: each is counted against its FED, the first named in one stderr line per FED,
+/// no event is made of them, and the run ends at its duration without a panic.
 #[test]
-fn a_missing_decoder_plugin_is_refused_at_configure() {
+fn a_decoder_breaking_the_abi_is_counted_per_fed_and_named_once() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("boards.toml");
+    let plugin = build_c_plugin(dir.path(), FAULTY_SOURCE, "faulty", &["FAULT=FAULT_STATUS"]);
+    let port = common::free_udp_ports(BOARDS);
+    let feds: Vec<String> = (0..BOARDS)
+        .map(|id| format!("{{ id = {id}, mean_bytes = 64, spread_bytes = 0 }}"))
+        .collect();
+    let config = dir.path().join("faulty.toml");
     std::fs::write(
         &config,
         format!(
-            "[run]\nduration_s = 5\nmetrics_addr = \"\"\noutput_dir = {:?}\n[evb]\n\
-             [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:9\"\n\
-             [evb.input.decoder]\nplugin = \"/nonexistent/libboard.so\"\n",
+            "[run]\nduration_s = 1.5\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
+             [evb]\nbuilder_units = 1\nmin_free_bytes = 0\nrus = [[{}]]\n\
+             [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\n\
+             [evb.input.decoder]\nplugin = {plugin:?}\n",
             dir.path().join("out"),
+            feds.join(", "),
         ),
     )
     .unwrap();
-    let out = common::swdaq_run(&config);
-    assert!(!out.status.success());
+    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_udp_ports(port, BOARDS);
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    const RECORDS: u32 = 20;
+    for event in 1..=RECORDS {
+        for board in 0..BOARDS {
+            // The faulty plugin's records: source id, event number (u32 little-endian).
+            let record = [u32::from(board).to_le_bytes(), event.to_le_bytes()].concat();
+            socket
+                .send_to(&record, ("127.0.0.1", port + board))
+                .unwrap();
+        }
+    }
+    let out = run.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("/nonexistent/libboard.so"), "{stderr}");
-    assert!(!dir.path().join("out").exists(), "nothing written");
+    assert!(out.status.success(), "{stderr}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for fed in summary["feds"].as_array().unwrap() {
+        let ingest = &fed["ingest"];
+        let counted =
+            ingest["decode_errors"].as_u64().unwrap() + ingest["kernel_dropped"].as_u64().unwrap();
+        assert_eq!(counted, u64::from(RECORDS), "{fed}");
+        let named = format!("evb: FED {}: decoder: ", fed["fed"]);
+        assert_eq!(stderr.matches(&named).count(), 1, "{stderr}");
+    }
+    assert!(stderr.contains("unknown status 7"), "{stderr}");
+    assert_eq!(summary["built"], 0, "{summary}");
+}
+
+/// A decoder that cannot be made stops the run at configure, in one line naming the file and
+/// why: a missing file, a library that is not a plugin, another ABI version, a `create` that
+/// fails, a plugin without `decode`.
+#[test]
+fn a_decoder_plugin_that_cannot_be_made_is_refused_at_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let build =
+        |name: &str, source: &str, fault: &[&str]| build_c_plugin(dir.path(), source, name, fault);
+    let cases = [
+        (dir.path().join("libnowhere.so"), "no such file"),
+        (
+            build(
+                "no_entry",
+                "crates/swdaq-plugin/tests/plugins/no_entry.c",
+                &[],
+            ),
+            "not a swdaq plugin",
+        ),
+        (
+            build("abi99", FAULTY_SOURCE, &["FAULT=FAULT_ABI"]),
+            "ABI version mismatch",
+        ),
+        (
+            build("no_create", FAULTY_SOURCE, &["FAULT=FAULT_CREATE"]),
+            "create failed",
+        ),
+    ];
+    for (plugin, why) in &cases {
+        let config = dir.path().join("boards.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[run]\nduration_s = 5\nmetrics_addr = \"\"\noutput_dir = {:?}\n[evb]\n\
+                 [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:9\"\n\
+                 [evb.input.decoder]\nplugin = {plugin:?}\n",
+                dir.path().join("out"),
+            ),
+        )
+        .unwrap();
+        let out = common::swdaq_run(&config);
+        assert!(!out.status.success(), "{plugin:?} was not refused");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let named: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains(plugin.to_str().unwrap()))
+            .collect();
+        assert_eq!(named.len(), 1, "{stderr}");
+        assert!(
+            named[0].contains("evb.input.decoder") && named[0].contains(why),
+            "{stderr}"
+        );
+        assert!(!dir.path().join("out").exists(), "nothing written");
+    }
 }
