@@ -14,6 +14,7 @@
 //! events with what it left on disk.
 
 pub mod bench;
+pub mod bench_plugin;
 pub mod bench_udp;
 pub mod bu;
 pub mod build;

@@ -54,6 +54,9 @@ pub enum DecodeProblem {
     Packet(#[from] PacketError),
     #[error("a message grew past {limit} bytes without being decoded: {bytes} bytes dropped")]
     CarryOverflow { bytes: usize, limit: usize },
+    /// A decoder of swdaq's own found its layout broken.
+    #[error("{0}")]
+    Format(String),
 }
 
 /// Turns front-end bytes into fragments, a block at a time.

@@ -151,6 +151,22 @@ enum What {
         #[arg(long, default_value_t = 10.0)]
         zeromq_seconds: f64,
     },
+    /// What the plugin interface costs: one event's FED data decoded into fragments by
+    /// swdaq's own walk and by a C plugin doing the same checks
+    /// (`examples/plugins/fed_decoder.c`), alternated in the same run, events/s per core.
+    Plugin {
+        /// The FED decoder plugin's shared library.
+        #[arg(long)]
+        plugin: std::path::PathBuf,
+        /// Events decoded per round and path.
+        #[arg(long, default_value_t = 200_000)]
+        events: u64,
+        #[arg(long, default_value_t = 8)]
+        feds: u16,
+        /// Mean FED fragment size in bytes (spread: an eighth of it).
+        #[arg(long, default_value_t = 1024)]
+        fed_bytes: u32,
+    },
     /// One readout unit's FED links taking fragments over UDP loopback on one core, one
     /// `recvmsg` per datagram against `recvmmsg` batches, in the same run.
     EvbUdp {
@@ -547,6 +563,50 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     ]
                 },
             )
+        }
+        What::Plugin {
+            plugin,
+            events,
+            feds,
+            fed_bytes,
+        } => {
+            anyhow::ensure!(
+                *events > 0 && *feds > 0 && *fed_bytes >= 16,
+                "events and feds must be at least 1, fed-bytes at least 16"
+            );
+            let result = swdaq_evb::bench_plugin::decode_cost(plugin, *feds, *fed_bytes, *events)
+                .map_err(|e| anyhow::anyhow!("bench plugin: {e}"))?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+                return Ok(());
+            }
+            print_results(
+                false,
+                &result.rows,
+                &[
+                    "path",
+                    "events",
+                    "fragments",
+                    "ns/event",
+                    "events/s per core",
+                    "GB/s per core",
+                ],
+                |r| {
+                    vec![
+                        r.path.clone(),
+                        r.events.to_string(),
+                        r.fragments.to_string(),
+                        format!("{:.0}", r.ns_per_event),
+                        format!("{:.0}", r.events_per_core_second),
+                        format!("{:.2}", r.gbps_per_core),
+                    ]
+                },
+            )?;
+            println!(
+                "{} FEDs of {} bytes; plugin / built-in events/s per core: {:.2}x; load average {:.2}",
+                result.feds, result.fed_bytes, result.plugin_over_built_in, result.load_average
+            );
+            Ok(())
         }
         What::EvbUdp {
             events,

@@ -586,3 +586,38 @@ fn a_decoder_plugin_that_cannot_be_made_is_refused_at_configure() {
         assert!(!dir.path().join("out").exists(), "nothing written");
     }
 }
+
+/// `swdaq bench plugin`: both paths decode every event's FEDs (the bench refuses to time them
+/// unless they agree) and the ratio of their rates is reported.
+#[test]
+fn bench_plugin_times_both_paths_and_reports_their_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = build_c_plugin(
+        dir.path(),
+        "examples/plugins/fed_decoder.c",
+        "fed_decoder",
+        &[],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args([
+            "bench", "--json", "plugin", "--events", "3000", "--feds", "4", "--plugin",
+        ])
+        .arg(&plugin)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = result["rows"].as_array().unwrap();
+    let paths: Vec<&str> = rows.iter().map(|r| r["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["built-in", "fed_decoder"]);
+    for row in rows {
+        assert_eq!(row["fragments"], 3000 * 4, "{row}");
+        assert!(row["events_per_core_second"].as_f64().unwrap() > 0.0);
+    }
+    let ratio = result["plugin_over_built_in"].as_f64().unwrap();
+    assert!(ratio.is_finite() && ratio > 0.0, "{result}");
+}
