@@ -110,3 +110,54 @@ def test_a_packet_format_detectors_events_read_back_exactly(tmp_path):
                 incomplete += event.incomplete
     assert seen == set(range(1, TRIGGERS + 1))
     assert incomplete >= 1 and summary["incomplete"] == incomplete
+
+
+def chunk_records(data: bytes, order: str):
+    """(link, bytes) records of `order` byte order: u32 link, u32 length, the bytes."""
+    records, at = [], 0
+    while at + 8 <= len(data):
+        link, length = struct.unpack_from(f"{order}II", data, at)
+        if at + 8 + length > len(data):
+            break
+        records.append((link, data[at + 8: at + 8 + length]))
+        at += 8 + length
+    return records
+
+
+def test_a_sw_rod_aggregation_plugins_payload_reads_as_the_detectors_bytes(tmp_path):
+    """The SW ROD with the triggered board's aggregation plugin: each stored ROB fragment says
+    `DetectorPayload`, its payload() is the plugin's layout (big-endian link and length
+    records of the e-links' chunks), and chunks() refuses to read it as swdaq's records."""
+    root = Path(__file__).resolve().parents[2]
+    plugin = tmp_path / "libtriggered_board.so"
+    subprocess.run(["gcc", "-std=c99", "-O2", "-shared", "-fPIC", "-I", str(root / "include"),
+                    str(root / "examples" / "plugins" / "triggered_board.c"), "-o", str(plugin)], check=True)
+    config = tmp_path / "swrod.toml"
+    config.write_text(
+        f'[run]\nduration_s = 0.0\nmetrics_addr = ""\noutput_dir = "{tmp_path / "out"}"\n'
+        "[swrod]\nmax_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\nmax_l1as = 50\n"
+        "hlt_accept_every = 1\n[swrod.felix]\nelinks = 16\nchunk_min = 8\nchunk_max = 90\nseed = 5\n"
+        f'[swrod.aggregator]\nplugin = "{plugin}"\n'
+    )
+    done = subprocess.run([SWDAQ, "run", "--json", "--config", str(config)], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    files = sorted((tmp_path / "out").rglob("*.data"))
+    assert files
+    robs = 0
+    for path in files:
+        with swdaq.open(path) as f:
+            for event in f:
+                for rob in event.fragments:
+                    robs += 1
+                    assert "DetectorPayload" in rob.status_names
+                    records = chunk_records(rob.payload().tobytes(), ">")
+                    links = [link for link, _ in records]
+                    # The ROB's 8 e-links, numbered on the card: 0-7 or 8-15.
+                    assert links in (list(range(8)), list(range(8, 16))), links
+                    try:
+                        rob.chunks()
+                    except ValueError as error:
+                        assert "payload()" in str(error)
+                    else:
+                        raise AssertionError("chunks() read a detector's payload as swdaq's records")
+    assert robs == 2 * 50

@@ -60,6 +60,9 @@ pub mod status {
     /// swdaq SW ROD: the aggregation plugin failed for this L1 ID (its error counted), so the
     /// ROD data holds the chunks in swdaq's own chunk-record layout instead of the plugin's.
     pub const PLUGIN_FAILED: u32 = 1 << 18;
+    /// swdaq SW ROD: the ROD data is the detector's, built by its aggregation plugin, not
+    /// swdaq's chunk records: a reader without the detector's code shows it as bytes.
+    pub const DETECTOR_PAYLOAD: u32 = 1 << 19;
     /// A stand-in fragment (with `DUMMY_FRAGMENT`): collecting the real one failed
     /// (eformat `DummyROBStatus::COLLECTION_TIMEOUT`).
     pub const COLLECTION_TIMEOUT: u32 = 0x2 << 16;
@@ -79,6 +82,7 @@ pub mod status {
                 (MISSING_ELINKS, "MissingElinks"),
                 (LATE_CHUNKS, "LateChunks"),
                 (PLUGIN_FAILED, "PluginFailed"),
+                (DETECTOR_PAYLOAD, "DetectorPayload"),
             ]
         };
         [

@@ -321,8 +321,15 @@ impl RobFragment {
     }
 
     /// A SW ROD fragment's e-link chunks in order: (e-link, read-only uint8 view of the
-    /// chunk). A record that overruns the data raises `ValueError`.
+    /// chunk). A record that overruns the data raises `ValueError`, and so does data a
+    /// detector's aggregation plugin laid out (`DetectorPayload`: read `payload()`).
     fn chunks<'py>(&self, py: Python<'py>) -> PyResult<Vec<(u16, Bound<'py, PyArray1<u8>>)>> {
+        if self.first_status() & status::DETECTOR_PAYLOAD != 0 {
+            return Err(PyValueError::new_err(
+                "this ROB fragment's data is its detector's aggregation plugin's layout, not \
+                 swdaq's chunk records: read it with payload()",
+            ));
+        }
         let buffer = self.bytes.bind(py);
         let file = buffer.get().as_slice();
         let data = &file[self.data_offset..self.data_offset + self.data_size];

@@ -549,6 +549,7 @@ impl<I: SlotIndex> Aggregator<I> {
             let records = &buf[self.data_at..self.data_at + slot.data_len];
             match plugin.build(l1_id, records) {
                 Some(payload) => {
+                    words[0] |= status::DETECTOR_PAYLOAD;
                     data_len = payload.len();
                     let size = rob_size(1 + self.config.bitmask_words(), data_len);
                     if size > buf.len() {
@@ -686,7 +687,7 @@ mod tests {
                 want.extend(chunk(l1_id, e));
             }
             want.resize(want.len().next_multiple_of(4), 0);
-            assert_eq!((status, data), (vec![0], want));
+            assert_eq!((status, data), (vec![status::DETECTOR_PAYLOAD], want));
         }
         assert_eq!(counts.plugin_errors, 0);
     }
@@ -700,6 +701,7 @@ mod tests {
         for (l1_id, status, data) in &fragments {
             let failed = l1_id % 2 == 0;
             assert_eq!(status[0] & status::PLUGIN_FAILED != 0, failed);
+            assert_eq!(status[0] & status::DETECTOR_PAYLOAD != 0, !failed);
             if failed {
                 let records: Vec<_> = ChunkRecords::new(data).map(Result::unwrap).collect();
                 assert_eq!(records.len(), 3);
@@ -721,7 +723,7 @@ mod tests {
         });
         assert_eq!(fragments.len(), 4);
         for (_, status, data) in fragments {
-            assert_eq!(status, vec![0]);
+            assert_eq!(status, vec![status::DETECTOR_PAYLOAD]);
             assert_eq!(data.len(), (3 + 3 * 9 + padding).next_multiple_of(4));
         }
         assert_eq!(counts.plugin_errors, 0);

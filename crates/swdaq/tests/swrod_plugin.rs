@@ -99,7 +99,7 @@ fn board_payload(chunks: &[(u16, &[u8])]) -> Vec<u8> {
 /// How the stored ROB payloads must look.
 #[derive(Clone, Copy, PartialEq)]
 enum Expected {
-    /// The triggered board's layout; first status word 0.
+    /// The triggered board's layout; first status word `DETECTOR_PAYLOAD` alone.
     Board,
     /// The plugin failed: swdaq's chunk records, `PLUGIN_FAILED` set.
     RecordsFlagged,
@@ -133,7 +133,11 @@ fn check_events(
                 let first_status = rob.status().next().unwrap();
                 match expected {
                     Expected::Board => {
-                        assert_eq!(first_status, 0, "ROB {r} of {l1_id:#x}");
+                        assert_eq!(
+                            first_status,
+                            status::DETECTOR_PAYLOAD,
+                            "ROB {r} of {l1_id:#x}"
+                        );
                         assert_eq!(rob.data, board_payload(&truth), "ROB {r} of {l1_id:#x}");
                     }
                     Expected::RecordsFlagged => {

@@ -227,12 +227,7 @@ impl Readout {
         let sampler = std::thread::Builder::new()
             .name("swrod-sampler".into())
             .spawn_scoped(scope, move || {
-                sample(
-                    samplers,
-                    s.felix.l1id_offset,
-                    s.aggregator.has_plugin(),
-                    metrics,
-                )
+                sample(samplers, s.felix.l1id_offset, metrics)
             })?;
         Ok(Running {
             cards,

@@ -28,13 +28,12 @@ impl SamplerMetrics {
 }
 
 /// The monitoring sampler: checks every sampled fragment's layout and that each chunk
-/// carries the fragment's L1 ID. With an aggregation plugin (`plugin_payloads`) the payload
-/// is the detector's, which swdaq cannot read: only the ROB's own layout is checked, and the
-/// chunk records of a fragment the plugin failed for.
+/// carries the fragment's L1 ID. A payload an aggregation plugin built (`DetectorPayload` in
+/// its first status word) is the detector's, which swdaq cannot read: only the ROB's own
+/// layout is checked.
 pub(super) fn sample(
     inputs: Vec<Receiver<Arc<BuiltFragment>>>,
     l1id_offset: usize,
-    plugin_payloads: bool,
     metrics: SamplerMetrics,
 ) -> (u64, u64) {
     let (mut samples, mut errors) = (0, 0);
@@ -51,7 +50,7 @@ pub(super) fn sample(
             Ok(f) => {
                 samples += 1;
                 metrics.samples.inc();
-                if !fragment_is_sound(&f, l1id_offset, plugin_payloads) {
+                if !fragment_is_sound(&f, l1id_offset) {
                     errors += 1;
                     metrics.errors.inc();
                 }
@@ -62,15 +61,15 @@ pub(super) fn sample(
     (samples, errors)
 }
 
-fn fragment_is_sound(f: &BuiltFragment, l1id_offset: usize, plugin_payloads: bool) -> bool {
+fn fragment_is_sound(f: &BuiltFragment, l1id_offset: usize) -> bool {
     let Ok(rob) = RobFragment::parse(f.bytes()) else {
         return false;
     };
-    let plugin_failed = rob
+    let detector_payload = rob
         .status()
         .next()
-        .is_some_and(|w| w & status::PLUGIN_FAILED != 0);
-    if plugin_payloads && !plugin_failed {
+        .is_some_and(|w| w & status::DETECTOR_PAYLOAD != 0);
+    if detector_payload {
         return true;
     }
     let l1_id = rob.rod.l1_id.to_le_bytes();
