@@ -31,6 +31,16 @@ pub struct FarmConfig {
     pub filter: Option<FilterSection>,
 }
 
+impl FarmConfig {
+    /// Each consumer's filter instance (`None` without `[evb.farm.filter]`): instances are
+    /// never shared between consumers.
+    pub fn filters(&self) -> Result<Vec<Option<Box<dyn EventFilter + Send>>>, String> {
+        (0..self.consumers)
+            .map(|_| self.filter.as_ref().map(FilterSection::make).transpose())
+            .collect()
+    }
+}
+
 /// A file a writer has closed: the raw file and the `.jsn` that describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClosedFile {

@@ -11,7 +11,6 @@ use crate::check::FedCounts;
 use crate::config::{EvbConfig, EvbConfigError};
 use crate::evm::{Evm, EvmReport};
 use crate::farm::{ClosedFile, FarmMetrics, FarmReport, run_consumer};
-use crate::farm_filter::FilterSection;
 use crate::files::{FileWriter, WriterConfig, WriterError};
 use crate::input::InputError;
 use crate::message::{BuRequest, FragmentRequest, ToBu, ToEvm};
@@ -232,16 +231,10 @@ impl EvbRun {
         // Unbounded: a writer never waits for the farm; a slow farm shows as its backlog.
         let (closed_tx, closed_rx) = crossbeam_channel::unbounded::<ClosedFile>();
         let mut farm = Vec::new();
-        for c in 0..config.farm.consumers {
+        let filters = config.farm.filters().map_err(EvbError::Filter)?;
+        for (c, filter) in (0..).zip(filters) {
             let metrics = FarmMetrics::register(registry, c)?;
             let files = closed_rx.clone();
-            let filter = config
-                .farm
-                .filter
-                .as_ref()
-                .map(FilterSection::make)
-                .transpose()
-                .map_err(EvbError::Filter)?;
             farm.push(spawn(format!("farm-{c}"), move || {
                 run_consumer(files, metrics, filter)
             })?);

@@ -415,15 +415,30 @@ fn accepted(trigger: u32) -> bool {
 /// builder units' files are deleted once filtered.
 #[test]
 fn the_plugins_event_filter_in_the_farm_keeps_exactly_the_accepted_events() {
+    filter_in_the_farm(How::OneProcess, "bu0");
+}
+
+/// The same filter in the farm of a builder unit application.
+#[test]
+fn the_plugins_event_filter_in_a_builder_unit_applications_farm() {
+    let apps = common::loopback_topology_apps(&[
+        ("evm", "evm", ""),
+        ("ru-1", "ru", ""),
+        ("bu-0", "bu", ""),
+    ]);
+    let topology = format!(
+        "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 2000\nsend_timeout_ms = 500\n{apps}"
+    );
+    filter_in_the_farm(How::Applications(&topology), "bu-0");
+}
+
+/// Runs the boards with the triggered board's filter in the farm (builder unit `bu`'s
+/// directory) and checks the stream files against the filter's rule.
+fn filter_in_the_farm(how: How<'_>, bu: &str) {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
     let farm = format!("[evb.farm]\nconsumers = 1\n[evb.farm.filter]\nplugin = {plugin:?}\n");
-    let summary = run_boards(
-        dir.path(),
-        &format!("plugin = {plugin:?}"),
-        How::OneProcess,
-        &farm,
-    );
+    let summary = run_boards(dir.path(), &format!("plugin = {plugin:?}"), how, &farm);
     let expected: Vec<u64> = (1..=TRIGGERS)
         .filter(|&t| accepted(t))
         .map(u64::from)
@@ -438,7 +453,7 @@ fn the_plugins_event_filter_in_the_farm_keeps_exactly_the_accepted_events() {
     assert_eq!(filter["unfiltered"], 0);
     assert_eq!(summary["farm"]["errors"], serde_json::json!([]));
 
-    let run = dir.path().join("out/bu0/run000001");
+    let run = dir.path().join("out").join(bu).join("run000001");
     let left: Vec<_> = std::fs::read_dir(&run)
         .unwrap()
         .map(|e| e.unwrap().file_name())

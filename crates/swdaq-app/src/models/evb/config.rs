@@ -66,10 +66,6 @@ impl EvbRunConfig {
         config
             .topology
             .validate_evb(config.evb.rus.len(), config.evb.builder_units as usize)?;
-        anyhow::ensure!(
-            !(config.topology.is_distributed() && config.evb.farm.consumers > 0),
-            "evb.farm runs in one process only: not with a [topology]"
-        );
         let widest_ru = config.evb.rus.iter().map(Vec::len).max().unwrap_or(0) as u64;
         let super_fragment = widest_ru.saturating_mul(config.evb.input.max_fragment_bytes as u64);
         config.topology.check_largest_message(

@@ -126,6 +126,9 @@ impl AppsSummary {
                     error: error.map(WriterError::Reported),
                 }));
             evb.feds.extend(r.feds);
+            if let Some(farm) = r.farm {
+                evb.farm.get_or_insert_default().merge(farm);
+            }
             for (k, n) in r.injected {
                 *evb.injected.entry(k).or_insert(0) += n;
             }
@@ -136,8 +139,15 @@ impl AppsSummary {
             thread_cpu.extend(r.thread_cpu);
         }
         evb.feds.sort_by_key(|&(ru, fed, _)| (ru, fed));
+        // As in one process: a farm deletes the files it verified, so a dead unit's
+        // directory no longer says what it wrote.
+        let farmed = evb.farm.is_some();
         evb.settle_with_disk(config.run.number, &reported, |bu| {
-            Ok(config.run.output_dir.join(bu_names[bu as usize]))
+            if farmed {
+                Err("the filter farm consumed its files: lost is an upper bound".into())
+            } else {
+                Ok(config.run.output_dir.join(bu_names[bu as usize]))
+            }
         });
         Self {
             evb,

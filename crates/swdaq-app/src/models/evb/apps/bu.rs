@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use swdaq_dataflow::transport::Outbox;
 use swdaq_evb::bu::{Bu, run_writer, writer_counters};
 use swdaq_evb::build::EventBuilder;
+use swdaq_evb::farm::{ClosedFile, FarmMetrics, run_consumer};
 use swdaq_evb::files::{FileWriter, WriterConfig};
 use swdaq_evb::message::{FragmentRequest, ToBu};
 use swdaq_net::{Immediate, Inlet, Liveness, Message};
@@ -37,7 +38,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     if let Some(warning) = swdaq_evb::ramdisk::advice(&directory) {
         eprintln!("{warning}");
     }
-    let file_writer = FileWriter::new(WriterConfig {
+    let mut file_writer = FileWriter::new(WriterConfig {
         directory,
         run: config.run,
         events_per_file: config.events_per_file,
@@ -46,6 +47,18 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         source: ctx.spec.name.clone(),
     })?;
     let counters = writer_counters(&monitoring.registry, index)?;
+    // This unit's filter farm, as in one process: its consumers take the writer's closed
+    // files and end once the writer has finished.
+    let (closed_tx, closed_rx) = crossbeam_channel::unbounded::<ClosedFile>();
+    let mut consumers = Vec::new();
+    let filters = config.farm.filters().map_err(anyhow::Error::msg)?;
+    for (c, filter) in (0..).zip(filters) {
+        let metrics = FarmMetrics::register(&monitoring.registry, c)?;
+        consumers.push((closed_rx.clone(), metrics, filter));
+    }
+    if !consumers.is_empty() {
+        file_writer = file_writer.notify_closed(closed_tx);
+    }
     let (clock, started) = ctx.ready()?;
     let mut report = EvbAppReport::default();
     if !started {
@@ -58,6 +71,15 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let (inbox_tx, inbox_rx) = crossbeam_channel::unbounded();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| -> anyhow::Result<()> {
+        let farm = consumers
+            .into_iter()
+            .enumerate()
+            .map(|(c, (files, metrics, filter))| {
+                std::thread::Builder::new()
+                    .name(format!("farm-{c}"))
+                    .spawn_scoped(s, move || run_consumer(files, metrics, filter))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let writer = std::thread::Builder::new()
             .name("evb-writer".into())
             .spawn_scoped(s, || {
@@ -102,6 +124,13 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             .map_err(|_| anyhow::anyhow!("the writer panicked"))?;
         report.bu = Some(bu_report);
         report.writer = Some((outcome.counts, outcome.error.map(|e| e.to_string())));
+        // The writer has finished: its closed files are all with the farm.
+        for consumer in farm {
+            let consumed = consumer
+                .join()
+                .map_err(|_| anyhow::anyhow!("a filter-farm consumer panicked"))?;
+            report.farm.get_or_insert_default().merge(consumed);
+        }
         if !writer_failed.load(Ordering::Relaxed) {
             ctx.wait_for_stop();
         }

@@ -13,6 +13,7 @@ use swdaq_dataflow::transport::Outbox;
 use swdaq_evb::bu::BuReport;
 use swdaq_evb::check::FedCounts;
 use swdaq_evb::evm::EvmReport;
+use swdaq_evb::farm::FarmReport;
 use swdaq_evb::files::WriterCounts;
 use swdaq_evb::message::ToBu;
 use swdaq_evb::pause::TriggerClock;
@@ -31,6 +32,9 @@ pub struct EvbAppReport {
     pub bu: Option<BuReport>,
     /// A builder unit's writer: its counts and, if it failed, why.
     pub writer: Option<(WriterCounts, Option<String>)>,
+    /// A builder unit's filter-farm stand-in (`[evb.farm]`), over its consumers.
+    #[serde(default)]
+    pub farm: Option<FarmReport>,
     /// Per FED read: (readout unit, FED id, counts).
     pub feds: Vec<(u16, u16, FedCounts)>,
     /// Faults the FED emulators injected (the truth).
