@@ -432,6 +432,12 @@ fn the_plugins_event_filter_in_a_builder_unit_applications_farm() {
     filter_in_the_farm(How::Applications(&topology), "bu-0");
 }
 
+/// The same filter in a run that `swdaq serve` runs.
+#[test]
+fn the_plugins_event_filter_under_swdaq_serve() {
+    filter_in_the_farm(How::Served, "bu0");
+}
+
 /// Runs the boards with the triggered board's filter in the farm (builder unit `bu`'s
 /// directory) and checks the stream files against the filter's rule.
 fn filter_in_the_farm(how: How<'_>, bu: &str) {
