@@ -3,6 +3,7 @@
 
 mod bench;
 mod display;
+mod dqm;
 mod generate;
 mod hwbench;
 mod inspect;
@@ -43,7 +44,8 @@ enum Command {
     /// Emulate detector data — DUNE links (WIBEth, ProtoDUNE WIB), FELIX cards or CMS FEDs —
     /// to raw files per source or over UDP, with its ground truth.
     Gen(generate::Args),
-    /// Benchmarks of swdaq's stages: monitor, tpg, transport, store, readout, evb, evb-udp, swrod.
+    /// Benchmarks of swdaq's stages: monitor, tpg, transport, store, readout, evb, evb-udp, swrod,
+    /// plugin.
     Bench(bench::Args),
     /// Draw one trigger record of an HDF5 file: channel vs time per plane, with its TPs.
     Display(display::Args),
@@ -53,6 +55,9 @@ enum Command {
     Inspect(inspect::Args),
     /// Hit-finding quality against the emulator's truth, over a threshold scan.
     TpgQuality(quality::Args),
+    /// Data-quality histograms of a run's files (the event builder's FRD files so far), each
+    /// judged against a reference run's (`--reference`, from an earlier `--save`), worst first.
+    Dqm(dqm::Args),
     /// Measure this machine as COMPASS did: memory read and write (sequential and random,
     /// 1 KiB to 1 MiB blocks, one core and every core), CRC32C, frame unpacking and the disk
     /// of the output directory.
@@ -82,6 +87,7 @@ fn main() -> std::process::ExitCode {
         Command::Display(args) => display::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::TpgQuality(args) => quality::run(&args),
+        Command::Dqm(args) => dqm::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),
     };
     match result {

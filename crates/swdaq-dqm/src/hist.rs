@@ -1,0 +1,200 @@
+//! One-dimensional histograms of counts with fixed binning, as a shifter reads them: a name,
+//! a title, the axis's quantity and unit, and under- and overflow kept (a value out of range
+//! is still counted, and a shift out of range still shows).
+
+use serde::{Deserialize, Serialize};
+
+/// `bins` equal bins from `lo` to `hi` of a quantity in `unit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Axis {
+    pub label: String,
+    pub unit: String,
+    pub bins: usize,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Axis {
+    pub fn new(label: &str, unit: &str, bins: usize, lo: f64, hi: f64) -> Axis {
+        Axis {
+            label: label.to_owned(),
+            unit: unit.to_owned(),
+            bins,
+            lo,
+            hi,
+        }
+    }
+
+    /// The bin `x` falls in, counting the underflow as 0 and the overflow as `bins + 1`.
+    fn slot(&self, x: f64) -> usize {
+        if x.is_nan() || x < self.lo {
+            0
+        } else if x >= self.hi {
+            self.bins + 1
+        } else {
+            let width = (self.hi - self.lo) / self.bins as f64;
+            // Rounding may put a value just below `hi` one past the last bin.
+            1 + (((x - self.lo) / width) as usize).min(self.bins - 1)
+        }
+    }
+
+    /// The centre of bin `i` (from 0).
+    pub fn centre(&self, i: usize) -> f64 {
+        self.lo + (i as f64 + 0.5) * (self.hi - self.lo) / self.bins as f64
+    }
+}
+
+/// Histograms that cannot be added or compared.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HistError {
+    #[error("histogram {name}: {bins} bins from {lo} to {hi} is no axis")]
+    BadAxis {
+        name: String,
+        bins: usize,
+        lo: f64,
+        hi: f64,
+    },
+    #[error("histograms {0} and {1} have different binnings")]
+    Binning(String, String),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hist1 {
+    /// Unique within a run's set: how a reference's histogram is found.
+    pub name: String,
+    pub title: String,
+    pub axis: Axis,
+    /// Slot 0 is the underflow, `bins + 1` the overflow.
+    pub counts: Vec<u64>,
+}
+
+impl Hist1 {
+    pub fn new(name: &str, title: &str, axis: Axis) -> Result<Hist1, HistError> {
+        let finite = axis.lo.is_finite() && axis.hi.is_finite();
+        if axis.bins == 0 || !finite || axis.lo >= axis.hi {
+            return Err(HistError::BadAxis {
+                name: name.to_owned(),
+                bins: axis.bins,
+                lo: axis.lo,
+                hi: axis.hi,
+            });
+        }
+        Ok(Hist1 {
+            name: name.to_owned(),
+            title: title.to_owned(),
+            counts: vec![0; axis.bins + 2],
+            axis,
+        })
+    }
+
+    pub fn fill(&mut self, x: f64) {
+        self.counts[self.axis.slot(x)] += 1;
+    }
+
+    /// Everything filled, under- and overflow included.
+    pub fn entries(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    pub fn underflow(&self) -> u64 {
+        self.counts[0]
+    }
+
+    pub fn overflow(&self) -> u64 {
+        self.counts[self.axis.bins + 1]
+    }
+
+    /// The in-range bins' counts.
+    pub fn bins(&self) -> &[u64] {
+        &self.counts[1..=self.axis.bins]
+    }
+
+    /// Mean and standard deviation of the in-range entries, from the bin centres.
+    pub fn mean_and_rms(&self) -> Option<(f64, f64)> {
+        let n: u64 = self.bins().iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let centres = (0..self.axis.bins).map(|i| self.axis.centre(i));
+        let (mut sum, mut sum2) = (0.0, 0.0);
+        for (c, &k) in centres.zip(self.bins()) {
+            sum += c * k as f64;
+            sum2 += c * c * k as f64;
+        }
+        let mean = sum / n as f64;
+        Some((mean, (sum2 / n as f64 - mean * mean).max(0.0).sqrt()))
+    }
+
+    /// Adds `other`'s counts (the same histogram from another file or process).
+    pub fn merge(&mut self, other: &Hist1) -> Result<(), HistError> {
+        self.same_binning(other)?;
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        Ok(())
+    }
+
+    pub fn same_binning(&self, other: &Hist1) -> Result<(), HistError> {
+        let (a, b) = (&self.axis, &other.axis);
+        if (a.bins, a.lo, a.hi) == (b.bins, b.lo, b.hi) && self.counts.len() == other.counts.len() {
+            Ok(())
+        } else {
+            Err(HistError::Binning(self.name.clone(), other.name.clone()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn hist() -> Hist1 {
+        Hist1::new("h", "t", Axis::new("size", "B", 10, 0.0, 100.0)).unwrap()
+    }
+
+    #[test]
+    fn values_land_in_their_bins_and_out_of_range_ones_are_kept() {
+        let mut h = hist();
+        for x in [-1.0, 0.0, 9.99, 10.0, 99.999, 100.0, 1e9, f64::NAN] {
+            h.fill(x);
+        }
+        assert_eq!(h.underflow(), 2, "below the range and NaN");
+        assert_eq!(h.overflow(), 2);
+        assert_eq!(h.bins()[0], 2);
+        assert_eq!(h.bins()[1], 1);
+        assert_eq!(h.bins()[9], 1);
+        assert_eq!(h.entries(), 8);
+    }
+
+    #[test]
+    fn an_empty_or_reversed_axis_is_refused() {
+        assert!(Hist1::new("h", "t", Axis::new("x", "", 0, 0.0, 1.0)).is_err());
+        assert!(Hist1::new("h", "t", Axis::new("x", "", 5, 1.0, 1.0)).is_err());
+        assert!(Hist1::new("h", "t", Axis::new("x", "", 5, 0.0, f64::INFINITY)).is_err());
+    }
+
+    #[test]
+    fn merging_needs_the_same_binning() {
+        let mut a = hist();
+        let b = Hist1::new("b", "t", Axis::new("size", "B", 20, 0.0, 100.0)).unwrap();
+        assert!(a.merge(&b).is_err());
+        let mut c = hist();
+        c.fill(5.0);
+        a.merge(&c).unwrap();
+        a.merge(&c).unwrap();
+        assert_eq!(a.bins()[0], 2);
+    }
+
+    proptest! {
+        /// Every value is counted exactly once, wherever it falls.
+        #[test]
+        fn every_fill_is_counted_once(values in proptest::collection::vec(any::<f64>(), 0..200)) {
+            let mut h = hist();
+            for &x in &values {
+                h.fill(x);
+            }
+            prop_assert_eq!(h.entries(), values.len() as u64);
+        }
+    }
+}

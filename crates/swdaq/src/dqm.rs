@@ -1,0 +1,137 @@
+//! `swdaq dqm FILE...`: a run's data-quality histograms computed offline from its files, and
+//! each judged against a reference run's set (`--reference`), worst first. `--save` keeps the
+//! set to be a later run's reference. The event builder's FRD files so far.
+
+use crate::table;
+use serde_json::json;
+use std::path::PathBuf;
+use swdaq_dqm::{Check, HistSet, Quality, Test};
+use swdaq_format::file_kind::{FileKind, detect_path};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The run's files (FRD `.raw` files of the event builder).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// A reference run's histogram set (`--save` of an earlier `swdaq dqm`).
+    #[arg(long)]
+    reference: Option<PathBuf>,
+    /// Write this run's histogram set here (a new file; never replacing one).
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// The comparison: `chi2` or `kolmogorov`.
+    #[arg(long, default_value = "chi2", value_parser = parse_test)]
+    test: Test,
+    /// Below this probability a histogram is Bad.
+    #[arg(long, default_value_t = Check::default().min_probability)]
+    min_probability: f64,
+    /// Fewer entries than this (run or reference): Undetermined.
+    #[arg(long, default_value_t = Check::default().min_entries)]
+    min_entries: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_test(text: &str) -> Result<Test, String> {
+    match text {
+        "chi2" => Ok(Test::Chi2),
+        "kolmogorov" => Ok(Test::Kolmogorov),
+        other => Err(format!("{other:?}: the tests are chi2 and kolmogorov")),
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.min_probability),
+        "--min-probability {} is not a probability",
+        args.min_probability
+    );
+    let mut set = HistSet::new();
+    let mut files = Vec::new();
+    for path in &args.files {
+        let kind = detect_path(path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            .kind;
+        anyhow::ensure!(
+            kind == FileKind::Frd,
+            "{}: {kind:?}: swdaq dqm reads the event builder's FRD files so far",
+            path.display()
+        );
+        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let read = swdaq_dqm::frd::fill(&mut set, &bytes)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        files.push(json!({"path": path, "events": read.events, "problem": read.problem}));
+    }
+    if let Some(save) = &args.save {
+        set.save(save)?;
+    }
+    let check = Check {
+        test: args.test,
+        min_probability: args.min_probability,
+        min_entries: args.min_entries,
+    };
+    let verdicts = match &args.reference {
+        Some(reference) => Some(set.judge(&HistSet::load(reference)?, &check)),
+        None => None,
+    };
+    if args.json {
+        let histograms: Vec<_> = set
+            .histograms
+            .values()
+            .map(|h| {
+                let (mean, rms) = h.mean_and_rms().unzip();
+                json!({"name": h.name, "title": h.title, "entries": h.entries(), "mean": mean,
+                       "rms": rms, "unit": h.axis.unit})
+            })
+            .collect();
+        let out = json!({"files": files, "histograms": histograms, "check": check,
+                         "verdicts": verdicts.as_ref().map(|v| v.iter()
+                             .map(|(name, v)| json!({"name": name, "verdict": v}))
+                             .collect::<Vec<_>>())});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = match &verdicts {
+        Some(verdicts) => verdicts
+            .iter()
+            .map(|(name, v)| {
+                let h = &set.histograms[name];
+                vec![
+                    format!("{:?}", v.quality),
+                    name.clone(),
+                    h.entries().to_string(),
+                    v.why.clone(),
+                ]
+            })
+            .collect(),
+        None => set
+            .histograms
+            .values()
+            .map(|h| {
+                let (mean, rms) = h.mean_and_rms().unwrap_or((f64::NAN, f64::NAN));
+                vec![
+                    "-".into(),
+                    h.name.clone(),
+                    h.entries().to_string(),
+                    format!("mean {mean:.1} {}, rms {rms:.1}", h.axis.unit),
+                ]
+            })
+            .collect(),
+    };
+    print!(
+        "{}",
+        table::render(&["quality", "histogram", "entries", "what"], &rows)
+    );
+    if let Some(verdicts) = &verdicts {
+        let bad = verdicts
+            .iter()
+            .filter(|(_, v)| v.quality == Quality::Bad)
+            .count();
+        println!(
+            "{bad} of {} histograms Bad against the reference",
+            verdicts.len()
+        );
+    }
+    Ok(())
+}
