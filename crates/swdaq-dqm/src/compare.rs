@@ -10,17 +10,22 @@
 //!   is approximate, as ROOT says of `TH1::KolmogorovTest`.
 //!
 //! Under- and overflow count as bins in both: a distribution moving out of range has changed.
+//! A histogram of rare occurrences (errors by e-link) has no shape to compare: each bin's
+//! count is judged against the reference's rate per event ([`compare_counts`], Poisson).
 //! A probability below `min_probability` is Bad.
 
 use crate::hist::{Hist1, HistError};
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ChiSquared, ContinuousCDF};
+use statrs::distribution::{ChiSquared, ContinuousCDF, DiscreteCDF, Poisson};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Test {
     Chi2,
     Kolmogorov,
+    /// Rare occurrences' counts per bin against the reference's rate ([`compare_counts`]);
+    /// chosen by the histogram's kind, not by the check.
+    Poisson,
 }
 
 /// How a histogram is judged against its reference.
@@ -79,8 +84,9 @@ pub fn compare(run: &Hist1, reference: &Hist1, check: &Check) -> Result<Verdict,
         });
     }
     let (statistic, probability) = match check.test {
-        Test::Chi2 => chi2(&run.counts, &reference.counts),
         Test::Kolmogorov => kolmogorov(&run.counts, &reference.counts),
+        // Poisson is no check's choice (it judges counts): a distribution falls back to chi2.
+        Test::Chi2 | Test::Poisson => chi2(&run.counts, &reference.counts),
     };
     let quality = if probability < check.min_probability {
         Quality::Bad
@@ -101,6 +107,71 @@ pub fn compare(run: &Hist1, reference: &Hist1, check: &Check) -> Result<Verdict,
                 "at least"
             },
             check.min_probability
+        ),
+    })
+}
+
+/// Judges a histogram of rare occurrences ([`HistKind::Counts`]) filled over `run_events`
+/// events against the reference's over `reference_events`: each bin's count against what
+/// the reference's rate per event predicts (at least one over the run, so a single
+/// occurrence is no alarm), by the Poisson probability of so many or more. The least
+/// probable bin decides.
+pub fn compare_counts(
+    run: &Hist1,
+    run_events: u64,
+    reference: &Hist1,
+    reference_events: u64,
+    check: &Check,
+) -> Result<Verdict, HistError> {
+    run.same_binning(reference)?;
+    if run_events < check.min_entries || reference_events < check.min_entries {
+        return Ok(Verdict {
+            quality: Quality::Undetermined,
+            test: Test::Poisson,
+            statistic: None,
+            probability: None,
+            why: format!(
+                "{run_events} events against the reference's {reference_events}: fewer than {} to tell",
+                check.min_entries
+            ),
+        });
+    }
+    let scale = run_events as f64 / reference_events as f64;
+    let (worst, probability, expected) = run
+        .counts
+        .iter()
+        .zip(&reference.counts)
+        .enumerate()
+        .map(|(slot, (&seen, &before))| {
+            let expected = (before as f64 * scale).max(1.0);
+            let probability = Poisson::new(expected)
+                .map_or(0.0, |d| if seen == 0 { 1.0 } else { d.sf(seen - 1) });
+            (slot, probability, expected)
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("a histogram has at least under- and overflow");
+    let quality = if probability < check.min_probability {
+        Quality::Bad
+    } else {
+        Quality::Good
+    };
+    let bin = match worst {
+        0 => "the underflow".to_string(),
+        s if s == run.axis.bins + 1 => "the overflow".to_string(),
+        s => format!(
+            "{} {}",
+            run.axis.label,
+            run.axis.lo + (s - 1) as f64 * (run.axis.hi - run.axis.lo) / run.axis.bins as f64
+        ),
+    };
+    Ok(Verdict {
+        quality,
+        test: Test::Poisson,
+        statistic: Some(run.counts[worst] as f64),
+        probability: Some(probability),
+        why: format!(
+            "{bin}: {} against {expected:.1} expected from the reference, probability {probability:.3e}",
+            run.counts[worst]
         ),
     })
 }
@@ -182,6 +253,38 @@ mod tests {
             let shifted = compare(&peaked(5000, 56.0), &peaked(20_000, 50.0), &check).unwrap();
             assert_eq!(shifted.quality, Quality::Bad, "{test:?}: {shifted:?}");
         }
+    }
+
+    fn counts(at: &[(usize, u64)]) -> Hist1 {
+        let mut h = Hist1::new("m", "t", Axis::new("e-link", "", 8, 0.0, 8.0))
+            .unwrap()
+            .of_counts();
+        for &(bin, n) in at {
+            for _ in 0..n {
+                h.fill(bin as f64);
+            }
+        }
+        h
+    }
+
+    #[test]
+    fn rare_counts_are_judged_by_the_references_rate() {
+        let check = Check::default();
+        let clean = counts(&[]);
+        let dead = compare_counts(&counts(&[(3, 800)]), 1000, &clean, 1000, &check).unwrap();
+        assert_eq!(dead.quality, Quality::Bad, "{dead:?}");
+        assert!(dead.why.starts_with("e-link 3: 800"), "{}", dead.why);
+        let once = compare_counts(&counts(&[(5, 1)]), 1000, &clean, 1000, &check).unwrap();
+        assert_eq!(
+            once.quality,
+            Quality::Good,
+            "one occurrence is no alarm: {once:?}"
+        );
+        // As often as in the reference (per event): Good.
+        let usual = compare_counts(&counts(&[(2, 20)]), 1000, &counts(&[(2, 40)]), 2000, &check);
+        assert_eq!(usual.unwrap().quality, Quality::Good);
+        let short = compare_counts(&counts(&[(3, 80)]), 50, &clean, 1000, &check).unwrap();
+        assert_eq!(short.quality, Quality::Undetermined);
     }
 
     #[test]

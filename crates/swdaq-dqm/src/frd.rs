@@ -34,6 +34,7 @@ pub fn fill(set: &mut HistSet, bytes: &[u8]) -> Result<FrdRead, FormatError> {
             }
         };
         read.events += 1;
+        set.events += 1;
         set.entry("event_size", || {
             histogram("event_size", "Event size", "event size", EVENT_SIZE_BINS)
         })

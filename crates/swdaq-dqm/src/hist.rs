@@ -58,11 +58,25 @@ pub enum HistError {
     Binning(String, String),
 }
 
+/// What a histogram's entries are, which decides how it is judged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistKind {
+    /// One entry per item (a size per fragment): its shape is compared.
+    #[default]
+    Distribution,
+    /// Occurrences of something that should be rare (a missing e-link by index): each
+    /// bin's count is compared with the reference's rate per event.
+    Counts,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hist1 {
     /// Unique within a run's set: how a reference's histogram is found.
     pub name: String,
     pub title: String,
+    #[serde(default)]
+    pub kind: HistKind,
     pub axis: Axis,
     /// Slot 0 is the underflow, `bins + 1` the overflow.
     pub counts: Vec<u64>,
@@ -82,9 +96,18 @@ impl Hist1 {
         Ok(Hist1 {
             name: name.to_owned(),
             title: title.to_owned(),
+            kind: HistKind::Distribution,
             counts: vec![0; axis.bins + 2],
             axis,
         })
+    }
+
+    /// The same histogram holding counts of rare occurrences ([`HistKind::Counts`]).
+    pub fn of_counts(self) -> Hist1 {
+        Hist1 {
+            kind: HistKind::Counts,
+            ..self
+        }
     }
 
     pub fn fill(&mut self, x: f64) {

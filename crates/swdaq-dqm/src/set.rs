@@ -1,8 +1,8 @@
 //! A run's histograms by name: merged across files, saved as JSON to serve as a later run's
 //! reference, and judged histogram by histogram against a reference set, worst first.
 
-use crate::compare::{Check, Quality, Verdict, compare};
-use crate::hist::{Hist1, HistError};
+use crate::compare::{Check, Quality, Verdict, compare, compare_counts};
+use crate::hist::{Hist1, HistError, HistKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +24,9 @@ pub enum SetError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HistSet {
     pub version: u32,
+    /// Events the histograms were filled from (the rates of [`HistKind::Counts`] ones).
+    #[serde(default)]
+    pub events: u64,
     pub histograms: BTreeMap<String, Hist1>,
 }
 
@@ -31,6 +34,7 @@ impl HistSet {
     pub fn new() -> HistSet {
         HistSet {
             version: SET_VERSION,
+            events: 0,
             histograms: BTreeMap::new(),
         }
     }
@@ -42,6 +46,7 @@ impl HistSet {
 
     /// Adds `other`'s histograms (another file of the same run).
     pub fn merge(&mut self, other: HistSet) -> Result<(), HistError> {
+        self.events += other.events;
         for (name, h) in other.histograms {
             match self.histograms.get_mut(&name) {
                 Some(mine) => mine.merge(&h)?,
@@ -111,18 +116,23 @@ impl HistSet {
     /// Each histogram against the reference's of the same name, worst first; one the
     /// reference lacks is Undetermined.
     pub fn judge(&self, reference: &HistSet, check: &Check) -> Vec<(String, Verdict)> {
-        let mut verdicts: Vec<(String, Verdict)> =
-            self.histograms
-                .iter()
-                .map(|(name, h)| {
-                    let verdict = match reference.histograms.get(name) {
-                        Some(r) => compare(h, r, check)
-                            .unwrap_or_else(|e| undetermined(check, e.to_string())),
-                        None => undetermined(check, "not in the reference".into()),
-                    };
-                    (name.clone(), verdict)
-                })
-                .collect();
+        let mut verdicts: Vec<(String, Verdict)> = self
+            .histograms
+            .iter()
+            .map(|(name, h)| {
+                let verdict = match reference.histograms.get(name) {
+                    Some(r) => match h.kind {
+                        HistKind::Distribution => compare(h, r, check),
+                        HistKind::Counts => {
+                            compare_counts(h, self.events, r, reference.events, check)
+                        }
+                    }
+                    .unwrap_or_else(|e| undetermined(check, e.to_string())),
+                    None => undetermined(check, "not in the reference".into()),
+                };
+                (name.clone(), verdict)
+            })
+            .collect();
         verdicts.sort_by(|a, b| a.1.quality.cmp(&b.1.quality).then(a.0.cmp(&b.0)));
         verdicts
     }

@@ -1,6 +1,7 @@
 //! `swdaq dqm FILE...`: a run's data-quality histograms computed offline from its files, and
 //! each judged against a reference run's set (`--reference`), worst first. `--save` keeps the
-//! set to be a later run's reference. The event builder's FRD files so far.
+//! set to be a later run's reference. The event builder's FRD files and the SW ROD's
+//! EventStorage files so far.
 
 use crate::table;
 use serde_json::json;
@@ -10,7 +11,7 @@ use swdaq_format::file_kind::{FileKind, detect_path};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The run's files (FRD `.raw` files of the event builder).
+    /// The run's files (the event builder's FRD `.raw`, the SW ROD's EventStorage `.data`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// A reference run's histogram set (`--save` of an earlier `swdaq dqm`).
@@ -50,18 +51,25 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut set = HistSet::new();
     let mut files = Vec::new();
     for path in &args.files {
-        let kind = detect_path(path)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-            .kind;
-        anyhow::ensure!(
-            kind == FileKind::Frd,
-            "{}: {kind:?}: swdaq dqm reads the event builder's FRD files so far",
-            path.display()
-        );
-        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let read = swdaq_dqm::frd::fill(&mut set, &bytes)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        files.push(json!({"path": path, "events": read.events, "problem": read.problem}));
+        let named = |e: &dyn std::fmt::Display| anyhow::anyhow!("{}: {e}", path.display());
+        let kind = detect_path(path).map_err(|e| named(&e))?.kind;
+        let bytes = std::fs::read(path).map_err(|e| named(&e))?;
+        let (events, problems) = match kind {
+            FileKind::Frd => {
+                let read = swdaq_dqm::frd::fill(&mut set, &bytes).map_err(|e| named(&e))?;
+                (read.events, read.problem.into_iter().collect())
+            }
+            FileKind::EventStorage => {
+                let read = swdaq_dqm::swrod::fill(&mut set, &bytes).map_err(|e| named(&e))?;
+                (read.events, read.problems)
+            }
+            other => anyhow::bail!(
+                "{}: {other:?}: swdaq dqm reads the event builder's FRD files and the SW ROD's \
+                 EventStorage files so far",
+                path.display()
+            ),
+        };
+        files.push(json!({"path": path, "events": events, "problems": problems}));
     }
     if let Some(save) = &args.save {
         set.save(save)?;

@@ -122,3 +122,93 @@ fn a_grown_fed_is_bad_against_the_reference_and_a_like_run_is_not() {
         .unwrap();
     assert!(!again.status.success());
 }
+
+/// Runs the SW ROD (one card, 16 e-links in two ROBs of 8, 1000 L1 accepts) into `dir/<name>`,
+/// with `faults` lines under `[swrod.felix.faults]`; its EventStorage files.
+fn swrod_run(dir: &Path, name: &str, seed: u64, faults: &str) -> Vec<PathBuf> {
+    let out = dir.join(name);
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nduration_s = 0.0\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
+             [swrod]\nmax_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\n\
+             max_l1as = 1000\nhlt_accept_every = 1\n\
+             [swrod.felix]\nelinks = 16\nchunk_min = 8\nchunk_max = 90\nseed = {seed}\n\
+             [swrod.felix.faults]\n{faults}\n"
+        ),
+    )
+    .unwrap();
+    let done = common::swdaq_run(&config);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let mut files = Vec::new();
+    let mut dirs = vec![out];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "data") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(!files.is_empty());
+    files
+}
+
+/// A SW ROD run whose e-link 3 dies is Bad against a clean reference on that ROB's missing
+/// e-link map, which shows the dead e-link at its index; the other ROB's map is not Bad.
+#[test]
+fn a_dead_elink_shows_on_its_robs_map_and_is_bad_against_a_clean_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("swrod-reference.json");
+    dqm(
+        &["--json", "--save", reference.to_str().unwrap()],
+        &swrod_run(dir.path(), "clean", 5, ""),
+    );
+    let files = swrod_run(
+        dir.path(),
+        "dead",
+        6,
+        "dead_elinks = [{ elink = 3, after_l1as = 200 }]",
+    );
+    let report = dqm(
+        &["--json", "--reference", reference.to_str().unwrap()],
+        &files,
+    );
+    let verdicts = flags(&report);
+    let quality = |name: &str| {
+        verdicts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, q)| q.clone())
+    };
+    assert_eq!(
+        quality("missing_elinks_00710000").as_deref(),
+        Some("Bad"),
+        "{verdicts:?}"
+    );
+    assert_ne!(
+        quality("missing_elinks_00710001").as_deref(),
+        Some("Bad"),
+        "{verdicts:?}"
+    );
+    // The map itself, from the saved set of the dead run: e-link 3 and nothing else.
+    let saved = dir.path().join("dead.json");
+    dqm(&["--json", "--save", saved.to_str().unwrap()], &files);
+    let set: Value = serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    let counts = set["histograms"]["missing_elinks_00710000"]["counts"]
+        .as_array()
+        .unwrap();
+    let hit: Vec<usize> = (0..counts.len())
+        .filter(|&i| counts[i].as_u64() != Some(0))
+        .collect();
+    // Slot 0 is the underflow: e-link 3 is slot 4.
+    assert_eq!(hit, [4], "{counts:?}");
+    assert!(counts[4].as_u64().unwrap() >= 700);
+}
