@@ -1,9 +1,11 @@
 //! Data-quality monitoring (#37): what the detector's data look like, as histograms a shifter
 //! reads, and each histogram judged against a reference run's by a stated test
-//! ([`compare`]). [`frd`] fills the event builder's histograms from its FRD files and
-//! [`swrod`] the SW ROD's from its EventStorage files (`swdaq dqm`, offline); the chain's
-//! histograms, online filling from sampled data and the console's page are to come.
+//! ([`compare`]). [`chain`] fills the chain's histograms from its trigger records, [`frd`] the
+//! event builder's from its FRD files and [`swrod`] the SW ROD's from its EventStorage files
+//! (`swdaq dqm`, offline); online filling from sampled data and the console's page are to
+//! come.
 
+pub mod chain;
 pub mod compare;
 pub mod frd;
 pub mod hist;

@@ -1,7 +1,7 @@
 //! `swdaq dqm FILE...`: a run's data-quality histograms computed offline from its files, and
 //! each judged against a reference run's set (`--reference`), worst first. `--save` keeps the
-//! set to be a later run's reference. The event builder's FRD files and the SW ROD's
-//! EventStorage files so far.
+//! set to be a later run's reference. The chain's trigger-record HDF5 files, the event
+//! builder's FRD files and the SW ROD's EventStorage files.
 
 use crate::table;
 use serde_json::json;
@@ -11,7 +11,8 @@ use swdaq_format::file_kind::{FileKind, detect_path};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The run's files (the event builder's FRD `.raw`, the SW ROD's EventStorage `.data`).
+    /// The run's files (the chain's HDF5, the event builder's FRD `.raw`, the SW ROD's
+    /// EventStorage `.data`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// A reference run's histogram set (`--save` of an earlier `swdaq dqm`).
@@ -53,19 +54,26 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     for path in &args.files {
         let named = |e: &dyn std::fmt::Display| anyhow::anyhow!("{}: {e}", path.display());
         let kind = detect_path(path).map_err(|e| named(&e))?.kind;
-        let bytes = std::fs::read(path).map_err(|e| named(&e))?;
+        let bytes = if kind == FileKind::Hdf5 {
+            Vec::new()
+        } else {
+            std::fs::read(path).map_err(|e| named(&e))?
+        };
         let (events, problems) = match kind {
             FileKind::Frd => {
                 let read = swdaq_dqm::frd::fill(&mut set, &bytes).map_err(|e| named(&e))?;
                 (read.events, read.problem.into_iter().collect())
+            }
+            FileKind::Hdf5 => {
+                let (records, problems) = fill_from_records(&mut set, path)?;
+                (records, problems)
             }
             FileKind::EventStorage => {
                 let read = swdaq_dqm::swrod::fill(&mut set, &bytes).map_err(|e| named(&e))?;
                 (read.events, read.problems)
             }
             other => anyhow::bail!(
-                "{}: {other:?}: swdaq dqm reads the event builder's FRD files and the SW ROD's \
-                 EventStorage files so far",
+                "{}: {other:?}: swdaq dqm reads trigger-record HDF5, FRD and EventStorage files",
                 path.display()
             ),
         };
@@ -142,4 +150,28 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The chain's histograms from an HDF5 file's trigger records; a record or fragment that
+/// cannot be read is named and the rest still read.
+fn fill_from_records(
+    set: &mut HistSet,
+    path: &std::path::Path,
+) -> anyhow::Result<(u64, Vec<String>)> {
+    let reader = swdaq_store::reader::RecordFileReader::open(path)?;
+    let (mut records, mut problems) = (0, Vec::new());
+    for id in reader.record_ids()? {
+        match reader.read_record_skipping_bad(&id) {
+            Ok((record, bad)) => {
+                records += 1;
+                problems.extend(
+                    bad.into_iter()
+                        .map(|b| format!("{}: {}", b.dataset, b.reason)),
+                );
+                problems.extend(swdaq_dqm::chain::fill_record(set, &record));
+            }
+            Err(e) => problems.push(format!("{id:?}: {e}")),
+        }
+    }
+    Ok((records, problems))
 }

@@ -55,7 +55,7 @@ enum Command {
     Inspect(inspect::Args),
     /// Hit-finding quality against the emulator's truth, over a threshold scan.
     TpgQuality(quality::Args),
-    /// Data-quality histograms of a run's files (the event builder's and the SW ROD's), each
+    /// Data-quality histograms of a run's files (any model's), each
     /// judged against a reference run's (`--reference`, from an earlier `--save`), worst first.
     Dqm(dqm::Args),
     /// Measure this machine as COMPASS did: memory read and write (sequential and random,

@@ -212,3 +212,112 @@ fn a_dead_elink_shows_on_its_robs_map_and_is_bad_against_a_clean_run() {
     assert_eq!(hit, [4], "{counts:?}");
     assert!(counts[4].as_u64().unwrap() >= 700);
 }
+
+/// Runs the chain (1 emulated link, periodic triggers, 1.5 s) into `dir/<name>` with
+/// `sim` lines under `[emulator.sim]`; its HDF5 files.
+fn chain_run(dir: &Path, name: &str, sim: &str) -> Vec<PathBuf> {
+    let out = dir.join(name);
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nduration_s = 1.5\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
+             [emulator]\nlinks = 1\n[emulator.sim]\n{sim}\n\
+             [trigger.periodic]\nenabled = true\nrate_hz = 40.0\n"
+        ),
+    )
+    .unwrap();
+    let done = common::swdaq_run(&config);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let files: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "hdf5"))
+        .collect();
+    assert!(!files.is_empty(), "no HDF5 file in {}", out.display());
+    files
+}
+
+/// The chain's histograms: against a clean reference, a run with the link's channel 5 dead
+/// and channel 9 noisy (offline channels 1573 and 1577: the emulator's link 0 starts at 1568)
+/// flags both channel maps Bad, naming the channels; a run whose noise is raised 30% flags the
+/// noise histogram Bad. The same seed throughout: it sets the channels' pedestals, which are
+/// a detector's own and stable.
+#[test]
+fn a_dead_and_a_noisy_channel_and_raised_noise_are_bad_against_a_clean_chain_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("chain-reference.json");
+    let clean = dqm(
+        &["--json", "--save", reference.to_str().unwrap()],
+        &chain_run(dir.path(), "clean", "seed = 1"),
+    );
+    let records: u64 = clean["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["events"].as_u64().unwrap())
+        .sum();
+    assert!(records >= 20, "{clean}");
+    let against = [
+        "--json",
+        "--reference",
+        reference.to_str().unwrap(),
+        "--min-entries",
+        "10",
+    ];
+
+    let faulty = dqm(
+        &against,
+        &chain_run(
+            dir.path(),
+            "faulty",
+            "seed = 1\ndead_channels = [1573]\nnoisy_channels = [1577]",
+        ),
+    );
+    let verdict = |report: &Value, name: &str| {
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap()["verdict"]
+            .clone()
+    };
+    let dead = verdict(&faulty, "dead_channels_link_0000");
+    assert_eq!(dead["quality"], "Bad", "{faulty}");
+    assert!(
+        dead["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("channel of the link 5:"),
+        "{dead}"
+    );
+    let noisy = verdict(&faulty, "noisy_channels_link_0000");
+    assert_eq!(noisy["quality"], "Bad", "{faulty}");
+    assert!(
+        noisy["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("channel of the link 9:"),
+        "{noisy}"
+    );
+
+    let louder = dqm(
+        &against,
+        &chain_run(dir.path(), "louder", "seed = 1\nwhite_noise_sigma = 5.2"),
+    );
+    assert_eq!(
+        verdict(&louder, "noise_rms_link_0000")["quality"],
+        "Bad",
+        "{louder}"
+    );
+    assert_eq!(
+        verdict(&louder, "dead_channels_link_0000")["quality"],
+        "Good",
+        "{louder}"
+    );
+}
