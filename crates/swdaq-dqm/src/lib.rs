@@ -8,6 +8,7 @@
 pub mod chain;
 pub mod compare;
 pub mod frd;
+pub mod hdf5_file;
 pub mod hist;
 mod set;
 pub mod swrod;
