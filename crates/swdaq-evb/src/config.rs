@@ -92,6 +92,10 @@ pub enum FedInputKind {
     /// One datagram per fragment; the FED that is `i`-th in `rus` (from 0, all readout units
     /// in order) listens on `udp_address`'s port + `i`.
     Udp,
+    /// FEROL streams over TCP (`ferol_tcp`): each readout unit's FEDs, in order, in streams
+    /// of `feds_per_stream`; stream `s` (from 0, all readout units in order) listens on
+    /// `tcp_address`'s port + `s` and the FEROL connects to it.
+    Tcp,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,6 +104,11 @@ pub struct FedInputConfig {
     pub kind: FedInputKind,
     pub directory: PathBuf,
     pub udp_address: Option<std::net::SocketAddr>,
+    /// `kind = "tcp"`: the first stream's listening address (stream `s` on its port + `s`).
+    pub tcp_address: Option<std::net::SocketAddr>,
+    /// `kind = "tcp"`: FEDs one FEROL stream carries (each readout unit's FED count a
+    /// multiple of it).
+    pub feds_per_stream: usize,
     /// Fragments each FED's latency buffer holds (files, UDP).
     pub buffer_fragments: usize,
     /// Largest UDP fragment in bytes (a larger datagram is counted oversized).
@@ -124,6 +133,8 @@ impl Default for FedInputConfig {
             kind: FedInputKind::Emulator,
             directory: PathBuf::new(),
             udp_address: None,
+            tcp_address: None,
+            feds_per_stream: 1,
             buffer_fragments: 1024,
             max_fragment_bytes: 16 << 10,
             udp_batch: swdaq_readout::udp::DEFAULT_BATCH,
@@ -189,7 +200,13 @@ pub enum EvbConfigError {
     Input(&'static str, &'static str),
     #[error("[evb.input] udp_batch = {0}: must be 1 to {max}", max = swdaq_readout::udp::MAX_BATCH)]
     UdpBatch(usize),
-    #[error("[evb.input.decoder] needs kind = \"udp\": files and emulated FEDs hold FED fragments")]
+    #[error(
+        "[evb.input] feds_per_stream = {per}: readout unit {ru}'s {feds} FEDs must fill whole streams (a multiple of it, at least 1)"
+    )]
+    FedsPerStream { ru: usize, feds: usize, per: usize },
+    #[error(
+        "[evb.input.decoder] needs kind = \"udp\": files, FEROL streams and emulated FEDs hold FED fragments"
+    )]
     DecoderInput,
     #[error(transparent)]
     Decoder(#[from] DecoderConfigError),
@@ -252,6 +269,23 @@ impl EvbConfig {
                 if !(1..=swdaq_readout::udp::MAX_BATCH).contains(&self.input.udp_batch) =>
             {
                 return Err(EvbConfigError::UdpBatch(self.input.udp_batch));
+            }
+            FedInputKind::Tcp if self.input.tcp_address.is_none() => {
+                return Err(EvbConfigError::Input("tcp", "tcp_address"));
+            }
+            FedInputKind::Tcp => {
+                let per = self.input.feds_per_stream;
+                if let Some(ru) = self
+                    .rus
+                    .iter()
+                    .position(|feds| per == 0 || !feds.len().is_multiple_of(per))
+                {
+                    return Err(EvbConfigError::FedsPerStream {
+                        ru,
+                        feds: self.rus[ru].len(),
+                        per,
+                    });
+                }
             }
             _ => {}
         }

@@ -43,7 +43,9 @@
 //! [`FerolDeframer`] turns a byte stream (any split into reads) into whole FED fragments,
 //! and every corruption a header can show into one [`FerolProblem`] for the FED it concerns;
 //! after a problem it skips to the next block that can start a fragment of the stream's
-//! FEDs, so garbage costs the fragments it touches and never stalls the stream.
+//! FEDs, so garbage costs the fragments it touches and never stalls the stream. A fragment
+//! whose first block is itself corrupt, met while skipping (two corrupt fragments back to
+//! back), is part of the same loss and not counted again.
 
 use crate::error::{FormatError, need};
 use crate::fed::{FED_L1_ID_MASK, FED_WORD, FedHeader};
