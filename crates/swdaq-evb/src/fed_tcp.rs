@@ -23,8 +23,12 @@ use swdaq_format::ferol::{FEROL_BLOCK_SIZE, FerolProblem, encode_ferol_blocks, f
 use swdaq_readout::udp::{Pacer, port_offset};
 use swdaq_sim::fed::{FedConfigError, FedEmulator, FedEvent, FedFault, FedSimConfig};
 
-/// Bytes gathered per stream before a write: a few blocks per FED, one system call.
-const WRITE_BATCH: usize = 256 << 10;
+/// Bytes gathered in a stream before every stream is written: a few dozen blocks, one
+/// system call each.
+const WRITE_BATCH: usize = 128 << 10;
+/// Paced: the sender writes and waits once it is this far ahead of the trigger clock; until
+/// then fragments gather (each leaves at most this late).
+const FLUSH_AHEAD: Duration = Duration::from_micros(50);
 
 #[derive(Debug, thiserror::Error)]
 pub enum FedTcpError {
@@ -181,11 +185,14 @@ pub fn send(
     for _ in 0..events {
         let faulty_before = faults.len();
         emulator.next_event(&mut event, &mut faults);
-        if options.paced {
+        let due = Duration::from_nanos(event.trigger_ns);
+        // Paced: what is gathered goes out before a wait, and only then: at 100 kHz a write
+        // per event and stream would cost the sender more than the emulation.
+        if options.paced && started + due > Instant::now() + FLUSH_AHEAD {
             for (index, stream) in streams.iter_mut().enumerate() {
                 stream.flush(index)?;
             }
-            pacer.wait_until(Duration::from_nanos(event.trigger_ns));
+            pacer.wait_until(due);
         }
         let has_fault = |fed: u16| faults[faulty_before..].iter().any(|f| f.fed == fed);
         for (fed, range) in &event.fragments {
@@ -235,8 +242,12 @@ pub fn send(
             ferol_faults.extend(fault);
             fragments += 1;
             bytes += (stream.pending.len() - at) as u64;
+            // All streams go out together: one stream gathering while another's write
+            // blocks would hold its FEDs back behind the others of their readout unit.
             if stream.pending.len() >= WRITE_BATCH {
-                stream.flush(index)?;
+                for (index, stream) in streams.iter_mut().enumerate() {
+                    stream.flush(index)?;
+                }
             }
         }
     }

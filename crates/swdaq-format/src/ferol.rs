@@ -258,9 +258,11 @@ const READ_CHUNK: usize = 256 << 10;
 pub struct FerolDeframer {
     feds: Vec<u16>,
     max_fragment: usize,
-    /// Received bytes from `start` on are not yet consumed.
+    /// Received bytes `start..end` are not yet consumed; the storage past `end` is reused
+    /// (allocated and zeroed once, never per read).
     buffer: Vec<u8>,
     start: usize,
+    end: usize,
     open: Option<Open>,
     assembling: Vec<u8>,
     /// After a problem: skipping to the next block that can start a fragment.
@@ -277,6 +279,7 @@ impl FerolDeframer {
             max_fragment,
             buffer: Vec::new(),
             start: 0,
+            end: 0,
             open: None,
             assembling: Vec::new(),
             resync: false,
@@ -289,15 +292,15 @@ impl FerolDeframer {
 
     /// True while part of a block or fragment is held: the stream stopped mid-fragment.
     pub fn partial(&self) -> bool {
-        self.open.is_some() || self.buffer.len() > self.start
+        self.open.is_some() || self.end > self.start
     }
 
     /// Forgets everything held (a new connection starts with a fresh block); true when part
     /// of a fragment was lost.
     pub fn reset(&mut self) -> bool {
         let lost = self.partial();
-        self.buffer.clear();
         self.start = 0;
+        self.end = 0;
         self.open = None;
         self.assembling.clear();
         self.resync = false;
@@ -306,7 +309,9 @@ impl FerolDeframer {
 
     /// Appends received bytes and hands on what they complete.
     pub fn push(&mut self, bytes: &[u8], out: impl FnMut(FerolItem<'_>)) {
-        self.buffer.extend_from_slice(bytes);
+        self.make_room(bytes.len());
+        self.buffer[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        self.end += bytes.len();
         self.process(out);
     }
 
@@ -317,23 +322,31 @@ impl FerolDeframer {
         reader: &mut impl io::Read,
         out: impl FnMut(FerolItem<'_>),
     ) -> io::Result<usize> {
-        self.compact();
-        let held = self.buffer.len();
-        self.buffer.resize(held + READ_CHUNK, 0);
-        let read = reader.read(&mut self.buffer[held..]);
-        self.buffer.truncate(held + *read.as_ref().unwrap_or(&0));
+        self.make_room(READ_CHUNK / 4);
+        let read = reader.read(&mut self.buffer[self.end..]);
         if let Ok(n) = read
             && n > 0
         {
+            self.end += n;
             self.process(out);
         }
         read
     }
 
-    fn compact(&mut self) {
+    /// At least `room` bytes free past `end`: the unconsumed bytes moved to the front (at
+    /// most a block's worth once processed), the storage grown only when that is not enough.
+    fn make_room(&mut self, room: usize) {
+        if self.buffer.len() - self.end >= room {
+            return;
+        }
         if self.start > 0 {
-            self.buffer.drain(..self.start);
+            self.buffer.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
             self.start = 0;
+        }
+        if self.buffer.len() - self.end < room {
+            let size = (self.end + room).max(READ_CHUNK).max(self.buffer.len() * 2);
+            self.buffer.resize(size, 0);
         }
     }
 
@@ -360,7 +373,7 @@ impl FerolDeframer {
 
     fn process(&mut self, mut out: impl FnMut(FerolItem<'_>)) {
         loop {
-            let rest = &self.buffer[self.start..];
+            let rest = &self.buffer[self.start..self.end];
             if rest.len() < FEROL_HEADER_SIZE {
                 break;
             }
@@ -486,9 +499,9 @@ impl FerolDeframer {
                 self.assembling.clear();
             }
         }
-        // Consumed bytes go once they are most of the buffer: a copy of the tail at most.
-        if self.start > 0 && self.start * 2 >= self.buffer.len() {
-            self.compact();
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
         }
     }
 }
@@ -498,6 +511,9 @@ mod tests {
     use super::*;
     use crate::fed::{FedTrailer, encode_fed_fragment};
     use proptest::prelude::*;
+
+    /// A fragment handed on: FED, event, bytes.
+    type Whole = (u16, u32, Vec<u8>);
 
     fn fragment(fed: u16, event: u32, payload_words: usize) -> Vec<u8> {
         let payload: Vec<u8> = (0..payload_words * 8)
@@ -517,7 +533,7 @@ mod tests {
         deframer: &mut FerolDeframer,
         bytes: &[u8],
         split: usize,
-    ) -> (Vec<(u16, u32, Vec<u8>)>, Vec<(u16, FerolProblem)>) {
+    ) -> (Vec<Whole>, Vec<(u16, FerolProblem)>) {
         let (mut fragments, mut problems) = (Vec::new(), Vec::new());
         for chunk in bytes.chunks(split.max(1)) {
             deframer.push(chunk, |item| match item {

@@ -24,8 +24,11 @@ use std::time::{Duration, Instant};
 const EVENTS: u64 = 1000;
 const RATE_HZ: f64 = 2000.0;
 
+/// (FED, kind) -> count.
+type PerFedKind = BTreeMap<(u16, String), u64>;
+
 /// (FED, kind) -> count, from the sender's `ferol_faults.csv`; and (event, FED) of each.
-fn ferol_truth(dir: &std::path::Path) -> (BTreeMap<(u16, String), u64>, Vec<(u64, u16)>) {
+fn ferol_truth(dir: &std::path::Path) -> (PerFedKind, Vec<(u64, u16)>) {
     let text = std::fs::read_to_string(dir.join("ferol_faults.csv")).unwrap();
     let mut counts = BTreeMap::new();
     let mut fragments = Vec::new();
