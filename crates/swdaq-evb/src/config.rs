@@ -109,9 +109,11 @@ pub struct FedInputConfig {
     /// `kind = "tcp"`: FEDs one FEROL stream carries (each readout unit's FED count a
     /// multiple of it).
     pub feds_per_stream: usize,
-    /// Fragments each FED's latency buffer holds (files, UDP).
+    /// Fragments each FED's latency buffer holds (files, UDP, TCP; with TCP also the most
+    /// a FED's stream queue holds before TCP holds its FEROL back).
     pub buffer_fragments: usize,
-    /// Largest UDP fragment in bytes (a larger datagram is counted oversized).
+    /// Largest UDP or TCP fragment in bytes (a larger datagram is counted oversized; a
+    /// longer FEROL fragment a FEROL length problem).
     pub max_fragment_bytes: usize,
     /// Datagrams one receive takes per FED (`recvmmsg`), 1 to 64; 1: one `recvmsg` each.
     pub udp_batch: usize,
@@ -334,6 +336,29 @@ mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tcp_input_needs_an_address_and_whole_streams() {
+        let mut config = EvbConfig {
+            input: FedInputConfig {
+                kind: FedInputKind::Tcp,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            config.validate(),
+            Err(EvbConfigError::Input("tcp", "tcp_address"))
+        );
+        config.input.tcp_address = Some("127.0.0.1:47100".parse().unwrap());
+        assert_eq!(config.validate(), Ok(()));
+        let feds = config.rus[0].len();
+        config.input.feds_per_stream = feds + 1;
+        let refused = config.validate().unwrap_err();
+        assert!(refused.to_string().contains("feds_per_stream"), "{refused}");
+        config.input.feds_per_stream = 0;
+        assert!(config.validate().is_err());
+    }
 
     #[test]
     fn a_udp_input_needs_an_address_and_a_batch_recvmmsg_can_take() {

@@ -69,6 +69,8 @@ pub struct FerolStream {
     address: SocketAddr,
     connection: Option<TcpStream>,
     deframer: FerolDeframer,
+    /// The stream's FEDs, in the order of `queues` and `counts`.
+    feds: Vec<u16>,
     queues: Vec<FedQueue>,
     counts: Vec<StreamCounts>,
     queued_cap: usize,
@@ -97,7 +99,8 @@ impl FerolStream {
             listener,
             address,
             connection: None,
-            deframer: FerolDeframer::new(feds, max_fragment),
+            deframer: FerolDeframer::new(feds.clone(), max_fragment),
+            feds,
             queues: (0..count).map(|_| FedQueue::default()).collect(),
             counts: vec![StreamCounts::default(); count],
             queued_cap: queued_cap.max(2),
@@ -136,6 +139,7 @@ impl FerolStream {
             let Self {
                 connection,
                 deframer,
+                feds,
                 queues,
                 counts,
                 ..
@@ -143,7 +147,6 @@ impl FerolStream {
             let Some(connection) = connection.as_mut() else {
                 return;
             };
-            let feds = deframer.feds().to_vec();
             let index = |fed: u16| feds.iter().position(|&f| f == fed).unwrap_or(0);
             let read = deframer.read_from(connection, |item| match item {
                 FerolItem::Fragment { fed, bytes, .. } => queues[index(fed)].push(bytes),
