@@ -17,9 +17,12 @@
 //!   accepts the FEROLs' connections: FEROLs are the TCP clients).
 //! - The header itself, `interface/shared/ferol_header.h`, belongs to XDAQ and is not in that
 //!   repository; its bit positions here are as elaird/hcalraw reads them (`decode.py`
-//!   `MOLheader` at 91e24bc58425ae2f36cc16f9080c2b5999fc47d6, `cpp/mol.cpp`): each header word
-//!   big-endian on the wire (the first two bytes are "GZ"), the FED's own words after it as
-//!   the FED wrote them (little-endian here, as [`crate::fed`]).
+//!   `MOLheader` at 91e24bc58425ae2f36cc16f9080c2b5999fc47d6, whose callers swap each header
+//!   word's bytes first, and `cpp/mol.cpp` at 22957f6876b14fbb36f577d1032d7236610d0099, whose
+//!   signature mask on the unswapped word is "GZ"): each header word big-endian on the wire
+//!   (the first two bytes are "GZ"), the FED's own words after it as the FED wrote them
+//!   (little-endian here, as [`crate::fed`]). hcalraw reads the event number's low 24 bits,
+//!   all a FED header's level-1 id holds; wider event numbers are not read here.
 //!
 //! Word 0 (big-endian):
 //!
