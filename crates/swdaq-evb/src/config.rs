@@ -92,6 +92,10 @@ pub enum FedInputKind {
     /// One datagram per fragment; the FED that is `i`-th in `rus` (from 0, all readout units
     /// in order) listens on `udp_address`'s port + `i`.
     Udp,
+    /// FEROL streams over TCP (`ferol_tcp`): each readout unit's FEDs, in order, in streams
+    /// of `feds_per_stream`; stream `s` (from 0, all readout units in order) listens on
+    /// `tcp_address`'s port + `s` and the FEROL connects to it.
+    Tcp,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,9 +104,16 @@ pub struct FedInputConfig {
     pub kind: FedInputKind,
     pub directory: PathBuf,
     pub udp_address: Option<std::net::SocketAddr>,
-    /// Fragments each FED's latency buffer holds (files, UDP).
+    /// `kind = "tcp"`: the first stream's listening address (stream `s` on its port + `s`).
+    pub tcp_address: Option<std::net::SocketAddr>,
+    /// `kind = "tcp"`: FEDs one FEROL stream carries (each readout unit's FED count a
+    /// multiple of it).
+    pub feds_per_stream: usize,
+    /// Fragments each FED's latency buffer holds (files, UDP, TCP; with TCP also the most
+    /// a FED's stream queue holds before TCP holds its FEROL back).
     pub buffer_fragments: usize,
-    /// Largest UDP fragment in bytes (a larger datagram is counted oversized).
+    /// Largest UDP or TCP fragment in bytes (a larger datagram is counted oversized; a
+    /// longer FEROL fragment a FEROL length problem).
     pub max_fragment_bytes: usize,
     /// Datagrams one receive takes per FED (`recvmmsg`), 1 to 64; 1: one `recvmsg` each.
     pub udp_batch: usize,
@@ -124,6 +135,8 @@ impl Default for FedInputConfig {
             kind: FedInputKind::Emulator,
             directory: PathBuf::new(),
             udp_address: None,
+            tcp_address: None,
+            feds_per_stream: 1,
             buffer_fragments: 1024,
             max_fragment_bytes: 16 << 10,
             udp_batch: swdaq_readout::udp::DEFAULT_BATCH,
@@ -189,7 +202,13 @@ pub enum EvbConfigError {
     Input(&'static str, &'static str),
     #[error("[evb.input] udp_batch = {0}: must be 1 to {max}", max = swdaq_readout::udp::MAX_BATCH)]
     UdpBatch(usize),
-    #[error("[evb.input.decoder] needs kind = \"udp\": files and emulated FEDs hold FED fragments")]
+    #[error(
+        "[evb.input] feds_per_stream = {per}: readout unit {ru}'s {feds} FEDs must fill whole streams (a multiple of it, at least 1)"
+    )]
+    FedsPerStream { ru: usize, feds: usize, per: usize },
+    #[error(
+        "[evb.input.decoder] needs kind = \"udp\": files, FEROL streams and emulated FEDs hold FED fragments"
+    )]
     DecoderInput,
     #[error(transparent)]
     Decoder(#[from] DecoderConfigError),
@@ -253,6 +272,23 @@ impl EvbConfig {
             {
                 return Err(EvbConfigError::UdpBatch(self.input.udp_batch));
             }
+            FedInputKind::Tcp if self.input.tcp_address.is_none() => {
+                return Err(EvbConfigError::Input("tcp", "tcp_address"));
+            }
+            FedInputKind::Tcp => {
+                let per = self.input.feds_per_stream;
+                if let Some(ru) = self
+                    .rus
+                    .iter()
+                    .position(|feds| per == 0 || !feds.len().is_multiple_of(per))
+                {
+                    return Err(EvbConfigError::FedsPerStream {
+                        ru,
+                        feds: self.rus[ru].len(),
+                        per,
+                    });
+                }
+            }
             _ => {}
         }
         if let Some(decoder) = &self.input.decoder {
@@ -300,6 +336,29 @@ mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tcp_input_needs_an_address_and_whole_streams() {
+        let mut config = EvbConfig {
+            input: FedInputConfig {
+                kind: FedInputKind::Tcp,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert_eq!(
+            config.validate(),
+            Err(EvbConfigError::Input("tcp", "tcp_address"))
+        );
+        config.input.tcp_address = Some("127.0.0.1:47100".parse().unwrap());
+        assert_eq!(config.validate(), Ok(()));
+        let feds = config.rus[0].len();
+        config.input.feds_per_stream = feds + 1;
+        let refused = config.validate().unwrap_err();
+        assert!(refused.to_string().contains("feds_per_stream"), "{refused}");
+        config.input.feds_per_stream = 0;
+        assert!(config.validate().is_err());
+    }
 
     #[test]
     fn a_udp_input_needs_an_address_and_a_batch_recvmmsg_can_take() {

@@ -108,6 +108,10 @@ pub struct FedIngestCounts {
     /// skipped, fragments refused or without an event number, a source id not the FED's.
     #[serde(default)]
     pub decode_errors: u64,
+    /// FEROL streams over TCP (`[evb.input] kind = "tcp"`): the corruptions found in this
+    /// FED's blocks, and its stream's connections, closes and stalls.
+    #[serde(default)]
+    pub stream: swdaq_readout::source::StreamCounts,
 }
 
 /// A landed fragment's metadata, counted in `counts`: its event number extended around
@@ -282,6 +286,10 @@ impl FedLink {
     /// source error ends the link (counted as truncated). When the source is idle its
     /// kernel drop count is read: nothing queued then could still arrive.
     pub fn fill(&mut self, source: &mut dyn FrameSource, near: u64, counts: &mut FedIngestCounts) {
+        // A stream shared with other FEDs may have counted for this one meanwhile.
+        if let Some(stream) = source.stream_counts() {
+            counts.stream = stream;
+        }
         if self.ended || self.unread() >= 2 {
             return;
         }
@@ -299,6 +307,9 @@ impl FedLink {
             }
         }
         counts.decode_errors = source.decode_errors();
+        if let Some(stream) = source.stream_counts() {
+            counts.stream = stream;
+        }
     }
 
     /// Fragments landed and not yet placed.

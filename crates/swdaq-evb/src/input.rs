@@ -1,10 +1,11 @@
 //! Opens a readout unit's FED input as `[evb.input]` says: its emulator, each FED's raw file
 //! (its frame type checked, its largest fragment sizing the FED's buffer) or each FED's UDP
 //! socket, its datagrams FED fragments or, with `[evb.input.decoder]`, a detector's own
-//! (`decoded`). A file or address that cannot be used is an error that names it.
+//! (`decoded`), or each FEROL stream's TCP port (`ferol_tcp`). A file or address that cannot be used is an error that names it.
 
 use crate::config::{EvbConfig, FedInputKind};
 use crate::decoded::{DecodedSource, DecoderConfigError};
+use crate::ferol_tcp::FerolStream;
 use crate::pause::TriggerClock;
 use crate::producer::{FedSource, Producer, ProducerError};
 use std::io::BufReader;
@@ -59,6 +60,7 @@ pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Produc
             .iter()
             .map(|spec| open_file(fed_raw_path(&input.directory, spec.id), spec.id))
             .collect::<Result<Vec<_>, _>>()?,
+        FedInputKind::Tcp => open_tcp(config, ru)?,
         FedInputKind::Udp => {
             let base = input
                 .udp_address
@@ -108,6 +110,41 @@ pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Produc
         input.first_event,
         clock,
     )?)
+}
+
+/// Readout unit `ru`'s FEROL streams: its FEDs in streams of `feds_per_stream`, stream `s`
+/// (counted over every readout unit) listening on `tcp_address`'s port + `s`.
+fn open_tcp(config: &EvbConfig, ru: usize) -> Result<Vec<FedSource>, InputError> {
+    let input = &config.input;
+    let base = input
+        .tcp_address
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let per = input.feds_per_stream.max(1);
+    let before: usize = config.rus[..ru].iter().map(|feds| feds.len() / per).sum();
+    let mut sources = Vec::new();
+    for (s, feds) in config.rus[ru].chunks(per).enumerate() {
+        let ids: Vec<u16> = feds.iter().map(|spec| spec.id).collect();
+        let listening = port_offset(base, before + s).and_then(|address| {
+            FerolStream::listen(
+                address,
+                ids.clone(),
+                input.max_fragment_bytes,
+                input.buffer_fragments,
+                input.stop_wait,
+            )
+        });
+        let links = listening.map_err(|source| InputError::Bind {
+            fed: ids[0],
+            addr: format!("{base} + {} (TCP, FEDs {ids:?})", before + s),
+            source,
+        })?;
+        sources.extend(ids.iter().zip(links).map(|(&fed, link)| FedSource {
+            fed,
+            source: Box::new(link),
+            max_fragment: input.max_fragment_bytes,
+        }));
+    }
+    Ok(sources)
 }
 
 fn open_file(path: PathBuf, fed: u16) -> Result<FedSource, InputError> {

@@ -86,6 +86,42 @@ impl FedMetrics {
                     "decode_errors",
                     "What the FED's decoder could not make a fragment of",
                 ),
+                (
+                    "ferol_signature",
+                    "FEROL blocks of the FED without FEROL's signature (fragment lost)",
+                ),
+                (
+                    "ferol_fed_id",
+                    "FEROL blocks naming another FED than their fragment's (fragment lost)",
+                ),
+                (
+                    "ferol_event_number",
+                    "FEROL blocks whose event number is not their fragment's (fragment lost)",
+                ),
+                (
+                    "ferol_packet_order",
+                    "FEROL blocks out of order (fragment lost)",
+                ),
+                (
+                    "ferol_length",
+                    "FEROL blocks of impossible length, or fragments too long (fragment lost)",
+                ),
+                (
+                    "stream_connections",
+                    "Connections the FED's FEROL stream accepted",
+                ),
+                (
+                    "stream_closed",
+                    "Times the FED's FEROL stream was closed by its sender",
+                ),
+                (
+                    "stream_cut",
+                    "Closes of the FED's FEROL stream that cut a fragment short",
+                ),
+                (
+                    "stream_stalled",
+                    "Times the FED's FEROL stream stopped mid-fragment for longer than stop_wait",
+                ),
             ]
             .map(|(name, help)| (format!("swdaq_evb_fed_{name}_total"), help.to_owned())),
         )
@@ -122,6 +158,15 @@ impl FedMetrics {
                 i.too_short,
                 i.kernel_dropped,
                 i.decode_errors,
+                i.stream.signature,
+                i.stream.fed_id,
+                i.stream.event_number,
+                i.stream.packet_order,
+                i.stream.length,
+                i.stream.connections,
+                i.stream.closed,
+                i.stream.cut,
+                i.stream.stalled,
             ]);
             set.publish(&values);
         }

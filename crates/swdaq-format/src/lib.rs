@@ -22,6 +22,7 @@ pub mod eventstorage;
 pub mod fed;
 pub mod fed_detector;
 pub mod felix;
+pub mod ferol;
 pub mod file_kind;
 pub mod fragment;
 pub mod frame_format;

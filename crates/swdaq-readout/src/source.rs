@@ -68,6 +68,44 @@ pub trait FrameSource: Send {
     fn decode_errors(&self) -> u64 {
         0
     }
+
+    /// What a framed stream (FEROL blocks over TCP) counted for this source's link since it
+    /// opened: its framing's corruptions and the stream's connections, closes and stalls;
+    /// `None` for a source that is no such stream.
+    fn stream_counts(&self) -> Option<StreamCounts> {
+        None
+    }
+}
+
+/// One link's share of a framed TCP stream (several links may share one stream: its
+/// connections, closes and stalls count for each of them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StreamCounts {
+    /// Block headers without the framing's signature.
+    pub signature: u64,
+    /// Blocks naming another source than their fragment's or the stream's.
+    pub fed_id: u64,
+    /// Blocks whose event number is not their fragment's.
+    pub event_number: u64,
+    /// Blocks out of order (or a fragment left without its last block).
+    pub packet_order: u64,
+    /// Impossible block lengths, or fragments longer than the link takes.
+    pub length: u64,
+    /// Connections the stream accepted.
+    pub connections: u64,
+    /// Times the sender closed the connection.
+    pub closed: u64,
+    /// Closes that cut a fragment short (it is lost).
+    pub cut: u64,
+    /// Times the stream stopped mid-fragment for longer than the link's stall time.
+    pub stalled: u64,
+}
+
+impl StreamCounts {
+    /// Fragments the framing lost to corruption.
+    pub fn corrupt(&self) -> u64 {
+        self.signature + self.fed_id + self.event_number + self.packet_order + self.length
+    }
 }
 
 /// Replays a raw file written by `swdaq gen` or by recording.

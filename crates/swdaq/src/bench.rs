@@ -168,7 +168,8 @@ enum What {
         fed_bytes: u32,
     },
     /// One readout unit's FED links taking fragments over UDP loopback on one core, one
-    /// `recvmsg` per datagram against `recvmmsg` batches, in the same run.
+    /// `recvmsg` per datagram against `recvmmsg` batches, and the same FEDs as FEROL streams
+    /// over TCP loopback (two FEDs per stream), in the same run.
     EvbUdp {
         #[arg(long, default_value_t = 100_000)]
         events: u64,
@@ -652,6 +653,19 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     ]
                 },
             )?;
+            let tcp = &result.tcp;
+            println!(
+                "TCP (FEROL streams, {} FEDs each): {} fragments, {:.0} ns/fragment, {:.0} fragments/s per core, {:.2} GB/s per core, {} bad, {} corrupt; TCP / UDP (batch {}): {:.2}x",
+                tcp.feds_per_stream,
+                tcp.fragments,
+                tcp.ns_per_fragment,
+                tcp.fragments_per_core_second,
+                tcp.gbps_per_core,
+                tcp.bad_fragments,
+                tcp.corrupt,
+                swdaq_readout::udp::DEFAULT_BATCH,
+                result.tcp_over_udp
+            );
             println!(
                 "{} FEDs of {} bytes; largest batch / one at a time: {:.2}x; load average {:.2}",
                 result.feds, result.fed_bytes, result.batched_speedup, result.load_average

@@ -49,9 +49,20 @@ pub struct Args {
     /// `--format felix`: serve the cards as FELIX servers instead of writing raw files: card K
     /// listens on this address's port + K, waits until every e-link (and the TTC-to-host
     /// e-link) has a subscriber, then publishes its blocks at the L1 accept rate. The truth
-    /// is written before each server ends its publication.
+    /// is written before each server ends its publication. `--format fed`: send the FEDs as
+    /// FEROLs do, their fragments in FEROL blocks over TCP, the FEDs in configuration order
+    /// in streams of `--feds-per-stream`, stream S connecting to this address's port + S
+    /// (where `[evb.input] kind = "tcp"` listens).
     #[arg(long, conflicts_with_all = ["udp", "records"])]
     tcp: Option<std::net::SocketAddr>,
+    /// `--format fed --tcp`: FEDs one FEROL stream carries.
+    #[arg(long, default_value_t = 1)]
+    feds_per_stream: usize,
+    /// `--format fed --tcp`: probability per fragment of each FEROL header corruption
+    /// (signature, FED id, event number, packet order, length), written as truth to
+    /// `ferol_faults.csv`.
+    #[arg(long, default_value_t = 0.0)]
+    ferol_faults: f64,
     /// `--format felix`: L1 accepts per second of every card (`--seconds` of them are made).
     #[arg(long, default_value_t = swdaq_sim::felix::L1_RATE_HZ)]
     l1a_rate: f64,
@@ -360,6 +371,41 @@ fn run_fed(args: &Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let feds = config.feds.len();
+    if let Some(base) = args.tcp {
+        anyhow::ensure!(
+            (0.0..=0.2).contains(&args.ferol_faults),
+            "--ferol-faults: a probability of at most 0.2"
+        );
+        let options = swdaq_evb::fed_tcp::FedTcpOptions {
+            feds_per_stream: args.feds_per_stream,
+            paced: !args.flat_out,
+            ferol_faults: args.ferol_faults,
+            ..Default::default()
+        };
+        let sent = swdaq_evb::fed_tcp::send(config, events, base, options)?;
+        truth::write_csv(&args.out.join("fed_faults.csv"), &sent.faults)?;
+        let mut ferol = String::from("event,fed,kind,block\n");
+        for f in &sent.ferol_faults {
+            ferol += &format!("{},{},{},{}\n", f.event, f.fed, f.kind.name(), f.block);
+        }
+        let ferol_path = args.out.join("ferol_faults.csv");
+        std::fs::write(&ferol_path, ferol)
+            .with_context(|| format!("writing {}", ferol_path.display()))?;
+        println!(
+            "sent {feds} FEDs x {events} L1 accepts as {} FEROL streams to TCP {base} (+ stream index): \
+             {} fragments, {:.1} MB in {:.3} s ({:.0} fragments/s), truth in {} ({} injected faults, \
+             {} FEROL faults)",
+            sent.streams,
+            sent.fragments,
+            sent.bytes as f64 / 1e6,
+            sent.seconds,
+            sent.fragments as f64 / sent.seconds,
+            args.out.display(),
+            sent.faults.len(),
+            sent.ferol_faults.len()
+        );
+        return Ok(());
+    }
     if let Some(base) = args.udp {
         let sent = swdaq_evb::fed_udp::send(config, events, base, !args.flat_out)?;
         truth::write_csv(&args.out.join("fed_faults.csv"), &sent.faults)?;

@@ -89,6 +89,7 @@ impl Configured for EvbRunConfig {
             pause_resume: if input.kind != FedInputKind::Emulator {
                 let from = match input.kind {
                     FedInputKind::File => "raw files",
+                    FedInputKind::Tcp => "FEROL streams over TCP",
                     _ => "UDP",
                 };
                 Err(format!(

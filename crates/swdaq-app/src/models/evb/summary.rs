@@ -151,9 +151,52 @@ pub fn summary_text(s: &EvbSummary, stop_reason: &StopReason) -> String {
                 c.ingest.too_short
             ));
         }
+        let stream = &c.ingest.stream;
+        let ferol = [
+            ("signature", stream.signature),
+            ("FED id", stream.fed_id),
+            ("event number", stream.event_number),
+            ("packet order", stream.packet_order),
+            ("length", stream.length),
+        ];
+        let corrupt: Vec<String> = ferol
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(what, n)| format!("{n} {what}"))
+            .collect();
+        if !corrupt.is_empty() {
+            failed.push(format!(
+                "FEROL headers corrupt ({}; each a fragment lost)",
+                corrupt.join(", ")
+            ));
+        }
+        if stream.cut > 0 {
+            failed.push(format!(
+                "FEROL stream closed mid-fragment {} times",
+                stream.cut
+            ));
+        }
+        if stream.stalled > 0 {
+            failed.push(format!(
+                "FEROL stream stalled mid-fragment {} times (longer than evb.input.stop_wait)",
+                stream.stalled
+            ));
+        }
         if !failed.is_empty() {
             out += &format!("FED {fed:>4} (RU {ru}): {}\n", failed.join(", "));
         }
+    }
+    let closed: Vec<String> = s
+        .feds
+        .iter()
+        .filter(|(_, _, c)| c.ingest.stream.closed > c.ingest.stream.cut)
+        .map(|(_, fed, _)| fed.to_string())
+        .collect();
+    if !closed.is_empty() {
+        out += &format!(
+            "Streams   FEROL streams closed by their senders between fragments: FEDs {}\n",
+            closed.join(", ")
+        );
     }
     if !s.evm.gone.is_empty() {
         out += &format!(
