@@ -15,10 +15,12 @@ pub struct Args {
     /// EventStorage `.data`).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// A reference run's histogram set (`--save` of an earlier `swdaq dqm`).
+    /// A reference run's histogram set (`--save` of an earlier `swdaq dqm`: HDF5 when its
+    /// name ends in .h5 or .hdf5, otherwise JSON).
     #[arg(long)]
     reference: Option<PathBuf>,
-    /// Write this run's histogram set here (a new file; never replacing one).
+    /// Write this run's histogram set here, a new file (never replacing one): HDF5 when its
+    /// name ends in .h5 or .hdf5 (h5py reads it without swdaq), otherwise JSON.
     #[arg(long)]
     save: Option<PathBuf>,
     /// The comparison: `chi2` or `kolmogorov`.
@@ -80,7 +82,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         files.push(json!({"path": path, "events": events, "problems": problems}));
     }
     if let Some(save) = &args.save {
-        set.save(save)?;
+        if is_hdf5(save) {
+            swdaq_dqm::hdf5_file::save(&set, save).map_err(anyhow::Error::msg)?;
+        } else {
+            set.save(save)?;
+        }
     }
     let check = Check {
         test: args.test,
@@ -88,7 +94,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         min_entries: args.min_entries,
     };
     let verdicts = match &args.reference {
-        Some(reference) => Some(set.judge(&HistSet::load(reference)?, &check)),
+        Some(reference) => {
+            let reference = if is_hdf5(reference) {
+                swdaq_dqm::hdf5_file::load(reference).map_err(anyhow::Error::msg)?
+            } else {
+                HistSet::load(reference)?
+            };
+            Some(set.judge(&reference, &check))
+        }
         None => None,
     };
     if args.json {
@@ -174,4 +187,9 @@ fn fill_from_records(
         }
     }
     Ok((records, problems))
+}
+
+/// Whether a histogram set's file is HDF5 (by its name) rather than JSON.
+fn is_hdf5(path: &std::path::Path) -> bool {
+    path.extension().is_some_and(|e| e == "h5" || e == "hdf5")
 }
