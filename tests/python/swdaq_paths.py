@@ -19,6 +19,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_udp_ports(count: int) -> int:
+    """A base port on 127.0.0.1 with the `count` ports from it free now (a run binds them next)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base >= 60000:
+            continue
+        held = []
+        try:
+            for k in range(count):
+                held.append(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+                held[-1].bind(("127.0.0.1", base + k))
+            return base
+        except OSError:
+            continue
+        finally:
+            for h in held:
+                h.close()
+
+
+def udp_port_bound(port: int) -> bool:
+    """Whether a socket is bound to 127.0.0.1:port (Linux's /proc/net/udp), without binding it."""
+    local = f"0100007F:{port:04X}"
+    lines = Path("/proc/net/udp").read_text().splitlines()[1:]
+    return any(line.split()[1] == local for line in lines)
+
+
 def example(name: str) -> str:
     """A Rust example's executable, built in the test profile with the whole workspace's
     features, as `cargo test` builds everything: the same HDF5 build, nothing rebuilt but the

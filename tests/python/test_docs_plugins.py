@@ -5,12 +5,11 @@ incomplete, and leave files the `swdaq` package reads event for event."""
 
 import os
 import re
-import socket
 import subprocess
 from pathlib import Path
 
 import swdaq
-from swdaq_paths import ROOT, SWDAQ
+from swdaq_paths import ROOT, SWDAQ, free_udp_ports
 
 DOC = ROOT / "docs" / "src" / "plugins.md"
 
@@ -20,24 +19,8 @@ def walkthrough() -> str:
     return re.search(r"```sh\n(.*?)```", after, re.S).group(1)
 
 
-def free_udp_pair() -> int:
-    """A port with the next one free too, now (the run binds both next)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            if port >= 60000:
-                continue
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as b:
-                    b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-
-
 def test_the_plugin_walkthrough_runs_from_an_empty_directory(tmp_path):
-    port = free_udp_pair()
+    port = free_udp_ports(2)
     script = walkthrough().replace("40000", str(port)).replace("40001", str(port + 1))
     env = dict(os.environ, SWDAQ_SRC=str(ROOT),
                PATH=f"{Path(SWDAQ).resolve().parent}{os.pathsep}{os.environ['PATH']}")

@@ -10,58 +10,21 @@ import socket
 import struct
 import subprocess
 import time
-from pathlib import Path
 
 import swdaq
-from swdaq_paths import SWDAQ
+from swdaq_paths import ROOT, SWDAQ, free_udp_ports, udp_port_bound
 
 BOARDS = 3
 TRIGGERS = 200
 SKIPPED = 77
 
-BOARD_FORMAT = """
-framing = "length_field"
-header_bytes = 20
-magic = { offset = 0, width = 2, order = "big", value = 0xB0A4 }
-source_id = { offset = 2, width = 2, order = "big" }
-event_number = { offset = 4, width = 4, order = "big" }
-timestamp = { offset = 8, width = 8, order = "big" }
-length = { offset = 16, width = 4, order = "big" }
-"""
+BOARD_FORMAT = (ROOT / "examples" / "plugins" / "triggered_board_format.toml").read_text()
 
 
 def packet(board: int, trigger: int) -> bytes:
     samples = [(i * 97 ^ board ^ trigger) & 0xFFFF for i in range(3 + trigger % 11)]
     body = struct.pack(f">{len(samples)}H", *samples)
     return struct.pack(">HHIQI", 0xB0A4, board, trigger, trigger * 1000 + board, len(body)) + body
-
-
-def free_udp_ports(count: int) -> int:
-    """A base port with `count` ports from it free now (the run binds them next)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base >= 60000:
-            continue
-        try:
-            held = []
-            for k in range(count):
-                h = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                held.append(h)
-                h.bind(("127.0.0.1", base + k))
-            return base
-        except OSError:
-            continue
-        finally:
-            for h in held:
-                h.close()
-
-
-def bound(port: int) -> bool:
-    local = f"0100007F:{port:04X}"
-    lines = Path("/proc/net/udp").read_text().splitlines()[1:]
-    return any(line.split()[1] == local for line in lines)
 
 
 def test_a_packet_format_detectors_events_read_back_exactly(tmp_path):
@@ -77,7 +40,7 @@ def test_a_packet_format_detectors_events_read_back_exactly(tmp_path):
     run = subprocess.Popen([SWDAQ, "run", "--json", "--config", str(config)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 10
-    while not all(bound(port + k) for k in range(BOARDS)):
+    while not all(udp_port_bound(port + k) for k in range(BOARDS)):
         assert time.monotonic() < deadline and run.poll() is None, "swdaq run never bound its ports"
         time.sleep(0.02)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
@@ -128,7 +91,7 @@ def test_a_sw_rod_aggregation_plugins_payload_reads_as_the_detectors_bytes(tmp_p
     """The SW ROD with the triggered board's aggregation plugin: each stored ROB fragment says
     `DetectorPayload`, its payload() is the plugin's layout (big-endian link and length
     records of the e-links' chunks), and chunks() refuses to read it as swdaq's records."""
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
     plugin = tmp_path / "libtriggered_board.so"
     subprocess.run(["gcc", "-std=c99", "-O2", "-shared", "-fPIC", "-I", str(root / "include"),
                     str(root / "examples" / "plugins" / "triggered_board.c"), "-o", str(plugin)], check=True)

@@ -6,12 +6,13 @@
 //! Both go through the same [`Decoder`] trait, in alternating rounds of the same run, timed in
 //! the thread's CPU time; before any timing, both must find the same fragments in every event.
 
+use crate::bench_udp::bench_feds;
 use crate::metrics::{load_average, thread_cpu_ns};
 use serde::Serialize;
 use std::path::Path;
 use swdaq_format::fed::fed_fragments;
 use swdaq_plugin::{DecodeError, DecodeProblem, Decoder, Fragment, Plugin, PluginDecoder};
-use swdaq_sim::fed::{FedEmulator, FedEvent, FedSimConfig};
+use swdaq_sim::fed::{FedEmulator, FedEvent};
 
 /// Distinct events decoded over and over: 1024 events of 8 FEDs of 1 KiB are 8 MiB, beyond the
 /// caches, so both paths read memory as a readout unit would.
@@ -159,13 +160,7 @@ fn decoded(decoder: &mut dyn Decoder, block: &[u8]) -> Result<Vec<Fragment>, Str
 
 /// The emulator's events, each event's FED fragments back to back.
 fn event_blocks(feds: u16, fed_bytes: u32) -> Result<Vec<Vec<u8>>, String> {
-    let config = FedSimConfig {
-        feds: FedSimConfig::uniform(0, feds, fed_bytes, fed_bytes / 8),
-        trigger_rate_hz: 100e3,
-        poisson: false,
-        seed: 1,
-        faults: Default::default(),
-    };
+    let config = bench_feds(feds, fed_bytes);
     let mut emulator = FedEmulator::new(config).map_err(|e| e.to_string())?;
     let (mut event, mut faults) = (FedEvent::default(), Vec::new());
     Ok((0..DISTINCT_EVENTS)

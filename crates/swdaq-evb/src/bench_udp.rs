@@ -79,13 +79,7 @@ pub fn udp_intake(
     events: u64,
     batches: &[usize],
 ) -> io::Result<UdpIntakeResult> {
-    let config = FedSimConfig {
-        feds: FedSimConfig::uniform(0, feds, fed_bytes, fed_bytes / 8),
-        trigger_rate_hz: 100e3,
-        poisson: false,
-        seed: 1,
-        faults: Default::default(),
-    };
+    let config = bench_feds(feds, fed_bytes);
     let rows = batches
         .iter()
         .map(|&batch| measure(&config, events, batch))
@@ -107,6 +101,18 @@ pub fn udp_intake(
         rows,
         load_average: load_average(),
     })
+}
+
+/// The benchmarks' emulated FEDs: `feds` FEDs of `fed_bytes` (spread an eighth), fault-free,
+/// at a fixed 100 kHz.
+pub(crate) fn bench_feds(feds: u16, fed_bytes: u32) -> FedSimConfig {
+    FedSimConfig {
+        feds: FedSimConfig::uniform(0, feds, fed_bytes, fed_bytes / 8),
+        trigger_rate_hz: 100e3,
+        poisson: false,
+        seed: 1,
+        faults: Default::default(),
+    }
 }
 
 fn measure(config: &FedSimConfig, events: u64, batch: usize) -> io::Result<UdpIntakeRow> {

@@ -300,15 +300,8 @@ mod tests {
 
     /// The triggered board's packets as a packet format: magic u16, board id u16, trigger
     /// number u32, timestamp u64, payload length u32 (big-endian), then the payload.
-    const BOARD_FORMAT: &str = r#"
-        framing = "length_field"
-        header_bytes = 20
-        magic = { offset = 0, width = 2, order = "big", value = 0xB0A4 }
-        source_id = { offset = 2, width = 2, order = "big" }
-        event_number = { offset = 4, width = 4, order = "big" }
-        timestamp = { offset = 8, width = 8, order = "big" }
-        length = { offset = 16, width = 4, order = "big" }
-    "#;
+    const BOARD_FORMAT: &str =
+        include_str!("../../../examples/plugins/triggered_board_format.toml");
 
     fn packet(board: u16, trigger: u32, payload: &[u8]) -> Vec<u8> {
         let mut out = 0xB0A4u16.to_be_bytes().to_vec();

@@ -287,24 +287,18 @@ fn a_dead_and_a_noisy_channel_and_raised_noise_are_bad_against_a_clean_chain_run
             .unwrap()["verdict"]
             .clone()
     };
-    let dead = verdict(&faulty, "dead_channels_link_0000");
-    assert_eq!(dead["quality"], "Bad", "{faulty}");
-    assert!(
-        dead["why"]
-            .as_str()
-            .unwrap()
-            .starts_with("channel of the link 5:"),
-        "{dead}"
-    );
-    let noisy = verdict(&faulty, "noisy_channels_link_0000");
-    assert_eq!(noisy["quality"], "Bad", "{faulty}");
-    assert!(
-        noisy["why"]
-            .as_str()
-            .unwrap()
-            .starts_with("channel of the link 9:"),
-        "{noisy}"
-    );
+    for (map, channel) in [
+        ("dead_channels_link_0000", 5),
+        ("noisy_channels_link_0000", 9),
+    ] {
+        let flagged = verdict(&faulty, map);
+        assert_eq!(flagged["quality"], "Bad", "{faulty}");
+        let why = flagged["why"].as_str().unwrap();
+        assert!(
+            why.starts_with(&format!("channel of the link {channel}:")),
+            "{why}"
+        );
+    }
 
     let louder = dqm(
         &against,

@@ -16,7 +16,9 @@ mod common;
 #[path = "../../swdaq-plugin/tests/common/mod.rs"]
 mod plugins;
 
-use plugins::{BOARD_FORMAT, BOARD_SOURCE, FAULTY_SOURCE, board_packet, build_c_plugin};
+use plugins::{
+    BOARD_FORMAT, BOARD_SOURCE, FAULTY_SOURCE, assert_refused_naming, board_packet, build_c_plugin,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -103,13 +105,24 @@ fn built_events(files: &[PathBuf]) -> BTreeMap<u64, (bool, BTreeMap<u16, Vec<u8>
 }
 
 /// How the run is driven.
-enum How<'a> {
+enum How {
     /// `swdaq run`, ended by `max_events`.
     OneProcess,
-    /// `swdaq run` of these `[topology]` lines, ended by `duration_s`.
-    Applications(&'a str),
+    /// `swdaq run` of the boards' applications ([`boards_topology`]), ended by `duration_s`.
+    Applications,
     /// `swdaq serve` and `swdaq ctl`: configure, start, stop once every packet is sent.
     Served,
+}
+
+/// The boards as applications on loopback: boards 0 and 1 read by the event manager (readout
+/// unit 0, as in CMS), board 2 by `ru-1`, one builder unit `bu-0`.
+fn boards_topology() -> String {
+    let apps = common::loopback_topology_apps(&[
+        ("evm", "evm", ""),
+        ("ru-1", "ru", ""),
+        ("bu-0", "bu", ""),
+    ]);
+    format!("[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 2000\nsend_timeout_ms = 500\n{apps}")
 }
 
 /// The boards' packets, board 2 skipping `SKIPPED` and garbage once on board 1's port.
@@ -169,10 +182,10 @@ fn serve_while_sending(config: &Path, port: u16) -> Value {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
+    // Kept open until the server is killed: a server writing to a closed pipe dies.
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
     let mut first = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    stdout.read_line(&mut first).unwrap();
     let addr = first
         .trim()
         .strip_prefix("swdaq serve: listening on http://")
@@ -201,12 +214,13 @@ fn serve_while_sending(config: &Path, port: u16) -> Value {
     let summary = ctl("stop");
     server.kill().unwrap();
     server.wait().unwrap();
+    drop(stdout);
     summary
 }
 
 /// Runs the boards against a decoder section as `how` says and checks the run event by
 /// event.
-fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
+fn boards_build_by_trigger_number(decoder: &str, how: How) {
     let dir = tempfile::tempdir().unwrap();
     let summary = run_boards(dir.path(), decoder, how, "");
     check_built(dir.path(), &summary);
@@ -214,7 +228,7 @@ fn boards_build_by_trigger_number(decoder: &str, how: How<'_>) {
 
 /// Runs the boards into `dir/out` against a decoder section as `how` says, with `extra`
 /// lines in the configuration (a farm); the run's summary.
-fn run_boards(dir: &Path, decoder: &str, how: How<'_>, extra: &str) -> Value {
+fn run_boards(dir: &Path, decoder: &str, how: How, extra: &str) -> Value {
     let port = common::free_udp_ports(BOARDS);
     let feds: Vec<String> = (0..BOARDS)
         .map(|id| format!("{{ id = {id}, mean_bytes = 64, spread_bytes = 0 }}"))
@@ -222,9 +236,9 @@ fn run_boards(dir: &Path, decoder: &str, how: How<'_>, extra: &str) -> Value {
     // In one process `duration_s` only bounds a broken run, `max_events` ends a good one;
     // applications stop at `duration_s`, a served run when the operator stops it.
     let (duration_s, max_events, topology) = match how {
-        How::OneProcess => (20, format!("max_events = {TRIGGERS}\n"), ""),
-        How::Applications(topology) => (5, String::new(), topology),
-        How::Served => (0, String::new(), ""),
+        How::OneProcess => (20, format!("max_events = {TRIGGERS}\n"), String::new()),
+        How::Applications => (5, String::new(), boards_topology()),
+        How::Served => (0, String::new(), String::new()),
     };
     let config = dir.join("boards.toml");
     std::fs::write(
@@ -375,18 +389,7 @@ fn triggered_boards_through_a_packet_format_build_by_trigger_number() {
 fn triggered_boards_through_the_c_plugin_as_applications() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
-    let apps = common::loopback_topology_apps(&[
-        ("evm", "evm", ""),
-        ("ru-1", "ru", ""),
-        ("bu-0", "bu", ""),
-    ]);
-    let topology = format!(
-        "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 2000\nsend_timeout_ms = 500\n{apps}"
-    );
-    boards_build_by_trigger_number(
-        &format!("plugin = {:?}", plugin),
-        How::Applications(&topology),
-    );
+    boards_build_by_trigger_number(&format!("plugin = {:?}", plugin), How::Applications);
 }
 
 /// The same boards in a run that `swdaq serve` runs and `swdaq ctl` starts and stops.
@@ -421,15 +424,7 @@ fn the_plugins_event_filter_in_the_farm_keeps_exactly_the_accepted_events() {
 /// The same filter in the farm of a builder unit application.
 #[test]
 fn the_plugins_event_filter_in_a_builder_unit_applications_farm() {
-    let apps = common::loopback_topology_apps(&[
-        ("evm", "evm", ""),
-        ("ru-1", "ru", ""),
-        ("bu-0", "bu", ""),
-    ]);
-    let topology = format!(
-        "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 2000\nsend_timeout_ms = 500\n{apps}"
-    );
-    filter_in_the_farm(How::Applications(&topology), "bu-0");
+    filter_in_the_farm(How::Applications, "bu-0");
 }
 
 /// The same filter in a run that `swdaq serve` runs.
@@ -440,7 +435,7 @@ fn the_plugins_event_filter_under_swdaq_serve() {
 
 /// Runs the boards with the triggered board's filter in the farm (builder unit `bu`'s
 /// directory) and checks the stream files against the filter's rule.
-fn filter_in_the_farm(how: How<'_>, bu: &str) {
+fn filter_in_the_farm(how: How, bu: &str) {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
     let farm = format!("[evb.farm]\nconsumers = 1\n[evb.farm.filter]\nplugin = {plugin:?}\n");
@@ -593,17 +588,7 @@ fn a_decoder_plugin_that_cannot_be_made_is_refused_at_configure() {
         )
         .unwrap();
         let out = common::swdaq_run(&config);
-        assert!(!out.status.success(), "{plugin:?} was not refused");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let named: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.contains(plugin.to_str().unwrap()))
-            .collect();
-        assert_eq!(named.len(), 1, "{stderr}");
-        assert!(
-            named[0].contains("evb.input.decoder") && named[0].contains(why),
-            "{stderr}"
-        );
+        assert_refused_naming(&out, plugin, "evb.input.decoder", why);
         assert!(!dir.path().join("out").exists(), "nothing written");
     }
 }

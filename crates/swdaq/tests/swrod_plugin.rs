@@ -26,7 +26,7 @@ mod swrod_truth;
 
 use common::{loopback_swrod_apps, swdaq_run};
 use launched::Run;
-use plugins::{BOARD_SOURCE, FAULTY_SOURCE, build_c_plugin};
+use plugins::{BOARD_SOURCE, FAULTY_SOURCE, assert_refused_naming, build_c_plugin};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -238,17 +238,7 @@ fn a_missing_file_a_library_that_is_not_a_plugin_and_one_without_aggregate_are_r
         (&decoder_only, "does not provide aggregate"),
     ] {
         let out = swdaq_run(&config(dir.path(), &format!("plugin = {plugin:?}")));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{plugin:?} was not refused");
-        let named: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.contains(plugin.to_str().unwrap()))
-            .collect();
-        assert_eq!(named.len(), 1, "{stderr}");
-        assert!(
-            named[0].contains("swrod.aggregator.plugin") && named[0].contains(why),
-            "{stderr}"
-        );
+        assert_refused_naming(&out, plugin, "swrod.aggregator.plugin", why);
         assert!(
             !dir.path().join("out").exists(),
             "a refused run wrote files"

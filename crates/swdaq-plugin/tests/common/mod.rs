@@ -31,17 +31,9 @@ pub fn build_c_plugin(dir: &Path, source: &str, name: &str, defines: &[&str]) ->
 pub const BOARD_SOURCE: &str = "examples/plugins/triggered_board.c";
 pub const FAULTY_SOURCE: &str = "crates/swdaq-plugin/tests/plugins/faulty.c";
 
-/// The triggered board's packet format, as a no-code configuration.
-pub const BOARD_FORMAT: &str = r#"
-framing = "length_field"
-header_bytes = 20
-magic = { offset = 0, width = 2, order = "big", value = 0xB0A4 }
-source_id = { offset = 2, width = 2, order = "big" }
-event_number = { offset = 4, width = 4, order = "big" }
-timestamp = { offset = 8, width = 8, order = "big" }
-length = { offset = 16, width = 4, order = "big" }
-max_packet_bytes = 1048596
-"#;
+/// The triggered board's packet format, as a no-code configuration (the example's file).
+pub const BOARD_FORMAT: &str =
+    include_str!("../../../../examples/plugins/triggered_board_format.toml");
 
 /// One triggered-board packet: the 20-byte header and the samples.
 pub fn board_packet(board: u16, trigger: u32, timestamp: u64, samples: &[u16]) -> Vec<u8> {
@@ -55,4 +47,17 @@ pub fn board_packet(board: u16, trigger: u32, timestamp: u64, samples: &[u16]) -
         packet.extend_from_slice(&sample.to_be_bytes());
     }
     packet
+}
+
+/// A run refused at configure because of `plugin`: a failure, and one stderr line naming the
+/// file, the configuration key and `why`.
+pub fn assert_refused_naming(out: &std::process::Output, plugin: &Path, key: &str, why: &str) {
+    assert!(!out.status.success(), "{plugin:?} was not refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let named: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(plugin.to_str().unwrap()))
+        .collect();
+    assert_eq!(named.len(), 1, "{stderr}");
+    assert!(named[0].contains(key) && named[0].contains(why), "{stderr}");
 }
