@@ -345,6 +345,7 @@ impl SubchunkTrailer {
 
     /// Every 16-bit value is a trailer; null and out-of-band trailers have no payload
     /// whatever their length bits say (as the FELIX software reads them).
+    #[inline(always)]
     pub fn from_u16(word: u16) -> Self {
         let kind = SubchunkKind::from_bits(word >> KIND_SHIFT);
         let filler = matches!(kind, SubchunkKind::Null | SubchunkKind::OutOfBand);
@@ -367,6 +368,7 @@ impl SubchunkTrailer {
     }
 
     /// Every 32-bit value is a trailer, read as [`Self::from_u16`] reads 16-bit ones.
+    #[inline(always)]
     pub fn from_u32(word: u32) -> Self {
         let kind = SubchunkKind::from_bits((word >> KIND_SHIFT_32B) as u16);
         let filler = matches!(kind, SubchunkKind::Null | SubchunkKind::OutOfBand);
