@@ -293,6 +293,32 @@ fn full_mode_cards_read_from_generator_files_give_the_same_events_and_counts() {
     let card0 = std::fs::read(cards_dir.join("card0.swraw")).unwrap();
     let header = swdaq_format::rawfile::RawFileHeader::decode(&card0).unwrap();
     assert_eq!(header.frame_size, 4096);
+    // `swdaq inspect` walks the FULL-mode blocks: every sequence gap the generator injected
+    // on card 0 is flagged (and fails the inspection), nothing else.
+    let inspect = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["inspect", "--json"])
+        .arg(cards_dir.join("card0.swraw"))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    let felix = &report["felix"];
+    assert_eq!(felix["mode"], "full", "{report:#}");
+    assert_eq!(u(&felix["block_bytes"]), 4096);
+    assert_eq!(
+        u(&felix["elinks"]),
+        13,
+        "12 links and the TTC-to-host e-link"
+    );
+    assert_eq!(u(&felix["corrupt_blocks"]), 0);
+    let truth = std::fs::read_to_string(cards_dir.join("card0_faults.csv")).unwrap();
+    let gaps = truth
+        .lines()
+        .filter(|l| l.starts_with("sequence_gap,"))
+        .count() as u64;
+    assert!(gaps > 0);
+    assert_eq!(u(&felix["sequence_gaps"]), gaps);
+    assert_eq!(u(&report["flagged_frames"]), gaps);
+    assert!(!inspect.status.success());
     let summary = run.run();
     check_fault_run(&summary, &run, l1as, true);
 }
