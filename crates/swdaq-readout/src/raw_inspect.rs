@@ -71,6 +71,8 @@ pub struct RawRecord<'a> {
     pub frame: &'a [u8],
     /// The continuity checks' verdict; `None` for records of another kind than TPC frames.
     pub verdict: Option<Verdict>,
+    /// What the walk of a FELIX block found wrong with it (empty for other records).
+    pub felix_findings: &'a [&'static str],
 }
 
 /// Reads the whole file; only a header that cannot be read is an error (a bad record ends
@@ -120,28 +122,30 @@ pub fn walk_raw(
                 break;
             }
         }
+        let felix_findings = felix_walk
+            .as_mut()
+            .map(|w| w.check(&frame, header.frame_size as usize))
+            .unwrap_or_default();
         let record = RawRecord {
             index: out.frames,
             offset: out.bytes,
             frame: &frame,
             verdict: checker.as_mut().map(|c| c.check(&frame).0),
+            felix_findings: &felix_findings,
         };
         if let Some(verdict) = record.verdict {
             note(&mut out, &record, verdict);
         }
-        if let Some(walk) = &mut felix_walk {
-            let findings = walk.check(&frame, header.frame_size as usize);
-            if !findings.is_empty() {
-                out.flagged_frames += 1;
-                if out.flagged.len() < MAX_FLAGGED_LISTED {
-                    out.flagged.push(FlaggedFrame {
-                        frame: record.index,
-                        offset: record.offset,
-                        timestamp: None,
-                        findings,
-                        missing_before: 0,
-                    });
-                }
+        if !felix_findings.is_empty() {
+            out.flagged_frames += 1;
+            if out.flagged.len() < MAX_FLAGGED_LISTED {
+                out.flagged.push(FlaggedFrame {
+                    frame: record.index,
+                    offset: record.offset,
+                    timestamp: None,
+                    findings: felix_findings.clone(),
+                    missing_before: 0,
+                });
             }
         }
         on_record(&record);
