@@ -219,15 +219,6 @@ impl BlockLayout {
         }
     }
 
-    /// Reads the trailer word ending at `end`.
-    #[inline(always)]
-    fn trailer_word(self, block: &[u8], end: usize) -> u32 {
-        match self.trailer {
-            TrailerWidth::Bits16 => u32::from(get_u16(block, end - TRAILER_SIZE)),
-            TrailerWidth::Bits32 => get_u32(block, end - TRAILER_SIZE_32B),
-        }
-    }
-
     #[inline(always)]
     fn put_trailer_word(self, block: &mut [u8], at: usize, word: u32) {
         match self.trailer {
@@ -304,6 +295,7 @@ pub enum SubchunkKind {
 }
 
 impl SubchunkKind {
+    #[inline(always)]
     fn from_bits(bits: u16) -> Self {
         match bits & 7 {
             0 => Self::Null,
@@ -421,6 +413,14 @@ impl SubchunkTrailer {
     }
 }
 
+const EMPTY_TRAILER: SubchunkTrailer = SubchunkTrailer {
+    kind: SubchunkKind::Null,
+    length: 0,
+    crc_error: false,
+    error: false,
+    truncated: false,
+};
+
 /// Payload length rounded up to the GBT trailer alignment.
 #[inline(always)]
 pub fn padded(len: usize) -> usize {
@@ -438,8 +438,8 @@ pub struct Subchunk<'a> {
 /// block it has indexed (the GBT block's 510 entries by default), so decoding allocates
 /// nothing per block.
 pub struct SubchunkIndex {
-    /// (payload start, trailer word), last subchunk of the block first.
-    entries: Vec<(u32, u32)>,
+    /// (payload start, trailer), last subchunk of the block first.
+    entries: Vec<(u32, SubchunkTrailer)>,
     len: usize,
 }
 
@@ -453,7 +453,7 @@ impl SubchunkIndex {
     /// An index with room for any block of `layout`.
     pub fn for_layout(layout: BlockLayout) -> Self {
         Self {
-            entries: vec![(0, 0); layout.max_subchunks()],
+            entries: vec![(0, EMPTY_TRAILER); layout.max_subchunks()],
             len: 0,
         }
     }
@@ -510,14 +510,29 @@ impl<'a> Block<'a> {
         let layout = self.layout;
         if index.entries.len() < layout.max_subchunks() {
             // Once per decoder and layout, not per block.
-            index.entries.resize(layout.max_subchunks(), (0, 0));
+            index
+                .entries
+                .resize(layout.max_subchunks(), (0, EMPTY_TRAILER));
         }
+        // One walk, compiled once per trailer width: the width is a constant inside it.
+        match layout.trailer {
+            TrailerWidth::Bits16 => self.walk::<TRAILER_SIZE>(index),
+            TrailerWidth::Bits32 => self.walk::<TRAILER_SIZE_32B>(index),
+        }
+    }
+
+    #[inline(always)]
+    fn walk<const T: usize>(&self, index: &mut SubchunkIndex) -> Result<(), FormatError> {
         index.len = 0;
-        let mut end = layout.block_size();
+        let bytes = self.bytes;
+        let mut end = bytes.len();
         while end > BLOCK_HEADER_SIZE {
-            let word = layout.trailer_word(self.bytes, end);
-            let trailer = SubchunkTrailer::from_word(layout, word);
-            let footprint = trailer.footprint_in(layout);
+            let trailer = if T == TRAILER_SIZE {
+                SubchunkTrailer::from_u16(get_u16(bytes, end - T))
+            } else {
+                SubchunkTrailer::from_u32(get_u32(bytes, end - T))
+            };
+            let footprint = ((usize::from(trailer.length) + T - 1) & !(T - 1)) + T;
             if footprint > end - BLOCK_HEADER_SIZE {
                 index.len = 0;
                 return Err(FormatError::Inconsistent {
@@ -527,7 +542,8 @@ impl<'a> Block<'a> {
                 });
             }
             end -= footprint;
-            index.entries[index.len] = (end as u32, word);
+            // At most max_subchunks entries: each takes at least T bytes after the header.
+            index.entries[index.len] = (end as u32, trailer);
             index.len += 1;
         }
         Ok(())
@@ -539,12 +555,10 @@ impl<'a> Block<'a> {
         'a: 'i,
     {
         let bytes = self.bytes;
-        let layout = self.layout;
         index.entries[..index.len]
             .iter()
             .rev()
-            .map(move |&(start, word)| {
-                let trailer = SubchunkTrailer::from_word(layout, word);
+            .map(move |&(start, trailer)| {
                 let start = start as usize;
                 Subchunk {
                     trailer,
