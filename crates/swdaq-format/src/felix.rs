@@ -1,23 +1,46 @@
-//! FELIX to-host blocks, GBT mode: how a FELIX card delivers e-link chunks to host memory.
-//! Layout as the FELIX software reads it (flxcard `flxdefs.h`, 1 KiB blocks, 16-bit trailers).
+//! FELIX to-host blocks, GBT mode and FULL mode: how a FELIX card delivers e-link chunks to
+//! host memory. Layout as the FELIX software reads it: ftools `src/flxdefs.h` and
+//! `src/FlxDataChecker.cpp` (the block walk) and `src/FlxTrailerFormat.h` (the two trailer
+//! widths), as mirrored in github.com/jcfreeman2/ftools at commit 22fe8ccf ("carbon copy of
+//! commit c326e788 from gitlab.cern.ch/atlas-tdaq-felix/ftools"). Nothing of that code is
+//! copied; the bit positions below are facts of the format.
 //!
-//! A block is [`BLOCK_SIZE`] bytes, all from one e-link: a 4-byte header, then subchunks,
-//! each its payload (padded to an even length) followed by its 2-byte trailer. A reader
-//! finds the subchunks by walking the trailers backwards from the end of the block. A chunk
-//! larger than the room left in a block continues in the e-link's next block (`First`,
-//! `Middle`..., `Last`); a chunk in one subchunk is `Both`. Room the card does not fill is
-//! closed by one `Timeout` subchunk whose payload is padding.
+//! A block is [`BlockLayout::block_size`] bytes, all from one e-link: a 4-byte header, then
+//! subchunks, each its payload (padded to a multiple of the trailer's size) followed by its
+//! trailer. A reader finds the subchunks by walking the trailers backwards from the end of
+//! the block. A chunk larger than the room left in a block continues in the e-link's next
+//! block (`First`, `Middle`..., `Last`); a chunk in one subchunk is `Both`. Room the card does
+//! not fill is closed by one `Timeout` subchunk whose payload is padding.
 //!
-//! Block header (two little-endian u16):
+//! The two layouts ([`BlockLayout`]) differ only in block size, trailer width and the
+//! header's marker; one walk and one packer serve both:
+//!
+//! | layout | block | trailer | length field | marker (header word 1) |
+//! |--------|-------|---------|--------------|------------------------|
+//! | GBT ([`BlockLayout::GBT`]) | 1 KiB | 16 bits | 10 bits | `0xABCD` |
+//! | FULL ([`BlockLayout::full`]) | 1 to 64 KiB | 32 bits | 16 bits | `0xC0CE` \| (KiB - 1) << 8, or `0xABCE` |
+//!
+//! In the FELIX software the block size and trailer width are firmware properties (the
+//! card's `BLOCKSIZE` and `CHUNK_TRAILER_32B` registers, `FlxReceiver.cpp`); `flxdefs.h`
+//! names three markers: `0xABCD` (16-bit trailers), `0xABCE` (32-bit trailers, block size
+//! known from the register) and the Phase-2 `0xC0CE` whose bits 8..14 carry the block size in
+//! KiB minus one (as `fcheck` derives it). swdaq's FULL-mode packer writes the Phase-2 marker,
+//! so a file of FULL-mode blocks says its own block size; the reader also takes `0xABCE`.
+//! Which block size a FULL-mode firmware uses is not in those files: swdaq's default
+//! (4 KiB, `swdaq_sim::felix`) is its own choice, configurable. In FULL mode each link is one
+//! e-link (FELIX numbers it link << 6, e-group and e-path 0); swdaq's emulator numbers links
+//! consecutively instead, so that 48 links fit the 11-bit e-link field of one card.
+//!
+//! Block header (two little-endian u16, the same in both layouts):
 //!
 //! | bits of word 0 | field |
 //! |----------------|-------|
 //! | 0..11          | e-link number (GBT link << 6 \| e-group << 3 \| e-path) |
 //! | 11..16         | block sequence number, per e-link, modulo 32 |
 //!
-//! word 1: block marker `0xABCD`.
+//! word 1: the layout's marker (table above).
 //!
-//! Subchunk trailer (little-endian u16):
+//! Subchunk trailer, GBT (little-endian u16):
 //!
 //! | bits   | field |
 //! |--------|-------|
@@ -27,24 +50,48 @@
 //! | 12     | truncated (the chunk exceeded the card's maximum and was cut) |
 //! | 13..16 | type ([`SubchunkKind`]) |
 //!
+//! Subchunk trailer, FULL (little-endian u32):
+//!
+//! | bits   | field |
+//! |--------|-------|
+//! | 0..16  | payload length in bytes (without padding) |
+//! | 16..25 | unused (written 0, ignored) |
+//! | 25     | busy (the link asserted busy; read and written by swdaq as [`SubchunkTrailer::busy`]) |
+//! | 26     | CRC error |
+//! | 27     | error |
+//! | 28     | truncated |
+//! | 29..32 | type ([`SubchunkKind`]) |
+//!
 //! The L1 accepts themselves reach the host as [`TtcRecord`]s on the TTC-to-host e-link.
 
 use crate::error::{FormatError, exact};
 use crate::fragment::FragmentType;
-use crate::le::{get_u16, put_u16};
+use crate::le::{get_u16, get_u32, put_u16, put_u32};
 
+/// The GBT-mode block size ([`BlockLayout::GBT`]).
 pub const BLOCK_SIZE: usize = 1024;
 /// The frame type of raw files holding FELIX blocks (one record per block): swdaq's own
 /// code, outside DUNE's fragment types ("FLX").
 pub const RAW_FILE_TYPE: FragmentType = FragmentType(0x0046_4C58);
 pub const BLOCK_HEADER_SIZE: usize = 4;
+/// The GBT-mode marker (16-bit trailers).
 pub const BLOCK_MARKER: u16 = 0xABCD;
+/// The marker of blocks with 32-bit trailers whose size the reader knows from elsewhere.
+pub const BLOCK_MARKER_32B: u16 = 0xABCE;
+/// The Phase-2 marker: 32-bit trailers, block size in KiB minus one in bits 8..14.
+pub const BLOCK_MARKER_PHASE2: u16 = 0xC0CE;
+const PHASE2_MARKER_MASK: u16 = 0xC0FF;
+/// The GBT-mode trailer size.
 pub const TRAILER_SIZE: usize = 2;
+/// The FULL-mode trailer size.
+pub const TRAILER_SIZE_32B: usize = 4;
+/// The largest FULL-mode block, in KiB (6 bits of size in the Phase-2 marker).
+pub const MAX_BLOCK_KIB: u16 = 64;
 /// Largest e-link number (11 bits).
 pub const MAX_ELINK: u16 = 0x07FF;
 /// Block sequence numbers count modulo this (5 bits).
 pub const SEQUENCE_MODULO: u8 = 32;
-/// Most subchunks a block can hold (empty payloads, trailers only).
+/// Most subchunks a GBT block can hold (empty payloads, trailers only).
 pub const MAX_SUBCHUNKS: usize = (BLOCK_SIZE - BLOCK_HEADER_SIZE) / TRAILER_SIZE;
 
 const LENGTH_MASK: u16 = 0x03FF;
@@ -52,6 +99,134 @@ const CRC_ERROR_BIT: u16 = 1 << 10;
 const ERROR_BIT: u16 = 1 << 11;
 const TRUNCATED_BIT: u16 = 1 << 12;
 const KIND_SHIFT: u16 = 13;
+const LENGTH_MASK_32B: u32 = 0x0000_FFFF;
+const BUSY_BIT_32B: u32 = 1 << 25;
+const CRC_ERROR_BIT_32B: u32 = 1 << 26;
+const ERROR_BIT_32B: u32 = 1 << 27;
+const TRUNCATED_BIT_32B: u32 = 1 << 28;
+const KIND_SHIFT_32B: u32 = 29;
+
+/// The width of a layout's subchunk trailers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrailerWidth {
+    /// GBT mode: 16 bits, 10-bit lengths.
+    Bits16,
+    /// FULL mode: 32 bits, 16-bit lengths.
+    Bits32,
+}
+
+/// How a card's blocks are laid out: GBT mode or FULL mode (see the module comment). A
+/// small value, passed to the packer, the block view and the decoder; everything else about
+/// the walk is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockLayout {
+    block_size: u32,
+    trailer: TrailerWidth,
+}
+
+impl BlockLayout {
+    /// GBT mode: 1 KiB blocks, 16-bit trailers, marker `0xABCD`.
+    pub const GBT: Self = Self {
+        block_size: BLOCK_SIZE as u32,
+        trailer: TrailerWidth::Bits16,
+    };
+
+    /// FULL mode: `block_kib` KiB blocks (1 to [`MAX_BLOCK_KIB`]), 32-bit trailers.
+    pub fn full(block_kib: u16) -> Result<Self, FormatError> {
+        if !(1..=MAX_BLOCK_KIB).contains(&block_kib) {
+            return Err(FormatError::Inconsistent {
+                what: "FELIX FULL-mode block layout",
+                field: "block_kib",
+                value: u64::from(block_kib),
+            });
+        }
+        Ok(Self {
+            block_size: u32::from(block_kib) * 1024,
+            trailer: TrailerWidth::Bits32,
+        })
+    }
+
+    #[inline(always)]
+    pub fn block_size(self) -> usize {
+        self.block_size as usize
+    }
+
+    #[inline(always)]
+    pub fn trailer(self) -> TrailerWidth {
+        self.trailer
+    }
+
+    pub fn is_full_mode(self) -> bool {
+        self.trailer == TrailerWidth::Bits32
+    }
+
+    #[inline(always)]
+    pub fn trailer_size(self) -> usize {
+        match self.trailer {
+            TrailerWidth::Bits16 => TRAILER_SIZE,
+            TrailerWidth::Bits32 => TRAILER_SIZE_32B,
+        }
+    }
+
+    /// Most subchunks a block can hold (empty payloads, trailers only).
+    pub fn max_subchunks(self) -> usize {
+        (self.block_size() - BLOCK_HEADER_SIZE) / self.trailer_size()
+    }
+
+    /// The marker this layout's packer writes.
+    pub fn marker(self) -> u16 {
+        match self.trailer {
+            TrailerWidth::Bits16 => BLOCK_MARKER,
+            TrailerWidth::Bits32 => {
+                BLOCK_MARKER_PHASE2 | ((self.block_size / 1024 - 1) as u16) << 8
+            }
+        }
+    }
+
+    /// Whether `marker` marks a block of this layout.
+    #[inline(always)]
+    fn accepts(self, marker: u16) -> bool {
+        match self.trailer {
+            TrailerWidth::Bits16 => marker == BLOCK_MARKER,
+            TrailerWidth::Bits32 => marker == self.marker() || marker == BLOCK_MARKER_32B,
+        }
+    }
+
+    /// The layout a block's marker announces, if it says its own block size (GBT and
+    /// Phase-2 markers; `0xABCE` does not).
+    pub fn from_marker(marker: u16) -> Option<Self> {
+        if marker == BLOCK_MARKER {
+            Some(Self::GBT)
+        } else if marker & PHASE2_MARKER_MASK == BLOCK_MARKER_PHASE2 {
+            Self::full(((marker >> 8) & 0x3F) + 1).ok()
+        } else {
+            None
+        }
+    }
+
+    /// Payload length rounded up to the trailer alignment.
+    #[inline(always)]
+    pub fn padded(self, len: usize) -> usize {
+        let a = self.trailer_size() - 1;
+        (len + a) & !a
+    }
+
+    /// The largest payload one subchunk's length field holds.
+    pub fn max_subchunk_length(self) -> usize {
+        match self.trailer {
+            TrailerWidth::Bits16 => usize::from(LENGTH_MASK),
+            TrailerWidth::Bits32 => LENGTH_MASK_32B as usize,
+        }
+    }
+
+    #[inline(always)]
+    fn put_trailer_word(self, block: &mut [u8], at: usize, word: u32) {
+        match self.trailer {
+            TrailerWidth::Bits16 => put_u16(block, at, word as u16),
+            TrailerWidth::Bits32 => put_u32(block, at, word),
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BlockHeader {
@@ -60,20 +235,33 @@ pub struct BlockHeader {
 }
 
 impl BlockHeader {
+    /// Writes a GBT-mode header.
     pub fn encode(&self, out: &mut [u8]) {
-        let word = (self.elink & MAX_ELINK) | (u16::from(self.sequence % SEQUENCE_MODULO) << 11);
-        put_u16(out, 0, word);
-        put_u16(out, 2, BLOCK_MARKER);
+        self.encode_as(BlockLayout::GBT, out);
     }
 
+    /// Writes the header with `layout`'s marker.
+    pub fn encode_as(&self, layout: BlockLayout, out: &mut [u8]) {
+        let word = (self.elink & MAX_ELINK) | (u16::from(self.sequence % SEQUENCE_MODULO) << 11);
+        put_u16(out, 0, word);
+        put_u16(out, 2, layout.marker());
+    }
+
+    /// Reads a GBT-mode header.
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        Self::decode_as(BlockLayout::GBT, b)
+    }
+
+    /// Reads a header whose marker must be one of `layout`'s.
+    #[inline]
+    pub fn decode_as(layout: BlockLayout, b: &[u8]) -> Result<Self, FormatError> {
         const WHAT: &str = "FELIX block header";
         crate::error::need(WHAT, b, BLOCK_HEADER_SIZE)?;
         let marker = get_u16(b, 2);
-        if marker != BLOCK_MARKER {
+        if !layout.accepts(marker) {
             return Err(FormatError::BadMagic {
                 what: WHAT,
-                expected: u32::from(BLOCK_MARKER),
+                expected: u32::from(layout.marker()),
                 got: u32::from(marker),
             });
         }
@@ -107,6 +295,7 @@ pub enum SubchunkKind {
 }
 
 impl SubchunkKind {
+    #[inline(always)]
     fn from_bits(bits: u16) -> Self {
         match bits & 7 {
             0 => Self::Null,
@@ -129,7 +318,7 @@ impl SubchunkKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SubchunkTrailer {
     pub kind: SubchunkKind,
-    /// Payload bytes, without the padding to an even length.
+    /// Payload bytes, without the padding to the trailer's alignment.
     pub length: u16,
     pub crc_error: bool,
     pub error: bool,
@@ -137,6 +326,7 @@ pub struct SubchunkTrailer {
 }
 
 impl SubchunkTrailer {
+    /// The GBT-mode (16-bit) trailer word.
     pub fn to_u16(self) -> u16 {
         (self.length & LENGTH_MASK)
             | if self.crc_error { CRC_ERROR_BIT } else { 0 }
@@ -147,6 +337,7 @@ impl SubchunkTrailer {
 
     /// Every 16-bit value is a trailer; null and out-of-band trailers have no payload
     /// whatever their length bits say (as the FELIX software reads them).
+    #[inline(always)]
     pub fn from_u16(word: u16) -> Self {
         let kind = SubchunkKind::from_bits(word >> KIND_SHIFT);
         let filler = matches!(kind, SubchunkKind::Null | SubchunkKind::OutOfBand);
@@ -159,16 +350,81 @@ impl SubchunkTrailer {
         }
     }
 
-    /// Bytes the subchunk takes in the block: padded payload plus trailer.
+    /// The FULL-mode (32-bit) trailer word; the busy bit is not set (see [`Self::busy`]).
+    pub fn to_u32(self) -> u32 {
+        u32::from(self.length)
+            | if self.crc_error { CRC_ERROR_BIT_32B } else { 0 }
+            | if self.error { ERROR_BIT_32B } else { 0 }
+            | if self.truncated { TRUNCATED_BIT_32B } else { 0 }
+            | ((self.kind as u32) << KIND_SHIFT_32B)
+    }
+
+    /// Every 32-bit value is a trailer, read as [`Self::from_u16`] reads 16-bit ones.
+    #[inline(always)]
+    pub fn from_u32(word: u32) -> Self {
+        let kind = SubchunkKind::from_bits((word >> KIND_SHIFT_32B) as u16);
+        let filler = matches!(kind, SubchunkKind::Null | SubchunkKind::OutOfBand);
+        Self {
+            kind,
+            length: if filler {
+                0
+            } else {
+                (word & LENGTH_MASK_32B) as u16
+            },
+            crc_error: !filler && word & CRC_ERROR_BIT_32B != 0,
+            error: !filler && word & ERROR_BIT_32B != 0,
+            truncated: !filler && word & TRUNCATED_BIT_32B != 0,
+        }
+    }
+
+    /// Whether a FULL-mode trailer word has its busy bit (25) set: the FELIX software counts
+    /// it; a trailer read with [`Self::from_u32`] drops it, so the SW ROD ignores it.
+    pub fn busy(word: u32) -> bool {
+        word & BUSY_BIT_32B != 0
+    }
+
+    /// The trailer word in `layout`'s width.
+    #[inline(always)]
+    pub fn to_word(self, layout: BlockLayout) -> u32 {
+        match layout.trailer {
+            TrailerWidth::Bits16 => u32::from(self.to_u16()),
+            TrailerWidth::Bits32 => self.to_u32(),
+        }
+    }
+
+    /// Reads a trailer word of `layout`'s width.
+    #[inline(always)]
+    pub fn from_word(layout: BlockLayout, word: u32) -> Self {
+        match layout.trailer {
+            TrailerWidth::Bits16 => Self::from_u16(word as u16),
+            TrailerWidth::Bits32 => Self::from_u32(word),
+        }
+    }
+
+    /// Bytes the GBT-mode subchunk takes in the block: padded payload plus trailer.
     pub fn footprint(self) -> usize {
-        padded(usize::from(self.length)) + TRAILER_SIZE
+        self.footprint_in(BlockLayout::GBT)
+    }
+
+    /// Bytes the subchunk takes in a block of `layout`: padded payload plus trailer.
+    #[inline(always)]
+    pub fn footprint_in(self, layout: BlockLayout) -> usize {
+        layout.padded(usize::from(self.length)) + layout.trailer_size()
     }
 }
 
-/// Payload length rounded up to the trailer alignment.
+const EMPTY_TRAILER: SubchunkTrailer = SubchunkTrailer {
+    kind: SubchunkKind::Null,
+    length: 0,
+    crc_error: false,
+    error: false,
+    truncated: false,
+};
+
+/// Payload length rounded up to the GBT trailer alignment.
 #[inline(always)]
 pub fn padded(len: usize) -> usize {
-    (len + 1) & !1
+    BlockLayout::GBT.padded(len)
 }
 
 /// One subchunk of a block: its trailer and its payload, where it lies in the block.
@@ -178,24 +434,30 @@ pub struct Subchunk<'a> {
     pub data: &'a [u8],
 }
 
-/// Positions of a block's subchunks, filled by [`Block::index`]: a fixed array, so decoding
-/// allocates nothing.
+/// Positions of a block's subchunks, filled by [`Block::index`]: sized once for the largest
+/// block it has indexed (the GBT block's 510 entries by default), so decoding allocates
+/// nothing per block.
 pub struct SubchunkIndex {
-    /// (payload start, trailer word), last subchunk of the block first.
-    entries: [(u16, u16); MAX_SUBCHUNKS],
+    /// (payload start, trailer), last subchunk of the block first.
+    entries: Vec<(u32, SubchunkTrailer)>,
     len: usize,
 }
 
 impl Default for SubchunkIndex {
     fn default() -> Self {
-        Self {
-            entries: [(0, 0); MAX_SUBCHUNKS],
-            len: 0,
-        }
+        Self::for_layout(BlockLayout::GBT)
     }
 }
 
 impl SubchunkIndex {
+    /// An index with room for any block of `layout`.
+    pub fn for_layout(layout: BlockLayout) -> Self {
+        Self {
+            entries: vec![(0, EMPTY_TRAILER); layout.max_subchunks()],
+            len: 0,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -209,28 +471,68 @@ impl SubchunkIndex {
 #[derive(Debug, Clone, Copy)]
 pub struct Block<'a> {
     pub header: BlockHeader,
-    bytes: &'a [u8; BLOCK_SIZE],
+    layout: BlockLayout,
+    bytes: &'a [u8],
 }
 
 impl<'a> Block<'a> {
-    /// Views exactly [`BLOCK_SIZE`] bytes as a block (checks the marker).
+    /// Views exactly [`BLOCK_SIZE`] bytes as a GBT-mode block (checks the marker).
     pub fn parse(bytes: &'a [u8]) -> Result<Self, FormatError> {
-        let bytes = exact::<BLOCK_SIZE>("FELIX block", bytes)?;
+        Self::parse_as(BlockLayout::GBT, bytes)
+    }
+
+    /// Views exactly `layout.block_size()` bytes as a block of `layout` (checks the marker).
+    #[inline]
+    pub fn parse_as(layout: BlockLayout, bytes: &'a [u8]) -> Result<Self, FormatError> {
+        if bytes.len() != layout.block_size() {
+            crate::error::need("FELIX block", bytes, layout.block_size())?;
+            return Err(FormatError::Inconsistent {
+                what: "FELIX block",
+                field: "length",
+                value: bytes.len() as u64,
+            });
+        }
         Ok(Self {
-            header: BlockHeader::decode(bytes)?,
+            header: BlockHeader::decode_as(layout, bytes)?,
+            layout,
             bytes,
         })
     }
 
+    pub fn layout(&self) -> BlockLayout {
+        self.layout
+    }
+
     /// Finds the subchunks by walking the trailers from the end of the block. A length that
     /// reaches into the header is an `Inconsistent` error (the block is corrupt).
+    #[inline]
     pub fn index(&self, index: &mut SubchunkIndex) -> Result<(), FormatError> {
+        let layout = self.layout;
+        if index.entries.len() < layout.max_subchunks() {
+            // Once per decoder and layout, not per block.
+            index
+                .entries
+                .resize(layout.max_subchunks(), (0, EMPTY_TRAILER));
+        }
+        // One walk, compiled once per trailer width: the width is a constant inside it.
+        match layout.trailer {
+            TrailerWidth::Bits16 => self.walk::<TRAILER_SIZE>(index),
+            TrailerWidth::Bits32 => self.walk::<TRAILER_SIZE_32B>(index),
+        }
+    }
+
+    #[inline(always)]
+    fn walk<const T: usize>(&self, index: &mut SubchunkIndex) -> Result<(), FormatError> {
         index.len = 0;
-        let mut end = BLOCK_SIZE;
+        let bytes = self.bytes;
+        let mut end = bytes.len();
         while end > BLOCK_HEADER_SIZE {
-            let word = get_u16(self.bytes, end - TRAILER_SIZE);
-            let trailer = SubchunkTrailer::from_u16(word);
-            let footprint = trailer.footprint();
+            let trailer = if T == TRAILER_SIZE {
+                SubchunkTrailer::from_u16(get_u16(bytes, end - T))
+            } else {
+                SubchunkTrailer::from_u32(get_u32(bytes, end - T))
+            };
+            let footprint = ((usize::from(trailer.length) + T - 1) & !(T - 1)) + T;
             if footprint > end - BLOCK_HEADER_SIZE {
                 index.len = 0;
                 return Err(FormatError::Inconsistent {
@@ -240,7 +542,8 @@ impl<'a> Block<'a> {
                 });
             }
             end -= footprint;
-            index.entries[index.len] = (end as u16, word);
+            // At most max_subchunks entries: each takes at least T bytes after the header.
+            index.entries[index.len] = (end as u32, trailer);
             index.len += 1;
         }
         Ok(())
@@ -255,9 +558,8 @@ impl<'a> Block<'a> {
         index.entries[..index.len]
             .iter()
             .rev()
-            .map(move |&(start, word)| {
-                let trailer = SubchunkTrailer::from_u16(word);
-                let start = usize::from(start);
+            .map(move |&(start, trailer)| {
+                let start = start as usize;
                 Subchunk {
                     trailer,
                     data: &bytes[start..start + usize::from(trailer.length)],
@@ -336,28 +638,41 @@ pub struct ChunkFlags {
 
 /// Packs one e-link's chunks into blocks the way the card does: subchunks one after the
 /// other, a chunk split where a block is full, the block closed with a `Timeout` filler
-/// when the next subchunk would not fit. Full blocks go to `emit`.
+/// when the next subchunk would not fit. Full blocks go to `emit`. One packer serves both
+/// layouts; its block buffer is allocated once.
 pub struct BlockPacker {
     elink: u16,
     sequence: u8,
-    block: [u8; BLOCK_SIZE],
+    layout: BlockLayout,
+    block: Box<[u8]>,
     /// Where the next subchunk's payload goes.
     fill: usize,
 }
 
 impl BlockPacker {
+    /// A GBT-mode packer.
     pub fn new(elink: u16) -> Self {
         Self::starting_at(elink, 0)
     }
 
-    /// A packer whose first block carries sequence number `sequence`.
+    /// A GBT-mode packer whose first block carries sequence number `sequence`.
     pub fn starting_at(elink: u16, sequence: u8) -> Self {
+        Self::with_layout(BlockLayout::GBT, elink, sequence)
+    }
+
+    /// A packer of `layout`'s blocks whose first block carries sequence number `sequence`.
+    pub fn with_layout(layout: BlockLayout, elink: u16, sequence: u8) -> Self {
         Self {
             elink: elink & MAX_ELINK,
             sequence: sequence % SEQUENCE_MODULO,
-            block: [0; BLOCK_SIZE],
+            layout,
+            block: vec![0; layout.block_size()].into_boxed_slice(),
             fill: BLOCK_HEADER_SIZE,
         }
+    }
+
+    pub fn layout(&self) -> BlockLayout {
+        self.layout
     }
 
     /// The sequence number the next emitted block will carry.
@@ -370,14 +685,27 @@ impl BlockPacker {
         self.sequence = (self.sequence + n) % SEQUENCE_MODULO;
     }
 
+    /// Payload room left once a subchunk's trailer is in, kept aligned; at least one trailer
+    /// size because a block with less room is flushed.
+    #[inline(always)]
+    fn room(&self) -> usize {
+        let t = self.layout.trailer_size();
+        (self.layout.block_size() - self.fill - t) & !(t - 1)
+    }
+
+    #[inline(always)]
+    fn flush_if_full(&mut self, emit: &mut impl FnMut(&[u8])) {
+        if self.layout.block_size() - self.fill < 2 * self.layout.trailer_size() {
+            self.flush(emit);
+        }
+    }
+
     /// Appends one chunk, emitting every block it fills.
     pub fn push(&mut self, chunk: &[u8], flags: ChunkFlags, mut emit: impl FnMut(&[u8])) {
         let mut rest = chunk;
         let mut first = true;
         loop {
-            // Payload room left once this subchunk's trailer is in, kept even; at least 2
-            // because a block with less room is flushed below.
-            let room = (BLOCK_SIZE - self.fill - TRAILER_SIZE) & !1;
+            let room = self.room();
             let last = rest.len() <= room;
             let take = if last { rest.len() } else { room };
             let kind = match (first, last) {
@@ -396,9 +724,7 @@ impl BlockPacker {
             self.put(&rest[..take], trailer);
             rest = &rest[take..];
             first = false;
-            if BLOCK_SIZE - self.fill < 2 * TRAILER_SIZE {
-                self.flush(&mut emit);
-            }
+            self.flush_if_full(&mut emit);
             if last {
                 return;
             }
@@ -416,8 +742,7 @@ impl BlockPacker {
         spill: &mut Vec<u8>,
         mut emit: impl FnMut(&[u8]),
     ) {
-        let room = (BLOCK_SIZE - self.fill - TRAILER_SIZE) & !1;
-        if len > room {
+        if len > self.room() {
             spill.resize(len, 0);
             fill(spill);
             self.push(spill, flags, emit);
@@ -435,9 +760,7 @@ impl BlockPacker {
                 truncated: flags.truncated,
             },
         );
-        if BLOCK_SIZE - self.fill < 2 * TRAILER_SIZE {
-            self.flush(&mut emit);
-        }
+        self.flush_if_full(&mut emit);
     }
 
     /// Closes the current block (if it holds anything) with a `Timeout` filler and emits it.
@@ -445,28 +768,27 @@ impl BlockPacker {
         if self.fill == BLOCK_HEADER_SIZE {
             return;
         }
-        let free = BLOCK_SIZE - self.fill;
+        let size = self.layout.block_size();
+        let t = self.layout.trailer_size();
+        let free = size - self.fill;
         if free > 0 {
-            let pad = free - TRAILER_SIZE;
+            let pad = free - t;
             self.block[self.fill..self.fill + pad].fill(0);
-            self.put(
-                &[],
-                SubchunkTrailer {
-                    kind: SubchunkKind::Timeout,
-                    length: pad as u16,
-                    crc_error: false,
-                    error: false,
-                    truncated: false,
-                },
-            );
-            // `put` wrote no payload: move the trailer to the block's end.
-            self.fill = BLOCK_SIZE;
+            let trailer = SubchunkTrailer {
+                kind: SubchunkKind::Timeout,
+                length: pad as u16,
+                crc_error: false,
+                error: false,
+                truncated: false,
+            };
+            self.layout
+                .put_trailer_word(&mut self.block, size - t, trailer.to_word(self.layout));
         }
         BlockHeader {
             elink: self.elink,
             sequence: self.sequence,
         }
-        .encode(&mut self.block);
+        .encode_as(self.layout, &mut self.block);
         emit(&self.block);
         self.sequence = (self.sequence + 1) % SEQUENCE_MODULO;
         self.fill = BLOCK_HEADER_SIZE;
@@ -474,10 +796,6 @@ impl BlockPacker {
 
     fn put(&mut self, payload: &[u8], trailer: SubchunkTrailer) {
         let at = self.fill;
-        if trailer.kind == SubchunkKind::Timeout {
-            put_u16(&mut self.block, BLOCK_SIZE - TRAILER_SIZE, trailer.to_u16());
-            return;
-        }
         self.block[at..at + payload.len()].copy_from_slice(payload);
         self.seal(payload.len(), trailer);
     }
@@ -486,12 +804,11 @@ impl BlockPacker {
     #[inline]
     fn seal(&mut self, len: usize, trailer: SubchunkTrailer) {
         let at = self.fill;
-        let end = at + padded(len);
-        if end > at + len {
-            self.block[end - 1] = 0;
-        }
-        put_u16(&mut self.block, end, trailer.to_u16());
-        self.fill = end + TRAILER_SIZE;
+        let end = at + self.layout.padded(len);
+        self.block[at + len..end].fill(0);
+        self.layout
+            .put_trailer_word(&mut self.block, end, trailer.to_word(self.layout));
+        self.fill = end + self.layout.trailer_size();
     }
 }
 
@@ -501,11 +818,15 @@ mod tests {
     use proptest::prelude::*;
 
     fn unpack(blocks: &[Vec<u8>]) -> Vec<(Vec<u8>, ChunkFlags)> {
+        unpack_as(BlockLayout::GBT, blocks)
+    }
+
+    fn unpack_as(layout: BlockLayout, blocks: &[Vec<u8>]) -> Vec<(Vec<u8>, ChunkFlags)> {
         let mut chunks = Vec::new();
         let mut partial: Option<Vec<u8>> = None;
         let mut index = SubchunkIndex::default();
         for b in blocks {
-            let block = Block::parse(b).unwrap();
+            let block = Block::parse_as(layout, b).unwrap();
             block.index(&mut index).unwrap();
             for s in block.subchunks(&index) {
                 let flags = ChunkFlags {
@@ -604,7 +925,143 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn full_mode_header_and_trailer_bits_match_flxdefs() {
+        let layout = BlockLayout::full(4).unwrap();
+        assert_eq!(layout.block_size(), 4096);
+        assert_eq!(layout.trailer_size(), 4);
+        let mut b = [0u8; 4];
+        BlockHeader {
+            elink: 0x2C0,
+            sequence: 31,
+        }
+        .encode_as(layout, &mut b);
+        assert_eq!(u16::from_le_bytes([b[0], b[1]]), 0x2C0 | (31 << 11));
+        // Phase-2 marker: 0xC0CE with (4 - 1) in bits 8..14.
+        assert_eq!(u16::from_le_bytes([b[2], b[3]]), 0xC3CE);
+        assert_eq!(BlockLayout::from_marker(0xC3CE), Some(layout));
+        assert_eq!(BlockLayout::from_marker(0xFFCE), BlockLayout::full(64).ok());
+        assert_eq!(
+            BlockLayout::from_marker(BLOCK_MARKER),
+            Some(BlockLayout::GBT)
+        );
+        assert_eq!(BlockLayout::from_marker(BLOCK_MARKER_32B), None);
+        // 0xABCE (32-bit trailers, size known elsewhere) reads; a Phase-2 marker of another
+        // size or the GBT marker does not.
+        b[2..4].copy_from_slice(&BLOCK_MARKER_32B.to_le_bytes());
+        assert!(BlockHeader::decode_as(layout, &b).is_ok());
+        for wrong in [0xC1CEu16, BLOCK_MARKER] {
+            b[2..4].copy_from_slice(&wrong.to_le_bytes());
+            assert!(matches!(
+                BlockHeader::decode_as(layout, &b),
+                Err(FormatError::BadMagic { .. })
+            ));
+        }
+        let t = SubchunkTrailer {
+            kind: SubchunkKind::Last,
+            length: 0xBEEF,
+            crc_error: true,
+            error: true,
+            truncated: true,
+        };
+        assert_eq!(
+            t.to_u32(),
+            0x4000_0000 | 0x1000_0000 | 0x0800_0000 | 0x0400_0000 | 0xBEEF
+        );
+        // The busy bit and bits 16..25 do not change what the trailer says.
+        assert_eq!(SubchunkTrailer::from_u32(t.to_u32() | 0x03FF_0000), t);
+        assert!(SubchunkTrailer::busy(1 << 25));
+        // Null and out-of-band trailers carry no payload.
+        assert_eq!(SubchunkTrailer::from_u32(0xE000_FFFF).length, 0);
+        assert!(BlockLayout::full(0).is_err() && BlockLayout::full(65).is_err());
+    }
+
+    #[test]
+    fn a_5_kb_full_mode_chunk_spans_two_4_kib_blocks() {
+        let layout = BlockLayout::full(4).unwrap();
+        let mut packer = BlockPacker::with_layout(layout, 3, 0);
+        let chunk: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        let mut blocks = Vec::new();
+        packer.push(&chunk, ChunkFlags::default(), |b| blocks.push(b.to_vec()));
+        packer.flush(|b| blocks.push(b.to_vec()));
+        assert_eq!(blocks.len(), 2);
+        assert!(blocks.iter().all(|b| b.len() == 4096));
+        let mut index = SubchunkIndex::default();
+        let first = Block::parse_as(layout, &blocks[0]).unwrap();
+        first.index(&mut index).unwrap();
+        let subs: Vec<_> = first.subchunks(&index).collect();
+        // 4096 - 4 (header) - 4 (trailer) = 4088 bytes of the chunk in the first block.
+        assert_eq!(subs.len(), 1);
+        assert_eq!(subs[0].trailer.kind, SubchunkKind::First);
+        assert_eq!(subs[0].data.len(), 4088);
+        // A GBT reader refuses FULL-mode blocks.
+        assert!(Block::parse(&blocks[0]).is_err());
+        assert_eq!(
+            unpack_as(layout, &blocks),
+            vec![(chunk, ChunkFlags::default())]
+        );
+    }
+
     proptest! {
+        #[test]
+        fn full_mode_trailer_round_trip(length in any::<u16>(), kind in 1u16..6, c in any::<bool>(), e in any::<bool>(), t in any::<bool>()) {
+            let trailer = SubchunkTrailer { kind: SubchunkKind::from_bits(kind), length, crc_error: c, error: e, truncated: t };
+            prop_assert_eq!(SubchunkTrailer::from_u32(trailer.to_u32()), trailer);
+        }
+
+        #[test]
+        fn full_mode_chunks_unpack_unchanged_across_blocks(
+            chunks in proptest::collection::vec((proptest::collection::vec(any::<u8>(), 0..12000), any::<bool>(), any::<bool>()), 0..12),
+            elink in 0u16..=MAX_ELINK,
+            kib in 1u16..=8,
+        ) {
+            let layout = BlockLayout::full(kib).unwrap();
+            let (mut pushed, mut in_place) = (Vec::new(), Vec::new());
+            let mut a = BlockPacker::with_layout(layout, elink, 0);
+            let mut b = BlockPacker::with_layout(layout, elink, 0);
+            let mut spill = Vec::new();
+            for (c, truncated, crc_error) in &chunks {
+                let flags = ChunkFlags { truncated: *truncated, crc_error: *crc_error };
+                a.push(c, flags, |x| pushed.push(x.to_vec()));
+                b.push_in_place(c.len(), flags, |dst| dst.copy_from_slice(c), &mut spill, |x| in_place.push(x.to_vec()));
+            }
+            a.flush(|x| pushed.push(x.to_vec()));
+            b.flush(|x| in_place.push(x.to_vec()));
+            prop_assert_eq!(&in_place, &pushed);
+            for (i, blk) in pushed.iter().enumerate() {
+                prop_assert_eq!(blk.len(), layout.block_size());
+                let h = Block::parse_as(layout, blk).unwrap().header;
+                prop_assert_eq!(h, BlockHeader { elink, sequence: (i % 32) as u8 });
+            }
+            let want: Vec<_> = chunks.iter().map(|(c, t, e)| (c.clone(), ChunkFlags { truncated: *t, crc_error: *e })).collect();
+            prop_assert_eq!(unpack_as(layout, &pushed), want);
+        }
+
+        #[test]
+        fn full_mode_index_never_panics(mut b in proptest::collection::vec(any::<u8>(), 2048..=2048), abce in any::<bool>()) {
+            let layout = BlockLayout::full(2).unwrap();
+            let marker = if abce { BLOCK_MARKER_32B } else { layout.marker() };
+            b[2..4].copy_from_slice(&marker.to_le_bytes());
+            let block = Block::parse_as(layout, &b).unwrap();
+            let mut index = SubchunkIndex::default();
+            if block.index(&mut index).is_ok() {
+                let total: usize = block.subchunks(&index).map(|s| s.trailer.footprint_in(layout)).sum();
+                prop_assert_eq!(total, layout.block_size() - BLOCK_HEADER_SIZE);
+            }
+        }
+
+        #[test]
+        fn any_bytes_as_any_layout_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..9000), kib in 1u16..=8) {
+            let mut index = SubchunkIndex::default();
+            for layout in [BlockLayout::GBT, BlockLayout::full(kib).unwrap()] {
+                for blk in bytes.chunks(layout.block_size()) {
+                    if let Ok(block) = Block::parse_as(layout, blk) {
+                        let _ = block.index(&mut index).map(|()| block.subchunks(&index).count());
+                    }
+                }
+            }
+        }
+
         #[test]
         fn trailer_round_trip(length in 0u16..1024, kind in 1u16..6, c in any::<bool>(), e in any::<bool>(), t in any::<bool>()) {
             let trailer = SubchunkTrailer { kind: SubchunkKind::from_bits(kind), length, crc_error: c, error: e, truncated: t };

@@ -24,6 +24,8 @@ struct FrameEntry {
     offset: usize,
     len: usize,
     verdict: Option<Verdict>,
+    /// What the walk of a FELIX block found (`swdaq inspect`'s findings for it).
+    felix_findings: Vec<&'static str>,
 }
 
 /// A raw file mapped, with `swdaq inspect`'s report of it and where every frame lies.
@@ -42,6 +44,7 @@ impl LinkReader {
                 offset: record.offset as usize,
                 len: record.frame.len(),
                 verdict: record.verdict,
+                felix_findings: record.felix_findings.to_vec(),
             })
         })
         .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))?;
@@ -108,7 +111,10 @@ impl Reader for LinkReader {
                 Some(Verdict::Keep { missing_before, .. }) => missing_before,
                 _ => 0,
             },
-            problems: entry.verdict.map(|v| v.findings()).unwrap_or_default(),
+            problems: entry
+                .verdict
+                .map(|v| v.findings())
+                .unwrap_or_else(|| entry.felix_findings.clone()),
             fragment_type: self.fragment_type(),
             bytes: self.bytes.clone_ref(py),
         };

@@ -3,12 +3,15 @@
 //! frames and each frame the checks flagged is listed with where it lies, and a record cut
 //! short is named with how far the file read. [`walk_raw`] hands every record to a caller as
 //! it goes (the `swdaq` Python package indexes a file's frames with it), so a reader sees
-//! exactly the frames and findings `swdaq inspect` reports.
+//! exactly the frames and findings `swdaq inspect` reports. A file of FELIX to-host blocks
+//! (`swdaq gen --format felix`, GBT or FULL mode) has its blocks walked instead: marker,
+//! trailers, per-e-link sequence numbers, whole chunks counted ([`FelixCounts`]).
 
 use crate::checks::{CheckCounts, ContinuityChecker, Verdict};
 use std::fmt::Write as _;
 use std::io::Read;
 use swdaq_format::FrameFormat;
+use swdaq_format::felix::{self, Block, BlockLayout, SubchunkIndex, SubchunkKind};
 use swdaq_format::rawfile::{RAW_HEADER_SIZE, RECORD_HEADER_SIZE, RawFileError, RawFileReader};
 
 /// Flagged frames listed in a report, at most: a front end that flags every frame would
@@ -34,6 +37,8 @@ pub struct RawInspection {
     /// Data time from the first frame to the end of the last.
     pub seconds: f64,
     pub checks: Option<CheckCounts>,
+    /// A file of FELIX blocks: what their walk found (`None` for other records).
+    pub felix: Option<FelixCounts>,
     /// Frames the checks found something wrong with or before.
     pub flagged_frames: u64,
     /// The first [`MAX_FLAGGED_LISTED`] of them, in file order.
@@ -66,6 +71,8 @@ pub struct RawRecord<'a> {
     pub frame: &'a [u8],
     /// The continuity checks' verdict; `None` for records of another kind than TPC frames.
     pub verdict: Option<Verdict>,
+    /// What the walk of a FELIX block found wrong with it (empty for other records).
+    pub felix_findings: &'a [&'static str],
 }
 
 /// Reads the whole file; only a header that cannot be read is an error (a bad record ends
@@ -85,6 +92,7 @@ pub fn walk_raw(
         .into_iter()
         .find(|f| f.fragment_type() == header.frame_type);
     let mut checker = format.map(ContinuityChecker::new);
+    let mut felix_walk = (header.frame_type == felix::RAW_FILE_TYPE).then(FelixWalk::default);
     let mut out = RawInspection {
         frame_format: format.map(FrameFormat::name),
         fragment_type: header.frame_type.0,
@@ -99,6 +107,7 @@ pub fn walk_raw(
         last_timestamp: None,
         seconds: 0.0,
         checks: None,
+        felix: None,
         flagged_frames: 0,
         flagged: Vec::new(),
         error: None,
@@ -113,14 +122,31 @@ pub fn walk_raw(
                 break;
             }
         }
+        let felix_findings = felix_walk
+            .as_mut()
+            .map(|w| w.check(&frame, header.frame_size as usize))
+            .unwrap_or_default();
         let record = RawRecord {
             index: out.frames,
             offset: out.bytes,
             frame: &frame,
             verdict: checker.as_mut().map(|c| c.check(&frame).0),
+            felix_findings: &felix_findings,
         };
         if let Some(verdict) = record.verdict {
             note(&mut out, &record, verdict);
+        }
+        if !felix_findings.is_empty() {
+            out.flagged_frames += 1;
+            if out.flagged.len() < MAX_FLAGGED_LISTED {
+                out.flagged.push(FlaggedFrame {
+                    frame: record.index,
+                    offset: record.offset,
+                    timestamp: None,
+                    findings: felix_findings.clone(),
+                    missing_before: 0,
+                });
+            }
         }
         on_record(&record);
         out.frames += 1;
@@ -133,7 +159,100 @@ pub fn walk_raw(
             (last + format.ticks_per_frame()).saturating_sub(first) as f64 / format.clock_hz();
     }
     out.checks = checker.map(|c| c.counts);
+    out.felix = felix_walk.map(|w| FelixCounts {
+        elinks: w.next_sequence.iter().filter(|s| s.is_some()).count() as u64,
+        ..w.counts
+    });
     Ok(out)
+}
+
+/// What the walk of a file's FELIX blocks found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FelixCounts {
+    /// `gbt` or `full`, from the first block's marker (and the records' size).
+    pub mode: &'static str,
+    pub block_bytes: u64,
+    /// E-links (FULL mode: links, and the TTC-to-host e-link) with at least one good block.
+    pub elinks: u64,
+    pub subchunks: u64,
+    /// Whole chunks: one-subchunk chunks and the last subchunks of spanning ones.
+    pub chunks: u64,
+    /// Blocks with another marker or size, or trailers that do not add up (flagged).
+    pub corrupt_blocks: u64,
+    /// Blocks whose sequence number is not the e-link's next (flagged).
+    pub sequence_gaps: u64,
+}
+
+/// Walks FELIX blocks as the SW ROD's decoder does, without keeping chunks.
+struct FelixWalk {
+    layout: Option<BlockLayout>,
+    next_sequence: Vec<Option<u8>>,
+    index: SubchunkIndex,
+    counts: FelixCounts,
+}
+
+impl Default for FelixWalk {
+    fn default() -> Self {
+        Self {
+            layout: None,
+            next_sequence: vec![None; usize::from(felix::MAX_ELINK) + 1],
+            index: SubchunkIndex::default(),
+            counts: FelixCounts::default(),
+        }
+    }
+}
+
+impl FelixWalk {
+    /// The first block says the layout: its marker, or (`0xABCE`, or no marker known) the
+    /// records' size.
+    fn layout(&mut self, block: &[u8], frame_size: usize) -> BlockLayout {
+        *self.layout.get_or_insert_with(|| {
+            let marker = block.get(2..4).map(|m| u16::from_le_bytes([m[0], m[1]]));
+            let by_size = || match frame_size {
+                felix::BLOCK_SIZE if marker != Some(felix::BLOCK_MARKER_32B) => BlockLayout::GBT,
+                n => u16::try_from(n / 1024)
+                    .ok()
+                    .and_then(|kib| BlockLayout::full(kib).ok())
+                    .unwrap_or(BlockLayout::GBT),
+            };
+            marker
+                .and_then(BlockLayout::from_marker)
+                .unwrap_or_else(by_size)
+        })
+    }
+
+    fn check(&mut self, block: &[u8], frame_size: usize) -> Vec<&'static str> {
+        let layout = self.layout(block, frame_size);
+        self.counts.mode = if layout.is_full_mode() { "full" } else { "gbt" };
+        self.counts.block_bytes = layout.block_size() as u64;
+        let parsed = match Block::parse_as(layout, block) {
+            Ok(b) => b,
+            Err(_) => {
+                self.counts.corrupt_blocks += 1;
+                return vec!["felix_bad_block"];
+            }
+        };
+        if parsed.index(&mut self.index).is_err() {
+            self.counts.corrupt_blocks += 1;
+            return vec!["felix_bad_trailers"];
+        }
+        let mut findings = Vec::new();
+        let h = parsed.header;
+        let next = &mut self.next_sequence[usize::from(h.elink)];
+        if next.is_some_and(|want| want != h.sequence) {
+            self.counts.sequence_gaps += 1;
+            findings.push("felix_sequence_gap");
+        }
+        *next = Some((h.sequence + 1) % felix::SEQUENCE_MODULO);
+        for s in parsed.subchunks(&self.index) {
+            self.counts.subchunks += 1;
+            self.counts.chunks += u64::from(matches!(
+                s.trailer.kind,
+                SubchunkKind::Both | SubchunkKind::Last
+            ));
+        }
+        findings
+    }
 }
 
 /// A checked frame's timestamp in the span, and the frame among the flagged when it is.
@@ -184,6 +303,19 @@ pub fn render(r: &RawInspection) -> String {
             s,
             "  timestamps {first} to {last} ({:.3} s of data); header's first timestamp {}",
             r.seconds, r.header_first_timestamp
+        );
+    }
+    if let Some(f) = &r.felix {
+        let _ = writeln!(
+            s,
+            "  FELIX {} mode blocks of {} bytes: {} e-links, {} chunks in {} subchunks, {} corrupt blocks, {} sequence gaps",
+            if f.mode == "full" { "FULL" } else { "GBT" },
+            f.block_bytes,
+            f.elinks,
+            f.chunks,
+            f.subchunks,
+            f.corrupt_blocks,
+            f.sequence_gaps
         );
     }
     if let Some(c) = &r.checks {
@@ -303,11 +435,60 @@ mod tests {
         assert!(inspect_raw(&b"SWDAQRAW"[..]).is_err());
     }
 
+    #[test]
+    fn felix_full_mode_blocks_are_walked_and_bad_ones_flagged() {
+        let layout = BlockLayout::full(4).unwrap();
+        let header = RawFileHeader {
+            frame_type: felix::RAW_FILE_TYPE,
+            frame_size: 4096,
+            source_id: SourceId::readout(0),
+            run_number: 1,
+            first_timestamp: 0,
+            created_unix_ns: 0,
+        };
+        let mut blocks = Vec::new();
+        for elink in [0u16, 1] {
+            let mut p = felix::BlockPacker::with_layout(layout, elink, 0);
+            for i in 0..10u8 {
+                p.push(&[i; 5000], felix::ChunkFlags::default(), |b| {
+                    blocks.push(b.to_vec())
+                });
+            }
+            p.flush(|b| blocks.push(b.to_vec()));
+        }
+        let n = blocks.len();
+        let mut w = RawFileWriter::new(Vec::new(), &header).unwrap();
+        for (i, b) in blocks.iter().enumerate() {
+            // Block 3 lost (a sequence gap on its e-link), block 5 with a bad marker.
+            match i {
+                3 => continue,
+                5 => {
+                    let mut bad = b.clone();
+                    bad[3] = 0;
+                    w.write_frame(&bad).unwrap();
+                }
+                _ => w.write_frame(b).unwrap(),
+            }
+        }
+        let r = inspect_raw(&w.finish().unwrap()[..]).unwrap();
+        let f = r.felix.clone().unwrap();
+        assert_eq!((f.mode, f.block_bytes, f.elinks), ("full", 4096, 2));
+        assert_eq!(
+            (f.corrupt_blocks, f.sequence_gaps),
+            (1, 2),
+            "the gap, and the block after the bad one"
+        );
+        assert_eq!(r.frames as usize, n - 1);
+        assert_eq!(r.flagged_frames, 3);
+        assert_eq!(r.flagged[1].findings, vec!["felix_bad_block"]);
+        assert!(render(&r).contains("FELIX FULL mode blocks of 4096 bytes: 2 e-links"));
+    }
+
     proptest! {
         /// Any bytes after a valid header: an inspection or a named error, never a panic.
         #[test]
         fn any_file_is_inspected_or_refused(
-            frame_type in prop_oneof![Just(12u32), Just(1u32), 0u32..20],
+            frame_type in prop_oneof![Just(12u32), Just(1u32), Just(felix::RAW_FILE_TYPE.0), 0u32..20],
             frame_size in 1u32..9000,
             body in proptest::collection::vec(any::<u8>(), 0..20_000),
         ) {

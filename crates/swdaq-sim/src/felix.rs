@@ -1,6 +1,10 @@
-//! FELIX card emulator, GBT mode: e-links that each send one chunk per L1 accept, packed
-//! into 1 KiB to-host blocks as the card writes them to host memory
-//! ([`swdaq_format::felix`]), with injected faults recorded as truth.
+//! FELIX card emulator: e-links that each send one chunk per L1 accept, packed into to-host
+//! blocks as the card writes them to host memory ([`swdaq_format::felix`]), with injected
+//! faults recorded as truth. GBT mode (`mode = "gbt"`, the default): 1 KiB blocks with
+//! 16-bit trailers, many small e-links. FULL mode (`mode = "full"`): each "e-link" is a whole
+//! link, as a FULL-mode card delivers one chunk per link per L1 accept (about 5 KB in the
+//! SW ROD paper, 40-280 bytes at Phase-2 rates), in `block_kib` KiB blocks with 32-bit
+//! trailers. Faults and truth are the same in both modes.
 //!
 //! Chunk contents: the extended L1 ID (u32, little-endian; ECR count in the upper 8 bits,
 //! L1 accept count in the lower 24) at `l1id_offset`, the BCID (u16, 12 bits used) at
@@ -10,7 +14,9 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
-use swdaq_format::felix::{BlockPacker, ChunkFlags, MAX_ELINK, TTC_TO_HOST_ELINK, TtcRecord};
+use swdaq_format::felix::{
+    BlockLayout, BlockPacker, ChunkFlags, MAX_BLOCK_KIB, MAX_ELINK, TTC_TO_HOST_ELINK, TtcRecord,
+};
 
 /// Card `card`'s raw file of blocks in `dir` (`swdaq gen --format felix`).
 pub fn card_raw_path(dir: &std::path::Path, card: u16) -> std::path::PathBuf {
@@ -32,9 +38,30 @@ pub const L1_TRIGGER_TYPE: u8 = 0x81;
 /// Bunch crossings per LHC orbit: BCIDs count modulo this.
 pub const BUNCHES_PER_ORBIT: u32 = 3564;
 
+/// The FULL-mode block size when the configuration names none (swdaq's choice: the FELIX
+/// sources read give the block size as a firmware register, not a value).
+pub const FULL_MODE_BLOCK_KIB: u16 = 4;
+
+/// Which to-host layout the card writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FelixMode {
+    /// 1 KiB blocks, 16-bit trailers: GBT e-links.
+    #[default]
+    Gbt,
+    /// Larger blocks, 32-bit trailers: one chunk per link per L1 accept.
+    Full,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FelixConfig {
+    /// GBT mode or FULL mode.
+    pub mode: FelixMode,
+    /// FULL mode: the block size in KiB (1 to 64; [`FULL_MODE_BLOCK_KIB`] when absent).
+    /// GBT blocks are 1 KiB, always.
+    pub block_kib: Option<u16>,
+    /// E-links (FULL mode: links), numbered 0, 1, ...
     pub elinks: u16,
     /// Chunk sizes are uniform in `[chunk_min, chunk_max]` bytes.
     pub chunk_min: usize,
@@ -55,6 +82,8 @@ pub struct FelixConfig {
 impl Default for FelixConfig {
     fn default() -> Self {
         Self {
+            mode: FelixMode::Gbt,
+            block_kib: None,
             elinks: 192,
             chunk_min: 40,
             chunk_max: 40,
@@ -64,6 +93,26 @@ impl Default for FelixConfig {
             seed: 1,
             ttc_to_host: false,
             faults: FelixFaults::default(),
+        }
+    }
+}
+
+impl FelixConfig {
+    /// The block layout of this card's mode.
+    pub fn layout(&self) -> Result<BlockLayout, FelixConfigError> {
+        match (self.mode, self.block_kib) {
+            (FelixMode::Gbt, None | Some(1)) => Ok(BlockLayout::GBT),
+            (FelixMode::Gbt, Some(kib)) => Err(FelixConfigError::Invalid(format!(
+                "block_kib = {kib}: GBT-mode blocks are 1 KiB (block_kib is for mode = \"full\")"
+            ))),
+            (FelixMode::Full, kib) => {
+                let kib = kib.unwrap_or(FULL_MODE_BLOCK_KIB);
+                BlockLayout::full(kib).map_err(|_| {
+                    FelixConfigError::Invalid(format!(
+                        "block_kib = {kib}: FULL-mode blocks are 1 to {MAX_BLOCK_KIB} KiB"
+                    ))
+                })
+            }
         }
     }
 }
@@ -154,11 +203,13 @@ pub struct FelixCard {
     faults: Vec<FelixFault>,
     /// The TTC-to-host e-link's packer, when it is on.
     ttc: Option<BlockPacker>,
+    layout: BlockLayout,
 }
 
 impl FelixCard {
     pub fn new(config: FelixConfig) -> Result<Self, FelixConfigError> {
         let invalid = |m: String| Err(FelixConfigError::Invalid(m));
+        let layout = config.layout()?;
         if config.elinks == 0 || config.elinks > MAX_ELINK + 1 {
             return invalid(format!("elinks = {} (1..=2048)", config.elinks));
         }
@@ -194,7 +245,7 @@ impl FelixCard {
         let elinks = (0..config.elinks)
             .map(|e| Elink {
                 number: e,
-                packer: BlockPacker::new(e),
+                packer: BlockPacker::with_layout(layout, e, 0),
                 held: None,
                 dead_after: config
                     .faults
@@ -212,13 +263,19 @@ impl FelixCard {
             faults: Vec::new(),
             ttc: config
                 .ttc_to_host
-                .then(|| BlockPacker::new(TTC_TO_HOST_ELINK)),
+                .then(|| BlockPacker::with_layout(layout, TTC_TO_HOST_ELINK, 0)),
+            layout,
             config,
         })
     }
 
     pub fn config(&self) -> &FelixConfig {
         &self.config
+    }
+
+    /// The layout of the blocks this card writes.
+    pub fn layout(&self) -> BlockLayout {
+        self.layout
     }
 
     /// The extended L1 ID the next L1 accept will carry.
@@ -534,7 +591,7 @@ fn release_held(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use swdaq_format::felix::{BLOCK_SIZE, Block, SubchunkIndex, SubchunkKind};
+    use swdaq_format::felix::{Block, SubchunkIndex, SubchunkKind};
 
     /// The blocks `card` sends for `l1as` L1 accepts, flushed.
     fn blocks_of(card: &mut FelixCard, l1as: usize) -> Vec<u8> {
@@ -548,11 +605,15 @@ mod tests {
 
     /// (e-link, L1 ID) of every whole chunk in `blocks`, in arrival order.
     fn chunks(blocks: &[u8]) -> Vec<(u16, u32)> {
+        chunks_as(BlockLayout::GBT, blocks)
+    }
+
+    fn chunks_as(layout: BlockLayout, blocks: &[u8]) -> Vec<(u16, u32)> {
         let mut index = SubchunkIndex::default();
         let mut partial: std::collections::HashMap<u16, Vec<u8>> = Default::default();
         let mut out = Vec::new();
-        for b in blocks.chunks(BLOCK_SIZE) {
-            let block = Block::parse(b).unwrap();
+        for b in blocks.chunks(layout.block_size()) {
+            let block = Block::parse_as(layout, b).unwrap();
             block.index(&mut index).unwrap();
             let e = block.header.elink;
             for s in block.subchunks(&index) {
@@ -601,6 +662,81 @@ mod tests {
             .filter(|f| f.kind == FelixFaultKind::Ecr)
             .count();
         assert_eq!(ecrs, 2);
+    }
+
+    #[test]
+    fn full_mode_sends_one_5_kb_chunk_per_link_per_l1a_in_4_kib_blocks() {
+        let mut card = FelixCard::new(FelixConfig {
+            mode: FelixMode::Full,
+            elinks: 12,
+            chunk_min: 4800,
+            chunk_max: 5200,
+            ecr_every: 40,
+            ttc_to_host: true,
+            ..FelixConfig::default()
+        })
+        .unwrap();
+        let layout = card.layout();
+        assert_eq!((layout.block_size(), layout.trailer_size()), (4096, 4));
+        let out = blocks_of(&mut card, 100);
+        assert_eq!(out.len() % 4096, 0);
+        let got = chunks_as(layout, &out);
+        assert_eq!(got.len(), 13 * 100, "12 links and the TTC-to-host e-link");
+        for e in 0..12 {
+            let ids: Vec<u32> = got.iter().filter(|c| c.0 == e).map(|c| c.1).collect();
+            let want: Vec<u32> = (0..100u32).map(|i| (i / 40) << 24 | (i % 40)).collect();
+            assert_eq!(ids, want);
+        }
+        // Faults work as in GBT mode.
+        let mut faulty = FelixCard::new(FelixConfig {
+            mode: FelixMode::Full,
+            block_kib: Some(8),
+            elinks: 4,
+            chunk_min: 40,
+            chunk_max: 280,
+            faults: FelixFaults {
+                missing_chunk: 0.02,
+                truncated_chunk: 0.02,
+                sequence_gap: 0.01,
+                l1id_out_of_order: 0.02,
+                dead_elinks: vec![],
+            },
+            ..FelixConfig::default()
+        })
+        .unwrap();
+        let out = blocks_of(&mut faulty, 2000);
+        let missing = faulty
+            .faults()
+            .iter()
+            .filter(|f| f.kind == FelixFaultKind::MissingChunk)
+            .count();
+        assert!(missing > 0 && faulty.faults().len() > missing);
+        assert_eq!(chunks_as(faulty.layout(), &out).len(), 4 * 2000 - missing);
+    }
+
+    #[test]
+    fn block_sizes_belong_to_their_mode() {
+        let card = |mode, block_kib| {
+            FelixCard::new(FelixConfig {
+                mode,
+                block_kib,
+                ..FelixConfig::default()
+            })
+        };
+        assert!(card(FelixMode::Gbt, Some(4)).is_err());
+        assert!(card(FelixMode::Full, Some(0)).is_err());
+        assert!(card(FelixMode::Full, Some(65)).is_err());
+        assert_eq!(
+            card(FelixMode::Full, Some(64))
+                .unwrap()
+                .layout()
+                .block_size(),
+            65536
+        );
+        assert_eq!(
+            card(FelixMode::Gbt, Some(1)).unwrap().layout(),
+            BlockLayout::GBT
+        );
     }
 
     #[test]

@@ -252,3 +252,167 @@ fn pass<I: SlotIndex>(
         },
     ))
 }
+
+/// A FELIX FULL-mode shape for [`mode_run`]: `links` links of one card (one ROB), chunk sizes
+/// uniform in `[chunk_min, chunk_max]`, `block_kib` KiB blocks with 32-bit trailers.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeBenchConfig {
+    pub name: &'static str,
+    pub links: u16,
+    pub chunk_min: usize,
+    pub chunk_max: usize,
+    pub block_kib: u16,
+    pub l1as: usize,
+    pub rounds: usize,
+}
+
+impl ModeBenchConfig {
+    /// The SW ROD paper's FULL mode: 12 links, about 5 KB per link and L1 accept.
+    pub fn full_mode(l1as: usize, rounds: usize) -> Self {
+        Self {
+            name: "FULL mode",
+            links: 12,
+            chunk_min: 4600,
+            chunk_max: 5400,
+            block_kib: 4,
+            l1as,
+            rounds,
+        }
+    }
+
+    /// Phase-2: 48 links at 40 to 280 bytes per link and L1 accept.
+    pub fn phase2(l1as: usize, rounds: usize) -> Self {
+        Self {
+            name: "Phase-2",
+            links: 48,
+            chunk_min: 40,
+            chunk_max: 280,
+            block_kib: 4,
+            l1as,
+            rounds,
+        }
+    }
+}
+
+/// Decoding and aggregation of FULL-mode blocks on one core (thread CPU time, median over
+/// the rounds), against a memcpy of the same bytes in the same rounds.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeResult {
+    pub config: ModeBenchConfig,
+    /// Bytes of blocks decoded per pass (the card's DMA buffer), and of chunks in them.
+    pub block_bytes: u64,
+    pub chunk_bytes: u64,
+    pub chunks: u64,
+    pub seconds: f64,
+    /// Chunk bytes aggregated per CPU second.
+    pub gbytes_per_s: f64,
+    /// The same block bytes copied, block by block, into a buffer of the same size (paged in
+    /// beforehand), per CPU second.
+    pub memcpy_seconds: f64,
+    pub memcpy_gbytes_per_s: f64,
+    /// Aggregation time over memcpy time of the same bytes: the target is >= 0.6.
+    pub vs_memcpy: f64,
+    pub l1as_per_s: f64,
+    pub fragments: u64,
+    pub complete_fragments: u64,
+}
+
+pub fn mode_run(config: &ModeBenchConfig) -> Result<ModeResult, Box<dyn std::error::Error>> {
+    let felix = FelixConfig {
+        mode: swdaq_sim::felix::FelixMode::Full,
+        block_kib: Some(config.block_kib),
+        elinks: config.links,
+        chunk_min: config.chunk_min,
+        chunk_max: config.chunk_max,
+        ..FelixConfig::default()
+    };
+    let mut card = FelixCard::new(felix)?;
+    let layout = card.layout();
+    let mut blocks = Vec::new();
+    for _ in 0..config.l1as {
+        card.l1_accept(&mut blocks);
+    }
+    card.flush(&mut blocks);
+    let rob = RobConfig {
+        elinks: (0..config.links).collect(),
+        max_chunk_bytes: config.chunk_max,
+        // Fragments of 60 KB: a ring as configs/swrod-full-mode.toml sizes it.
+        ring_slots: 256,
+        timeout_fragments: 128,
+        ..RobConfig::default()
+    };
+    rob.validate()?;
+    let mut copy = vec![0u8; blocks.len()];
+    let (mut aggregate_s, mut memcpy_s) = (Vec::new(), Vec::new());
+    let mut last = Pass::default();
+    let mut chunk_bytes = 0u64;
+    for _ in 0..config.rounds.max(1) {
+        let mut decoder = BlockDecoder::with_layout(layout, &rob.elinks);
+        let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob.clone(), Allocation::Pool)?;
+        let mut complete = 0u64;
+        let mut bytes = 0u64;
+        let mut out = |f: crate::BuiltFragment| complete += u64::from(f.complete);
+        let start = cpu_time::ThreadTime::now();
+        decoder.decode_blocks(&blocks, |e, chunk, trailer| {
+            bytes += chunk.len() as u64;
+            aggregator.add_chunk(e, chunk, trailer, &mut out)
+        });
+        aggregator.flush(&mut out);
+        aggregate_s.push(start.elapsed().as_secs_f64());
+        chunk_bytes = bytes;
+        last = Pass {
+            chunks: decoder.counts.chunks,
+            fragments: aggregator.counts.fragments,
+            complete,
+        };
+        let start = cpu_time::ThreadTime::now();
+        for (dst, src) in copy
+            .chunks_mut(layout.block_size())
+            .zip(blocks.chunks(layout.block_size()))
+        {
+            dst.copy_from_slice(src);
+        }
+        std::hint::black_box(&mut copy);
+        memcpy_s.push(start.elapsed().as_secs_f64());
+    }
+    let median = |s: &mut Vec<f64>| {
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    };
+    let (seconds, memcpy_seconds) = (median(&mut aggregate_s), median(&mut memcpy_s));
+    Ok(ModeResult {
+        config: config.clone(),
+        block_bytes: blocks.len() as u64,
+        chunk_bytes,
+        chunks: last.chunks,
+        seconds,
+        gbytes_per_s: chunk_bytes as f64 / seconds / 1e9,
+        memcpy_seconds,
+        memcpy_gbytes_per_s: blocks.len() as f64 / memcpy_seconds / 1e9,
+        vs_memcpy: memcpy_seconds / seconds,
+        l1as_per_s: config.l1as as f64 / seconds,
+        fragments: last.fragments,
+        complete_fragments: last.complete,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_mode_and_phase2_rows_aggregate_every_chunk_into_complete_fragments() {
+        for config in [
+            ModeBenchConfig::full_mode(50, 1),
+            ModeBenchConfig::phase2(300, 1),
+        ] {
+            let r = mode_run(&config).unwrap();
+            assert_eq!(r.chunks, config.l1as as u64 * u64::from(config.links));
+            assert_eq!(
+                (r.fragments, r.complete_fragments),
+                (config.l1as as u64, config.l1as as u64)
+            );
+            assert!(r.chunk_bytes < r.block_bytes && r.gbytes_per_s > 0.0 && r.vs_memcpy > 0.0);
+        }
+    }
+}

@@ -105,15 +105,21 @@ pub struct TtcDecoder {
 
 impl Default for TtcDecoder {
     fn default() -> Self {
-        Self {
-            decoder: BlockDecoder::new(&[TTC_TO_HOST_ELINK]),
-            malformed: 0,
-            records: 0,
-        }
+        Self::with_layout(swdaq_format::felix::BlockLayout::GBT)
     }
 }
 
 impl TtcDecoder {
+    /// A decoder of a card whose blocks have `layout` (the TTC-to-host e-link's blocks are
+    /// the card's, GBT or FULL mode).
+    pub fn with_layout(layout: swdaq_format::felix::BlockLayout) -> Self {
+        Self {
+            decoder: BlockDecoder::with_layout(layout, &[TTC_TO_HOST_ELINK]),
+            malformed: 0,
+            records: 0,
+        }
+    }
+
     /// Decodes whole blocks of the TTC-to-host e-link (blocks of other e-links are counted
     /// foreign by the block decoder and skipped); each record goes to `out`.
     pub fn decode(&mut self, blocks: &[u8], mut out: impl FnMut(TtcRecord)) {

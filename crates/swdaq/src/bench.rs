@@ -97,6 +97,14 @@ enum What {
         request_events: u64,
         #[arg(long, default_value_t = 4)]
         request_robs: usize,
+        /// FELIX FULL mode: L1 accepts of 12 links at about 5 KB each (4 KiB blocks, 32-bit
+        /// trailers), aggregated on one core against a memcpy of the same blocks (0: skip).
+        #[arg(long, default_value_t = 2_000)]
+        full_mode_l1as: usize,
+        /// Phase-2: L1 accepts of 48 FULL-mode links at 40 to 280 bytes each, aggregated on
+        /// one core: L1 accepts per second (0: skip).
+        #[arg(long, default_value_t = 20_000)]
+        phase2_l1as: usize,
     },
     /// Readout: ingest into the latency buffer with all checks (vs memcpy, same run), UDP
     /// receive over loopback (batched vs one `recvmsg` per datagram, same run), and data
@@ -360,6 +368,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             realtime_seconds,
             request_events,
             request_robs,
+            full_mode_l1as,
+            phase2_l1as,
         } => {
             anyhow::ensure!(
                 *elinks > 0 && *l1as > 0 && *rounds > 0 && *realtime_seconds >= 0.0,
@@ -386,6 +396,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 fragment_bytes,
             )
             .map_err(|e| anyhow::anyhow!("request path: {e}"))?;
+            let modes = [
+                swdaq_swrod::bench::ModeBenchConfig::full_mode(*full_mode_l1as, *rounds),
+                swdaq_swrod::bench::ModeBenchConfig::phase2(*phase2_l1as, *rounds),
+            ]
+            .iter()
+            .filter(|m| m.l1as > 0)
+            .map(swdaq_swrod::bench::mode_run)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("FULL-mode rows: {e}"))?;
             let realtime = if *realtime_seconds > 0.0 {
                 Some(
                     swdaq_swrod::bench::realtime(&config, *realtime_seconds)
@@ -401,6 +420,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                     network_intake: swdaq_swrod::net::bench::IntakeResult,
                     request_path: swdaq_app::models::swrod::apps::bench::RequestPathResult,
                     realtime: Option<swdaq_swrod::bench::RealtimeResult>,
+                    /// FELIX FULL mode and Phase-2 (FULL mode, 48 links of small messages).
+                    modes: Vec<swdaq_swrod::bench::ModeResult>,
                 }
                 println!(
                     "{}",
@@ -408,7 +429,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         variants,
                         network_intake: network,
                         request_path,
-                        realtime
+                        realtime,
+                        modes,
                     })?
                 );
                 return Ok(());
@@ -460,6 +482,35 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 },
             )?;
             print_request_path(&request_path)?;
+            if !modes.is_empty() {
+                print_results(
+                    false,
+                    &modes,
+                    &[
+                        "FELIX FULL mode",
+                        "links x bytes",
+                        "GB/s/core",
+                        "memcpy GB/s",
+                        "x memcpy",
+                        "L1A/s/core",
+                        "complete/fragments",
+                    ],
+                    |r| {
+                        vec![
+                            r.config.name.into(),
+                            format!(
+                                "{} x {}-{}",
+                                r.config.links, r.config.chunk_min, r.config.chunk_max
+                            ),
+                            format!("{:.2}", r.gbytes_per_s),
+                            format!("{:.2}", r.memcpy_gbytes_per_s),
+                            format!("{:.2}", r.vs_memcpy),
+                            format!("{:.0}", r.l1as_per_s),
+                            format!("{}/{}", r.complete_fragments, r.fragments),
+                        ]
+                    },
+                )?;
+            }
             match realtime {
                 Some(r) => print_results(
                     false,

@@ -63,6 +63,11 @@ pub struct Args {
     /// `ferol_faults.csv`.
     #[arg(long, default_value_t = 0.0)]
     ferol_faults: f64,
+    /// `--format felix`: FELIX FULL mode (as `mode = "full"` in the configuration): one chunk
+    /// per link per L1 accept in larger blocks with 32-bit trailers (`block_kib`, default 4).
+    /// Files only for now (not with `--tcp`).
+    #[arg(long)]
+    full_mode: bool,
     /// `--format felix`: L1 accepts per second of every card (`--seconds` of them are made).
     #[arg(long, default_value_t = swdaq_sim::felix::L1_RATE_HZ)]
     l1a_rate: f64,
@@ -113,7 +118,8 @@ enum Format {
     Wibeth,
     /// ProtoDUNE WIB links (50 MHz timestamps).
     Protowib,
-    /// FELIX cards in GBT mode: 1 KiB to-host blocks of e-link chunks at 100 kHz.
+    /// FELIX cards: to-host blocks of e-link chunks at 100 kHz (GBT mode: 1 KiB blocks;
+    /// with `--full-mode`, FULL mode).
     Felix,
     /// CMS FEDs: one fragment per level-1 accept, each FED to its own file.
     Fed,
@@ -197,7 +203,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 /// Every card sends its L1 accepts on its TTC-to-host e-link: a SW ROD fed from these files
 /// or servers learns them there.
 fn run_felix(args: &Args) -> anyhow::Result<()> {
-    use swdaq_sim::felix::{FelixCard, FelixConfig};
+    use swdaq_sim::felix::{FelixCard, FelixConfig, FelixMode};
     anyhow::ensure!(
         args.udp.is_none() && args.records.is_none(),
         "--udp and --records are for the TPC and FED formats (FELIX cards: --tcp)"
@@ -217,6 +223,14 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
+    if args.full_mode {
+        config.mode = FelixMode::Full;
+    }
+    anyhow::ensure!(
+        config.mode == FelixMode::Gbt || args.tcp.is_none(),
+        "FULL mode is written to files only: FELIX over the network (--tcp) carries GBT-mode blocks"
+    );
+    let layout = config.layout()?;
     config.ttc_to_host = true;
     let l1as = (args.seconds * args.l1a_rate).ceil() as u64;
     std::fs::create_dir_all(&args.out)
@@ -236,7 +250,7 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
         let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         let header = RawFileHeader {
             frame_type: swdaq_format::felix::RAW_FILE_TYPE,
-            frame_size: swdaq_format::felix::BLOCK_SIZE as u32,
+            frame_size: layout.block_size() as u32,
             source_id: SourceId::readout(u32::from(card)),
             run_number: args.run,
             first_timestamp: 0,
@@ -252,7 +266,7 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
             } else {
                 emulator.flush(&mut blocks);
             }
-            for block in blocks.chunks(swdaq_format::felix::BLOCK_SIZE) {
+            for block in blocks.chunks(layout.block_size()) {
                 writer
                     .write_frame(block)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -269,9 +283,19 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
         faults += emulator.faults().len();
     }
     println!(
-        "wrote {} FELIX cards x {l1as} L1 accepts x {} e-links (and the TTC-to-host e-link) to {} ({faults} injected faults)",
+        "wrote {} FELIX cards ({}) x {l1as} L1 accepts x {} {} (and the TTC-to-host e-link) to {} ({faults} injected faults)",
         args.links,
+        if layout.is_full_mode() {
+            format!("FULL mode, {} KiB blocks", layout.block_size() / 1024)
+        } else {
+            "GBT mode".to_string()
+        },
         config.elinks,
+        if layout.is_full_mode() {
+            "links"
+        } else {
+            "e-links"
+        },
         args.out.display()
     );
     Ok(())

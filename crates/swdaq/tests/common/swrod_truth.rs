@@ -33,10 +33,13 @@ pub fn emulated_chunks(
             emulator.l1_accept(&mut blocks);
         }
         emulator.flush(&mut blocks);
-        BlockDecoder::new(&elinks).decode_blocks(&blocks, |e, chunk, _| {
-            let l1_id = u32::from_le_bytes(chunk[0..4].try_into().unwrap());
-            chunks.insert((card, e as u16, l1_id), chunk.to_vec());
-        });
+        BlockDecoder::with_layout(emulator.layout(), &elinks).decode_blocks(
+            &blocks,
+            |e, chunk, _| {
+                let l1_id = u32::from_le_bytes(chunk[0..4].try_into().unwrap());
+                chunks.insert((card, e as u16, l1_id), chunk.to_vec());
+            },
+        );
     }
     chunks
 }

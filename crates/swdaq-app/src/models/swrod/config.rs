@@ -155,6 +155,10 @@ impl SwrodInput {
             ),
             SwrodInputKind::Tcp => {
                 anyhow::ensure!(
+                    felix.mode == swdaq_sim::felix::FelixMode::Gbt,
+                    "swrod.felix.mode = \"full\" with swrod.input.kind = \"tcp\": FELIX over the network carries GBT-mode blocks only (FULL mode: emulator or file input)"
+                );
+                anyhow::ensure!(
                     self.tcp_address.is_some(),
                     "swrod.input.tcp_address: TCP input needs card 0's FELIX server (host:port)"
                 );
@@ -224,6 +228,18 @@ impl Default for SwrodSettings {
 }
 
 impl SwrodSettings {
+    /// The cards' block layout (`swrod.felix.mode`, `block_kib`); checked by `validate`.
+    pub fn layout(&self) -> swdaq_format::felix::BlockLayout {
+        self.felix
+            .layout()
+            .unwrap_or(swdaq_format::felix::BlockLayout::GBT)
+    }
+
+    /// The cards' block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.layout().block_size()
+    }
+
     pub fn robs(&self) -> usize {
         usize::from(self.cards) * usize::from(self.robs_per_card)
     }
@@ -418,6 +434,11 @@ impl SwrodRunConfig {
                 "a ROB fragment of the aggregation plugin (swrod.aggregator.max_payload_bytes)",
             )?;
         }
+        anyhow::ensure!(
+            !self.topology.is_distributed()
+                || self.swrod.felix.mode == swdaq_sim::felix::FelixMode::Gbt,
+            "invalid configuration: swrod.felix.mode = \"full\" runs in one process only for now (SW ROD applications read GBT-mode blocks)"
+        );
         let emulated = self.swrod.input.kind == SwrodInputKind::Emulator;
         anyhow::ensure!(
             !self.topology.is_distributed() || !emulated || self.swrod.l1a_rate_hz > 0.0,

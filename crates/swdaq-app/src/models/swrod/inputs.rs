@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use swdaq_format::felix::{BLOCK_SIZE, BlockHeader, RAW_FILE_TYPE, TTC_TO_HOST_ELINK};
+use swdaq_format::felix::{BlockHeader, RAW_FILE_TYPE, TTC_TO_HOST_ELINK};
 use swdaq_format::rawfile::RawFileReader;
 use swdaq_monitor::Counter;
 use swdaq_sim::felix::{BlockSink, FelixFault, card_raw_path, card_truth_path};
@@ -113,7 +113,7 @@ impl<'a> TtcSource<'a> {
             settings,
             shared,
             to_hlt,
-            decoder: TtcDecoder::default(),
+            decoder: TtcDecoder::with_layout(settings.layout()),
             start: Instant::now(),
             counter,
             published: 0,
@@ -217,23 +217,38 @@ pub(super) fn file_card_thread(
     let mut reader = RawFileReader::new(BufReader::with_capacity(8 << 20, file))
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let header = reader.header();
+    let layout = ttc.settings.layout();
+    let block_size = layout.block_size();
     anyhow::ensure!(
-        header.frame_type == RAW_FILE_TYPE && header.frame_size as usize == BLOCK_SIZE,
+        header.frame_type == RAW_FILE_TYPE,
         "{}: not a FELIX raw file (frame type {:#x}, {} bytes per frame)",
         path.display(),
         header.frame_type.0,
         header.frame_size
     );
+    anyhow::ensure!(
+        header.frame_size as usize == block_size,
+        "{}: blocks of {} bytes, but swrod.felix ({}) reads blocks of {block_size} bytes: \
+         set swrod.felix.mode (and block_kib) as the file was written",
+        path.display(),
+        header.frame_size,
+        if layout.is_full_mode() {
+            "FULL mode"
+        } else {
+            "GBT mode"
+        },
+    );
     let mut router = RobRouter::new(&outputs, per_rob);
-    let mut block = vec![0u8; BLOCK_SIZE];
+    let mut block = vec![0u8; block_size];
     let mut truncated = None;
     'file: loop {
         for _ in 0..FILE_BATCH_BLOCKS {
             match reader.read_frame_into(&mut block) {
                 Ok(Some(len)) => {
                     // A record that is no block goes to the first ROB: its decoder counts it.
-                    let elink = BlockHeader::decode(&block[..len]).map_or(0, |h| h.elink);
-                    let elink = if len == BLOCK_SIZE { elink } else { 0 };
+                    let elink =
+                        BlockHeader::decode_as(layout, &block[..len]).map_or(0, |h| h.elink);
+                    let elink = if len == block_size { elink } else { 0 };
                     router.block(elink, &block[..len]);
                 }
                 Ok(None) => break 'file,

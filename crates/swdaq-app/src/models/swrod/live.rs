@@ -5,7 +5,6 @@ use crate::live::{
     Figure, Live, Series, SourceMetrics, SourceRow, counter, counters, gauge_max, rate, values,
 };
 use std::time::Duration;
-use swdaq_format::felix::BLOCK_SIZE;
 use swdaq_monitor::Snapshot;
 
 /// A ROB's errors: every e-link error counter of its decoder and aggregator, then the
@@ -37,8 +36,9 @@ const DROP_COUNTERS: [&str; 2] = [
 /// With applications: the time the L1 accepts waited for an HLT application with room.
 const BUSY: &str = "swdaq_swrod_trigger_busy_microseconds_total";
 
-/// The SW ROD's `Live` at `elapsed` into the run; `ring_slots` is each ROB's aggregation ring.
-pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
+/// The SW ROD's `Live` at `elapsed` into the run; `ring_slots` is each ROB's aggregation ring,
+/// `block_size` the cards' block size (1 KiB in GBT mode, larger in FULL mode).
+pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize, block_size: usize) -> Live {
     let (_, blocks_per_s) = counter(s, "swdaq_swrod_blocks_total");
     let (_, events_per_s) = counter(s, "swdaq_swrod_events_total");
     let (_, errors_per_s) = counters(s, ERROR_COUNTERS);
@@ -89,7 +89,7 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
         ],
         series: Series {
             // FELIX to-host blocks have one size: blocks are the e-links' bytes.
-            input_mb_s: Some(blocks_per_s * BLOCK_SIZE as f64 / 1e6),
+            input_mb_s: Some(blocks_per_s * block_size as f64 / 1e6),
             event_hz: Some(events_per_s),
             backlog: open.map(|o| o / ring_slots.max(1) as f64),
             // In one process the cards' waits for a full HLT queue are counted at the end.
@@ -99,18 +99,18 @@ pub fn live(s: &Snapshot, elapsed: Duration, ring_slots: usize) -> Live {
             drops_per_s: Some(counters(s, &DROP_COUNTERS).1),
             errors_per_s: Some(errors_per_s),
         },
-        sources: robs_of(s, elapsed),
+        sources: robs_of(s, elapsed, block_size),
         apps: Vec::new(),
     }
 }
 
 /// One row per ROB: fragments/s, its e-links' MB/s (blocks have one size), errors
 /// (incomplete fragments among them), slow-consumer drops.
-fn robs_of(s: &Snapshot, elapsed: Duration) -> Vec<SourceRow> {
+fn robs_of(s: &Snapshot, elapsed: Duration, block_size: usize) -> Vec<SourceRow> {
     let metrics = SourceMetrics {
         label: "rob",
         rate: "swdaq_swrod_fragments_total",
-        data: ("swdaq_swrod_blocks_total", BLOCK_SIZE as f64),
+        data: ("swdaq_swrod_blocks_total", block_size as f64),
         errors: &ROB_ERROR_COUNTERS,
         drops: &DROP_COUNTERS[..1],
     };

@@ -370,7 +370,7 @@ fn rod_thread(rod: Rod, s: &SwrodSettings, shared: &Shared) -> anyhow::Result<Ro
             }
         }
     };
-    let mut decoder = BlockDecoder::new(&rob.elinks);
+    let mut decoder = BlockDecoder::with_layout(s.layout(), &rob.elinks);
     // Validated with the configuration.
     let mut aggregator = Aggregator::<PowerOfTwoIndex>::new(rob, Allocation::Pool)
         .expect("validated ROB configuration");

@@ -82,7 +82,12 @@ impl Supervised for SwrodWatch<'_, '_> {
     }
 
     fn live(&self, elapsed: Duration) -> Live {
-        super::live::live(&self.stats.latest(), elapsed, self.config.swrod.ring_slots)
+        super::live::live(
+            &self.stats.latest(),
+            elapsed,
+            self.config.swrod.ring_slots,
+            self.config.swrod.block_size(),
+        )
     }
 
     fn begin_stop(&mut self, stop: &StopRequest) {
@@ -114,7 +119,9 @@ pub fn run_apps(
             AppKind::Hlt,
             StopReason::AppFailed("every HLT application ended".into()),
         ),
-        live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, s.ring_slots),
+        live: &|snapshot, elapsed| {
+            super::live::live(snapshot, elapsed, s.ring_slots, s.block_size())
+        },
         trigger_at: Some(AppKind::Hltsv),
         bursts_to: None,
         clock_followers: &[],
