@@ -94,17 +94,30 @@ pub const SEQUENCE_MODULO: u8 = 32;
 /// Most subchunks a GBT block can hold (empty payloads, trailers only).
 pub const MAX_SUBCHUNKS: usize = (BLOCK_SIZE - BLOCK_HEADER_SIZE) / TRAILER_SIZE;
 
-const LENGTH_MASK: u16 = 0x03FF;
-const CRC_ERROR_BIT: u16 = 1 << 10;
-const ERROR_BIT: u16 = 1 << 11;
-const TRUNCATED_BIT: u16 = 1 << 12;
-const KIND_SHIFT: u16 = 13;
-const LENGTH_MASK_32B: u32 = 0x0000_FFFF;
+/// Where a subchunk trailer's fields lie: one decoder serves both widths.
+struct TrailerBits {
+    length_mask: u32,
+    crc_error: u32,
+    error: u32,
+    truncated: u32,
+    kind_shift: u32,
+}
+
+const GBT_TRAILER: TrailerBits = TrailerBits {
+    length_mask: 0x03FF,
+    crc_error: 1 << 10,
+    error: 1 << 11,
+    truncated: 1 << 12,
+    kind_shift: 13,
+};
+const FULL_TRAILER: TrailerBits = TrailerBits {
+    length_mask: 0x0000_FFFF,
+    crc_error: 1 << 26,
+    error: 1 << 27,
+    truncated: 1 << 28,
+    kind_shift: 29,
+};
 const BUSY_BIT_32B: u32 = 1 << 25;
-const CRC_ERROR_BIT_32B: u32 = 1 << 26;
-const ERROR_BIT_32B: u32 = 1 << 27;
-const TRUNCATED_BIT_32B: u32 = 1 << 28;
-const KIND_SHIFT_32B: u32 = 29;
 
 /// The width of a layout's subchunk trailers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -214,8 +227,8 @@ impl BlockLayout {
     /// The largest payload one subchunk's length field holds.
     pub fn max_subchunk_length(self) -> usize {
         match self.trailer {
-            TrailerWidth::Bits16 => usize::from(LENGTH_MASK),
-            TrailerWidth::Bits32 => LENGTH_MASK_32B as usize,
+            TrailerWidth::Bits16 => GBT_TRAILER.length_mask as usize,
+            TrailerWidth::Bits32 => FULL_TRAILER.length_mask as usize,
         }
     }
 
@@ -328,52 +341,49 @@ pub struct SubchunkTrailer {
 impl SubchunkTrailer {
     /// The GBT-mode (16-bit) trailer word.
     pub fn to_u16(self) -> u16 {
-        (self.length & LENGTH_MASK)
-            | if self.crc_error { CRC_ERROR_BIT } else { 0 }
-            | if self.error { ERROR_BIT } else { 0 }
-            | if self.truncated { TRUNCATED_BIT } else { 0 }
-            | ((self.kind as u16) << KIND_SHIFT)
+        self.to_bits(&GBT_TRAILER) as u16
     }
 
     /// Every 16-bit value is a trailer; null and out-of-band trailers have no payload
     /// whatever their length bits say (as the FELIX software reads them).
     #[inline(always)]
     pub fn from_u16(word: u16) -> Self {
-        let kind = SubchunkKind::from_bits(word >> KIND_SHIFT);
-        let filler = matches!(kind, SubchunkKind::Null | SubchunkKind::OutOfBand);
-        Self {
-            kind,
-            length: if filler { 0 } else { word & LENGTH_MASK },
-            crc_error: !filler && word & CRC_ERROR_BIT != 0,
-            error: !filler && word & ERROR_BIT != 0,
-            truncated: !filler && word & TRUNCATED_BIT != 0,
-        }
+        Self::from_bits(u32::from(word), &GBT_TRAILER)
     }
 
     /// The FULL-mode (32-bit) trailer word; the busy bit is not set (see [`Self::busy`]).
     pub fn to_u32(self) -> u32 {
-        u32::from(self.length)
-            | if self.crc_error { CRC_ERROR_BIT_32B } else { 0 }
-            | if self.error { ERROR_BIT_32B } else { 0 }
-            | if self.truncated { TRUNCATED_BIT_32B } else { 0 }
-            | ((self.kind as u32) << KIND_SHIFT_32B)
+        self.to_bits(&FULL_TRAILER)
     }
 
     /// Every 32-bit value is a trailer, read as [`Self::from_u16`] reads 16-bit ones.
     #[inline(always)]
     pub fn from_u32(word: u32) -> Self {
-        let kind = SubchunkKind::from_bits((word >> KIND_SHIFT_32B) as u16);
+        Self::from_bits(word, &FULL_TRAILER)
+    }
+
+    fn to_bits(self, bits: &TrailerBits) -> u32 {
+        (u32::from(self.length) & bits.length_mask)
+            | if self.crc_error { bits.crc_error } else { 0 }
+            | if self.error { bits.error } else { 0 }
+            | if self.truncated { bits.truncated } else { 0 }
+            | ((self.kind as u32) << bits.kind_shift)
+    }
+
+    #[inline(always)]
+    fn from_bits(word: u32, bits: &TrailerBits) -> Self {
+        let kind = SubchunkKind::from_bits((word >> bits.kind_shift) as u16);
         let filler = matches!(kind, SubchunkKind::Null | SubchunkKind::OutOfBand);
         Self {
             kind,
             length: if filler {
                 0
             } else {
-                (word & LENGTH_MASK_32B) as u16
+                (word & bits.length_mask) as u16
             },
-            crc_error: !filler && word & CRC_ERROR_BIT_32B != 0,
-            error: !filler && word & ERROR_BIT_32B != 0,
-            truncated: !filler && word & TRUNCATED_BIT_32B != 0,
+            crc_error: !filler && word & bits.crc_error != 0,
+            error: !filler && word & bits.error != 0,
+            truncated: !filler && word & bits.truncated != 0,
         }
     }
 
