@@ -9,18 +9,22 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Runs the event builder (2 FEDs, FED 1's fragments of `fed1_bytes`) into `dir/<name>`;
-/// its FRD files.
-fn run(dir: &Path, name: &str, seed: u64, fed1_bytes: u32) -> Vec<PathBuf> {
+/// Runs `swdaq run` of a configuration whose `[run]` section is `duration_s` and an output
+/// directory `dir/<name>`, the rest being `model`; the files it wrote whose name ends in
+/// `extension`, in any directory below its output.
+fn run_model(
+    dir: &Path,
+    name: &str,
+    duration_s: f64,
+    model: &str,
+    extension: &str,
+) -> Vec<PathBuf> {
     let out = dir.join(name);
     let config = dir.join(format!("{name}.toml"));
     std::fs::write(
         &config,
         format!(
-            "[run]\nduration_s = 30\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
-             [evb]\nbuilder_units = 1\nmax_events = 5000\npaced = false\nseed = {seed}\n\
-             min_free_bytes = 0\nrus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, \
-             {{ id = 1, mean_bytes = {fed1_bytes}, spread_bytes = 128 }}]]\n"
+            "[run]\nduration_s = {duration_s}\nmetrics_addr = \"\"\noutput_dir = {out:?}\n{model}"
         ),
     )
     .unwrap();
@@ -30,13 +34,35 @@ fn run(dir: &Path, name: &str, seed: u64, fed1_bytes: u32) -> Vec<PathBuf> {
         "{}",
         String::from_utf8_lossy(&done.stderr)
     );
-    let files: Vec<PathBuf> = std::fs::read_dir(out.join("bu0/run000001"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "raw"))
-        .collect();
-    assert!(!files.is_empty());
+    let mut files = Vec::new();
+    let mut dirs = vec![out.clone()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == extension) {
+                files.push(path);
+            }
+        }
+    }
+    assert!(
+        !files.is_empty(),
+        "no .{extension} file under {}",
+        out.display()
+    );
     files
+}
+
+/// Runs the event builder (2 FEDs, FED 1's fragments of `fed1_bytes`, 5000 events) into
+/// `dir/<name>`; its FRD files.
+fn run(dir: &Path, name: &str, seed: u64, fed1_bytes: u32) -> Vec<PathBuf> {
+    let evb = format!(
+        "[evb]\nbuilder_units = 1\nmax_events = 5000\npaced = false\nseed = {seed}\n\
+         min_free_bytes = 0\nrus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, \
+         {{ id = 1, mean_bytes = {fed1_bytes}, spread_bytes = 128 }}]]\n"
+    );
+    run_model(dir, name, 30.0, &evb, "raw")
 }
 
 fn dqm(args: &[&str], files: &[PathBuf]) -> Value {
@@ -126,39 +152,13 @@ fn a_grown_fed_is_bad_against_the_reference_and_a_like_run_is_not() {
 /// Runs the SW ROD (one card, 16 e-links in two ROBs of 8, 1000 L1 accepts) into `dir/<name>`,
 /// with `faults` lines under `[swrod.felix.faults]`; its EventStorage files.
 fn swrod_run(dir: &Path, name: &str, seed: u64, faults: &str) -> Vec<PathBuf> {
-    let out = dir.join(name);
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "[run]\nduration_s = 0.0\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
-             [swrod]\nmax_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\n\
-             max_l1as = 1000\nhlt_accept_every = 1\n\
-             [swrod.felix]\nelinks = 16\nchunk_min = 8\nchunk_max = 90\nseed = {seed}\n\
-             [swrod.felix.faults]\n{faults}\n"
-        ),
-    )
-    .unwrap();
-    let done = common::swdaq_run(&config);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
+    let swrod = format!(
+        "[swrod]\nmax_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\n\
+         max_l1as = 1000\nhlt_accept_every = 1\n\
+         [swrod.felix]\nelinks = 16\nchunk_min = 8\nchunk_max = 90\nseed = {seed}\n\
+         [swrod.felix.faults]\n{faults}\n"
     );
-    let mut files = Vec::new();
-    let mut dirs = vec![out];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "data") {
-                files.push(path);
-            }
-        }
-    }
-    assert!(!files.is_empty());
-    files
+    run_model(dir, name, 0.0, &swrod, "data")
 }
 
 /// A SW ROD run whose e-link 3 dies is Bad against a clean reference on that ROB's missing
@@ -216,30 +216,11 @@ fn a_dead_elink_shows_on_its_robs_map_and_is_bad_against_a_clean_run() {
 /// Runs the chain (1 emulated link, periodic triggers, 1.5 s) into `dir/<name>` with
 /// `sim` lines under `[emulator.sim]`; its HDF5 files.
 fn chain_run(dir: &Path, name: &str, sim: &str) -> Vec<PathBuf> {
-    let out = dir.join(name);
-    let config = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            "[run]\nduration_s = 1.5\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
-             [emulator]\nlinks = 1\n[emulator.sim]\n{sim}\n\
-             [trigger.periodic]\nenabled = true\nrate_hz = 40.0\n"
-        ),
-    )
-    .unwrap();
-    let done = common::swdaq_run(&config);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
+    let chain = format!(
+        "[emulator]\nlinks = 1\n[emulator.sim]\n{sim}\n\
+         [trigger.periodic]\nenabled = true\nrate_hz = 40.0\n"
     );
-    let files: Vec<PathBuf> = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "hdf5"))
-        .collect();
-    assert!(!files.is_empty(), "no HDF5 file in {}", out.display());
-    files
+    run_model(dir, name, 1.5, &chain, "hdf5")
 }
 
 /// The chain's histograms: against a clean reference, a run with the link's channel 5 dead
