@@ -23,9 +23,25 @@ use statrs::distribution::{ChiSquared, ContinuousCDF, DiscreteCDF, Poisson};
 pub enum Test {
     Chi2,
     Kolmogorov,
-    /// Rare occurrences' counts per bin against the reference's rate ([`compare_counts`]);
-    /// chosen by the histogram's kind, not by the check.
+}
+
+/// The test a verdict was reached by: a check's [`Test`] for a distribution, Poisson for a
+/// histogram of rare counts ([`compare_counts`], chosen by the histogram's kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    Chi2,
+    Kolmogorov,
     Poisson,
+}
+
+impl From<Test> for Method {
+    fn from(test: Test) -> Method {
+        match test {
+            Test::Chi2 => Method::Chi2,
+            Test::Kolmogorov => Method::Kolmogorov,
+        }
+    }
 }
 
 /// How a histogram is judged against its reference.
@@ -61,7 +77,7 @@ pub enum Quality {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub quality: Quality,
-    pub test: Test,
+    pub test: Method,
     pub statistic: Option<f64>,
     pub probability: Option<f64>,
     pub why: String,
@@ -74,7 +90,7 @@ pub fn compare(run: &Hist1, reference: &Hist1, check: &Check) -> Result<Verdict,
     if n1 < check.min_entries || n2 < check.min_entries {
         return Ok(Verdict {
             quality: Quality::Undetermined,
-            test: check.test,
+            test: check.test.into(),
             statistic: None,
             probability: None,
             why: format!(
@@ -85,8 +101,7 @@ pub fn compare(run: &Hist1, reference: &Hist1, check: &Check) -> Result<Verdict,
     }
     let (statistic, probability) = match check.test {
         Test::Kolmogorov => kolmogorov(&run.counts, &reference.counts),
-        // Poisson is no check's choice (it judges counts): a distribution falls back to chi2.
-        Test::Chi2 | Test::Poisson => chi2(&run.counts, &reference.counts),
+        Test::Chi2 => chi2(&run.counts, &reference.counts),
     };
     let quality = if probability < check.min_probability {
         Quality::Bad
@@ -95,7 +110,7 @@ pub fn compare(run: &Hist1, reference: &Hist1, check: &Check) -> Result<Verdict,
     };
     Ok(Verdict {
         quality,
-        test: check.test,
+        test: check.test.into(),
         statistic: Some(statistic),
         probability: Some(probability),
         why: format!(
@@ -127,7 +142,7 @@ pub fn compare_counts(
     if run_events < check.min_entries || reference_events < check.min_entries {
         return Ok(Verdict {
             quality: Quality::Undetermined,
-            test: Test::Poisson,
+            test: Method::Poisson,
             statistic: None,
             probability: None,
             why: format!(
@@ -166,7 +181,7 @@ pub fn compare_counts(
     };
     Ok(Verdict {
         quality,
-        test: Test::Poisson,
+        test: Method::Poisson,
         statistic: Some(run.counts[worst] as f64),
         probability: Some(probability),
         why: format!(

@@ -13,6 +13,6 @@ pub mod hist;
 mod set;
 pub mod swrod;
 
-pub use compare::{Check, Quality, Test, Verdict, compare, compare_counts};
+pub use compare::{Check, Method, Quality, Test, Verdict, compare, compare_counts};
 pub use hist::{Axis, Hist1, HistError, HistKind};
 pub use set::{HistSet, SetError};

@@ -141,7 +141,7 @@ impl HistSet {
 fn undetermined(check: &Check, why: String) -> Verdict {
     Verdict {
         quality: Quality::Undetermined,
-        test: check.test,
+        test: check.test.into(),
         statistic: None,
         probability: None,
         why,
