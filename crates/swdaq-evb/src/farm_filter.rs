@@ -96,16 +96,22 @@ pub fn filter_file(
     let mut streams = Streams::default();
     let mut decisions = Vec::with_capacity(FILTER_BATCH);
     for batch in events.chunks(FILTER_BATCH) {
-        let fragments: Vec<Vec<FragmentRef<'_>>> = batch
+        // The batch's fragments in one vector, each event a range of it.
+        let mut fragments = Vec::new();
+        let ranges: Vec<std::ops::Range<usize>> = batch
             .iter()
-            .map(|e| fragments_of(u64::from(e.header.event), e.payload))
+            .map(|e| {
+                let start = fragments.len();
+                push_fragments(u64::from(e.header.event), e.payload, &mut fragments);
+                start..fragments.len()
+            })
             .collect();
         let plugin_events: Vec<Event<'_>> = batch
             .iter()
-            .zip(&fragments)
-            .map(|(e, f)| Event {
+            .zip(ranges)
+            .map(|(e, range)| Event {
                 event_number: u64::from(e.header.event),
-                fragments: f,
+                fragments: &fragments[range],
             })
             .collect();
         let decided = filter.filter(&plugin_events, &mut decisions);
@@ -137,11 +143,11 @@ fn event_bytes<'a>(raw: &'a [u8], payload: &'a [u8]) -> &'a [u8] {
     &raw[payload_at - FRD_EVENT_HEADER_SIZE..payload_at + payload.len()]
 }
 
-/// An event's FED fragments as the plugin sees them, in file order.
-fn fragments_of(event_number: u64, payload: &[u8]) -> Vec<FragmentRef<'_>> {
-    let mut fragments: Vec<FragmentRef<'_>> = fed_fragments(payload)
-        .map_while(Result::ok)
-        .map(|(_, fed)| match detector_payload(&fed) {
+/// Appends an event's FED fragments to `out` as the plugin sees them, in file order.
+fn push_fragments<'a>(event_number: u64, payload: &'a [u8], out: &mut Vec<FragmentRef<'a>>) {
+    let first = out.len();
+    out.extend(fed_fragments(payload).map_while(Result::ok).map(
+        |(_, fed)| match detector_payload(&fed) {
             Ok(Some(detector)) => FragmentRef {
                 data: detector.bytes,
                 source_id: u32::from(fed.header.source_id),
@@ -156,10 +162,10 @@ fn fragments_of(event_number: u64, payload: &[u8]) -> Vec<FragmentRef<'_>> {
                 timestamp: 0,
                 flags: 0,
             },
-        })
-        .collect();
-    fragments.reverse();
-    fragments
+        },
+    ));
+    // The walk finds them last first.
+    out[first..].reverse();
 }
 
 /// The stream file of input `path` for `stream`: `stream<N>/<input name>` beside the input,
