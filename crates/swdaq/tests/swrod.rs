@@ -5,12 +5,16 @@
 //! summary's counters against its truth, clean and with every fault kind on.
 
 mod common;
+#[path = "common/summary.rs"]
+#[allow(dead_code)]
+mod summary;
 #[path = "common/swrod_truth.rs"]
 mod swrod_truth;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
+use summary::u;
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
 use swdaq_sim::felix::FelixConfig;
@@ -58,25 +62,6 @@ seed = 5
     )
     .unwrap();
     path
-}
-
-fn run(config: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--config"])
-        .arg(config)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "swdaq run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
 /// Every whole chunk the run's emulated cards sent.
@@ -195,7 +180,7 @@ dead_elinks = [{ elink = 3, after_l1as = 2500 }]
 fn a_clean_run_stores_every_event_as_the_cards_sent_it() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 2990;
-    let summary = run(&config(dir.path(), l1as, "", ""));
+    let summary = common::swdaq_run_json(&config(dir.path(), l1as, "", ""));
     assert_eq!(summary["truth"]["ok"], true, "{summary:#}");
     assert_eq!(u(&summary["l1as"]), l1as);
     assert_eq!(u(&summary["hlt"]["complete_events"]), l1as);
@@ -221,7 +206,7 @@ fn a_clean_run_stores_every_event_as_the_cards_sent_it() {
 fn every_fault_kind_ends_in_its_counter_and_the_files_name_missing_elinks() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 3990;
-    let summary = run(&config(dir.path(), l1as, FAULTS, ""));
+    let summary = common::swdaq_run_json(&config(dir.path(), l1as, FAULTS, ""));
     check_fault_run(&summary, l1as, felix(true));
 }
 
@@ -288,7 +273,7 @@ fn cards_read_from_generator_files_give_the_same_events_and_counts() {
         .unwrap();
     assert!(generated.status.success());
     let input = format!("[swrod.input]\nkind = \"file\"\ndirectory = {cards:?}\n");
-    let summary = run(&config(dir.path(), 0, FAULTS, &input));
+    let summary = common::swdaq_run_json(&config(dir.path(), 0, FAULTS, &input));
     check_fault_run(&summary, l1as, generated_cards());
 }
 
@@ -351,7 +336,7 @@ fn cards_published_by_felix_servers_over_tcp_give_every_block_and_the_truth() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 3990;
     let (servers, input) = felix_servers(dir.path(), l1as);
-    let summary = run(&config(dir.path(), 0, FAULTS, &input));
+    let summary = common::swdaq_run_json(&config(dir.path(), 0, FAULTS, &input));
     assert!(servers.wait_with_output().unwrap().status.success());
     let cards = summary["cards"].as_array().unwrap();
     assert_every_block_arrived(cards.iter().chain(summary["robs"].as_array().unwrap()));
@@ -381,7 +366,7 @@ fn sw_rod_applications_fed_by_felix_servers_store_the_same_events_and_the_truth_
         "[swrod]\nhlt_give_up_ms = 10000\nhlt_max_in_flight = 256\n",
     );
     std::fs::write(&config, text).unwrap();
-    let summary = run(&config);
+    let summary = common::swdaq_run_json(&config);
     assert!(servers.wait_with_output().unwrap().status.success());
     let hltsv = &summary["hltsv"];
     assert_eq!(u(&hltsv["l1as"]), l1as, "{hltsv:#}");

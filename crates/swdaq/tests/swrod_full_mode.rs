@@ -7,12 +7,17 @@
 //! on); every stored event is checked against the emulator (the same cards replayed here)
 //! and the summary's counters against its truth.
 
+mod common;
+#[path = "common/summary.rs"]
+#[allow(dead_code)]
+mod summary;
 #[path = "common/swrod_truth.rs"]
 mod swrod_truth;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use summary::u;
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
 use swdaq_sim::felix::{FelixConfig, FelixMode};
@@ -85,23 +90,8 @@ impl Run {
     }
 
     fn run(&self) -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-            .args(["run", "--config"])
-            .arg(&self.path)
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "swdaq run failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        common::swdaq_run_json(&self.path)
     }
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
 /// Reads every stored event and checks it, ROB by ROB and link by link, against the

@@ -13,6 +13,17 @@ pub fn swdaq_run(config: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
+/// `swdaq run --json --config <config>` that must succeed; its summary.
+pub fn swdaq_run_json(config: &std::path::Path) -> serde_json::Value {
+    let out = swdaq_run(config);
+    assert!(
+        out.status.success(),
+        "swdaq run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A TCP port on 127.0.0.1 free at the moment of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
