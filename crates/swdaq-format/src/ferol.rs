@@ -699,9 +699,13 @@ mod tests {
         }
 
         /// Garbage in the middle costs a bounded number of problems, and the fragments after
-        /// it come through.
+        /// it come through. Garbage holding the FEROL signature forges a block header, which
+        /// may take the next fragment's bytes as its payload: no framing can tell, so such
+        /// garbage is not drawn.
         #[test]
         fn garbage_is_skipped(garbage in proptest::collection::vec(any::<u8>(), 1..3000)) {
+            let signature = FEROL_SIGNATURE.to_be_bytes();
+            prop_assume!(!garbage.windows(2).any(|w| w == signature));
             let before = fragment(0, 1, 300);
             let after = fragment(1, 2, 300);
             let mut stream = Vec::new();
