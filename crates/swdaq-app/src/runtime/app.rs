@@ -11,7 +11,7 @@ use crate::model::Configured;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::cpu_shares_of;
 use crate::runtime::stdio::Commands;
-use crate::runtime::topology::{App, AppKind};
+use crate::runtime::topology::{App, Field, KindRule};
 use anyhow::{Context, anyhow};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -128,7 +128,7 @@ impl<C: Configured> AppContext<C> {
     }
 
     /// The applications of `kind`, in topology order.
-    pub fn ids_of(&self, kind: AppKind) -> Vec<u32> {
+    pub fn ids_of(&self, kind: &str) -> Vec<u32> {
         self.config
             .topology()
             .of_kind(kind)
@@ -148,15 +148,43 @@ impl<C: Configured> AppContext<C> {
         eprintln!(
             "swdaq app {} ({}): pid {}, inbox {}",
             self.spec.name,
-            self.spec.kind.name(),
+            self.spec.kind,
             std::process::id(),
             self.spec.address
         );
     }
 }
 
-/// One application kind of a model and what an application of it runs.
-pub type KindBody<C, R> = (AppKind, fn(&AppContext<C>) -> anyhow::Result<R>);
+/// One application kind of a model: its name (the TOML `kind`), its own keys, how many of it
+/// a run of `C` needs, and what an application of it runs.
+pub struct KindSpec<C, R> {
+    pub name: &'static str,
+    pub fields: &'static [Field],
+    /// At least, at most.
+    pub count: fn(&C) -> (usize, usize),
+    pub run: fn(&AppContext<C>) -> anyhow::Result<R>,
+}
+
+/// Checks `config`'s topology against the model's `kinds` (the checks every model shares;
+/// the model adds what only it knows).
+pub fn check_kinds<C, R>(config: &C, kinds: &[KindSpec<C, R>]) -> anyhow::Result<()>
+where
+    C: Configured,
+{
+    let rules: Vec<KindRule> = kinds
+        .iter()
+        .map(|k| {
+            let (at_least, at_most) = (k.count)(config);
+            KindRule {
+                name: k.name,
+                fields: k.fields,
+                at_least,
+                at_most,
+            }
+        })
+        .collect();
+    config.topology().validate(&rules)
+}
 
 /// Runs application `name` of `config` as its kind's entry in `kinds` (the model's
 /// application kinds) says, and encodes its report for the launcher (`postcard`). An
@@ -165,21 +193,21 @@ pub fn run_app<C: Configured, R: serde::Serialize>(
     config: C,
     name: &str,
     commands: Commands,
-    kinds: &[KindBody<C, R>],
+    kinds: &[KindSpec<C, R>],
 ) -> anyhow::Result<Vec<u8>> {
     let ctx = AppContext::new(config, name, commands)?;
-    let Some((_, run)) = kinds.iter().find(|(kind, _)| *kind == ctx.spec.kind) else {
-        let names: Vec<&str> = kinds.iter().map(|(kind, _)| kind.name()).collect();
+    let Some(kind) = kinds.iter().find(|k| k.name == ctx.spec.kind) else {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name).collect();
         anyhow::bail!(
             "{}: {} applications belong to another model (the {}'s are {})",
             ctx.spec.name,
-            ctx.spec.kind.name(),
+            ctx.spec.kind,
             ctx.config.model().title(),
             names.join(", ")
         );
     };
     ctx.announce();
-    Ok(postcard::to_stdvec(&run(&ctx)?)?)
+    Ok(postcard::to_stdvec(&(kind.run)(&ctx)?)?)
 }
 
 /// Measures the time and each thread's CPU from `start` on, for an application's report.

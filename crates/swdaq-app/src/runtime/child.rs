@@ -6,7 +6,7 @@ use super::live_feed::LiveSeries;
 use super::outcome::AppOutcome;
 use super::stdio::{self as control, Event};
 use super::stop::StopRequest;
-use super::topology::{App, AppKind};
+use super::topology::App;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, Sender};
 use std::io::{BufRead, Write};
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// One running application.
 pub(super) struct Running {
     pub(super) outcome: AppOutcome,
-    pub(super) kind: AppKind,
+    pub(super) kind: String,
     pub(super) child: Child,
     pub(super) stdin: Option<ChildStdin>,
     pub(super) ready: bool,
@@ -103,7 +103,7 @@ pub(super) fn spawn(
     eprintln!(
         "swdaq run: {} ({}) started as pid {}{}",
         app.name,
-        app.kind.name(),
+        app.kind,
         child.id(),
         if app.host.is_empty() {
             String::new()
@@ -130,13 +130,13 @@ pub(super) fn spawn(
     Ok(Running {
         outcome: AppOutcome {
             name: app.name.clone(),
-            kind: app.kind.name().into(),
+            kind: app.kind.clone(),
             host: app.host.clone(),
             reported: false,
             failure: None,
             log: log_path,
         },
-        kind: app.kind,
+        kind: app.kind.clone(),
         child,
         stdin: Some(stdin),
         ready: false,
@@ -174,7 +174,7 @@ pub(super) fn take_event(apps: &mut [Running], (index, event): (usize, anyhow::R
 /// outlives `timeout`), taking their reports.
 pub(super) fn stop_stage(
     apps: &mut [Running],
-    kind: AppKind,
+    kind: &str,
     events: &Receiver<(usize, anyhow::Result<Event>)>,
     timeout: Duration,
     stop: &StopRequest,

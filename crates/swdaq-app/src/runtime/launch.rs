@@ -24,7 +24,7 @@ use crate::runtime::steering::{
 };
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
-use crate::runtime::topology::{AppKind, TopologySection};
+use crate::runtime::topology::TopologySection;
 use anyhow::{Context, anyhow, bail};
 use crossbeam_channel::{Receiver, Sender};
 use std::path::{Path, PathBuf};
@@ -66,20 +66,20 @@ impl<'a> Plan<'a> {
 /// What a model's applications are to the launcher.
 pub struct Stages<'a> {
     /// Stage by stage, in data-flow order.
-    pub stop_order: &'a [AppKind],
+    pub stop_order: &'a [&'a str],
     /// The run cannot go on once one of these has ended.
-    pub essential: &'a [AppKind],
+    pub essential: &'a [&'a str],
     /// The run ends once every application of this kind has ended, for this reason.
-    pub ends_with: (AppKind, StopReason),
+    pub ends_with: (&'a str, StopReason),
     /// The model's live figures from the applications' merged snapshot, `elapsed` into the run.
     pub live: &'a LiveFigures<'a>,
     /// The applications that take run control's trigger requests (pause, resume, changes).
-    pub trigger_at: Option<AppKind>,
+    pub trigger_at: Option<&'a str>,
     /// The applications whose data follow the trigger's clock: told the point a pause
     /// begins at, as the trigger fixed it, and the resume.
-    pub clock_followers: &'a [AppKind],
+    pub clock_followers: &'a [&'a str],
     /// The applications that take run control's raw-burst requests.
-    pub bursts_to: Option<AppKind>,
+    pub bursts_to: Option<&'a str>,
 }
 
 /// Where a run's application logs go, for every model: `<output_dir>/run<NNNNNN>-logs/`.
@@ -131,7 +131,7 @@ pub struct Launched {
     /// in (a stage slow to stop keeps the ones after it reading), so rates over it are true.
     pub seconds: f64,
     pub stop_reason: StopReason,
-    pub apps: Vec<(AppKind, AppOutcome, Option<Vec<u8>>)>,
+    pub apps: Vec<(String, AppOutcome, Option<Vec<u8>>)>,
 }
 
 /// Starts the plan's applications, waits until all are ready, starts them, supervises the
@@ -326,12 +326,11 @@ impl Supervised for Watch<'_, '_> {
         }
         if let Some(a) = apps
             .iter()
-            .find(|a| a.died && self.plan.stages.essential.contains(&a.kind))
+            .find(|a| a.died && self.plan.stages.essential.contains(&a.kind.as_str()))
         {
             return Some(StopReason::AppFailed(format!(
                 "{} ({}) ended during the run",
-                a.outcome.name,
-                a.kind.name()
+                a.outcome.name, a.kind
             )));
         }
         let (kind, reason) = &self.plan.stages.ends_with;
@@ -363,8 +362,8 @@ impl Watch<'_, '_> {
                 let line = control::trigger_control_line(&c);
                 let resumed = c == TriggerControl::Resume;
                 for a in self.apps.iter_mut().filter(|a| {
-                    Some(a.kind) == plan.stages.trigger_at
-                        || (resumed && plan.stages.clock_followers.contains(&a.kind))
+                    Some(a.kind.as_str()) == plan.stages.trigger_at
+                        || (resumed && plan.stages.clock_followers.contains(&a.kind.as_str()))
                 }) {
                     a.command(&line);
                 }
@@ -381,7 +380,7 @@ impl Watch<'_, '_> {
                 for a in self
                     .apps
                     .iter_mut()
-                    .filter(|a| plan.stages.clock_followers.contains(&a.kind))
+                    .filter(|a| plan.stages.clock_followers.contains(&a.kind.as_str()))
                 {
                     a.command(&line);
                 }
@@ -391,7 +390,7 @@ impl Watch<'_, '_> {
             for readout in self
                 .apps
                 .iter_mut()
-                .filter(|a| Some(a.kind) == plan.stages.bursts_to)
+                .filter(|a| Some(a.kind.as_str()) == plan.stages.bursts_to)
             {
                 readout.command(&control::record_line(seconds));
             }
@@ -415,7 +414,7 @@ fn live_of(plan: &Plan, apps: &[Running], elapsed: Duration) -> Live {
         .iter()
         .map(|a| AppRow {
             name: a.outcome.name.clone(),
-            kind: a.kind.name().into(),
+            kind: a.kind.clone(),
             host: a.outcome.host.clone(),
             state: match (&a.outcome.failure, a.died) {
                 (_, false) => "running".into(),

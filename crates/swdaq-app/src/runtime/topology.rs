@@ -1,5 +1,5 @@
-//! The `[topology]` section of `swdaq run`'s configuration: which applications run the chain,
-//! on which hosts, at which addresses. Empty (the default), the chain runs in one process.
+//! The `[topology]` section of a run's configuration: which applications run the model, on
+//! which hosts, at which addresses. Empty (the default), the model runs in one process.
 //!
 //! ```toml
 //! [[topology.hosts]]
@@ -7,19 +7,15 @@
 //! launcher = ["ssh", "daq3"]          # or ["ip", "netns", "exec", "h2"]; [] runs it here
 //! [[topology.apps]]
 //! name = "readout-0"
-//! kind = "readout"                    # readout, trigger, dfo, builder
+//! kind = "readout"                    # one of the model's application kinds
 //! host = "daq3"                       # "" (default): this machine, no launcher
 //! address = "tcp://192.0.2.3:7100"    # where the application binds its inbox
-//! links = [0, 1, 2, 3]
+//! links = [0, 1, 2, 3]                # a key of the kind's own
 //! ```
 //!
-//! The event builder (a configuration with `[evb]`) uses the kinds `evm` (readout unit 0,
-//! which sees the trigger), `ru` (readout units 1.., in topology order) and `bu` (builder
-//! units 0.., in topology order). The SW ROD (`[swrod]`) uses `swrod` (FELIX cards listed in
-//! its `cards`, a SW ROD thread per ROB, the ROBs' request servers), `hltsv` (the HLT
-//! supervisor: the L1 accepts, given to HLT applications by credit) and `hlt` (HLT
-//! applications 0.., in topology order: each asks every ROB for its events, builds and
-//! stores them).
+//! The runtime knows no kind: each model declares its kinds, their own keys and how many of
+//! each a run needs (`KindRule`, from the model's `KindSpec` table in its `apps/mod.rs`, which
+//! documents them), and checks what only it knows (every link or card read out once).
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
@@ -69,77 +65,88 @@ pub struct Host {
     pub launcher: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AppKind {
-    /// Links, hit finding, request serving, the TP stream.
-    Readout,
-    /// The self-trigger.
-    Trigger,
-    /// The dataflow orchestrator: hands decisions to builders by credit.
-    Dfo,
-    /// Requests, builds and writes records.
-    Builder,
-    /// Event builder: the event manager, readout unit 0 (it sees the trigger).
-    Evm,
-    /// Event builder: a readout unit other than the event manager.
-    Ru,
-    /// Event builder: a builder unit.
-    Bu,
-    /// SW ROD: FELIX cards, a SW ROD thread per ROB, the ROBs' request servers.
-    Swrod,
-    /// SW ROD: the HLT supervisor, giving each L1 accept to an HLT application by credit.
-    Hltsv,
-    /// SW ROD: an HLT application (an HLT node's data collection and its storage).
-    Hlt,
+/// A key of an application kind's own, beyond those every `[[topology.apps]]` entry has.
+pub struct Field {
+    pub key: &'static str,
+    /// What the refusal says when an application of another kind has it ("only readout
+    /// applications have links").
+    pub elsewhere: &'static str,
 }
 
-impl AppKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            AppKind::Readout => "readout",
-            AppKind::Trigger => "trigger",
-            AppKind::Dfo => "dfo",
-            AppKind::Builder => "builder",
-            AppKind::Evm => "evm",
-            AppKind::Ru => "ru",
-            AppKind::Bu => "bu",
-            AppKind::Swrod => "swrod",
-            AppKind::Hltsv => "hltsv",
-            AppKind::Hlt => "hlt",
-        }
-    }
+/// An application kind as its model declares it to the topology's checks: its name (the
+/// TOML `kind`), its own keys, and how many of it the run needs.
+pub struct KindRule<'a> {
+    pub name: &'a str,
+    pub fields: &'a [Field],
+    pub at_least: usize,
+    pub at_most: usize,
 }
+
+/// The keys every application has, whatever its kind.
+const COMMON_KEYS: [&str; 5] = ["name", "kind", "host", "address", "metrics_addr"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct App {
     /// Names its log, its files and its series; letters, digits, `-` and `_`.
     pub name: String,
-    pub kind: AppKind,
+    /// One of the model's application kinds (`KindRule::name`).
+    pub kind: String,
     #[serde(default)]
     pub host: String,
     /// ZeroMQ endpoint where the application binds its inbox, e.g. `tcp://127.0.0.1:7100`.
     pub address: String,
-    /// A readout application's links.
-    #[serde(default)]
-    pub links: Vec<u32>,
-    /// A SW ROD application's FELIX cards.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cards: Vec<u16>,
-    /// A builder's record stream for online monitoring (a ZeroMQ PUB endpoint), or "".
-    #[serde(default)]
-    pub record_stream: String,
-    /// Publish every Nth record on the stream.
-    #[serde(default = "every_record")]
-    pub record_stream_every: u64,
     /// The application's own `/metrics` address, or "".
     #[serde(default)]
     pub metrics_addr: String,
+    /// Its kind's own keys (`links`, `cards`, ...): checked against the kind's `Field`s by
+    /// `TopologySection::validate`, since serde refuses unknown keys only without `flatten`.
+    #[serde(flatten)]
+    pub fields: toml::Table,
 }
 
-fn every_record() -> u64 {
-    1
+impl App {
+    /// An application with no keys of its kind's own.
+    pub fn new(name: impl Into<String>, kind: &str, address: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            kind: kind.into(),
+            host: String::new(),
+            address: address.into(),
+            metrics_addr: String::new(),
+            fields: toml::Table::new(),
+        }
+    }
+
+    /// Sets its kind's key `key` (tests build topologies with it).
+    #[cfg(test)]
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        let value = toml::Value::try_from(value).expect("a key's value is TOML");
+        self.fields.insert(key.into(), value);
+        self
+    }
+
+    /// Its kind's key `key` as a `T`, `default` when it is not set; a value of another type
+    /// is an error naming the key.
+    pub fn field_or<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        default: T,
+    ) -> anyhow::Result<T> {
+        match self.fields.get(key) {
+            None => Ok(default),
+            Some(value) => value.clone().try_into().map_err(|e| {
+                anyhow::anyhow!(
+                    "invalid configuration: topology.apps.{key}: {}: {e}",
+                    self.name
+                )
+            }),
+        }
+    }
+
+    /// Its kind's key `key`, or `T::default()` when it is not set.
+    pub fn field<T: serde::de::DeserializeOwned + Default>(&self, key: &str) -> anyhow::Result<T> {
+        self.field_or(key, T::default())
+    }
 }
 
 fn ensure(ok: bool, key: &str, reason: impl std::fmt::Display) -> anyhow::Result<()> {
@@ -155,7 +162,7 @@ impl TopologySection {
         !self.apps.is_empty()
     }
 
-    pub fn of_kind(&self, kind: AppKind) -> impl Iterator<Item = (u32, &App)> {
+    pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = (u32, &'a App)> {
         self.apps
             .iter()
             .enumerate()
@@ -164,8 +171,10 @@ impl TopologySection {
     }
 
     /// The one application of a kind there is one of (checked by `validate`).
-    pub fn single(&self, kind: AppKind) -> (u32, &App) {
-        self.of_kind(kind).next().expect("validated topology")
+    pub fn single(&self, kind: &str) -> (u32, &App) {
+        let index = self.apps.iter().position(|a| a.kind == kind);
+        let index = index.expect("validated topology");
+        (index as u32, &self.apps[index])
     }
 
     pub fn find(&self, name: &str) -> Option<(u32, &App)> {
@@ -195,72 +204,19 @@ impl TopologySection {
         )
     }
 
-    /// Checks the topology against the run's `links`; nothing to check when empty.
-    pub fn validate(&self, links: u32) -> anyhow::Result<()> {
+    /// Checks the applications against the model's kinds: names, hosts and addresses, each
+    /// application's kind and keys, and how many of each kind there are (no other kind at
+    /// all). Nothing to check in one process.
+    pub fn validate(&self, kinds: &[KindRule]) -> anyhow::Result<()> {
         if !self.is_distributed() {
             return Ok(());
         }
-        self.validate_apps(links)?;
-        self.validate_counts(&[
-            (AppKind::Readout, 1, usize::MAX),
-            (AppKind::Trigger, 1, 1),
-            (AppKind::Dfo, 1, 1),
-            (AppKind::Builder, 1, usize::MAX),
-        ])
+        self.validate_settings()?;
+        self.validate_apps()?;
+        self.validate_kinds(kinds)
     }
 
-    /// Checks an event builder's topology: one `evm`, `readout_units - 1` `ru` and
-    /// `builder_units` `bu` applications, nothing else.
-    pub fn validate_evb(&self, readout_units: usize, builder_units: usize) -> anyhow::Result<()> {
-        if !self.is_distributed() {
-            return Ok(());
-        }
-        self.validate_apps(0)?;
-        let ru = readout_units.saturating_sub(1);
-        self.validate_counts(&[
-            (AppKind::Evm, 1, 1),
-            (AppKind::Ru, ru, ru),
-            (AppKind::Bu, builder_units, builder_units),
-        ])
-    }
-
-    /// Checks a SW ROD's topology: `swrod` applications reading every one of `cards` FELIX
-    /// cards once, one `hltsv`, at least one `hlt`, nothing else.
-    pub fn validate_swrod(&self, cards: u16) -> anyhow::Result<()> {
-        if !self.is_distributed() {
-            return Ok(());
-        }
-        self.validate_apps(0)?;
-        self.validate_counts(&[
-            (AppKind::Swrod, 1, usize::MAX),
-            (AppKind::Hltsv, 1, 1),
-            (AppKind::Hlt, 1, usize::MAX),
-        ])?;
-        let mut covered = BTreeSet::new();
-        for a in self.of_kind(AppKind::Swrod).map(|(_, a)| a) {
-            for &card in &a.cards {
-                ensure(
-                    card < cards,
-                    "apps.cards",
-                    format!("{}: card {card} does not exist ({cards} cards)", a.name),
-                )?;
-                ensure(
-                    covered.insert(card),
-                    "apps.cards",
-                    format!("card {card} is read out twice"),
-                )?;
-            }
-        }
-        let unread: Vec<u16> = (0..cards).filter(|c| !covered.contains(c)).collect();
-        ensure(
-            unread.is_empty(),
-            "apps.cards",
-            format!("cards {unread:?} are read out by no swrod application"),
-        )
-    }
-
-    /// What every topology must satisfy: names, hosts, addresses, links.
-    fn validate_apps(&self, links: u32) -> anyhow::Result<()> {
+    fn validate_settings(&self) -> anyhow::Result<()> {
         ensure(self.heartbeat_ms >= 10, "heartbeat_ms", "must be >= 10")?;
         ensure(self.max_message_mb >= 1, "max_message_mb", "must be >= 1")?;
         ensure(
@@ -275,6 +231,11 @@ impl TopologySection {
         ] {
             ensure(v.is_finite() && v >= 1.0, key, "must be >= 1")?;
         }
+        Ok(())
+    }
+
+    /// What every topology must satisfy: names, hosts, addresses.
+    fn validate_apps(&self) -> anyhow::Result<()> {
         let mut names = BTreeSet::new();
         for h in &self.hosts {
             ensure(
@@ -285,7 +246,6 @@ impl TopologySection {
         }
         let mut names = BTreeSet::new();
         let mut addresses = BTreeSet::new();
-        let mut covered = BTreeSet::new();
         for a in &self.apps {
             ensure(
                 !a.name.is_empty()
@@ -315,79 +275,57 @@ impl TopologySection {
                 "apps.address",
                 format!("{} is used twice", a.address),
             )?;
-            ensure(
-                a.kind == AppKind::Readout || a.links.is_empty(),
-                "apps.links",
-                format!("{}: only readout applications have links", a.name),
-            )?;
-            ensure(
-                a.kind == AppKind::Swrod || a.cards.is_empty(),
-                "apps.cards",
-                format!("{}: only swrod applications have FELIX cards", a.name),
-            )?;
-            ensure(
-                a.kind == AppKind::Builder || a.record_stream.is_empty(),
-                "apps.record_stream",
-                format!("{}: only builders publish records", a.name),
-            )?;
-            ensure(
-                a.record_stream_every >= 1,
-                "apps.record_stream_every",
-                "must be >= 1",
-            )?;
-            for &l in &a.links {
-                ensure(
-                    l < links,
-                    "apps.links",
-                    format!("{}: link {l} does not exist ({links} links)", a.name),
-                )?;
-                ensure(
-                    covered.insert(l),
-                    "apps.links",
-                    format!("link {l} is read out twice"),
-                )?;
-            }
         }
-        ensure(
-            covered.len() == links as usize,
-            "apps.links",
-            format!(
-                "links {:?} are read out by no application",
-                (0..links)
-                    .filter(|l| !covered.contains(l))
-                    .collect::<Vec<_>>()
-            ),
-        )?;
         Ok(())
     }
 
-    /// Each listed kind `(kind, at least, at most)` that many times; no other kind at all.
-    fn validate_counts(&self, counts: &[(AppKind, usize, usize)]) -> anyhow::Result<()> {
+    /// Each application of one of `kinds` with only its kind's keys; each kind
+    /// `at_least..=at_most` times.
+    fn validate_kinds(&self, kinds: &[KindRule]) -> anyhow::Result<()> {
+        let names = || kinds.iter().map(|k| k.name).collect::<Vec<_>>().join(", ");
         for a in &self.apps {
-            ensure(
-                counts.iter().any(|(k, _, _)| *k == a.kind),
-                "apps.kind",
-                format!(
-                    "{}: {} applications do not belong in this run (kinds here: {})",
+            let Some(kind) = kinds.iter().find(|k| k.name == a.kind) else {
+                bail!(
+                    "invalid configuration: topology.apps.kind: {}: {} applications do not belong in this run (kinds here: {})",
                     a.name,
-                    a.kind.name(),
-                    counts
-                        .iter()
-                        .map(|(k, _, _)| k.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )?;
+                    a.kind,
+                    names()
+                );
+            };
+            for key in a.fields.keys() {
+                if kind.fields.iter().any(|f| f.key == key) {
+                    continue;
+                }
+                let elsewhere = kinds.iter().flat_map(|k| k.fields).find(|f| f.key == key);
+                match elsewhere {
+                    Some(f) => bail!(
+                        "invalid configuration: topology.apps.{key}: {}: {}",
+                        a.name,
+                        f.elsewhere
+                    ),
+                    None => bail!(
+                        "invalid configuration: topology.apps.{key}: {}: no such key for {} applications (theirs: {})",
+                        a.name,
+                        a.kind,
+                        COMMON_KEYS
+                            .iter()
+                            .copied()
+                            .chain(kind.fields.iter().map(|f| f.key))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }
+            }
         }
-        for &(kind, at_least, at_most) in counts {
-            let n = self.of_kind(kind).count();
+        for kind in kinds {
+            let n = self.of_kind(kind.name).count();
             ensure(
-                (at_least..=at_most).contains(&n),
+                (kind.at_least..=kind.at_most).contains(&n),
                 "apps",
                 format!(
                     "{n} {} applications; there must be {}",
-                    kind.name(),
-                    match (at_least, at_most) {
+                    kind.name,
+                    match (kind.at_least, kind.at_most) {
                         (1, 1) => "exactly one".to_string(),
                         (1, usize::MAX) => "at least one".to_string(),
                         (a, b) if a == b => format!("exactly {a}"),

@@ -183,7 +183,7 @@ impl RunConfig {
             "must be >= 1",
         )?;
         self.recording.validate(self.topology.is_distributed())?;
-        self.topology.validate(emu.links)?;
+        super::apps::check_topology(self)?;
         self.topology.check_largest_message(
             self.link_fragment_bytes(),
             "a link's fragment of one readout window",

@@ -63,9 +63,7 @@ impl EvbRunConfig {
         let config = self;
         config.evb.validate()?;
         config.run.validate()?;
-        config
-            .topology
-            .validate_evb(config.evb.rus.len(), config.evb.builder_units as usize)?;
+        crate::runtime::app::check_kinds(config, super::apps::KINDS)?;
         let widest_ru = config.evb.rus.iter().map(Vec::len).max().unwrap_or(0) as u64;
         let super_fragment = widest_ru.saturating_mul(config.evb.input.max_fragment_bytes as u64);
         config.topology.check_largest_message(

@@ -229,7 +229,8 @@ mod tests {
     use super::summary::summary_text;
     use super::system::run_one_process;
     use super::*;
-    use crate::runtime::topology::AppKind;
+    use super::apps::{BU, EVM, RU};
+    use crate::runtime::topology::App;
     use std::path::Path;
     use std::time::{Duration, Instant};
 
@@ -241,12 +242,43 @@ mod tests {
         run_one_process(config, &StopRequest::default(), &()).unwrap()
     }
 
+    /// `readout_units` readout units and `builder_units` builder units, with `apps`.
+    fn check(apps: &[(&str, &str)], readout_units: usize, builder_units: u16) -> anyhow::Result<()> {
+        let mut config = EvbRunConfig::default();
+        config.evb.rus = vec![Vec::new(); readout_units];
+        config.evb.builder_units = builder_units;
+        config.topology.apps = (apps.iter().zip(7200..))
+            .map(|(&(name, kind), port)| App::new(name, kind, format!("tcp://127.0.0.1:{port}")))
+            .collect();
+        crate::runtime::app::check_kinds(&config, apps::KINDS)
+    }
+
+    #[test]
+    fn an_event_builder_topology_has_one_evm_and_the_configured_units() {
+        let t = [("evm", EVM), ("ru-1", RU), ("bu-0", BU), ("bu-1", BU)];
+        check(&t, 2, 2).unwrap();
+        let e = check(&t, 3, 2).unwrap_err().to_string();
+        assert!(
+            e.contains("1 ru applications; there must be exactly 2"),
+            "{e}"
+        );
+        let e = check(&t, 2, 1).unwrap_err().to_string();
+        assert!(e.contains("bu applications"), "{e}");
+        let mut wrong = t;
+        wrong[1].1 = "builder";
+        let e = check(&wrong, 2, 2).unwrap_err().to_string();
+        assert!(e.contains("do not belong"), "{e}");
+        let mut no_evm = t;
+        no_evm[0].1 = RU;
+        assert!(check(&no_evm, 3, 2).unwrap_err().to_string().contains("evm"));
+    }
+
     #[test]
     fn shipped_applications_config_is_a_valid_event_builder_topology() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-apps.toml");
         let config = load(&path);
-        let kinds: Vec<AppKind> = config.topology.apps.iter().map(|a| a.kind).collect();
-        assert_eq!(kinds, [AppKind::Evm, AppKind::Ru, AppKind::Bu, AppKind::Bu]);
+        let kinds: Vec<&str> = config.topology.apps.iter().map(|a| a.kind.as_str()).collect();
+        assert_eq!(kinds, [EVM, RU, BU, BU]);
         assert_eq!(
             (
                 config.evb.rus.len(),

@@ -14,7 +14,7 @@ use crate::runtime::outcome::{AppOutcome, StopReason, apps_text};
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
-use crate::runtime::topology::AppKind;
+use super::apps::{BU, EVM, RU};
 use std::path::Path;
 use std::time::Duration;
 use swdaq_evb::bu::WriterOutcome;
@@ -35,16 +35,16 @@ pub fn run_apps(
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<AppsSummary> {
     let stages = Stages {
-        stop_order: &[AppKind::Evm, AppKind::Bu, AppKind::Ru],
-        essential: &[AppKind::Evm],
+        stop_order: &[EVM, BU, RU],
+        essential: &[EVM],
         ends_with: (
-            AppKind::Bu,
+            BU,
             StopReason::AppFailed("every builder unit ended".into()),
         ),
         live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, &config.evb),
-        trigger_at: Some(AppKind::Evm),
+        trigger_at: Some(EVM),
         bursts_to: None,
-        clock_followers: &[AppKind::Ru],
+        clock_followers: &[RU],
     };
     let plan = Plan::of(config, stages);
     Ok(AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config))
@@ -76,7 +76,7 @@ impl AppsSummary {
             .topology
             .apps
             .iter()
-            .filter(|a| a.kind == AppKind::Bu)
+            .filter(|a| a.kind == BU)
             .map(|a| a.name.as_str())
             .collect();
         let mut reported = vec![false; bu_names.len()];

@@ -422,7 +422,7 @@ impl SwrodRunConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.run.validate()?;
         self.swrod.validate()?;
-        self.topology.validate_swrod(self.swrod.cards)?;
+        super::apps::check_topology(self)?;
         self.topology.check_largest_message(
             self.swrod.rob_fragment_bytes(),
             "a ROB fragment (its e-links' chunks at swrod.max_chunk_bytes each)",

@@ -27,7 +27,7 @@ use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
-use crate::runtime::topology::{AppKind, TopologySection};
+use crate::runtime::topology::TopologySection;
 use crate::stored::{self, StoredEvent, StoredFragment};
 use config::{SwrodInputKind, SwrodRunConfig};
 use report::SwrodReport;
@@ -72,7 +72,7 @@ impl Configured for SwrodRunConfig {
 
     /// The output directory, and with applications each HLT application's inside it.
     fn output_dirs(&self) -> Vec<PathBuf> {
-        let hlts = self.topology.of_kind(AppKind::Hlt);
+        let hlts = self.topology.of_kind(apps::HLT);
         std::iter::once(self.run.output_dir.clone())
             .chain(hlts.map(|(_, a)| apps::hlt_directory(self, &a.name)))
             .collect()
@@ -230,19 +230,58 @@ mod tests {
     use super::*;
     use std::path::Path;
 
+    #[test]
+    fn a_sw_rod_topology_reads_every_card_once_with_one_supervisor() {
+        use crate::runtime::topology::App;
+        let at = |port: u16| format!("tcp://127.0.0.1:{port}");
+        let swrod = |name: &str, port, cards: &[u16]| {
+            App::new(name, apps::SWROD, at(port)).with("cards", cards.to_vec())
+        };
+        let topology = vec![
+            swrod("swrod-0", 7300, &[0, 2]),
+            swrod("swrod-1", 7301, &[1]),
+            App::new("hltsv", apps::HLTSV, at(7302)),
+            App::new("hlt-0", apps::HLT, at(7303)),
+        ];
+        let check = |apps: Vec<App>, cards: u16| {
+            let mut config = SwrodRunConfig::default();
+            config.swrod.cards = cards;
+            config.topology.apps = apps;
+            apps::check_topology(&config)
+        };
+        check(topology.clone(), 3).unwrap();
+        let fails = |change: &dyn Fn(&mut Vec<App>), cards, expected: &str| {
+            let mut t = topology.clone();
+            change(&mut t);
+            let e = check(t, cards).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e:?} should say {expected:?}");
+        };
+        let cards = |i: usize, cards: &'static [u16]| {
+            move |t: &mut Vec<App>| {
+                t[i] = t[i].clone().with("cards", cards);
+            }
+        };
+        fails(&|_| {}, 4, "cards [3] are read out by no swrod");
+        fails(&|_| {}, 2, "card 2 does not exist");
+        fails(&cards(1, &[1, 2]), 3, "card 2 is read out twice");
+        fails(&cards(2, &[2]), 3, "only swrod applications");
+        fails(&|t| t[2].kind = apps::HLT.into(), 3, "0 hltsv applications");
+        fails(&|t| t[3].kind = "bu".into(), 3, "do not belong");
+    }
+
     /// The shipped applications' file: a valid SW ROD topology that the applications read
     /// back as the same configuration; a card read twice or by nobody is refused by name.
     #[test]
     fn shipped_applications_config_is_a_valid_sw_rod_topology() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod-apps.toml");
         let config = config::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let kinds: Vec<AppKind> = config.topology.apps.iter().map(|a| a.kind).collect();
-        use AppKind::{Hlt, Hltsv, Swrod};
-        assert_eq!(kinds, [Swrod, Swrod, Hltsv, Hlt, Hlt]);
+        let kinds: Vec<&str> = config.topology.apps.iter().map(|a| a.kind.as_str()).collect();
+        use apps::{HLT, HLTSV, SWROD};
+        assert_eq!(kinds, [SWROD, SWROD, HLTSV, HLT, HLT]);
         assert!(config.is_distributed());
         assert_eq!(config::parse(&config.to_toml()).unwrap(), config);
         let mut twice = config.clone();
-        twice.topology.apps[1].cards = vec![0];
+        twice.topology.apps[1] = twice.topology.apps[1].clone().with("cards", vec![0]);
         let e = config::parse(&twice.to_toml()).unwrap_err().to_string();
         assert!(e.contains("card 0 is read out twice"), "{e}");
         let mut more = config.clone();

@@ -20,7 +20,7 @@ use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
-use crate::runtime::topology::AppKind;
+use super::apps::{HLT, HLTSV, SWROD};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,16 +113,16 @@ pub fn run_apps(
 ) -> anyhow::Result<(SwrodReport, StopReason)> {
     let s = &config.swrod;
     let stages = Stages {
-        stop_order: &[AppKind::Hltsv, AppKind::Hlt, AppKind::Swrod],
-        essential: &[AppKind::Hltsv],
+        stop_order: &[HLTSV, HLT, SWROD],
+        essential: &[HLTSV],
         ends_with: (
-            AppKind::Hlt,
+            HLT,
             StopReason::AppFailed("every HLT application ended".into()),
         ),
         live: &|snapshot, elapsed| {
             super::live::live(snapshot, elapsed, s.ring_slots, s.block_size())
         },
-        trigger_at: Some(AppKind::Hltsv),
+        trigger_at: Some(HLTSV),
         bursts_to: None,
         clock_followers: &[],
     };

@@ -12,7 +12,6 @@ use crate::models::chain::system::{
     RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of,
 };
 use crate::runtime::app::{AppContext, Clock};
-use crate::runtime::topology::AppKind;
 use anyhow::Context;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
@@ -37,15 +36,15 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         .expect("a builder is among the builders") as u32;
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
-    let (dfo_id, _) = topology.single(AppKind::Dfo);
+    let (dfo_id, _) = topology.single(super::DFO);
     let dfo = ctx.outlet_to(dfo_id)?;
     // Each source's requests go to the readout application that has its link, never waiting:
     // a request a dead readout cannot take is counted, its fragment missing from the record.
     let mut routes: HashMap<SourceId, Immediate> = HashMap::new();
     let mut outlets = vec![dfo.clone()];
-    for (id, app) in topology.of_kind(AppKind::Readout) {
+    for (id, links) in super::readouts(topology)? {
         let outlet = ctx.outlet_to(id)?;
-        for &link in &app.links {
+        for link in links {
             routes.insert(SourceId::readout(link), Immediate(outlet.clone()));
             routes.insert(SourceId::trigger(link), Immediate(outlet.clone()));
         }
@@ -227,18 +226,18 @@ struct RecordStream {
 
 impl RecordStream {
     fn open(ctx: &AppContext<RunConfig>) -> anyhow::Result<Option<Self>> {
-        let address = &ctx.spec.record_stream;
+        let address: String = ctx.spec.field(super::RECORD_STREAM.key)?;
         if address.is_empty() {
             return Ok(None);
         }
         let socket = ctx.zmq.socket(zmq::PUB)?;
         socket.set_linger(0)?;
         socket
-            .bind(address)
+            .bind(&address)
             .with_context(|| format!("{}: record_stream {address}", ctx.spec.name))?;
         Ok(Some(Self {
             socket,
-            every: ctx.spec.record_stream_every,
+            every: ctx.spec.field_or(super::RECORD_STREAM_EVERY.key, 1)?,
             seen: 0,
             last_offered: 0,
         }))

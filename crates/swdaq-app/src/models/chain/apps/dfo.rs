@@ -10,7 +10,6 @@ use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::DfoMetrics;
 use crate::models::chain::system::RunReport;
 use crate::runtime::app::AppContext;
-use crate::runtime::topology::AppKind;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::orchestrator::Orchestrator;
 use swdaq_net::{Liveness, Message, Outlet};
@@ -18,7 +17,7 @@ use swdaq_net::{Liveness, Message, Outlet};
 pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
     let mut inlet = ctx.bind_inbox()?;
-    let (trigger_id, _) = config.topology.single(AppKind::Trigger);
+    let (trigger_id, _) = config.topology.single(super::TRIGGER);
     let trigger = ctx.outlet_to(trigger_id)?;
     let builder_ids = ctx.builders();
     let builders = ctx.outlets_to(&builder_ids)?;

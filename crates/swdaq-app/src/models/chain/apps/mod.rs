@@ -18,18 +18,19 @@ pub mod trigger;
 use super::config::RunConfig;
 use super::system::RunReport;
 use crate::model::RunHooks;
-use crate::runtime::app::{AppContext, KindBody, run_app};
+use crate::runtime::app::{AppContext, KindSpec, check_kinds, run_app};
 use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
-use crate::runtime::topology::AppKind;
+use crate::runtime::topology::{Field, TopologySection};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 impl AppContext<RunConfig> {
     /// The builders, in topology order: a builder's index here is its element id.
     pub fn builders(&self) -> Vec<u32> {
-        self.ids_of(AppKind::Builder)
+        self.ids_of(BUILDER)
     }
 }
 
@@ -39,13 +40,110 @@ pub fn run(config: &RunConfig, name: &str, commands: Commands) -> anyhow::Result
     run_app(config.clone(), name, commands, KINDS)
 }
 
+/// Links, hit finding, request serving, the TP stream.
+pub const READOUT: &str = "readout";
+/// The self-trigger.
+pub const TRIGGER: &str = "trigger";
+/// The dataflow orchestrator: hands decisions to builders by credit.
+pub const DFO: &str = "dfo";
+/// Requests, builds and writes records.
+pub const BUILDER: &str = "builder";
+
+/// A readout application's links (`[u32]`).
+pub const LINKS: Field = Field {
+    key: "links",
+    elsewhere: "only readout applications have links",
+};
+/// A builder's record stream for online monitoring (a ZeroMQ PUB endpoint), or "".
+pub const RECORD_STREAM: Field = Field {
+    key: "record_stream",
+    elsewhere: "only builders publish records",
+};
+/// Publish every Nth record on the stream (default 1).
+pub const RECORD_STREAM_EVERY: Field = Field {
+    key: "record_stream_every",
+    elsewhere: "only builders publish records",
+};
+
 /// The chain's application kinds.
-const KINDS: &[KindBody<RunConfig, RunReport>] = &[
-    (AppKind::Readout, readout::run),
-    (AppKind::Trigger, trigger::run),
-    (AppKind::Dfo, dfo::run),
-    (AppKind::Builder, builder::run),
+const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
+    KindSpec {
+        name: READOUT,
+        fields: &[LINKS],
+        count: |_| (1, usize::MAX),
+        run: readout::run,
+    },
+    KindSpec {
+        name: TRIGGER,
+        fields: &[],
+        count: |_| (1, 1),
+        run: trigger::run,
+    },
+    KindSpec {
+        name: DFO,
+        fields: &[],
+        count: |_| (1, 1),
+        run: dfo::run,
+    },
+    KindSpec {
+        name: BUILDER,
+        fields: &[RECORD_STREAM, RECORD_STREAM_EVERY],
+        count: |_| (1, usize::MAX),
+        run: builder::run,
+    },
 ];
+
+/// Checks the chain's topology: its kinds, and each of the run's `links` read out by exactly
+/// one readout application.
+pub fn check_topology(config: &RunConfig) -> anyhow::Result<()> {
+    check_kinds(config, KINDS)?;
+    let topology = &config.topology;
+    if !topology.is_distributed() {
+        return Ok(());
+    }
+    let links = config.emulator.links;
+    let mut covered = BTreeSet::new();
+    for (_, a) in topology.of_kind(BUILDER) {
+        let every: u64 = a.field_or(RECORD_STREAM_EVERY.key, 1)?;
+        anyhow::ensure!(
+            every >= 1,
+            "invalid configuration: topology.apps.record_stream_every: must be >= 1"
+        );
+        a.field::<String>(RECORD_STREAM.key)?;
+    }
+    for (_, a) in topology.of_kind(READOUT) {
+        for l in links_of(a)? {
+            anyhow::ensure!(
+                l < links,
+                "invalid configuration: topology.apps.links: {}: link {l} does not exist ({links} links)",
+                a.name
+            );
+            anyhow::ensure!(
+                covered.insert(l),
+                "invalid configuration: topology.apps.links: link {l} is read out twice"
+            );
+        }
+    }
+    let unread: Vec<u32> = (0..links).filter(|l| !covered.contains(l)).collect();
+    anyhow::ensure!(
+        unread.is_empty(),
+        "invalid configuration: topology.apps.links: links {unread:?} are read out by no application"
+    );
+    Ok(())
+}
+
+/// A readout application's links.
+pub fn links_of(app: &crate::runtime::topology::App) -> anyhow::Result<Vec<u32>> {
+    app.field(LINKS.key)
+}
+
+/// The readout applications of `topology` with their links, in topology order.
+pub fn readouts(topology: &TopologySection) -> anyhow::Result<Vec<(u32, Vec<u32>)>> {
+    topology
+        .of_kind(READOUT)
+        .map(|(id, a)| Ok((id, links_of(a)?)))
+        .collect()
+}
 
 /// Runs the topology's applications (`exe` is the `swdaq` program to start them with),
 /// telling `hooks` when they have started, their live figures and when the stop begins;
@@ -58,17 +156,12 @@ pub fn run_distributed(
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
     let stages = Stages {
-        stop_order: &[
-            AppKind::Trigger,
-            AppKind::Dfo,
-            AppKind::Builder,
-            AppKind::Readout,
-        ],
-        essential: &[AppKind::Trigger, AppKind::Dfo],
-        ends_with: (AppKind::Readout, StopReason::AllLinksEnded),
+        stop_order: &[TRIGGER, DFO, BUILDER, READOUT],
+        essential: &[TRIGGER, DFO],
+        ends_with: (READOUT, StopReason::AllLinksEnded),
         live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, config.emulator.links),
-        trigger_at: Some(AppKind::Trigger),
-        bursts_to: config.recording.enabled.then_some(AppKind::Readout),
+        trigger_at: Some(TRIGGER),
+        bursts_to: config.recording.enabled.then_some(READOUT),
         clock_followers: &[],
     };
     let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
@@ -92,11 +185,11 @@ pub fn run_distributed(
 }
 
 /// One summary from the applications' parts.
-fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
+fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
     let mut out = RunReport::default();
     for (kind, r) in reports {
-        match kind {
-            AppKind::Readout => {
+        match kind.as_str() {
+            READOUT => {
                 out.links.extend(r.links);
                 out.server.add(&r.server);
                 out.hit_finding = match (out.hit_finding.take(), r.hit_finding) {
@@ -117,9 +210,9 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
                     (a, b) => a.or(b),
                 };
             }
-            AppKind::Trigger => out.trigger = r.trigger,
-            AppKind::Dfo => out.dataflow = r.dataflow,
-            AppKind::Builder => {
+            TRIGGER => out.trigger = r.trigger,
+            DFO => out.dataflow = r.dataflow,
+            BUILDER => {
                 out.builder.add(r.builder);
                 out.storage = match (out.storage.take(), r.storage) {
                     (Some(mut a), Some(b)) => {
@@ -129,13 +222,8 @@ fn merge(reports: impl Iterator<Item = (AppKind, RunReport)>) -> RunReport {
                     (a, b) => a.or(b),
                 };
             }
-            // Validated away: the chain's topology has no event-builder applications.
-            AppKind::Evm
-            | AppKind::Ru
-            | AppKind::Bu
-            | AppKind::Swrod
-            | AppKind::Hltsv
-            | AppKind::Hlt => {}
+            // Validated away: the chain's topology has only the chain's kinds.
+            _ => {}
         }
         out.thread_cpu.extend(r.thread_cpu);
         for (reason, n) in r.refused_messages {
@@ -153,24 +241,97 @@ mod tests {
     use std::time::{Duration, Instant};
     use swdaq_net::{Message, Outlet};
 
-    fn app(name: &str, kind: AppKind) -> App {
-        App {
-            name: name.into(),
-            kind,
-            host: String::new(),
-            address: "tcp://127.0.0.1:0".into(),
-            links: Vec::new(),
-            cards: Vec::new(),
-            record_stream: String::new(),
-            record_stream_every: 1,
-            metrics_addr: String::new(),
+    fn app(name: &str, kind: &str) -> App {
+        App::new(name, kind, "tcp://127.0.0.1:0")
+    }
+
+    fn readout(name: &str, port: u16, links: &[u32]) -> App {
+        App::new(name, READOUT, format!("tcp://127.0.0.1:{port}")).with("links", links.to_vec())
+    }
+
+    fn with_topology(apps: Vec<App>) -> RunConfig {
+        let mut config = RunConfig::default();
+        config.emulator.links = 4;
+        config.topology.apps = apps;
+        config
+    }
+
+    fn topology() -> Vec<App> {
+        let at = |port: u16| format!("tcp://127.0.0.1:{port}");
+        vec![
+            readout("ro-0", 7100, &[0, 1]),
+            readout("ro-1", 7101, &[2, 3]),
+            App::new("trigger", TRIGGER, at(7102)),
+            App::new("dfo", DFO, at(7103)),
+            App::new("builder-0", BUILDER, at(7104)),
+        ]
+    }
+
+    #[test]
+    fn a_complete_topology_is_valid_and_empty_means_one_process() {
+        check_topology(&with_topology(topology())).unwrap();
+        check_topology(&with_topology(Vec::new())).unwrap();
+    }
+
+    #[test]
+    fn every_mistake_names_its_key() {
+        type Change = Box<dyn Fn(&mut Vec<App>)>;
+        let links = |i: usize, links: &[u32]| -> Change {
+            let links = links.to_vec();
+            Box::new(move |t: &mut Vec<App>| {
+                t[i].fields.insert("links".into(), links.clone().into());
+            })
+        };
+        let cases: Vec<(Change, &str)> = vec![
+            (links(1, &[1, 2, 3]), "read out twice"),
+            (links(1, &[2]), "read out by no application"),
+            (links(1, &[2, 3, 9]), "does not exist"),
+            (Box::new(|t| t.remove(3).name.clear()), "dfo applications"),
+            (Box::new(|t| t[2].name = "ro-0".into()), "appears twice"),
+            (Box::new(|t| t[2].name = "a b".into()), "apps.name"),
+            (
+                Box::new(|t| t[3].address = t[2].address.clone()),
+                "used twice",
+            ),
+            (
+                Box::new(|t| t[3].address = "127.0.0.1:1".into()),
+                "apps.address",
+            ),
+            (Box::new(|t| t[4].host = "nowhere".into()), "no host"),
+            (links(2, &[0]), "only readout"),
+            (
+                Box::new(|t| {
+                    t[0].fields
+                        .insert("record_stream".into(), "tcp://x:1".into());
+                }),
+                "only builders",
+            ),
+            (
+                Box::new(|t| {
+                    t[4].fields.insert("record_stream_every".into(), 0.into());
+                }),
+                "record_stream_every: must be >= 1",
+            ),
+            (Box::new(|t| t[4].kind = "bu".into()), "do not belong"),
+        ];
+        for (change, expected) in cases {
+            let mut apps = topology();
+            change(&mut apps);
+            let e = check_topology(&with_topology(apps))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{e:?} should say {expected:?}");
         }
+        let mut config = with_topology(topology());
+        config.topology.peer_timeout_ms = 100;
+        let e = check_topology(&config).unwrap_err().to_string();
+        assert!(e.contains("peer_timeout_ms"), "{e}");
     }
 
     #[test]
     fn an_inbox_refuses_a_sender_outside_the_topology_and_counts_it_for_the_report() {
         let mut config = RunConfig::default();
-        config.topology.apps = vec![app("trigger", AppKind::Trigger), app("dfo", AppKind::Dfo)];
+        config.topology.apps = vec![app("trigger", TRIGGER), app("dfo", DFO)];
         let context = AppContext::new(
             config,
             "trigger",

@@ -14,7 +14,6 @@ use crate::models::chain::recording::Recordings;
 use crate::models::chain::system::{RunReport, TP_QUEUE, spawn_request_server};
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::stdio::Command;
-use crate::runtime::topology::AppKind;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -28,10 +27,10 @@ use swdaq_readout::server::DataResponse;
 
 pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
-    let inputs = prepare(config, &ctx.spec.links)?;
+    let inputs = prepare(config, &super::links_of(&ctx.spec)?)?;
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
-    let (trigger, _) = ctx.config.topology.single(AppKind::Trigger);
+    let (trigger, _) = ctx.config.topology.single(super::TRIGGER);
     // TP batches are small and must not be refused while the trigger catches up: queue as
     // many as the one-process chain does.
     let tp_options = NetOptions {

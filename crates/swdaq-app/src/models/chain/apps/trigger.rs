@@ -8,7 +8,6 @@ use crate::models::chain::metrics::TriggerMetrics;
 use crate::models::chain::system::{RunReport, sources_of};
 use crate::runtime::app::AppContext;
 use crate::runtime::stdio::Command;
-use crate::runtime::topology::AppKind;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -29,13 +28,9 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let links = config.emulator.links as usize;
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
-    let (dfo, _) = config.topology.single(AppKind::Dfo);
+    let (dfo, _) = config.topology.single(super::DFO);
     let decisions = ctx.outlet_to(dfo)?;
-    let readout_ids: Vec<u32> = config
-        .topology
-        .of_kind(AppKind::Readout)
-        .map(|(id, _)| id)
-        .collect();
+    let readout_ids = ctx.ids_of(super::READOUT);
     let readouts = ctx.outlets_to(&readout_ids)?;
     let mut everyone = readouts.clone();
     everyone.push(decisions.clone());

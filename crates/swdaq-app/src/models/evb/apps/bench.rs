@@ -8,7 +8,7 @@ use super::super::config::EvbRunConfig;
 use super::super::system::run_apps;
 use crate::run_section::RunSection;
 use crate::runtime::stop::StopRequest;
-use crate::runtime::topology::{App, AppKind, TopologySection};
+use crate::runtime::topology::{App, TopologySection};
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
@@ -37,29 +37,19 @@ pub struct EvbBenchResult {
 /// An `evm`, `ru` and `bu` topology for `config` on free loopback ports.
 fn loopback_topology(config: &EvbConfig) -> anyhow::Result<TopologySection> {
     let mut apps = Vec::new();
-    let mut add = |name: String, kind: AppKind| -> anyhow::Result<()> {
+    let mut add = |name: String, kind: &str| -> anyhow::Result<()> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        apps.push(App {
-            name,
-            kind,
-            host: String::new(),
-            address: format!("tcp://127.0.0.1:{port}"),
-            links: Vec::new(),
-            cards: Vec::new(),
-            record_stream: String::new(),
-            record_stream_every: 1,
-            metrics_addr: String::new(),
-        });
+        apps.push(App::new(name, kind, format!("tcp://127.0.0.1:{port}")));
         Ok(())
     };
-    add("evm".into(), AppKind::Evm)?;
+    add("evm".into(), super::EVM)?;
     for ru in 1..config.rus.len() {
-        add(format!("ru-{ru}"), AppKind::Ru)?;
+        add(format!("ru-{ru}"), super::RU)?;
     }
     for bu in 0..config.builder_units {
-        add(format!("bu-{bu}"), AppKind::Bu)?;
+        add(format!("bu-{bu}"), super::BU)?;
     }
     Ok(TopologySection {
         apps,

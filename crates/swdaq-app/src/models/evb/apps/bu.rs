@@ -6,7 +6,6 @@
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, position};
 use crate::runtime::stdio as control;
-use crate::runtime::topology::AppKind;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,8 +26,8 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let index = position(ctx);
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
-    let (evm_id, _) = ctx.config.topology.single(AppKind::Evm);
-    let ru_ids = ctx.ids_of(AppKind::Ru);
+    let (evm_id, _) = ctx.config.topology.single(super::EVM);
+    let ru_ids = ctx.ids_of(super::RU);
     let evm = ctx.outlet_to(evm_id)?;
     let rus = ctx.outlets_to(&ru_ids)?;
     let mut everyone = rus.clone();

@@ -24,13 +24,38 @@ pub mod ru;
 pub mod unit;
 
 use super::config::EvbRunConfig;
-use crate::runtime::app::KindBody;
-use crate::runtime::topology::AppKind;
+use crate::runtime::app::KindSpec;
 pub use unit::{EvbAppReport, EvbContext};
 
-/// The event builder's application kinds.
-pub const KINDS: &[KindBody<EvbRunConfig, EvbAppReport>] = &[
-    (AppKind::Evm, evm::run),
-    (AppKind::Ru, ru::run),
-    (AppKind::Bu, bu::run),
+/// The event manager, readout unit 0 (it sees the trigger).
+pub const EVM: &str = "evm";
+/// A readout unit other than the event manager (1.., in topology order).
+pub const RU: &str = "ru";
+/// A builder unit (0.., in topology order).
+pub const BU: &str = "bu";
+
+/// The event builder's application kinds: one `evm`, `readout_units - 1` `ru` and
+/// `builder_units` `bu`.
+pub const KINDS: &[KindSpec<EvbRunConfig, EvbAppReport>] = &[
+    KindSpec {
+        name: EVM,
+        fields: &[],
+        count: |_| (1, 1),
+        run: evm::run,
+    },
+    KindSpec {
+        name: RU,
+        fields: &[],
+        count: |c| {
+            let rus = c.evb.rus.len().saturating_sub(1);
+            (rus, rus)
+        },
+        run: ru::run,
+    },
+    KindSpec {
+        name: BU,
+        fields: &[],
+        count: |c| (c.evb.builder_units as usize, c.evb.builder_units as usize),
+        run: bu::run,
+    },
 ];

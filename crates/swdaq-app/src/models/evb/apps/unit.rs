@@ -4,7 +4,6 @@
 use super::super::config::EvbRunConfig;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::monitoring::Monitoring;
-use crate::runtime::topology::AppKind;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -63,7 +62,7 @@ pub(super) const DEMUX_WAKE: Duration = Duration::from_millis(20);
 
 /// This application's position among those of its kind.
 pub(super) fn position(ctx: &EvbContext) -> u16 {
-    ctx.ids_of(ctx.spec.kind)
+    ctx.ids_of(&ctx.spec.kind)
         .iter()
         .position(|&id| id == ctx.me)
         .expect("an application is among those of its kind") as u16
@@ -90,7 +89,7 @@ pub(super) fn start_readout_unit(
     let config = &ctx.config.builder();
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
-    let bu_ids = ctx.ids_of(AppKind::Bu);
+    let bu_ids = ctx.ids_of(super::BU);
     let bus = ctx.outlets_to(&bu_ids)?;
     let heartbeat = ctx.connect_and_heartbeat(bus.clone())?;
     let (clock, started) = ctx.ready()?;

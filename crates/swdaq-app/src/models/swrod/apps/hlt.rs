@@ -8,10 +8,11 @@
 //! supervisor's end of run would.
 
 use super::rob_client::Robs;
-use super::{HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, hlt_directory, robs_of};
+use super::{
+    HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, cards_of, hlt_directory, robs_of,
+};
 use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, hlt_thread};
 use crate::runtime::stdio as control;
-use crate::runtime::topology::AppKind;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -28,15 +29,15 @@ const STORAGE_QUEUE: usize = 1024;
 pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let config = &ctx.config;
     let s = &config.swrod;
-    let hlts = ctx.ids_of(AppKind::Hlt);
+    let hlts = ctx.ids_of(super::HLT);
     let index = hlts
         .iter()
         .position(|&h| h == ctx.me)
         .expect("an hlt application") as u16;
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
-    let (hltsv, _) = config.topology.single(AppKind::Hltsv);
-    let swrods = ctx.ids_of(AppKind::Swrod);
+    let (hltsv, _) = config.topology.single(super::HLTSV);
+    let swrods = ctx.ids_of(super::SWROD);
     let to_hltsv = ctx.outlet_to(hltsv)?;
     let to_swrods = ctx.outlets_to(&swrods)?;
     let mut everyone = to_swrods.clone();
@@ -49,14 +50,11 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let metrics = HltMetrics::register(&monitoring.registry)?;
     let store_metrics = StoreMetrics::register(&monitoring.registry)?;
     // Every ROB of the run in source-id order, with the `swrod` application that has it.
-    let mut robs: Vec<(u32, usize)> = swrods
-        .iter()
-        .enumerate()
-        .flat_map(|(app, &id)| {
-            let cards = &config.topology.apps[id as usize].cards;
-            robs_of(config, cards).into_iter().map(move |r| (r, app))
-        })
-        .collect();
+    let mut robs: Vec<(u32, usize)> = Vec::new();
+    for (app, &id) in swrods.iter().enumerate() {
+        let cards = cards_of(&config.topology.apps[id as usize])?;
+        robs.extend(robs_of(config, &cards).into_iter().map(|r| (r, app)));
+    }
     robs.sort_unstable();
     let (robs, ports, queues) = Robs::new(robs, to_swrods);
     let (clock, started) = ctx.ready()?;

@@ -8,7 +8,7 @@ use super::{SwrodAppReport, hlt_directory};
 use crate::models::swrod::config::SwrodRunConfig;
 use crate::models::swrod::report::{AppsPart, HltsvReport, SwrodReport};
 use crate::runtime::launch::Launched;
-use crate::runtime::topology::AppKind;
+use super::HLT;
 use std::collections::BTreeSet;
 use swdaq_dataflow::credit::settle_with_disk;
 use swdaq_swrod::read_back::{LeftOnDisk, read_back};
@@ -20,7 +20,7 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
     let s = &config.swrod;
     let hlt_names: Vec<&str> = config
         .topology
-        .of_kind(AppKind::Hlt)
+        .of_kind(HLT)
         .map(|(_, a)| a.name.as_str())
         .collect();
     let mut report = SwrodReport {

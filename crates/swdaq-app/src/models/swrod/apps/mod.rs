@@ -41,8 +41,8 @@ mod swrod;
 use super::config::SwrodRunConfig;
 use super::hlt::IncompleteExample;
 use super::report::{CardResult, HltsvReport, RodResult};
-use crate::runtime::app::{AppContext, KindBody};
-use crate::runtime::topology::AppKind;
+use crate::runtime::app::{AppContext, KindSpec, check_kinds};
+use crate::runtime::topology::{App, Field};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -95,12 +95,75 @@ pub struct HltAppReport {
     pub storage_error: Option<String>,
 }
 
+/// FELIX cards (those in its `cards`), a SW ROD thread per ROB, the ROBs' request servers.
+pub const SWROD: &str = "swrod";
+/// The HLT supervisor: gives each L1 accept to an HLT application by credit.
+pub const HLTSV: &str = "hltsv";
+/// An HLT application (an HLT node's data collection and its storage), 0.. in topology order.
+pub const HLT: &str = "hlt";
+
+/// A `swrod` application's FELIX cards (`[u16]`).
+pub const CARDS: Field = Field {
+    key: "cards",
+    elsewhere: "only swrod applications have FELIX cards",
+};
+
 /// The SW ROD's application kinds.
-pub(super) const KINDS: &[KindBody<SwrodRunConfig, SwrodAppReport>] = &[
-    (AppKind::Swrod, swrod::run),
-    (AppKind::Hltsv, hltsv::run),
-    (AppKind::Hlt, hlt::run),
+pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
+    KindSpec {
+        name: SWROD,
+        fields: &[CARDS],
+        count: |_| (1, usize::MAX),
+        run: swrod::run,
+    },
+    KindSpec {
+        name: HLTSV,
+        fields: &[],
+        count: |_| (1, 1),
+        run: hltsv::run,
+    },
+    KindSpec {
+        name: HLT,
+        fields: &[],
+        count: |_| (1, usize::MAX),
+        run: hlt::run,
+    },
 ];
+
+/// Checks the SW ROD's topology: its kinds, and each of the run's FELIX cards read out by
+/// exactly one `swrod` application.
+pub(super) fn check_topology(config: &SwrodRunConfig) -> anyhow::Result<()> {
+    check_kinds(config, KINDS)?;
+    if !config.topology.is_distributed() {
+        return Ok(());
+    }
+    let cards = config.swrod.cards;
+    let mut covered = std::collections::BTreeSet::new();
+    for (_, a) in config.topology.of_kind(SWROD) {
+        for card in cards_of(a)? {
+            anyhow::ensure!(
+                card < cards,
+                "invalid configuration: topology.apps.cards: {}: card {card} does not exist ({cards} cards)",
+                a.name
+            );
+            anyhow::ensure!(
+                covered.insert(card),
+                "invalid configuration: topology.apps.cards: card {card} is read out twice"
+            );
+        }
+    }
+    let unread: Vec<u16> = (0..cards).filter(|c| !covered.contains(c)).collect();
+    anyhow::ensure!(
+        unread.is_empty(),
+        "invalid configuration: topology.apps.cards: cards {unread:?} are read out by no swrod application"
+    );
+    Ok(())
+}
+
+/// A `swrod` application's FELIX cards.
+pub(super) fn cards_of(app: &App) -> anyhow::Result<Vec<u16>> {
+    app.field(CARDS.key)
+}
 
 /// Where HLT application `name` stores its events.
 pub(super) fn hlt_directory(config: &SwrodRunConfig, name: &str) -> std::path::PathBuf {

@@ -6,10 +6,9 @@
 //! answer until the end.
 
 use super::rob_server::{Requests, answer_queues, send_answers};
-use super::{SwrodAppReport, SwrodContext, robs_of};
+use super::{SwrodAppReport, SwrodContext, cards_of, robs_of};
 use crate::models::swrod::cards::Shared;
 use crate::models::swrod::readout::Readout;
-use crate::runtime::topology::AppKind;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,21 +18,17 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let s = &ctx.config.swrod;
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
-    let hlts = ctx.ids_of(AppKind::Hlt);
-    let (hltsv, _) = ctx.config.topology.single(AppKind::Hltsv);
+    let hlts = ctx.ids_of(super::HLT);
+    let (hltsv, _) = ctx.config.topology.single(super::HLTSV);
     let to_hlts = ctx.outlets_to(&hlts)?;
     let _heartbeat = ctx.connect_and_heartbeat(to_hlts.clone())?;
     // The horizon starts at the lead: the cards need not wait for the supervisor's first word.
     let horizon = Arc::new(AtomicU64::new(s.l1a_lead()));
     let horizon_now = Arc::clone(&horizon);
     let shared = Shared::new(s, Arc::new(AtomicBool::new(false)), Arc::clone(&horizon));
-    let (readout, ports) = Readout::new(
-        s,
-        ctx.config.run.number,
-        &ctx.spec.cards,
-        &monitoring.registry,
-    )?;
-    let source_ids = robs_of(&ctx.config, &ctx.spec.cards);
+    let cards = cards_of(&ctx.spec)?;
+    let (readout, ports) = Readout::new(s, ctx.config.run.number, &cards, &monitoring.registry)?;
+    let source_ids = robs_of(&ctx.config, &cards);
     let (clock, started) = ctx.ready()?;
     let mut report = SwrodAppReport::default();
     if !started {
