@@ -59,7 +59,10 @@ fn a_topology_reads_back_from_its_toml() {
 fn every_mistake_names_its_key() {
     type Change = Box<dyn Fn(&mut TopologySection)>;
     let cases: Vec<(Change, &str)> = vec![
-        (Box::new(|t| t.apps.remove(0).name.clear()), "0 hub applications"),
+        (
+            Box::new(|t| t.apps.remove(0).name.clear()),
+            "0 hub applications",
+        ),
         (
             Box::new(|t| t.apps[2].name = "leaf-0".into()),
             "appears twice",
@@ -75,11 +78,21 @@ fn every_mistake_names_its_key() {
         ),
         (Box::new(|t| t.apps[2].host = "nowhere".into()), "no host"),
         (
-            Box::new(|t| t.apps[1].fields.insert("spokes".into(), 3.into()).map_or((), drop)),
+            Box::new(|t| {
+                t.apps[1]
+                    .fields
+                    .insert("spokes".into(), 3.into())
+                    .map_or((), drop)
+            }),
             "topology.apps.spokes: leaf-0: only hubs have spokes",
         ),
         (
-            Box::new(|t| t.apps[1].fields.insert("adress".into(), "x".into()).map_or((), drop)),
+            Box::new(|t| {
+                t.apps[1]
+                    .fields
+                    .insert("adress".into(), "x".into())
+                    .map_or((), drop)
+            }),
             "topology.apps.adress: leaf-0: no such key for leaf applications (theirs: name, kind, host, address, metrics_addr)",
         ),
         (Box::new(|t| t.peer_timeout_ms = 100), "peer_timeout_ms"),

@@ -225,11 +225,11 @@ impl Outcome for EvbOutcome {
 
 #[cfg(test)]
 mod tests {
+    use super::apps::{BU, EVM, RU};
     use super::config::{EvbRunConfig, parse};
     use super::summary::summary_text;
     use super::system::run_one_process;
     use super::*;
-    use super::apps::{BU, EVM, RU};
     use crate::runtime::topology::App;
     use std::path::Path;
     use std::time::{Duration, Instant};
@@ -243,7 +243,11 @@ mod tests {
     }
 
     /// `readout_units` readout units and `builder_units` builder units, with `apps`.
-    fn check(apps: &[(&str, &str)], readout_units: usize, builder_units: u16) -> anyhow::Result<()> {
+    fn check(
+        apps: &[(&str, &str)],
+        readout_units: usize,
+        builder_units: u16,
+    ) -> anyhow::Result<()> {
         let mut config = EvbRunConfig::default();
         config.evb.rus = vec![Vec::new(); readout_units];
         config.evb.builder_units = builder_units;
@@ -270,14 +274,24 @@ mod tests {
         assert!(e.contains("do not belong"), "{e}");
         let mut no_evm = t;
         no_evm[0].1 = RU;
-        assert!(check(&no_evm, 3, 2).unwrap_err().to_string().contains("evm"));
+        assert!(
+            check(&no_evm, 3, 2)
+                .unwrap_err()
+                .to_string()
+                .contains("evm")
+        );
     }
 
     #[test]
     fn shipped_applications_config_is_a_valid_event_builder_topology() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/evb-apps.toml");
         let config = load(&path);
-        let kinds: Vec<&str> = config.topology.apps.iter().map(|a| a.kind.as_str()).collect();
+        let kinds: Vec<&str> = config
+            .topology
+            .apps
+            .iter()
+            .map(|a| a.kind.as_str())
+            .collect();
         assert_eq!(kinds, [EVM, RU, BU, BU]);
         assert_eq!(
             (

@@ -4,6 +4,7 @@
 //! summary with how each application ended.
 
 use super::apps::EvbAppReport;
+use super::apps::{BU, EVM, RU};
 use super::config::EvbRunConfig;
 use super::summary::{summary_json, summary_text};
 use crate::live::Live;
@@ -14,7 +15,6 @@ use crate::runtime::outcome::{AppOutcome, StopReason, apps_text};
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
-use super::apps::{BU, EVM, RU};
 use std::path::Path;
 use std::time::Duration;
 use swdaq_evb::bu::WriterOutcome;
@@ -37,10 +37,7 @@ pub fn run_apps(
     let stages = Stages {
         stop_order: &[EVM, BU, RU],
         essential: &[EVM],
-        ends_with: (
-            BU,
-            StopReason::AppFailed("every builder unit ended".into()),
-        ),
+        ends_with: (BU, StopReason::AppFailed("every builder unit ended".into())),
         live: &|snapshot, elapsed| super::live::live(snapshot, elapsed, &config.evb),
         trigger_at: Some(EVM),
         bursts_to: None,

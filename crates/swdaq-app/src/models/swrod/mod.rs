@@ -275,7 +275,12 @@ mod tests {
     fn shipped_applications_config_is_a_valid_sw_rod_topology() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/swrod-apps.toml");
         let config = config::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        let kinds: Vec<&str> = config.topology.apps.iter().map(|a| a.kind.as_str()).collect();
+        let kinds: Vec<&str> = config
+            .topology
+            .apps
+            .iter()
+            .map(|a| a.kind.as_str())
+            .collect();
         use apps::{HLT, HLTSV, SWROD};
         assert_eq!(kinds, [SWROD, SWROD, HLTSV, HLT, HLT]);
         assert!(config.is_distributed());

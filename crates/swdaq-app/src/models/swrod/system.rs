@@ -8,6 +8,7 @@
 //! reports merged into the same report.
 
 use super::apps::merge::merge;
+use super::apps::{HLT, HLTSV, SWROD};
 use super::cards::Progress;
 use super::config::SwrodRunConfig;
 use super::report::SwrodReport;
@@ -20,7 +21,6 @@ use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
-use super::apps::{HLT, HLTSV, SWROD};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

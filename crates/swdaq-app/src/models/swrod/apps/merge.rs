@@ -4,11 +4,11 @@
 //! that ended without a report, is settled with what it left in its directory, so each event
 //! the supervisor gave out is built by one HLT application or lost, exactly.
 
+use super::HLT;
 use super::{SwrodAppReport, hlt_directory};
 use crate::models::swrod::config::SwrodRunConfig;
 use crate::models::swrod::report::{AppsPart, HltsvReport, SwrodReport};
 use crate::runtime::launch::Launched;
-use super::HLT;
 use std::collections::BTreeSet;
 use swdaq_dataflow::credit::settle_with_disk;
 use swdaq_swrod::read_back::{LeftOnDisk, read_back};
