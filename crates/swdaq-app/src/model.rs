@@ -100,6 +100,8 @@ pub trait Configured: CloneConfigured + Send + Sync {
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>>;
     /// `swdaq app --name NAME` for this model's applications: its report's bytes.
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>>;
+    /// The model's application kinds (the `kind` of its `[[topology.apps]]`).
+    fn app_kinds(&self) -> Vec<&'static str>;
 }
 
 /// A model told by its names and how its configuration is read (an error names the key;

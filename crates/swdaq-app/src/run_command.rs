@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Configuration file (TOML): its top-level table picks the model ([evb]: the event
-    /// builder, [swrod]: the SW ROD, otherwise the chain); keys not in it keep their
-    /// built-in defaults.
+    /// Configuration file (TOML): its top-level table picks the model (listed below); keys
+    /// not in it keep their built-in defaults.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Print the model's whole effective configuration (TOML, flags applied) and exit.

@@ -11,7 +11,7 @@ mod quality;
 mod quality_plot;
 mod table;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -26,14 +26,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a dataflow model until its duration or Ctrl-C: the DUNE-style chain (the default:
-    /// emulated links, readout with hit finding, self-trigger, record building, HDF5), the
-    /// CMS-style event builder (a configuration with [evb]) or the ATLAS-style SW ROD (with
-    /// [swrod]); in one process, or as the applications of a [topology].
+    /// Run a dataflow model until its duration or Ctrl-C, in one process or as the
+    /// applications of a [topology]; the configuration's top-level table picks the model
+    /// (listed by `swdaq run --help`).
     Run(swdaq_app::run_command::Args),
-    /// One application of a multi-process run (the chain's `readout`, `trigger`, `dfo`,
-    /// `builder`; the event builder's `evm`, `ru`, `bu`; the SW ROD's `swrod`, `hltsv`, `hlt`),
-    /// as `swdaq run` starts them.
+    /// One application of a multi-process run, of one of its model's application kinds
+    /// (listed by `swdaq app --help`), as `swdaq run` starts them.
     App(swdaq_app::app_command::Args),
     /// Keep any model's system up between runs under run control: an HTTP JSON API to
     /// configure, start, stop, pause and resume runs, change prescales and record raw bursts
@@ -64,6 +62,16 @@ enum Command {
     Hwbench(hwbench::Args),
 }
 
+/// The command line, the models' list (from the registry, not written here) in the help of
+/// `run` and `app`.
+fn cli() -> Cli {
+    let models = swdaq_app::models::help();
+    let command = Cli::command()
+        .mut_subcommand("run", |c| c.after_help(models.clone()))
+        .mut_subcommand("app", |c| c.after_help(models.clone()));
+    Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 /// Ends quietly when stdout is closed early (`swdaq inspect FILE | head`), as command-line
 /// tools do, instead of panicking in `print!`: Rust starts programs with SIGPIPE ignored.
 fn die_quietly_on_closed_stdout() {
@@ -77,7 +85,7 @@ fn die_quietly_on_closed_stdout() {
 
 fn main() -> std::process::ExitCode {
     die_quietly_on_closed_stdout();
-    let result = match Cli::parse().command {
+    let result = match cli().command {
         Command::Run(args) => swdaq_app::run_command::run(&args),
         Command::App(args) => swdaq_app::app_command::run_app(&args),
         Command::Serve(args) => swdaq_app::control::serve(args),

@@ -216,3 +216,31 @@ fn old_spellings_of_the_run_keys_are_read_with_a_deprecation_line_each() {
         );
     }
 }
+
+/// `swdaq run --help` and `swdaq app --help` list every model with the table that picks it
+/// and its application kinds, as the models declare them (not as the help text spells them).
+#[test]
+fn the_help_lists_every_model_with_its_table_and_kinds() {
+    for command in ["run", "app"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let help = String::from_utf8_lossy(&out.stdout);
+        for (model, table, kinds) in [
+            ("chain", "default", "readout, trigger, dfo, builder"),
+            ("evb", "[evb]", "evm, ru, bu"),
+            ("swrod", "[swrod]", "swrod, hltsv, hlt"),
+        ] {
+            let line = help
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{model} ")))
+                .unwrap_or_else(|| panic!("swdaq {command} --help lists no {model}:\n{help}"));
+            assert!(
+                line.contains(table) && line.ends_with(&format!("application kinds: {kinds}")),
+                "{line}"
+            );
+        }
+    }
+}

@@ -32,6 +32,26 @@ pub fn select(text: &str) -> anyhow::Result<&'static dyn Model> {
     }
 }
 
+/// The models as `swdaq run --help` and `swdaq app --help` list them: each one's name, title,
+/// the table that picks it and its application kinds, from [`MODELS`].
+pub fn help() -> String {
+    let mut out =
+        String::from("Models (a configuration's top-level table picks one; none: the default):\n");
+    for m in MODELS {
+        let table = m
+            .table()
+            .map_or("default".to_string(), |t| format!("[{t}]"));
+        out += &format!(
+            "  {:<7} {:<9} {}; application kinds: {}\n",
+            m.name(),
+            table,
+            m.title(),
+            m.default_config().app_kinds().join(", ")
+        );
+    }
+    out
+}
+
 /// Reads a configuration file (or the default model's defaults) for its model.
 pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Configured>> {
     use anyhow::Context;

@@ -132,6 +132,10 @@ impl Configured for RunConfig {
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
         apps::run(self, name, commands)
     }
+
+    fn app_kinds(&self) -> Vec<&'static str> {
+        crate::runtime::app::kind_names(apps::KINDS)
+    }
 }
 
 /// How a run of the chain ended.

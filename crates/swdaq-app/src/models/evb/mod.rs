@@ -169,6 +169,10 @@ impl Configured for EvbRunConfig {
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
         crate::runtime::app::run_app(self.clone(), name, commands, apps::KINDS)
     }
+
+    fn app_kinds(&self) -> Vec<&'static str> {
+        crate::runtime::app::kind_names(apps::KINDS)
+    }
 }
 
 /// How a run of the event builder ended.

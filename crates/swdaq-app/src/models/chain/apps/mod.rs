@@ -66,7 +66,7 @@ pub const RECORD_STREAM_EVERY: Field = Field {
 };
 
 /// The chain's application kinds.
-const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
+pub(super) const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
     KindSpec {
         name: READOUT,
         fields: &[LINKS],
