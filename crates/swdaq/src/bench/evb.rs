@@ -99,9 +99,6 @@ pub fn run(bench: &Args, json: bool) -> anyhow::Result<()> {
             "behind ms",
             "p50 us",
             "p99 us",
-            "w/ TPs p50/p99 us",
-            "ROI p50/p99 us",
-            "ROI bytes %",
         ],
         |r| {
             vec![
