@@ -4,12 +4,49 @@
 //! assembled per request), so both sides copy the same bytes once.
 
 use crate::socket::{Inlet, NetOptions, Outlet};
-use crate::wire::Message;
-use serde::Serialize;
+use crate::wire::WireMessage;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
-use swdaq_format::SourceId;
-use swdaq_readout::request::{DataRequest, RequestStatus};
-use swdaq_readout::server::Outcome;
+
+/// The benchmark's own messages, with a chain fragment's frame layout: metadata of the same
+/// fields, then the fragment's bytes as a frame of their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum BenchMessage {
+    /// Connects the sockets before the clock starts.
+    WarmUp,
+    /// Followed by a frame with the fragment's bytes.
+    Fragment {
+        trigger_number: u64,
+        trigger_timestamp: u64,
+        run_number: u32,
+        sequence_number: u16,
+        source: u32,
+        window_begin: u64,
+        window_end: u64,
+        destination: u32,
+        latency_us: u64,
+    },
+}
+
+impl WireMessage for BenchMessage {
+    /// The last id, far from the models'.
+    const MODEL: u16 = u16::MAX;
+    const VERSION: u16 = 1;
+
+    fn kind(&self) -> &'static str {
+        match self {
+            BenchMessage::WarmUp => "warm-up",
+            BenchMessage::Fragment { .. } => "fragment",
+        }
+    }
+
+    fn frames_after(&self) -> usize {
+        match self {
+            BenchMessage::WarmUp => 0,
+            BenchMessage::Fragment { .. } => 1,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct TransportBenchConfig {
@@ -75,33 +112,26 @@ fn median(mut seconds: Vec<f64>) -> f64 {
 /// Seconds to move `messages` fragments of `size` bytes through an outlet into an inlet.
 fn swdaq_round(size: usize, messages: usize) -> Result<f64, crate::NetError> {
     let context = zmq::Context::new();
-    let mut inlet = Inlet::bind(&context, "tcp://127.0.0.1:0")?;
+    let mut inlet = Inlet::<BenchMessage>::bind(&context, "tcp://127.0.0.1:0")?;
     let outlet = Outlet::connect(&context, inlet.endpoint(), 1, &NetOptions::default())?;
     let template = vec![0x5au8; size];
-    let request = DataRequest {
-        trigger_number: 0,
-        trigger_timestamp: 0,
-        run_number: 1,
-        sequence_number: 0,
-        source: SourceId::readout(0),
-        window_begin: 0,
-        window_end: 1,
-        destination: 0,
-    };
     warm_up(
-        || outlet.send(&Message::End).is_ok(),
+        || outlet.send(&BenchMessage::WarmUp).is_ok(),
         || inlet.receive(Duration::from_secs(10)).is_some(),
     );
     let started = Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| {
             for n in 0..messages as u64 {
-                let meta = Message::Fragment {
-                    request: DataRequest {
-                        trigger_number: n,
-                        ..request
-                    },
-                    outcome: Outcome::Served(RequestStatus::Complete),
+                let meta = BenchMessage::Fragment {
+                    trigger_number: n,
+                    trigger_timestamp: 0,
+                    run_number: 1,
+                    sequence_number: 0,
+                    source: 0,
+                    window_begin: 0,
+                    window_end: 1,
+                    destination: 0,
                     latency_us: 0,
                 };
                 outlet

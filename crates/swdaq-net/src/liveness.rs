@@ -3,7 +3,7 @@
 //! once, so that what it owed is timed out and counted rather than waited for.
 
 use crate::socket::Outlet;
-use crate::wire::AppId;
+use crate::wire::{AppId, WireMessage};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,12 @@ pub struct Heartbeat {
 }
 
 impl Heartbeat {
-    pub fn start(outlets: Vec<Outlet>, every: Duration) -> std::io::Result<Self> {
+    pub fn start<M: WireMessage>(
+        outlets: Vec<Outlet<M>>,
+        every: Duration,
+    ) -> std::io::Result<Self> {
+        // The heartbeat is the framework's message, whatever model the outlets carry.
+        let outlets: Vec<_> = outlets.iter().map(Outlet::untyped).collect();
         let running = Arc::new(AtomicBool::new(true));
         let flag = Arc::clone(&running);
         let thread = std::thread::Builder::new()

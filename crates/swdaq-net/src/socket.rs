@@ -1,19 +1,21 @@
 //! ZeroMQ endpoints: every application binds one [`Inlet`] (a PULL socket) where all its
 //! peers send, and holds one [`Outlet`] (a PUSH socket) per peer it sends to. One inbox per
 //! application keeps the topology to one address per application; the message kind in the
-//! header says what each message is for.
+//! header says what each message is for. Both are typed by the model whose messages they carry
+//! (`Inlet<M>`, `Outlet<M>`): a message is encoded and decoded once, by code made for its model.
 //!
 //! Outlets never wait for ever: a send that a peer does not take within the send time-out
 //! (peer gone, or too slow) fails and is counted, so a dead peer costs its own data, never
 //! the sender's progress. Inlets refuse what is not ours (wrong magic, another protocol
-//! version, a malformed body, a sender id outside the topology) with a counter and a line on
-//! stderr, and remember when each peer was last heard from (liveness; see `crate::liveness`).
+//! version, another model's message or another version of its model's, a malformed body, a
+//! sender id outside the topology) with a counter and a line on stderr, and remember when each peer was last heard from (liveness; see `crate::liveness`).
 //! A stranger's heartbeat is refused too: it must neither count as traffic nor keep anyone
 //! alive.
 
-use crate::wire::{self, AppId, Message, WireError};
+use crate::wire::{self, AppId, Framework, Header, WireError, WireMessage};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Display;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,7 +66,7 @@ pub enum SendError {
     Closing,
 }
 
-struct OutletInner {
+pub(crate) struct OutletInner {
     socket: Mutex<zmq::Socket>,
     sender: AppId,
     endpoint: String,
@@ -72,11 +74,23 @@ struct OutletInner {
     undelivered: AtomicU64,
 }
 
-/// A PUSH socket connected to one peer's inbox; cheap to clone, usable from any thread.
-#[derive(Clone)]
-pub struct Outlet(Arc<OutletInner>);
+/// A PUSH socket connected to one peer's inbox, sending model `M`'s messages; cheap to clone,
+/// usable from any thread.
+pub struct Outlet<M> {
+    inner: Arc<OutletInner>,
+    model: PhantomData<fn(M)>,
+}
 
-impl Outlet {
+impl<M> Clone for Outlet<M> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            model: PhantomData,
+        }
+    }
+}
+
+impl<M: WireMessage> Outlet<M> {
     /// Connects (in the background: the peer need not be up yet) to `endpoint`, sending as
     /// application `sender`.
     pub fn connect(
@@ -98,57 +112,61 @@ impl Outlet {
                 endpoint: endpoint.into(),
                 source,
             })?;
-        Ok(Self(Arc::new(OutletInner {
-            socket: Mutex::new(socket),
-            sender,
-            endpoint: endpoint.into(),
-            sent: AtomicU64::new(0),
-            undelivered: AtomicU64::new(0),
-        })))
+        Ok(Self {
+            inner: Arc::new(OutletInner {
+                socket: Mutex::new(socket),
+                sender,
+                endpoint: endpoint.into(),
+                sent: AtomicU64::new(0),
+                undelivered: AtomicU64::new(0),
+            }),
+            model: PhantomData,
+        })
     }
 
     pub fn endpoint(&self) -> &str {
-        &self.0.endpoint
+        &self.inner.endpoint
     }
 
     /// Messages sent, and messages the peer did not take.
     pub fn counts(&self) -> (u64, u64) {
         (
-            self.0.sent.load(Ordering::Relaxed),
-            self.0.undelivered.load(Ordering::Relaxed),
+            self.inner.sent.load(Ordering::Relaxed),
+            self.inner.undelivered.load(Ordering::Relaxed),
         )
     }
 
-    pub fn send(&self, message: &Message) -> Result<(), SendError> {
+    pub fn send(&self, message: &M) -> Result<(), SendError> {
         self.send_frames(message, &mut Vec::new(), 0)
     }
 
     /// Sends without waiting at all: fails at once when the peer's queue is full.
-    pub fn try_send(&self, message: &Message) -> Result<(), SendError> {
+    pub fn try_send(&self, message: &M) -> Result<(), SendError> {
         self.send_frames(message, &mut Vec::new(), zmq::DONTWAIT)
     }
 
-    /// A heartbeat, unless another thread is sending right now (then that message, once it
-    /// goes, says as much); never waits.
-    pub fn heartbeat(&self) {
-        let Ok(socket) = self.0.socket.try_lock() else {
-            return;
-        };
-        let head = wire::encode(self.0.sender, &Message::Heartbeat, 0);
-        // A full queue already tells the peer we are alive.
-        let _ = socket.send(head, zmq::DONTWAIT);
+    /// A heartbeat, waiting for the peer as any send does: once it goes, the peer is
+    /// connected.
+    pub fn send_heartbeat(&self) -> Result<(), SendError> {
+        let head = wire::encode(self.inner.sender, &Framework::Heartbeat, 0);
+        self.inner.send_frames(head, &mut Vec::new(), 0)
+    }
+
+    /// The socket without its model, for the heartbeat thread.
+    pub(crate) fn untyped(&self) -> Arc<OutletInner> {
+        Arc::clone(&self.inner)
     }
 
     /// A fragment: its metadata, then its bytes as a second frame, handed over without a copy.
-    pub fn send_fragment(&self, message: &Message, bytes: Vec<u8>) -> Result<(), SendError> {
+    pub fn send_fragment(&self, message: &M, bytes: Vec<u8>) -> Result<(), SendError> {
         self.send_frames(message, &mut vec![bytes], 0)
     }
 
-    /// A message and the frames it announces (`Message::frames_after`), each handed over
+    /// A message and the frames it announces (`WireMessage::frames_after`), each handed over
     /// without a copy; never waits: fails at once when the peer's queue is full.
     pub fn try_send_with_frames(
         &self,
-        message: &Message,
+        message: &M,
         mut frames: Vec<Vec<u8>>,
     ) -> Result<(), SendError> {
         self.try_send_keeping(message, &mut frames)
@@ -158,7 +176,7 @@ impl Outlet {
     /// left as they were, to be sent again later; taken when the message goes.
     pub fn try_send_keeping(
         &self,
-        message: &Message,
+        message: &M,
         frames: &mut Vec<Vec<u8>>,
     ) -> Result<(), SendError> {
         self.send_frames(message, frames, zmq::DONTWAIT)
@@ -166,12 +184,35 @@ impl Outlet {
 
     fn send_frames(
         &self,
-        message: &Message,
+        message: &M,
         frames: &mut Vec<Vec<u8>>,
         flags: i32,
     ) -> Result<(), SendError> {
-        let head = wire::encode(self.0.sender, message, frames.len() as u16);
-        let socket = self.0.socket.lock().unwrap_or_else(|e| e.into_inner());
+        let head = wire::encode(self.inner.sender, message, frames.len() as u16);
+        self.inner.send_frames(head, frames, flags)
+    }
+}
+
+impl OutletInner {
+    /// A heartbeat, unless another thread is sending right now (then that message, once it
+    /// goes, says as much); never waits.
+    pub(crate) fn heartbeat(&self) {
+        let Ok(socket) = self.socket.try_lock() else {
+            return;
+        };
+        let head = wire::encode(self.sender, &Framework::Heartbeat, 0);
+        // A full queue already tells the peer we are alive.
+        let _ = socket.send(head, zmq::DONTWAIT);
+    }
+
+    /// Sends the encoded first frame `head` and then `frames`.
+    fn send_frames(
+        &self,
+        head: Vec<u8>,
+        frames: &mut Vec<Vec<u8>>,
+        flags: i32,
+    ) -> Result<(), SendError> {
+        let socket = self.socket.lock().unwrap_or_else(|e| e.into_inner());
         // A multipart message is atomic in ZeroMQ: the first frame waits (or times out) for
         // room, the others then always go.
         let last = frames.len();
@@ -186,11 +227,11 @@ impl Outlet {
         });
         match result {
             Ok(()) => {
-                self.0.sent.fetch_add(1, Ordering::Relaxed);
+                self.sent.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
-                self.0.undelivered.fetch_add(1, Ordering::Relaxed);
+                self.undelivered.fetch_add(1, Ordering::Relaxed);
                 Err(if e == zmq::Error::ETERM {
                     SendError::Closing
                 } else {
@@ -202,7 +243,7 @@ impl Outlet {
 }
 
 /// Dataflow nodes send through outlets as through any other transport.
-impl<T: Into<Message> + Send> Outbox<T> for Outlet {
+impl<T: Into<M> + Send, M: WireMessage> Outbox<T> for Outlet<M> {
     fn send(&self, message: T) -> Result<(), Disconnected> {
         Outlet::send(self, &message.into()).map_err(|_| Disconnected)
     }
@@ -211,10 +252,15 @@ impl<T: Into<Message> + Send> Outbox<T> for Outlet {
 /// An outlet whose sends never wait: a message the peer cannot take at once (gone, or
 /// its queue full) fails at once, to be counted by the sender. For requests, where a dead
 /// readout must not hold the builder up.
-#[derive(Clone)]
-pub struct Immediate(pub Outlet);
+pub struct Immediate<M>(pub Outlet<M>);
 
-impl<T: Into<Message> + Send> Outbox<T> for Immediate {
+impl<M> Clone for Immediate<M> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<T: Into<M> + Send, M: WireMessage> Outbox<T> for Immediate<M> {
     fn send(&self, message: T) -> Result<(), Disconnected> {
         self.0.try_send(&message.into()).map_err(|_| Disconnected)
     }
@@ -222,9 +268,9 @@ impl<T: Into<Message> + Send> Outbox<T> for Immediate {
 
 /// One message as received, checked.
 #[derive(Debug)]
-pub struct Delivery {
+pub struct Delivery<M> {
     pub sender: AppId,
-    pub message: Message,
+    pub message: M,
     /// The fragments' bytes that followed it, as ZeroMQ received them (no copy made yet).
     pub frames: Vec<zmq::Message>,
 }
@@ -232,12 +278,15 @@ pub struct Delivery {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InletCounts {
     pub received: u64,
-    /// Messages refused, by reason: `garbage`, `version`, `malformed`, `unknown_sender`.
+    /// Messages refused, by reason: `garbage`, `version`, `model` (another model's message),
+    /// `model_version` (another version of this model's messages), `malformed`,
+    /// `unknown_sender`.
     pub refused: BTreeMap<String, u64>,
 }
 
-/// An application's inbox: a PULL socket every peer sends to.
-pub struct Inlet {
+/// An application's inbox: a PULL socket every peer sends to, taking model `M`'s messages
+/// and the framework's.
+pub struct Inlet<M> {
     socket: zmq::Socket,
     endpoint: String,
     counts: InletCounts,
@@ -245,6 +294,7 @@ pub struct Inlet {
     /// The sender ids taken (the topology's applications); any if `None`.
     senders: Option<BTreeSet<AppId>>,
     refusals_logged: u32,
+    model: PhantomData<fn() -> M>,
 }
 
 /// Messages an inlet queues per sending peer before that peer's sends wait.
@@ -253,7 +303,7 @@ pub const INLET_QUEUE_MESSAGES: i32 = 1 << 16;
 /// Refusals written to stderr per inlet; the rest are only counted.
 const REFUSALS_LOGGED: u32 = 10;
 
-impl Inlet {
+impl<M: WireMessage> Inlet<M> {
     /// An inbox taking messages of any size (benchmarks, tests); applications bind theirs
     /// with [`Self::bind_limited`].
     pub fn bind(context: &zmq::Context, endpoint: &str) -> Result<Self, NetError> {
@@ -290,6 +340,7 @@ impl Inlet {
             last_seen: HashMap::new(),
             senders: None,
             refusals_logged: 0,
+            model: PhantomData,
         })
     }
 
@@ -316,7 +367,7 @@ impl Inlet {
 
     /// The next valid message other than a heartbeat, waiting at most `wait`. Refused
     /// messages are counted and skipped.
-    pub fn receive(&mut self, wait: Duration) -> Option<Delivery> {
+    pub fn receive(&mut self, wait: Duration) -> Option<Delivery<M>> {
         let deadline = Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -337,7 +388,7 @@ impl Inlet {
     }
 
     /// Reads one whole multipart message; `None` if it was refused or a heartbeat.
-    fn receive_one(&mut self) -> Option<Delivery> {
+    fn receive_one(&mut self) -> Option<Delivery<M>> {
         let mut frames = Vec::with_capacity(2);
         loop {
             match self.socket.recv_msg(zmq::DONTWAIT) {
@@ -353,16 +404,24 @@ impl Inlet {
                 Err(_) => continue,
             }
         }
-        let decoded = match wire::decode(&frames[0]) {
-            Ok(d) if d.frames_after as usize == frames.len() - 1 => d,
-            Ok(d) => {
+        // `None`: the framework's heartbeat.
+        let decoded = Header::read(&frames[0]).and_then(|header| {
+            if header.is_framework::<M>()? {
+                wire::decode_body::<Framework>(&header, &frames[0]).map(|_| (header, None))
+            } else {
+                wire::decode_body::<M>(&header, &frames[0]).map(|d| (header, Some(d.message)))
+            }
+        });
+        let (header, message) = match decoded {
+            Ok((h, message)) if h.frames_after as usize == frames.len() - 1 => (h, message),
+            Ok((h, _)) => {
                 let reason = format!(
                     "header announces {} more frames, {} came",
-                    d.frames_after,
+                    h.frames_after,
                     frames.len() - 1
                 );
                 self.refuse_wire(WireError::Malformed {
-                    sender: d.sender,
+                    sender: h.sender,
                     what: "message",
                     reason,
                 });
@@ -373,12 +432,8 @@ impl Inlet {
                 return None;
             }
         };
-        if self
-            .senders
-            .as_ref()
-            .is_some_and(|s| !s.contains(&decoded.sender))
-        {
-            let sender = decoded.sender;
+        let sender = header.sender;
+        if self.senders.as_ref().is_some_and(|s| !s.contains(&sender)) {
             self.refuse(
                 "unknown_sender",
                 format!("sender {sender} is not in the topology"),
@@ -386,14 +441,12 @@ impl Inlet {
             return None;
         }
         self.counts.received += 1;
-        self.last_seen.insert(decoded.sender, Instant::now());
-        if decoded.message == Message::Heartbeat {
-            return None;
-        }
+        self.last_seen.insert(sender, Instant::now());
+        let message = message?;
         frames.remove(0);
         Some(Delivery {
-            sender: decoded.sender,
-            message: decoded.message,
+            sender,
+            message,
             frames,
         })
     }

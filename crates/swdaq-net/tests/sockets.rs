@@ -2,28 +2,74 @@
 //! a peer alive, silence declares it gone, foreign and garbage messages are refused and
 //! counted, and a send to a peer that is not there fails within its time-out.
 
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::transport::Outbox;
-use swdaq_format::SourceId;
-use swdaq_net::wire::{self, Message};
+use swdaq_net::wire::{self, Framework, WireMessage};
 use swdaq_net::{Heartbeat, Inlet, Liveness, NetOptions, Outlet};
-use swdaq_readout::request::{DataRequest, RequestStatus};
-use swdaq_readout::server::Outcome;
 
-fn request(n: u64) -> DataRequest {
-    DataRequest {
-        trigger_number: n,
-        trigger_timestamp: 10,
-        run_number: 1,
-        sequence_number: 0,
-        source: SourceId::readout(3),
-        window_begin: 5,
-        window_end: 15,
-        destination: 0,
+/// A model of the tests' own, with a chain's and a SW ROD's frame layouts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Message {
+    End,
+    Request(Request),
+    /// Followed by a frame with the fragment's bytes.
+    Fragment {
+        request: Request,
+        latency_us: u64,
+    },
+    /// Followed by a frame per answer found.
+    Answers(Vec<bool>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Request {
+    trigger_number: u64,
+}
+
+impl From<Request> for Message {
+    fn from(r: Request) -> Self {
+        Message::Request(r)
     }
 }
 
-fn pair() -> (zmq::Context, Inlet, Outlet) {
+impl WireMessage for Message {
+    const MODEL: u16 = 50;
+    const VERSION: u16 = 2;
+    fn kind(&self) -> &'static str {
+        match self {
+            Message::End => "end",
+            Message::Request(_) => "request",
+            Message::Fragment { .. } => "fragment",
+            Message::Answers(_) => "answers",
+        }
+    }
+    fn frames_after(&self) -> usize {
+        match self {
+            Message::Fragment { .. } => 1,
+            Message::Answers(found) => found.iter().filter(|&&f| f).count(),
+            _ => 0,
+        }
+    }
+}
+
+/// Another model, whose messages a `Message` inbox refuses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Stranger;
+
+impl WireMessage for Stranger {
+    const MODEL: u16 = 51;
+    const VERSION: u16 = 2;
+    fn kind(&self) -> &'static str {
+        "stranger"
+    }
+}
+
+fn request(n: u64) -> Request {
+    Request { trigger_number: n }
+}
+
+fn pair() -> (zmq::Context, Inlet<Message>, Outlet<Message>) {
     let context = zmq::Context::new();
     let inlet = Inlet::bind(&context, "tcp://127.0.0.1:0").unwrap();
     let outlet = Outlet::connect(&context, inlet.endpoint(), 7, &NetOptions::default()).unwrap();
@@ -37,7 +83,6 @@ fn messages_and_fragments_arrive_whole_and_in_order() {
     let bytes: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
     let meta = Message::Fragment {
         request: request(2),
-        outcome: Outcome::Served(RequestStatus::Partial),
         latency_us: 3,
     };
     outlet.send_fragment(&meta, bytes.clone()).unwrap();
@@ -54,24 +99,12 @@ fn messages_and_fragments_arrive_whole_and_in_order() {
 }
 
 #[test]
-fn a_sw_rod_s_answers_bring_each_fragment_found_as_a_frame_of_its_own() {
-    use swdaq_swrod::consumers::RobRequestStatus;
-    use swdaq_swrod::message::RobAnswer;
+fn answers_bring_each_fragment_found_as_a_frame_of_its_own() {
     let (_c, mut inlet, outlet) = pair();
-    let answer = |l1_id, status| RobAnswer {
-        source_id: 0x71_0000,
-        l1_id,
-        status,
-        complete: true,
-    };
-    let answers = Message::RobAnswers(vec![
-        answer(1, RobRequestStatus::Found),
-        answer(2, RobRequestStatus::NotYet),
-        answer(3, RobRequestStatus::Found),
-    ]);
+    let answers = Message::Answers(vec![true, false, true]);
     let frames = vec![vec![1u8; 300], vec![3u8; 500]];
     // Once connected (a send that never waits fails before).
-    outlet.send(&Message::Heartbeat).unwrap();
+    outlet.send_heartbeat().unwrap();
     outlet
         .try_send_with_frames(&answers, frames.clone())
         .unwrap();
@@ -117,7 +150,7 @@ fn heartbeats_keep_a_peer_alive_and_silence_declares_it_gone() {
 #[test]
 fn foreign_versions_and_garbage_are_refused_and_counted() {
     let context = zmq::Context::new();
-    let mut inlet = Inlet::bind(&context, "tcp://127.0.0.1:0").unwrap();
+    let mut inlet = Inlet::<Message>::bind(&context, "tcp://127.0.0.1:0").unwrap();
     let raw = context.socket(zmq::PUSH).unwrap();
     raw.connect(inlet.endpoint()).unwrap();
     let mut other_version = wire::encode(2, &Message::End, 0);
@@ -127,7 +160,6 @@ fn foreign_versions_and_garbage_are_refused_and_counted() {
     // A fragment header with its bytes frame missing, then a good message.
     let meta = Message::Fragment {
         request: request(1),
-        outcome: Outcome::UnknownSource,
         latency_us: 0,
     };
     raw.send(wire::encode(2, &meta, 1), 0).unwrap();
@@ -142,14 +174,36 @@ fn foreign_versions_and_garbage_are_refused_and_counted() {
 }
 
 #[test]
+fn another_model_s_messages_and_another_version_of_its_own_are_refused_and_counted() {
+    let context = zmq::Context::new();
+    let mut inlet = Inlet::<Message>::bind(&context, "tcp://127.0.0.1:0").unwrap();
+    let raw = context.socket(zmq::PUSH).unwrap();
+    raw.connect(inlet.endpoint()).unwrap();
+    raw.send(wire::encode(2, &Stranger, 0), 0).unwrap();
+    let mut other_model_version = wire::encode(2, &Message::End, 0);
+    other_model_version[14] ^= 1;
+    raw.send(other_model_version, 0).unwrap();
+    raw.send(wire::encode(2, &Framework::Heartbeat, 0), 0)
+        .unwrap();
+    raw.send(wire::encode(2, &Message::End, 0), 0).unwrap();
+    let d = inlet.receive(Duration::from_secs(5)).unwrap();
+    assert_eq!((d.sender, d.message), (2, Message::End));
+    let refused = &inlet.counts().refused;
+    assert_eq!(refused.get("model"), Some(&1));
+    assert_eq!(refused.get("model_version"), Some(&1));
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(inlet.counts().received, 2, "the heartbeat and the end");
+}
+
+#[test]
 fn a_sender_outside_the_topology_is_refused_and_counted_even_its_heartbeat() {
     let context = zmq::Context::new();
-    let mut inlet = Inlet::bind(&context, "tcp://127.0.0.1:0")
+    let mut inlet = Inlet::<Message>::bind(&context, "tcp://127.0.0.1:0")
         .unwrap()
         .admitting(0..3);
     let raw = context.socket(zmq::PUSH).unwrap();
     raw.connect(inlet.endpoint()).unwrap();
-    raw.send(wire::encode(7, &Message::Heartbeat, 0), 0)
+    raw.send(wire::encode(7, &Framework::Heartbeat, 0), 0)
         .unwrap();
     raw.send(wire::encode(7, &Message::End, 0), 0).unwrap();
     raw.send(wire::encode(2, &Message::End, 0), 0).unwrap();
@@ -168,7 +222,7 @@ fn a_send_to_nobody_fails_within_its_time_out() {
         ..Default::default()
     };
     // Port 9 (discard) on loopback: nothing listens there in a test sandbox.
-    let outlet = Outlet::connect(&context, "tcp://127.0.0.1:9", 1, &options).unwrap();
+    let outlet = Outlet::<Message>::connect(&context, "tcp://127.0.0.1:9", 1, &options).unwrap();
     let started = Instant::now();
     assert!(outlet.send(&Message::End).is_err());
     assert!(started.elapsed() < Duration::from_secs(2));
@@ -198,20 +252,21 @@ fn receive_with_nothing_coming_waits_its_whole_wait() {
 #[test]
 fn a_message_over_the_inbox_s_limit_is_dropped_with_its_sender() {
     let context = zmq::Context::new();
-    let mut inlet = Inlet::bind_limited(&context, "tcp://127.0.0.1:0", Some(1 << 20)).unwrap();
+    let mut inlet =
+        Inlet::<Message>::bind_limited(&context, "tcp://127.0.0.1:0", Some(1 << 20)).unwrap();
     let hostile = context.socket(zmq::PUSH).unwrap();
     hostile.connect(inlet.endpoint()).unwrap();
     // A well-formed fragment message whose bytes frame is 8 MiB.
     let meta = Message::Fragment {
         request: request(2),
-        outcome: Outcome::UnknownSource,
         latency_us: 0,
     };
     hostile
         .send(wire::encode(9, &meta, 1), zmq::SNDMORE)
         .unwrap();
     hostile.send(vec![0u8; 8 << 20], 0).unwrap();
-    let outlet = Outlet::connect(&context, inlet.endpoint(), 7, &NetOptions::default()).unwrap();
+    let outlet =
+        Outlet::<Message>::connect(&context, inlet.endpoint(), 7, &NetOptions::default()).unwrap();
     Outbox::send(&outlet, request(1)).unwrap();
     let d = inlet.receive(Duration::from_secs(5)).unwrap();
     assert_eq!((d.sender, d.message), (7, Message::Request(request(1))));

@@ -1,6 +1,7 @@
 //! The dataflow models, one folder each with the same files (`mod.rs`: the model and its
 //! configuration's `Configured`; `config.rs`, `system.rs`, `live.rs`, `summary.rs`; `apps/`
-//! where it runs as applications). A fourth model is a fourth folder and a line in [`MODELS`].
+//! where it runs as applications; `wire.rs`: its messages between applications, with a wire
+//! id of its own). A fourth model is a fourth folder and a line in [`MODELS`].
 
 use crate::model::{Configured, Model};
 
@@ -99,6 +100,86 @@ mod tests {
                 "{}",
                 model.name()
             );
+        }
+    }
+
+    /// Every model's wire id and its messages, for the wire tests; a fourth model adds its
+    /// line here.
+    mod wire {
+        use super::super::{chain, evb, swrod};
+        use proptest::prelude::*;
+        use std::collections::BTreeSet;
+        use std::fmt::Debug;
+        use swdaq_net::Framework;
+        use swdaq_net::bench::BenchMessage;
+        use swdaq_net::wire::{WireMessage, decode, encode};
+
+        #[test]
+        fn every_model_has_a_wire_id_of_its_own() {
+            let ids = [
+                Framework::MODEL,
+                BenchMessage::MODEL,
+                chain::wire::ChainMessage::MODEL,
+                evb::wire::EvbMessage::MODEL,
+                swrod::wire::SwrodMessage::MODEL,
+            ];
+            let unique: BTreeSet<u16> = ids.into_iter().collect();
+            assert_eq!(unique.len(), ids.len(), "{ids:?}");
+        }
+
+        fn round_trips<M: WireMessage + PartialEq + Debug>(kinds: Vec<M>) {
+            for m in kinds {
+                let frames = m.frames_after() as u16;
+                let d = decode::<M>(&encode(9, &m, frames)).unwrap();
+                assert_eq!((d.sender, &d.message, d.frames_after), (9, &m, frames));
+            }
+        }
+
+        #[test]
+        fn every_message_survives_the_round_trip() {
+            round_trips(chain::wire::tests::every_kind());
+            round_trips(evb::wire::tests::every_kind());
+            round_trips(swrod::wire::tests::every_kind());
+        }
+
+        #[test]
+        fn a_model_s_message_is_refused_by_every_other_model() {
+            let chain = encode(1, &chain::wire::ChainMessage::End, 0);
+            let e = decode::<evb::wire::EvbMessage>(&chain).unwrap_err();
+            assert_eq!(e.reason(), "model");
+            let e = decode::<swrod::wire::SwrodMessage>(&chain).unwrap_err();
+            assert_eq!(e.reason(), "model");
+        }
+
+        /// A valid message of `kinds`, a byte changed and then cut, decoded as each model's.
+        fn mangled<M: WireMessage>(kinds: &[M], pick: usize, flip: (usize, u8), cut: usize) {
+            let m = &kinds[pick % kinds.len()];
+            let mut frame = encode(1, m, m.frames_after() as u16);
+            let at = flip.0 % frame.len();
+            frame[at] ^= flip.1;
+            let decode_all = |frame: &[u8]| {
+                let _ = decode::<chain::wire::ChainMessage>(frame);
+                let _ = decode::<evb::wire::EvbMessage>(frame);
+                let _ = decode::<swrod::wire::SwrodMessage>(frame);
+            };
+            decode_all(&frame);
+            frame.truncate(cut % (frame.len() + 1));
+            decode_all(&frame);
+        }
+
+        proptest! {
+            /// Any valid message of any model cut or with a byte changed: a message or an
+            /// error, never a panic.
+            #[test]
+            fn any_model_s_mangled_message_decodes_or_fails_cleanly(
+                pick in any::<usize>(),
+                cut in 0usize..512,
+                flip in any::<(usize, u8)>(),
+            ) {
+                mangled(&chain::wire::tests::every_kind(), pick, flip, cut);
+                mangled(&evb::wire::tests::every_kind(), pick, flip, cut);
+                mangled(&swrod::wire::tests::every_kind(), pick, flip, cut);
+            }
         }
     }
 }

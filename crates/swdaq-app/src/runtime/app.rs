@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use swdaq_monitor::proc::{ThreadStat, read_threads};
-use swdaq_net::{AppId, Heartbeat, Inlet, Message, NetOptions, Outlet};
+use swdaq_net::{AppId, Heartbeat, Inlet, NetOptions, Outlet, WireMessage};
 
 /// What every application has: its (validated) configuration, its place in the topology, its
 /// sockets' context and the launcher's commands.
@@ -53,7 +53,7 @@ impl<C: Configured> AppContext<C> {
 
     /// Binds this application's inbox, which takes messages from the topology's applications
     /// only (ids `0..apps`); anything else is refused and counted in the report.
-    pub fn bind_inbox(&self) -> anyhow::Result<Inlet> {
+    pub fn bind_inbox<M: WireMessage>(&self) -> anyhow::Result<Inlet<M>> {
         let topology = self.config.topology();
         let apps = topology.apps.len() as AppId;
         let max_message = topology.max_message_mb.saturating_mul(1 << 20);
@@ -65,7 +65,7 @@ impl<C: Configured> AppContext<C> {
     }
 
     /// An outlet to the inbox of application `peer`.
-    pub fn outlet_to(&self, peer: u32) -> anyhow::Result<Outlet> {
+    pub fn outlet_to<M: WireMessage>(&self, peer: u32) -> anyhow::Result<Outlet<M>> {
         let app = &self.config.topology().apps[peer as usize];
         Ok(Outlet::connect(
             &self.zmq,
@@ -76,19 +76,22 @@ impl<C: Configured> AppContext<C> {
     }
 
     /// Outlets to each of `peers`, in order.
-    pub fn outlets_to(&self, peers: &[u32]) -> anyhow::Result<Vec<Outlet>> {
+    pub fn outlets_to<M: WireMessage>(&self, peers: &[u32]) -> anyhow::Result<Vec<Outlet<M>>> {
         peers.iter().map(|&p| self.outlet_to(p)).collect()
     }
 
     /// Waits until every outlet has a connection to its peer (so the first real message is
     /// not refused for a connection still being made: "ready" means reachable), then keeps
     /// them alive with heartbeats. Fails naming the peer after `topology.start_timeout_s`.
-    pub fn connect_and_heartbeat(&self, outlets: Vec<Outlet>) -> anyhow::Result<Heartbeat> {
+    pub fn connect_and_heartbeat<M: WireMessage>(
+        &self,
+        outlets: Vec<Outlet<M>>,
+    ) -> anyhow::Result<Heartbeat> {
         let deadline =
             Instant::now() + Duration::from_secs_f64(self.config.topology().start_timeout_s);
         for o in &outlets {
             // With "queue only for connected peers", a blocking send succeeds once connected.
-            while o.send(&Message::Heartbeat).is_err() {
+            while o.send_heartbeat().is_err() {
                 if Instant::now() >= deadline {
                     anyhow::bail!("{}: cannot reach {}", self.spec.name, o.endpoint());
                 }

@@ -17,6 +17,7 @@ pub mod sections;
 pub mod sink;
 pub mod summary;
 pub mod system;
+pub mod wire;
 
 use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;

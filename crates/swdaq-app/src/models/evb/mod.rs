@@ -8,6 +8,7 @@ pub mod config;
 pub mod live;
 pub mod summary;
 pub mod system;
+pub mod wire;
 
 use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;

@@ -21,6 +21,7 @@ pub mod summary;
 mod summary_apps;
 pub mod system;
 mod threads;
+pub mod wire;
 
 use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;

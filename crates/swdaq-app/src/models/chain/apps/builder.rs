@@ -11,6 +11,7 @@ use crate::models::chain::sink::StorageSink;
 use crate::models::chain::system::{
     RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of,
 };
+use crate::models::chain::wire::ChainMessage;
 use crate::runtime::app::{AppContext, Clock};
 use anyhow::Context;
 use crossbeam_channel::Sender;
@@ -22,7 +23,7 @@ use swdaq_dataflow::nodes::BuilderPorts;
 use swdaq_dataflow::transport::local;
 use swdaq_dataflow::{RecordBuilder, RecordSink, SinkError, StorageFailurePolicy};
 use swdaq_format::{SourceId, TriggerRecord};
-use swdaq_net::{Immediate, Inlet, Liveness, Message};
+use swdaq_net::{Immediate, Inlet, Liveness, WireMessage};
 use swdaq_readout::server::DataResponse;
 use swdaq_trigger::TriggerDecision;
 
@@ -40,7 +41,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let dfo = ctx.outlet_to(dfo_id)?;
     // Each source's requests go to the readout application that has its link, never waiting:
     // a request a dead readout cannot take is counted, its fragment missing from the record.
-    let mut routes: HashMap<SourceId, Immediate> = HashMap::new();
+    let mut routes: HashMap<SourceId, Immediate<ChainMessage>> = HashMap::new();
     let mut outlets = vec![dfo.clone()];
     for (id, links) in super::readouts(topology)? {
         let outlet = ctx.outlet_to(id)?;
@@ -91,7 +92,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         }
         if ctx.commands.wait_for_start() {
             let credits = config.dataflow.max_records_in_flight as u64;
-            dfo.send(&Message::BuilderCredits { n: credits })
+            dfo.send(&ChainMessage::BuilderCredits { n: credits })
                 .map_err(|e| anyhow::anyhow!("cannot reach the orchestrator: {e}"))?;
         }
         let builder = build_records(
@@ -137,7 +138,7 @@ fn tell_launcher_when_storage_fails(failed: &AtomicBool, done: &AtomicBool) {
 /// Splits the inbox into the builder's two inputs: decisions (closed by the orchestrator's
 /// `End`, by its silence, or by `stop` once it is silent) and fragments.
 struct Demux {
-    inlet: Inlet,
+    inlet: Inlet<ChainMessage>,
     dfo: u32,
     peer_timeout: Duration,
     stop: Arc<AtomicBool>,
@@ -157,13 +158,13 @@ impl Demux {
             // Wakes at once for a message; the wait only bounds how often `done` is looked at.
             if let Some(d) = self.inlet.receive(Duration::from_millis(50)) {
                 match d.message {
-                    Message::Decision(decision) => {
+                    ChainMessage::Decision(decision) => {
                         if let Some(tx) = &decisions {
                             let _ = tx.send(decision);
                         }
                     }
-                    Message::End => decisions = None,
-                    Message::Fragment {
+                    ChainMessage::End => decisions = None,
+                    ChainMessage::Fragment {
                         request,
                         outcome,
                         latency_us,

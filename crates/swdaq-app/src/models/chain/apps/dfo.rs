@@ -9,10 +9,11 @@
 use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::DfoMetrics;
 use crate::models::chain::system::RunReport;
+use crate::models::chain::wire::ChainMessage;
 use crate::runtime::app::AppContext;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::orchestrator::Orchestrator;
-use swdaq_net::{Liveness, Message, Outlet};
+use swdaq_net::{Liveness, Outlet, WireMessage};
 
 pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let config = &ctx.config;
@@ -40,13 +41,13 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         // Wakes at once for a message; the wait only bounds how often liveness is checked.
         if let Some(d) = inlet.receive(Duration::from_millis(20)) {
             match (d.message, index_of(d.sender)) {
-                (Message::Decision(decision), None) => orchestrator.on_decision(decision),
-                (Message::End, None) => trigger_ended = true,
-                (Message::BuilderCredits { n }, Some(b)) if !orchestrator.is_gone(b) => {
+                (ChainMessage::Decision(decision), None) => orchestrator.on_decision(decision),
+                (ChainMessage::End, None) => trigger_ended = true,
+                (ChainMessage::BuilderCredits { n }, Some(b)) if !orchestrator.is_gone(b) => {
                     orchestrator.add_credits(b, n);
                     credits.pass_on(n, trigger_ended);
                 }
-                (Message::RecordDone { trigger_number }, Some(b)) => {
+                (ChainMessage::RecordDone { trigger_number }, Some(b)) => {
                     orchestrator.on_done(b, trigger_number);
                     if !orchestrator.is_gone(b) {
                         orchestrator.add_credits(b, 1);
@@ -78,7 +79,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         }
         credits.pass_on(0, trigger_ended);
         for (b, decision) in orchestrator.dispatch() {
-            if builders[b].send(&Message::Decision(decision)).is_err() {
+            if builders[b].send(&ChainMessage::Decision(decision)).is_err() {
                 eprintln!("swdaq: dfo: builder {b} does not take decisions; counted as gone");
                 orchestrator.builder_gone(b);
             }
@@ -90,7 +91,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     }
     for (b, outlet) in builders.iter().enumerate() {
         if !orchestrator.is_gone(b) {
-            let _ = outlet.send(&Message::End);
+            let _ = outlet.send(&ChainMessage::End);
         }
     }
     let mut report = RunReport {
@@ -105,7 +106,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
 /// Passes builders' credits on to the trigger without ever waiting for it: what its queue
 /// cannot take now is owed and goes with the next attempt; after the trigger's end, nothing.
 struct CreditRelay<'a> {
-    trigger: &'a Outlet,
+    trigger: &'a Outlet<ChainMessage>,
     owed: u64,
 }
 
@@ -116,7 +117,7 @@ impl CreditRelay<'_> {
             || self.owed == 0
             || self
                 .trigger
-                .try_send(&Message::Credits { n: self.owed })
+                .try_send(&ChainMessage::Credits { n: self.owed })
                 .is_ok();
         if delivered {
             self.owed = 0;

@@ -237,9 +237,10 @@ fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::chain::wire::ChainMessage;
     use crate::runtime::topology::App;
     use std::time::{Duration, Instant};
-    use swdaq_net::{Message, Outlet};
+    use swdaq_net::Outlet;
 
     fn app(name: &str, kind: &str) -> App {
         App::new(name, kind, "tcp://127.0.0.1:0")
@@ -344,15 +345,15 @@ mod tests {
         let dfo = Outlet::connect(&context.zmq, inbox.endpoint(), 1, &context.options).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         // Sends are refused until the connection is made (`connect_and_heartbeat`).
-        while stranger.send(&Message::Heartbeat).is_err() && Instant::now() < deadline {}
-        stranger.send(&Message::End).unwrap();
+        while stranger.send_heartbeat().is_err() && Instant::now() < deadline {}
+        stranger.send(&ChainMessage::End).unwrap();
         while inbox.counts().refused.get("unknown_sender") != Some(&2) && Instant::now() < deadline
         {
             inbox.receive(Duration::from_millis(50));
         }
-        dfo.send(&Message::End).unwrap();
+        dfo.send(&ChainMessage::End).unwrap();
         let delivery = inbox.receive(Duration::from_secs(5)).unwrap();
-        assert_eq!((delivery.sender, delivery.message), (1, Message::End));
+        assert_eq!((delivery.sender, delivery.message), (1, ChainMessage::End));
         assert_eq!(inbox.counts().refused.get("unknown_sender"), Some(&2));
         assert_eq!(inbox.last_seen(2), None);
     }

@@ -12,6 +12,7 @@ use crate::models::chain::inputs::{prepare, truth_at_end};
 use crate::models::chain::readout::{ReadoutControl, start_readout};
 use crate::models::chain::recording::Recordings;
 use crate::models::chain::system::{RunReport, TP_QUEUE, spawn_request_server};
+use crate::models::chain::wire::ChainMessage;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::stdio::Command;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -21,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
 use swdaq_dataflow::transport::local;
-use swdaq_net::{AppId, Inlet, Liveness, Message, NetOptions, Outlet};
+use swdaq_net::{AppId, Inlet, Liveness, NetOptions, Outlet, WireMessage};
 use swdaq_readout::request::DataRequest;
 use swdaq_readout::server::DataResponse;
 
@@ -138,7 +139,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
 
 /// Requests from the inbox to the request server, and which builders have gone silent.
 struct Inbound {
-    inlet: Inlet,
+    inlet: Inlet<ChainMessage>,
     /// Set when the trigger says it has ended.
     trigger_stopped: Arc<AtomicBool>,
     liveness: Liveness,
@@ -158,10 +159,10 @@ impl Inbound {
         while !readout_ended.load(Ordering::Acquire) {
             if let Some(d) = self.inlet.receive(Duration::from_millis(50)) {
                 match d.message {
-                    Message::Request(req) => {
+                    ChainMessage::Request(req) => {
                         let _ = requests.send(req);
                     }
-                    Message::End => self.trigger_stopped.store(true, Ordering::Release),
+                    ChainMessage::End => self.trigger_stopped.store(true, Ordering::Release),
                     other => eprintln!(
                         "swdaq: readout got an unexpected {} from application {}",
                         other.kind(),
@@ -185,9 +186,9 @@ impl Inbound {
 
 /// TP batches to the trigger and fragments to the builders that asked.
 struct Outbound {
-    trigger: Outlet,
+    trigger: Outlet<ChainMessage>,
     /// By element id (the builder's index among builders).
-    builders: Vec<Outlet>,
+    builders: Vec<Outlet<ChainMessage>>,
     builders_gone: Arc<Vec<AtomicBool>>,
     /// Once the trigger has ended nobody takes TPs: they go nowhere, uncounted (as in one
     /// process).
@@ -227,7 +228,7 @@ impl Outbound {
             TriggerInput::Tps(b) => Some(b.link as u32),
             _ => None,
         };
-        let message = Message::from(input);
+        let message = ChainMessage::from(input);
         // Link ends must arrive; batches must not hold readout up.
         let sent = match link {
             Some(_) => self.trigger.try_send(&message),
@@ -242,7 +243,7 @@ impl Outbound {
         let element = r.request.destination as usize;
         let delivered = match self.builders.get(element) {
             Some(outlet) if !self.builders_gone[element].load(Ordering::Acquire) => {
-                let meta = Message::Fragment {
+                let meta = ChainMessage::Fragment {
                     request: r.request,
                     outcome: r.outcome,
                     latency_us: r.latency.as_micros() as u64,

@@ -6,6 +6,7 @@
 use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::TriggerMetrics;
 use crate::models::chain::system::{RunReport, sources_of};
+use crate::models::chain::wire::ChainMessage;
 use crate::runtime::app::AppContext;
 use crate::runtime::stdio::Command;
 use std::cell::RefCell;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
 use swdaq_dataflow::nodes::run_trigger;
 use swdaq_dataflow::transport::{Inbox, Received};
-use swdaq_net::{Inlet, Message};
+use swdaq_net::{Inlet, WireMessage};
 use swdaq_trigger::Trigger;
 
 /// The trigger wakes at once for a message; this only bounds how often it looks at the
@@ -67,7 +68,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         drain_wait,
         |t, last| metrics.publish(t, last),
     );
-    if decisions.send(&Message::End).is_err() {
+    if decisions.send(&ChainMessage::End).is_err() {
         eprintln!(
             "swdaq app {}: the orchestrator did not take the end of decisions",
             ctx.spec.name
@@ -76,7 +77,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     // Readout stops sending TPs once told; what is already on its way is taken and dropped
     // here rather than counted there as refused.
     for r in &readouts {
-        let _ = r.send(&Message::End);
+        let _ = r.send(&ChainMessage::End);
     }
     let mut inlet = inlet.lock().unwrap_or_else(|e| e.into_inner());
     let drain_until = Instant::now() + Duration::from_millis(200);
@@ -94,7 +95,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
 
 /// The trigger's input from the inbox; the launcher's `stop` becomes the node's `Stop`.
 struct TriggerInbox {
-    inlet: Arc<Mutex<Inlet>>,
+    inlet: Arc<Mutex<Inlet<ChainMessage>>>,
     /// The launcher's commands: run-control requests come this way.
     commands: crossbeam_channel::Receiver<Command>,
     stop: Arc<AtomicBool>,
@@ -118,12 +119,12 @@ impl Inbox<TriggerInput> for TriggerInbox {
             return Received::Nothing;
         };
         match d.message {
-            Message::Tps(batch) => Received::Message(TriggerInput::Tps(batch.into())),
-            Message::LinkEnded { link } => {
+            ChainMessage::Tps(batch) => Received::Message(TriggerInput::Tps(batch.into())),
+            ChainMessage::LinkEnded { link } => {
                 Received::Message(TriggerInput::LinkEnded(link as usize))
             }
-            Message::Credits { n } => Received::Message(TriggerInput::Credits(n)),
-            Message::TriggerControl(c) => Received::Message(TriggerInput::Control(c)),
+            ChainMessage::Credits { n } => Received::Message(TriggerInput::Credits(n)),
+            ChainMessage::TriggerControl(c) => Received::Message(TriggerInput::Control(c)),
             other => {
                 eprintln!(
                     "swdaq: trigger got an unexpected {} from application {}",

@@ -5,6 +5,7 @@
 //! manager ends its run as the event manager's end-of-run would.
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, position};
+use crate::models::evb::wire::EvbMessage;
 use crate::runtime::stdio as control;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use swdaq_evb::build::EventBuilder;
 use swdaq_evb::farm::{ClosedFile, FarmMetrics, run_consumer};
 use swdaq_evb::files::{FileWriter, WriterConfig};
 use swdaq_evb::message::{FragmentRequest, ToBu};
-use swdaq_net::{Immediate, Inlet, Liveness, Message};
+use swdaq_net::{Immediate, Inlet, Liveness, WireMessage};
 
 /// Built events waiting for the writer (as in one process).
 const WRITER_QUEUE: usize = 256;
@@ -29,7 +30,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     let (evm_id, _) = ctx.config.topology.single(super::EVM);
     let ru_ids = ctx.ids_of(super::RU);
     let evm = ctx.outlet_to(evm_id)?;
-    let rus = ctx.outlets_to(&ru_ids)?;
+    let rus = ctx.outlets_to::<EvbMessage>(&ru_ids)?;
     let mut everyone = rus.clone();
     everyone.push(evm.clone());
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
@@ -144,7 +145,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
 }
 
 struct Demux<'a> {
-    inlet: Inlet,
+    inlet: Inlet<EvbMessage>,
     evm: u32,
     rus: &'a [u32],
     peer_timeout: Duration,
@@ -161,7 +162,7 @@ impl Demux<'_> {
             if let Some(d) = self.inlet.receive(DEMUX_WAKE) {
                 let known = d.sender == self.evm || self.rus.contains(&d.sender);
                 match d.message {
-                    Message::EvbToBu(m) if known => {
+                    EvbMessage::ToBu(m) if known => {
                         ended |= matches!(m, ToBu::EndOfRun { .. });
                         let _ = inbox.send(m);
                     }

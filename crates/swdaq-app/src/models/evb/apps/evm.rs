@@ -3,6 +3,7 @@
 //! event manager, which counts the events it had not settled lost, by number.
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, start_readout_unit};
+use crate::models::evb::wire::EvbMessage;
 use crate::runtime::stdio::{self as control, Command};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use swdaq_evb::evm::Evm;
 use swdaq_evb::message::ToEvm;
 use swdaq_evb::pause::TriggerPause;
-use swdaq_net::{Inlet, Liveness, Message};
+use swdaq_net::{Inlet, Liveness, WireMessage};
 use swdaq_trigger::TriggerControl;
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
@@ -61,7 +62,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
 }
 
 struct Demux<'a> {
-    inlet: Inlet,
+    inlet: Inlet<EvbMessage>,
     bus: &'a [u32],
     peer_timeout: Duration,
     done: &'a AtomicBool,
@@ -126,7 +127,7 @@ impl Demux<'_> {
             self.pauses.take_commands();
             if let Some(d) = self.inlet.receive(DEMUX_WAKE) {
                 match (d.message, index_of(d.sender)) {
-                    (Message::EvbRequest(mut r), Some(bu)) => {
+                    (EvbMessage::Request(mut r), Some(bu)) => {
                         r.bu = bu as u16;
                         let _ = requests.send(ToEvm::Request(r));
                     }

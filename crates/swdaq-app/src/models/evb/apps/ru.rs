@@ -3,6 +3,7 @@
 //! launcher's `stop` (it stops last) or when every builder unit has gone silent.
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, position, start_readout_unit};
+use crate::models::evb::wire::EvbMessage;
 use crate::runtime::stdio::Command;
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use swdaq_evb::message::FragmentRequest;
 use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::ru::Ru;
-use swdaq_net::{Inlet, Liveness, Message};
+use swdaq_net::{Inlet, Liveness, WireMessage};
 use swdaq_trigger::TriggerControl;
 
 pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
@@ -55,7 +56,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
 }
 
 struct Demux {
-    inlet: Inlet,
+    inlet: Inlet<EvbMessage>,
     bus: Vec<u32>,
     peer_timeout: Duration,
     stop: Arc<AtomicBool>,
@@ -81,7 +82,7 @@ impl Demux {
             }
             if let Some(d) = self.inlet.receive(DEMUX_WAKE) {
                 match (d.message, index_of(d.sender)) {
-                    (Message::EvbFragmentRequest(mut r), Some(bu)) => {
+                    (EvbMessage::FragmentRequest(mut r), Some(bu)) => {
                         r.bu = bu as u16;
                         let _ = requests.send(r);
                     }

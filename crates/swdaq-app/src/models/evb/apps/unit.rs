@@ -2,6 +2,7 @@
 //! unit (the event manager included) comes up, and how an application ends.
 
 use super::super::config::EvbRunConfig;
+use crate::models::evb::wire::EvbMessage;
 use crate::runtime::app::{AppContext, Clock};
 use crate::runtime::monitoring::Monitoring;
 use anyhow::Context;
@@ -73,7 +74,7 @@ pub(super) fn position(ctx: &EvbContext) -> u16 {
 /// their heartbeat, and its FEDs.
 pub(super) struct ReadoutUnit {
     pub(super) monitoring: Monitoring,
-    pub(super) inlet: Inlet,
+    pub(super) inlet: Inlet<EvbMessage>,
     pub(super) bu_ids: Vec<u32>,
     pub(super) to_bus: Vec<Box<dyn Outbox<ToBu>>>,
     pub(super) _heartbeat: Heartbeat,
@@ -90,7 +91,7 @@ pub(super) fn start_readout_unit(
     let monitoring = ctx.monitoring()?;
     let inlet = ctx.bind_inbox()?;
     let bu_ids = ctx.ids_of(super::BU);
-    let bus = ctx.outlets_to(&bu_ids)?;
+    let bus = ctx.outlets_to::<EvbMessage>(&bu_ids)?;
     let heartbeat = ctx.connect_and_heartbeat(bus.clone())?;
     let (clock, started) = ctx.ready()?;
     if !started {

@@ -8,11 +8,12 @@
 
 use super::rob_client::Robs;
 use super::rob_server::{Requests, answer_queues, send_answers};
+use crate::models::swrod::wire::SwrodMessage;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use swdaq_net::{Inlet, Message, NetOptions, Outlet};
+use swdaq_net::{Inlet, NetOptions, Outlet};
 use swdaq_swrod::BuiltFragment;
 use swdaq_swrod::consumers::{
     FragmentStore, PLAUSIBLE_AHEAD, RequestServer, RobRequest, serve_requests,
@@ -241,7 +242,7 @@ fn over_zeromq(server_ports: Vec<RobPort>, run_hlt: RunHlt) -> anyhow::Result<Me
         let demux = named("net-demux").spawn_scoped(scope, || {
             while !hlt_done.load(Ordering::Acquire) {
                 if let Some(d) = hlt_inbox.receive(Duration::from_millis(20))
-                    && let Message::RobAnswers(answers) = d.message
+                    && let SwrodMessage::RobAnswers(answers) = d.message
                 {
                     robs.answer(answers, d.frames);
                 }

@@ -12,13 +12,14 @@ use super::{
     HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, cards_of, hlt_directory, robs_of,
 };
 use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, hlt_thread};
+use crate::models::swrod::wire::SwrodMessage;
 use crate::runtime::stdio as control;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use swdaq_net::{Inlet, Liveness, Message, Outlet};
+use swdaq_net::{Inlet, Liveness, Outlet, WireMessage};
 use swdaq_swrod::files::{EventFiles, FileSettings, ToStorage, Told, store_telling};
 use swdaq_swrod::message::{HltRequest, ToHlt};
 use swdaq_swrod::trigger::L1Accept;
@@ -158,7 +159,7 @@ struct Pending {
 /// the last events lost their ROBs. A return the supervisor's inbox does not take is kept
 /// and sent with the next.
 struct CreditReturn {
-    to: Outlet,
+    to: Outlet<SwrodMessage>,
     hlt: u16,
     pending: Mutex<Pending>,
 }
@@ -167,7 +168,7 @@ const RETURN_EVERY: u32 = 32;
 const RETURN_AFTER: Duration = Duration::from_millis(5);
 
 impl CreditReturn {
-    fn new(to: Outlet, hlt: u16) -> Self {
+    fn new(to: Outlet<SwrodMessage>, hlt: u16) -> Self {
         Self {
             to,
             hlt,
@@ -240,13 +241,13 @@ impl CreditReturn {
         if p.supervisor_ended || (p.count == 0 && p.settled.is_empty()) {
             return;
         }
-        let message = Message::HltRequest(HltRequest {
+        let message = SwrodMessage::HltRequest(HltRequest {
             hlt: self.hlt,
             count: std::mem::take(&mut p.count),
             settled: std::mem::take(&mut p.settled),
         });
         if self.to.try_send(&message).is_err()
-            && let Message::HltRequest(kept) = message
+            && let SwrodMessage::HltRequest(kept) = message
         {
             p.count += kept.count;
             p.settled.extend(kept.settled);
@@ -255,7 +256,7 @@ impl CreditReturn {
 }
 
 struct Demux<'a> {
-    inlet: Inlet,
+    inlet: Inlet<SwrodMessage>,
     hltsv: u32,
     swrods: &'a [u32],
     robs: &'a Robs,
@@ -275,18 +276,18 @@ impl Demux<'_> {
             if let Some(d) = self.inlet.receive(NET_WAKE) {
                 let from_swrod = self.swrods.contains(&d.sender);
                 match d.message {
-                    Message::ToHlt(ToHlt::Assigned(batch)) if d.sender == self.hltsv => {
+                    SwrodMessage::ToHlt(ToHlt::Assigned(batch)) if d.sender == self.hltsv => {
                         if let Some(tx) = &l1_ids {
                             for l1a in batch {
                                 let _ = tx.send(l1a);
                             }
                         }
                     }
-                    Message::ToHlt(ToHlt::EndOfRun) if d.sender == self.hltsv => {
+                    SwrodMessage::ToHlt(ToHlt::EndOfRun) if d.sender == self.hltsv => {
                         l1_ids = None;
                         self.credits.supervisor_ended();
                     }
-                    Message::RobAnswers(answers) if from_swrod => {
+                    SwrodMessage::RobAnswers(answers) if from_swrod => {
                         self.robs.answer(answers, d.frames)
                     }
                     other => eprintln!(

@@ -15,12 +15,13 @@ use super::l1a_source::{L1aSource, Next};
 use super::{NET_WAKE, SwrodAppReport, SwrodContext};
 use crate::models::swrod::config::SwrodSettings;
 use crate::models::swrod::report::HltsvReport;
+use crate::models::swrod::wire::SwrodMessage;
 use crate::runtime::stdio::{self as control, Command};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::credit::Credits;
 use swdaq_monitor::{Counter, MonitorError, Registry};
-use swdaq_net::{Inlet, Liveness, Message, Outlet};
+use swdaq_net::{Inlet, Liveness, Outlet, WireMessage};
 use swdaq_swrod::message::{MAX_BATCH, ToHlt};
 use swdaq_swrod::trigger::L1Accept;
 use swdaq_trigger::TriggerControl;
@@ -104,8 +105,8 @@ struct Supervisor<'a> {
     credits: Credits,
     liveness: Liveness,
     hlts: Vec<u32>,
-    to_hlts: Vec<Outlet>,
-    to_swrods: Vec<Outlet>,
+    to_hlts: Vec<Outlet<SwrodMessage>>,
+    to_swrods: Vec<Outlet<SwrodMessage>>,
     batches: Vec<Vec<L1Accept>>,
     /// When the run's L1 accepts began (luminosity blocks by time count from it).
     started: Instant,
@@ -120,7 +121,7 @@ struct Supervisor<'a> {
 impl Supervisor<'_> {
     /// Gives out L1 accepts until the launcher's `stop`, then tells every HLT application
     /// the run has ended; returns the inbox (its counts are the report's).
-    fn run(&mut self, mut inlet: Inlet, ctx: &SwrodContext) -> Inlet {
+    fn run(&mut self, mut inlet: Inlet<SwrodMessage>, ctx: &SwrodContext) -> Inlet<SwrodMessage> {
         let commands = ctx.commands.receiver();
         let max = if self.s.max_l1as > 0 {
             self.s.max_l1as
@@ -167,7 +168,7 @@ impl Supervisor<'_> {
         self.send_horizon();
         for (h, to) in self.to_hlts.iter().enumerate() {
             if self.credits.accounts()[h].alive
-                && to.try_send(&Message::ToHlt(ToHlt::EndOfRun)).is_err()
+                && to.try_send(&SwrodMessage::ToHlt(ToHlt::EndOfRun)).is_err()
             {
                 *self.undelivered.entry("end_of_run".into()).or_default() += 1;
             }
@@ -177,11 +178,11 @@ impl Supervisor<'_> {
 
     /// Takes the HLT applications' requests (the first waited for up to `wait`) and
     /// declares silent ones gone.
-    fn take_requests(&mut self, inlet: &mut Inlet, mut wait: Duration) {
+    fn take_requests(&mut self, inlet: &mut Inlet<SwrodMessage>, mut wait: Duration) {
         while let Some(d) = inlet.receive(wait) {
             wait = Duration::ZERO;
             match (d.message, self.hlts.iter().position(|&h| h == d.sender)) {
-                (Message::HltRequest(r), Some(h)) => {
+                (SwrodMessage::HltRequest(r), Some(h)) => {
                     self.credits.grant(h, u64::from(r.count), &r.settled);
                 }
                 (other, _) => eprintln!(
@@ -285,7 +286,10 @@ impl Supervisor<'_> {
         self.horizon_sent = horizon;
         for to in &self.to_swrods {
             // A `swrod` application that missed one hears the next.
-            if to.try_send(&Message::L1aHorizon { l1as: horizon }).is_err() {
+            if to
+                .try_send(&SwrodMessage::L1aHorizon { l1as: horizon })
+                .is_err()
+            {
                 *self.undelivered.entry("l1a_horizon".into()).or_default() += 1;
             }
         }
@@ -295,7 +299,7 @@ impl Supervisor<'_> {
         let batch = std::mem::take(&mut self.batches[h]);
         // An HLT application is sent only what it asked for: a full queue means it is gone.
         if self.to_hlts[h]
-            .try_send(&Message::ToHlt(ToHlt::Assigned(batch)))
+            .try_send(&SwrodMessage::ToHlt(ToHlt::Assigned(batch)))
             .is_err()
         {
             eprintln!("swdaq: hltsv: HLT application {h} does not take its events: gone");

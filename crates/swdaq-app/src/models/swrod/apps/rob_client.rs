@@ -7,11 +7,12 @@
 //! ROS is asked again rather than left out of the event. Answers come back on the inbox (`answer`), each fragment found as a frame.
 
 use super::NET_WAKE;
+use crate::models::swrod::wire::SwrodMessage;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, unbounded};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use swdaq_net::{Message, Outlet};
+use swdaq_net::Outlet;
 use swdaq_swrod::BuiltFragment;
 use swdaq_swrod::consumers::{RobReply, RobRequest, RobRequestStatus};
 use swdaq_swrod::hlt::RobPort;
@@ -23,7 +24,7 @@ pub(super) struct Robs {
     index_of: BTreeMap<u32, usize>,
     /// The `swrod` application (index among them) that has each ROB.
     app_of: Vec<usize>,
-    to_apps: Vec<Outlet>,
+    to_apps: Vec<Outlet<SwrodMessage>>,
     /// Each `swrod` application declared gone.
     gone: Vec<AtomicBool>,
     /// Where each ROB's answers go (the HLT's reply queue of that ROB, from its requests).
@@ -36,7 +37,7 @@ impl Robs {
     /// the ports the HLT asks through and the queues behind them.
     pub(super) fn new(
         robs: Vec<(u32, usize)>,
-        to_apps: Vec<Outlet>,
+        to_apps: Vec<Outlet<SwrodMessage>>,
     ) -> (Self, Vec<RobPort>, Vec<Receiver<RobRequest>>) {
         let (ports, queues) = robs
             .iter()
@@ -139,7 +140,7 @@ impl Robs {
         if asks.is_empty() {
             return 0;
         }
-        let message = Message::RobRequests(std::mem::take(asks));
+        let message = SwrodMessage::RobRequests(std::mem::take(asks));
         let requests = std::mem::take(requests);
         let gone = self.gone[app].load(Ordering::Relaxed);
         if !gone && self.to_apps[app].try_send(&message).is_ok() {

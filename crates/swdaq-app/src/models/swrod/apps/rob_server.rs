@@ -9,19 +9,20 @@
 //! or gone peer (the aggregator would run out of them), which a shared buffer would.
 
 use super::NET_WAKE;
+use crate::models::swrod::wire::SwrodMessage;
 use crossbeam_channel::{Receiver, Select, Sender, TryRecvError, unbounded};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use swdaq_net::{Inlet, Liveness, Message, Outlet};
+use swdaq_net::{Inlet, Liveness, Outlet, WireMessage};
 use swdaq_swrod::consumers::{RobReply, RobRequest};
 use swdaq_swrod::hlt::RobPort;
 use swdaq_swrod::message::{MAX_BATCH, RobAnswer, RobAsk};
 
 /// The inbox side: requests to the ROBs' servers, horizons to the cards.
 pub(super) struct Requests {
-    pub(super) inlet: Inlet,
+    pub(super) inlet: Inlet<SwrodMessage>,
     /// This application's ROBs' servers.
     pub(super) ports: Vec<RobPort>,
     /// The HLT applications (topology ids), in order.
@@ -62,7 +63,7 @@ impl Requests {
             if let Some(d) = self.inlet.receive(NET_WAKE) {
                 let hlt = self.hlts.iter().position(|&h| h == d.sender);
                 match (d.message, hlt) {
-                    (Message::RobRequests(asks), Some(hlt)) => {
+                    (SwrodMessage::RobRequests(asks), Some(hlt)) => {
                         for RobAsk { source_id, l1_id } in asks {
                             let Some(&rob) = rob_of.get(&source_id) else {
                                 foreign += 1;
@@ -73,7 +74,7 @@ impl Requests {
                             let _ = self.ports[rob].requests.send(RobRequest { l1_id, reply });
                         }
                     }
-                    (Message::L1aHorizon { l1as }, _) if d.sender == self.hltsv => {
+                    (SwrodMessage::L1aHorizon { l1as }, _) if d.sender == self.hltsv => {
                         self.horizon.fetch_max(l1as, Ordering::Relaxed);
                     }
                     (other, _) => eprintln!(
@@ -101,7 +102,7 @@ impl Requests {
 pub(super) fn send_answers(
     queues: Vec<Vec<Receiver<RobReply>>>,
     source_ids: &[u32],
-    to_hlts: &[Outlet],
+    to_hlts: &[Outlet<SwrodMessage>],
     give_up: Duration,
 ) -> u64 {
     let mut open: Vec<(usize, usize)> = (0..queues.len())
@@ -156,16 +157,16 @@ impl Outgoing {
     }
 
     /// Sends what is ready, oldest first, until the inbox refuses; the answers dropped.
-    fn send(&mut self, to: &Outlet, give_up: Duration) -> u64 {
+    fn send(&mut self, to: &Outlet<SwrodMessage>, give_up: Duration) -> u64 {
         while let Some((answers, frames)) = self.ready.front_mut() {
-            let message = Message::RobAnswers(std::mem::take(answers));
+            let message = SwrodMessage::RobAnswers(std::mem::take(answers));
             if to.try_send_keeping(&message, frames).is_ok() {
                 self.ready.pop_front();
                 self.refused_since = None;
                 continue;
             }
             // Refused: the answers go back to be sent again, without a copy.
-            if let Message::RobAnswers(refused) = message {
+            if let SwrodMessage::RobAnswers(refused) = message {
                 *answers = refused;
             }
             let since = *self.refused_since.get_or_insert_with(Instant::now);
