@@ -4,9 +4,9 @@
 //! as not ended and the next start says so; `swdaq ctl log` reaches `swdaq runs show`.
 
 mod common;
-use common::models::{EVERY_MODEL, Load, config};
+use common::models::{EVERY_MODEL, Load, Model, config};
+use common::served::Served;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -19,15 +19,20 @@ fn swdaq(args: &[&str]) -> Output {
 }
 
 /// `swdaq runs show N --json` of the registry `config` names.
-fn show(config: &Path, number: u64) -> Value {
-    let out = swdaq(&[
+fn runs_show(config: &Path, number: u64) -> Output {
+    swdaq(&[
         "runs",
         "show",
         &number.to_string(),
         "--json",
         "--config",
         config.to_str().unwrap(),
-    ]);
+    ])
+}
+
+/// [`runs_show`] that must succeed: what is on record of run `number`.
+fn show(config: &Path, number: u64) -> Value {
+    let out = runs_show(config, number);
     assert!(
         out.status.success(),
         "swdaq runs show failed: {}",
@@ -91,14 +96,7 @@ fn every_model_s_run_is_on_record_with_its_files_and_their_checksums() {
 fn wait_on_record(config: &Path, number: u64) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let out = swdaq(&[
-            "runs",
-            "show",
-            &number.to_string(),
-            "--json",
-            "--config",
-            config.to_str().unwrap(),
-        ]);
+        let out = runs_show(config, number);
         if out.status.success() {
             return;
         }
@@ -111,13 +109,7 @@ fn wait_on_record(config: &Path, number: u64) {
 fn a_killed_run_is_on_record_as_not_ended_and_the_next_start_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let until_stopped = config(
-        dir.path(),
-        common::models::Model::Chain,
-        &out,
-        0,
-        Load::UntilStopped,
-    );
+    let until_stopped = config(dir.path(), Model::Chain, &out, 0, Load::UntilStopped);
     let mut run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["run", "--json", "--config"])
         .arg(&until_stopped)
@@ -133,13 +125,7 @@ fn a_killed_run_is_on_record_as_not_ended_and_the_next_start_says_so() {
     assert!(killed["stopped_at"].is_null(), "{killed}");
     assert!(killed["stop_reason"].is_null(), "{killed}");
 
-    let short = config(
-        dir.path(),
-        common::models::Model::Chain,
-        &out,
-        0,
-        Load::Short,
-    );
+    let short = config(dir.path(), Model::Chain, &out, 0, Load::Short);
     let next = common::swdaq_run(&short);
     assert!(next.status.success());
     let stderr = String::from_utf8_lossy(&next.stderr);
@@ -164,47 +150,9 @@ fn a_killed_run_is_on_record_as_not_ended_and_the_next_start_says_so() {
 fn a_logbook_entry_from_ctl_appears_in_runs_show() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let cfg = config(
-        dir.path(),
-        common::models::Model::Chain,
-        &out,
-        0,
-        Load::UntilStopped,
-    );
-    let runtime = dir.path().join("runtime");
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--config"])
-        .arg(&cfg)
-        .env_remove("SWDAQ_TOKEN")
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("swdaq serve: listening on http://")
-        .unwrap()
-        .to_string();
-    let ctl = |args: &[&str]| -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-            .args(["ctl", "--addr", &addr])
-            .args(args)
-            .env_remove("SWDAQ_TOKEN")
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "swdaq ctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let cfg = config(dir.path(), Model::Chain, &out, 0, Load::UntilStopped);
+    let server = Served::start(&cfg);
+    let ctl = |args: &[&str]| server.ctl(args);
     ctl(&["configure"]);
     let started = ctl(&["start"]);
     let number = started["run_number"].as_u64().unwrap();
@@ -214,9 +162,7 @@ fn a_logbook_entry_from_ctl_appears_in_runs_show() {
     assert_eq!(logged["run_number"], number);
     ctl(&["stop"]);
     ctl(&["log", "after the stop, to the last run"]);
-    // SAFETY: a signal to the child this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    serve.wait().unwrap();
+    drop(server);
     let record = show(&cfg, number);
     let entries = record["logbook"].as_array().unwrap();
     assert_eq!(entries.len(), 2, "{record}");
