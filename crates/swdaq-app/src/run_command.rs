@@ -58,7 +58,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             return Err(e);
         }
     };
-    claimed.run.finish(Ok(&*outcome))?;
+    // The data is on disk whatever the registry says: a row left incomplete (a full disk
+    // under an SQLite registry, a server gone) is told here and named at the next start.
+    if let Err(e) = claimed.run.finish(Ok(&*outcome)) {
+        eprintln!("swdaq run: run {number} is not completed in the run registry: {e:#}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.json())?);
     } else {
