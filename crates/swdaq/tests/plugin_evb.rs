@@ -22,7 +22,6 @@ use plugins::{
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
