@@ -30,6 +30,11 @@ pub fn run_app(args: &Args) -> anyhow::Result<()> {
     let model = models::select(&text)?;
     let configured = model.parse(&text)?;
     let report = configured.app(&args.name, commands)?;
+    // The launcher completes the run's row; a registry this host cannot reach loses the
+    // files' checksums, not the run.
+    if let Err(e) = crate::run_record::add_app_files(&*configured, &args.name) {
+        eprintln!("swdaq app {}: files not recorded: {e:#}", args.name);
+    }
     control::send_report(&report)?;
     eprintln!("swdaq app {}: done", args.name);
     Ok(())

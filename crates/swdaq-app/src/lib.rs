@@ -13,6 +13,7 @@ pub mod live;
 pub mod model;
 pub mod models;
 pub mod run_command;
+pub mod run_record;
 pub mod run_section;
 pub mod runtime;
 pub mod stored;

@@ -1,10 +1,11 @@
 //! `swdaq run` for any model: the configuration (its model picked by its table), the shared
-//! flags, `--print-config`, the run number, signals, the start line, the live view, the
+//! flags, `--print-config`, the run number and the run's row in the registry, signals, the start line, the live view, the
 //! closing summary (text or JSON) and the exit status.
 
 use crate::live::{LIVE_INTERVAL, Live, line};
 use crate::model::{Overrides, RunHooks};
 use crate::models;
+use crate::run_record;
 use crate::runtime::stop;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -35,9 +36,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         print!("{}", config.to_toml());
         return Ok(());
     }
-    let dirs = config.output_dirs();
-    let dirs: Vec<&std::path::Path> = dirs.iter().map(PathBuf::as_path).collect();
-    let number = swdaq_format::run_files::claim_run(&dirs, config.run_number(), None)?;
+    let claimed = run_record::claim(&*config, None, &run_record::os_user())?;
+    for line in &claimed.not_ended {
+        eprintln!("swdaq run: {line}");
+    }
+    let number = claimed.run.number();
     config.set_run_number(number);
     let stop = Arc::new(stop::StopRequest::default());
     stop::install(Arc::clone(&stop))?;
@@ -47,7 +50,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         config.describe()
     );
     let view = TerminalView::new(!args.json, config.status_interval());
-    let outcome = config.run(&stop, &view)?;
+    let outcome = match config.run(&stop, &view) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let _ = claimed.run.finish(Err(format!("{e:#}")));
+            return Err(e);
+        }
+    };
+    // The data is on disk whatever the registry says: a row left incomplete (a full disk
+    // under an SQLite registry, a server gone) is told here and named at the next start.
+    if let Err(e) = claimed.run.finish(Ok(&*outcome)) {
+        eprintln!("swdaq run: run {number} is not completed in the run registry: {e:#}");
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.json())?);
     } else {

@@ -1,5 +1,5 @@
 //! `[run]`: the keys every model's run has (number, duration, output directory, live-line
-//! interval, `/metrics` address), under one name in every model's file. Older event-builder
+//! interval, `/metrics` address, run type, run registry), under one name in every model's file. Older event-builder
 //! and SW ROD files kept some of them at the top level or inside the model's table; those
 //! spellings are still read, moved under `[run]` before the file is parsed, each with one
 //! deprecation line (`deprecations`). The values keep their place in the text, so an error
@@ -26,6 +26,13 @@ pub struct RunSection {
     /// Prometheus `/metrics` address while the run lasts; empty turns it off (with a
     /// topology, each application serves its own).
     pub metrics_addr: String,
+    /// What the run is for, as the run registry records it: "physics", "test",
+    /// "calibration", ... (letters, digits, `-` and `_`).
+    pub run_type: String,
+    /// The run registry: empty for an SQLite file in the output directory
+    /// (`swdaq-runs.sqlite`), `postgresql://USER@HOST/DB` for a shared server, or the path
+    /// of an SQLite file.
+    pub registry: String,
 }
 
 /// The default model's: files in `swdaq-data`.
@@ -44,6 +51,8 @@ impl RunSection {
             output_dir: output_dir.into(),
             status_interval_s: 1.0,
             metrics_addr: "127.0.0.1:9464".into(),
+            run_type: "test".into(),
+            registry: String::new(),
         }
     }
 
@@ -57,7 +66,23 @@ impl RunSection {
             (0.05..=3600.0).contains(&self.status_interval_s),
             "invalid configuration: run.status_interval_s: must be in [0.05, 3600]"
         );
+        anyhow::ensure!(
+            !self.run_type.is_empty()
+                && self
+                    .run_type
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "invalid configuration: run.run_type: {:?}: give a word of letters, digits, - and _ (physics, test, calibration, ...)",
+            self.run_type
+        );
+        self.registry_location()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         crate::model::check_metrics_addr(&self.metrics_addr, "run.metrics_addr")
+    }
+
+    /// Where the run registry is (`registry`, or the output directory's SQLite file).
+    pub fn registry_location(&self) -> Result<swdaq_registry::Location, String> {
+        swdaq_registry::Location::parse(&self.registry, &self.output_dir)
     }
 
     /// `None`: until stopped.
@@ -80,6 +105,8 @@ impl RunSection {
                 .status_interval_s
                 .unwrap_or(defaults.status_interval_s),
             metrics_addr: given.metrics_addr.unwrap_or(defaults.metrics_addr),
+            run_type: given.run_type.unwrap_or(defaults.run_type),
+            registry: given.registry.unwrap_or(defaults.registry),
         })
     }
 }
@@ -93,6 +120,8 @@ struct Given {
     output_dir: Option<PathBuf>,
     status_interval_s: Option<f64>,
     metrics_addr: Option<String>,
+    run_type: Option<String>,
+    registry: Option<String>,
 }
 
 /// Where older files of a model with its own table kept the `[run]` keys: `duration_s` and

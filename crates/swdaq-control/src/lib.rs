@@ -13,6 +13,7 @@
 //! | `POST /pause`, `POST /resume` | none or `{}` | [`Command::Pause`], [`Command::Resume`] |
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | [`Command::ChangeTrigger`] |
 //! | `POST /record` | none, `{}` or `{"seconds": S}` | [`Command::Record`] |
+//! | `POST /log` | `{"text", "run_number"?, "author"?}` | [`Command::Log`] |
 //!
 //! Its own crate, above `swdaq-trigger` (which owns [`TriggerChange`]) and below `swdaq-app`
 //! (the server, the state machine, the client): the parser of what arrives from the network is
@@ -46,6 +47,20 @@ pub enum Command {
     Record {
         seconds: Option<f64>,
     },
+    /// A logbook entry in the run registry, for run `run_number` (the current or last run
+    /// when `None`), by `author` (the client when `None`).
+    Log(LogEntry),
+}
+
+/// The body of `POST /log`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogEntry {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_number: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 /// Why a request was not understood.
@@ -147,6 +162,7 @@ pub fn parse_request(method: &str, url: &str, body: &[u8]) -> Result<Command, Re
         ("POST", "/record") => Command::Record {
             seconds: json_body::<RecordBody>(body)?.seconds,
         },
+        ("POST", "/log") => Command::Log(json_body(body)?),
         _ => {
             return Err(RequestError::NotFound {
                 method: method.into(),
@@ -189,6 +205,7 @@ impl Command {
                     None => json!({}),
                 }),
             ),
+            Self::Log(entry) => (Method::Post, "/log", Some(json!(entry))),
         };
         Request { method, path, body }
     }
@@ -317,6 +334,16 @@ mod tests {
                 }),
             proptest::option::of(proptest::num::f64::NORMAL | proptest::num::f64::ZERO)
                 .prop_map(|seconds| Command::Record { seconds }),
+            (
+                ".{0,40}",
+                any::<Option<u32>>(),
+                proptest::option::of(".{0,12}")
+            )
+                .prop_map(|(text, run_number, author)| Command::Log(LogEntry {
+                    text,
+                    run_number,
+                    author,
+                })),
         ]
     }
 
@@ -333,6 +360,7 @@ mod tests {
                 Just("/stop".to_string()),
                 Just("/trigger".to_string()),
                 Just("/record".to_string()),
+                Just("/log".to_string()),
                 Just("/status".to_string()),
                 ".{0,20}",
             ],

@@ -27,6 +27,7 @@ use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use swdaq_format::file_checksum::{self, RunningChecksums};
 use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FRD_FILE_HEADER_SIZE, FrdFileHeader};
 use swdaq_format::run_files;
 
@@ -132,6 +133,8 @@ struct OpenFile {
     /// Events not yet written, and their bytes.
     pending: Vec<BuiltEvent>,
     pending_bytes: usize,
+    /// Of the bytes after the file header (the header is rewritten at close).
+    body: RunningChecksums,
 }
 
 impl OpenFile {
@@ -144,6 +147,9 @@ impl OpenFile {
             .collect();
         write_all_vectored(&mut self.out, &mut slices)?;
         drop(slices);
+        for piece in self.pending.iter().flat_map(BuiltEvent::pieces) {
+            self.body.update(piece);
+        }
         self.pending.clear();
         self.pending_bytes = 0;
         Ok(())
@@ -354,6 +360,7 @@ impl FileWriter {
             bytes: FRD_FILE_HEADER_SIZE as u64,
             pending: Vec::new(),
             pending_bytes: 0,
+            body: RunningChecksums::default(),
         });
         Ok(true)
     }
@@ -372,9 +379,10 @@ impl FileWriter {
             file_size: open.bytes,
         };
         let raw = dir.join(&open.name);
+        let header = header.to_bytes();
         let finished = open
             .write_pending()
-            .and_then(|()| open.out.write_all_at(&header.to_bytes(), 0))
+            .and_then(|()| open.out.write_all_at(&header, 0))
             .map_err(io_error("cannot write", &tmp))
             .and_then(|()| {
                 run_files::rename_no_replace(&tmp, &raw).map_err(io_error("cannot rename", &tmp))
@@ -385,6 +393,7 @@ impl FileWriter {
             return Err(e);
         }
         drop(open.out);
+        file_checksum::note_closed(self.config.run, &raw, open.body.finish().after(&header));
         // From here the events are in a complete file under its final name: written,
         // whatever happens to the bookkeeping after.
         self.counts.files += 1;

@@ -10,7 +10,7 @@
 //! ROB/ROD), [`eformat_event`] (eformat v5 full events), [`eventstorage`] (EventStorage v6
 //! files and ATLAS raw file names). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link),
 //! [`run_files`] (which run a file belongs to; run numbers claimed so no run overwrites another).
-//! [`file_kind`] tells which of these a file holds. [`crc`] computes CRC32C.
+//! [`file_checksum`] checksums files as they are written. [`file_kind`] tells which of these a file holds. [`crc`] computes CRC32C.
 
 pub mod adc_matrix;
 pub mod crc;
@@ -23,6 +23,7 @@ pub mod fed;
 pub mod fed_detector;
 pub mod felix;
 pub mod ferol;
+pub mod file_checksum;
 pub mod file_kind;
 pub mod fragment;
 pub mod frame_format;

@@ -21,6 +21,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use swdaq_format::file_checksum::{self, ChecksumWriter};
 use swdaq_format::rawfile::{RawFileHeader, write_record};
 use swdaq_format::run_files;
 use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
@@ -350,7 +351,7 @@ pub fn record_burst(
     let started = Instant::now();
     let cpu = cpu_time::ThreadTime::now();
     let writing = writing_path(path);
-    let file = run_files::create_new(&writing)?;
+    let file = ChecksumWriter::new(run_files::create_new(&writing)?);
     let mut recorder = Recorder::start(link, file, header, Start::Oldest)
         .ok_or_else(|| io::Error::other("every reader of the link's latency buffer is in use"))?
         .for_ticks(ticks_after);
@@ -378,11 +379,12 @@ pub fn record_burst(
         }
         std::thread::sleep(poll);
     }
-    let (_, counts) = recorder.finish()?;
+    let (file, counts) = recorder.finish()?;
     if let Some(m) = metrics.as_mut() {
         m.publish(&counts, 0.0);
     }
     run_files::rename_no_replace(&writing, path)?;
+    file_checksum::note_closed(header.run_number, path, file.checksums());
     Ok(LinkBurst {
         path: path.to_owned(),
         counts,

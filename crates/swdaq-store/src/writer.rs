@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use swdaq_format::{FragmentHeader, SourceId, TriggerRecord, run_files};
+use swdaq_format::{FragmentHeader, SourceId, TriggerRecord, file_checksum, run_files};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -412,6 +412,15 @@ impl RecordFileWriter {
         if self.config.sync_to_disk {
             durable::sync_directory(&self.config.directory)?;
         }
+        // The HDF5 C library writes the file (and rewrites its superblock and metadata in
+        // place up to the close), so swdaq never holds its final bytes: the registry's
+        // checksums come from one read of the closed file, mostly from the page cache.
+        let sums = file_checksum::read_checksums(&open.done).map_err(|source| StoreError::Io {
+            what: "cannot read back for its checksums",
+            path: open.done.clone(),
+            source,
+        })?;
+        file_checksum::note_closed(self.config.run_number, &open.done, sums);
         self.closed.push(open.done);
         Ok(())
     }

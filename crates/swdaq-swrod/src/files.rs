@@ -35,6 +35,7 @@ use swdaq_format::eventstorage::{
     DATA_SEPARATOR_WORDS, FILE_END_WORDS, FORMAT_VERSION, FileEnd, FileHead, FileStart,
     RawFileName, RunParameters, data_separator, date_time, megabytes,
 };
+use swdaq_format::file_checksum::{self, RunningChecksums};
 use swdaq_format::run_files::{self, FlushPolicy, Unflushed};
 
 /// Bytes of events an open file gathers before they are written even with no flush point
@@ -100,6 +101,8 @@ struct OpenFile {
     pending_flagged: u64,
     pending_data_bytes: u64,
     unflushed: Unflushed,
+    /// Of the bytes written, in file order (each write appends).
+    sums: RunningChecksums,
 }
 
 impl OpenFile {
@@ -115,6 +118,7 @@ impl OpenFile {
             .write_all_at(&self.pending, self.stored.bytes)
             .and_then(|()| sync_if(s.sync_to_disk, &self.file))
             .map_err(|e| with_path(&self.writing, e))?;
+        self.sums.update(&self.pending);
         self.stored.events += self.unflushed.records();
         self.stored.flagged_events += self.pending_flagged;
         self.stored.bytes += self.pending.len() as u64;
@@ -141,13 +145,16 @@ impl OpenFile {
 
     /// The end record after the file's events, then its final name.
     fn close(&mut self, end: &FileEnd, s: &FileSettings) -> io::Result<()> {
+        let end = end.to_bytes();
         self.file
-            .write_all_at(&end.to_bytes(), self.stored.bytes)
+            .write_all_at(&end, self.stored.bytes)
             .and_then(|()| sync_if(s.sync_to_disk, &self.file))
             .map_err(|e| with_path(&self.writing, e))?;
         self.stored.bytes += END_BYTES;
+        self.sums.update(&end);
         run_files::rename_no_replace(&self.writing, &self.stored.path)
             .map_err(|e| with_path(&self.writing, e))?;
+        file_checksum::note_closed(s.run_number, &self.stored.path, self.sums.finish());
         sync_directory_if(s)
     }
 }
@@ -568,6 +575,8 @@ fn open_file(s: &FileSettings, lumi_block: u32, file_number: u32) -> io::Result<
         .and_then(|()| sync_if(s.sync_to_disk, &file))
         .map_err(|e| with_path(&writing, e))?;
     sync_directory_if(s)?;
+    let mut sums = RunningChecksums::default();
+    sums.update(&head);
     Ok(OpenFile {
         file,
         stored: StoredFile {
@@ -584,6 +593,7 @@ fn open_file(s: &FileSettings, lumi_block: u32, file_number: u32) -> io::Result<
         pending_flagged: 0,
         pending_data_bytes: 0,
         unflushed: Unflushed::default(),
+        sums,
     })
 }
 

@@ -9,6 +9,7 @@ mod hwbench;
 mod inspect;
 mod quality;
 mod quality_plot;
+mod runs;
 mod table;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -39,6 +40,9 @@ enum Command {
     Serve(swdaq_app::control::ServeArgs),
     /// Send one command to `swdaq serve` and print its JSON answer.
     Ctl(swdaq_app::control::CtlArgs),
+    /// The run registry: every run on record (list, filtered), or one run with its
+    /// configuration, software, files with checksums and logbook (`show N`).
+    Runs(runs::Args),
     /// Emulate detector data — DUNE links (WIBEth, ProtoDUNE WIB), FELIX cards or CMS FEDs —
     /// to raw files per source or over UDP, with its ground truth.
     Gen(generate::Args),
@@ -85,11 +89,18 @@ fn die_quietly_on_closed_stdout() {
 
 fn main() -> std::process::ExitCode {
     die_quietly_on_closed_stdout();
+    swdaq_registry::software::set(swdaq_registry::Software {
+        version: env!("CARGO_PKG_VERSION").into(),
+        commit: env!("SWDAQ_GIT_COMMIT").into(),
+        profile: env!("SWDAQ_BUILD_PROFILE").into(),
+        flags: env!("SWDAQ_BUILD_FLAGS").into(),
+    });
     let result = match cli().command {
         Command::Run(args) => swdaq_app::run_command::run(&args),
         Command::App(args) => swdaq_app::app_command::run_app(&args),
         Command::Serve(args) => swdaq_app::control::serve(args),
         Command::Ctl(args) => swdaq_app::control::ctl(&args),
+        Command::Runs(args) => runs::run(&args),
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Display(args) => display::run(&args),

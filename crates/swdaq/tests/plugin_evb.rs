@@ -13,6 +13,7 @@
 //! nothing else lost. A datagram the kernel dropped is allowed only as counted.
 
 mod common;
+use common::served::Served;
 #[path = "../../swdaq-plugin/tests/common/mod.rs"]
 mod plugins;
 
@@ -21,7 +22,6 @@ use plugins::{
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -172,50 +172,15 @@ fn run_while_sending(config: &Path, port: u16) -> Value {
 /// `swdaq serve` of `config`, run 1 started and stopped by `swdaq ctl` around the boards'
 /// packets; the stop's summary.
 fn serve_while_sending(config: &Path, port: u16) -> Value {
-    let runtime = config.parent().unwrap().join("runtime");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--config"])
-        .arg(config)
-        .env_remove("SWDAQ_TOKEN")
-        .env("XDG_RUNTIME_DIR", &runtime)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    // Kept open until the server is killed: a server writing to a closed pipe dies.
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let addr = first
-        .trim()
-        .strip_prefix("swdaq serve: listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
-    let ctl = |command: &str| -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-            .args(["ctl", "--addr", &addr, command])
-            .env_remove("SWDAQ_TOKEN")
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "swdaq ctl {command}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let server = Served::start(config);
+    let ctl = |command: &str| server.ctl(&[command]);
     ctl("configure");
     assert_eq!(ctl("start")["run_number"], 1);
     common::wait_for_udp_ports(port, BOARDS);
     send_packets(port);
     // Every packet is in the sockets: a moment for the builder, then the operator's stop.
     std::thread::sleep(Duration::from_millis(500));
-    let summary = ctl("stop");
-    server.kill().unwrap();
-    server.wait().unwrap();
-    drop(stdout);
-    summary
+    ctl("stop")
 }
 
 /// Runs the boards against a decoder section as `how` says and checks the run event by

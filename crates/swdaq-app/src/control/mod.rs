@@ -36,7 +36,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use swdaq_control::{Command, TriggerChange};
+use swdaq_control::{Command, LogEntry, TriggerChange};
 use system::RunControl;
 
 /// Where `swdaq serve` listens and `swdaq ctl` calls by default.
@@ -178,6 +178,17 @@ enum CtlCommand {
         #[arg(long)]
         seconds: Option<f64>,
     },
+    /// Add an entry to the run's logbook in the run registry (`swdaq runs show N` lists it).
+    Log {
+        /// The entry.
+        text: String,
+        /// The run; default the run going on, else the last run.
+        #[arg(long)]
+        run: Option<u32>,
+        /// Who writes it; default this user.
+        #[arg(long)]
+        author: Option<String>,
+    },
 }
 
 /// `swdaq ctl`: one request; prints the JSON answer, fails with the server's message on a
@@ -216,6 +227,11 @@ pub fn ctl(args: &CtlArgs) -> anyhow::Result<()> {
             rate_hz: *rate_hz,
         }),
         CtlCommand::Record { seconds } => Command::Record { seconds: *seconds },
+        CtlCommand::Log { text, run, author } => Command::Log(LogEntry {
+            text: text.clone(),
+            run_number: *run,
+            author: Some(author.clone().unwrap_or_else(crate::run_record::os_user)),
+        }),
     };
     let answer = client.send(&command)?;
     let body = answer.into_result()?;

@@ -3,8 +3,9 @@
 //! records how the run ended.
 
 use super::fsm::Event;
-use super::system::{ENDED_KEPT, Inner, Run, Shared, one_line};
+use super::system::{ENDED_KEPT, Inner, Run, Shared, log_note, one_line};
 use crate::model::{Configured, RunHooks};
+use crate::run_record::RecordedRun;
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
 use std::sync::Arc;
@@ -51,7 +52,12 @@ impl RunHooks for Hooks {
 }
 
 /// Runs one run of the configured model and reports how it ended to run control.
-pub(super) fn run_thread(shared: Arc<Shared>, config: Box<dyn Configured>, stop: Arc<StopRequest>) {
+pub(super) fn run_thread(
+    shared: Arc<Shared>,
+    config: Box<dyn Configured>,
+    stop: Arc<StopRequest>,
+    recorded: RecordedRun,
+) {
     let number = config.run_number();
     let hooks = Hooks {
         shared: Arc::clone(&shared),
@@ -59,7 +65,16 @@ pub(super) fn run_thread(shared: Arc<Shared>, config: Box<dyn Configured>, stop:
     };
     let result = config.run(&stop, &hooks);
     let who = format!("run {number}");
+    // Completed before anyone waiting for the stop hears of it.
+    let unrecorded = recorded
+        .finish(result.as_deref().map_err(one_line))
+        .err()
+        .map(|e| format!("run {number} is not completed in the run registry: {e:#}"));
     let mut inner = shared.lock();
+    if let Some(note) = unrecorded {
+        log_note(&who, &note);
+        inner.registry_notes.push(note);
+    }
     let outcome = match result {
         Ok(outcome) => {
             let summary = outcome.json();

@@ -9,17 +9,23 @@ use super::fsm::{Event, Illegal, State, next};
 use super::watch::Watch;
 use crate::error_report;
 use crate::model::{Capabilities, Configured};
+use crate::run_record;
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
 use crate::runtime::stop::StopRequest;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
-use swdaq_format::run_files::{RunClaimError, RunsOnDisk};
+use swdaq_control::LogEntry;
+use swdaq_format::run_files::RunsOnDisk;
+use swdaq_registry::ClaimError;
 use swdaq_trigger::{TriggerChange, TriggerControl};
 
 /// How long a start waits for data taking to begin before answering.
 const START_WAIT: Duration = Duration::from_secs(60);
+
+/// The longest logbook entry taken, in characters.
+const MAX_LOG_CHARS: usize = 4000;
 
 /// How far beyond the last run a run number asked for may be without `confirm_jump`: more
 /// runs than a detector takes in weeks of short runs, so a number further on is a typo, or a
@@ -78,6 +84,9 @@ pub(super) struct Inner {
     pub(super) last_summary_text: Option<String>,
     /// The console's history, journal and alerts.
     pub(super) watch: Watch,
+    /// What the run registry found at the last start (runs left not ended) or could not
+    /// record at the last stop.
+    pub(super) registry_notes: Vec<String>,
 }
 
 /// Runs whose outcome is kept.
@@ -106,6 +115,14 @@ fn log_change(who: &str, event: Event, from: State, to: State, detail: &str) {
         humantime::format_rfc3339_millis(SystemTime::now()),
         from.name(),
         to.name(),
+    );
+}
+
+/// A line of serve's log that is no transition.
+pub(super) fn log_note(who: &str, note: &str) {
+    eprintln!(
+        "{} swdaq serve: {who}: {note}",
+        humantime::format_rfc3339_millis(SystemTime::now())
     );
 }
 
@@ -193,6 +210,7 @@ impl RunControl {
                     last_error: None,
                     last_summary_text: None,
                     watch: Watch::default(),
+                    registry_notes: Vec::new(),
                 }),
                 changed: Condvar::new(),
             }),
@@ -268,11 +286,18 @@ impl RunControl {
         {
             check_jump(&dirs, n, inner.last_run_number)?;
         }
-        let number = swdaq_format::run_files::claim_run(&dirs, wanted, inner.last_run_number)
+        config.set_run_number(wanted);
+        let claimed = run_record::claim(&*config, inner.last_run_number, &run_record::os_user())
             .map_err(|e| match e {
-                RunClaimError::Taken { .. } => ControlError::Conflict(e.to_string()),
-                _ => ControlError::Failed(e.to_string()),
+                ClaimError::Taken(why) => ControlError::Conflict(why),
+                ClaimError::Other(e) => ControlError::Failed(one_line(&e)),
             })?;
+        for line in &claimed.not_ended {
+            log_note(who, line);
+        }
+        inner.registry_notes = claimed.not_ended;
+        let recorded = claimed.run;
+        let number = recorded.number();
         config.set_run_number(number);
         let stop = Arc::new(StopRequest::default());
         inner.run = Some(Run {
@@ -287,7 +312,7 @@ impl RunControl {
         let shared = Arc::clone(&self.shared);
         std::thread::Builder::new()
             .name(format!("run-{number}"))
-            .spawn(move || super::run_thread::run_thread(shared, config, stop))
+            .spawn(move || super::run_thread::run_thread(shared, config, stop, recorded))
             .map_err(|e| ControlError::Failed(format!("cannot start the run's thread: {e}")))?;
         let (inner, _) = self
             .shared
@@ -411,6 +436,43 @@ impl RunControl {
 
     /// The state, the commands it allows, the run going on with its live figures, the last
     /// run's summary or error, and the console's journal, alerts, disks and files.
+    /// Adds a logbook entry to run `entry.run_number`, else the run going on, else the last
+    /// run, in the configuration's run registry.
+    pub fn log(&self, entry: LogEntry, who: &str) -> Result<Value, ControlError> {
+        let text = entry.text.trim();
+        if text.is_empty() || text.chars().count() > MAX_LOG_CHARS {
+            return Err(ControlError::BadRequest(format!(
+                "a logbook entry has 1 to {MAX_LOG_CHARS} characters"
+            )));
+        }
+        let (location, run) = {
+            let inner = self.shared.lock();
+            let config = inner.config.as_ref().ok_or_else(|| {
+                ControlError::Conflict(
+                    "no configuration loaded: configure first (the run registry is the configuration's)"
+                        .into(),
+                )
+            })?;
+            let location = config
+                .run_section()
+                .registry_location()
+                .map_err(ControlError::Failed)?;
+            let current = inner.run.as_ref().map(|r| r.number);
+            (
+                location,
+                entry.run_number.or(current).or(inner.last_run_number),
+            )
+        };
+        // The registry is opened without the lock: its waits are bounded, but commands
+        // need not share them.
+        let author = entry.author.unwrap_or_else(|| who.to_string());
+        let run = swdaq_registry::Registry::open(&location)
+            .and_then(|mut registry| registry.add_log(run, &author, text))
+            .map_err(|e| ControlError::Failed(one_line(&e)))?;
+        log_note(who, &format!("logbook entry for run {run}"));
+        Ok(json!({ "run_number": run }))
+    }
+
     pub fn status(&self) -> Value {
         let mut inner = self.shared.lock();
         let run = inner.run.as_ref().map(|r| {
@@ -432,6 +494,7 @@ impl RunControl {
             "last_summary": last_summary,
             "last_summary_text": inner.last_summary_text,
             "error": inner.last_error,
+            "registry_notes": inner.registry_notes,
         });
         let dirs = inner.output_dirs();
         let mut runs: Vec<u32> = inner.run.iter().map(|r| r.number).collect();

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod models;
+pub mod served;
 pub mod watch;
 
 /// `swdaq run --json --config <config>`, waited for.

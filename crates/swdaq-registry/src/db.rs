@@ -1,0 +1,241 @@
+//! The one seam between the registry and its two databases: statements are written once, in
+//! the SQL both take (positional `$1, $2, ...` parameters, `BIGINT` and `TEXT` columns only),
+//! and run here through `rusqlite` or `postgres`. Only the lock a claim takes differs.
+
+use std::time::Duration;
+
+/// A parameter or a column's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Text(String),
+    Null,
+}
+
+impl Value {
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Value::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(i: i64) -> Self {
+        Value::Int(i)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(t: &str) -> Self {
+        Value::Text(t.to_string())
+    }
+}
+
+impl From<String> for Value {
+    fn from(t: String) -> Self {
+        Value::Text(t)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// Why a statement failed: a key already held (a run number claimed elsewhere) is told
+/// apart, for the claim to try the next number.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("already held: {0}")]
+    Duplicate(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// How long a statement waits for another process's lock (SQLite) or a PostgreSQL server
+/// to answer a connection; every wait of the registry is bounded by it.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub enum Db {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<postgres::Client>),
+}
+
+impl Db {
+    pub fn open_sqlite(path: &std::path::Path) -> Result<Self, DbError> {
+        let connection = rusqlite::Connection::open(path).map_err(sqlite_error)?;
+        connection.busy_timeout(WAIT).map_err(sqlite_error)?;
+        connection
+            .execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(sqlite_error)?;
+        Ok(Db::Sqlite(connection))
+    }
+
+    pub fn open_postgres(url: &str) -> Result<Self, DbError> {
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e| DbError::Other(format!("not a PostgreSQL URL: {e}")))?;
+        config.connect_timeout(WAIT);
+        // A statement waiting longer on a lock than a claim should take is refused.
+        config.options(&format!("-c lock_timeout={}", WAIT.as_millis()));
+        let client = config
+            .connect(postgres::NoTls)
+            .map_err(|e| DbError::Other(format!("cannot connect: {e}")))?;
+        Ok(Db::Postgres(Box::new(client)))
+    }
+
+    /// Statements without parameters, run as one.
+    pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(c) => c.execute_batch(sql).map_err(sqlite_error),
+            Db::Postgres(c) => c.batch_execute(sql).map_err(postgres_error),
+        }
+    }
+
+    /// A transaction in which the registry's tables are held against other writers until
+    /// `commit` (a claim reads the highest number then inserts the next).
+    pub fn begin_exclusive(&mut self) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(_) => self.batch("BEGIN IMMEDIATE"),
+            Db::Postgres(_) => {
+                self.batch("BEGIN; LOCK TABLE schema_version IN SHARE ROW EXCLUSIVE MODE")
+            }
+        }
+    }
+
+    pub fn commit(&mut self) -> Result<(), DbError> {
+        self.batch("COMMIT")
+    }
+
+    pub fn rollback(&mut self) {
+        // After a failed statement the transaction is abandoned either way.
+        let _ = self.batch("ROLLBACK");
+    }
+
+    /// Rows changed.
+    pub fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        match self {
+            Db::Sqlite(c) => c
+                .execute(
+                    sql,
+                    rusqlite::params_from_iter(params.iter().map(to_sqlite)),
+                )
+                .map(|n| n as u64)
+                .map_err(sqlite_error),
+            Db::Postgres(c) => {
+                let owned = postgres_params(params);
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    owned.iter().map(|p| p.as_ref() as _).collect();
+                c.execute(sql, &refs).map_err(postgres_error)
+            }
+        }
+    }
+
+    pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, DbError> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut statement = c.prepare(sql).map_err(sqlite_error)?;
+                let columns = statement.column_count();
+                let rows = statement
+                    .query_map(
+                        rusqlite::params_from_iter(params.iter().map(to_sqlite)),
+                        |row| {
+                            (0..columns)
+                                .map(|i| {
+                                    Ok(match row.get_ref(i)? {
+                                        rusqlite::types::ValueRef::Integer(i) => Value::Int(i),
+                                        rusqlite::types::ValueRef::Text(t) => {
+                                            Value::Text(String::from_utf8_lossy(t).into_owned())
+                                        }
+                                        _ => Value::Null,
+                                    })
+                                })
+                                .collect()
+                        },
+                    )
+                    .map_err(sqlite_error)?;
+                rows.collect::<Result<_, _>>().map_err(sqlite_error)
+            }
+            Db::Postgres(c) => {
+                let owned = postgres_params(params);
+                let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                    owned.iter().map(|p| p.as_ref() as _).collect();
+                let rows = c.query(sql, &refs).map_err(postgres_error)?;
+                Ok(rows
+                    .iter()
+                    .map(|row| {
+                        (0..row.len())
+                            .map(|i| {
+                                let is_int =
+                                    *row.columns()[i].type_() == postgres::types::Type::INT8;
+                                if is_int {
+                                    row.get::<_, Option<i64>>(i).into()
+                                } else {
+                                    row.get::<_, Option<String>>(i).into()
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect())
+            }
+        }
+    }
+}
+
+fn to_sqlite(v: &Value) -> rusqlite::types::Value {
+    match v {
+        Value::Int(i) => rusqlite::types::Value::Integer(*i),
+        Value::Text(t) => rusqlite::types::Value::Text(t.clone()),
+        Value::Null => rusqlite::types::Value::Null,
+    }
+}
+
+/// PostgreSQL types its parameters: every integer column is `BIGINT`, every other `TEXT`.
+fn postgres_params(params: &[Value]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
+    params
+        .iter()
+        .map(|v| -> Box<dyn postgres::types::ToSql + Sync> {
+            match v {
+                Value::Int(i) => Box::new(*i),
+                Value::Text(t) => Box::new(t.clone()),
+                Value::Null => Box::new(None::<String>),
+            }
+        })
+        .collect()
+}
+
+/// SQLite's extended result codes of a primary key or unique constraint held.
+const SQLITE_CONSTRAINT_PRIMARYKEY: i32 = 1555;
+const SQLITE_CONSTRAINT_UNIQUE: i32 = 2067;
+
+fn sqlite_error(e: rusqlite::Error) -> DbError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if [SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE]
+                .contains(&f.extended_code) =>
+        {
+            DbError::Duplicate(e.to_string())
+        }
+        _ => DbError::Other(e.to_string()),
+    }
+}
+
+fn postgres_error(e: postgres::Error) -> DbError {
+    match e.code() {
+        Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => DbError::Duplicate(e.to_string()),
+        _ => DbError::Other(match e.as_db_error() {
+            Some(db) => db.to_string(),
+            None => e.to_string(),
+        }),
+    }
+}

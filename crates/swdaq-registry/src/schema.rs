@@ -1,0 +1,89 @@
+//! The registry's tables, one migration per schema version. A database is brought up to
+//! [`VERSION`] when opened; one made by a newer swdaq (a higher version) is refused, never
+//! written. Columns are `BIGINT` or `TEXT` only (times in RFC 3339 UTC, which sort as text;
+//! JSON as text), so both databases take the same statements.
+
+use crate::db::{Db, DbError, Value};
+
+/// Each version's statements, in order: version N is `MIGRATIONS[N - 1]`.
+const MIGRATIONS: &[&str] = &["
+CREATE TABLE runs (
+    number BIGINT PRIMARY KEY,
+    run_type TEXT NOT NULL,
+    model TEXT NOT NULL,
+    operator TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid BIGINT NOT NULL,
+    applications TEXT NOT NULL,
+    configuration TEXT NOT NULL,
+    software TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    stopped_at TEXT,
+    stop_reason TEXT,
+    summary TEXT
+);
+CREATE INDEX runs_started_at ON runs (started_at);
+CREATE TABLE run_files (
+    run BIGINT NOT NULL REFERENCES runs (number),
+    path TEXT NOT NULL,
+    bytes BIGINT NOT NULL,
+    adler32 BIGINT NOT NULL,
+    crc32c BIGINT NOT NULL,
+    closed_at TEXT NOT NULL,
+    PRIMARY KEY (run, path)
+);
+CREATE TABLE logbook (
+    run BIGINT NOT NULL REFERENCES runs (number),
+    written_at TEXT NOT NULL,
+    author TEXT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX logbook_run ON logbook (run);
+"];
+
+/// The schema version this swdaq writes.
+pub const VERSION: i64 = MIGRATIONS.len() as i64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error(
+        "its schema is version {found}, newer than this swdaq's ({VERSION}): use the swdaq that made it, or a newer one"
+    )]
+    TooNew { found: i64 },
+    #[error("{0}")]
+    Db(#[from] DbError),
+}
+
+/// Brings `db` up to [`VERSION`], each missing version in one transaction with its number.
+pub fn migrate(db: &mut Db) -> Result<(), MigrationError> {
+    db.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
+    db.begin_exclusive()?;
+    let applied = apply_missing(db);
+    match applied {
+        Ok(()) => Ok(db.commit()?),
+        Err(e) => {
+            db.rollback();
+            Err(e)
+        }
+    }
+}
+
+fn apply_missing(db: &mut Db) -> Result<(), MigrationError> {
+    let found = db.query("SELECT MAX(version) FROM schema_version", &[])?;
+    let found = found
+        .first()
+        .and_then(|row| row.first())
+        .and_then(Value::int)
+        .unwrap_or(0);
+    if found > VERSION {
+        return Err(MigrationError::TooNew { found });
+    }
+    for (version, statements) in (found + 1..).zip(&MIGRATIONS[found as usize..]) {
+        db.batch(statements)?;
+        db.execute(
+            "INSERT INTO schema_version (version) VALUES ($1)",
+            &[version.into()],
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,235 @@
+use super::*;
+use proptest::prelude::*;
+use swdaq_format::file_checksum::FileChecksums;
+
+fn start() -> RunStart {
+    RunStart {
+        run_type: "test".into(),
+        model: "chain".into(),
+        operator: "alice".into(),
+        host: "host-a".into(),
+        pid: 4_000_000,
+        applications: vec![Application {
+            name: "chain".into(),
+            kind: "chain".into(),
+            host: "host-a".into(),
+        }],
+        configuration: "[run]\nnumber = 0\n".into(),
+        software: software::get(),
+        started_at: SystemTime::now(),
+    }
+}
+
+fn sqlite(dir: &Path) -> Location {
+    Location::parse("", dir).unwrap()
+}
+
+/// What `claim_run` does with no number asked for: the next after what it is told.
+fn next_after(after: Option<u32>) -> Result<u32, ClaimError> {
+    Ok(after.unwrap_or(0) + 1)
+}
+
+#[test]
+fn a_run_is_on_record_from_its_claim_and_complete_at_its_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+    let n = r.claim(0, &start(), next_after).unwrap();
+    assert_eq!(n, 1);
+    let on_record = r.show(1).unwrap().unwrap();
+    assert_eq!(on_record.row.stopped_at, None, "not ended before its stop");
+    assert_eq!(on_record.row.operator, "alice");
+    r.add_files(&[ClosedFile {
+        run: 1,
+        path: "a.raw".into(),
+        checksums: FileChecksums {
+            bytes: 9,
+            adler32: 0x091E_01DE,
+            crc32c: 0xE306_9283,
+        },
+        closed_at: SystemTime::now(),
+    }])
+    .unwrap();
+    r.end_run(1, "duration reached", &serde_json::json!({"events": 3}))
+        .unwrap();
+    let done = r.show(1).unwrap().unwrap();
+    assert!(done.row.stopped_at.is_some());
+    assert_eq!(done.summary.unwrap()["events"], 3);
+    assert_eq!(done.files[0].crc32c, 0xE306_9283);
+    assert_eq!(done.files[0].adler32, 0x091E_01DE);
+    assert_eq!(r.add_log(None, "bob", "beam lost").unwrap(), 1);
+    assert_eq!(r.show(1).unwrap().unwrap().logbook[0].text, "beam lost");
+    assert!(r.add_log(Some(7), "bob", "x").is_err(), "no run 7");
+}
+
+#[test]
+fn reopening_keeps_the_schema_and_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = sqlite(dir.path());
+    Registry::open(&location)
+        .unwrap()
+        .claim(0, &start(), next_after)
+        .unwrap();
+    let mut again = Registry::open(&location).unwrap();
+    assert_eq!(again.highest().unwrap(), Some(1));
+    let Location::Sqlite(path) = &location else {
+        unreachable!()
+    };
+    let c = rusqlite::Connection::open(path).unwrap();
+    let versions: i64 = c
+        .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(versions, schema::VERSION, "each migration once");
+    c.execute("INSERT INTO schema_version VALUES (99)", [])
+        .unwrap();
+    let e = format!("{:#}", Registry::open(&location).err().unwrap());
+    assert!(e.contains("version 99") && e.contains("newer"), "{e}");
+}
+
+#[test]
+fn a_number_asked_for_that_is_on_record_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+    r.claim(5, &start(), |_| Ok(5)).unwrap();
+    let e = r.claim(5, &start(), |_| Ok(5)).unwrap_err().to_string();
+    assert!(e.contains("run 5 is already in the run registry"), "{e}");
+    // With none asked for, a number the local claim offers that is taken is passed over.
+    assert!(r.claim(0, &start(), |_| Ok(5)).is_err());
+    assert_eq!(r.claim(0, &start(), next_after).unwrap(), 6);
+}
+
+#[test]
+fn concurrent_claims_never_share_a_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = sqlite(dir.path());
+    Registry::open(&location).unwrap();
+    let numbers: Vec<u32> = std::thread::scope(|s| {
+        let claims: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut r = Registry::open(&location).unwrap();
+                    // Claimers reading the same highest number offer the same next one:
+                    // only the registry's key tells them apart.
+                    (0..5)
+                        .map(|_| r.claim(0, &start(), next_after))
+                        .collect::<Result<Vec<u32>, _>>()
+                        .unwrap()
+                })
+            })
+            .collect();
+        claims.into_iter().flat_map(|c| c.join().unwrap()).collect()
+    });
+    let mut sorted = numbers.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), numbers.len(), "{numbers:?}");
+    assert_eq!(sorted, (1..=40).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_run_whose_process_is_gone_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+    r.claim(0, &start(), next_after).unwrap();
+    assert!(r.notice_not_ended("host-a", |_| true).unwrap().is_empty());
+    assert!(r.notice_not_ended("host-b", |_| false).unwrap().is_empty());
+    let lines = r.notice_not_ended("host-a", |_| false).unwrap();
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].starts_with("run 1 was not ended"), "{lines:?}");
+    assert!(r.notice_not_ended("host-a", |_| false).unwrap().is_empty());
+    let row = r.show(1).unwrap().unwrap().row;
+    assert_eq!(row.stopped_at, None, "still on record as not ended");
+    assert!(row.stop_reason.unwrap().starts_with("not ended"));
+}
+
+#[test]
+fn lists_filter_by_number_type_and_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+    for (n, t) in [(1, "physics"), (2, "test"), (3, "physics")] {
+        let mut s = start();
+        s.run_type = t.into();
+        s.started_at = SystemTime::UNIX_EPOCH + Duration::from_secs(86_400 * n);
+        r.claim(n as u32, &s, |_| Ok(n as u32)).unwrap();
+    }
+    let numbers = |f: RunFilter, r: &mut Registry| -> Vec<u32> {
+        r.list(&f).unwrap().iter().map(|x| x.number).collect()
+    };
+    assert_eq!(numbers(RunFilter::default(), &mut r), [1, 2, 3]);
+    let physics = RunFilter {
+        run_type: Some("physics".into()),
+        ..Default::default()
+    };
+    assert_eq!(numbers(physics, &mut r), [1, 3]);
+    let range = RunFilter {
+        from: Some(2),
+        to: Some(3),
+        ..Default::default()
+    };
+    assert_eq!(numbers(range, &mut r), [2, 3]);
+    let day = RunFilter {
+        since: Some(parse_time("1970-01-03", false).unwrap()),
+        before: Some(parse_time("1970-01-03", true).unwrap()),
+        ..Default::default()
+    };
+    assert_eq!(numbers(day, &mut r), [2]);
+}
+
+#[test]
+fn bad_registries_are_named_not_panicked_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage.sqlite");
+    std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+    let e = format!(
+        "{:#}",
+        Registry::open(&Location::Sqlite(path)).err().unwrap()
+    );
+    assert!(
+        e.contains("garbage.sqlite") && e.contains("not a database"),
+        "{e}"
+    );
+    let e = Location::parse("mysql://x/y", dir.path()).unwrap_err();
+    assert!(e.contains("mysql://"), "{e}");
+    let e = format!(
+        "{:#}",
+        Registry::open(&Location::Postgres(
+            "postgresql://u:secret@127.0.0.1:1/db".into()
+        ))
+        .err()
+        .unwrap()
+    );
+    assert!(e.contains("cannot connect") && !e.contains("secret"), "{e}");
+    let e = format!(
+        "{:#}",
+        Registry::open(&Location::Postgres("postgresql://h/db?nonsense=1".into()))
+            .err()
+            .unwrap()
+    );
+    assert!(e.contains("not a PostgreSQL URL"), "{e}");
+}
+
+proptest! {
+    #[test]
+    fn any_registry_key_parses_or_is_refused(key in "\\PC{0,60}") {
+        let _ = Location::parse(&key, Path::new("out"));
+    }
+
+    #[test]
+    fn a_described_url_never_shows_its_password(user in "[a-z]{1,8}", password in "[A-Za-z0-9]{6,12}") {
+        let url = format!("postgresql://{user}:{password}@db.example:5432/runs");
+        let described = Location::parse(&url, Path::new("out")).unwrap().describe();
+        prop_assert!(!described.contains(&password), "{}", described);
+    }
+
+    #[test]
+    fn any_time_text_parses_or_is_refused(text in "\\PC{0,30}") {
+        let _ = parse_time(&text, true);
+    }
+
+    #[test]
+    fn dates_sort_as_their_days(a in 0u64..40_000, b in 0u64..40_000) {
+        let day = |d: u64| timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(d * 86_400));
+        let (ta, tb) = (day(a), day(b));
+        prop_assert_eq!(ta.cmp(&tb), a.cmp(&b));
+        prop_assert_eq!(parse_time(&ta[..10], false).unwrap(), ta);
+    }
+}

@@ -1,0 +1,206 @@
+//! The run registry (#38) end to end: every model's run — one process and as applications —
+//! is on record with its files, whose sizes and checksums (Adler-32, CRC32C) match the files'
+//! bytes as computed here by other crates than the writers'; a SIGKILLed run stays on record
+//! as not ended and the next start says so; `swdaq ctl log` reaches `swdaq runs show`.
+
+mod common;
+use common::models::{EVERY_MODEL, Load, Model, config};
+use common::served::Served;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn swdaq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `swdaq runs show N --json` of the registry `config` names.
+fn runs_show(config: &Path, number: u64) -> Output {
+    swdaq(&[
+        "runs",
+        "show",
+        &number.to_string(),
+        "--json",
+        "--config",
+        config.to_str().unwrap(),
+    ])
+}
+
+/// [`runs_show`] that must succeed: what is on record of run `number`.
+fn show(config: &Path, number: u64) -> Value {
+    let out = runs_show(config, number);
+    assert!(
+        out.status.success(),
+        "swdaq runs show failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn every_model_s_run_is_on_record_with_its_files_and_their_checksums() {
+    for model in EVERY_MODEL {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let cfg = config(dir.path(), model, &out, 0, Load::Short);
+        let summary = common::swdaq_run_json(&cfg);
+        let number = summary["run_number"].as_u64().unwrap();
+        let record = show(&cfg, number);
+        assert_eq!(record["number"], number, "{model:?}");
+        assert!(record["stopped_at"].is_string(), "{model:?}: {record}");
+        assert_eq!(
+            record["stop_reason"], summary["stop_reason_text"],
+            "{model:?}"
+        );
+        assert_eq!(record["summary"], summary, "{model:?}");
+        assert_eq!(record["run_type"], "test");
+        assert!(record["configuration"].as_str().unwrap().contains("[run]"));
+        assert!(
+            record["software"]["commit"].as_str().unwrap().len() >= 40,
+            "{record}"
+        );
+        let apps = record["applications"].as_array().unwrap();
+        assert!(!apps.is_empty(), "{model:?}");
+        let files = record["files"].as_array().unwrap();
+        assert!(
+            !files.is_empty(),
+            "{model:?}: no files on record: {}",
+            summary["storage"]
+        );
+        let mut checked = 0;
+        for f in files {
+            let path = Path::new(f["path"].as_str().unwrap());
+            // The event builder's filter-farm stand-in deletes the files it has read.
+            let Ok(bytes) = std::fs::read(path) else {
+                continue;
+            };
+            assert_eq!(f["bytes"], bytes.len() as u64, "{}", path.display());
+            assert_eq!(
+                f["adler32"],
+                adler2::adler32_slice(&bytes),
+                "{}",
+                path.display()
+            );
+            assert_eq!(f["crc32c"], crc32c::crc32c(&bytes), "{}", path.display());
+            checked += 1;
+        }
+        assert!(checked > 0, "{model:?}: no file on record is on disk");
+    }
+}
+
+/// Waits (bounded) until run `number` of `config`'s registry is on record.
+fn wait_on_record(config: &Path, number: u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = runs_show(config, number);
+        if out.status.success() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "run {number} never on record");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_killed_run_is_on_record_as_not_ended_and_the_next_start_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let until_stopped = config(dir.path(), Model::Chain, &out, 0, Load::UntilStopped);
+    let mut run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(&until_stopped)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_on_record(&until_stopped, 1);
+    std::thread::sleep(Duration::from_millis(500));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let killed = show(&until_stopped, 1);
+    assert!(killed["stopped_at"].is_null(), "{killed}");
+    assert!(killed["stop_reason"].is_null(), "{killed}");
+
+    let short = config(dir.path(), Model::Chain, &out, 0, Load::Short);
+    let next = common::swdaq_run(&short);
+    assert!(next.status.success());
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    assert!(stderr.contains("run 1 was not ended"), "{stderr}");
+    let summary: Value = serde_json::from_slice(&next.stdout).unwrap();
+    assert_eq!(summary["run_number"], 2);
+    let killed = show(&short, 1);
+    assert!(killed["stopped_at"].is_null(), "{killed}");
+    assert!(
+        killed["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("not ended"),
+        "{killed}"
+    );
+    // Named once: the start after says nothing of it.
+    let again = common::swdaq_run(&short);
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("was not ended"));
+}
+
+#[test]
+fn a_logbook_entry_from_ctl_appears_in_runs_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg = config(dir.path(), Model::Chain, &out, 0, Load::UntilStopped);
+    let server = Served::start(&cfg);
+    let ctl = |args: &[&str]| server.ctl(args);
+    ctl(&["configure"]);
+    let started = ctl(&["start"]);
+    let number = started["run_number"].as_u64().unwrap();
+    // Long enough for records, and a file closed at the stop.
+    std::thread::sleep(Duration::from_secs(2));
+    let logged = ctl(&["log", "beam lost at 02:14", "--author", "shifter"]);
+    assert_eq!(logged["run_number"], number);
+    ctl(&["stop"]);
+    ctl(&["log", "after the stop, to the last run"]);
+    drop(server);
+    let record = show(&cfg, number);
+    let entries = record["logbook"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{record}");
+    assert_eq!(entries[0]["text"], "beam lost at 02:14");
+    assert_eq!(entries[0]["author"], "shifter");
+    assert_eq!(entries[1]["text"], "after the stop, to the last run");
+    assert!(record["stopped_at"].is_string(), "{record}");
+    assert!(!record["files"].as_array().unwrap().is_empty(), "{record}");
+}
+
+#[test]
+fn a_bad_registry_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.sqlite");
+    std::fs::write(&bad, vec![0x42; 4096]).unwrap();
+    let out = swdaq(&["runs", "--registry", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.sqlite") && stderr.contains("not a database"),
+        "{stderr}"
+    );
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[run]\nduration_s = 1\nmetrics_addr = \"\"\noutput_dir = {:?}\nregistry = \"postgresql://nobody@127.0.0.1:1/runs\"\n",
+            dir.path().join("out")
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = common::swdaq_run(&cfg);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("run registry postgresql://nobody@127.0.0.1:1/runs"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
