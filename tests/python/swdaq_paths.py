@@ -13,6 +13,11 @@ sys.path.insert(0, str(ROOT / "examples"))
 SWDAQ = os.environ.get("SWDAQ_BIN", str(ROOT / "target" / "release" / "swdaq"))
 
 
+# What a run keeps beside its data files in its output directory: the run-number claim and
+# the run registry (swdaq-format's LAST_RUN_FILE, swdaq-registry's default file).
+BOOKKEEPING = {".swdaq-last-run", "swdaq-runs.sqlite"}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,7 +11,7 @@ import urllib.request
 import h5py
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
-from swdaq_paths import SWDAQ, free_port
+from swdaq_paths import BOOKKEEPING, SWDAQ, free_port
 
 import read_records  # noqa: E402  (examples/, put on the path by swdaq_paths)
 
@@ -58,8 +58,9 @@ def test_run_serves_metrics_stops_on_ctrl_c_and_writes_files_h5py_reads(tmp_path
     decisions = summary["trigger"]["decisions"]
     assert decisions >= 1 and summary["storage"]["records_written"] == decisions
 
-    # Beside the files, only the run-number claim (.swdaq-last-run): nothing left half-written.
-    files = sorted(f for f in out.iterdir() if f.name != ".swdaq-last-run")
+    # Beside the files, only the run-number claim (.swdaq-last-run) and the run registry:
+    # nothing left half-written.
+    files = sorted(f for f in out.iterdir() if f.name not in BOOKKEEPING)
     assert files and all(f.suffix == ".hdf5" for f in files), files
     seen = 0
     for f in files:
@@ -102,6 +103,7 @@ def test_a_bad_configuration_or_a_busy_port_stops_the_start_with_one_clear_messa
     assert "in use" in r.stderr, r.stderr  # the OS reason
     lines = r.stderr.strip().splitlines()
     assert len(lines) == len(set(lines)) and "Caused by" not in r.stderr, r.stderr
+    # The refused start is on record in the registry; no data file is begun.
     left = [f.name for f in (tmp_path / "d").iterdir()] if (tmp_path / "d").exists() else []
-    assert left in ([], [".swdaq-last-run"]), f"nothing half-started: {left}"
+    assert set(left) <= BOOKKEEPING, f"nothing half-started: {left}"
 

@@ -7,7 +7,7 @@ import subprocess
 import time
 
 import h5py
-from swdaq_paths import SWDAQ
+from swdaq_paths import BOOKKEEPING, SWDAQ
 
 import read_records  # noqa: E402  (examples/, put on the path by swdaq_paths)
 
@@ -39,7 +39,7 @@ def check_clean_stop(returncode, stdout, stderr, out):
     assert summary["stop_reason"] == "Interrupted"
     decisions = summary["trigger"]["decisions"]
     assert decisions >= 1 and summary["storage"]["records_written"] == decisions
-    files = sorted(f for f in out.iterdir() if f.name != ".swdaq-last-run")  # the run-number claim
+    files = sorted(f for f in out.iterdir() if f.name not in BOOKKEEPING)
     assert files and all(f.suffix == ".hdf5" for f in files), files
     records = 0
     for f in files:
