@@ -94,7 +94,9 @@ pub const SEQUENCE_MODULO: u8 = 32;
 /// Most subchunks a GBT block can hold (empty payloads, trailers only).
 pub const MAX_SUBCHUNKS: usize = (BLOCK_SIZE - BLOCK_HEADER_SIZE) / TRAILER_SIZE;
 
-/// Where a subchunk trailer's fields lie: one decoder serves both widths.
+/// Where a subchunk trailer's fields lie: one decoder serves both widths. Bit positions of
+/// the 16-bit (GBT) and 32-bit (FULL mode) trailers as ftools `src/FlxTrailerFormat.h` (mirror
+/// jcfreeman2/ftools at 22fe8ccf) defines them.
 struct TrailerBits {
     length_mask: u32,
     crc_error: u32,

@@ -125,17 +125,9 @@ impl<W: Write> Write for ChecksumWriter<W> {
 /// Reads a whole file once for its checksums: only for files a C library writes (HDF5),
 /// whose bytes swdaq never holds.
 pub fn read_checksums(path: &Path) -> io::Result<FileChecksums> {
-    let mut file = std::fs::File::open(path)?;
-    let mut sums = RunningChecksums::default();
-    let mut buffer = vec![0; 1 << 20];
-    loop {
-        match io::Read::read(&mut file, &mut buffer) {
-            Ok(0) => return Ok(sums.finish()),
-            Ok(n) => sums.update(&buffer[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    let mut sums = ChecksumWriter::new(io::sink());
+    io::copy(&mut std::fs::File::open(path)?, &mut sums)?;
+    Ok(sums.checksums())
 }
 
 /// A file a writer closed under its final name.

@@ -24,7 +24,7 @@ mod swrod;
 #[path = "common/swrod_truth.rs"]
 mod swrod_truth;
 
-use common::{loopback_swrod_apps, swdaq_run};
+use common::{loopback_swrod_apps, swdaq_run, swdaq_run_json};
 use launched::Run;
 use plugins::{BOARD_SOURCE, FAULTY_SOURCE, assert_refused_naming, build_c_plugin};
 use serde_json::Value;
@@ -71,16 +71,6 @@ fn config(dir: &Path, aggregator: &str) -> PathBuf {
     )
     .unwrap();
     path
-}
-
-fn run_ok(config: &Path) -> Value {
-    let out = swdaq_run(config);
-    assert!(
-        out.status.success(),
-        "swdaq run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The triggered board's payload of one L1 ID's chunks (in e-link order), padded with zeros
@@ -179,7 +169,7 @@ fn plugin_errors(s: &Value) -> Vec<u64> {
 fn a_plugin_builds_every_rob_payload_and_the_rob_around_it_stays_swdaqs() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
-    let s = run_ok(&config(dir.path(), &format!("plugin = {plugin:?}")));
+    let s = swdaq_run_json(&config(dir.path(), &format!("plugin = {plugin:?}")));
     assert_eq!(u(&s["stored_events"]), L1AS, "{s:#}");
     assert_eq!(s["truth"]["ok"], true, "{:#}", s["truth"]);
     assert_eq!(plugin_errors(&s), vec![0, 0]);
@@ -195,7 +185,7 @@ fn a_plugin_breaking_the_abi_is_counted_per_rob_and_every_event_is_stored_flagge
     let dir = tempfile::tempdir().unwrap();
     // Says it wrote one byte more than the buffer holds, for every L1 ID.
     let plugin = build_c_plugin(dir.path(), FAULTY_SOURCE, "faulty", &["FAULT=11"]);
-    let s = run_ok(&config(dir.path(), &format!("plugin = {plugin:?}")));
+    let s = swdaq_run_json(&config(dir.path(), &format!("plugin = {plugin:?}")));
     assert_eq!(s["stop_reason"], "InputEnded", "{s:#}");
     assert_eq!(u(&s["stored_events"]), L1AS, "{s:#}");
     assert_eq!(plugin_errors(&s), vec![L1AS, L1AS]);

@@ -1,4 +1,4 @@
-use super::print_results;
+use super::{print_results, printed_as_json};
 use std::time::Duration;
 
 /// `swdaq bench evb`'s arguments (what each measures: `swdaq bench evb --help`).
@@ -75,8 +75,7 @@ pub fn run(bench: &Args, json: bool) -> anyhow::Result<()> {
         &exe,
         *zeromq_seconds,
     )?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&all)?);
+    if printed_as_json(json, &all)? {
         return Ok(());
     }
     let result = &all.one_process;

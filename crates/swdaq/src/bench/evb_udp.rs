@@ -1,4 +1,4 @@
-use super::print_results;
+use super::{print_results, printed_as_json};
 
 /// `swdaq bench evb-udp`'s arguments (what each measures: `swdaq bench evb-udp --help`).
 #[derive(clap::Args)]
@@ -29,8 +29,7 @@ pub fn run(bench: &Args, json: bool) -> anyhow::Result<()> {
         swdaq_readout::udp::MAX_BATCH,
     ];
     let result = swdaq_evb::bench_udp::udp_intake(*feds, *fed_bytes, *events, &batches)?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+    if printed_as_json(json, &result)? {
         return Ok(());
     }
     print_results(

@@ -78,15 +78,22 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
 }
 
+/// With `--json`, the whole `result` as JSON, and `true`; otherwise nothing (the caller
+/// prints its tables).
+fn printed_as_json<T: Serialize + ?Sized>(json: bool, result: &T) -> anyhow::Result<bool> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(result)?);
+    }
+    Ok(json)
+}
+
 fn print_results<T: Serialize>(
     json: bool,
     results: &[T],
     header: &[&str],
     row: impl Fn(&T) -> Vec<String>,
 ) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(results)?);
-    } else {
+    if !printed_as_json(json, results)? {
         print!(
             "{}",
             table::render(header, &results.iter().map(row).collect::<Vec<_>>())

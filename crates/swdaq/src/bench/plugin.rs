@@ -1,4 +1,4 @@
-use super::print_results;
+use super::{print_results, printed_as_json};
 
 /// `swdaq bench plugin`'s arguments (what each measures: `swdaq bench plugin --help`).
 #[derive(clap::Args)]
@@ -29,8 +29,7 @@ pub fn run(bench: &Args, json: bool) -> anyhow::Result<()> {
     );
     let result = swdaq_evb::bench_plugin::decode_cost(plugin, *feds, *fed_bytes, *events)
         .map_err(|e| anyhow::anyhow!("bench plugin: {e}"))?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+    if printed_as_json(json, &result)? {
         return Ok(());
     }
     print_results(
