@@ -1,9 +1,18 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use swdaq_app::models::{
-    chain::wire::ChainMessage, evb::wire::EvbMessage, swrod::wire::SwrodMessage,
-};
 use swdaq_net::wire::{WireMessage, decode, encode};
+
+// Each model's messages from its own folder: these modules name only the data-path crates, so
+// the fuzz build needs no swdaq-app (see Cargo.toml).
+#[path = "../../crates/swdaq-app/src/models/chain/wire.rs"]
+mod chain_wire;
+#[path = "../../crates/swdaq-app/src/models/evb/wire.rs"]
+mod evb_wire;
+#[path = "../../crates/swdaq-app/src/models/swrod/wire.rs"]
+mod swrod_wire;
+use chain_wire::ChainMessage;
+use evb_wire::EvbMessage;
+use swrod_wire::SwrodMessage;
 
 // Whatever a peer sends, read as every model's message and the framework's: a message or an
 // error, never a panic; a message that decodes encodes to bytes that decode and encode to the
