@@ -10,9 +10,12 @@ mod chain_wire;
 mod evb_wire;
 #[path = "../../crates/swdaq-app/src/models/swrod/wire.rs"]
 mod swrod_wire;
+#[path = "../../crates/swdaq-app/src/models/tally/wire.rs"]
+mod tally_wire;
 use chain_wire::ChainMessage;
 use evb_wire::EvbMessage;
 use swrod_wire::SwrodMessage;
+use tally_wire::TallyMessage;
 
 // Whatever a peer sends, read as every model's message and the framework's: a message or an
 // error, never a panic; a message that decodes encodes to bytes that decode and encode to the
@@ -23,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
     round_trip::<ChainMessage>(data);
     round_trip::<EvbMessage>(data);
     round_trip::<SwrodMessage>(data);
+    round_trip::<TallyMessage>(data);
 });
 
 fn round_trip<M: WireMessage>(data: &[u8]) {

@@ -102,6 +102,8 @@ pub trait Configured: CloneConfigured + Send + Sync {
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>>;
     /// The model's application kinds (the `kind` of its `[[topology.apps]]`).
     fn app_kinds(&self) -> Vec<&'static str>;
+    /// Its messages' wire id (`WireMessage::MODEL`), which no other model has.
+    fn wire_model(&self) -> u16;
 }
 
 /// A model told by its names and how its configuration is read (an error names the key;

@@ -8,9 +8,10 @@ use crate::model::{Configured, Model};
 pub mod chain;
 pub mod evb;
 pub mod swrod;
+pub mod tally;
 
 /// Every model, the default one (no table of its own) included.
-pub static MODELS: &[&dyn Model] = &[&chain::CHAIN, &evb::EVB, &swrod::SWROD];
+pub static MODELS: &[&dyn Model] = &[&chain::CHAIN, &evb::EVB, &swrod::SWROD, &tally::TALLY];
 
 /// The model a configuration's text is for: the one whose table it has, else the default.
 pub fn select(text: &str) -> anyhow::Result<&'static dyn Model> {
@@ -103,10 +104,9 @@ mod tests {
         }
     }
 
-    /// Every model's wire id and its messages, for the wire tests; a fourth model adds its
-    /// line here.
+    /// Every model's wire id, and the messages of the models with applications.
     mod wire {
-        use super::super::{chain, evb, swrod};
+        use super::super::{MODELS, chain, evb, swrod};
         use proptest::prelude::*;
         use std::collections::BTreeSet;
         use std::fmt::Debug;
@@ -116,14 +116,9 @@ mod tests {
 
         #[test]
         fn every_model_has_a_wire_id_of_its_own() {
-            let ids = [
-                Framework::MODEL,
-                BenchMessage::MODEL,
-                chain::wire::ChainMessage::MODEL,
-                evb::wire::EvbMessage::MODEL,
-                swrod::wire::SwrodMessage::MODEL,
-            ];
-            let unique: BTreeSet<u16> = ids.into_iter().collect();
+            let mut ids = vec![Framework::MODEL, BenchMessage::MODEL];
+            ids.extend(MODELS.iter().map(|m| m.default_config().wire_model()));
+            let unique: BTreeSet<u16> = ids.iter().copied().collect();
             assert_eq!(unique.len(), ids.len(), "{ids:?}");
         }
 

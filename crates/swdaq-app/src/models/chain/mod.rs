@@ -137,6 +137,10 @@ impl Configured for RunConfig {
     fn app_kinds(&self) -> Vec<&'static str> {
         crate::runtime::app::kind_names(apps::KINDS)
     }
+
+    fn wire_model(&self) -> u16 {
+        <wire::ChainMessage as swdaq_net::WireMessage>::MODEL
+    }
 }
 
 /// How a run of the chain ended.

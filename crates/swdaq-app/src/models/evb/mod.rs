@@ -174,6 +174,10 @@ impl Configured for EvbRunConfig {
     fn app_kinds(&self) -> Vec<&'static str> {
         crate::runtime::app::kind_names(apps::KINDS)
     }
+
+    fn wire_model(&self) -> u16 {
+        <wire::EvbMessage as swdaq_net::WireMessage>::MODEL
+    }
 }
 
 /// How a run of the event builder ended.

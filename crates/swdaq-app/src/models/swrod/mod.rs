@@ -182,6 +182,10 @@ impl Configured for SwrodRunConfig {
     fn app_kinds(&self) -> Vec<&'static str> {
         crate::runtime::app::kind_names(apps::KINDS)
     }
+
+    fn wire_model(&self) -> u16 {
+        <wire::SwrodMessage as swdaq_net::WireMessage>::MODEL
+    }
 }
 
 /// How a run of the SW ROD ended.
