@@ -5,6 +5,7 @@
 
 use crate::live::Live;
 use crate::run_section::{OldSpellings, RunSection};
+use crate::runtime::app::KindSpec;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::steering::Steering;
@@ -12,6 +13,7 @@ use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::TopologySection;
 use std::path::PathBuf;
 use std::time::Duration;
+use swdaq_net::WireMessage;
 use swdaq_trigger::TriggerChange;
 
 /// A dataflow model: what it is called and how its configuration is read.
@@ -30,7 +32,7 @@ pub trait Model: Sync {
 }
 
 /// One model's loaded configuration: everything around the model asks it, never its type.
-pub trait Configured: CloneConfigured + Send + Sync {
+pub trait Configured: CloneConfigured + ApplicationsOf + Send + Sync {
     fn model(&self) -> &'static dyn Model;
     /// `[run]`: the keys every model has.
     fn run_section(&self) -> &RunSection;
@@ -98,12 +100,38 @@ pub trait Configured: CloneConfigured + Send + Sync {
     }
     /// One run, in one process or as the topology's applications.
     fn run(&self, stop: &StopRequest, hooks: &dyn RunHooks) -> anyhow::Result<Box<dyn Outcome>>;
+}
+
+/// A model's applications as it declares them: its kinds and its messages.
+pub trait Applications: Sized + 'static {
+    /// What each of its applications reports to the launcher.
+    type Report: serde::Serialize;
+    /// Its messages on the wire (their wire id no other model has).
+    type Message: WireMessage;
+    /// Its application kinds (the `kind` of its `[[topology.apps]]`), in its table's order.
+    const KINDS: &'static [KindSpec<Self, Self::Report>];
+}
+
+/// What everything around a model asks of its applications, made from its [`Applications`].
+pub trait ApplicationsOf {
     /// `swdaq app --name NAME` for this model's applications: its report's bytes.
     fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>>;
-    /// The model's application kinds (the `kind` of its `[[topology.apps]]`).
     fn app_kinds(&self) -> Vec<&'static str>;
-    /// Its messages' wire id (`WireMessage::MODEL`), which no other model has.
     fn wire_model(&self) -> u16;
+}
+
+impl<C: Configured + Applications + Clone> ApplicationsOf for C {
+    fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
+        crate::runtime::app::run_app(self.clone(), name, commands, C::KINDS)
+    }
+
+    fn app_kinds(&self) -> Vec<&'static str> {
+        C::KINDS.iter().map(|k| k.name).collect()
+    }
+
+    fn wire_model(&self) -> u16 {
+        C::Message::MODEL
+    }
 }
 
 /// A model told by its names and how its configuration is read (an error names the key;

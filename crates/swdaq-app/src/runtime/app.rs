@@ -168,11 +168,6 @@ pub struct KindSpec<C, R> {
     pub run: fn(&AppContext<C>) -> anyhow::Result<R>,
 }
 
-/// The names of a model's application kinds, in its table's order.
-pub fn kind_names<C, R>(kinds: &[KindSpec<C, R>]) -> Vec<&'static str> {
-    kinds.iter().map(|k| k.name).collect()
-}
-
 /// Checks `config`'s topology against the model's `kinds` (the checks every model shares;
 /// the model adds what only it knows).
 pub fn check_kinds<C, R>(config: &C, kinds: &[KindSpec<C, R>]) -> anyhow::Result<()>

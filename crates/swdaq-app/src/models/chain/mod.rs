@@ -22,7 +22,6 @@ pub mod wire;
 use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
-use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::TopologySection;
 use config::RunConfig;
@@ -128,18 +127,6 @@ impl Configured for RunConfig {
             run_number: self.run.number,
             report,
         }))
-    }
-
-    fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
-        apps::run(self, name, commands)
-    }
-
-    fn app_kinds(&self) -> Vec<&'static str> {
-        crate::runtime::app::kind_names(apps::KINDS)
-    }
-
-    fn wire_model(&self) -> u16 {
-        <wire::ChainMessage as swdaq_net::WireMessage>::MODEL
     }
 }
 

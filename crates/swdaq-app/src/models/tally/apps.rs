@@ -22,6 +22,12 @@ pub const KINDS: &[KindSpec<TallyConfig, CounterReport>] = &[KindSpec {
     run,
 }];
 
+impl crate::model::Applications for TallyConfig {
+    type Report = CounterReport;
+    type Message = TallyMessage;
+    const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;
+}
+
 /// How often a counter tells the next its count.
 const TELL_EVERY: Duration = Duration::from_millis(100);
 

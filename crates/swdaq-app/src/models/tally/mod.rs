@@ -14,7 +14,6 @@ pub mod wire;
 use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;
 use crate::runtime::outcome::StopReason;
-use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::TopologySection;
 use config::TallyConfig;
@@ -94,18 +93,6 @@ impl Configured for TallyConfig {
             run_number: self.run.number,
             summary,
         }))
-    }
-
-    fn app(&self, name: &str, commands: Commands) -> anyhow::Result<Vec<u8>> {
-        crate::runtime::app::run_app(self.clone(), name, commands, apps::KINDS)
-    }
-
-    fn app_kinds(&self) -> Vec<&'static str> {
-        crate::runtime::app::kind_names(apps::KINDS)
-    }
-
-    fn wire_model(&self) -> u16 {
-        <wire::TallyMessage as swdaq_net::WireMessage>::MODEL
     }
 }
 

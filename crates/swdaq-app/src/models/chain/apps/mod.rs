@@ -93,6 +93,12 @@ pub(super) const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
     },
 ];
 
+impl crate::model::Applications for RunConfig {
+    type Report = RunReport;
+    type Message = crate::models::chain::wire::ChainMessage;
+    const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;
+}
+
 /// Checks the chain's topology: its kinds, and each of the run's `links` read out by exactly
 /// one readout application.
 pub fn check_topology(config: &RunConfig) -> anyhow::Result<()> {

@@ -59,3 +59,9 @@ pub const KINDS: &[KindSpec<EvbRunConfig, EvbAppReport>] = &[
         run: bu::run,
     },
 ];
+
+impl crate::model::Applications for EvbRunConfig {
+    type Report = EvbAppReport;
+    type Message = crate::models::evb::wire::EvbMessage;
+    const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;
+}

@@ -130,6 +130,12 @@ pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
     },
 ];
 
+impl crate::model::Applications for SwrodRunConfig {
+    type Report = SwrodAppReport;
+    type Message = crate::models::swrod::wire::SwrodMessage;
+    const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;
+}
+
 /// Checks the SW ROD's topology: its kinds, and each of the run's FELIX cards read out by
 /// exactly one `swrod` application.
 pub(super) fn check_topology(config: &SwrodRunConfig) -> anyhow::Result<()> {
