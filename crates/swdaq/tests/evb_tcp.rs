@@ -43,6 +43,26 @@ fn ferol_truth(dir: &std::path::Path) -> (PerFedKind, Vec<(u64, u16)>) {
 
 #[test]
 fn ferol_streams_over_tcp_build_into_frd_files_with_every_corruption_counted_once() {
+    ferol_streams_build_every_event_once("");
+}
+
+/// The same streams read by the readout units of a topology: each `evm`/`ru` application
+/// listens on its own FEDs' streams.
+#[test]
+fn ferol_streams_over_tcp_build_the_same_as_applications() {
+    let apps = common::loopback_topology_apps(&[
+        ("evm", "evm", ""),
+        ("ru1", "ru", ""),
+        ("bu0", "bu", ""),
+        ("bu1", "bu", ""),
+    ]);
+    ferol_streams_build_every_event_once(&apps);
+}
+
+/// Runs the event builder (with `topology`'s applications, if any) on FEROL streams sent by
+/// `swdaq gen` with corruptions, and checks every event, fragment and counter against the
+/// sender's truth.
+fn ferol_streams_build_every_event_once(topology: &str) {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let feds = fed_specs(6000);
@@ -64,7 +84,7 @@ fn ferol_streams_over_tcp_build_into_frd_files_with_every_corruption_counted_onc
             "duration_s = 15\nmetrics_addr = \"\"\n[evb]\nbuilder_units = 2\nevents_per_file = 100\n\
              max_events = {EVENTS}\nmin_free_bytes = 0\noutput = {:?}\n{}\n\
              [evb.input]\nkind = \"tcp\"\ntcp_address = \"127.0.0.1:{port}\"\nfeds_per_stream = 2\n\
-             stop_wait = 100\n",
+             stop_wait = 100\n{topology}",
             dir.path().join("out"),
             two_readout_units(&feds),
         ),
