@@ -1,5 +1,5 @@
 //! `swdaq run --config configs/swrod-full-mode.toml` end to end from the binary, in one
-//! process: FELIX cards in FULL mode (one ~5 KB chunk per link per L1 accept, 4 KiB blocks
+//! process and as applications: FELIX cards in FULL mode (one ~5 KB chunk per link per L1 accept, 4 KiB blocks
 //! with 32-bit trailers, chunks spanning blocks) emulated in the run or read from
 //! `swdaq gen --format felix --full-mode` files, SW ROD threads aggregating the links into
 //! ROB fragments, the HLT and EventStorage files. The example configuration is run as it
@@ -79,6 +79,17 @@ impl Run {
         let path = dir.join("swrod-full-mode.toml");
         std::fs::write(&path, toml::to_string(&config).unwrap()).unwrap();
         Self { path, config }
+    }
+
+    /// The same run as `[topology]`'s applications (`[[topology.apps]]` entries), at
+    /// `l1a_rate_hz` (applications follow an L1A clock).
+    fn as_applications(mut self, apps: &str, l1a_rate_hz: f64) -> Self {
+        let swrod = self.config["swrod"].as_table_mut().unwrap();
+        swrod.insert("l1a_rate_hz".into(), l1a_rate_hz.into());
+        let mut text = toml::to_string(&self.config).unwrap();
+        text += apps;
+        std::fs::write(&self.path, text).unwrap();
+        self
     }
 
     fn swrod(&self, key: &str) -> u64 {
@@ -206,6 +217,23 @@ fn a_clean_full_mode_run_stores_every_event_as_the_cards_sent_it() {
         assert_eq!(u(&rob["decoder"]["broken_chunks"]), 0, "{rob:#}");
         assert_eq!(u(&rob["decoder"]["corrupt_blocks"]), 0, "{rob:#}");
     }
+}
+
+/// FULL-mode cards read by SW ROD applications (a card each), their ROB fragments built by
+/// the HLT applications: every stored event is what the cards sent.
+#[test]
+fn full_mode_sw_rod_applications_store_every_event_as_the_cards_sent_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let l1as = 600;
+    let run = Run::new(dir.path(), l1as, None, None)
+        .as_applications(&common::loopback_swrod_apps(), 2000.0);
+    let summary = run.run();
+    assert_eq!(summary["truth"]["ok"], true, "{summary:#}");
+    assert_eq!(summary["apps"].as_array().unwrap().len(), 5, "{summary:#}");
+    assert_eq!(u(&summary["stored_events"]), l1as, "{summary:#}");
+    let chunks = swrod_truth::emulated_chunks(run.swrod("cards") as u16, l1as, &run.felix(), 16);
+    let (named, flagged) = check_files(&summary, &run, l1as, &chunks);
+    assert_eq!((named, flagged), (0, 0));
 }
 
 /// Every fault kind ends in its counter, the dead link is named missing in every L1 accept

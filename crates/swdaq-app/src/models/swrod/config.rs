@@ -434,11 +434,6 @@ impl SwrodRunConfig {
                 "a ROB fragment of the aggregation plugin (swrod.aggregator.max_payload_bytes)",
             )?;
         }
-        anyhow::ensure!(
-            !self.topology.is_distributed()
-                || self.swrod.felix.mode == swdaq_sim::felix::FelixMode::Gbt,
-            "invalid configuration: swrod.felix.mode = \"full\" runs in one process only for now (SW ROD applications read GBT-mode blocks)"
-        );
         let emulated = self.swrod.input.kind == SwrodInputKind::Emulator;
         anyhow::ensure!(
             !self.topology.is_distributed() || !emulated || self.swrod.l1a_rate_hz > 0.0,
