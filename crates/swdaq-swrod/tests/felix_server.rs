@@ -8,7 +8,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 use swdaq_format::felix::{BLOCK_SIZE, BlockHeader, TTC_TO_HOST_ELINK};
-use swdaq_sim::felix::{BlockSink, FelixCard, FelixConfig};
+use swdaq_sim::felix::{BlockSink, FelixCard, FelixConfig, FelixMode};
 use swdaq_swrod::net::server::{Published, ServerConfig, publish};
 use swdaq_swrod::net::stream::{MessageReader, write_message};
 use swdaq_swrod::net::subscriber::{Intake, IntakeError, Subscriber};
@@ -28,15 +28,26 @@ fn card() -> FelixConfig {
     }
 }
 
+/// A FULL-mode card: 4 KiB blocks with 32-bit trailers, chunks spanning blocks.
+fn full_mode_card() -> FelixConfig {
+    FelixConfig {
+        mode: FelixMode::Full,
+        block_kib: Some(4),
+        chunk_min: 1000,
+        chunk_max: 6000,
+        ..card()
+    }
+}
+
 /// The card's blocks by e-link, as the emulator makes them (the server's card, replayed).
-fn blocks_by_elink() -> HashMap<u16, Vec<u8>> {
+fn blocks_by_elink(config: FelixConfig) -> HashMap<u16, Vec<u8>> {
     struct ByElink(HashMap<u16, Vec<u8>>);
     impl BlockSink for ByElink {
         fn block(&mut self, elink: u16, block: &[u8]) {
             self.0.entry(elink).or_default().extend_from_slice(block);
         }
     }
-    let mut card = FelixCard::new(card()).unwrap();
+    let mut card = FelixCard::new(config).unwrap();
     let mut sink = ByElink(HashMap::new());
     for _ in 0..L1AS {
         card.l1_accept(&mut sink);
@@ -45,12 +56,12 @@ fn blocks_by_elink() -> HashMap<u16, Vec<u8>> {
     sink.0
 }
 
-fn server() -> (SocketAddr, std::thread::JoinHandle<Published>) {
+fn server(felix: FelixConfig) -> (SocketAddr, std::thread::JoinHandle<Published>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let config = ServerConfig {
         card: 3,
-        felix: card(),
+        felix,
         l1as: L1AS,
         rate_hz: 0.0,
         wait_for_subscribers: Duration::from_secs(20),
@@ -79,7 +90,10 @@ fn receive_all(mut subscriber: Subscriber) -> (Vec<u8>, Subscriber) {
             Intake::Blocks(b) => got.extend_from_slice(b),
             Intake::Idle => {}
             Intake::End(end) => {
-                assert_eq!(end.blocks, (got.len() / BLOCK_SIZE) as u64);
+                assert_eq!(
+                    end.blocks,
+                    (got.len() / subscriber.card().block_size) as u64
+                );
                 assert_eq!(end.l1as, L1AS);
                 return (got, subscriber);
             }
@@ -104,7 +118,7 @@ fn answer_to(addr: SocketAddr, bytes: &[u8]) -> (Kind, String) {
 
 #[test]
 fn subscribers_get_the_blocks_of_their_elinks_and_strangers_are_refused() {
-    let (addr, server) = server();
+    let (addr, server) = server(card());
     // Before the real subscribers: a peer of another protocol version, one sending garbage,
     // one asking for an e-link the card does not have.
     let mut other_version = [0u8; HEADER_SIZE];
@@ -129,7 +143,8 @@ fn subscribers_get_the_blocks_of_their_elinks_and_strangers_are_refused() {
         Subscribed {
             card: 3,
             elinks: ELINKS,
-            ttc_to_host: true
+            ttc_to_host: true,
+            block_size: BLOCK_SIZE,
         }
     );
     let high = std::thread::spawn(move || receive_all(subscribe(addr, &high).unwrap()));
@@ -138,7 +153,7 @@ fn subscribers_get_the_blocks_of_their_elinks_and_strangers_are_refused() {
     let published = server.join().unwrap();
 
     // Each subscriber's blocks, per e-link in order, are the card's, and nothing else.
-    let want = blocks_by_elink();
+    let want = blocks_by_elink(card());
     for (got, elinks) in [
         (
             &low_got,
@@ -181,6 +196,34 @@ fn subscribers_get_the_blocks_of_their_elinks_and_strangers_are_refused() {
     );
 }
 
+/// A FULL-mode card's blocks (4 KiB) travel whole: the subscriber learns the block size from
+/// the subscription and gets every e-link's blocks as the card made them.
+#[test]
+fn a_full_mode_card_s_blocks_reach_their_subscriber_whole() {
+    let (addr, server) = server(full_mode_card());
+    let elinks: Vec<u16> = (0..ELINKS).chain([TTC_TO_HOST_ELINK]).collect();
+    let subscriber = subscribe(addr, &elinks).unwrap();
+    assert_eq!(subscriber.card().block_size, 4096);
+    let (got, subscriber) = receive_all(subscriber);
+    let published = server.join().unwrap();
+    let layout = full_mode_card().layout().unwrap();
+    let mut by_elink: HashMap<u16, Vec<u8>> = HashMap::new();
+    for block in got.chunks(4096) {
+        let elink = BlockHeader::decode_as(layout, block).unwrap().elink;
+        by_elink.entry(elink).or_default().extend_from_slice(block);
+    }
+    assert!(
+        by_elink == blocks_by_elink(full_mode_card()),
+        "blocks differ"
+    );
+    let c = subscriber.counts;
+    assert_eq!(
+        (c.malformed, c.connection_losses, c.blocks_missing),
+        (0, 0, 0)
+    );
+    assert_eq!(published.blocks, (got.len() / 4096) as u64);
+}
+
 #[test]
 fn a_server_sending_garbage_costs_the_connection_counted() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -197,6 +240,7 @@ fn a_server_sending_garbage_costs_the_connection_counted() {
             card: 0,
             elinks: ELINKS,
             ttc_to_host: true,
+            block_size: BLOCK_SIZE,
         };
         let mut sequence = 0;
         write_message(&mut stream, Kind::Subscribed, &mut sequence, &card.encode()).unwrap();
@@ -238,6 +282,7 @@ fn a_server_answering_a_byte_at_a_time_is_given_the_wait_not_its_own() {
             card: 0,
             elinks: ELINKS,
             ttc_to_host: true,
+            block_size: BLOCK_SIZE,
         };
         let mut answer = Vec::new();
         write_message(&mut answer, Kind::Subscribed, &mut 0, &card.encode()).unwrap();

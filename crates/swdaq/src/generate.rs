@@ -226,10 +226,6 @@ fn run_felix(args: &Args) -> anyhow::Result<()> {
     if args.full_mode {
         config.mode = FelixMode::Full;
     }
-    anyhow::ensure!(
-        config.mode == FelixMode::Gbt || args.tcp.is_none(),
-        "FULL mode is written to files only: FELIX over the network (--tcp) carries GBT-mode blocks"
-    );
     let layout = config.layout()?;
     config.ttc_to_host = true;
     let l1as = (args.seconds * args.l1a_rate).ceil() as u64;

@@ -206,6 +206,7 @@ fn hostile_felix_server(
                 card,
                 elinks,
                 ttc_to_host: true,
+                block_size: BLOCK_SIZE,
             };
             let mut sequence = 0;
             let _ = write_message(

@@ -277,6 +277,84 @@ fn every_fault_kind_in_full_mode_ends_in_its_counter_and_missing_links_are_named
     check_fault_run(&summary, &run, l1as, false);
 }
 
+/// `swdaq gen --format felix --full-mode` of `run`'s cards: `l1as` L1 accepts at `rate_hz`,
+/// with `args` (where they go).
+fn generate(run: &Run, dir: &Path, l1as: u64, rate_hz: u64, args: &[&str]) -> std::process::Child {
+    // The generator's cards: the run's [swrod.felix], in GBT mode but for --full-mode.
+    let mut felix = run.felix();
+    felix.mode = FelixMode::Gbt;
+    let cards_config = dir.join("cards.toml");
+    std::fs::write(&cards_config, toml::to_string(&felix).unwrap()).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["gen", "--format", "felix", "--full-mode", "--links"])
+        .arg(run.swrod("cards").to_string())
+        .arg("--config")
+        .arg(&cards_config)
+        .args(["--seconds", &(l1as as f64 / rate_hz as f64).to_string()])
+        .args(["--l1a-rate", &rate_hz.to_string()])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// FULL-mode cards published by FELIX servers (`swdaq gen --tcp`): the SW ROD subscribes,
+/// learns the cards' 4 KiB blocks from the subscription, and stores every event the cards
+/// sent, every fault in its counter.
+#[test]
+fn full_mode_cards_published_over_tcp_give_every_block_and_the_truth() {
+    let dir = tempfile::tempdir().unwrap();
+    let l1as = 3 * u64::from(ECR_EVERY);
+    let port = loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = first.local_addr().unwrap().port();
+        if port < 60_000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            break port;
+        }
+    };
+    let sent = dir.path().join("sent");
+    let input = format!(
+        "kind = \"tcp\"\ntcp_address = \"127.0.0.1:{port}\"\ntruth = {sent:?}\nconnect_timeout_s = 30\n"
+    );
+    let run = Run::new(dir.path(), 0, Some(FAULTS), Some(&input));
+    let address = format!("127.0.0.1:{port}");
+    let servers = generate(
+        &run,
+        dir.path(),
+        l1as,
+        5000,
+        &[
+            "--out",
+            sent.to_str().unwrap(),
+            "--tcp",
+            &address,
+            "--wait-subscribers",
+            "30",
+        ],
+    );
+    let summary = run.run();
+    let served = servers.wait_with_output().unwrap();
+    assert!(
+        served.status.success(),
+        "{}",
+        String::from_utf8_lossy(&served.stderr)
+    );
+    for card in summary["cards"].as_array().unwrap() {
+        let intake = &card["intake"];
+        assert!(u(&intake["blocks"]) > 0, "{card:#}");
+        for counter in [
+            "out_of_sequence",
+            "malformed",
+            "connection_losses",
+            "blocks_missing",
+        ] {
+            assert_eq!(u(&intake[counter]), 0, "{counter}: {card:#}");
+        }
+    }
+    check_fault_run(&summary, &run, l1as, true);
+}
+
 #[test]
 fn full_mode_cards_read_from_generator_files_give_the_same_events_and_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -286,20 +364,15 @@ fn full_mode_cards_read_from_generator_files_give_the_same_events_and_counts() {
     let cards_dir = dir.path().join("cards");
     let input = format!("kind = \"file\"\ndirectory = {cards_dir:?}\n");
     let run = Run::new(dir.path(), 0, Some(FAULTS), Some(&input));
-    // The generator's cards: the run's [swrod.felix], in GBT mode but for --full-mode.
-    let mut felix = run.felix();
-    felix.mode = FelixMode::Gbt;
-    let cards_config = dir.path().join("cards.toml");
-    std::fs::write(&cards_config, toml::to_string(&felix).unwrap()).unwrap();
-    let generated = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["gen", "--format", "felix", "--full-mode", "--links"])
-        .arg(run.swrod("cards").to_string())
-        .arg("--config")
-        .arg(&cards_config)
-        .args(["--seconds", "1", "--l1a-rate", &l1as.to_string(), "--out"])
-        .arg(&cards_dir)
-        .output()
-        .unwrap();
+    let generated = generate(
+        &run,
+        dir.path(),
+        l1as,
+        l1as,
+        &["--out", cards_dir.to_str().unwrap()],
+    )
+    .wait_with_output()
+    .unwrap();
     assert!(
         generated.status.success(),
         "{}",

@@ -18,7 +18,7 @@ use serde::Serialize;
 use std::io;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
-use swdaq_format::felix::{MAX_ELINK, TTC_TO_HOST_ELINK};
+use swdaq_format::felix::{BlockLayout, MAX_ELINK, TTC_TO_HOST_ELINK};
 use swdaq_readout::udp::Pacer;
 use swdaq_sim::felix::{BlockSink, FelixCard, FelixConfig, FelixConfigError, FelixFault};
 
@@ -120,13 +120,14 @@ struct Subscribers {
 }
 
 impl Subscribers {
-    fn new(card: u16, felix: &FelixConfig) -> Self {
+    fn new(card: u16, felix: &FelixConfig, layout: BlockLayout) -> Self {
         Self {
             card,
             felix: Subscribed {
                 card,
                 elinks: felix.elinks,
                 ttc_to_host: true,
+                block_size: layout.block_size(),
             },
             peers: Vec::new(),
             by_elink: vec![Vec::new(); usize::from(MAX_ELINK) + 1],
@@ -237,7 +238,7 @@ impl Subscribers {
         self.peers.push(Peer {
             stream,
             sequence,
-            message: BlocksMessage::default(),
+            message: BlocksMessage::new(self.felix.block_size),
             sent: 0,
             failed: false,
             dropped: false,
@@ -312,7 +313,7 @@ pub fn publish(
         card: card_no,
         ..Published::default()
     };
-    let mut subscribers = Subscribers::new(card_no, card.config());
+    let mut subscribers = Subscribers::new(card_no, card.config(), card.layout());
     let waiting = Instant::now();
     loop {
         subscribers

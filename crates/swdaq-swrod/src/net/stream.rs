@@ -1,10 +1,9 @@
 //! Framing on a TCP stream: whole messages out, and messages read back across read
 //! time-outs (a receive that times out part-way keeps what it has and goes on next call).
 
-use super::wire::{HEADER_SIZE, Header, Kind, MAX_BLOCKS};
+use super::wire::{HEADER_SIZE, Header, Kind, MAX_PAYLOAD};
 use std::io::{self, Read, Write};
 use swdaq_format::FormatError;
-use swdaq_format::felix::BLOCK_SIZE;
 
 /// Why a stream cannot be read further.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +36,7 @@ impl Default for MessageReader {
             header_got: 0,
             parsed: None,
             // The largest payload, allocated (and zeroed) once.
-            payload: vec![0; MAX_BLOCKS * BLOCK_SIZE],
+            payload: vec![0; MAX_PAYLOAD],
             payload_got: 0,
             last_len: 0,
         }
@@ -110,23 +109,24 @@ pub fn write_message(
 /// A `Blocks` message built in place: room for the header, then blocks appended.
 pub struct BlocksMessage {
     bytes: Vec<u8>,
-}
-
-impl Default for BlocksMessage {
-    fn default() -> Self {
-        let mut bytes = Vec::with_capacity(HEADER_SIZE + MAX_BLOCKS * BLOCK_SIZE);
-        bytes.resize(HEADER_SIZE, 0);
-        Self { bytes }
-    }
+    block_size: usize,
 }
 
 impl BlocksMessage {
-    pub fn blocks(&self) -> usize {
-        (self.bytes.len() - HEADER_SIZE) / BLOCK_SIZE
+    /// A message of blocks of `block_size` bytes (whole KiB, at most [`MAX_PAYLOAD`]).
+    pub fn new(block_size: usize) -> Self {
+        let mut bytes = Vec::with_capacity(HEADER_SIZE + MAX_PAYLOAD);
+        bytes.resize(HEADER_SIZE, 0);
+        Self { bytes, block_size }
     }
 
+    pub fn blocks(&self) -> usize {
+        (self.bytes.len() - HEADER_SIZE) / self.block_size
+    }
+
+    /// No room for another block.
     pub fn is_full(&self) -> bool {
-        self.blocks() == MAX_BLOCKS
+        self.bytes.len() - HEADER_SIZE + self.block_size > MAX_PAYLOAD
     }
 
     /// Forgets the blocks held (the peer is gone).
@@ -146,7 +146,7 @@ impl BlocksMessage {
         }
         let header = Header {
             kind: Kind::Blocks,
-            len: blocks * BLOCK_SIZE,
+            len: blocks * self.block_size,
             sequence: *sequence,
         };
         *sequence = sequence.wrapping_add(1);
@@ -185,9 +185,11 @@ mod tests {
     fn messages_survive_time_outs_at_any_byte() {
         let mut wire = Vec::new();
         let mut sequence = 0;
-        let mut m = BlocksMessage::default();
-        m.push(&[7u8; BLOCK_SIZE]);
-        m.push(&[8u8; BLOCK_SIZE]);
+        // FULL mode's 4 KiB blocks.
+        const BLOCK: usize = 4096;
+        let mut m = BlocksMessage::new(BLOCK);
+        m.push(&[7u8; BLOCK]);
+        m.push(&[8u8; BLOCK]);
         assert_eq!(m.send(&mut wire, &mut sequence).unwrap(), 2);
         write_message(&mut wire, Kind::End, &mut sequence, &[1; 16]).unwrap();
         for step in [1, 5, 16, 1000, 5000] {
@@ -208,7 +210,7 @@ mod tests {
             }
             assert_eq!(got.len(), 2);
             assert_eq!((got[0].0.kind, got[0].0.sequence), (Kind::Blocks, 0));
-            assert_eq!(got[0].1[BLOCK_SIZE], 8);
+            assert_eq!(got[0].1[BLOCK], 8);
             assert_eq!((got[1].0.kind, got[1].0.sequence), (Kind::End, 1));
         }
         // Cut short: the peer closed in the middle.
@@ -219,6 +221,12 @@ mod tests {
             Err(StreamError::ClosedMidMessage)
         ));
         let mut garbage = &[0x55u8; 64][..];
+        let mut full = BlocksMessage::new(64 << 10);
+        for _ in 0..16 {
+            assert!(!full.is_full());
+            full.push(&[0; 64 << 10]);
+        }
+        assert!(full.is_full());
         assert!(matches!(
             MessageReader::default().read(&mut garbage),
             Err(StreamError::Malformed(_))

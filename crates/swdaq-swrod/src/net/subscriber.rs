@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use swdaq_format::felix::BLOCK_SIZE;
 
 /// How long a read waits before [`Subscriber::receive`] returns `Idle` (the caller can look at
 /// its stop flag that often).
@@ -167,8 +166,13 @@ impl Subscriber {
             u64::from(header.sequence.wrapping_sub(connection.next_sequence));
         connection.next_sequence = header.sequence.wrapping_add(1);
         match header.kind {
+            // Whole blocks of the card's size, or the stream is not the card's.
+            Kind::Blocks if !header.len.is_multiple_of(self.card.block_size) => {
+                self.counts.malformed += 1;
+                Ok(self.lose())
+            }
             Kind::Blocks => {
-                let blocks = (header.len / BLOCK_SIZE) as u64;
+                let blocks = (header.len / self.card.block_size) as u64;
                 connection.blocks += blocks;
                 self.counts.messages += 1;
                 self.counts.blocks += blocks;

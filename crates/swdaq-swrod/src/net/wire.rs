@@ -20,18 +20,25 @@
 //! | 12..16 | sequence number: the sender's messages on this connection, from 0 |
 //!
 //! Payloads: `Subscribe`: e-link numbers, u16 each (1..=2048 of them); `Subscribed`: card
-//! (u16), data e-links (u16), TTC-to-host on (u8), 3 bytes 0; `Refused`: UTF-8 text (up to
-//! 1 KiB); `Blocks`: 1 to [`MAX_BLOCKS`] blocks of [`BLOCK_SIZE`] bytes; `End`: blocks sent
-//! on this connection (u64), L1 accepts the card made (u64).
+//! (u16), data e-links (u16), TTC-to-host on (u8), the card's block size in KiB (u8: 1 in
+//! GBT mode, 1 to 64 in FULL mode), 2 bytes 0; `Refused`: UTF-8 text (up to 1 KiB); `Blocks`:
+//! whole blocks of that size, at most [`MAX_PAYLOAD`] bytes; `End`: blocks sent on this
+//! connection (u64), L1 accepts the card made (u64). Version 1 had no block size (GBT mode's
+//! 1 KiB blocks only).
 
 use swdaq_format::FormatError;
-use swdaq_format::felix::{BLOCK_SIZE, MAX_ELINK};
+use swdaq_format::felix::MAX_ELINK;
 
 pub const MAGIC: [u8; 4] = *b"FXPB";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const HEADER_SIZE: usize = 16;
-/// Most blocks one `Blocks` message carries (1 MiB).
-pub const MAX_BLOCKS: usize = 1024;
+/// Most bytes of blocks one `Blocks` message carries.
+pub const MAX_PAYLOAD: usize = 1 << 20;
+/// Block sizes are whole KiB: a `Blocks` payload is checked against that before the card's
+/// own size is known; the subscriber checks it against the card's.
+const KIB: usize = 1024;
+/// The largest block a card may announce (FULL mode's 64 KiB).
+const MAX_BLOCK_KIB: u8 = 64;
 const MAX_REFUSAL: usize = 1024;
 const MAX_SUBSCRIBED_ELINKS: usize = MAX_ELINK as usize + 1;
 pub const SUBSCRIBED_SIZE: usize = 8;
@@ -66,11 +73,7 @@ impl Kind {
             }
             Self::Subscribed => len == SUBSCRIBED_SIZE,
             Self::Refused => len <= MAX_REFUSAL,
-            Self::Blocks => {
-                len >= BLOCK_SIZE
-                    && len.is_multiple_of(BLOCK_SIZE)
-                    && len / BLOCK_SIZE <= MAX_BLOCKS
-            }
+            Self::Blocks => len >= KIB && len.is_multiple_of(KIB) && len <= MAX_PAYLOAD,
             Self::End => len == END_SIZE,
         }
     }
@@ -142,6 +145,8 @@ pub struct Subscribed {
     pub card: u16,
     pub elinks: u16,
     pub ttc_to_host: bool,
+    /// The card's to-host block size in bytes (whole KiB).
+    pub block_size: usize,
 }
 
 impl Subscribed {
@@ -150,12 +155,17 @@ impl Subscribed {
         b[0..2].copy_from_slice(&self.card.to_le_bytes());
         b[2..4].copy_from_slice(&self.elinks.to_le_bytes());
         b[4] = u8::from(self.ttc_to_host);
+        b[5] = (self.block_size / KIB) as u8;
         b
     }
 
     pub fn parse(b: &[u8]) -> Result<Self, FormatError> {
         const WHAT: &str = "FELIX Subscribed message";
-        if b.len() != SUBSCRIBED_SIZE || b[4] > 1 || b[5..].iter().any(|&x| x != 0) {
+        if b.len() != SUBSCRIBED_SIZE
+            || b[4] > 1
+            || !(1..=MAX_BLOCK_KIB).contains(&b[5])
+            || b[6..].iter().any(|&x| x != 0)
+        {
             return Err(FormatError::Inconsistent {
                 what: WHAT,
                 field: "payload",
@@ -166,6 +176,7 @@ impl Subscribed {
             card: u16::from_le_bytes([b[0], b[1]]),
             elinks: u16::from_le_bytes([b[2], b[3]]),
             ttc_to_host: b[4] == 1,
+            block_size: usize::from(b[5]) * KIB,
         })
     }
 }
@@ -240,7 +251,7 @@ mod tests {
         for (kind, len) in [
             (Kind::Blocks, 0),
             (Kind::Blocks, 1000),
-            (Kind::Blocks, (MAX_BLOCKS + 1) * BLOCK_SIZE),
+            (Kind::Blocks, MAX_PAYLOAD + KIB),
             (Kind::Subscribe, 3),
             (Kind::Subscribe, 0),
             (Kind::End, 8),
@@ -251,31 +262,49 @@ mod tests {
                 "{kind:?} {len}"
             );
         }
-        let ok = header(Kind::Blocks, 64 * BLOCK_SIZE);
+        let ok = header(Kind::Blocks, 64 * KIB);
         assert_eq!(Header::parse(&ok.encode()), Ok(ok));
-        let mut other_version = ok.encode();
-        other_version[4] = 2;
+        let mut version_1 = ok.encode();
+        version_1[4] = 1;
         assert!(matches!(
-            Header::parse(&other_version),
-            Err(FormatError::UnsupportedVersion { got: 2, .. })
+            Header::parse(&version_1),
+            Err(FormatError::UnsupportedVersion { got: 1, .. })
         ));
         assert!(parse_elinks(&encode_elinks(&[1, 0x800])).is_err());
     }
 
+    #[test]
+    fn a_card_s_block_size_is_whole_kib_from_1_to_64() {
+        let card = |kib: u8| {
+            let mut b = Subscribed {
+                card: 1,
+                elinks: 12,
+                ttc_to_host: true,
+                block_size: KIB,
+            }
+            .encode();
+            b[5] = kib;
+            Subscribed::parse(&b)
+        };
+        assert_eq!(card(4).unwrap().block_size, 4096);
+        assert_eq!(card(64).unwrap().block_size, 64 * KIB);
+        assert!(card(0).is_err() && card(65).is_err());
+    }
+
     proptest! {
         #[test]
-        fn headers_and_payloads_round_trip(kind in 1u16..=5, blocks in 1usize..=MAX_BLOCKS, sequence in any::<u32>(), card in any::<u16>(), elinks in any::<u16>(), ttc in any::<bool>(), sent in any::<u64>(), l1as in any::<u64>()) {
+        fn headers_and_payloads_round_trip(kind in 1u16..=5, blocks in 1usize..=MAX_PAYLOAD / KIB, sequence in any::<u32>(), card in any::<u16>(), elinks in any::<u16>(), ttc in any::<bool>(), block_kib in 1usize..=64, sent in any::<u64>(), l1as in any::<u64>()) {
             let kind = Kind::from_u16(kind).unwrap();
             let len = match kind {
                 Kind::Subscribe => 2 * (blocks % MAX_SUBSCRIBED_ELINKS + 1),
                 Kind::Subscribed => SUBSCRIBED_SIZE,
                 Kind::Refused => blocks % MAX_REFUSAL,
-                Kind::Blocks => blocks * BLOCK_SIZE,
+                Kind::Blocks => blocks * KIB,
                 Kind::End => END_SIZE,
             };
             let h = Header { kind, len, sequence };
             prop_assert_eq!(Header::parse(&h.encode()), Ok(h));
-            let s = Subscribed { card, elinks, ttc_to_host: ttc };
+            let s = Subscribed { card, elinks, ttc_to_host: ttc, block_size: block_kib * KIB };
             prop_assert_eq!(Subscribed::parse(&s.encode()), Ok(s));
             let e = End { blocks: sent, l1as };
             prop_assert_eq!(End::parse(&e.encode()), Ok(e));

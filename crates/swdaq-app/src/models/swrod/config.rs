@@ -155,10 +155,6 @@ impl SwrodInput {
             ),
             SwrodInputKind::Tcp => {
                 anyhow::ensure!(
-                    felix.mode == swdaq_sim::felix::FelixMode::Gbt,
-                    "swrod.felix.mode = \"full\" with swrod.input.kind = \"tcp\": FELIX over the network carries GBT-mode blocks only (FULL mode: emulator or file input)"
-                );
-                anyhow::ensure!(
                     self.tcp_address.is_some(),
                     "swrod.input.tcp_address: TCP input needs card 0's FELIX server (host:port)"
                 );

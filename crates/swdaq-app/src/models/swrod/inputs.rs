@@ -309,7 +309,8 @@ pub(super) fn ttc_thread(
     Ok(result)
 }
 
-/// The server publishes the card expected there, with the e-links configured.
+/// The server publishes the card expected there, with the e-links and the block size
+/// configured.
 pub(super) fn check_card(
     subscriber: &Subscriber,
     card: u16,
@@ -323,6 +324,14 @@ pub(super) fn check_card(
         got.card,
         got.elinks,
         settings.felix.elinks
+    );
+    let block_size = settings.layout().block_size();
+    anyhow::ensure!(
+        got.block_size == block_size,
+        "FELIX server {} publishes card {card} in {} KiB blocks, where {} KiB blocks (swrod.felix.mode, block_kib) were expected",
+        subscriber.addr(),
+        got.block_size / 1024,
+        block_size / 1024
     );
     Ok(())
 }
