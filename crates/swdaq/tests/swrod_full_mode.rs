@@ -83,7 +83,7 @@ impl Run {
 
     /// The same run as `[topology]`'s applications (`[[topology.apps]]` entries), at
     /// `l1a_rate_hz` (applications follow an L1A clock).
-    fn as_applications(mut self, apps: &str, l1a_rate_hz: f64) -> Self {
+    fn into_applications(mut self, apps: &str, l1a_rate_hz: f64) -> Self {
         let swrod = self.config["swrod"].as_table_mut().unwrap();
         swrod.insert("l1a_rate_hz".into(), l1a_rate_hz.into());
         let mut text = toml::to_string(&self.config).unwrap();
@@ -226,7 +226,7 @@ fn full_mode_sw_rod_applications_store_every_event_as_the_cards_sent_it() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 600;
     let run = Run::new(dir.path(), l1as, None, None)
-        .as_applications(&common::loopback_swrod_apps(), 2000.0);
+        .into_applications(&common::loopback_swrod_apps(), 2000.0);
     let summary = run.run();
     assert_eq!(summary["truth"]["ok"], true, "{summary:#}");
     assert_eq!(summary["apps"].as_array().unwrap().len(), 5, "{summary:#}");
