@@ -280,13 +280,33 @@ fn every_fault_kind_in_full_mode_ends_in_its_counter_and_missing_links_are_named
 /// `swdaq gen --format felix --full-mode` of `run`'s cards: `l1as` L1 accepts at `rate_hz`,
 /// with `args` (where they go).
 fn generate(run: &Run, dir: &Path, l1as: u64, rate_hz: u64, args: &[&str]) -> std::process::Child {
+    generate_in(FelixMode::Full, run, dir, l1as, rate_hz, args)
+}
+
+/// `swdaq gen --format felix` of `run`'s cards in `mode`.
+fn generate_in(
+    mode: FelixMode,
+    run: &Run,
+    dir: &Path,
+    l1as: u64,
+    rate_hz: u64,
+    args: &[&str],
+) -> std::process::Child {
     // The generator's cards: the run's [swrod.felix], in GBT mode but for --full-mode.
     let mut felix = run.felix();
     felix.mode = FelixMode::Gbt;
+    felix.block_kib = None;
     let cards_config = dir.join("cards.toml");
     std::fs::write(&cards_config, toml::to_string(&felix).unwrap()).unwrap();
+    let full_mode: &[&str] = if mode == FelixMode::Full {
+        &["--full-mode"]
+    } else {
+        &[]
+    };
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["gen", "--format", "felix", "--full-mode", "--links"])
+        .args(["gen", "--format", "felix"])
+        .args(full_mode)
+        .arg("--links")
         .arg(run.swrod("cards").to_string())
         .arg("--config")
         .arg(&cards_config)
@@ -306,13 +326,7 @@ fn generate(run: &Run, dir: &Path, l1as: u64, rate_hz: u64, args: &[&str]) -> st
 fn full_mode_cards_published_over_tcp_give_every_block_and_the_truth() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 3 * u64::from(ECR_EVERY);
-    let port = loop {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = first.local_addr().unwrap().port();
-        if port < 60_000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            break port;
-        }
-    };
+    let port = two_free_tcp_ports();
     let sent = dir.path().join("sent");
     let input = format!(
         "kind = \"tcp\"\ntcp_address = \"127.0.0.1:{port}\"\ntruth = {sent:?}\nconnect_timeout_s = 30\n"
@@ -353,6 +367,52 @@ fn full_mode_cards_published_over_tcp_give_every_block_and_the_truth() {
         }
     }
     check_fault_run(&summary, &run, l1as, true);
+}
+
+/// A free TCP port with the next one free too (the generator's two servers bind them).
+fn two_free_tcp_ports() -> u16 {
+    loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = first.local_addr().unwrap().port();
+        if port < 60_000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A FELIX server publishing GBT-mode cards to a SW ROD configured for FULL mode: the run
+/// is refused at once, naming both block sizes, not read as garbage.
+#[test]
+fn a_card_of_other_blocks_over_tcp_is_refused_naming_both_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let address = format!("127.0.0.1:{}", two_free_tcp_ports());
+    let input = format!("kind = \"tcp\"\ntcp_address = \"{address}\"\nconnect_timeout_s = 30\n");
+    let run = Run::new(dir.path(), 0, None, Some(&input));
+    let sent = dir.path().join("sent");
+    let mut servers = generate_in(
+        FelixMode::Gbt,
+        &run,
+        dir.path(),
+        100,
+        1000,
+        &[
+            "--out",
+            sent.to_str().unwrap(),
+            "--tcp",
+            &address,
+            "--wait-subscribers",
+            "5",
+        ],
+    );
+    let out = common::swdaq_run(&run.path);
+    let _ = servers.kill();
+    let _ = servers.wait();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("in 1 KiB blocks, where 4 KiB blocks"),
+        "{stderr}"
+    );
 }
 
 #[test]
