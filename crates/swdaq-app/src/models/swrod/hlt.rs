@@ -6,6 +6,7 @@
 use super::config::SwrodSettings;
 use crossbeam_channel::{Receiver, Sender};
 use std::time::Duration;
+use swdaq_dqm::sample::{SampleCounts, Sampler};
 use swdaq_monitor::{Counter, Registry};
 use swdaq_swrod::event::EventEncoder;
 use swdaq_swrod::files::{ToStorage, Told};
@@ -95,6 +96,8 @@ pub(super) struct HltResult {
     pub(super) counts: HltCounts,
     pub(super) incomplete_examples: Vec<IncompleteExample>,
     pub(super) cpu_s: f64,
+    /// Stored events sampled for data-quality monitoring, and sampled ones dropped.
+    pub(super) dqm_samples: SampleCounts,
 }
 
 /// Builds an event of run `run_number` for every L1 accept `l1as` brings (until it closes and every event is
@@ -109,6 +112,7 @@ pub(super) fn hlt_thread(
     to_storage: Sender<ToStorage>,
     mut metrics: HltMetrics,
     mut built: impl FnMut(u64, bool),
+    mut sampler: Option<Sampler<Vec<u8>>>,
 ) -> HltResult {
     let cpu = cpu_time::ThreadTime::now();
     let config = HltConfig {
@@ -131,6 +135,9 @@ pub(super) fn hlt_thread(
                     return;
                 }
                 let bytes = encoder.encode(&e);
+                if let Some(sampler) = sampler.as_mut() {
+                    sampler.offer(|| bytes.clone());
+                }
                 ToStorage::Event {
                     global_id,
                     lumi_block: e.l1a.lumi_block,
@@ -148,5 +155,6 @@ pub(super) fn hlt_thread(
         counts,
         incomplete_examples: examples,
         cpu_s: cpu.elapsed().as_secs_f64(),
+        dqm_samples: sampler.as_ref().map(Sampler::counts).unwrap_or_default(),
     }
 }

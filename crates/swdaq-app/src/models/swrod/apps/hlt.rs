@@ -111,6 +111,8 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             store_tx,
             metrics,
             |global_id, accepted| credits.built(global_id, accepted),
+            // Online data-quality monitoring runs in one process only.
+            None,
         );
         let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         let stored = writer.join().map_err(|_| failed("storage"))?;
