@@ -75,8 +75,8 @@ impl<T> Sampler<T> {
         if !self.offered.is_multiple_of(self.every) {
             return;
         }
-        // This thread is the channel's only sender here, so room seen stays room until
-        // `try_send`; a gone monitoring thread drops the sample the same way.
+        // Checking for room first spares the copy when the queue is full; room another data
+        // thread takes meanwhile, or a gone monitoring thread, fails `try_send`: a drop too.
         if self.sender.is_full() || self.sender.try_send(copy()).is_err() {
             self.counts.dropped += 1;
             self.dropped.inc();

@@ -2,6 +2,10 @@
 //! reference; a run of the same detector with another seed is judged with no histogram Bad;
 //! a run whose FED 1 sends fragments twice as large is judged with that FED's size histogram
 //! Bad, first in the list, and the others not Bad.
+//! Online (`[dqm]` in the run's file): the set a run saves beside its data equals what
+//! `swdaq dqm` computes over its files (event builder and SW ROD) and is on record with them;
+//! judged against a reference run it flags the same grown FED; a full sample queue is counted
+//! drops, never a stalled run.
 
 mod common;
 
@@ -317,12 +321,17 @@ fn a_dead_and_a_noisy_channel_and_raised_noise_are_bad_against_a_clean_chain_run
 /// An event-builder run of `events` events with `[dqm]` (`dqm` its keys) into `out`, its
 /// number the next free there; its summary.
 fn online_run(out: &Path, seed: u64, fed1_bytes: u32, events: u64, dqm: &str) -> Value {
-    let config = out.with_extension(format!("{seed}.toml"));
+    let config = online_config(out, seed);
     let model = format!(
         "{}[dqm]\nenabled = true\n{dqm}\n",
         evb_section(seed, fed1_bytes, events)
     );
     run_into(out, &config, 30.0, &model)
+}
+
+/// Where [`online_run`] writes the configuration of its run of `seed`.
+fn online_config(out: &Path, seed: u64) -> PathBuf {
+    out.with_extension(format!("{seed}.toml"))
 }
 
 /// The set a run saved online beside its data.
@@ -362,6 +371,28 @@ fn online_monitoring_of_every_event_saves_what_swdaq_dqm_computes_from_the_files
     let offline = swdaq_dqm::hdf5_file::load(&offline_file).unwrap();
     assert_eq!(online.events, 5000);
     assert_eq!(online, offline);
+
+    // The run registry lists the set among the run's files.
+    let shown = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["runs", "show", "1", "--json", "--config"])
+        .arg(online_config(&out, 1))
+        .output()
+        .unwrap();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let saved = out.join("dqm_run000001.h5");
+    assert!(
+        shown["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["path"].as_str() == saved.to_str()),
+        "{shown}"
+    );
 }
 
 /// `reference_run` judges a run online against the set an earlier run saved in the same

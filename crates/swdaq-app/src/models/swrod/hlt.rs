@@ -91,6 +91,13 @@ pub(super) const INCOMPLETE_EXAMPLES: usize = 20;
 /// An event built with ROBs missing: its L1 ID and each missing ROB's source id with why.
 pub(super) type IncompleteExample = (u32, Vec<(u32, MissingRob)>);
 
+/// Where the HLT's accepted events go: storage, and every N-th also to data-quality
+/// monitoring.
+pub(super) struct ToStore {
+    pub(super) storage: Sender<ToStorage>,
+    pub(super) sampler: Option<Sampler<Vec<u8>>>,
+}
+
 /// What the HLT did.
 pub(super) struct HltResult {
     pub(super) counts: HltCounts,
@@ -102,18 +109,21 @@ pub(super) struct HltResult {
 
 /// Builds an event of run `run_number` for every L1 accept `l1as` brings (until it closes and every event is
 /// settled) from the ROBs behind `ports`; the event is accepted when its number in the run is
-/// the first or every `hlt_accept_every`-th after it. Accepted events go to `to_storage`;
+/// the first or every `hlt_accept_every`-th after it. Accepted events go to `to_store`;
 /// `built(global_id, accepted)` hears of every event once built.
 pub(super) fn hlt_thread(
     s: &SwrodSettings,
     run_number: u32,
     l1as: Receiver<L1Accept>,
     ports: Vec<RobPort>,
-    to_storage: Sender<ToStorage>,
+    to_store: ToStore,
     mut metrics: HltMetrics,
     mut built: impl FnMut(u64, bool),
-    mut sampler: Option<Sampler<Vec<u8>>>,
 ) -> HltResult {
+    let ToStore {
+        storage: to_storage,
+        mut sampler,
+    } = to_store;
     let cpu = cpu_time::ThreadTime::now();
     let config = HltConfig {
         max_in_flight: s.hlt_max_in_flight,

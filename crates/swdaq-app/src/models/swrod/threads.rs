@@ -7,7 +7,7 @@
 
 use super::cards::{Progress, Shared};
 use super::config::SwrodRunConfig;
-use super::hlt::{HltMetrics, StoreMetrics, hlt_thread};
+use super::hlt::{HltMetrics, StoreMetrics, ToStore, hlt_thread};
 use super::readout::Readout;
 use super::report::SwrodReport;
 use crossbeam_channel::bounded;
@@ -62,10 +62,12 @@ pub fn run_threads(
                     config.run.number,
                     l1_rx,
                     ports,
-                    event_tx,
+                    ToStore {
+                        storage: event_tx,
+                        sampler,
+                    },
                     hlt_metrics,
                     |_, _| {},
-                    sampler,
                 )
             })?;
         let writer = std::thread::Builder::new()
