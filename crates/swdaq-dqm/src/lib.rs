@@ -2,14 +2,19 @@
 //! reads, and each histogram judged against a reference run's by a stated test
 //! ([`compare`]). [`chain`] fills the chain's histograms from its trigger records, [`frd`] the
 //! event builder's from its FRD files and [`swrod`] the SW ROD's from its EventStorage files
-//! (`swdaq dqm`, offline); online filling from sampled data and the console's page are to
-//! come.
+//! (`swdaq dqm`, offline), each through one function per item (an event, a record) that
+//! running models use on their samples too: a data thread's [`sample::Sampler`] hands every
+//! N-th item to the [`online`] monitoring thread without ever waiting, which fills the run's
+//! set, judges it against a reference run's and exports the qualities. The console's page is
+//! to come.
 
 pub mod chain;
 pub mod compare;
 pub mod frd;
 pub mod hdf5_file;
 pub mod hist;
+pub mod online;
+pub mod sample;
 mod set;
 pub mod swrod;
 

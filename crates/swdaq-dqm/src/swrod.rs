@@ -39,57 +39,60 @@ pub fn fill(set: &mut HistSet, bytes: &[u8]) -> Result<EventStorageRead, FormatE
                 continue;
             }
         };
-        let event = match FullEvent::parse(data) {
-            Ok(event) => event,
-            Err(e) => {
-                read.problems.push(e.to_string());
-                continue;
-            }
-        };
-        read.events += 1;
-        set.events += 1;
-        set.entry("event_size", || {
-            bytes_histogram("event_size", "Full event size", EVENT_SIZE_BINS)
+        match fill_event(set, data) {
+            Ok(()) => read.events += 1,
+            Err(e) => read.problems.push(e.to_string()),
+        }
+    }
+    Ok(read)
+}
+
+/// Fills `set` from one full event's bytes: the one place the SW ROD's histograms are
+/// filled, from a file's events (`swdaq dqm`) and from a running SW ROD's samples alike.
+pub fn fill_event(set: &mut HistSet, data: &[u8]) -> Result<(), FormatError> {
+    let event = FullEvent::parse(data)?;
+    set.events += 1;
+    set.entry("event_size", || {
+        bytes_histogram("event_size", "Full event size", EVENT_SIZE_BINS)
+    })
+    .fill(data.len() as f64);
+    for rob in event.robs().map_while(Result::ok) {
+        let id = rob.source_id;
+        let name = format!("rob_data_size_{id:08x}");
+        set.entry(&name, || {
+            bytes_histogram(
+                &name,
+                &format!("ROB 0x{id:08x} ROD data size"),
+                ROB_SIZE_BINS,
+            )
         })
-        .fill(data.len() as f64);
-        for rob in event.robs().map_while(Result::ok) {
-            let id = rob.source_id;
-            let name = format!("rob_data_size_{id:08x}");
-            set.entry(&name, || {
-                bytes_histogram(
-                    &name,
-                    &format!("ROB 0x{id:08x} ROD data size"),
-                    ROB_SIZE_BINS,
-                )
-            })
-            .fill(rob.data.len() as f64);
-            let mut words = rob.status();
-            let missing = words
-                .next()
-                .is_some_and(|w| w & status::MISSING_ELINKS != 0);
-            let name = format!("missing_elinks_{id:08x}");
-            let map = set.entry(&name, || {
-                let axis = Axis::new(
-                    "e-link of the ROB",
-                    "",
-                    ELINK_MAP_BINS,
-                    0.0,
-                    ELINK_MAP_BINS as f64,
-                );
-                Hist1::new(&name, &format!("ROB 0x{id:08x}: e-links missing"), axis)
-                    .expect("a valid axis")
-                    .of_counts()
-            });
-            if missing {
-                for (w, word) in words.enumerate() {
-                    for bit in (0..32).filter(|b| word & (1 << b) != 0) {
-                        map.fill((32 * w + bit) as f64);
-                    }
+        .fill(rob.data.len() as f64);
+        let mut words = rob.status();
+        let missing = words
+            .next()
+            .is_some_and(|w| w & status::MISSING_ELINKS != 0);
+        let name = format!("missing_elinks_{id:08x}");
+        let map = set.entry(&name, || {
+            let axis = Axis::new(
+                "e-link of the ROB",
+                "",
+                ELINK_MAP_BINS,
+                0.0,
+                ELINK_MAP_BINS as f64,
+            );
+            Hist1::new(&name, &format!("ROB 0x{id:08x}: e-links missing"), axis)
+                .expect("a valid axis")
+                .of_counts()
+        });
+        if missing {
+            for (w, word) in words.enumerate() {
+                for bit in (0..32).filter(|b| word & (1 << b) != 0) {
+                    map.fill((32 * w + bit) as f64);
                 }
             }
         }
     }
-    Ok(read)
+    Ok(())
 }
 
 fn bytes_histogram(name: &str, title: &str, (bins, hi): (usize, f64)) -> Hist1 {

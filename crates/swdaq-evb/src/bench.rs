@@ -95,7 +95,7 @@ fn measured_run(
     limit: Option<Duration>,
 ) -> Result<(EvbSummary, f64), EvbError> {
     let before = builder_cpu_ticks();
-    let evb = EvbRun::start(config, &Registry::new(), &Drills::default())?;
+    let evb = EvbRun::start(config, &Registry::new(), &Drills::default(), None)?;
     let started = Instant::now();
     let mut ticks = before;
     while !evb.is_finished() {

@@ -14,6 +14,7 @@ use crate::metrics::{CounterSet, PUBLISH_EVERY, queue_gauge};
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::transport::{Inbox, Outbox, Received};
+use swdaq_dqm::sample::{SampleCounts, Sampler};
 use swdaq_monitor::{MonitorError, Registry};
 
 const IDLE_WAIT: Duration = Duration::from_millis(1);
@@ -27,6 +28,9 @@ pub struct BuReport {
     /// Build time (assignment to built) in microseconds.
     #[serde(with = "recorded_values")]
     pub build_time_us: Histogram<u64>,
+    /// Built events sampled for data-quality monitoring, and sampled ones dropped.
+    #[serde(default)]
+    pub dqm_samples: SampleCounts,
 }
 
 impl Default for BuReport {
@@ -35,6 +39,7 @@ impl Default for BuReport {
             build: BuildCounts::default(),
             unwritten: 0,
             build_time_us: Histogram::new(3).expect("3 significant digits is valid"),
+            dqm_samples: SampleCounts::default(),
         }
     }
 }
@@ -54,6 +59,9 @@ pub struct Bu {
     pub writer: crossbeam_channel::Sender<ToWriter>,
     /// Fault drill: the unit dies (returns without a word) after this many events.
     pub die_after: Option<u64>,
+    /// Data-quality monitoring's sampler of the events handed to the writer, each sample
+    /// the event's FRD bytes.
+    pub sampler: Option<Sampler<Vec<u8>>>,
 }
 
 impl Bu {
@@ -200,6 +208,9 @@ impl Bu {
                 report
                     .build_time_us
                     .saturating_record(event.build_time.as_micros() as u64);
+                if let Some(sampler) = self.sampler.as_mut() {
+                    sampler.offer(|| event.to_vec());
+                }
                 if writer_failed || self.writer.send(ToWriter::Event(event)).is_err() {
                     writer_failed = true;
                     report.unwritten += 1;
@@ -220,6 +231,7 @@ impl Bu {
                 let _ = self.writer.send(ToWriter::EndOfLumi { lumi, total_events });
             }
             if self.die_after.is_some_and(|n| finished >= n) {
+                report.dqm_samples = self.sampled();
                 return Ok(report);
             }
             if writer_failed {
@@ -237,7 +249,15 @@ impl Bu {
         publish(&mut counters, self.builder.counts());
         open_gauge.set(0.0);
         report.build = self.builder.counts().clone();
+        report.dqm_samples = self.sampled();
         Ok(report)
+    }
+
+    fn sampled(&self) -> SampleCounts {
+        self.sampler
+            .as_ref()
+            .map(Sampler::counts)
+            .unwrap_or_default()
     }
 }
 
@@ -442,6 +462,7 @@ mod tests {
             inbox: Box::new(inbox),
             writer,
             die_after: None,
+            sampler: None,
         };
         let report = unit.run(&Registry::new()).unwrap();
         assert_eq!(report.build.complete, 3);

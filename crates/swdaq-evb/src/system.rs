@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use swdaq_dataflow::transport::{Inbox, Outbox, local};
+use swdaq_dqm::sample::SampleTap;
 use swdaq_monitor::{MonitorError, Registry};
 use swdaq_sim::fed::FedFaultKind;
 
@@ -202,10 +203,13 @@ fn join<T>(name: &str, handle: JoinHandle<T>) -> Result<T, EvbError> {
 }
 
 impl EvbRun {
+    /// Starts every thread; with `dqm`, each builder unit samples the events it hands to
+    /// its writer into that tap.
     pub fn start(
         config: &EvbConfig,
         registry: &Registry,
         drills: &Drills,
+        dqm: Option<&SampleTap<Vec<u8>>>,
     ) -> Result<Self, EvbError> {
         config.validate()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -281,6 +285,9 @@ impl EvbRun {
                 inbox: Box::new(inbox),
                 writer: events_tx,
                 die_after: drills.kill_bu.filter(|&(k, _)| k == bu).map(|(_, n)| n),
+                sampler: dqm
+                    .map(|tap| tap.sampler(registry, &format!("bu-{j}")))
+                    .transpose()?,
             };
             let registry = registry.clone();
             bus.push(spawn(format!("evb-bu-{j}"), move || unit.run(&registry))?);

@@ -30,7 +30,7 @@ fn config(dir: &Path, events: u64) -> EvbConfig {
 }
 
 fn run(config: &EvbConfig, drills: &Drills) -> EvbSummary {
-    let evb = EvbRun::start(config, &Registry::new(), drills).unwrap();
+    let evb = EvbRun::start(config, &Registry::new(), drills, None).unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !evb.is_finished() {
         assert!(

@@ -2,6 +2,10 @@
 //! reference; a run of the same detector with another seed is judged with no histogram Bad;
 //! a run whose FED 1 sends fragments twice as large is judged with that FED's size histogram
 //! Bad, first in the list, and the others not Bad.
+//! Online (`[dqm]` in the run's file): the set a run saves beside its data equals what
+//! `swdaq dqm` computes over its files (event builder and SW ROD) and is on record with them;
+//! judged against a reference run it flags the same grown FED; a full sample queue is counted
+//! drops, never a stalled run.
 
 mod common;
 
@@ -9,33 +13,29 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Runs `swdaq run` of a configuration whose `[run]` section is `duration_s` and an output
-/// directory `dir/<name>`, the rest being `model`; the files it wrote whose name ends in
-/// `extension`, in any directory below its output.
-fn run_model(
-    dir: &Path,
-    name: &str,
-    duration_s: f64,
-    model: &str,
-    extension: &str,
-) -> Vec<PathBuf> {
-    let out = dir.join(name);
-    let config = dir.join(format!("{name}.toml"));
+/// Runs `swdaq run` of a configuration whose `[run]` section is `duration_s` and the output
+/// directory `out`, the rest being `model`, saved as `config`; its summary.
+fn run_into(out: &Path, config: &Path, duration_s: f64, model: &str) -> Value {
     std::fs::write(
-        &config,
+        config,
         format!(
             "[run]\nduration_s = {duration_s}\nmetrics_addr = \"\"\noutput_dir = {out:?}\n{model}"
         ),
     )
     .unwrap();
-    let done = common::swdaq_run(&config);
+    let done = common::swdaq_run(config);
     assert!(
         done.status.success(),
         "{}",
         String::from_utf8_lossy(&done.stderr)
     );
+    serde_json::from_slice(&done.stdout).unwrap()
+}
+
+/// The files whose name ends in `extension`, in any directory below `dir`.
+fn files_under(dir: &Path, extension: &str) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    let mut dirs = vec![out.clone()];
+    let mut dirs = vec![dir.to_owned()];
     while let Some(d) = dirs.pop() {
         for entry in std::fs::read_dir(d).unwrap() {
             let path = entry.unwrap().path();
@@ -49,20 +49,37 @@ fn run_model(
     assert!(
         !files.is_empty(),
         "no .{extension} file under {}",
-        out.display()
+        dir.display()
     );
     files
+}
+
+/// Runs `model` into `dir/<name>`; the files it wrote whose name ends in `extension`.
+fn run_model(
+    dir: &Path,
+    name: &str,
+    duration_s: f64,
+    model: &str,
+    extension: &str,
+) -> Vec<PathBuf> {
+    let out = dir.join(name);
+    run_into(&out, &dir.join(format!("{name}.toml")), duration_s, model);
+    files_under(&out, extension)
+}
+
+/// The event builder's section: 2 FEDs, FED 1's fragments of `fed1_bytes`, `events` events.
+fn evb_section(seed: u64, fed1_bytes: u32, events: u64) -> String {
+    format!(
+        "[evb]\nbuilder_units = 1\nmax_events = {events}\npaced = false\nseed = {seed}\n\
+         min_free_bytes = 0\nrus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, \
+         {{ id = 1, mean_bytes = {fed1_bytes}, spread_bytes = 128 }}]]\n"
+    )
 }
 
 /// Runs the event builder (2 FEDs, FED 1's fragments of `fed1_bytes`, 5000 events) into
 /// `dir/<name>`; its FRD files.
 fn run(dir: &Path, name: &str, seed: u64, fed1_bytes: u32) -> Vec<PathBuf> {
-    let evb = format!(
-        "[evb]\nbuilder_units = 1\nmax_events = 5000\npaced = false\nseed = {seed}\n\
-         min_free_bytes = 0\nrus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, \
-         {{ id = 1, mean_bytes = {fed1_bytes}, spread_bytes = 128 }}]]\n"
-    );
-    run_model(dir, name, 30.0, &evb, "raw")
+    run_model(dir, name, 30.0, &evb_section(seed, fed1_bytes, 5000), "raw")
 }
 
 fn dqm(args: &[&str], files: &[PathBuf]) -> Value {
@@ -149,16 +166,20 @@ fn a_grown_fed_is_bad_against_the_reference_and_a_like_run_is_not() {
     assert!(!again.status.success());
 }
 
-/// Runs the SW ROD (one card, 16 e-links in two ROBs of 8, 1000 L1 accepts) into `dir/<name>`,
-/// with `faults` lines under `[swrod.felix.faults]`; its EventStorage files.
-fn swrod_run(dir: &Path, name: &str, seed: u64, faults: &str) -> Vec<PathBuf> {
-    let swrod = format!(
+/// The SW ROD's sections: one card, 16 e-links in two ROBs of 8, 1000 L1 accepts, `faults`
+/// lines under `[swrod.felix.faults]`.
+fn swrod_sections(seed: u64, faults: &str) -> String {
+    format!(
         "[swrod]\nmax_file_mb = 1\ncards = 1\nrobs_per_card = 2\nl1a_rate_hz = 0.0\n\
          max_l1as = 1000\nhlt_accept_every = 1\n\
          [swrod.felix]\nelinks = 16\nchunk_min = 8\nchunk_max = 90\nseed = {seed}\n\
          [swrod.felix.faults]\n{faults}\n"
-    );
-    run_model(dir, name, 0.0, &swrod, "data")
+    )
+}
+
+/// Runs the SW ROD ([`swrod_sections`]) into `dir/<name>`; its EventStorage files.
+fn swrod_run(dir: &Path, name: &str, seed: u64, faults: &str) -> Vec<PathBuf> {
+    run_model(dir, name, 0.0, &swrod_sections(seed, faults), "data")
 }
 
 /// A SW ROD run whose e-link 3 dies is Bad against a clean reference on that ROB's missing
@@ -295,4 +316,188 @@ fn a_dead_and_a_noisy_channel_and_raised_noise_are_bad_against_a_clean_chain_run
         "Good",
         "{louder}"
     );
+}
+
+/// An event-builder run of `events` events with `[dqm]` (`dqm` its keys) into `out`, its
+/// number the next free there; its summary.
+fn online_run(out: &Path, seed: u64, fed1_bytes: u32, events: u64, dqm: &str) -> Value {
+    let config = online_config(out, seed);
+    let model = format!(
+        "{}[dqm]\nenabled = true\n{dqm}\n",
+        evb_section(seed, fed1_bytes, events)
+    );
+    run_into(out, &config, 30.0, &model)
+}
+
+/// Where [`online_run`] writes the configuration of its run of `seed`.
+fn online_config(out: &Path, seed: u64) -> PathBuf {
+    out.with_extension(format!("{seed}.toml"))
+}
+
+/// The set a run saved online beside its data.
+fn saved_set(out: &Path, summary: &Value) -> swdaq_dqm::HistSet {
+    let file = summary["dqm"]["file"].as_str().unwrap();
+    let run = summary["run_number"].as_u64().unwrap();
+    assert_eq!(
+        Path::new(file),
+        out.join(format!("dqm_run{run:06}.h5")),
+        "{summary}"
+    );
+    swdaq_dqm::hdf5_file::load(Path::new(file)).unwrap()
+}
+
+/// Online monitoring sampling every event saves the very set `swdaq dqm` computes over the
+/// run's FRD files: one fill function for both.
+#[test]
+fn online_monitoring_of_every_event_saves_what_swdaq_dqm_computes_from_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("online");
+    let summary = online_run(&out, 1, 1024, 5000, "sample_every = 1\nqueue = 8192");
+    let dqm_summary = &summary["dqm"];
+    assert_eq!(
+        (
+            dqm_summary["sampled"].as_u64(),
+            dqm_summary["dropped"].as_u64()
+        ),
+        (Some(5000), Some(0)),
+        "{summary}"
+    );
+    let online = saved_set(&out, &summary);
+    let offline_file = dir.path().join("offline.h5");
+    dqm(
+        &["--json", "--save", offline_file.to_str().unwrap()],
+        &files_under(&out, "raw"),
+    );
+    let offline = swdaq_dqm::hdf5_file::load(&offline_file).unwrap();
+    assert_eq!(online.events, 5000);
+    assert_eq!(online, offline);
+
+    // The run registry lists the set among the run's files.
+    let shown = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["runs", "show", "1", "--json", "--config"])
+        .arg(online_config(&out, 1))
+        .output()
+        .unwrap();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let saved = out.join("dqm_run000001.h5");
+    assert!(
+        shown["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["path"].as_str() == saved.to_str()),
+        "{shown}"
+    );
+}
+
+/// `reference_run` judges a run online against the set an earlier run saved in the same
+/// output directory: a run whose FED 1 sends fragments twice as large has that FED's size
+/// histogram Bad, a like run has none Bad.
+#[test]
+fn online_monitoring_flags_a_grown_fed_against_the_reference_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let every_other = "sample_every = 2\nqueue = 8192";
+    let reference = online_run(&out, 1, 1024, 5000, every_other);
+    let reference_run = reference["run_number"].as_u64().unwrap();
+    assert_eq!(reference["dqm"]["sampled"].as_u64(), Some(2500));
+    assert!(reference["dqm"]["verdicts"].is_null(), "{reference}");
+    let against = format!("{every_other}\nreference_run = {reference_run}");
+
+    let like = online_run(&out, 2, 1024, 5000, &against);
+    let like = flags(&like["dqm"]);
+    assert_eq!(like.len(), 4, "{like:?}");
+    assert!(like.iter().all(|(_, q)| q == "Good"), "{like:?}");
+
+    let grown = online_run(&out, 3, 2048, 5000, &against);
+    let verdicts = flags(&grown["dqm"]);
+    assert_eq!(verdicts[0].1, "Bad", "{verdicts:?}");
+    let bad: Vec<&str> = verdicts
+        .iter()
+        .filter(|(_, q)| q == "Bad")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert!(
+        bad.contains(&"fed_size_0001") && !bad.contains(&"fed_size_0000"),
+        "{verdicts:?}"
+    );
+}
+
+/// A sample queue of one, every event offered, the builder flat out: samples are dropped and
+/// counted, never waited for; every event is still written, and the saved set holds exactly
+/// the samples taken.
+#[test]
+fn a_full_sample_queue_drops_counted_samples_and_the_run_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("full");
+    let summary = online_run(&out, 1, 1024, 20_000, "sample_every = 1\nqueue = 1");
+    assert_eq!(summary["written"].as_u64(), Some(20_000), "{summary}");
+    let (sampled, dropped) = (
+        summary["dqm"]["sampled"].as_u64().unwrap(),
+        summary["dqm"]["dropped"].as_u64().unwrap(),
+    );
+    assert_eq!(sampled + dropped, 20_000, "{summary}");
+    assert!(dropped > 0, "{summary}");
+    assert_eq!(saved_set(&out, &summary).events, sampled);
+}
+
+/// A reference run with no saved set is refused before the run starts, naming the file.
+#[test]
+fn a_missing_reference_run_is_refused_before_data_taking() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("none");
+    let config = dir.path().join("none.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nmetrics_addr = \"\"\noutput_dir = {out:?}\n{}[dqm]\nenabled = true\nreference_run = 41\n",
+            evb_section(1, 1024, 100)
+        ),
+    )
+    .unwrap();
+    let done = common::swdaq_run(&config);
+    assert!(!done.status.success());
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(stderr.contains("dqm_run000041.h5"), "{stderr}");
+    assert!(files_under_or_none(&out, "raw"), "no data taken: {stderr}");
+}
+
+/// Whether no file ending in `extension` is below `dir` (or `dir` does not exist).
+fn files_under_or_none(dir: &Path, extension: &str) -> bool {
+    !dir.exists()
+        || std::fs::read_dir(dir).unwrap().all(|e| {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                files_under_or_none(&path, extension)
+            } else {
+                path.extension().is_none_or(|e| e != extension)
+            }
+        })
+}
+
+/// The SW ROD's online monitoring of every stored event, with an e-link dying part-way,
+/// saves the very set `swdaq dqm` computes over the run's EventStorage files.
+#[test]
+fn swrod_online_monitoring_of_every_event_saves_what_swdaq_dqm_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("swrod-online");
+    let model = format!(
+        "{}[dqm]\nenabled = true\nsample_every = 1\nqueue = 2048\n",
+        swrod_sections(7, "dead_elinks = [{ elink = 3, after_l1as = 200 }]")
+    );
+    let summary = run_into(&out, &dir.path().join("swrod-online.toml"), 0.0, &model);
+    assert_eq!(summary["dqm"]["dropped"].as_u64(), Some(0), "{summary}");
+    let online = saved_set(&out, &summary);
+    let offline_file = dir.path().join("swrod-offline.h5");
+    dqm(
+        &["--json", "--save", offline_file.to_str().unwrap()],
+        &files_under(&out, "data"),
+    );
+    assert_eq!(online.events, 1000);
+    assert_eq!(online, swdaq_dqm::hdf5_file::load(&offline_file).unwrap());
 }

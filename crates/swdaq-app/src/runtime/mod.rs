@@ -3,6 +3,7 @@
 
 pub mod app;
 mod child;
+pub mod dqm;
 pub mod launch;
 pub mod live_feed;
 pub mod memory;

@@ -3,6 +3,7 @@
 //! `[topology]` of `evm`, `ru` and `bu` applications.
 
 use crate::run_section::{OldSpellings, RunSection};
+use crate::runtime::dqm::DqmSection;
 use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,8 @@ pub struct EvbRunConfig {
     pub evb: EvbConfig,
     /// Empty: one process. Otherwise the `evm`, `ru` and `bu` applications.
     pub topology: TopologySection,
+    /// Online data-quality monitoring of the built events (one process only).
+    pub dqm: DqmSection,
 }
 
 fn run_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RunSection, D::Error> {
@@ -36,6 +39,7 @@ impl Default for EvbRunConfig {
             run: RunSection::writing_to(swdaq_evb::config::default_output()),
             evb: EvbConfig::default(),
             topology: TopologySection::default(),
+            dqm: DqmSection::default(),
         }
     }
 }
@@ -63,6 +67,9 @@ impl EvbRunConfig {
         let config = self;
         config.evb.validate()?;
         config.run.validate()?;
+        config
+            .dqm
+            .validate(config.run.number, !config.topology.apps.is_empty())?;
         crate::runtime::app::check_kinds(config, super::apps::KINDS)?;
         let widest_ru = config.evb.rus.iter().map(Vec::len).max().unwrap_or(0) as u64;
         let super_fragment = widest_ru.saturating_mul(config.evb.input.max_fragment_bytes as u64);

@@ -157,8 +157,8 @@ impl Configured for EvbRunConfig {
             let exe = crate::runtime::launch::current_exe()?;
             system::run_apps(self, &exe, stop, hooks)?
         } else {
-            let (evb, stop_reason) = system::run_one_process(self, stop, hooks)?;
-            AppsSummary::one_process(evb, stop_reason)
+            let (evb, stop_reason, dqm) = system::run_one_process(self, stop, hooks)?;
+            AppsSummary::one_process(evb, stop_reason, dqm)
         };
         Ok(Box::new(EvbOutcome {
             run_number: self.run.number,
@@ -235,7 +235,9 @@ mod tests {
     }
 
     fn run(config: &EvbRunConfig) -> (swdaq_evb::EvbSummary, StopReason) {
-        run_one_process(config, &StopRequest::default(), &()).unwrap()
+        let (summary, stop_reason, _) =
+            run_one_process(config, &StopRequest::default(), &()).unwrap();
+        (summary, stop_reason)
     }
 
     /// `readout_units` readout units and `builder_units` builder units, with `apps`.

@@ -9,6 +9,7 @@ use super::config::EvbRunConfig;
 use super::summary::{summary_json, summary_text};
 use crate::live::Live;
 use crate::model::RunHooks;
+use crate::runtime::dqm::{DqmReport, OnlineDqm};
 use crate::runtime::launch::{Launched, Plan, Stages, launch};
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, apps_text};
@@ -17,11 +18,14 @@ use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
 use std::path::Path;
 use std::time::Duration;
+use swdaq_dqm::HistSet;
+use swdaq_dqm::sample::SampleCounts;
 use swdaq_evb::bu::WriterOutcome;
 use swdaq_evb::files::WriterError;
 use swdaq_evb::metrics::builder_cpu_ticks;
 use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::{Drills, EvbRun, EvbSummary};
+use swdaq_format::FormatError;
 use swdaq_monitor::StatsThread;
 use swdaq_monitor::proc::USER_HZ;
 use swdaq_trigger::TriggerControl;
@@ -59,6 +63,8 @@ pub struct AppsSummary {
     pub thread_cpu: Vec<(String, f64)>,
     /// CPU seconds of every reporting application's threads.
     pub cpu_seconds: f64,
+    /// Online data-quality monitoring (`[dqm]`, one process only).
+    pub dqm: Option<DqmReport>,
 }
 
 impl AppsSummary {
@@ -153,11 +159,12 @@ impl AppsSummary {
             refused_messages,
             thread_cpu,
             cpu_seconds,
+            dqm: None,
         }
     }
 
     /// The summary of a run in one process.
-    pub fn one_process(evb: EvbSummary, stop_reason: StopReason) -> Self {
+    pub fn one_process(evb: EvbSummary, stop_reason: StopReason, dqm: Option<DqmReport>) -> Self {
         Self {
             evb,
             stop_reason,
@@ -165,11 +172,15 @@ impl AppsSummary {
             refused_messages: Default::default(),
             thread_cpu: Vec::new(),
             cpu_seconds: 0.0,
+            dqm,
         }
     }
 
     pub fn json(&self) -> serde_json::Value {
         let mut j = summary_json(&self.evb);
+        if let Some(dqm) = &self.dqm {
+            j["dqm"] = dqm.json();
+        }
         if self.apps.is_empty() {
             return j;
         }
@@ -182,6 +193,9 @@ impl AppsSummary {
 
     pub fn text(&self) -> String {
         let mut out = summary_text(&self.evb, &self.stop_reason);
+        if let Some(dqm) = &self.dqm {
+            out += &dqm.text();
+        }
         out += &apps_text(&self.apps, &self.refused_messages);
         out
     }
@@ -206,15 +220,24 @@ pub const NO_TRIGGER_SOURCES: &str =
 
 /// Runs in one process until the duration, `max_events` (or the end of its input files), a
 /// stop request or a writer failure ends it; `hooks` hear when data taking has begun, the
-/// live figures every live interval and the stop. The summary and which of them it was.
+/// live figures every live interval and the stop. The summary, which of them it was, and
+/// what online data-quality monitoring made of the events its builder units sampled.
 pub fn run_one_process(
     config: &EvbRunConfig,
     stop: &StopRequest,
     hooks: &dyn RunHooks,
-) -> anyhow::Result<(EvbSummary, StopReason)> {
+) -> anyhow::Result<(EvbSummary, StopReason, Option<DqmReport>)> {
     let monitoring = Monitoring::start(&config.run.metrics_addr, "run.metrics_addr")?;
     let builder_ticks_before = builder_cpu_ticks();
-    let evb = EvbRun::start(&config.builder(), &monitoring.registry, &Drills::default())?;
+    let dqm = config
+        .dqm
+        .start(&config.run.output_dir, fill_dqm, &monitoring.registry)?;
+    let evb = EvbRun::start(
+        &config.builder(),
+        &monitoring.registry,
+        &Drills::default(),
+        dqm.as_ref().map(OnlineDqm::tap),
+    )?;
     hooks.started(Steering {
         trigger: Some(Box::new(evb.clock().clone())),
         bursts: None,
@@ -230,11 +253,22 @@ pub fn run_one_process(
     let mut summary = evb.join()?;
     summary.builder_cpu_seconds =
         Some(builder_ticks.saturating_sub(builder_ticks_before) as f64 / USER_HZ);
+    let mut samples = SampleCounts::default();
+    summary
+        .bus
+        .iter()
+        .for_each(|bu| samples.add(bu.dqm_samples));
+    let dqm = dqm.map(|d| d.finish(&config.run.output_dir, config.run.number, samples));
     monitoring.stop();
     // A failed writer stops the run itself; it is the reason even if a stop came after.
     let failed = (summary.writers.iter().enumerate())
         .find_map(|(bu, w)| Some(format!("builder unit {bu}'s writer: {}", w.error.as_ref()?)));
-    Ok((summary, stopped_by.unless_storage_failed(failed)))
+    Ok((summary, stopped_by.unless_storage_failed(failed), dqm))
+}
+
+/// One sampled event into the run's histograms, as `swdaq dqm` fills them from FRD files.
+fn fill_dqm(set: &mut HistSet, event: Vec<u8>) -> Result<(), FormatError> {
+    swdaq_dqm::frd::fill_sample(set, &event)
 }
 
 /// What the event builder in one process shows the supervision loop: it ends by itself at

@@ -3,6 +3,7 @@
 
 use super::aggregation::AggregatorSection;
 use crate::run_section::{OldSpellings, RunSection};
+use crate::runtime::dqm::DqmSection;
 use crate::runtime::memory::MemoryPlan;
 use crate::runtime::topology::TopologySection;
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,8 @@ pub struct SwrodRunConfig {
     pub swrod: SwrodSettings,
     /// Empty: one process. Otherwise the `swrod`, `hltsv` and `hlt` applications.
     pub topology: TopologySection,
+    /// Online data-quality monitoring of the stored events (one process only).
+    pub dqm: DqmSection,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -183,6 +186,7 @@ impl Default for SwrodRunConfig {
             run: RunSection::writing_to("swrod-data"),
             swrod: SwrodSettings::default(),
             topology: TopologySection::default(),
+            dqm: DqmSection::default(),
         }
     }
 }
@@ -418,6 +422,8 @@ impl SwrodRunConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.run.validate()?;
         self.swrod.validate()?;
+        self.dqm
+            .validate(self.run.number, !self.topology.apps.is_empty())?;
         super::apps::check_topology(self)?;
         self.topology.check_largest_message(
             self.swrod.rob_fragment_bytes(),

@@ -6,6 +6,7 @@
 use super::config::SwrodSettings;
 use crossbeam_channel::{Receiver, Sender};
 use std::time::Duration;
+use swdaq_dqm::sample::{SampleCounts, Sampler};
 use swdaq_monitor::{Counter, Registry};
 use swdaq_swrod::event::EventEncoder;
 use swdaq_swrod::files::{ToStorage, Told};
@@ -90,26 +91,39 @@ pub(super) const INCOMPLETE_EXAMPLES: usize = 20;
 /// An event built with ROBs missing: its L1 ID and each missing ROB's source id with why.
 pub(super) type IncompleteExample = (u32, Vec<(u32, MissingRob)>);
 
+/// Where the HLT's accepted events go: storage, and every N-th also to data-quality
+/// monitoring.
+pub(super) struct ToStore {
+    pub(super) storage: Sender<ToStorage>,
+    pub(super) sampler: Option<Sampler<Vec<u8>>>,
+}
+
 /// What the HLT did.
 pub(super) struct HltResult {
     pub(super) counts: HltCounts,
     pub(super) incomplete_examples: Vec<IncompleteExample>,
     pub(super) cpu_s: f64,
+    /// Stored events sampled for data-quality monitoring, and sampled ones dropped.
+    pub(super) dqm_samples: SampleCounts,
 }
 
 /// Builds an event of run `run_number` for every L1 accept `l1as` brings (until it closes and every event is
 /// settled) from the ROBs behind `ports`; the event is accepted when its number in the run is
-/// the first or every `hlt_accept_every`-th after it. Accepted events go to `to_storage`;
+/// the first or every `hlt_accept_every`-th after it. Accepted events go to `to_store`;
 /// `built(global_id, accepted)` hears of every event once built.
 pub(super) fn hlt_thread(
     s: &SwrodSettings,
     run_number: u32,
     l1as: Receiver<L1Accept>,
     ports: Vec<RobPort>,
-    to_storage: Sender<ToStorage>,
+    to_store: ToStore,
     mut metrics: HltMetrics,
     mut built: impl FnMut(u64, bool),
 ) -> HltResult {
+    let ToStore {
+        storage: to_storage,
+        mut sampler,
+    } = to_store;
     let cpu = cpu_time::ThreadTime::now();
     let config = HltConfig {
         max_in_flight: s.hlt_max_in_flight,
@@ -131,6 +145,9 @@ pub(super) fn hlt_thread(
                     return;
                 }
                 let bytes = encoder.encode(&e);
+                if let Some(sampler) = sampler.as_mut() {
+                    sampler.offer(|| bytes.clone());
+                }
                 ToStorage::Event {
                     global_id,
                     lumi_block: e.l1a.lumi_block,
@@ -148,5 +165,6 @@ pub(super) fn hlt_thread(
         counts,
         incomplete_examples: examples,
         cpu_s: cpu.elapsed().as_secs_f64(),
+        dqm_samples: sampler.as_ref().map(Sampler::counts).unwrap_or_default(),
     }
 }

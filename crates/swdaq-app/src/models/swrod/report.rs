@@ -3,6 +3,7 @@
 //! the run (events holding a ROB that misses e-links).
 
 use super::config::SwrodSettings;
+use crate::runtime::dqm::DqmReport;
 use crate::runtime::outcome::AppOutcome;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,6 +87,8 @@ pub struct SwrodReport {
     pub l1as_to_hlt: u64,
     /// With applications: what only they have.
     pub apps: Option<AppsPart>,
+    /// Online data-quality monitoring (`[dqm]`, one process only).
+    pub dqm: Option<DqmReport>,
 }
 
 /// The HLT supervisor's account of a run as applications.

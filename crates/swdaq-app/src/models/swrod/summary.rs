@@ -68,6 +68,9 @@ pub fn summary_json(r: &SwrodReport) -> serde_json::Value {
     if let Some(apps) = &r.apps {
         super::summary_apps::add_json(&mut j, r, apps);
     }
+    if let Some(dqm) = &r.dqm {
+        j["dqm"] = dqm.json();
+    }
     j
 }
 
@@ -210,6 +213,9 @@ pub fn summary_text(r: &SwrodReport, stop_reason: &StopReason) -> String {
             "Storage   failed: {e}; {} events unwritten\n",
             r.unwritten_events
         );
+    }
+    if let Some(dqm) = &r.dqm {
+        out += &dqm.text();
     }
     if let Some(apps) = &r.apps {
         out += &super::summary_apps::text(apps);

@@ -7,13 +7,15 @@
 
 use super::cards::{Progress, Shared};
 use super::config::SwrodRunConfig;
-use super::hlt::{HltMetrics, StoreMetrics, hlt_thread};
+use super::hlt::{HltMetrics, StoreMetrics, ToStore, hlt_thread};
 use super::readout::Readout;
 use super::report::SwrodReport;
 use crossbeam_channel::bounded;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
+use swdaq_dqm::HistSet;
+use swdaq_format::FormatError;
 use swdaq_monitor::Registry;
 use swdaq_swrod::files::{EventFiles, ToStorage, Told, store_telling};
 use swdaq_swrod::trigger::L1Accept;
@@ -40,6 +42,12 @@ pub fn run_threads(
     let hlt_metrics = HltMetrics::register(registry)?;
     let store_metrics = StoreMetrics::register(registry)?;
     let files = EventFiles::new(s.file_settings(&config.run))?;
+    let dqm = config
+        .dqm
+        .start(&config.run.output_dir, fill_dqm, registry)?;
+    let sampler = (dqm.as_ref())
+        .map(|d| d.tap().sampler(registry, "hlt"))
+        .transpose()?;
     let storage_failed = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
@@ -54,7 +62,10 @@ pub fn run_threads(
                     config.run.number,
                     l1_rx,
                     ports,
-                    event_tx,
+                    ToStore {
+                        storage: event_tx,
+                        sampler,
+                    },
                     hlt_metrics,
                     |_, _| {},
                 )
@@ -81,6 +92,7 @@ pub fn run_threads(
         let join_failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         let hlt = hlt.join().map_err(|_| join_failed("HLT"))?;
         let stored = writer.join().map_err(|_| join_failed("storage"))?;
+        let dqm = dqm.map(|d| d.finish(&config.run.output_dir, config.run.number, hlt.dqm_samples));
         Ok(SwrodReport {
             run_number: config.run.number,
             seconds,
@@ -102,6 +114,13 @@ pub fn run_threads(
             files: stored.files,
             storage_error: stored.error,
             apps: None,
+            dqm,
         })
     })
+}
+
+/// One sampled full event into the run's histograms, as `swdaq dqm` fills them from
+/// EventStorage files.
+fn fill_dqm(set: &mut HistSet, event: Vec<u8>) -> Result<(), FormatError> {
+    swdaq_dqm::swrod::fill_event(set, &event)
 }

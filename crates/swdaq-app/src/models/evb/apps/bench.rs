@@ -82,6 +82,7 @@ pub fn run(
             ..config.clone()
         },
         topology: loopback_topology(config)?,
+        dqm: Default::default(),
     };
     let summary = run_apps(&apps, exe, &StopRequest::default(), &())?;
     if let Some(a) = summary.apps.iter().find(|a| a.failure.is_some()) {

@@ -117,6 +117,9 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             inbox: Box::new(inbox_rx),
             writer: events_tx,
             die_after: None,
+            // Online data-quality monitoring runs in one process only (`[dqm]` is refused
+            // with a topology).
+            sampler: None,
         };
         let bu_report = unit.run(&monitoring.registry)?;
         let outcome = writer

@@ -11,7 +11,7 @@ use super::rob_client::Robs;
 use super::{
     HltAppReport, NET_WAKE, SwrodAppReport, SwrodContext, cards_of, hlt_directory, robs_of,
 };
-use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, hlt_thread};
+use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, ToStore, hlt_thread};
 use crate::models::swrod::wire::SwrodMessage;
 use crate::runtime::stdio as control;
 use crossbeam_channel::Sender;
@@ -108,7 +108,11 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             config.run.number,
             l1_rx,
             ports,
-            store_tx,
+            ToStore {
+                storage: store_tx,
+                // Online data-quality monitoring runs in one process only.
+                sampler: None,
+            },
             metrics,
             |global_id, accepted| credits.built(global_id, accepted),
         );

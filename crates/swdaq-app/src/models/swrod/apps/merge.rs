@@ -45,6 +45,7 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
         storage_error: None,
         l1as_to_hlt: 0,
         apps: None,
+        dqm: None,
     };
     let mut part = AppsPart::default();
     let mut reported = vec![false; hlt_names.len()];
