@@ -67,6 +67,11 @@ fn counts_travel_whole_between_applications() {
         assert_eq!(c["heard"], before["counted"], "{summary}");
         assert_eq!(c["heard_final"], true, "{summary}");
     }
+    let names: Vec<&str> = counters
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["count-a", "count-b", "count-c"], "{summary}");
     assert_eq!(summary["apps"].as_array().unwrap().len(), 3, "{summary}");
 }
 

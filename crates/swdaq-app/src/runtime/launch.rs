@@ -125,7 +125,7 @@ const HALTED_AFTER: Duration = Duration::from_secs(1);
 /// Run-control requests waiting to be passed to the applications.
 const CONTROL_QUEUE: usize = 64;
 
-/// How the applications ran: each one's outcome and report bytes, in topology order.
+/// How the applications ran: each one's kind, outcome and report bytes, in topology order.
 pub struct Launched {
     /// From the start to the last application stopped: the span the applications took data
     /// in (a stage slow to stop keeps the ones after it reading), so rates over it are true.

@@ -106,15 +106,16 @@ pub fn run_apps(
     let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
     let mut apps = Vec::new();
     let mut reports = Vec::new();
-    for (name, mut outcome, bytes) in launched.apps {
-        match bytes.map(|b| postcard::from_bytes::<CounterReport>(&b)) {
-            Some(Ok(r)) => reports.push((name, Some(r))),
+    for (_, mut outcome, bytes) in launched.apps {
+        let report = match bytes.map(|b| postcard::from_bytes::<CounterReport>(&b)) {
+            Some(Ok(r)) => Some(r),
             Some(Err(e)) => {
                 outcome.failure = Some(format!("report: not a counter's report: {e}"));
-                reports.push((name, None));
+                None
             }
-            None => reports.push((name, None)),
-        }
+            None => None,
+        };
+        reports.push((outcome.name.clone(), report));
         apps.push(outcome);
     }
     let mut summary = TallySummary::new(
