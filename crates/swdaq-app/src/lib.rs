@@ -17,3 +17,4 @@ pub mod run_record;
 pub mod run_section;
 pub mod runtime;
 pub mod stored;
+pub mod transition_hooks;

@@ -235,8 +235,8 @@ pub trait RunHooks: Sync {
     fn started(&self, _steer: Steering) {}
     /// Once per status interval.
     fn live(&self, _live: &Live) {}
-    /// The stop has begun: from now on nothing is steered.
-    fn stopping(&self) {}
+    /// The stop has begun, for `reason`: from now on nothing is steered.
+    fn stopping(&self, _reason: &StopReason) {}
 }
 
 /// Nobody listens (tests, benchmarks).

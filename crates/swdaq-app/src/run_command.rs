@@ -1,12 +1,14 @@
 //! `swdaq run` for any model: the configuration (its model picked by its table), the shared
-//! flags, `--print-config`, the run number and the run's row in the registry, signals, the start line, the live view, the
-//! closing summary (text or JSON) and the exit status.
+//! flags, `--print-config`, the run number and the run's row in the registry, the hooks
+//! around configure, start and stop (`[run.hooks]`), signals, the start line, the live view,
+//! the closing summary (text or JSON) and the exit status.
 
 use crate::live::{LIVE_INTERVAL, Live, line};
 use crate::model::{Overrides, RunHooks};
 use crate::models;
 use crate::run_record;
 use crate::runtime::stop;
+use crate::transition_hooks::{DuringRun, Hook, RunFacts};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -31,17 +33,33 @@ pub struct Args {
 pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut config = models::load(args.config.as_deref())?;
     config.apply(&args.overrides)?;
-    config.validate()?;
     if args.print_config {
+        config.validate()?;
         print!("{}", config.to_toml());
         return Ok(());
     }
+    // Configuring `swdaq run` is checking the configuration, which its hooks surround.
+    let hooks = config.run_section().hooks.clone();
+    hooks.validate()?;
+    let mut ran = Vec::new();
+    hooks.run_refusing(Hook::PreConfigure, &facts(&*config, false), &mut ran)?;
+    config.validate()?;
+    hooks.run_telling(Hook::PostConfigure, &facts(&*config, false), &mut ran);
     let claimed = run_record::claim(&*config, None, &run_record::os_user())?;
     for line in &claimed.not_ended {
         eprintln!("swdaq run: {line}");
     }
     let number = claimed.run.number();
     config.set_run_number(number);
+    // Refused by its hook, the run is on record as such, with the hook's output.
+    if let Err(e) = hooks.run_refusing(Hook::PreStart, &facts(&*config, true), &mut ran) {
+        let why = e.to_string();
+        let first_line = why.lines().next().unwrap_or_default();
+        if let Err(e) = claimed.run.finish(Err(first_line.into()), &ran) {
+            eprintln!("swdaq run: run {number} is not completed in the run registry: {e:#}");
+        }
+        return Err(e);
+    }
     let stop = Arc::new(stop::StopRequest::default());
     stop::install(Arc::clone(&stop))?;
     eprintln!(
@@ -50,16 +68,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         config.describe()
     );
     let view = TerminalView::new(!args.json, config.status_interval());
-    let outcome = match config.run(&stop, &view) {
+    let during = DuringRun::new(&view, &hooks, facts(&*config, true));
+    let result = config.run(&stop, &during);
+    ran.extend(during.into_ran());
+    let stopped = RunFacts {
+        stop_reason: Some(match &result {
+            Ok(outcome) => outcome.stop_reason().to_string(),
+            Err(e) => format!("failed: {e:#}"),
+        }),
+        ..facts(&*config, true)
+    };
+    hooks.run_telling(Hook::PostStop, &stopped, &mut ran);
+    let outcome = match result {
         Ok(outcome) => outcome,
         Err(e) => {
-            let _ = claimed.run.finish(Err(format!("{e:#}")));
+            let _ = claimed.run.finish(Err(format!("{e:#}")), &ran);
             return Err(e);
         }
     };
     // The data is on disk whatever the registry says: a row left incomplete (a full disk
     // under an SQLite registry, a server gone) is told here and named at the next start.
-    if let Err(e) = claimed.run.finish(Ok(&*outcome)) {
+    if let Err(e) = claimed.run.finish(Ok(&*outcome), &ran) {
         eprintln!("swdaq run: run {number} is not completed in the run registry: {e:#}");
     }
     if args.json {
@@ -71,6 +100,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         anyhow::bail!("{e}");
     }
     Ok(())
+}
+
+/// What the hooks are told of the run (`numbered`: once it has its number).
+fn facts(config: &dyn crate::model::Configured, numbered: bool) -> RunFacts {
+    let run = config.run_section();
+    RunFacts {
+        run_number: numbered.then(|| config.run_number()),
+        run_type: run.run_type.clone(),
+        model: config.model().name().into(),
+        output_dir: run.output_dir.display().to_string(),
+        stop_reason: None,
+    }
 }
 
 /// The live view on stderr: a table redrawn in place on a terminal (figures, then every

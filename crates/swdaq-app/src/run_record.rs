@@ -4,6 +4,7 @@
 //! `swdaq app` adds the files its application closed ([`add_app_files`]).
 
 use crate::model::{Configured, Outcome};
+use crate::transition_hooks::HookRun;
 use swdaq_format::file_checksum;
 use swdaq_format::run_files::{self, RunClaimError};
 use swdaq_registry::{Application, ClaimError, Registry, RunStart};
@@ -71,11 +72,18 @@ impl RecordedRun {
         self.number
     }
 
-    /// Completes the row at the stop: the files this process closed, the stop reason and
-    /// the summary (a run that failed: its error).
-    pub fn finish(mut self, ended: Result<&dyn Outcome, String>) -> anyhow::Result<()> {
+    /// Completes the row at the stop: the files this process closed, the hooks that ran
+    /// and what they printed, the stop reason and the summary (a run that failed or was
+    /// refused: why).
+    pub fn finish(
+        mut self,
+        ended: Result<&dyn Outcome, String>,
+        hooks: &[HookRun],
+    ) -> anyhow::Result<()> {
         self.registry
-            .add_files(&file_checksum::take_closed(self.number))?;
+            .add_files(&with_checksums(self.number, "swdaq"))?;
+        let hooks: Vec<_> = hooks.iter().map(HookRun::for_registry).collect();
+        self.registry.add_hooks(self.number, &hooks)?;
         match ended {
             Ok(outcome) => self.registry.end_run(
                 self.number,
@@ -94,7 +102,7 @@ impl RecordedRun {
 /// `swdaq app`: the files its application closed, added to its run's row (a topology's
 /// applications each write their own files; the launcher wrote the row).
 pub fn add_app_files(config: &dyn Configured, app: &str) -> anyhow::Result<()> {
-    let files = file_checksum::take_closed(config.run_number());
+    let files = with_checksums(config.run_number(), &format!("swdaq app {app}"));
     if files.is_empty() {
         return Ok(());
     }
@@ -105,6 +113,21 @@ pub fn add_app_files(config: &dyn Configured, app: &str) -> anyhow::Result<()> {
     Registry::open(&location)?
         .add_files(&files)
         .map_err(|e| e.context(format!("application {app}'s files")))
+}
+
+/// The files of run `number` this process closed, with the checksums their writers could
+/// not compute read back here, after the writers' threads; a file that cannot be read is
+/// recorded without them, and said on stderr by `who`.
+fn with_checksums(number: u32, who: &str) -> Vec<file_checksum::ClosedFile> {
+    let mut files = file_checksum::take_closed(number);
+    let unread = file_checksum::read_missing_checksums(&mut files);
+    for (path, e) in &unread {
+        eprintln!(
+            "{who}: run {number}: {} is recorded with no checksum: cannot read it back: {e}",
+            path.display()
+        );
+    }
+    files
 }
 
 /// Who runs this process: the OS user.

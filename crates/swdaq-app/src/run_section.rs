@@ -5,6 +5,7 @@
 //! deprecation line (`deprecations`). The values keep their place in the text, so an error
 //! about one still names its line.
 
+use crate::transition_hooks::HooksSection;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,6 +34,8 @@ pub struct RunSection {
     /// (`swdaq-runs.sqlite`), `postgresql://USER@HOST/DB` for a shared server, or the path
     /// of an SQLite file.
     pub registry: String,
+    /// `[run.hooks]`: commands run before and after the run's configure, start and stop.
+    pub hooks: HooksSection,
 }
 
 /// The default model's: files in `swdaq-data`.
@@ -53,6 +56,7 @@ impl RunSection {
             metrics_addr: "127.0.0.1:9464".into(),
             run_type: "test".into(),
             registry: String::new(),
+            hooks: HooksSection::default(),
         }
     }
 
@@ -77,6 +81,7 @@ impl RunSection {
         );
         self.registry_location()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        self.hooks.validate()?;
         crate::model::check_metrics_addr(&self.metrics_addr, "run.metrics_addr")
     }
 
@@ -107,6 +112,7 @@ impl RunSection {
             metrics_addr: given.metrics_addr.unwrap_or(defaults.metrics_addr),
             run_type: given.run_type.unwrap_or(defaults.run_type),
             registry: given.registry.unwrap_or(defaults.registry),
+            hooks: given.hooks.unwrap_or(defaults.hooks),
         })
     }
 }
@@ -122,6 +128,7 @@ struct Given {
     metrics_addr: Option<String>,
     run_type: Option<String>,
     registry: Option<String>,
+    hooks: Option<HooksSection>,
 }
 
 /// Where older files of a model with its own table kept the `[run]` keys: `duration_s` and

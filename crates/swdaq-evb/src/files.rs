@@ -393,7 +393,11 @@ impl FileWriter {
             return Err(e);
         }
         drop(open.out);
-        file_checksum::note_closed(self.config.run, &raw, open.body.finish().after(&header));
+        file_checksum::note_closed(
+            self.config.run,
+            &raw,
+            Some(open.body.finish().after(&header)),
+        );
         // From here the events are in a complete file under its final name: written,
         // whatever happens to the bookkeeping after.
         self.counts.files += 1;

@@ -1,6 +1,7 @@
 //! A written file's size, Adler-32 (as ATLAS and CMS check raw files) and CRC32C, computed
 //! over the bytes as the writer hands them to the kernel, so no file is read back to be
-//! checksummed; and the files each run closed, for the run registry to record.
+//! checksummed (a file a C library writes is read back once, off its writer's thread); and
+//! the files each run closed, for the run registry to record.
 //!
 //! A writer that rewrites a header at close (the event builder's FRD files) checksums the
 //! body as it goes and puts the final header in front with [`FileChecksums::after`]: both
@@ -135,8 +136,23 @@ pub fn read_checksums(path: &Path) -> io::Result<FileChecksums> {
 pub struct ClosedFile {
     pub run: u32,
     pub path: PathBuf,
-    pub checksums: FileChecksums,
+    /// `None` from a writer that never held the bytes (HDF5): [`read_missing_checksums`]
+    /// reads the file once, off the writer's thread; `None` after it: no checksum.
+    pub checksums: Option<FileChecksums>,
     pub closed_at: SystemTime,
+}
+
+/// Reads back each file that has no checksums yet. One that cannot be read is safe under
+/// its name all the same: it keeps no checksum, and is returned with why.
+pub fn read_missing_checksums(files: &mut [ClosedFile]) -> Vec<(PathBuf, io::Error)> {
+    let mut unread = Vec::new();
+    for file in files.iter_mut().filter(|f| f.checksums.is_none()) {
+        match read_checksums(&file.path) {
+            Ok(sums) => file.checksums = Some(sums),
+            Err(e) => unread.push((file.path.clone(), e)),
+        }
+    }
+    unread
 }
 
 /// Files closed in this process and not yet taken by the run registry. A process-wide list
@@ -144,8 +160,9 @@ pub struct ClosedFile {
 /// closed file once, at the run's stop.
 static CLOSED: Mutex<Vec<ClosedFile>> = Mutex::new(Vec::new());
 
-/// Called by a writer once a file of `run` has its final name.
-pub fn note_closed(run: u32, path: &Path, checksums: FileChecksums) {
+/// Called by a writer once a file of `run` has its final name (`checksums`: `None` when
+/// it never held the file's bytes).
+pub fn note_closed(run: u32, path: &Path, checksums: Option<FileChecksums>) {
     let file = ClosedFile {
         run,
         path: path.to_path_buf(),
@@ -216,9 +233,35 @@ mod tests {
     }
 
     #[test]
+    fn only_missing_checksums_are_read_and_an_unreadable_file_keeps_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let on_disk = dir.path().join("written");
+        std::fs::write(&on_disk, b"123456789").unwrap();
+        let file = |path: &Path, checksums| ClosedFile {
+            run: 1,
+            path: path.to_path_buf(),
+            checksums,
+            closed_at: SystemTime::now(),
+        };
+        let kept = FileChecksums::default();
+        let gone = dir.path().join("gone");
+        let mut files = [
+            file(&on_disk, None),
+            file(&on_disk, Some(kept)),
+            file(&gone, None),
+        ];
+        let unread = read_missing_checksums(&mut files);
+        assert_eq!(files[0].checksums, Some(of(b"123456789")));
+        assert_eq!(files[1].checksums, Some(kept));
+        assert_eq!(files[2].checksums, None);
+        assert_eq!(unread.len(), 1);
+        assert_eq!(unread[0].0, gone);
+    }
+
+    #[test]
     fn closed_files_are_taken_once_per_run() {
-        note_closed(4_000_001, Path::new("a"), of(b"a"));
-        note_closed(4_000_002, Path::new("b"), of(b"b"));
+        note_closed(4_000_001, Path::new("a"), Some(of(b"a")));
+        note_closed(4_000_002, Path::new("b"), None);
         let taken = take_closed(4_000_001);
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].path, Path::new("a"));

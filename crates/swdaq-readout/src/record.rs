@@ -384,7 +384,7 @@ pub fn record_burst(
         m.publish(&counts, 0.0);
     }
     run_files::rename_no_replace(&writing, path)?;
-    file_checksum::note_closed(header.run_number, path, file.checksums());
+    file_checksum::note_closed(header.run_number, path, Some(file.checksums()));
     Ok(LinkBurst {
         path: path.to_owned(),
         counts,

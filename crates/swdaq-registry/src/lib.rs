@@ -122,9 +122,35 @@ pub struct RunRow {
 pub struct FileRow {
     pub path: String,
     pub bytes: u64,
-    pub adler32: u32,
-    pub crc32c: u32,
+    /// `None`: the file could not be read back for them (it is on disk all the same).
+    pub adler32: Option<u32>,
+    pub crc32c: Option<u32>,
     pub closed_at: String,
+}
+
+/// A hook the run ran, as it is given to the registry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewHook {
+    pub hook: String,
+    pub argv: Vec<String>,
+    pub started_at: SystemTime,
+    pub millis: u64,
+    /// How it ended (the hook runner's own JSON).
+    pub ended: serde_json::Value,
+    pub output: String,
+    pub truncated_bytes: u64,
+}
+
+/// A hook the run ran, as the registry shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HookRow {
+    pub hook: String,
+    pub argv: Vec<String>,
+    pub started_at: String,
+    pub millis: u64,
+    pub ended: serde_json::Value,
+    pub output: String,
+    pub truncated_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -145,6 +171,7 @@ pub struct RunRecord {
     pub configuration: String,
     pub summary: Option<serde_json::Value>,
     pub files: Vec<FileRow>,
+    pub hooks: Vec<HookRow>,
     pub logbook: Vec<LogEntry>,
 }
 
@@ -331,13 +358,36 @@ impl Registry {
                     &[
                         i64::from(f.run).into(),
                         f.path.display().to_string().into(),
-                        (f.checksums.bytes as i64).into(),
-                        i64::from(f.checksums.adler32).into(),
-                        i64::from(f.checksums.crc32c).into(),
+                        (file_bytes(f) as i64).into(),
+                        f.checksums.map(|c| i64::from(c.adler32)).into(),
+                        f.checksums.map(|c| i64::from(c.crc32c)).into(),
                         timestamp(f.closed_at).into(),
                     ],
                 )
                 .with_context(|| format!("{}: file {}", self.context(), f.path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Records the hooks run `run` ran, each with what it printed.
+    pub fn add_hooks(&mut self, run: u32, hooks: &[NewHook]) -> anyhow::Result<()> {
+        for h in hooks {
+            self.db
+                .execute(
+                    "INSERT INTO run_hooks (run, hook, argv, started_at, millis, ended, output, \
+                     truncated_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    &[
+                        i64::from(run).into(),
+                        h.hook.as_str().into(),
+                        to_json(&h.argv).into(),
+                        timestamp(h.started_at).into(),
+                        (h.millis as i64).into(),
+                        h.ended.to_string().into(),
+                        h.output.as_str().into(),
+                        (h.truncated_bytes as i64).into(),
+                    ],
+                )
+                .with_context(|| format!("{}: {} hook", self.context(), h.hook))?;
         }
         Ok(())
     }
@@ -491,9 +541,30 @@ impl Registry {
             .map(|f| FileRow {
                 path: f[0].text().unwrap_or_default().into(),
                 bytes: f[1].int().unwrap_or_default() as u64,
-                adler32: f[2].int().unwrap_or_default() as u32,
-                crc32c: f[3].int().unwrap_or_default() as u32,
+                adler32: f[2].int().map(|c| c as u32),
+                crc32c: f[3].int().map(|c| c as u32),
                 closed_at: f[4].text().unwrap_or_default().into(),
+            })
+            .collect();
+        let hooks = self
+            .db
+            .query(
+                "SELECT hook, argv, started_at, millis, ended, output, truncated_bytes \
+                 FROM run_hooks WHERE run = $1 ORDER BY started_at, hook",
+                std::slice::from_ref(&n),
+            )
+            .context(context.clone())?
+            .iter()
+            .map(|h| HookRow {
+                hook: h[0].text().unwrap_or_default().into(),
+                argv: (h[1].text())
+                    .and_then(|t| serde_json::from_str(t).ok())
+                    .unwrap_or_default(),
+                started_at: h[2].text().unwrap_or_default().into(),
+                millis: h[3].int().unwrap_or_default() as u64,
+                ended: json(&h[4]).unwrap_or_default(),
+                output: h[5].text().unwrap_or_default().into(),
+                truncated_bytes: h[6].int().unwrap_or_default() as u64,
             })
             .collect();
         let logbook = self
@@ -518,9 +589,19 @@ impl Registry {
             configuration: values[11].text().unwrap_or_default().into(),
             summary: json(&values[12]),
             files,
+            hooks,
             logbook,
         }))
     }
+}
+
+/// A file's size: checksummed, the bytes they cover; else its size on disk now (0 when it
+/// cannot be asked).
+fn file_bytes(f: &ClosedFile) -> u64 {
+    f.checksums.map_or_else(
+        || std::fs::metadata(&f.path).map_or(0, |m| m.len()),
+        |c| c.bytes,
+    )
 }
 
 /// JSON text of what a row keeps as JSON.

@@ -5,8 +5,12 @@
 
 use crate::db::{Db, DbError, Value};
 
-/// Each version's statements, in order: version N is `MIGRATIONS[N - 1]`.
-const MIGRATIONS: &[&str] = &["
+/// Each version's statements, in order: version N is `MIGRATIONS[N - 1]`. Version 2: a
+/// file may have no checksums (an HDF5 file that could not be read back after its close);
+/// SQLite cannot drop a `NOT NULL`, so the table is made anew for both databases. Version
+/// 3: what the run's hooks printed (`[run.hooks]`), how each ended (JSON) and its argv (JSON).
+pub(crate) const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE runs (
     number BIGINT PRIMARY KEY,
     run_type TEXT NOT NULL,
@@ -39,7 +43,35 @@ CREATE TABLE logbook (
     text TEXT NOT NULL
 );
 CREATE INDEX logbook_run ON logbook (run);
-"];
+",
+    "
+CREATE TABLE run_files_v2 (
+    run BIGINT NOT NULL REFERENCES runs (number),
+    path TEXT NOT NULL,
+    bytes BIGINT NOT NULL,
+    adler32 BIGINT,
+    crc32c BIGINT,
+    closed_at TEXT NOT NULL,
+    PRIMARY KEY (run, path)
+);
+INSERT INTO run_files_v2 SELECT run, path, bytes, adler32, crc32c, closed_at FROM run_files;
+DROP TABLE run_files;
+ALTER TABLE run_files_v2 RENAME TO run_files;
+",
+    "
+CREATE TABLE run_hooks (
+    run BIGINT NOT NULL REFERENCES runs (number),
+    hook TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    millis BIGINT NOT NULL,
+    ended TEXT NOT NULL,
+    output TEXT NOT NULL,
+    truncated_bytes BIGINT NOT NULL
+);
+CREATE INDEX run_hooks_run ON run_hooks (run);
+",
+];
 
 /// The schema version this swdaq writes.
 pub const VERSION: i64 = MIGRATIONS.len() as i64;

@@ -41,11 +41,11 @@ fn a_run_is_on_record_from_its_claim_and_complete_at_its_stop() {
     r.add_files(&[ClosedFile {
         run: 1,
         path: "a.raw".into(),
-        checksums: FileChecksums {
+        checksums: Some(FileChecksums {
             bytes: 9,
             adler32: 0x091E_01DE,
             crc32c: 0xE306_9283,
-        },
+        }),
         closed_at: SystemTime::now(),
     }])
     .unwrap();
@@ -54,8 +54,27 @@ fn a_run_is_on_record_from_its_claim_and_complete_at_its_stop() {
     let done = r.show(1).unwrap().unwrap();
     assert!(done.row.stopped_at.is_some());
     assert_eq!(done.summary.unwrap()["events"], 3);
-    assert_eq!(done.files[0].crc32c, 0xE306_9283);
-    assert_eq!(done.files[0].adler32, 0x091E_01DE);
+    assert_eq!(done.files[0].crc32c, Some(0xE306_9283));
+    assert_eq!(done.files[0].adler32, Some(0x091E_01DE));
+    r.add_hooks(
+        1,
+        &[NewHook {
+            hook: "post_stop".into(),
+            argv: vec!["echo".into(), "done".into()],
+            started_at: SystemTime::now(),
+            millis: 3,
+            ended: serde_json::json!({"ended": "exited", "code": 0}),
+            output: "done\n".into(),
+            truncated_bytes: 0,
+        }],
+    )
+    .unwrap();
+    let hooks = r.show(1).unwrap().unwrap().hooks;
+    assert_eq!(hooks[0].argv, ["echo", "done"]);
+    assert_eq!(
+        (hooks[0].output.as_str(), hooks[0].ended["code"].as_i64()),
+        ("done\n", Some(0))
+    );
     assert_eq!(r.add_log(None, "bob", "beam lost").unwrap(), 1);
     assert_eq!(r.show(1).unwrap().unwrap().logbook[0].text, "beam lost");
     assert!(r.add_log(Some(7), "bob", "x").is_err(), "no run 7");
@@ -83,6 +102,37 @@ fn reopening_keeps_the_schema_and_a_newer_schema_is_refused() {
         .unwrap();
     let e = format!("{:#}", Registry::open(&location).err().unwrap());
     assert!(e.contains("version 99") && e.contains("newer"), "{e}");
+}
+
+#[test]
+fn a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(SQLITE_FILE);
+    let v1 = rusqlite::Connection::open(&path).unwrap();
+    v1.execute_batch(schema::MIGRATIONS[0]).unwrap();
+    v1.execute_batch(
+        "CREATE TABLE schema_version (version BIGINT NOT NULL);
+         INSERT INTO schema_version VALUES (1);
+         INSERT INTO runs (number, run_type, model, operator, host, pid, applications,
+             configuration, software, started_at)
+             VALUES (1, 'test', 'chain', 'alice', 'h', 1, '[]', '', '{}', '2026-11-28T00:00:00Z');
+         INSERT INTO run_files VALUES (1, 'old.raw', 9, 1, 2, '2026-11-28T00:00:01Z');",
+    )
+    .unwrap();
+    drop(v1);
+    let mut r = Registry::open(&Location::Sqlite(path)).unwrap();
+    r.add_files(&[ClosedFile {
+        run: 1,
+        path: "unread.hdf5".into(),
+        checksums: None,
+        closed_at: SystemTime::now(),
+    }])
+    .unwrap();
+    let files = r.show(1).unwrap().unwrap().files;
+    assert_eq!(files[0].path, "old.raw");
+    assert_eq!((files[0].adler32, files[0].crc32c), (Some(1), Some(2)));
+    assert_eq!(files[1].path, "unread.hdf5");
+    assert_eq!((files[1].adler32, files[1].crc32c), (None, None));
 }
 
 #[test]

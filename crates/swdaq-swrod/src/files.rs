@@ -154,7 +154,7 @@ impl OpenFile {
         self.sums.update(&end);
         run_files::rename_no_replace(&self.writing, &self.stored.path)
             .map_err(|e| with_path(&self.writing, e))?;
-        file_checksum::note_closed(s.run_number, &self.stored.path, self.sums.finish());
+        file_checksum::note_closed(s.run_number, &self.stored.path, Some(self.sums.finish()));
         sync_directory_if(s)
     }
 }

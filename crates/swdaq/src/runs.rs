@@ -1,6 +1,7 @@
 //! `swdaq runs`: what the run registry holds (`swdaq_registry`), as a table or JSON.
 
 use std::path::PathBuf;
+use swdaq_app::transition_hooks::command::HookEnd;
 use swdaq_registry::{Location, Registry, RunFilter, parse_time};
 
 #[derive(clap::Args)]
@@ -135,11 +136,31 @@ fn show(registry: &mut Registry, number: u32, json: bool) -> anyhow::Result<()> 
     );
     println!("  stop      {}", r.stop_reason.as_deref().unwrap_or("-"));
     println!("  files     {}", record.files.len());
+    let hex = |c: Option<u32>| c.map_or("none".into(), |c| format!("{c:08x}"));
     for f in &record.files {
         println!(
-            "    {}  {} bytes  adler32 {:08x}  crc32c {:08x}  closed {}",
-            f.path, f.bytes, f.adler32, f.crc32c, f.closed_at
+            "    {}  {} bytes  adler32 {}  crc32c {}  closed {}",
+            f.path,
+            f.bytes,
+            hex(f.adler32),
+            hex(f.crc32c),
+            f.closed_at
         );
+    }
+    println!("  hooks     {}", record.hooks.len());
+    for h in &record.hooks {
+        let ended = serde_json::from_value::<HookEnd>(h.ended.clone())
+            .map_or_else(|_| h.ended.to_string(), |e| e.to_string());
+        println!(
+            "    {} {:?} {ended} ({} ms, at {})",
+            h.hook, h.argv, h.millis, h.started_at
+        );
+        for line in h.output.lines() {
+            println!("      | {line}");
+        }
+        if h.truncated_bytes > 0 {
+            println!("      [{} more bytes not kept]", h.truncated_bytes);
+        }
     }
     println!("  logbook   {}", record.logbook.len());
     for e in &record.logbook {

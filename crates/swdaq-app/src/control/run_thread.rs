@@ -6,6 +6,7 @@ use super::fsm::Event;
 use super::system::{ENDED_KEPT, Inner, Run, Shared, log_note, one_line};
 use crate::model::{Configured, RunHooks};
 use crate::run_record::RecordedRun;
+use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
 use std::sync::Arc;
@@ -44,7 +45,7 @@ impl RunHooks for Hooks {
         }
     }
 
-    fn stopping(&self) {
+    fn stopping(&self, _: &StopReason) {
         if let Some(run) = self.this_run(&mut self.shared.lock()) {
             run.steer = Steering::default();
         }
@@ -67,7 +68,7 @@ pub(super) fn run_thread(
     let who = format!("run {number}");
     // Completed before anyone waiting for the stop hears of it.
     let unrecorded = recorded
-        .finish(result.as_deref().map_err(one_line))
+        .finish(result.as_deref().map_err(one_line), &[])
         .err()
         .map(|e| format!("run {number} is not completed in the run registry: {e:#}"));
     let mut inner = shared.lock();

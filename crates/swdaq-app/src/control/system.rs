@@ -229,6 +229,10 @@ impl RunControl {
         next(inner.state, Event::Configure)?;
         let loaded = (self.source)().and_then(|c| {
             c.validate()?;
+            anyhow::ensure!(
+                c.run_section().hooks.is_empty(),
+                "run.hooks: swdaq serve does not run hooks yet (swdaq run does): remove [run.hooks] to serve this configuration"
+            );
             Ok(c)
         });
         let config = match loaded {

@@ -203,9 +203,8 @@ impl<T> OnlineDqm<T> {
 /// A new file at `path`, noted with its checksums for the run registry.
 fn save(set: &HistSet, run: u32, path: &Path) -> Result<(), String> {
     swdaq_dqm::hdf5_file::save(set, path)?;
-    let checksums =
-        file_checksum::read_checksums(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    file_checksum::note_closed(run, path, checksums);
+    // As the HDF5 data files: its checksums are read back when the run's record is made.
+    file_checksum::note_closed(run, path, None);
     Ok(())
 }
 

@@ -57,8 +57,8 @@ pub fn supervise(
             } else {
                 run.ended()
             };
-            if reason.is_some() {
-                hooks.stopping();
+            if let Some(reason) = &reason {
+                hooks.stopping(reason);
                 run.begin_stop(stop);
             }
         }
@@ -92,7 +92,7 @@ mod tests {
         fn live(&self, _: &Live) {
             self.0.lock().unwrap().push("live".into());
         }
-        fn stopping(&self) {
+        fn stopping(&self, _: &StopReason) {
             self.0.lock().unwrap().push("stopping".into());
         }
     }
