@@ -10,7 +10,6 @@
 #[path = "common/evb.rs"]
 mod evb;
 // Its drill checks serve the kill drills only.
-#[allow(dead_code)]
 #[path = "common/summary.rs"]
 mod summary;
 // Its signal-sending part serves the kill drills only.

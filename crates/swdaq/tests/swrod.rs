@@ -6,7 +6,6 @@
 
 mod common;
 #[path = "common/summary.rs"]
-#[allow(dead_code)]
 mod summary;
 #[path = "common/swrod_truth.rs"]
 mod swrod_truth;
@@ -14,7 +13,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
-use summary::u;
+use summary::{assert_every_block_arrived, u};
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
 use swdaq_sim::felix::FelixConfig;
@@ -313,22 +312,6 @@ fn felix_servers(dir: &Path, l1as: u64) -> (std::process::Child, String) {
         "[swrod.input]\nkind = \"tcp\"\ntcp_address = \"{address}\"\ntruth = {sent:?}\nconnect_timeout_s = 30\n"
     );
     (servers, input)
-}
-
-/// Every block the servers published arrived at each of `subscriptions`, in sequence, whole.
-fn assert_every_block_arrived<'a>(subscriptions: impl Iterator<Item = &'a Value>) {
-    for subscriber in subscriptions {
-        let intake = &subscriber["intake"];
-        assert!(u(&intake["blocks"]) > 0, "{subscriber:#}");
-        for counter in [
-            "out_of_sequence",
-            "malformed",
-            "connection_losses",
-            "blocks_missing",
-        ] {
-            assert_eq!(u(&intake[counter]), 0, "{counter}: {subscriber:#}");
-        }
-    }
 }
 
 #[test]

@@ -9,7 +9,6 @@
 
 mod common;
 #[path = "common/summary.rs"]
-#[allow(dead_code)]
 mod summary;
 #[path = "common/swrod_truth.rs"]
 mod swrod_truth;
@@ -17,7 +16,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use summary::u;
+use summary::{assert_every_block_arrived, u};
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
 use swdaq_sim::felix::{FelixConfig, FelixMode};
@@ -354,18 +353,7 @@ fn full_mode_cards_published_over_tcp_give_every_block_and_the_truth() {
         "{}",
         String::from_utf8_lossy(&served.stderr)
     );
-    for card in summary["cards"].as_array().unwrap() {
-        let intake = &card["intake"];
-        assert!(u(&intake["blocks"]) > 0, "{card:#}");
-        for counter in [
-            "out_of_sequence",
-            "malformed",
-            "connection_losses",
-            "blocks_missing",
-        ] {
-            assert_eq!(u(&intake[counter]), 0, "{counter}: {card:#}");
-        }
-    }
+    assert_every_block_arrived(summary["cards"].as_array().unwrap().iter());
     check_fault_run(&summary, &run, l1as, true);
 }
 

@@ -14,7 +14,6 @@ mod launched;
 #[path = "common/netns.rs"]
 mod netns;
 // Its drill checks serve the kill drills only.
-#[allow(dead_code)]
 #[path = "common/summary.rs"]
 mod summary;
 #[path = "common/swrod.rs"]

@@ -15,7 +15,6 @@ mod launched;
 // root (two levels above the test's crate) is this crate's too.
 #[path = "../../swdaq-plugin/tests/common/mod.rs"]
 mod plugins;
-#[allow(dead_code)]
 #[path = "common/summary.rs"]
 mod summary;
 #[allow(dead_code)]

@@ -1,4 +1,7 @@
-//! Reading a `swdaq run --json` summary of applications: its counts and how each ended.
+//! Reading a `swdaq run --json` summary: its counts, how each application ended, whether
+//! every FELIX subscription got every block.
+//! Each test binary uses a part of it.
+#![allow(dead_code)]
 
 use serde_json::Value;
 
@@ -42,6 +45,22 @@ pub fn assert_each_once_or_lost(
                 check(n);
             }
             t => panic!("event {n} stored {t} times"),
+        }
+    }
+}
+
+/// Every block the servers published arrived at each of `subscriptions`, in sequence, whole.
+pub fn assert_every_block_arrived<'a>(subscriptions: impl Iterator<Item = &'a Value>) {
+    for subscriber in subscriptions {
+        let intake = &subscriber["intake"];
+        assert!(u(&intake["blocks"]) > 0, "{subscriber:#}");
+        for counter in [
+            "out_of_sequence",
+            "malformed",
+            "connection_losses",
+            "blocks_missing",
+        ] {
+            assert_eq!(u(&intake[counter]), 0, "{counter}: {subscriber:#}");
         }
     }
 }
