@@ -70,14 +70,7 @@ fn ferol_streams_build_every_event_once(topology: &str) {
     generate(dir.path(), &seconds, &["--out", "files"]);
 
     // Four listening ports, free when asked (the run binds them; the sender retries).
-    let port = loop {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = first.local_addr().unwrap().port();
-        let free = |k: u16| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok();
-        if port < 60_000 && (1..4).all(free) {
-            break port;
-        }
-    };
+    let port = common::free_tcp_ports(4);
     std::fs::write(
         dir.path().join("evb.toml"),
         format!(

@@ -276,25 +276,12 @@ fn cards_read_from_generator_files_give_the_same_events_and_counts() {
     check_fault_run(&summary, l1as, generated_cards());
 }
 
-/// A free TCP port with the next `CARDS - 1` free too (the generator's servers bind them).
-fn free_tcp_ports() -> u16 {
-    loop {
-        let base = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = base.local_addr().unwrap().port();
-        if port < 60_000
-            && (1..CARDS).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok())
-        {
-            return port;
-        }
-    }
-}
-
 /// `swdaq gen --format felix --tcp` on free ports: the run's cards published by FELIX
 /// servers, paced at 10 kHz (0.4 s of L1 accepts), their truth written under `dir/sent`;
 /// with the `[swrod.input]` that subscribes to them.
 fn felix_servers(dir: &Path, l1as: u64) -> (std::process::Child, String) {
     let sent = dir.join("sent");
-    let address = format!("127.0.0.1:{}", free_tcp_ports());
+    let address = format!("127.0.0.1:{}", common::free_tcp_ports(CARDS));
     let servers = generate(
         dir,
         l1as,

@@ -325,7 +325,7 @@ fn generate_in(
 fn full_mode_cards_published_over_tcp_give_every_block_and_the_truth() {
     let dir = tempfile::tempdir().unwrap();
     let l1as = 3 * u64::from(ECR_EVERY);
-    let port = two_free_tcp_ports();
+    let port = common::free_tcp_ports(2);
     let sent = dir.path().join("sent");
     let input = format!(
         "kind = \"tcp\"\ntcp_address = \"127.0.0.1:{port}\"\ntruth = {sent:?}\nconnect_timeout_s = 30\n"
@@ -357,23 +357,12 @@ fn full_mode_cards_published_over_tcp_give_every_block_and_the_truth() {
     check_fault_run(&summary, &run, l1as, true);
 }
 
-/// A free TCP port with the next one free too (the generator's two servers bind them).
-fn two_free_tcp_ports() -> u16 {
-    loop {
-        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = first.local_addr().unwrap().port();
-        if port < 60_000 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-}
-
 /// A FELIX server publishing GBT-mode cards to a SW ROD configured for FULL mode: the run
 /// is refused at once, naming both block sizes, not read as garbage.
 #[test]
 fn a_card_of_other_blocks_over_tcp_is_refused_naming_both_sizes() {
     let dir = tempfile::tempdir().unwrap();
-    let address = format!("127.0.0.1:{}", two_free_tcp_ports());
+    let address = format!("127.0.0.1:{}", common::free_tcp_ports(2));
     let input = format!("kind = \"tcp\"\ntcp_address = \"{address}\"\nconnect_timeout_s = 30\n");
     let run = Run::new(dir.path(), 0, None, Some(&input));
     let sent = dir.path().join("sent");

@@ -69,6 +69,20 @@ pub fn wait_for_udp_ports(port: u16, count: u16) {
     }
 }
 
+/// A base port on 127.0.0.1 with the `count` TCP ports from it free now (the run or a
+/// sender binds them next).
+pub fn free_tcp_ports(count: u16) -> u16 {
+    loop {
+        let base = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = base.local_addr().unwrap().port();
+        if port < 60_000
+            && (1..count).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok())
+        {
+            return port;
+        }
+    }
+}
+
 /// `[[topology.apps]]` entries of `(name, kind, extra lines)` on 127.0.0.1, each inbox on a
 /// port free at the moment of asking: all are bound at once, so no two are the same (one at a
 /// time, a port let go could be handed out again).
