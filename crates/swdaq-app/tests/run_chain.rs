@@ -433,6 +433,7 @@ fn file_config(dir: &Path, format: FrameFormat) -> RunConfig {
     c.source.format = match format {
         FrameFormat::WibEth => SourceFormat::Wibeth,
         FrameFormat::ProtoWib => SourceFormat::Protowib,
+        FrameFormat::Board(_) => panic!("the emulator writes TPC files only"),
     };
     c.source.directory = dir.to_path_buf();
     c.source.truth = dir.join("truth_pulses.csv");

@@ -1,11 +1,12 @@
 //! The event builder's settings: FEDs per readout unit, trigger, builder units, files.
 
-use crate::decoded::{DecoderConfigError, DecoderSection};
+use crate::decoded::DecoderConfigError;
 use crate::farm::FarmConfig;
 use crate::producer::Pacing;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
+use swdaq_plugin::DecoderSection;
 use swdaq_sim::fed::{FedFaultRates, FedSimConfig, FedSpec};
 
 /// The pacing tick unless configured: at most 1 ms of latency, far below any builder unit's
@@ -297,7 +298,7 @@ impl EvbConfig {
             }
             // Made once as every FED's link will make it: a plugin that cannot be loaded or
             // refuses its configuration stops the run before it starts.
-            decoder.make()?;
+            decoder.make().map_err(DecoderConfigError)?;
         }
         if let Some(filter) = &self.farm.filter {
             if self.farm.consumers == 0 {

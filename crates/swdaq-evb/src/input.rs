@@ -4,7 +4,7 @@
 //! (`decoded`), or each FEROL stream's TCP port (`ferol_tcp`). A file or address that cannot be used is an error that names it.
 
 use crate::config::{EvbConfig, FedInputKind};
-use crate::decoded::{DecodedSource, DecoderConfigError};
+use crate::decoded::{DecoderConfigError, fed_source};
 use crate::ferol_tcp::FerolStream;
 use crate::pause::TriggerClock;
 use crate::producer::{FedSource, Producer, ProducerError};
@@ -85,13 +85,8 @@ pub fn open(config: &EvbConfig, ru: usize, clock: TriggerClock) -> Result<Produc
                             max_fragment: input.max_fragment_bytes,
                         });
                     };
-                    let source = DecodedSource::new(
-                        spec.id,
-                        Box::new(socket),
-                        input.max_fragment_bytes,
-                        decoder.make()?,
-                        decoder.max_message_bytes,
-                    );
+                    let source =
+                        fed_source(spec.id, Box::new(socket), input.max_fragment_bytes, decoder)?;
                     Ok(FedSource {
                         fed: spec.id,
                         source: Box::new(source),

@@ -23,6 +23,9 @@ pub enum FormatError {
         supported: u32,
         got: u32,
     },
+    /// The bytes may be fine, but this reader does not read their kind.
+    #[error("{what}: not read here")]
+    NotReadHere { what: &'static str },
     #[error("{what}: field {field} = {value} is inconsistent with the buffer")]
     Inconsistent {
         what: &'static str,

@@ -70,6 +70,8 @@ impl FragmentType {
     pub const WIBETH: Self = Self(12);
     /// swdaq: regions of interest of one link ([`crate::roi`]); outside DUNE's codes.
     pub const ROI: Self = Self(100);
+    /// swdaq: a detector's own time slices as board frames ([`crate::board_frame`]).
+    pub const DETECTOR_FRAMES: Self = Self(101);
 
     /// DUNE's name for the type, as used in HDF5 dataset names.
     pub fn name(self) -> &'static str {
@@ -82,6 +84,7 @@ impl FragmentType {
             9 => "Hardware_Signal",
             12 => "WIBEth",
             100 => "ROI",
+            101 => "Detector_Frames",
             _ => "Unknown",
         }
     }

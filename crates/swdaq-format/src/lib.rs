@@ -13,6 +13,7 @@
 //! [`file_checksum`] checksums files as they are written. [`file_kind`] tells which of these a file holds. [`crc`] computes CRC32C.
 
 pub mod adc_matrix;
+pub mod board_frame;
 pub mod crc;
 pub mod daq_eth;
 pub mod eformat;

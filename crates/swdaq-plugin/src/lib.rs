@@ -24,6 +24,7 @@ mod error;
 mod load;
 mod packet;
 mod process;
+mod section;
 
 pub use decode::{DecodeError, DecodeProblem, Decoder, Fragment, PluginDecoder, Stream, flags};
 pub use error::{ErrorCounts, ErrorKind, LoadError, PluginError};
@@ -36,3 +37,4 @@ pub use process::{
     Aggregator, Chunk, Decision, Event, EventFilter, FragmentProcessor, FragmentRef,
     PluginAggregator, PluginEventFilter, PluginFragmentProcessor, ProcessError, TriggerPrimitive,
 };
+pub use section::{DecoderSection, ProcessorSection, SectionError};

@@ -7,7 +7,9 @@
 //! pinned views of the buffer without ever blocking ingest.
 
 pub mod bench;
+pub mod board;
 pub mod checks;
+pub mod decoded;
 pub mod hit_finding;
 pub mod link;
 pub mod raw_inspect;

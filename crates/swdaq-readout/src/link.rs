@@ -224,6 +224,10 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
         }
     }
 
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
     pub fn observer(&self) -> &O {
         &self.observer
     }

@@ -176,6 +176,7 @@ fn restamp(t: &ReplayTemplate, pass: u64, frame: &[u8], head: &mut [u8]) {
             DaqEthHeader::restamp(head, timestamp, seq as u16);
         }
         FrameFormat::ProtoWib => protowib::restamp(head, timestamp),
+        FrameFormat::Board(_) => swdaq_format::board_frame::restamp(head, timestamp),
     }
 }
 

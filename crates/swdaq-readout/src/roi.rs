@@ -212,6 +212,8 @@ impl<'a> FrameAdcs<'a> {
         match format {
             FrameFormat::WibEth => WibEthFrame::parse(bytes).ok().map(Self::WibEth),
             FrameFormat::ProtoWib => ProtoWibFrame::parse(bytes).ok().map(Self::ProtoWib),
+            // A detector's own payload has no ADCs swdaq reads (configurations refuse ROI).
+            FrameFormat::Board(_) => None,
         }
     }
 

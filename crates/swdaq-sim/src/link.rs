@@ -561,6 +561,21 @@ impl LinkSimulator {
                     std::array::from_fn(|c| self.adcs[c].min(protowib::ADC_MAX));
                 protowib::encode(&header, &adcs, out);
             }
+            // A detector's own board has no channels the emulator knows: its slices are
+            // empty, timed as the format says (configurations refuse emulating one).
+            FrameFormat::Board(_) => {
+                swdaq_format::board_frame::BoardFrame {
+                    timestamp,
+                    source_id: self.link,
+                    flags: if header_error {
+                        swdaq_format::board_frame::DAMAGED_FLAGS
+                    } else {
+                        0
+                    },
+                    payload: &[],
+                }
+                .write(out);
+            }
         }
     }
 }

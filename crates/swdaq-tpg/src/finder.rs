@@ -269,6 +269,12 @@ impl HitFinder {
         match format {
             FrameFormat::WibEth => self.process_wibeth(&WibEthFrame::parse(bytes)?, out),
             FrameFormat::ProtoWib => self.process_protowib(&ProtoWibFrame::parse(bytes)?, out),
+            // Hit finding in a detector's own payload is its plugin's (`process_fragments`).
+            FrameFormat::Board(_) => {
+                return Err(FormatError::NotReadHere {
+                    what: "a board frame's payload, by swdaq's hit finding",
+                });
+            }
         }
         Ok(self.processed_until)
     }

@@ -6,8 +6,8 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::time::Duration;
+use swdaq_format::SourceId;
 use swdaq_format::rawfile::{RawFileHeader, RawFileWriter, link_path};
-use swdaq_format::{FragmentType, SourceId};
 use swdaq_readout::udp::{Pacer, port_offset};
 use swdaq_sim::{Detector, FrameFormat, SimConfig, truth};
 
@@ -479,10 +479,7 @@ fn write_link(
             let file =
                 File::create(&path).with_context(|| format!("creating {}", path.display()))?;
             let header = RawFileHeader {
-                frame_type: match format {
-                    FrameFormat::WibEth => FragmentType::WIBETH,
-                    FrameFormat::ProtoWib => FragmentType::PROTO_WIB,
-                },
+                frame_type: format.fragment_type(),
                 frame_size: format.frame_size() as u32,
                 source_id: SourceId::readout(link),
                 run_number: args.run,
@@ -568,10 +565,7 @@ fn package_records(
                 window_end: end,
                 run_number: args.run,
                 error_bits: 0,
-                fragment_type: match format {
-                    FrameFormat::WibEth => FragmentType::WIBETH,
-                    FrameFormat::ProtoWib => FragmentType::PROTO_WIB,
-                },
+                fragment_type: format.fragment_type(),
                 sequence_number: 0,
                 detector_id: swdaq_format::DETECTOR_ID_HD_TPC,
                 element_id: SourceId::readout(link as u32),

@@ -110,6 +110,14 @@ impl RunConfig {
                 ),
             )?;
         }
+        if self.source.format == SourceFormat::Board {
+            self.source.board.validate(self.source.kind)?;
+            ensure(
+                !self.readout.roi.enabled && !self.recording.enabled,
+                "source.format",
+                "board links have no ADCs for readout.roi and no raw bursts for [recording]: disable them",
+            )?;
+        }
         ensure(
             self.source.kind == SourceKind::Emulator || emu.stop_links.is_empty(),
             "emulator.stop_links",
@@ -130,7 +138,7 @@ impl RunConfig {
             format!("{threads} readout threads need {threads} cores, or none to not pin"),
         )?;
         let window = self.trigger.window_before_ticks + self.trigger.window_after_ticks;
-        let clock_hz = self.source.format.frame_format().clock_hz();
+        let clock_hz = self.source.frame_format().clock_hz();
         let buffer_ticks = ro.buffer_s * clock_hz;
         ensure(
             ro.buffer_s.is_finite() && buffer_ticks >= 4.0 * window as f64 && ro.buffer_s <= 60.0,
@@ -193,7 +201,7 @@ impl RunConfig {
 
     /// One link's frames of one readout window: the largest fragment a readout sends.
     fn link_fragment_bytes(&self) -> u64 {
-        let format = self.source.format.frame_format();
+        let format = self.source.frame_format();
         let window = self.trigger.window_before_ticks + self.trigger.window_after_ticks;
         (window / format.ticks_per_frame() + 1).saturating_mul(format.frame_size() as u64)
     }
@@ -201,7 +209,7 @@ impl RunConfig {
     /// What the sizes set here hold at most: every link's latency buffer, and the records
     /// queued for storage and in flight (a record: every link's frames of one window).
     fn memory_plan(&self) -> MemoryPlan {
-        let format = self.source.format.frame_format();
+        let format = self.source.frame_format();
         let links = u64::from(self.emulator.links);
         let frame = format.frame_size() as u64;
         let clock_hz = format.clock_hz();

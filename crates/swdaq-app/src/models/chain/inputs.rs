@@ -74,16 +74,20 @@ pub type Inputs = BTreeMap<usize, LinkInput>;
 /// Prepares the inputs of `links` as `config.source` says; every error names its key.
 pub fn prepare(config: &RunConfig, links: &[u32]) -> anyhow::Result<Inputs> {
     let source = &config.source;
-    let format = source.format.frame_format();
+    let format = source.frame_format();
     if source.kind == SourceKind::Emulator {
         return emulate(&config.emulator, format, links);
     }
     let detector = Detector::new(config.emulator.sim.clone())?;
     let mut inputs = Inputs::new();
     for &link in links {
-        // The simulator only lends its channel map and noise model here; it generates nothing.
-        let sim = detector.link(link, format, 0);
-        let (channel_ids, collection, sigma) = channel_map(&sim, format);
+        let (channel_ids, collection, sigma) = if let FrameFormat::Board(_) = format {
+            // A detector's own board: its channels are its processor plugin's business.
+            (Vec::new(), Vec::new(), Vec::new())
+        } else {
+            // The simulator only lends its channel map and noise model; it generates nothing.
+            channel_map(&detector.link(link, format, 0), format)
+        };
         let (feed, first_timestamp, span_ticks, label) = if source.kind == SourceKind::File {
             let (template, first) = read_file(config, format, link)?;
             let span = template.len() as u64 * format.ticks_per_frame();

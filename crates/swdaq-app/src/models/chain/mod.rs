@@ -79,7 +79,7 @@ impl Configured for RunConfig {
         format!(
             "{} {} links from {}{}, {}, writing to {}{}",
             self.emulator.links,
-            self.source.format.frame_format().name(),
+            self.source.frame_format().name(),
             self.source.describe(),
             if self.is_distributed() {
                 format!(" in {} applications", self.topology.apps.len())

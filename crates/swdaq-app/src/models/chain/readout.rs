@@ -15,14 +15,17 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 use swdaq_dataflow::TriggerInput;
+use swdaq_format::FrameFormat;
 use swdaq_format::SourceId;
 use swdaq_monitor::Registry;
+use swdaq_readout::board::{BoardFraming, BoardProcessor, ProcessCounts, board_source};
 use swdaq_readout::checks::CheckCounts;
+use swdaq_readout::decoded::DecodedSource;
 use swdaq_readout::hit_finding::HitFindingObserver;
 use swdaq_readout::link::LinkMetrics;
 use swdaq_readout::link::{FrameObserver, Ingest, LinkShared};
 use swdaq_readout::replay::ReplaySource;
-use swdaq_readout::ring::SlotRun;
+use swdaq_readout::ring::{SlotMeta, SlotRun};
 use swdaq_readout::roi::RoiLink;
 use swdaq_readout::source::{Batch, FrameSource, Poll};
 use swdaq_readout::thread::{LinkState, pin_current_thread, run_links};
@@ -32,8 +35,11 @@ use swdaq_tpg::quality::Score;
 use swdaq_tpg::{HitFinder, Implementation, Plane};
 use swdaq_trigger::TpBatch;
 
-/// A link's TPs go to the trigger at least this often in data time (about 1 ms).
-const TP_BATCH_TICKS: u64 = 65_536;
+/// A link's TPs go to the trigger at least this often in data time.
+const TP_BATCH_SECONDS: f64 = 1e-3;
+
+/// The largest datagram a board link takes (the most UDP carries).
+const MAX_BOARD_DATAGRAM: usize = 65_536;
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct LinkReport {
@@ -49,6 +55,10 @@ pub struct LinkReport {
     /// TP batches the trigger's queue could not take (counted, never silent).
     pub tp_batches_dropped: u64,
     pub noisy_channels: Vec<u32>,
+    /// What the link's decoder could not make a good frame of (a board link; 0 otherwise).
+    pub decode_errors: u64,
+    /// A board link's processing by its plugin.
+    pub processing: Option<ProcessCounts>,
     /// The source ended before the run did (a stopped link), or failed (the error).
     pub ended_early: bool,
     pub error: Option<String>,
@@ -282,7 +292,9 @@ impl<'a> ReadoutThread<'a> {
             shared.push((Arc::new(link), Arc::new(tps)));
             // Before the run is ready: a UDP address taken fails the start, and datagrams
             // sent once it is ready wait in the socket.
-            sources.push(LinkSource::open(input).with_context(|| format!("link {i}"))?);
+            sources.push(
+                LinkSource::open(self.config, input, i).with_context(|| format!("link {i}"))?,
+            );
         }
         for (&i, buffers) in self.links.iter().zip(&shared) {
             self.setup.send((i, buffers.clone()))?;
@@ -299,7 +311,7 @@ impl<'a> ReadoutThread<'a> {
         for ((&i, (link, tp_buffer)), mut source) in self.links.iter().zip(&shared).zip(sources) {
             let input = &self.inputs[&i];
             source.start_clock();
-            let ingest = Ingest::new(link, source, self.hit_finder(input)?)
+            let ingest = Ingest::new(link, source, self.observer(input, i)?)
                 .expect("one ingest loop per link")
                 .with_metrics(LinkMetrics::register(
                     self.registry,
@@ -315,6 +327,7 @@ impl<'a> ReadoutThread<'a> {
                 scorer: PassScorer::new(input),
                 source: input.label.clone(),
                 batches_dropped: 0,
+                batch_ticks: (input.format.clock_hz() * TP_BATCH_SECONDS) as u64,
                 ended: false,
             });
         }
@@ -335,6 +348,26 @@ impl<'a> ReadoutThread<'a> {
             out.push(tap.report(ingest, result, ended_early));
         }
         Ok(out)
+    }
+
+    /// What reads the link's frames in place: the hit finder, or a board's processor plugin.
+    fn observer(&self, input: &LinkInput, link: usize) -> anyhow::Result<LinkObserver> {
+        let FrameFormat::Board(frames) = input.format else {
+            return Ok(LinkObserver::Hits(self.hit_finder(input)?));
+        };
+        let board = &self.config.source.board;
+        let processor = board
+            .processor
+            .as_ref()
+            .map(|p| p.make())
+            .transpose()
+            .map_err(|e| anyhow!("source.board.processor: {e}"))?;
+        Ok(LinkObserver::Board(BoardProcessor::new(
+            format!("chain: link {link}"),
+            processor,
+            frames,
+            board.hit_ticks(),
+        )))
     }
 
     fn hit_finder(&self, input: &LinkInput) -> anyhow::Result<HitFindingObserver> {
@@ -383,13 +416,15 @@ struct TpTap<'a> {
     scorer: PassScorer<'a>,
     source: SourceLabel,
     batches_dropped: u64,
+    /// Data time between two batches to the trigger (about a millisecond).
+    batch_ticks: u64,
     ended: bool,
 }
 
 impl<'a> TpTap<'a> {
     fn forward(
         &mut self,
-        observer: &mut HitFindingObserver,
+        observer: &mut LinkObserver,
         state: LinkState,
         trigger: &Sender<TriggerInput>,
     ) {
@@ -399,9 +434,11 @@ impl<'a> TpTap<'a> {
         let ending = state == LinkState::Ended;
         if ending {
             observer.finish();
+        } else {
+            observer.end_of_burst();
         }
         let horizon = observer.horizon();
-        if !ending && horizon < self.sent_horizon + TP_BATCH_TICKS {
+        if !ending && horizon < self.sent_horizon + self.batch_ticks {
             return;
         }
         let mut tps = Vec::new();
@@ -429,7 +466,7 @@ impl<'a> TpTap<'a> {
 
     fn report(
         self,
-        ingest: Ingest<'_, LinkSource, HitFindingObserver>,
+        ingest: Ingest<'_, LinkSource, LinkObserver>,
         result: std::io::Result<()>,
         ended_early: bool,
     ) -> LinkOutput<'a> {
@@ -443,11 +480,9 @@ impl<'a> TpTap<'a> {
             checks: ingest.checker.counts,
             trigger_primitives: observer.tps_found(),
             tp_batches_dropped: self.batches_dropped,
-            noisy_channels: observer
-                .noisy_channels()
-                .iter()
-                .map(|n| n.channel)
-                .collect(),
+            noisy_channels: observer.noisy_channels(),
+            decode_errors: ingest.source().decode_errors(),
+            processing: observer.processing(),
             ended_early,
             error: result.err().map(|e| e.to_string()),
         };
@@ -459,10 +494,12 @@ impl<'a> TpTap<'a> {
 pub enum LinkSource {
     Replay(ReplaySource),
     Udp(UdpSource),
+    /// A detector's own board: its datagrams decoded into board frames.
+    Board(Box<DecodedSource<BoardFraming>>),
 }
 
 impl LinkSource {
-    fn open(input: &LinkInput) -> anyhow::Result<Self> {
+    fn open(config: &RunConfig, input: &LinkInput, link: usize) -> anyhow::Result<Self> {
         Ok(match &input.feed {
             Feed::Replay {
                 template,
@@ -475,10 +512,22 @@ impl LinkSource {
                     ReplaySource::new(Arc::clone(template), pace, *limit).with_streaming_stores(),
                 )
             }
-            Feed::Udp(addr) => Self::Udp(
-                UdpSource::bind(*addr)
-                    .with_context(|| format!("source.udp_address: cannot bind {addr}"))?,
-            ),
+            Feed::Udp(addr) => {
+                let socket = UdpSource::bind(*addr)
+                    .with_context(|| format!("source.udp_address: cannot bind {addr}"))?;
+                let FrameFormat::Board(frames) = input.format else {
+                    return Ok(Self::Udp(socket));
+                };
+                let board = board_source(
+                    format!("chain: link {link}"),
+                    Box::new(socket),
+                    MAX_BOARD_DATAGRAM,
+                    &config.source.board.decoder,
+                    frames,
+                )
+                .map_err(|e| anyhow!("source.board.decoder: {e}"))?;
+                Self::Board(Box::new(board))
+            }
         })
     }
 
@@ -488,27 +537,111 @@ impl LinkSource {
             replay.start_clock();
         }
     }
+
+    fn source(&self) -> &dyn FrameSource {
+        match self {
+            Self::Replay(s) => s,
+            Self::Udp(s) => s,
+            Self::Board(s) => s.as_ref(),
+        }
+    }
+
+    fn source_mut(&mut self) -> &mut dyn FrameSource {
+        match self {
+            Self::Replay(s) => s,
+            Self::Udp(s) => s,
+            Self::Board(s) => s.as_mut(),
+        }
+    }
 }
 
 impl FrameSource for LinkSource {
     fn next_frame(&mut self, slot: &mut [u8]) -> std::io::Result<Poll> {
-        match self {
-            Self::Replay(s) => s.next_frame(slot),
-            Self::Udp(s) => s.next_frame(slot),
-        }
+        self.source_mut().next_frame(slot)
     }
 
     fn batch_size(&self) -> usize {
-        match self {
-            Self::Replay(s) => s.batch_size(),
-            Self::Udp(s) => s.batch_size(),
-        }
+        self.source().batch_size()
     }
 
     fn next_frames(&mut self, run: &mut SlotRun<'_>, lens: &mut [usize]) -> std::io::Result<Batch> {
+        self.source_mut().next_frames(run, lens)
+    }
+
+    fn kernel_drops(&self) -> Option<u64> {
+        self.source().kernel_drops()
+    }
+
+    fn decode_errors(&self) -> u64 {
+        self.source().decode_errors()
+    }
+}
+
+/// What reads a link's frames in place on its thread.
+// One per link, made once and never moved while frames flow: its size costs nothing, and
+// boxing the hit finder would add a pointer chase per frame.
+#[allow(clippy::large_enum_variant)]
+pub enum LinkObserver {
+    Hits(HitFindingObserver),
+    Board(BoardProcessor),
+}
+
+impl LinkObserver {
+    fn horizon(&self) -> u64 {
         match self {
-            Self::Replay(s) => s.next_frames(run, lens),
-            Self::Udp(s) => s.next_frames(run, lens),
+            Self::Hits(h) => h.horizon(),
+            Self::Board(b) => b.horizon(),
+        }
+    }
+
+    fn take_tps(&mut self, out: &mut Vec<swdaq_format::TriggerPrimitive>) {
+        match self {
+            Self::Hits(h) => h.take_tps(out),
+            Self::Board(b) => b.take_tps(out),
+        }
+    }
+
+    /// A burst of the link's frames was read: a board's plugin gets them in one call.
+    fn end_of_burst(&mut self) {
+        if let Self::Board(b) = self {
+            b.process_pending();
+        }
+    }
+
+    fn finish(&mut self) {
+        match self {
+            Self::Hits(h) => h.finish(),
+            Self::Board(b) => b.finish(),
+        }
+    }
+
+    fn noisy_channels(&self) -> Vec<u32> {
+        match self {
+            Self::Hits(h) => h.noisy_channels().iter().map(|n| n.channel).collect(),
+            Self::Board(_) => Vec::new(),
+        }
+    }
+
+    fn processing(&self) -> Option<ProcessCounts> {
+        match self {
+            Self::Hits(_) => None,
+            Self::Board(b) => Some(b.counts()),
+        }
+    }
+}
+
+impl FrameObserver for LinkObserver {
+    fn observe(&mut self, meta: &SlotMeta, frame: &[u8]) {
+        match self {
+            Self::Hits(h) => h.observe(meta, frame),
+            Self::Board(b) => b.observe(meta, frame),
+        }
+    }
+
+    fn tps_found(&self) -> u64 {
+        match self {
+            Self::Hits(h) => h.tps_found(),
+            Self::Board(b) => b.tps_found(),
         }
     }
 }

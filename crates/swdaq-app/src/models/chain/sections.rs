@@ -25,21 +25,104 @@ pub enum SourceKind {
     Udp,
 }
 
-/// The frame format of every link of the run (hit finding decodes it).
+/// The frame format of every link of the run: a TPC format (hit finding decodes it), or a
+/// detector's own streaming board (`[source.board]`: its decoder and processor plugins).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceFormat {
     #[default]
     Wibeth,
     Protowib,
+    Board,
 }
 
-impl SourceFormat {
-    pub fn frame_format(self) -> swdaq_format::FrameFormat {
-        match self {
-            Self::Wibeth => swdaq_format::FrameFormat::WibEth,
-            Self::Protowib => swdaq_format::FrameFormat::ProtoWib,
+/// `[source.board]`: a detector's own streaming board (#35). Each link's datagrams are decoded
+/// into time slices by `decoder` (a plugin or a packet format; each slice needs a timestamp),
+/// kept as board frames, and searched for hits by `processor`'s plugin, whose primitives drive
+/// the self-trigger like TPC hits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BoardSection {
+    /// The board's timestamp clock (Hz): windows, periodic triggers and buffer seconds count
+    /// in its ticks.
+    pub clock_hz: u64,
+    /// The ticks one slice (one decoded fragment) spans: a slice not this much after the one
+    /// before is a gap, flagged in the fragments that cover it.
+    pub ticks_per_frame: u64,
+    /// The ticks between two samples (a primitive's time over threshold becomes samples).
+    pub ticks_per_sample: u64,
+    /// The largest slice payload; a longer one is refused and counted.
+    pub max_payload_bytes: u32,
+    /// How long before the end of the slice that ends it a hit may start (ticks); 0: one
+    /// slice. Primitives earlier than that are late: counted, not used.
+    pub max_hit_ticks: u64,
+    pub decoder: swdaq_plugin::DecoderSection,
+    /// Optional: without it the links are read out by periodic or random triggers only.
+    pub processor: Option<swdaq_plugin::ProcessorSection>,
+}
+
+impl Default for BoardSection {
+    fn default() -> Self {
+        Self {
+            clock_hz: 0,
+            ticks_per_frame: 0,
+            ticks_per_sample: 1,
+            max_payload_bytes: 8192,
+            max_hit_ticks: 0,
+            decoder: swdaq_plugin::DecoderSection::default(),
+            processor: None,
         }
+    }
+}
+
+impl BoardSection {
+    /// The frames' facts as the readout needs them.
+    pub fn frames(&self) -> swdaq_format::board_frame::BoardFrames {
+        swdaq_format::board_frame::BoardFrames {
+            max_payload: self.max_payload_bytes,
+            ticks_per_frame: self.ticks_per_frame,
+            ticks_per_sample: self.ticks_per_sample,
+            clock_hz: self.clock_hz,
+        }
+    }
+
+    /// A hit's longest reach back, in ticks.
+    pub fn hit_ticks(&self) -> u64 {
+        if self.max_hit_ticks == 0 {
+            self.ticks_per_frame
+        } else {
+            self.max_hit_ticks
+        }
+    }
+
+    /// Checks the numbers and loads the plugins once, so a missing file, a library that is
+    /// not a plugin or a refused configuration stops the run at configure, naming the key.
+    pub fn validate(&self, kind: SourceKind) -> anyhow::Result<()> {
+        let refuse = |key: &str, why: &dyn std::fmt::Display| {
+            anyhow::anyhow!("invalid configuration: source.board.{key}: {why}")
+        };
+        if kind != SourceKind::Udp {
+            bail!(
+                "invalid configuration: source.format = \"board\" needs source.kind = \"udp\": a board's packets arrive as datagrams"
+            );
+        }
+        if self.clock_hz == 0 {
+            return Err(refuse("clock_hz", &"must be set (the board's clock, Hz)"));
+        }
+        if self.ticks_per_frame == 0 || self.ticks_per_sample == 0 {
+            return Err(refuse(
+                "ticks_per_frame",
+                &"ticks_per_frame and ticks_per_sample must be at least 1",
+            ));
+        }
+        if !(1..=1 << 24).contains(&self.max_payload_bytes) {
+            return Err(refuse("max_payload_bytes", &"must be 1..=16777216"));
+        }
+        self.decoder.make().map_err(|e| refuse("decoder", &e))?;
+        if let Some(processor) = &self.processor {
+            processor.make().map_err(|e| refuse("processor", &e))?;
+        }
+        Ok(())
     }
 }
 
@@ -51,7 +134,7 @@ impl SourceFormat {
 pub struct SourceSection {
     /// `emulator`, `file` or `udp`.
     pub kind: SourceKind,
-    /// `wibeth` or `protowib` (a file's header must agree).
+    /// `wibeth`, `protowib` (a file's header must agree) or `board` (see [`BoardSection`]).
     pub format: SourceFormat,
     /// `file`: the directory of the raw files (each read into memory at start).
     pub directory: PathBuf,
@@ -68,6 +151,8 @@ pub struct SourceSection {
     /// `truth_pulses.csv` of `swdaq gen` (same `emulator.sim`), to score hit finding against
     /// for `file` and `udp`; empty: the summary says there is no truth.
     pub truth: PathBuf,
+    /// `format = "board"`: the board's clock, slices, decoder and processor.
+    pub board: BoardSection,
 }
 
 impl Default for SourceSection {
@@ -81,11 +166,21 @@ impl Default for SourceSection {
             udp_address: "127.0.0.1:50000".into(),
             first_timestamp: 0,
             truth: PathBuf::new(),
+            board: BoardSection::default(),
         }
     }
 }
 
 impl SourceSection {
+    /// Every link's frame format.
+    pub fn frame_format(&self) -> swdaq_format::FrameFormat {
+        match self.format {
+            SourceFormat::Wibeth => swdaq_format::FrameFormat::WibEth,
+            SourceFormat::Protowib => swdaq_format::FrameFormat::ProtoWib,
+            SourceFormat::Board => swdaq_format::FrameFormat::Board(self.board.frames()),
+        }
+    }
+
     /// Where the links' data comes from, in a few words.
     pub fn describe(&self) -> String {
         match self.kind {

@@ -110,7 +110,7 @@ pub fn run_chain(
     let credits = config.dataflow.max_records_in_flight as u64;
     let trigger = Trigger::new(
         config.trigger.clone(),
-        config.source.format.frame_format().clock_hz(),
+        config.source.frame_format().clock_hz(),
         n,
         sources.clone(),
         credits,

@@ -38,7 +38,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
     let _heartbeat = ctx.connect_and_heartbeat(everyone)?;
     let trigger = Trigger::new(
         config.trigger.clone(),
-        config.source.format.frame_format().clock_hz(),
+        config.source.frame_format().clock_hz(),
         links,
         sources_of(links),
         0,
