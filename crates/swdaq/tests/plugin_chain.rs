@@ -13,6 +13,7 @@
 //! the files. A datagram the kernel dropped is allowed only as counted.
 
 mod common;
+use common::served::Served;
 #[path = "../../swdaq-plugin/tests/common/mod.rs"]
 mod plugins;
 
@@ -297,16 +298,61 @@ fn check_against_what_was_sent(s: &Value, dir: &Path) {
     }
 }
 
-#[test]
-fn streaming_boards_trigger_on_their_plugin_s_hits_and_are_read_out_by_window() {
+/// How the run is driven.
+enum How {
+    /// `swdaq run` in one process.
+    OneProcess,
+    /// `swdaq run` of the chain's applications, one readout application per board.
+    Applications,
+    /// `swdaq serve` and `swdaq ctl`: configure, start, stop once every packet is sent.
+    Served,
+}
+
+/// Runs the boards as `how` says, into `dir/records`, and checks the run.
+fn boards_read_out_by_window(how: How) {
     let dir = tempfile::tempdir().unwrap();
     let plugin = build_c_plugin(dir.path(), SOURCE, "streaming_board", &[]);
     let port = common::free_udp_ports(2);
-    let config = configuration(dir.path(), &plugin, port, "");
-    let run = start(&config, port);
-    send(port);
-    let s = summary(run);
+    let s = match how {
+        How::OneProcess => {
+            let run = start(&configuration(dir.path(), &plugin, port, ""), port);
+            send(port);
+            summary(run)
+        }
+        How::Applications => {
+            let apps = common::loopback_apps(1);
+            let run = start(&configuration(dir.path(), &plugin, port, &apps), port);
+            send(port);
+            summary(run)
+        }
+        How::Served => {
+            let server = Served::start(&configuration(dir.path(), &plugin, port, ""));
+            let ctl = |command: &str| server.ctl(&[command]);
+            ctl("configure");
+            assert_eq!(ctl("start")["run_number"], 1);
+            common::wait_for_udp_ports(port, 2);
+            send(port);
+            // Every packet is in the sockets: a moment for the trigger, then the stop.
+            std::thread::sleep(Duration::from_millis(500));
+            ctl("stop")
+        }
+    };
     check_against_what_was_sent(&s, dir.path());
+}
+
+#[test]
+fn streaming_boards_trigger_on_their_plugin_s_hits_and_are_read_out_by_window() {
+    boards_read_out_by_window(How::OneProcess);
+}
+
+#[test]
+fn streaming_boards_as_applications_of_a_topology() {
+    boards_read_out_by_window(How::Applications);
+}
+
+#[test]
+fn streaming_boards_under_swdaq_serve() {
+    boards_read_out_by_window(How::Served);
 }
 
 #[test]
