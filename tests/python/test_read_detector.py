@@ -124,3 +124,78 @@ def test_a_sw_rod_aggregation_plugins_payload_reads_as_the_detectors_bytes(tmp_p
                     else:
                         raise AssertionError("chunks() read a detector's payload as swdaq's records")
     assert robs == 2 * 50
+
+
+SLICE_CHANNELS, SLICE_SAMPLES, SLICES = 16, 64, 4000
+
+
+def slice_packet(board: int, index: int) -> bytes:
+    """A streaming board's packet (examples/plugins/streaming_board.c's layout): magic, board,
+    channels, samples, the slice's first timestamp (1 MHz ticks), then the samples."""
+    samples = [(index * 31 + i * 7 + board) % 4096 for i in range(SLICE_CHANNELS * SLICE_SAMPLES)]
+    header = struct.pack(">HHHHQ", 0x5B0A, board, SLICE_CHANNELS, SLICE_SAMPLES, 1_000_000 + 64 * index)
+    return header + struct.pack(f">{len(samples)}H", *samples)
+
+
+def test_streaming_boards_slices_read_back_from_the_chain_s_records(tmp_path):
+    """Two streaming boards read by the chain (`source.format = "board"`) through a no-code
+    packet format, no processor, read out by a periodic trigger on the boards' 1 MHz clock:
+    every record's fragment of a board holds, as board frames, exactly the packets of its
+    window, each with its timestamp."""
+    port = free_udp_ports(2)
+    size = 16 + 2 * SLICE_CHANNELS * SLICE_SAMPLES
+    config = tmp_path / "boards.toml"
+    config.write_text(
+        f'[run]\nduration_s = 6\nmetrics_addr = ""\noutput_dir = "{tmp_path / "records"}"\n'
+        f'[source]\nkind = "udp"\nformat = "board"\nudp_address = "127.0.0.1:{port}"\n'
+        "first_timestamp = 1000000\n"
+        "[source.board]\nclock_hz = 1000000\nticks_per_frame = 64\nmax_payload_bytes = 4096\n"
+        f'[source.board.decoder.format]\nframing = "fixed"\npacket_bytes = {size}\nheader_bytes = 16\n'
+        'magic = { offset = 0, width = 2, order = "big", value = 0x5B0A }\n'
+        'source_id = { offset = 2, width = 2, order = "big" }\n'
+        'timestamp = { offset = 8, width = 8, order = "big" }\n'
+        "[emulator]\nlinks = 2\n[readout]\nbuffer_s = 0.5\n"
+        "[trigger]\nwindow_before_ticks = 100\nwindow_after_ticks = 200\n"
+        "[trigger.multiplicity]\nenabled = false\n[trigger.track]\nenabled = false\n"
+        "[trigger.periodic]\nenabled = true\nrate_hz = 50.0\n"
+    )
+    run = subprocess.Popen([SWDAQ, "run", "--json", "--config", str(config)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not all(udp_port_bound(port + k) for k in range(2)):
+        assert time.monotonic() < deadline and run.poll() is None, "swdaq run never bound its ports"
+        time.sleep(0.02)
+    sent = [{}, {}]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+        for index in range(SLICES):
+            for board in range(2):
+                packet = slice_packet(board, index)
+                sent[board][1_000_000 + 64 * index] = packet
+                sender.sendto(packet, ("127.0.0.1", port + board))
+            if index % 32 == 31:
+                time.sleep(0.002)
+    out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err.decode()
+    summary = json.loads(out)
+    lossless = all(link["checks"]["missing_frames"] == 0 for link in summary["links"])
+
+    records = 0
+    for path in sorted((tmp_path / "records").glob("*.hdf5")):
+        with swdaq.open(path) as f:
+            for record in f:
+                records += 1
+                for fragment in record.fragments:
+                    if fragment.fragment_type != "Detector_Frames":
+                        continue
+                    if not fragment.ok:
+                        assert not lossless, fragment.problems
+                        continue
+                    board = fragment.source_id
+                    begin, end = fragment.window_begin, fragment.window_end
+                    want = [t for t in sorted(sent[board]) if t + 64 > begin and t < end]
+                    got = fragment.board_frames()
+                    assert [t for t, _, _, _ in got] == want
+                    for timestamp, source, _, payload in got:
+                        assert source == board
+                        assert bytes(payload) == sent[board][timestamp]
+    assert records == summary["trigger"]["decisions"] >= 3

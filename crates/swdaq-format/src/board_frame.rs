@@ -122,21 +122,23 @@ pub fn restamp(head: &mut [u8], timestamp: u64) {
     put_u64(head, 8, timestamp);
 }
 
-/// The frames of a fragment's payload, in order; a damaged one ends the walk with its error
-/// (the frames before it are good: there is no resynchronising inside swdaq's own layout).
-pub fn frames(payload: &[u8]) -> impl Iterator<Item = Result<BoardFrame<'_>, FormatError>> {
-    let mut rest = payload;
+/// The frames of a fragment's payload, in order, each with its offset in the payload; a
+/// damaged one ends the walk with its error (the frames before it are good: there is no
+/// resynchronising inside swdaq's own layout).
+pub fn frames(
+    payload: &[u8],
+) -> impl Iterator<Item = Result<(usize, BoardFrame<'_>), FormatError>> {
+    let mut at = 0;
     std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
+        let rest = payload.get(at..).filter(|r| !r.is_empty())?;
         match BoardFrame::parse_prefix(rest) {
             Ok((frame, size)) => {
-                rest = &rest[size..];
-                Some(Ok(frame))
+                let offset = at;
+                at += size;
+                Some(Ok((offset, frame)))
             }
             Err(e) => {
-                rest = &[];
+                at = payload.len();
                 Some(Err(e))
             }
         }
@@ -169,7 +171,7 @@ mod tests {
         let bytes = framed(&[b"abc", b"", b"12345678"]);
         assert_eq!(bytes.len(), 24 + 8 + 24 + 24 + 8);
         assert_eq!(&bytes[27..32], &[0; 5]);
-        let read: Vec<_> = frames(&bytes).map(Result::unwrap).collect();
+        let read: Vec<_> = frames(&bytes).map(|f| f.unwrap().1).collect();
         assert_eq!(read.len(), 3);
         assert_eq!(read[0].payload, b"abc");
         assert_eq!(read[1].payload, b"");
@@ -207,7 +209,7 @@ mod tests {
             let mut total = 0;
             for frame in frames(&bytes) {
                 match frame {
-                    Ok(f) => total += frame_size(f.payload.len()),
+                    Ok((at, f)) => total = at + frame_size(f.payload.len()),
                     Err(_) => break,
                 }
             }
@@ -219,7 +221,7 @@ mod tests {
             proptest::collection::vec(any::<u8>(), 0..100), 0..8)) {
             let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
             let bytes = framed(&refs);
-            let read: Vec<Vec<u8>> = frames(&bytes).map(|f| f.unwrap().payload.to_vec()).collect();
+            let read: Vec<Vec<u8>> = frames(&bytes).map(|f| f.unwrap().1.payload.to_vec()).collect();
             prop_assert_eq!(read, payloads);
         }
     }

@@ -13,6 +13,7 @@ use std::any::Any;
 use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 use swdaq_format::adc_matrix::{AdcMatrix, adc_matrix};
+use swdaq_format::board_frame;
 use swdaq_format::fragment::{FRAGMENT_HEADER_SIZE, fragment_error};
 use swdaq_format::trigger_record::record_status;
 use swdaq_format::{Fragment as ParsedFragment, FragmentHeader, FragmentType};
@@ -241,6 +242,9 @@ impl Fragment {
     }
 }
 
+/// A board frame as Python sees it: timestamp, source id, flags, payload view.
+type BoardSlice<'py> = (u64, u32, u32, Bound<'py, PyArray1<u8>>);
+
 #[pymethods]
 impl Fragment {
     /// The source as `swdaq inspect` names it, e.g. `Detector_Readout_0x00000001`.
@@ -338,6 +342,25 @@ impl Fragment {
     fn full_window_bytes(&self) -> PyResult<u64> {
         self.refuse_unless(FragmentType::ROI, "regions of interest")?;
         roi::full_window_bytes(self.payload_bytes())
+    }
+
+    /// The time slices of a streaming board's fragment (`Detector_Frames`), in order: each
+    /// `(timestamp, source_id, flags, payload)`, the payload a read-only uint8 view of the
+    /// slice's bytes as the board's decoder delimited them. ValueError for other fragment
+    /// types, or naming a damaged frame and how many good ones came before it.
+    fn board_frames<'py>(&self, py: Python<'py>) -> PyResult<Vec<BoardSlice<'py>>> {
+        self.refuse_unless(FragmentType::DETECTOR_FRAMES, "board frames")?;
+        let bytes = self.bytes.bind(py);
+        let mut out = Vec::new();
+        for frame in board_frame::frames(self.payload_bytes()) {
+            let (offset, frame) = frame.map_err(|e| {
+                PyValueError::new_err(format!("{e} (after {} good frames)", out.len()))
+            })?;
+            let start = FRAGMENT_HEADER_SIZE + offset + board_frame::BOARD_FRAME_HEADER_SIZE;
+            let payload = view(bytes, start..start + frame.payload.len())?;
+            out.push((frame.timestamp, frame.source_id, frame.flags, payload));
+        }
+        Ok(out)
     }
 
     /// Trigger primitives of a TP fragment as a structured array of `swdaq.TP_DTYPE`.

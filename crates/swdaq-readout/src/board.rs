@@ -155,15 +155,14 @@ impl BoardProcessor {
         if !self.pending_frames.is_empty() {
             self.call_plugin();
         }
-        let horizon = self.processed_until.saturating_sub(self.max_hit_ticks);
-        if self.processor.is_none() || horizon > self.horizon {
-            self.horizon = if self.processor.is_none() {
-                self.processed_until
-            } else {
-                horizon
-            };
-            self.orderer.release(self.horizon, &mut self.ready);
-        }
+        // Without a processor no hit can come: the data's own time is the horizon.
+        let reach = if self.processor.is_some() {
+            self.max_hit_ticks
+        } else {
+            0
+        };
+        self.horizon = self.horizon.max(self.processed_until.saturating_sub(reach));
+        self.orderer.release(self.horizon, &mut self.ready);
     }
 
     /// Processes what is left and releases every primitive (end of run).

@@ -54,6 +54,20 @@ pub fn summary(r: &RunReport) -> String {
                 c.sequence_errors,
             ),
         };
+        if let Some(p) = &l.processing {
+            let _ = writeln!(
+                s,
+                "  link 0x{:08x} (board): {} decode errors; plugin processed {} slices, {} not ({} failed calls); {} primitives, {} late, {} impossible",
+                l.source_id,
+                l.decode_errors,
+                p.frames_processed,
+                p.frames_unprocessed,
+                p.plugin_errors,
+                l.trigger_primitives,
+                p.late_primitives,
+                p.impossible_primitives,
+            );
+        }
     }
     for l in &r.links {
         let c = &l.checks;
