@@ -3,50 +3,8 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
-
-use common::repo_root;
+use common::build_panicky;
 use swdaq_plugin::*;
-
-/// Builds the example with the cargo running this test; `None` (the test is skipped) only
-/// when there is no cargo.
-fn build_panicky() -> Option<PathBuf> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rust-panicky");
-    let mut child = match Command::new(cargo)
-        .args(["build", "--quiet", "--offline", "--manifest-path"])
-        .arg(repo_root().join("examples/plugins/rust-panicky/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("no cargo: the Rust plugin test is skipped");
-            return None;
-        }
-        Err(e) => panic!("cargo: {e}"),
-    };
-    // A cold build of the example and the SDK takes seconds; a hung one must not hang CI.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("building examples/plugins/rust-panicky took over 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        status.success(),
-        "cargo build of examples/plugins/rust-panicky failed"
-    );
-    Some(target.join("debug/librust_panicky.so"))
-}
 
 fn record(source: u32, event: u32) -> [u8; 8] {
     let mut bytes = [0; 8];

@@ -19,6 +19,7 @@ mod plugins;
 
 use plugins::{
     BOARD_FORMAT, BOARD_SOURCE, FAULTY_SOURCE, assert_refused_naming, board_packet, build_c_plugin,
+    build_panicky,
 };
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -511,6 +512,89 @@ fn a_decoder_breaking_the_abi_is_counted_per_fed_and_named_once() {
     }
     assert!(stderr.contains("unknown status 7"), "{stderr}");
     assert_eq!(summary["built"], 0, "{summary}");
+}
+
+/// A Rust plugin that panics, end to end: `examples/plugins/rust-panicky` (built by cargo)
+/// decodes two boards' records (source id, event number); one datagram of board 1 carries the
+/// record that makes it panic. The panic comes back as one counted decode error of FED 1, named
+/// once on stderr with the plugin's message; that event is built without FED 1 and flagged
+/// incomplete, every other event is whole, and swdaq neither panics nor stops.
+#[test]
+fn a_rust_decoder_s_panic_costs_only_its_datagram() {
+    let Some(plugin) = build_panicky() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_udp_ports(2);
+    const EVENTS: u32 = 30;
+    const PANICS_AT: u32 = 10;
+    let config = dir.path().join("panicky.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nduration_s = 20\nmetrics_addr = \"\"\noutput_dir = {:?}\n\
+             [evb]\nbuilder_units = 1\nmin_free_bytes = 0\nmax_events = {EVENTS}\n\
+             rus = [[{{ id = 0, mean_bytes = 64, spread_bytes = 0 }}, {{ id = 1, mean_bytes = 64, spread_bytes = 0 }}]]\n\
+             [evb.input]\nkind = \"udp\"\nudp_address = \"127.0.0.1:{port}\"\nstop_wait = 100\nfirst_event = 1\n\
+             [evb.input.decoder]\nplugin = {plugin:?}\n",
+            dir.path().join("out"),
+        ),
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_for_udp_ports(port, 2);
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for event in 1..=EVENTS {
+        for board in 0..2u16 {
+            let source = if (board, event) == (1, PANICS_AT) {
+                0xDEAD_BEEF // the record the plugin panics on
+            } else {
+                u32::from(board)
+            };
+            let record = [source.to_le_bytes(), event.to_le_bytes()].concat();
+            socket
+                .send_to(&record, ("127.0.0.1", port + board))
+                .unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let feds = summary["feds"].as_array().unwrap();
+    let dropped: u64 = feds
+        .iter()
+        .map(|f| f["ingest"]["kernel_dropped"].as_u64().unwrap())
+        .sum();
+    assert_eq!(feds[0]["ingest"]["decode_errors"], 0, "{summary}");
+    assert_eq!(feds[1]["ingest"]["decode_errors"], 1, "{summary}");
+    assert_eq!(
+        stderr.matches("evb: FED 1: decoder: ").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("rust_panicky"), "{stderr}");
+    assert!(stderr.contains("marked record"), "{stderr}");
+    let built = built_events(&frd_files(&dir.path().join("out")));
+    assert_eq!(built.len() as u32, EVENTS, "every event built once");
+    for (event, (incomplete, fragments)) in &built {
+        let whole = *event != u64::from(PANICS_AT);
+        if dropped == 0 {
+            assert_eq!(!incomplete, whole, "event {event}");
+            assert_eq!(fragments.len(), if whole { 2 } else { 1 }, "event {event}");
+        }
+    }
+    assert!(
+        built[&u64::from(PANICS_AT)].0,
+        "the panic's event is incomplete"
+    );
 }
 
 /// A decoder that cannot be made stops the run at configure, in one line naming the file and
