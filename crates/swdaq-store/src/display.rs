@@ -1,6 +1,8 @@
 //! Event display (library side of `swdaq display`): one record's WIBEth data (whole frames or
 //! ROI regions) as channel versus time, pedestal-subtracted ADC (per-channel median) as colour, one panel per plane, with the
-//! record's trigger primitives drawn on top as translucent boxes. PNG output; text is drawn with an
+//! record's trigger primitives drawn on top as translucent boxes. A record of a detector's own
+//! streaming boards (`Detector_Frames`: no ADC layout swdaq knows) is drawn raw instead: per
+//! link, the payload's bytes versus the slices of the window. PNG output; text is drawn with an
 //! embedded DejaVu Sans (the `dejavu` crate; Bitstream Vera licence), so no system font is
 //! needed.
 
@@ -13,6 +15,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Once;
+use swdaq_format::board_frame;
 use swdaq_format::roi::RoiPayload;
 use swdaq_format::wibeth::{NUM_CHANNELS, SAMPLES_PER_FRAME, TICKS_PER_SAMPLE};
 use swdaq_format::{Fragment, FragmentType, SourceId, TriggerPrimitive, TriggerRecord};
@@ -310,14 +313,94 @@ fn collect(
         .into_values()
         .filter(|p| !p.channels.is_empty())
         .collect();
-    for p in &mut panels {
+    subtract_row_medians(&mut panels);
+    Ok((panels, t0, samples, left_out))
+}
+
+/// Each row less its median (a channel's pedestal; a payload byte's usual value).
+fn subtract_row_medians(panels: &mut [Panel]) {
+    for p in panels {
         for row in p.channels.values_mut() {
             let mut present: Vec<f32> = row.iter().copied().filter(|v| !v.is_nan()).collect();
             let pedestal = median(&mut present);
             row.iter_mut().for_each(|v| *v -= pedestal);
         }
     }
-    Ok((panels, t0, samples, left_out))
+}
+
+/// Most payload bytes and slices of one board link drawn raw: bounds memory on a huge window.
+const MAX_RAW_BYTES: usize = 4096;
+const MAX_RAW_SLICES: usize = 4096;
+
+/// A record of streaming boards only (`Detector_Frames`, no WIBEth or ROI): drawn raw.
+fn is_raw(record: &TriggerRecord) -> bool {
+    let kinds: Vec<FragmentType> = record
+        .fragments()
+        .filter_map(|f| f.ok())
+        .map(|f| f.header.fragment_type)
+        .collect();
+    kinds.contains(&FragmentType::DETECTOR_FRAMES)
+        && !kinds
+            .iter()
+            .any(|k| [FragmentType::WIBETH, FragmentType::ROI].contains(k))
+}
+
+/// One panel per board link: row = payload byte (up to [`MAX_RAW_BYTES`]), column = slice of
+/// the window in order, less each row's median. A damaged board frame ends its fragment's
+/// picture there and is named; the slices before it are drawn.
+fn collect_raw(record: &TriggerRecord) -> Result<(Vec<Panel>, u64, usize, Vec<BadFragment>)> {
+    let (mut panels, mut left_out, mut slices) = (Vec::new(), Vec::new(), 0);
+    for f in record.fragments().filter_map(|f| f.ok()) {
+        if f.header.fragment_type != FragmentType::DETECTOR_FRAMES {
+            continue;
+        }
+        let mut rows: BTreeMap<u32, Vec<f32>> = BTreeMap::new();
+        let mut drawn = 0;
+        for frame in board_frame::frames(f.payload) {
+            let frame = match frame {
+                Ok((_, frame)) => frame,
+                Err(e) => {
+                    left_out.push(BadFragment {
+                        dataset: crate::layout::fragment_dataset(&f.header),
+                        reason: format!("board frame {drawn}: {e} (the frames before it drawn)"),
+                    });
+                    break;
+                }
+            };
+            if drawn == MAX_RAW_SLICES {
+                return Err(StoreError::Display(format!(
+                    "record {} holds more than the {MAX_RAW_SLICES} slices of a link drawn",
+                    record.header.trigger_number
+                )));
+            }
+            for (byte, &value) in frame.payload.iter().take(MAX_RAW_BYTES).enumerate() {
+                let row = rows.entry(byte as u32).or_default();
+                row.resize(drawn, f32::NAN);
+                row.push(f32::from(value));
+            }
+            drawn += 1;
+        }
+        slices = slices.max(drawn);
+        if !rows.is_empty() {
+            panels.push(Panel {
+                plane: f.header.element_id.to_string(),
+                channels: rows,
+                tps: Vec::new(),
+            });
+        }
+    }
+    if panels.is_empty() {
+        return Err(StoreError::Display(format!(
+            "record {} has no board frame to display ({} fragments left out as garbage)",
+            record.header.trigger_number,
+            left_out.len()
+        )));
+    }
+    for row in panels.iter_mut().flat_map(|p| p.channels.values_mut()) {
+        row.resize(slices, f32::NAN);
+    }
+    subtract_row_medians(&mut panels);
+    Ok((panels, 0, slices, left_out))
 }
 
 /// Full-colour deviation: the 99.9th percentile of |ADC - pedestal| (at least 10 ADC), so a
@@ -375,7 +458,13 @@ fn draw_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> S
 /// Draws the record into an RGB image.
 pub fn render(record: &TriggerRecord, options: &DisplayOptions) -> Result<EventImage> {
     register_fonts();
-    let (panels, t0, samples, left_out) = collect(record, options)?;
+    let raw = is_raw(record);
+    let (panels, t0, samples, left_out) = if raw {
+        collect_raw(record)?
+    } else {
+        collect(record, options)?
+    };
+    let axes = if raw { &RAW_AXES } else { &ADC_AXES };
     let scale = adc_scale(&panels);
     let (width, height) = (options.width.max(200), options.height.max(150));
     let mut rgb = vec![255u8; 3 * width as usize * height as usize];
@@ -384,19 +473,24 @@ pub fn render(record: &TriggerRecord, options: &DisplayOptions) -> Result<EventI
         root.fill(&WHITE).map_err(draw_err)?;
         let h = &record.header;
         let title = format!(
-            "run {}  trigger {}  timestamp {}  |  colour: ADC - pedestal, full at \u{b1}{scale:.0}",
-            h.run_number, h.trigger_number, h.trigger_timestamp
+            "run {}  trigger {}  timestamp {}  |  colour: {}, full at \u{b1}{scale:.0}",
+            h.run_number, h.trigger_number, h.trigger_timestamp, axes.colour
         );
         let body = root
             .titled(&title, ("sans-serif", 22).into_font())
             .map_err(draw_err)?;
         let areas = body.split_evenly((panels.len(), 1));
+        // A board's slices are drawn by their place in the window: its clock is not known here.
         let t_of = |sample: f64| {
-            (t0 as f64 + sample * TICKS_PER_SAMPLE as f64 - h.trigger_timestamp as f64)
-                * US_PER_TICK
+            if raw {
+                sample
+            } else {
+                (t0 as f64 + sample * TICKS_PER_SAMPLE as f64 - h.trigger_timestamp as f64)
+                    * US_PER_TICK
+            }
         };
         for (panel, area) in panels.iter().zip(&areas) {
-            draw_panel(panel, area, scale, Grid { t0, samples }, &t_of)?;
+            draw_panel(panel, area, scale, Grid { t0, samples }, &t_of, axes)?;
         }
         root.present().map_err(draw_err)?;
     }
@@ -423,6 +517,30 @@ pub fn render(record: &TriggerRecord, options: &DisplayOptions) -> Result<EventI
     })
 }
 
+/// What a picture's axes and colours mean.
+struct Axes {
+    x: &'static str,
+    y: &'static str,
+    /// What a panel's rows are, for its caption ("channels").
+    rows: &'static str,
+    /// What the colour shows, for the title.
+    colour: &'static str,
+}
+
+const ADC_AXES: Axes = Axes {
+    x: "time since trigger [\u{b5}s]",
+    y: "offline channel",
+    rows: "channels",
+    colour: "ADC - pedestal",
+};
+
+const RAW_AXES: Axes = Axes {
+    x: "slice of the window",
+    y: "payload byte",
+    rows: "bytes",
+    colour: "byte - its row's median",
+};
+
 /// The record's common time grid: first sample's timestamp and number of samples.
 #[derive(Clone, Copy)]
 struct Grid {
@@ -436,6 +554,7 @@ fn draw_panel<DB: DrawingBackend>(
     scale: f32,
     grid: Grid,
     t_of: &dyn Fn(f64) -> f64,
+    axes: &Axes,
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
@@ -445,7 +564,7 @@ where
     let (lo, hi) = (f64::from(first), f64::from(last) + 1.0);
     let mut chart = ChartBuilder::on(area)
         .caption(
-            format!("{}: channels {first}..={last}", panel.plane),
+            format!("{}: {} {first}..={last}", panel.plane, axes.rows),
             ("sans-serif", 18).into_font(),
         )
         .margin(8)
@@ -456,8 +575,8 @@ where
     chart
         .configure_mesh()
         .disable_mesh()
-        .x_desc("time since trigger [\u{b5}s]")
-        .y_desc("offline channel")
+        .x_desc(axes.x)
+        .y_desc(axes.y)
         .label_style(("sans-serif", 14))
         .x_label_formatter(&|t| format!("{t:.0}"))
         .y_label_formatter(&|c| format!("{c:.0}"))

@@ -161,3 +161,70 @@ proptest::proptest! {
         proptest::prop_assert!(image.summary.left_out.len() <= 1);
     }
 }
+
+/// A streaming board's fragment: `slices` board frames of 32 payload bytes at 100, byte 5 of
+/// slice 3 at 250; frames written by hand from `swdaq_format::board_frame`'s documented layout.
+fn board_fragment(template: FragmentHeader, link: u32, slices: usize) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for slice in 0..slices {
+        let mut bytes = [100u8; 32];
+        if slice == 3 {
+            bytes[5] = 250;
+        }
+        payload.extend_from_slice(b"SWBF");
+        payload.extend_from_slice(&32u32.to_le_bytes());
+        payload.extend_from_slice(&(1000 + 64 * slice as u64).to_le_bytes());
+        payload.extend_from_slice(&link.to_le_bytes());
+        payload.extend_from_slice(&0u32.to_le_bytes());
+        payload.extend_from_slice(&bytes);
+    }
+    let header = FragmentHeader {
+        fragment_type: FragmentType::DETECTOR_FRAMES,
+        element_id: swdaq_format::SourceId::readout(link),
+        ..template
+    };
+    Fragment::assemble(header, [&payload[..]])
+}
+
+/// A record of streaming boards has no ADC layout: each link is drawn raw, payload bytes
+/// versus slices, the odd byte in colour; a damaged frame ends its link's picture there and
+/// is named, the slices before it drawn.
+#[test]
+fn board_frames_are_drawn_raw_and_a_damaged_one_is_named() {
+    let mut record = sample::track_record(1).record;
+    let template = Fragment::parse(&record.fragments[0]).unwrap().header;
+    let mut damaged = board_fragment(template, 1, 8);
+    let fifth_frame = swdaq_format::fragment::FRAGMENT_HEADER_SIZE + 4 * (24 + 32);
+    damaged[fifth_frame] ^= 0xFF;
+    record.fragments = vec![board_fragment(template, 0, 8), damaged];
+    let image = render(&record, &options()).unwrap();
+    let panels: Vec<(&str, usize)> = image
+        .summary
+        .panels
+        .iter()
+        .map(|p| (p.plane.as_str(), p.channels))
+        .collect();
+    assert_eq!(panels.len(), 2, "{panels:?}");
+    assert!(panels.iter().all(|&(_, rows)| rows == 32), "{panels:?}");
+    assert_eq!(panels[0].0, "Detector_Readout:0x00000000", "{panels:?}");
+    assert_eq!(image.summary.samples, 8, "slices of the window");
+    assert_eq!(image.summary.left_out.len(), 1);
+    assert!(
+        image.summary.left_out[0].reason.contains("board frame 4"),
+        "{:?}",
+        image.summary.left_out
+    );
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("board_display.png");
+    image.save_png(&out).unwrap();
+    let red = (0..image.height)
+        .flat_map(|y| (0..image.width).map(move |x| (x, y)))
+        .filter(|&(x, y)| {
+            let [r, g, b] = image.pixel(x, y);
+            r > 220 && g < 60 && b < 60
+        })
+        .count();
+    assert!(
+        red > 100,
+        "the odd byte drawn in both links: {red} red pixels"
+    );
+}

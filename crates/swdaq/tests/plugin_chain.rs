@@ -296,6 +296,21 @@ fn check_against_what_was_sent(s: &Value, dir: &Path) {
         assert!(inspect.status.success(), "{text}");
         assert!(text.contains("Detector_Frames"), "{text}");
     }
+    // The event display draws a board record raw (payload bytes versus slices).
+    let png = dir.join("pulse.png");
+    let display = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .arg("display")
+        .arg(&record_files(dir)[0])
+        .args(["--record", "1", "-o"])
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(
+        display.status.success(),
+        "{}",
+        String::from_utf8_lossy(&display.stderr)
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
 }
 
 /// How the run is driven.
