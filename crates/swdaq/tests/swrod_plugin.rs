@@ -1,7 +1,7 @@
 //! The SW ROD's aggregation plugin (#35, `[swrod.aggregator]`) end to end from the binary:
 //! the triggered board's `aggregate` (`examples/plugins/triggered_board.c`: per chunk in
 //! e-link order, link u32 and length u32 big-endian, then its bytes) builds every ROB
-//! fragment's payload, in one process and as applications, checked event by event against
+//! fragment's payload, in one process, as applications and under `swdaq serve`, checked event by event against
 //! the emulator's chunks replayed here; a plugin that breaks the ABI on every L1 ID is counted
 //! per ROB while every event is still stored, its chunks in swdaq's records, flagged; and a
 //! missing file, a library that is not a plugin and a plugin without `aggregate` are refused
@@ -23,12 +23,14 @@ mod swrod;
 #[path = "common/swrod_truth.rs"]
 mod swrod_truth;
 
+use common::served::Served;
 use common::{loopback_swrod_apps, swdaq_run, swdaq_run_json};
 use launched::Run;
 use plugins::{BOARD_SOURCE, FAULTY_SOURCE, assert_refused_naming, build_c_plugin};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use summary::u;
 use swdaq_format::eformat::{ChunkRecords, status};
 use swdaq_format::eformat_event::FullEvent;
@@ -233,6 +235,32 @@ fn a_missing_file_a_library_that_is_not_a_plugin_and_one_without_aggregate_are_r
             "a refused run wrote files"
         );
     }
+}
+
+/// The same run under `swdaq serve`: configured and started by `swdaq ctl`, it ends with
+/// its input and leaves its summary in the status, every ROB payload the plugin's.
+#[test]
+fn under_swdaq_serve_the_plugin_builds_every_rob_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = build_c_plugin(dir.path(), BOARD_SOURCE, "triggered_board", &[]);
+    let server = Served::start(&config(dir.path(), &format!("plugin = {plugin:?}")));
+    server.ctl(&["configure"]);
+    assert_eq!(server.ctl(&["start"])["run_number"], 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let s = loop {
+        let status = server.ctl(&["status"]);
+        if status["run"].is_null() && status["last_summary"].is_object() {
+            break status["last_summary"].clone();
+        }
+        assert!(Instant::now() < deadline, "the run never ended: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(u(&s["stored_events"]), L1AS, "{s:#}");
+    assert_eq!(s["truth"]["ok"], true, "{:#}", s["truth"]);
+    assert_eq!(plugin_errors(&s), vec![0, 0]);
+    let chunks = emulated_chunks(1, L1AS, &felix(), CLEAN_TAIL);
+    let ids = check_events(&summary_files(&s), &chunks, 2, Expected::Board);
+    assert_eq!(ids, (1..=L1AS).collect::<Vec<_>>());
 }
 
 #[test]
