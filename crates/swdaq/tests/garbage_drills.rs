@@ -24,17 +24,6 @@ fn swdaq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
 }
 
-/// `swdaq run --json --config config`, its output piped.
-fn spawn_run(config: &Path) -> std::process::Child {
-    swdaq()
-        .args(["run", "--json", "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 /// Event-builder events in the FRD files under `out` (`swdaq inspect --json` of each).
 fn frd_events(out: &Path) -> u64 {
     let mut events = 0;
@@ -137,7 +126,7 @@ fn event_builder_over_udp_writes_no_event_from_garbage() {
     )
     .unwrap();
     let started = Instant::now();
-    let child = spawn_run(&config);
+    let child = common::spawn_run(&config);
     // The run binds its ports within its first second; datagrams before that are refused.
     std::thread::sleep(Duration::from_millis(700));
     let sent = send_garbage(base, 7);
@@ -273,7 +262,7 @@ fn sw_rod_garbage_drill(topology: &str) {
     )
     .unwrap();
     let started = Instant::now();
-    let child = spawn_run(&config);
+    let child = common::spawn_run(&config);
     let run = watch(child, Duration::from_secs(4) + STOP_AND_SLACK);
     let served: Vec<u64> = servers.into_iter().map(|s| s.join().unwrap()).collect();
     let stderr = run.stderr();
@@ -355,7 +344,7 @@ fn damage_raw_files(dir: &Path, damage: Damage, seed: u64) {
 /// `swdaq run --json` of `config` (its duration 0: to the input's end), watched: it ends,
 /// its memory bounded. Its summary (`Null` if it printed none).
 fn run_to_input_end(config: &Path) -> (watch::Watched, Value) {
-    let child = spawn_run(config);
+    let child = common::spawn_run(config);
     let run = watch(child, STOP_AND_SLACK + Duration::from_secs(30));
     assert!(run.peak_rss_kb < RSS_LIMIT_KB, "{} kB", run.peak_rss_kb);
     let summary = serde_json::from_slice(&run.output.stdout).unwrap_or(Value::Null);

@@ -22,7 +22,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 use swdaq_format::Fragment;
 use swdaq_store::RecordFileReader;
@@ -143,25 +143,9 @@ enabled = false
 }
 
 fn start(config: &Path, port: u16) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = common::spawn_run(config);
     common::wait_for_udp_ports(port, 2);
     child
-}
-
-fn summary(child: Child) -> Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "swdaq run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The board frames of a fragment's payload as (timestamp, payload), read from the layout
@@ -332,13 +316,13 @@ fn boards_read_out_by_window(how: How) {
         How::OneProcess => {
             let run = start(&configuration(dir.path(), &plugin, port, ""), port);
             send(port);
-            summary(run)
+            common::summary_of(run)
         }
         How::Applications => {
             let apps = common::loopback_apps(1);
             let run = start(&configuration(dir.path(), &plugin, port, &apps), port);
             send(port);
-            summary(run)
+            common::summary_of(run)
         }
         How::Served => {
             let server = Served::start(&configuration(dir.path(), &plugin, port, ""));

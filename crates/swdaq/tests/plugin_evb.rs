@@ -25,7 +25,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use swdaq_format::fed::FedFragment;
 use swdaq_format::frd::{FrdFile, frd_flags};
@@ -152,22 +152,10 @@ fn send_packets(port: u16) {
 
 /// `swdaq run --json` of `config` while the boards send; its summary.
 fn run_while_sending(config: &Path, port: u16) -> Value {
-    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = common::spawn_run(config);
     common::wait_for_udp_ports(port, BOARDS);
     send_packets(port);
-    let out = run.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "swdaq run: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::summary_of(run)
 }
 
 /// `swdaq serve` of `config`, run 1 started and stopped by `swdaq ctl` around the boards'
@@ -479,13 +467,7 @@ fn a_decoder_breaking_the_abi_is_counted_per_fed_and_named_once() {
         ),
     )
     .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = common::spawn_run(&config);
     common::wait_for_udp_ports(port, BOARDS);
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     const RECORDS: u32 = 20;
@@ -541,13 +523,7 @@ fn a_rust_decoder_s_panic_costs_only_its_datagram() {
         ),
     )
     .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = common::spawn_run(&config);
     common::wait_for_udp_ports(port, 2);
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     for event in 1..=EVENTS {

@@ -15,7 +15,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use swdaq_format::{Fragment, FragmentType, FrameFormat};
@@ -46,29 +46,13 @@ fn start_run(dir: &Path, port: u16, duration_s: f64, truth: &Path, extra: &str) 
         ),
     )
     .unwrap();
-    let child = swdaq()
-        .args(["run", "--json", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = common::spawn_run(&config);
     let deadline = Instant::now() + Duration::from_secs(60);
     while (0..LINKS).any(|k| UdpSocket::bind(("127.0.0.1", port + k as u16)).is_ok()) {
         assert!(Instant::now() < deadline, "swdaq run never bound its ports");
         std::thread::sleep(Duration::from_millis(20));
     }
     child
-}
-
-fn summary(child: Child) -> Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "swdaq run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Every frame `swdaq gen` sends with its defaults, per link, by timestamp.
@@ -198,7 +182,7 @@ fn records_from_a_udp_front_end_hold_exactly_the_frames_it_sent() {
     let truth = dir.path().join("gen").join("truth_pulses.csv");
     let run = start_run(dir.path(), port, 6.0, &truth, "");
     generate(dir.path(), port);
-    check_against_what_was_sent(&summary(run), dir.path(), port);
+    check_against_what_was_sent(&common::summary_of(run), dir.path(), port);
 }
 
 /// `configs/source-udp-apps.toml`'s case: each readout application binds its own links' ports.
@@ -214,7 +198,7 @@ fn readout_applications_fed_over_udp_hold_exactly_the_frames_sent() {
     );
     let run = start_run(dir.path(), port, 6.0, &truth, &topology);
     generate(dir.path(), port);
-    let s = summary(run);
+    let s = common::summary_of(run);
     let apps = s["apps"].as_array().unwrap();
     assert_eq!(apps.len(), 5, "{apps:?}");
     assert!(apps.iter().all(|a| a["reported"] == true), "{apps:?}");
@@ -232,7 +216,7 @@ fn garbage_datagrams_are_counted_not_fatal() {
         let garbage = vec![n as u8; 1 + n * 37 % 9000];
         sender.send_to(&garbage, ("127.0.0.1", port)).unwrap();
     }
-    let s = summary(run);
+    let s = common::summary_of(run);
     let link = &s["links"][0];
     assert!(link["error"].is_null(), "{link}");
     // None has a frame's size: each is malformed, counted, and none is buffered.
@@ -268,7 +252,7 @@ fn random_frames_end_with_the_run_and_make_no_complete_record() {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    let s = summary(run);
+    let s = common::summary_of(run);
     let took = started.elapsed().as_secs_f64();
     assert!(took < duration_s + 10.0, "the run took {took:.1} s");
     assert!(

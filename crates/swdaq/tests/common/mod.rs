@@ -25,6 +25,28 @@ pub fn swdaq_run_json(config: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `swdaq run --json --config <config>` started, its stdout and stderr piped.
+pub fn spawn_run(config: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(["run", "--json", "--config"])
+        .arg(config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The summary of a [`spawn_run`] that must end well, waited for.
+pub fn summary_of(run: std::process::Child) -> serde_json::Value {
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "swdaq run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A TCP port on 127.0.0.1 free at the moment of asking.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
