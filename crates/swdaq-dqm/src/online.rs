@@ -147,6 +147,7 @@ fn judged(
     Ok(Some(verdicts))
 }
 
+/// What readers are shown of `outcome` now (`last`: the run's final set, every sample read).
 fn publication(
     outcome: &OnlineOutcome,
     verdicts: Option<Vec<(String, Verdict)>>,
