@@ -576,3 +576,90 @@ def test_the_page_keeps_working_through_a_two_minute_run_and_a_server_restart(br
         click(d, "configure")
         state_is(d, "configured")
         shot(d, "14-reconnected")
+
+
+# The event builder with online data-quality monitoring of every event, judged every second:
+# FED 0's fragments of 1024 bytes, FED 1's of `fed1_bytes`.
+DQM_EVB_CONFIG = """
+[run]
+output_dir = "{out}"
+metrics_addr = ""
+duration_s = {duration_s}
+[evb]
+builder_units = 1
+min_free_bytes = 0
+seed = {seed}
+{pacing}
+rus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, {{ id = 1, mean_bytes = {fed1_bytes}, spread_bytes = 128 }}]]
+[dqm]
+enabled = true
+sample_every = 1
+queue = 8192
+judge_interval_s = 1
+{reference}
+"""
+# From the start of a run whose FED has grown to its histogram shown Bad: a judgement (1 s)
+# once the run has the entries to tell, and a fetch of the page (3 s), with room for a loaded
+# machine.
+DQM_BAD_WITHIN_S = 20
+
+
+def test_the_data_quality_view_shows_a_grown_fed_bad_among_the_first_with_an_alert(browser, tmp_path):
+    """A reference run of the event builder with [dqm] (swdaq run, one process); then, under
+    swdaq serve, a run whose FED 1 sends fragments twice as large, judged against it: the
+    page's data-quality view draws every histogram with its badge, FED 1's size Bad with its
+    reason among the Bad ones that lead the grid (the events' size grew with it), FED 0's
+    not Bad, and an alert names it."""
+    out = tmp_path / "data"
+    reference_config = tmp_path / "reference.toml"
+    reference_config.write_text(DQM_EVB_CONFIG.format(
+        out=out, duration_s=30, seed=1, pacing="max_events = 5000\npaced = false", fed1_bytes=1024, reference=""))
+    done = subprocess.run([SWDAQ, "run", "--json", "--config", str(reference_config)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    reference_run = json.loads(done.stdout)["run_number"]
+    config = DQM_EVB_CONFIG.format(
+        out=out, duration_s=0, seed=2, pacing="trigger_rate_hz = 2000", fed1_bytes=2048, reference=f"reference_run = {reference_run}")
+    port = free_port()
+    with serve(tmp_path, port, config_text=config) as server:
+        d = browser
+        d.get(server.console_url)
+        state_is(d, "initial")
+        wait(d, lambda _: text(d, "dqm-none") == "no run yet", 10, f"before a run: {text(d, 'dqm-none')!r}")
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
+        click(d, "start")
+        assert answer(d).startswith(f"✔ run {reference_run + 1} running"), text(d, "answer")
+        boxes = lambda: d.execute_script(
+            "return [...document.querySelectorAll('#dqm-grid .dqm-hist')].map(b => [b.dataset.hist,"
+            " b.querySelector('.badge').textContent, b.querySelector('.reason').textContent, b.dataset.axis,"
+            " b.querySelector('canvas') ? b.querySelector('canvas').width : 0])")
+
+        def grown_fed_bad_and_leading(_):
+            shown = boxes()
+            names = [b[0] for b in shown]
+            return "fed_size_0001" in names and all(b[1] == "Bad" for b in shown[:names.index("fed_size_0001") + 1])
+
+        wait(d, grown_fed_bad_and_leading, DQM_BAD_WITHIN_S, f"FED 1 not Bad among the first: {boxes()}")
+        shown = boxes()
+        qualities = [b[1] for b in shown]
+        order = {"Bad": 0, "Undetermined": 1, "Good": 2}
+        assert [order[q] for q in qualities] == sorted(order[q] for q in qualities), f"not worst first: {qualities}"
+        by_name = {b[0]: b for b in shown}
+        assert {"fed_size_0000", "fed_size_0001", "event_size", "feds_per_event"} <= by_name.keys(), by_name.keys()
+        assert by_name["fed_size_0000"][1] != "Bad", by_name["fed_size_0000"]
+        _, _, reason, axis, canvas_width = by_name["fed_size_0001"]
+        assert reason.startswith("Chi2") and "below" in reason, reason
+        assert axis == "fragment size (bytes)", axis
+        assert all(b[4] > 0 for b in shown), f"a histogram not drawn: {shown}"
+        assert "against run " + str(reference_run) in text(d, "dqm-caption"), text(d, "dqm-caption")
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, '#alerts .alert.error[data-dqm="fed_size_0001"]'), 5, f"no alert: {text(d, 'alerts')}")
+        assert "fed_size_0001 is Bad" in text(d, "alerts")
+        kept = shot(d, "dqm-1-grown-fed-bad")
+        shutil.copy(kept, tmp_path / kept.name)
+
+        click(d, "stop")
+        assert answer(d, timeout=90).startswith(f"✔ stopped run {reference_run + 1}"), text(d, "answer")
+        # The run's final set stays on the page, said to be the ended run's; the alert goes.
+        wait(d, lambda _: "(ended)" in text(d, "dqm-caption") and "(final)" in text(d, "dqm-caption"), 10, text(d, "dqm-caption"))
+        assert by_name.keys() <= {b[0] for b in boxes()}
+        wait(d, lambda _: not d.find_elements(By.CSS_SELECTOR, "#alerts [data-dqm]"), 5, "the alert outlives the run")

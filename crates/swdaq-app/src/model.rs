@@ -6,6 +6,7 @@
 use crate::live::Live;
 use crate::run_section::{OldSpellings, RunSection};
 use crate::runtime::app::KindSpec;
+use crate::runtime::dqm::DqmView;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::steering::Steering;
@@ -235,6 +236,9 @@ pub trait RunHooks: Sync {
     fn started(&self, _steer: Steering) {}
     /// Once per status interval.
     fn live(&self, _live: &Live) {}
+    /// Online data-quality monitoring (`[dqm]`) has begun: `view` shows its histograms
+    /// while the run lasts and, once it has ended, as they were at its end.
+    fn dqm(&self, _view: DqmView) {}
     /// The stop has begun, for `reason`: from now on nothing is steered.
     fn stopping(&self, _reason: &StopReason) {}
 }

@@ -25,6 +25,10 @@ const STORED_EVERY_MS = 10000;
 const STORED_FINAL_AFTER_MS = 6000;
 // Fragments listed of the newest stored event (the rest counted).
 const MAX_FRAGMENT_ROWS = 64;
+// The data-quality histograms are fetched this often (the server judges them every
+// dqm.judge_interval_s, 5 s by default); Bad ones named in the alerts at most.
+const DQM_EVERY_MS = 3000;
+const MAX_DQM_ALERTS = 5;
 const SERIES = [
   { key: "input_mb_s", title: "Input throughput", unit: "MB/s", scale: 1, color: "#1f5fbf" },
   { key: "event_hz", title: "Trigger / event rate", unit: "Hz", scale: 1, color: "#1f8a4c" },
@@ -57,6 +61,10 @@ let storedFetchedAt = 0;
 let storedRun = null;
 let storedFinal = false;
 let displayUrl = null;
+let dqmFetchedAt = 0;
+let lastDqm = null;
+// Each drawn histogram by name: its box, its uPlot and the binning it was made for.
+const dqmPlots = new Map();
 
 // ---------- helpers ----------
 function el(tag, attrs, ...children) {
@@ -126,6 +134,7 @@ async function poll() {
       await pullHistory();
     }
     await maybeFetchStored(status);
+    await maybeFetchDqm();
   } catch (e) {
     disconnected(e);
   } finally {
@@ -166,6 +175,7 @@ function connected(status) {
     SERIES.forEach((s) => (history[s.key] = []));
     drawPlots();
     forgetStored();
+    forgetDqm();
     if (!backAt) backAt = { at: now, after: 0, restarted: true };
   }
   serverStarted = started;
@@ -239,6 +249,7 @@ function renderAlerts(s) {
   const list = (s.alerts || []).map((a) =>
     el("div", { class: "alert " + a.severity }, (a.severity === "error" ? "✖ " : "⚠ ") + a.text, el("span", { class: "since" }, "since " + clock(a.since)))
   );
+  list.push(...dqmAlerts());
   if (s.state === "error" && s.error && !list.length) list.push(el("div", { class: "alert error" }, "✖ " + s.error));
   if (!list.length) list.push(el("div", { class: "alert none" }, "No alerts."));
   $("alerts").replaceChildren(...list);
@@ -453,6 +464,158 @@ async function fetchDisplay() {
   displayUrl = URL.createObjectURL(blob);
   $("display").src = displayUrl;
   $("display").hidden = false;
+}
+
+// ---------- data quality ----------
+function forgetDqm() {
+  dqmFetchedAt = 0;
+  lastDqm = null;
+  dqmPlots.forEach((p) => p.plot.destroy());
+  dqmPlots.clear();
+  $("dqm-grid").replaceChildren();
+  $("dqm-caption").textContent = "";
+  $("dqm-counts").textContent = "";
+  $("dqm-none").textContent = "";
+}
+
+async function maybeFetchDqm() {
+  if (Date.now() - dqmFetchedAt < DQM_EVERY_MS) return;
+  dqmFetchedAt = Date.now();
+  const r = await api("GET", "/dqm");
+  const answer = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    $("dqm-none").textContent = answer.error || "HTTP " + r.status;
+    return;
+  }
+  lastDqm = answer;
+  renderDqm(answer);
+}
+
+// The running run's Bad histograms, for the page's alerts.
+function dqmAlerts() {
+  if (!lastDqm || !lastDqm.running) return [];
+  const bad = (lastDqm.histograms || []).filter((h) => h.verdict && h.verdict.quality === "Bad");
+  const list = bad.slice(0, MAX_DQM_ALERTS).map((h) =>
+    el("div", { class: "alert error", "data-dqm": h.name }, "✖ Data quality: " + h.name + " is Bad — " + h.verdict.reason)
+  );
+  if (bad.length > MAX_DQM_ALERTS) list.push(el("div", { class: "alert error" }, "✖ Data quality: " + (bad.length - MAX_DQM_ALERTS) + " more histograms Bad"));
+  return list;
+}
+
+function axisTitle(axis) {
+  return axis.label + (axis.unit ? " (" + axis.unit + ")" : "");
+}
+
+// uPlot's columns: each bin's centre and count.
+function histData(h) {
+  const width = (h.axis.hi - h.axis.lo) / h.axis.bins;
+  return [h.counts.map((_, i) => h.axis.lo + (i + 0.5) * width), h.counts.slice()];
+}
+
+// The x range drawn: the bins holding entries with two empty ones each side (ten bins at
+// least): a histogram's fixed range is wide (a FED's sizes to 16 KiB) and its entries would
+// otherwise be a sliver. Under- and overflow are given beneath the plot.
+function filledRange(counts, axis) {
+  const width = (axis.hi - axis.lo) / axis.bins;
+  const first = counts.findIndex((c) => c > 0);
+  if (first < 0) return [axis.lo, axis.hi];
+  let last = counts.length - 1;
+  while (counts[last] === 0) last--;
+  let from = Math.max(0, first - 2);
+  let to = Math.min(axis.bins, last + 3);
+  const least = Math.min(axis.bins, 10);
+  if (to - from < least) {
+    to = Math.min(axis.bins, from + least);
+    from = Math.max(0, to - least);
+  }
+  return [axis.lo + from * width, axis.lo + to * width];
+}
+
+function histPlot(h, box) {
+  return new uPlot(
+    {
+      width: Math.max(200, box.clientWidth),
+      height: 140,
+      scales: {
+        x: { time: false, range: (u) => filledRange(u.data[1], h.axis) },
+        y: { range: (u, min, max) => [0, Math.max(1, max || 0) * 1.1] },
+      },
+      series: [
+        {},
+        { label: "entries", stroke: "#1f5fbf", fill: "#1f5fbf66", width: 1, paths: uPlot.paths.bars({ size: [1, Infinity], align: 0 }), points: { show: false } },
+      ],
+      axes: [
+        { label: axisTitle(h.axis), labelSize: 14, size: 30, values: (u, vals) => vals.map((v) => fmt(v)) },
+        { size: 45, values: (u, vals) => vals.map((v) => fmt(v)) },
+      ],
+      legend: { show: false },
+    },
+    histData(h),
+    box
+  );
+}
+
+function renderDqm(d) {
+  const hists = d.histograms || [];
+  const run = d.run_number === null || d.run_number === undefined ? "" : "run " + d.run_number + (d.running ? " (going on)" : " (ended)");
+  const against = !d.enabled ? "" : d.reference_run ? " · against run " + d.reference_run + " (" + d.check.test + ", Bad below probability " + d.check.min_probability + ")" : " · no reference run: not judged";
+  const judged = d.judged_at_unix ? " · judged " + clock(d.judged_at_unix) + (d.last ? " (final)" : "") : "";
+  $("dqm-caption").textContent = run + against + judged;
+  $("dqm-none").textContent = hists.length ? "" : d.why || "no histograms yet";
+  if (d.enabled && d.samples) {
+    const q = d.qualities;
+    const shown = d.histograms_total > hists.length ? " · the worst " + hists.length + " of " + d.histograms_total + " shown" : "";
+    $("dqm-counts").replaceChildren(
+      ...(d.reference_run ? [el("span", { class: "badge bad" }, q.bad + " Bad"), " ", el("span", { class: "badge undetermined" }, q.undetermined + " Undetermined"), " ", el("span", { class: "badge good" }, q.good + " Good"), " · "] : []),
+      fmt(d.events) + " events sampled, " + fmt(d.samples.dropped) + " dropped (queue full), " + fmt(d.unreadable) + " unreadable" + shown
+    );
+  } else {
+    $("dqm-counts").textContent = "";
+  }
+  const grid = $("dqm-grid");
+  const names = new Set(hists.map((h) => h.name));
+  for (const [name, p] of dqmPlots) {
+    if (!names.has(name)) {
+      p.plot.destroy();
+      p.box.remove();
+      dqmPlots.delete(name);
+    }
+  }
+  for (const h of hists) {
+    const binning = [h.axis.bins, h.axis.lo, h.axis.hi].join(",");
+    let p = dqmPlots.get(h.name);
+    if (p && p.binning !== binning) {
+      p.plot.destroy();
+      p.box.remove();
+      p = undefined;
+    }
+    if (!p) {
+      const box = el("div", { class: "dqm-hist", "data-hist": h.name, "data-axis": axisTitle(h.axis) },
+        el("div", { class: "head" }, el("span", { class: "badge" }), el("span", { class: "name" }, h.name), el("span", { class: "title" }, h.title)),
+        el("div", { class: "plot" }),
+        el("div", { class: "note" }),
+        el("div", { class: "reason" }));
+      grid.append(box);
+      p = { box, binning, plot: histPlot(h, box.querySelector(".plot")) };
+      dqmPlots.set(h.name, p);
+    } else {
+      p.plot.setData(histData(h));
+    }
+    const v = h.verdict;
+    const quality = v ? v.quality : "not judged";
+    p.box.dataset.quality = quality;
+    p.box.className = "dqm-hist " + (v ? v.quality.toLowerCase() : "");
+    const badge = p.box.querySelector(".badge");
+    badge.textContent = quality;
+    badge.className = "badge " + (v ? v.quality.toLowerCase() : "");
+    badge.title = v ? v.test + (v.probability !== null ? ", probability " + v.probability.toExponential(2) : "") : "no reference run";
+    p.box.querySelector(".note").textContent =
+      fmt(h.entries) + " entries · underflow " + fmt(h.underflow) + " · overflow " + fmt(h.overflow) +
+      (v && v.quality === "Good" && v.probability !== null ? " · probability " + v.probability.toFixed(3) : "");
+    p.box.querySelector(".reason").textContent = v && v.quality !== "Good" ? v.reason : "";
+    // In the server's order, worst first: moving a box keeps its plot.
+    grid.append(p.box);
+  }
 }
 
 // ---------- commands ----------

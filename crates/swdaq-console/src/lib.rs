@@ -77,6 +77,8 @@ pub enum Route {
     LatestEvent,
     /// The newest stored event drawn (PNG), where the model has an event display.
     Display,
+    /// The run's online data-quality histograms and their verdicts (JSON).
+    Dqm,
     /// Run control's own Prometheus metrics.
     Metrics,
 }
@@ -100,6 +102,7 @@ pub fn route(method: &str, target: &str) -> Option<Route> {
         }),
         "/latest-event" => Some(Route::LatestEvent),
         "/display.png" => Some(Route::Display),
+        "/dqm" => Some(Route::Dqm),
         "/metrics" => Some(Route::Metrics),
         _ => None,
     }
@@ -183,6 +186,8 @@ mod tests {
         );
         assert_eq!(route("GET", "/latest-event"), Some(Route::LatestEvent));
         assert_eq!(route("GET", "/display.png"), Some(Route::Display));
+        assert_eq!(route("GET", "/dqm"), Some(Route::Dqm));
+        assert_eq!(route("POST", "/dqm"), None);
         assert_eq!(route("GET", "/metrics"), Some(Route::Metrics));
         for (method, target) in [("POST", "/"), ("GET", "/status"), ("GET", "/console/x")] {
             assert_eq!(route(method, target), None, "{method} {target}");

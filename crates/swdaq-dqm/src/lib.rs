@@ -5,8 +5,8 @@
 //! (`swdaq dqm`, offline), each through one function per item (an event, a record) that
 //! running models use on their samples too: a data thread's [`sample::Sampler`] hands every
 //! N-th item to the [`online`] monitoring thread without ever waiting, which fills the run's
-//! set, judges it against a reference run's and exports the qualities. The console's page is
-//! to come.
+//! set, judges it against a reference run's, exports the qualities and publishes the set for
+//! `swdaq serve`'s console to draw.
 
 pub mod chain;
 pub mod compare;

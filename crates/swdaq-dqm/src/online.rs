@@ -2,12 +2,17 @@
 //! model's own fill function, the one `swdaq dqm` uses on files), judges it against the
 //! reference run's set every `judge_every` and once more at the end, and exports each
 //! histogram's quality as the gauge `swdaq_dqm_quality{histogram="..."}` ([`quality_value`]).
+//! Every `judge_every`, and at the end, it also publishes the set as filled so far with its
+//! verdicts ([`Published`], in a [`Latest`]) for readers on other threads: run control's
+//! console draws it.
 
 use crate::compare::{Check, Quality, Verdict};
+use crate::sample::SampleCounts;
 use crate::set::HistSet;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 use swdaq_monitor::{Counter, Gauge, MonitorError, Registry};
 
 /// The monitoring thread's metric block's thread label.
@@ -34,6 +39,38 @@ pub struct OnlineOutcome {
     pub first_problem: Option<String>,
 }
 
+/// The set as the monitoring thread last published it.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub set: HistSet,
+    /// Against the reference, worst first; none without one.
+    pub verdicts: Option<Vec<(String, Verdict)>>,
+    /// When it was published (and judged, with a reference).
+    pub at: SystemTime,
+    /// What the data threads' samplers had counted then.
+    pub samples: SampleCounts,
+    pub unreadable: u64,
+    /// The run's last: every sample was read.
+    pub last: bool,
+}
+
+/// The monitoring thread's latest [`Published`] set. A reader clones an `Arc` under a lock
+/// that only readers and the monitoring thread (once per judgement) take: the data path
+/// never does, and a slow reader holds up nobody's filling.
+#[derive(Debug, Clone, Default)]
+pub struct Latest(Arc<Mutex<Option<Arc<Published>>>>);
+
+impl Latest {
+    /// The last publication; none before the first judgement.
+    pub fn get(&self) -> Option<Arc<Published>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn publish(&self, published: Published) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(published));
+    }
+}
+
 /// A quality as the gauge shows it: 1 Good, 0 Undetermined, -1 Bad.
 pub fn quality_value(quality: Quality) -> f64 {
     match quality {
@@ -44,12 +81,13 @@ pub fn quality_value(quality: Quality) -> f64 {
 }
 
 /// Fills from `samples` until every sender has gone; a sample `fill` refuses is counted and
-/// the next one read.
+/// the next one read. Publishes into `latest` every `judging.every` and at the end.
 pub fn run<T, E: std::fmt::Display>(
     samples: Receiver<T>,
     fill: impl Fn(&mut HistSet, T) -> Result<(), E>,
     judging: &Judging,
     registry: &Registry,
+    latest: &Latest,
 ) -> Result<OnlineOutcome, MonitorError> {
     let unreadable_counter: Counter = registry.block(THREAD, &[]).counter(
         "swdaq_dqm_unreadable_samples_total",
@@ -80,18 +118,50 @@ pub fn run<T, E: std::fmt::Display>(
         }
         let now = Instant::now();
         if now >= next_judgement {
-            if let Some(reference) = &judging.reference {
-                gauges.show(&outcome.set.judge(reference, &judging.check))?;
-            }
+            let verdicts = judged(&outcome.set, judging, &mut gauges)?;
+            latest.publish(publication(&outcome, verdicts, registry, false));
             next_judgement = now + judging.every;
         }
     }
-    if let Some(reference) = &judging.reference {
-        let verdicts = outcome.set.judge(reference, &judging.check);
-        gauges.show(&verdicts)?;
-        outcome.verdicts = Some(verdicts);
-    }
+    outcome.verdicts = judged(&outcome.set, judging, &mut gauges)?;
+    latest.publish(publication(
+        &outcome,
+        outcome.verdicts.clone(),
+        registry,
+        true,
+    ));
     Ok(outcome)
+}
+
+/// `set` judged against the reference, if there is one, and the gauges brought up to date.
+fn judged(
+    set: &HistSet,
+    judging: &Judging,
+    gauges: &mut QualityGauges<'_>,
+) -> Result<Option<Vec<(String, Verdict)>>, MonitorError> {
+    let Some(reference) = &judging.reference else {
+        return Ok(None);
+    };
+    let verdicts = set.judge(reference, &judging.check);
+    gauges.show(&verdicts)?;
+    Ok(Some(verdicts))
+}
+
+/// What readers are shown of `outcome` now (`last`: the run's final set, every sample read).
+fn publication(
+    outcome: &OnlineOutcome,
+    verdicts: Option<Vec<(String, Verdict)>>,
+    registry: &Registry,
+    last: bool,
+) -> Published {
+    Published {
+        set: outcome.set.clone(),
+        verdicts,
+        at: SystemTime::now(),
+        samples: SampleCounts::in_registry(registry),
+        unreadable: outcome.unreadable,
+        last,
+    }
 }
 
 /// One gauge per histogram, registered when the histogram is first judged.
@@ -137,7 +207,7 @@ mod tests {
         Ok(())
     }
 
-    fn judged(samples: Vec<f64>, reference: Option<HistSet>) -> (OnlineOutcome, Registry) {
+    fn monitored(samples: Vec<f64>, reference: Option<HistSet>) -> (OnlineOutcome, Latest) {
         let (tx, rx) = crossbeam_channel::bounded(samples.len().max(1));
         for x in samples {
             tx.send(x).unwrap();
@@ -149,12 +219,14 @@ mod tests {
             check: Check::default(),
             every: Duration::from_secs(1),
         };
-        (run(rx, fill, &judging, &registry).unwrap(), registry)
+        let latest = Latest::default();
+        let outcome = run(rx, fill, &judging, &registry, &latest).unwrap();
+        (outcome, latest)
     }
 
     #[test]
     fn samples_fill_the_set_and_unreadable_ones_are_counted() {
-        let (outcome, _) = judged(vec![1.0, -2.0, 3.0, -4.0], None);
+        let (outcome, _) = monitored(vec![1.0, -2.0, 3.0, -4.0], None);
         assert_eq!(outcome.set.events, 2);
         assert_eq!(outcome.set.histograms["x"].entries(), 2);
         assert_eq!(outcome.unreadable, 2);
@@ -165,14 +237,45 @@ mod tests {
     #[test]
     fn a_shifted_run_is_bad_and_a_like_one_good_against_the_reference() {
         let flat: Vec<f64> = (0..1000).map(|i| (i % 10) as f64).collect();
-        let (reference, _) = judged(flat.clone(), None);
-        let (like, _) = judged(flat, Some(reference.set.clone()));
+        let (reference, _) = monitored(flat.clone(), None);
+        let (like, _) = monitored(flat, Some(reference.set.clone()));
         let verdicts = like.verdicts.unwrap();
         assert_eq!(verdicts[0].1.quality, Quality::Good, "{verdicts:?}");
         let low: Vec<f64> = (0..1000).map(|i| (i % 3) as f64).collect();
-        let (shifted, _) = judged(low, Some(reference.set));
+        let (shifted, latest) = monitored(low, Some(reference.set));
         let verdicts = shifted.verdicts.unwrap();
         assert_eq!(verdicts[0].1.quality, Quality::Bad, "{verdicts:?}");
+        let published = latest.get().expect("the end is published");
+        assert!(published.last);
+        assert_eq!(published.set, shifted.set);
+        assert_eq!(published.verdicts.as_ref(), Some(&verdicts));
+    }
+
+    #[test]
+    fn the_set_is_published_while_samples_come_and_without_a_reference() {
+        let (tx, rx) = crossbeam_channel::bounded(16);
+        let judging = Judging {
+            reference: None,
+            check: Check::default(),
+            every: Duration::from_millis(20),
+        };
+        let latest = Latest::default();
+        let reader = latest.clone();
+        let thread =
+            std::thread::spawn(move || run(rx, fill, &judging, &Registry::new(), &latest).unwrap());
+        tx.send(1.0).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let published = loop {
+            match reader.get() {
+                Some(p) if p.set.events == 1 => break p,
+                _ => assert!(Instant::now() < deadline, "nothing published while running"),
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(!published.last && published.verdicts.is_none());
+        drop(tx);
+        thread.join().unwrap();
+        assert!(reader.get().unwrap().last);
     }
 
     #[test]

@@ -6,6 +6,11 @@
 use crossbeam_channel::Sender;
 use swdaq_monitor::{Counter, MonitorError, Registry};
 
+/// Each sampler's counter of items sent, in its data thread's block.
+const SAMPLED_METRIC: &str = "swdaq_dqm_samples_total";
+/// Each sampler's counter of items picked but dropped.
+const DROPPED_METRIC: &str = "swdaq_dqm_samples_dropped_total";
+
 /// What a data thread's sampler did: items sent to the monitoring thread, and items picked
 /// but dropped because its channel was full.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -18,6 +23,15 @@ impl SampleCounts {
     pub fn add(&mut self, other: SampleCounts) {
         self.sampled += other.sampled;
         self.dropped += other.dropped;
+    }
+
+    /// What every sampler registered in `registry` has counted so far, read from their
+    /// counters (the monitoring thread's view of the data threads, without touching them).
+    pub fn in_registry(registry: &Registry) -> SampleCounts {
+        SampleCounts {
+            sampled: registry.counter_total(SAMPLED_METRIC),
+            dropped: registry.counter_total(DROPPED_METRIC),
+        }
     }
 }
 
@@ -46,11 +60,11 @@ impl<T> SampleTap<T> {
             offered: 0,
             counts: SampleCounts::default(),
             sampled: block.counter(
-                "swdaq_dqm_samples_total",
+                SAMPLED_METRIC,
                 "Items sent to the data-quality monitoring thread",
             )?,
             dropped: block.counter(
-                "swdaq_dqm_samples_dropped_total",
+                DROPPED_METRIC,
                 "Items picked for data-quality monitoring but dropped: its channel was full",
             )?,
         })
@@ -116,6 +130,7 @@ mod tests {
             }
         );
         assert_eq!(copies, 2, "a dropped sample is never copied");
+        assert_eq!(SampleCounts::in_registry(&registry), sampler.counts());
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), [2, 5]);
         drop(rx);
         sampler.offer(|| 12);

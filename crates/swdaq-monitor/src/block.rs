@@ -153,6 +153,25 @@ impl Registry {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The sum of every series of counter `name` (all threads' blocks) as it stands now; 0
+    /// when there is no such counter. For a reader that wants one figure, not a snapshot: it
+    /// takes the registration lock, which the hot path never touches.
+    pub fn counter_total(&self, name: &str) -> u64 {
+        let state = self.lock();
+        if state.families.get(name).map(|d| d.kind) != Some(MetricKind::Counter) {
+            return 0;
+        }
+        state
+            .entries
+            .iter()
+            .filter(|e| &*e.name == name)
+            .map(|e| match e.read(MetricKind::Counter) {
+                RawValue::Counter(total) => total,
+                _ => 0,
+            })
+            .fold(0, u64::wrapping_add)
+    }
+
     /// Reads every series, merging identical `(name, labels)` series from different cells:
     /// counters and histograms are summed, and so are gauges (give threads distinguishing
     /// labels when a sum is not meaningful). Called by the statistics thread only.
@@ -523,6 +542,20 @@ mod tests {
         let labels = &x.series[0].0;
         assert_eq!(labels[0], ("link".to_owned(), "0".to_owned()));
         assert_eq!(labels[1], ("thread".to_owned(), "readout".to_owned()));
+    }
+
+    #[test]
+    fn a_counter_s_total_sums_every_thread_s_series_and_ignores_other_kinds() {
+        let reg = Registry::new();
+        let a = reg.block("bu-0", &[]).counter("s_total", "S").unwrap();
+        let b = reg.block("bu-1", &[]).counter("s_total", "S").unwrap();
+        let g = reg.block("t", &[]).gauge("g_ratio", "G").unwrap();
+        a.add(3);
+        b.add(4);
+        g.set(2.0);
+        assert_eq!(reg.counter_total("s_total"), 7);
+        assert_eq!(reg.counter_total("g_ratio"), 0, "a gauge is no counter");
+        assert_eq!(reg.counter_total("none_total"), 0);
     }
 
     #[test]

@@ -1489,3 +1489,138 @@ fn slow_clients_do_not_starve_the_operator() {
         l.join().unwrap();
     }
 }
+
+/// The event builder's section: FED 0's fragments of 1024 bytes, FED 1's of `fed1_bytes`, and
+/// `rest` (how many events, paced or not) beside them.
+fn evb_two_feds(fed1_bytes: u32, rest: &str) -> String {
+    format!(
+        "[evb]\nbuilder_units = 1\nmin_free_bytes = 0\n{rest}\nrus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, \
+         {{ id = 1, mean_bytes = {fed1_bytes}, spread_bytes = 128 }}]]\n\
+         [dqm]\nenabled = true\nsample_every = 1\nqueue = 8192\n"
+    )
+}
+
+/// `GET /dqm` until `done` holds of its answer, at most `within`; the last answer.
+fn dqm_until(server: &Server, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = ok(server.client().get("/dqm"));
+        if done(&answer) {
+            return answer;
+        }
+        assert!(Instant::now() < deadline, "not within {within:?}: {answer}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Under `swdaq serve`, an event-builder run with `[dqm]` is monitored online as under
+/// `swdaq run`, and `GET /dqm` shows it: refused without the token; before any run an empty
+/// answer saying why; while a run whose FED 1 has grown lasts, every histogram with its axis
+/// and counts and its verdict against the reference run, worst first, FED 1's size histogram
+/// Bad, FED 0's not; after the stop, the run's final set.
+#[test]
+fn get_dqm_shows_a_served_runs_histograms_worst_first() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("data");
+    let run_keys = format!("[run]\nmetrics_addr = \"\"\noutput_dir = {out:?}\n");
+    let reference_config = dir.path().join("reference.toml");
+    std::fs::write(
+        &reference_config,
+        run_keys.clone()
+            + "duration_s = 30\n"
+            + &evb_two_feds(1024, "max_events = 5000\npaced = false\nseed = 1"),
+    )
+    .unwrap();
+    let reference = common::swdaq_run_json(&reference_config);
+    let reference_run = reference["run_number"].as_u64().unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        run_keys
+            + "duration_s = 0\n"
+            + &evb_two_feds(2048, "trigger_rate_hz = 2000\nseed = 2")
+            + &format!("reference_run = {reference_run}\njudge_interval_s = 0.5\n"),
+    )
+    .unwrap();
+    let server = Server::with_config(&config, &[]);
+
+    let (code, refused) = server.raw("GET", "/dqm", b"", None);
+    assert_eq!(code, 401, "{refused}");
+    assert!(refused.get("histograms").is_none(), "{refused}");
+    let none = ok(server.client().get("/dqm"));
+    assert_eq!(none["enabled"], false, "{none}");
+    assert_eq!(none["histograms"], json!([]), "{none}");
+    assert_eq!(none["why"], "no run yet", "{none}");
+
+    ok(server.client().post("/configure", None));
+    let started = ok(server.client().post("/start", None));
+    let run = started["run_number"].as_u64().unwrap();
+    assert!(run > reference_run, "{started}");
+    // The grown FED's size histogram is Bad, and so is the events' size (it grew with it):
+    // both come before every other, the first by name among equals.
+    let fed1_bad = |answer: &Value| {
+        let histograms = answer["histograms"].as_array().unwrap();
+        let fed1 = histograms.iter().position(|h| h["name"] == "fed_size_0001");
+        fed1.is_some_and(|i| {
+            histograms[..=i]
+                .iter()
+                .all(|h| h["verdict"]["quality"] == "Bad")
+        })
+    };
+    let live = dqm_until(&server, Duration::from_secs(20), fed1_bad);
+    assert_eq!(
+        (&live["enabled"], &live["running"], &live["last"]),
+        (&json!(true), &json!(true), &json!(false)),
+        "{live}"
+    );
+    assert_eq!(live["run_number"], run, "{live}");
+    assert_eq!(live["reference_run"], reference_run, "{live}");
+    assert!(live["judged_at_unix"].as_f64().unwrap() > 0.0, "{live}");
+    assert!(live["samples"]["sampled"].as_u64().unwrap() > 0, "{live}");
+    assert!(live["samples"]["dropped"].is_u64(), "{live}");
+    let histograms = live["histograms"].as_array().unwrap();
+    assert_eq!(histograms.len(), live["histograms_total"], "{live}");
+    assert!(live["qualities"]["bad"].as_u64().unwrap() >= 1, "{live}");
+    let rank = |h: &Value| match h["verdict"]["quality"].as_str() {
+        Some("Bad") => 0,
+        Some("Undetermined") => 1,
+        Some("Good") => 2,
+        other => panic!("{other:?}: {h}"),
+    };
+    let ranks: Vec<u8> = histograms.iter().map(rank).collect();
+    assert!(ranks.is_sorted(), "not worst first: {ranks:?}");
+    for h in histograms {
+        let axis = &h["axis"];
+        let bins = axis["bins"].as_u64().unwrap();
+        assert!(
+            axis["lo"].as_f64().unwrap() < axis["hi"].as_f64().unwrap(),
+            "{h}"
+        );
+        assert!(axis["label"].is_string() && axis["unit"].is_string(), "{h}");
+        assert!(h["title"].as_str().is_some_and(|t| !t.is_empty()), "{h}");
+        let counts: Vec<u64> = (h["counts"].as_array().unwrap().iter())
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        assert_eq!(counts.len() as u64, bins, "{h}");
+        let sum = counts.iter().sum::<u64>()
+            + h["underflow"].as_u64().unwrap()
+            + h["overflow"].as_u64().unwrap();
+        assert_eq!(sum, h["entries"].as_u64().unwrap(), "{h}");
+        assert!(h["verdict"]["reason"].is_string(), "{h}");
+    }
+    let fed0 = histograms
+        .iter()
+        .find(|h| h["name"] == "fed_size_0000")
+        .unwrap();
+    assert_ne!(fed0["verdict"]["quality"], "Bad", "{fed0}");
+
+    ok(server.client().post("/stop", None));
+    let ended = ok(server.client().get("/dqm"));
+    assert_eq!(
+        (&ended["running"], &ended["last"], &ended["run_number"]),
+        (&json!(false), &json!(true), &json!(run)),
+        "{ended}"
+    );
+    assert!(fed1_bad(&ended), "{ended}");
+}

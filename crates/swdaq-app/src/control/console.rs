@@ -3,7 +3,8 @@
 //! token like every other (parsed by `swdaq_console::route`): `GET /history` (the live
 //! series of the last ten minutes, or those after `?since=T`, unix seconds),
 //! `GET /latest-event` (the newest stored event's fragments per source) and
-//! `GET /display.png` (that event drawn, where the model has an event display); and, for
+//! `GET /display.png` (that event drawn, where the model has an event display),
+//! `GET /dqm` (the online data-quality histograms and their verdicts); and, for
 //! Prometheus, `GET /metrics` (run control's own, `control::metrics`).
 //! The page's figures, commands, journal and alerts come from `/status` and the command
 //! routes, as for `swdaq ctl`.
@@ -78,6 +79,7 @@ pub fn data_response(
             headers: Vec::new(),
         },
         Route::History { since } => json(200, &control.history(*since)),
+        Route::Dqm => json(200, &control.dqm()),
         Route::LatestEvent | Route::Display => {
             let event = control
                 .latest_run()

@@ -15,6 +15,7 @@
 //! | `GET /history` | `?since=T` (optional) | the live series of the last ten minutes, column by column (`control::history`) |
 //! | `GET /latest-event` | | the newest stored event read back from the run's files: `file`, `event`, `bytes`, `fragments` (`source`, `bytes`), `left_out` (404 with why when there is none) |
 //! | `GET /display.png` | | that event drawn, for the chain as `swdaq display` draws it (404 with why when there is none or the model draws none) |
+//! | `GET /dqm` | | the online data-quality histograms of the run going on, else of the last run as it ended: each with its axis, counts, under- and overflow, entries and verdict (quality, probability, reason), worst first; when judged, samples and drops (`runtime::dqm::DqmView`); `"enabled": false` with why when that run has no `[dqm]` |
 //! | `GET /metrics` | | run control's own Prometheus metrics: state, output disks, refusals (`control::metrics`) |
 //!
 //! Every request must first pass the guard (`control::guard`: the `Host` one of the server's

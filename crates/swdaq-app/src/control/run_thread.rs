@@ -6,6 +6,7 @@ use super::fsm::Event;
 use super::system::{ENDED_KEPT, Inner, Run, Shared, log_note, one_line};
 use crate::model::{Configured, RunHooks};
 use crate::run_record::RecordedRun;
+use crate::runtime::dqm::DqmView;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
@@ -42,6 +43,13 @@ impl RunHooks for Hooks {
         if let Some(run) = self.this_run(&mut inner) {
             run.live = Some(live.clone());
             inner.watch.live(self.number, &live);
+        }
+    }
+
+    fn dqm(&self, view: DqmView) {
+        let mut inner = self.shared.lock();
+        if self.this_run(&mut inner).is_some() {
+            inner.dqm = Some((self.number, view));
         }
     }
 

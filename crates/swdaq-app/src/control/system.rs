@@ -10,6 +10,7 @@ use super::watch::Watch;
 use crate::error_report;
 use crate::model::{Capabilities, Configured};
 use crate::run_record;
+use crate::runtime::dqm::DqmView;
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
 use crate::runtime::stop::StopRequest;
 use serde_json::{Value, json};
@@ -87,6 +88,9 @@ pub(super) struct Inner {
     /// What the run registry found at the last start (runs left not ended) or could not
     /// record at the last stop.
     pub(super) registry_notes: Vec<String>,
+    /// The online data-quality monitoring of the run going on, else of the last run, and
+    /// that run's number; none when that run has none.
+    pub(super) dqm: Option<(u32, DqmView)>,
 }
 
 /// Runs whose outcome is kept.
@@ -211,6 +215,7 @@ impl RunControl {
                     last_summary_text: None,
                     watch: Watch::default(),
                     registry_notes: Vec::new(),
+                    dqm: None,
                 }),
                 changed: Condvar::new(),
             }),
@@ -312,6 +317,8 @@ impl RunControl {
             live: None,
         });
         inner.last_run_number = Some(number);
+        // The last run's histograms are not this run's: until it says it monitors, none.
+        inner.dqm = None;
         inner.apply(Event::Start, who, &format!(" (run {number})"))?;
         let shared = Arc::clone(&self.shared);
         std::thread::Builder::new()
@@ -508,6 +515,37 @@ impl RunControl {
             status.extend(console);
         }
         status
+    }
+
+    /// The console's data-quality view (`GET /dqm`): the run going on's online monitoring,
+    /// else the last run's as it ended (`DqmView::to_json`, with `run_number` and `running`);
+    /// `enabled: false` and why, with no histograms, when that run has none or there was no
+    /// run.
+    pub fn dqm(&self) -> Value {
+        let (dqm, current, last) = {
+            let inner = self.shared.lock();
+            let current = inner.run.as_ref().map(|r| r.number);
+            (inner.dqm.clone(), current, inner.last_run_number)
+        };
+        let Some((number, view)) = dqm else {
+            let why = match current.or(last) {
+                Some(n) => format!(
+                    "run {n} has no online data-quality monitoring: [dqm] enabled = true in the configuration turns it on"
+                ),
+                None => "no run yet".to_string(),
+            };
+            return json!({
+                "enabled": false,
+                "run_number": current.or(last),
+                "running": current.is_some(),
+                "why": why,
+                "histograms": [],
+            });
+        };
+        let mut answer = view.to_json();
+        answer["run_number"] = json!(number);
+        answer["running"] = json!(current == Some(number));
+        answer
     }
 
     /// The history of the live series after unix time `since` (`/history`).

@@ -3,13 +3,16 @@
 //! one monitoring thread fills the run's histograms with the model's fill function (the one
 //! `swdaq dqm` uses on files) and judges them against `reference_run`'s set while the run
 //! lasts. At the stop the set is saved beside the run's data as `dqm_runNNNNNN.h5` (a new
-//! file, never replacing one) and recorded with the run's files.
+//! file, never replacing one) and recorded with the run's files. While the run lasts, its
+//! [`DqmView`] is what run control's console shows (`GET /dqm`).
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
-use std::time::Duration;
-use swdaq_dqm::online::{Judging, OnlineOutcome};
+use std::time::{Duration, UNIX_EPOCH};
+use swdaq_dqm::online::{Judging, Latest, OnlineOutcome};
 use swdaq_dqm::sample::{SampleCounts, SampleTap};
 use swdaq_dqm::{Check, HistSet, Quality, Test, Verdict};
 use swdaq_format::file_checksum;
@@ -17,6 +20,10 @@ use swdaq_monitor::{MonitorError, Registry};
 
 /// Longest sample queue `dqm.queue` may ask for: samples are whole events.
 const MAX_QUEUE: usize = 65_536;
+
+/// Histograms one `/dqm` answer holds at most, worst first (the rest are counted): more are
+/// no longer readable as a grid of plots, and the answer stays small whatever the detector.
+pub const MAX_HISTOGRAMS_SHOWN: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -139,15 +146,105 @@ impl DqmSection {
         };
         let (sender, samples) = crossbeam_channel::bounded(self.queue);
         let registry = registry.clone();
+        let latest = Latest::default();
+        let published = latest.clone();
         let thread = std::thread::Builder::new()
             .name("dqm".into())
-            .spawn(move || swdaq_dqm::online::run(samples, fill, &judging, &registry))?;
+            .spawn(move || {
+                swdaq_dqm::online::run(samples, fill, &judging, &registry, &published)
+            })?;
         Ok(Some(OnlineDqm {
             tap: SampleTap::new(sender, self.sample_every),
             thread,
-            reference_run: self.reference_run,
-            check: self.check(),
+            view: DqmView {
+                latest,
+                reference_run: self.reference_run,
+                check: self.check(),
+                judge_interval_s: self.judge_interval_s,
+            },
         }))
+    }
+}
+
+/// What the console shows of a run's online monitoring: the set the monitoring thread last
+/// published and how it is judged. Cheap to clone; it outlives the run (its last publication
+/// is the run's final set).
+#[derive(Debug, Clone)]
+pub struct DqmView {
+    latest: Latest,
+    reference_run: Option<u32>,
+    check: Check,
+    judge_interval_s: f64,
+}
+
+impl DqmView {
+    /// `GET /dqm`'s answer: each histogram (at most [`MAX_HISTOGRAMS_SHOWN`]) with its axis,
+    /// in-range counts, under- and overflow, entries and its verdict (none without a
+    /// reference), worst first (Bad, Undetermined, Good, then the unjudged by name); when it
+    /// was published and what the samplers had counted. Made from an `Arc` of the last
+    /// publication, without holding the monitoring thread.
+    pub fn to_json(&self) -> Value {
+        let mut answer = json!({
+            "enabled": true,
+            "reference_run": self.reference_run,
+            "check": self.check,
+            "judge_interval_s": self.judge_interval_s,
+        });
+        let Some(published) = self.latest.get() else {
+            answer["why"] =
+                json!("no histograms yet: the first are published one judge interval into the run");
+            answer["histograms"] = json!([]);
+            return answer;
+        };
+        let verdicts: BTreeMap<&str, &Verdict> = (published.verdicts.iter().flatten())
+            .map(|(name, verdict)| (name.as_str(), verdict))
+            .collect();
+        let mut shown: Vec<_> = (published.set.histograms.iter())
+            .map(|(name, h)| (verdicts.get(name.as_str()).copied(), h))
+            .collect();
+        shown.sort_by(|(va, a), (vb, b)| {
+            let rank = |v: Option<&Verdict>| (v.is_none(), v.map(|v| v.quality));
+            rank(*va).cmp(&rank(*vb)).then(a.name.cmp(&b.name))
+        });
+        let count = |quality: Quality| verdicts.values().filter(|v| v.quality == quality).count();
+        answer["judged_at_unix"] = json!(
+            published
+                .at
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        );
+        answer["last"] = json!(published.last);
+        answer["events"] = json!(published.set.events);
+        answer["samples"] = json!(published.samples);
+        answer["unreadable"] = json!(published.unreadable);
+        answer["qualities"] = json!({
+            "bad": count(Quality::Bad),
+            "undetermined": count(Quality::Undetermined),
+            "good": count(Quality::Good),
+        });
+        answer["histograms_total"] = json!(shown.len());
+        answer["histograms"] = (shown.iter().take(MAX_HISTOGRAMS_SHOWN))
+            .map(|(verdict, h)| {
+                json!({
+                    "name": h.name,
+                    "title": h.title,
+                    "kind": h.kind,
+                    "axis": h.axis,
+                    "counts": h.bins(),
+                    "underflow": h.underflow(),
+                    "overflow": h.overflow(),
+                    "entries": h.entries(),
+                    "verdict": verdict.map(|v| json!({
+                        "quality": v.quality,
+                        "probability": v.probability,
+                        "statistic": v.statistic,
+                        "test": v.test,
+                        "reason": v.why,
+                    })),
+                })
+            })
+            .collect();
+        answer
     }
 }
 
@@ -155,13 +252,17 @@ impl DqmSection {
 pub struct OnlineDqm<T> {
     tap: SampleTap<T>,
     thread: JoinHandle<Result<OnlineOutcome, MonitorError>>,
-    reference_run: Option<u32>,
-    check: Check,
+    view: DqmView,
 }
 
 impl<T> OnlineDqm<T> {
     pub fn tap(&self) -> &SampleTap<T> {
         &self.tap
+    }
+
+    /// What the console shows of it (`RunHooks::dqm`).
+    pub fn view(&self) -> DqmView {
+        self.view.clone()
     }
 
     /// Once every data thread's sampler has gone (their counts `samples`): the thread's
@@ -171,8 +272,8 @@ impl<T> OnlineDqm<T> {
         drop(self.tap);
         let mut report = DqmReport {
             samples,
-            reference_run: self.reference_run,
-            check: self.check,
+            reference_run: self.view.reference_run,
+            check: self.view.check,
             ..Default::default()
         };
         let outcome = match self.thread.join() {
@@ -392,6 +493,81 @@ mod tests {
             5,
             "intact"
         );
+    }
+
+    #[test]
+    fn the_console_s_answer_is_worst_first_with_axes_counts_and_verdicts() {
+        let hist = |name: &str| {
+            swdaq_dqm::Hist1::new(name, name, swdaq_dqm::Axis::new("size", "B", 10, 0.0, 10.0))
+                .unwrap()
+        };
+        let mut reference = HistSet::new();
+        for name in ["a", "b"] {
+            let h = reference.entry(name, || hist(name));
+            (0..1000).for_each(|i| h.fill(f64::from(i % 10)));
+        }
+        // The run: "b" like the reference, "a" all in its first bin, "c" not in the reference.
+        let fill = |set: &mut HistSet, i: u32| -> Result<(), String> {
+            set.entry("a", || hist("a")).fill(0.0);
+            set.entry("b", || hist("b")).fill(f64::from(i % 10));
+            set.entry("c", || hist("c")).fill(1.0);
+            Ok(())
+        };
+        let (tx, rx) = crossbeam_channel::bounded(1000);
+        (0..1000).for_each(|i| tx.send(i).unwrap());
+        drop(tx);
+        let view = DqmView {
+            latest: Latest::default(),
+            reference_run: Some(3),
+            check: Check::default(),
+            judge_interval_s: 60.0,
+        };
+        let waiting = view.to_json();
+        assert_eq!(
+            (&waiting["enabled"], &waiting["histograms"]),
+            (&json!(true), &json!([])),
+            "{waiting}"
+        );
+        assert!(waiting["why"].is_string(), "{waiting}");
+        let judging = Judging {
+            reference: Some(reference),
+            check: Check::default(),
+            every: Duration::from_secs(60),
+        };
+        swdaq_dqm::online::run(rx, fill, &judging, &Registry::new(), &view.latest).unwrap();
+        let answer = view.to_json();
+        let shown: Vec<(&str, &str)> = (answer["histograms"].as_array().unwrap().iter())
+            .map(|h| {
+                let quality = h["verdict"]["quality"].as_str().unwrap();
+                (h["name"].as_str().unwrap(), quality)
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [("a", "Bad"), ("c", "Undetermined"), ("b", "Good")],
+            "{answer}"
+        );
+        let a = &answer["histograms"][0];
+        assert_eq!(a["counts"].as_array().unwrap().len(), 10, "{a}");
+        assert_eq!(
+            (&a["counts"][0], &a["entries"]),
+            (&json!(1000), &json!(1000))
+        );
+        assert_eq!((&a["underflow"], &a["overflow"]), (&json!(0), &json!(0)));
+        assert_eq!(a["axis"]["unit"], "B");
+        assert!(
+            a["verdict"]["reason"].as_str().unwrap().contains("below"),
+            "{a}"
+        );
+        assert_eq!(
+            answer["qualities"],
+            json!({"bad": 1, "undetermined": 1, "good": 1})
+        );
+        assert_eq!(
+            (&answer["last"], &answer["events"]),
+            (&json!(true), &json!(0))
+        );
+        assert_eq!(answer["reference_run"], 3);
     }
 
     proptest! {

@@ -232,6 +232,9 @@ pub fn run_one_process(
     let dqm = config
         .dqm
         .start(&config.run.output_dir, fill_dqm, &monitoring.registry)?;
+    if let Some(dqm) = &dqm {
+        hooks.dqm(dqm.view());
+    }
     let evb = EvbRun::start(
         &config.builder(),
         &monitoring.registry,

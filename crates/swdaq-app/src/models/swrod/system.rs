@@ -43,6 +43,7 @@ pub fn run(
         config,
         &monitoring.registry,
         Arc::clone(&hold),
+        |view| hooks.dqm(view),
         |progress| {
             hooks.started(Steering {
                 trigger: Some(Box::new(CardHold(Arc::clone(&hold)))),

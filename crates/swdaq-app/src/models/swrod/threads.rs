@@ -10,6 +10,7 @@ use super::config::SwrodRunConfig;
 use super::hlt::{HltMetrics, StoreMetrics, ToStore, hlt_thread};
 use super::readout::Readout;
 use super::report::SwrodReport;
+use crate::runtime::dqm::DqmView;
 use crossbeam_channel::bounded;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,12 +25,13 @@ const EVENT_QUEUE: usize = 1024;
 const L1_ID_QUEUE: usize = 1 << 16;
 
 /// Runs the cards, SW ROD threads, request servers, sampler, HLT and writer; `hold` pauses
-/// the cards' L1 accepts while set; `watch` supervises the run (it may stop it) and returns
-/// once every card has ended.
+/// the cards' L1 accepts while set; `on_dqm` hears of online monitoring (`[dqm]`) once it has
+/// started; `watch` supervises the run (it may stop it) and returns once every card has ended.
 pub fn run_threads(
     config: &SwrodRunConfig,
     registry: &Registry,
     hold: Arc<AtomicBool>,
+    on_dqm: impl FnOnce(DqmView),
     watch: impl FnOnce(&mut Progress<'_>),
 ) -> anyhow::Result<SwrodReport> {
     let s = &config.swrod;
@@ -48,6 +50,9 @@ pub fn run_threads(
     let sampler = (dqm.as_ref())
         .map(|d| d.tap().sampler(registry, "hlt"))
         .transpose()?;
+    if let Some(dqm) = &dqm {
+        on_dqm(dqm.view());
+    }
     let storage_failed = AtomicBool::new(false);
 
     std::thread::scope(|scope| {
