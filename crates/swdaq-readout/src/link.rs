@@ -83,9 +83,9 @@ pub const PUBLISH_EVERY: u64 = 256;
 /// publishes the increments every [`PUBLISH_EVERY`] frames (and at the end), so monitoring
 /// costs a handful of stores per batch of frames, not per frame.
 pub struct LinkMetrics {
-    counters: [Counter; 9],
+    counters: [Counter; 10],
     occupancy: Gauge,
-    published: [u64; 9],
+    published: [u64; 10],
 }
 
 impl LinkMetrics {
@@ -130,6 +130,10 @@ impl LinkMetrics {
                 "swdaq_tpg_trigger_primitives_total",
                 "Trigger primitives found",
             )?,
+            c(
+                "swdaq_readout_decode_errors_total",
+                "What the link's decoder could not make a good frame of (a detector's own board)",
+            )?,
         ];
         let occupancy = block.gauge(
             "swdaq_readout_buffer_filled_ratio",
@@ -138,7 +142,7 @@ impl LinkMetrics {
         Ok(Self {
             counters,
             occupancy,
-            published: [0; 9],
+            published: [0; 10],
         })
     }
 
@@ -148,6 +152,7 @@ impl LinkMetrics {
         ingest: &IngestCounts,
         checks: &CheckCounts,
         tps: u64,
+        decode_errors: u64,
         buffer_filled: f64,
     ) {
         let now = [
@@ -160,6 +165,7 @@ impl LinkMetrics {
             checks.header_errors,
             checks.bad_size,
             tps,
+            decode_errors,
         ];
         for ((counter, last), value) in self.counters.iter().zip(&mut self.published).zip(now) {
             counter.add(value - *last);
@@ -219,6 +225,7 @@ impl<'a, S: FrameSource, O: FrameObserver> Ingest<'a, S, O> {
                 &self.counts,
                 &self.checker.counts,
                 self.observer.tps_found(),
+                self.source.decode_errors(),
                 filled,
             );
         }

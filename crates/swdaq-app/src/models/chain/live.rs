@@ -7,13 +7,15 @@ use crate::live::{
 use std::time::Duration;
 use swdaq_monitor::Snapshot;
 
-/// Every readout error counter (one per kind of continuity or format check).
-const ERROR_COUNTERS: [&str; 5] = [
+/// Every readout error counter (one per kind of continuity or format check, and a board's
+/// decoder's).
+const ERROR_COUNTERS: [&str; 6] = [
     "swdaq_readout_missing_frames_total",
     "swdaq_readout_timestamp_jumps_total",
     "swdaq_readout_sequence_errors_total",
     "swdaq_readout_header_errors_total",
     "swdaq_readout_bad_size_frames_total",
+    "swdaq_readout_decode_errors_total",
 ];
 
 /// Every drop counter: frames the latency buffer had no room for, decisions dropped busy.
