@@ -56,20 +56,49 @@ impl Location {
         Ok(Location::Sqlite(PathBuf::from(key)))
     }
 
-    /// For messages: a URL without its password.
+    /// For messages and for the files a run writes: a URL without its password, neither
+    /// the one after the user name nor a `password=` parameter.
     pub fn describe(&self) -> String {
         match self {
             Location::Sqlite(path) => path.display().to_string(),
-            Location::Postgres(url) => match (url.find("://"), url.rfind('@')) {
-                (Some(scheme_end), Some(at)) if at > scheme_end => {
-                    let user_info = &url[scheme_end + 3..at];
-                    let user = user_info.split(':').next().unwrap_or("");
-                    format!("{}{user}{}", &url[..scheme_end + 3], &url[at..])
-                }
-                _ => url.clone(),
-            },
+            Location::Postgres(url) => without_password(url),
         }
     }
+}
+
+/// `url` with the user's password and any `password=` parameter left out. Everything up to
+/// the last `@` is taken for user information (a password may hold `@`, `/` or `?`), so
+/// nothing of a password is kept, at worst some of the host too.
+fn without_password(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let (scheme, rest) = url.split_at(scheme_end);
+    let rest = match rest.rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split(':').next().unwrap_or("");
+            format!("{user}{}", &rest[at..])
+        }
+        None => rest.to_string(),
+    };
+    let rest = match rest.split_once('?') {
+        Some((path, query)) => {
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|p| {
+                    let key = p.split('=').next().unwrap_or("");
+                    !key.trim().eq_ignore_ascii_case("password")
+                })
+                .collect();
+            if kept.is_empty() {
+                path.to_string()
+            } else {
+                format!("{path}?{}", kept.join("&"))
+            }
+        }
+        None => rest,
+    };
+    format!("{scheme}{rest}")
 }
 
 /// Why no run number was claimed.
