@@ -57,7 +57,7 @@ impl Location {
     }
 
     /// For messages and for the files a run writes: a URL without its password, neither
-    /// the one after the user name nor a `password=` parameter.
+    /// the one after the user name nor a `password=` parameter (nor any other parameter).
     pub fn describe(&self) -> String {
         match self {
             Location::Sqlite(path) => path.display().to_string(),
@@ -66,39 +66,31 @@ impl Location {
     }
 }
 
-/// `url` with the user's password and any `password=` parameter left out. Everything up to
-/// the last `@` is taken for user information (a password may hold `@`, `/` or `?`), so
-/// nothing of a password is kept, at worst some of the host too.
+/// `url` as PostgreSQL's client reads it, rebuilt from what it read but its password:
+/// user, hosts, ports, database. Rebuilt rather than cut out, because where a password ends
+/// in the text depends on characters it may hold itself (`@`, `/`, `?`, `&`); a URL that does
+/// not parse is not shown at all.
 fn without_password(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
+    let Ok(config) = url.parse::<postgres::Config>() else {
+        return "postgresql://(a URL that does not parse, not shown)".into();
     };
-    let (scheme, rest) = url.split_at(scheme_end);
-    let rest = match rest.rfind('@') {
-        Some(at) => {
-            let user = rest[..at].split(':').next().unwrap_or("");
-            format!("{user}{}", &rest[at..])
-        }
-        None => rest.to_string(),
-    };
-    let rest = match rest.split_once('?') {
-        Some((path, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|p| {
-                    let key = p.split('=').next().unwrap_or("");
-                    !key.trim().eq_ignore_ascii_case("password")
-                })
-                .collect();
-            if kept.is_empty() {
-                path.to_string()
-            } else {
-                format!("{path}?{}", kept.join("&"))
+    let user = config.get_user().map_or(String::new(), |u| format!("{u}@"));
+    let ports = config.get_ports();
+    let hosts: Vec<String> = (config.get_hosts().iter().enumerate())
+        .map(|(i, host)| {
+            let name = match host {
+                postgres::config::Host::Tcp(name) => name.clone(),
+                postgres::config::Host::Unix(dir) => dir.display().to_string(),
+            };
+            // One port for every host, or one each.
+            match ports.get(i).or(ports.first().filter(|_| ports.len() == 1)) {
+                Some(port) => format!("{name}:{port}"),
+                None => name,
             }
-        }
-        None => rest,
-    };
-    format!("{scheme}{rest}")
+        })
+        .collect();
+    let database = config.get_dbname().unwrap_or_default();
+    format!("postgresql://{user}{}/{database}", hosts.join(","))
 }
 
 /// Why no run number was claimed.

@@ -265,14 +265,23 @@ fn a_described_url_keeps_all_but_the_password() {
         "postgresql://daq@db.example:5432/runs"
     );
     assert_eq!(
-        describe("postgresql://daq@db.example/runs?sslmode=require&password=SECRET&connect_timeout=5"),
-        "postgresql://daq@db.example/runs?sslmode=require&connect_timeout=5"
+        describe(
+            "postgres://daq@db.example/runs?sslmode=require&password=SECRET&connect_timeout=5"
+        ),
+        "postgresql://daq@db.example/runs"
     );
     assert_eq!(
-        describe("postgresql://db.example/runs?password=SECRET"),
-        "postgresql://db.example/runs"
+        describe("postgresql://db-a:5433,db-b:5434/runs?password=SECRET"),
+        "postgresql://db-a:5433,db-b:5434/runs"
     );
-    assert_eq!(describe("postgresql://daq@db.example/runs"), "postgresql://daq@db.example/runs");
+    assert_eq!(
+        describe("postgresql://daq:p%40ss@db.example/runs"),
+        "postgresql://daq@db.example/runs"
+    );
+    assert_eq!(
+        describe("postgresql://daq:SECRET@db.example:notaport/runs"),
+        "postgresql://(a URL that does not parse, not shown)"
+    );
 }
 
 proptest! {
