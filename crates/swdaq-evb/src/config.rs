@@ -4,9 +4,9 @@ use crate::decoded::{DecoderConfigError, DecoderSection};
 use crate::farm::FarmConfig;
 use crate::producer::Pacing;
 use serde::{Deserialize, Serialize};
-use swdaq_format::provenance::Provenance;
 use std::path::PathBuf;
 use std::time::Duration;
+use swdaq_format::provenance::Provenance;
 use swdaq_sim::fed::{FedFaultRates, FedSimConfig, FedSpec};
 
 /// The pacing tick unless configured: at most 1 ms of latency, far below any builder unit's

@@ -18,8 +18,8 @@ use crate::build::BuiltEvent;
 use crate::config::DiskFullPolicy;
 use crate::farm::ClosedFile;
 use crate::jsn::{
-    DEFINITIONS, EolsJsn, EorJsn, FileJsn, Writer, eols_file_name, eor_file_name,
-    raw_file_name, run_directory,
+    DEFINITIONS, EolsJsn, EorJsn, FileJsn, Writer, eols_file_name, eor_file_name, raw_file_name,
+    run_directory,
 };
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -317,7 +317,10 @@ pub fn render(r: &FrdReport) -> String {
     );
     if let Some(p) = &r.provenance {
         let run_number = p.run_number.to_string();
-        let facts = p.texts().into_iter().chain([("run_number", run_number.as_str())]);
+        let facts = p
+            .texts()
+            .into_iter()
+            .chain([("run_number", run_number.as_str())]);
         out += &swdaq_format::provenance::render(facts);
     }
     for e in &r.events {

@@ -389,7 +389,10 @@ mod tests {
         };
         let text = j.render(Path::new("/bu0/run000007"), &writer);
         let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(doc["data"].as_array().unwrap().len(), EOLS_DEFINITION.legend.len());
+        assert_eq!(
+            doc["data"].as_array().unwrap().len(),
+            EOLS_DEFINITION.legend.len()
+        );
         assert_eq!(doc["swdaq_provenance"]["run_number"], 7);
         assert_eq!(doc["swdaq_provenance"]["build_flags"], "opt-level=3");
         assert_eq!(EolsJsn::parse(&text).unwrap(), j);

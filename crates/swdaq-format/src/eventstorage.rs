@@ -724,7 +724,10 @@ mod tests {
             .map(|(k, v)| (k, v.to_string()))
             .collect();
         assert_eq!(found, expected);
-        assert!(head().provenance().is_empty(), "ATLAS's own strings are not provenance");
+        assert!(
+            head().provenance().is_empty(),
+            "ATLAS's own strings are not provenance"
+        );
         assert_eq!(unescape("50% off %3"), "50% off %3", "a stray % is kept");
     }
 

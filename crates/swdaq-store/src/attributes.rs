@@ -160,7 +160,12 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
     let provenance = Provenance::text_names()
         .into_iter()
         .filter(|name| present(&format!("{KEY_PREFIX}{name}")))
-        .filter_map(|name| Some((name.to_string(), text(format!("{KEY_PREFIX}{name}").into())?)))
+        .filter_map(|name| {
+            Some((
+                name.to_string(),
+                text(format!("{KEY_PREFIX}{name}").into())?,
+            ))
+        })
         .collect();
     FileAttributes {
         run_number,

@@ -235,9 +235,15 @@ impl RecordFileWriter {
             .create(&writing)
             .at(&writing)?;
         let text_attrs = [
-            (attr::APPLICATION_NAME.to_string(), self.config.application_name.clone()),
+            (
+                attr::APPLICATION_NAME.to_string(),
+                self.config.application_name.clone(),
+            ),
             (attr::LAYOUT_PARAMS.to_string(), layout::layout_params()),
-            (attr::RECORD_TYPE.to_string(), layout::RECORD_TYPE.to_string()),
+            (
+                attr::RECORD_TYPE.to_string(),
+                layout::RECORD_TYPE.to_string(),
+            ),
         ]
         .into_iter()
         .chain(

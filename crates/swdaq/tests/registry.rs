@@ -129,7 +129,10 @@ fn inspected_provenance(path: &Path, number: u64) -> Value {
             .map(|pair| (pair[0].as_str().unwrap().to_string(), pair[1].clone()))
             .collect()
     } else {
-        let mut frd = report["provenance"].as_object().cloned().unwrap_or_default();
+        let mut frd = report["provenance"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(frd.remove("run_number"), Some(number.into()), "{report}");
         frd
     };

@@ -5,6 +5,7 @@
 //! lasts. At the stop the set is saved beside the run's data as `dqm_runNNNNNN.h5` (a new
 //! file, never replacing one) and recorded with the run's files.
 
+use crate::run_section::RunSection;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -12,7 +13,6 @@ use std::time::Duration;
 use swdaq_dqm::online::{Judging, OnlineOutcome};
 use swdaq_dqm::sample::{SampleCounts, SampleTap};
 use swdaq_dqm::{Check, HistSet, Quality, Test, Verdict};
-use crate::run_section::RunSection;
 use swdaq_format::file_checksum;
 use swdaq_format::provenance::Provenance;
 use swdaq_monitor::{MonitorError, Registry};
