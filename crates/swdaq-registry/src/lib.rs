@@ -68,11 +68,13 @@ impl Location {
 
 /// `url` as PostgreSQL's client reads it, rebuilt from what it read but its password:
 /// user, hosts, ports, database. Rebuilt rather than cut out, because where a password ends
-/// in the text depends on characters it may hold itself (`@`, `/`, `?`, `&`); a URL that does
-/// not parse is not shown at all.
+/// in the text depends on characters it may hold itself (`@`, `/`, `?`, `&`). A URL that does
+/// not parse is not shown at all, nor one read with an `@` in a user, host or database name:
+/// that is a password's unencoded `@`, the rest of the password read as a name.
 fn without_password(url: &str) -> String {
+    const NOT_SHOWN: &str = "postgresql://(a URL that does not parse, not shown)";
     let Ok(config) = url.parse::<postgres::Config>() else {
-        return "postgresql://(a URL that does not parse, not shown)".into();
+        return NOT_SHOWN.into();
     };
     let user = config.get_user().map_or(String::new(), |u| format!("{u}@"));
     let ports = config.get_ports();
@@ -90,6 +92,13 @@ fn without_password(url: &str) -> String {
         })
         .collect();
     let database = config.get_dbname().unwrap_or_default();
+    let names = [user.trim_end_matches('@'), database].into_iter();
+    if names
+        .chain(hosts.iter().map(String::as_str))
+        .any(|n| n.contains('@'))
+    {
+        return NOT_SHOWN.into();
+    }
     format!("postgresql://{user}{}/{database}", hosts.join(","))
 }
 

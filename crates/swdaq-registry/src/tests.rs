@@ -268,15 +268,21 @@ fn a_described_url_keeps_all_but_the_password() {
         describe(
             "postgres://daq@db.example/runs?sslmode=require&password=SECRET&connect_timeout=5"
         ),
-        "postgresql://daq@db.example/runs"
+        "postgresql://daq@db.example:5432/runs",
+        "the client's default port"
     );
     assert_eq!(
         describe("postgresql://db-a:5433,db-b:5434/runs?password=SECRET"),
         "postgresql://db-a:5433,db-b:5434/runs"
     );
     assert_eq!(
-        describe("postgresql://daq:p%40ss@db.example/runs"),
-        "postgresql://daq@db.example/runs"
+        describe("postgresql://daq:p%40ss@db.example:5432/runs"),
+        "postgresql://daq@db.example:5432/runs"
+    );
+    assert_eq!(
+        describe("postgresql://daq:p@ss@db.example:5432/runs"),
+        "postgresql://(a URL that does not parse, not shown)",
+        "an unencoded @ in the password"
     );
     assert_eq!(
         describe("postgresql://daq:SECRET@db.example:notaport/runs"),
