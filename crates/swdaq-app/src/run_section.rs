@@ -299,6 +299,28 @@ mod tests {
     }
 
     #[test]
+    fn a_run_s_provenance_never_holds_the_registry_s_password() {
+        let run = RunSection {
+            number: 12,
+            run_type: "physics".into(),
+            registry: "postgresql://daq:S3CRET@db.example/runs?password=S3CRET".into(),
+            ..default_run()
+        };
+        let p = run.provenance();
+        assert_eq!(p.run_registry, "postgresql://daq@db.example:5432/runs");
+        assert_eq!((p.run_number, p.run_type.as_str()), (12, "physics"));
+        assert!(!format!("{p:?}").contains("S3CRET"), "{p:?}");
+        let sqlite = RunSection {
+            registry: String::new(),
+            ..default_run()
+        };
+        assert!(
+            std::path::Path::new(&sqlite.provenance().run_registry).is_absolute(),
+            "an SQLite registry is named by its absolute path"
+        );
+    }
+
+    #[test]
     fn a_partial_run_table_keeps_the_model_s_defaults() {
         let c: Sample = parse("[run]\nnumber = 7\n", OLD).unwrap();
         assert_eq!(c.run.number, 7);
