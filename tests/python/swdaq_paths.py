@@ -1,4 +1,5 @@
-"""What every Python test needs to run swdaq: the binary, the examples, a free port, a sample file."""
+"""What every Python test needs to run swdaq: the binary, the examples, a free port, a sample file,
+what the run registry holds of a run."""
 
 import json
 import os
@@ -76,3 +77,18 @@ def write_sample(out: Path, records: int = 3) -> Path:
     subprocess.run([example("write_sample"), str(out), str(records)], check=True, cwd=ROOT)
     (h5,) = out.glob("*.hdf5")
     return h5
+
+
+def provenance_on_record(registry: Path, run: int) -> dict:
+    """What every file of run `run` must name as its run and software: what `swdaq runs show N
+    --json` records of it (its software and run type) and where that registry is."""
+    shown = subprocess.run([SWDAQ, "runs", "--registry", str(registry), "show", str(run), "--json"],
+                           check=True, capture_output=True, text=True)
+    record = json.loads(shown.stdout)
+    software = record["software"]
+    assert software["version"] and software["commit"], software
+    return {
+        "version": software["version"], "git_commit": software["commit"],
+        "build_profile": software["profile"], "build_flags": software["flags"],
+        "run_registry": str(registry), "run_type": record["run_type"],
+    }

@@ -7,7 +7,10 @@ from swdaq's layout modules:
   Event/ByteStreamCnvSvcLegacy/src/offline_EventStorage/v5_DataWriter.cxx (data block number =
   events in the sequence + 1, data in MB rounded, status 1 on a sequence's last file, metadata
   GUID=, Stream=, Project=, LumiBlock=), file names from daq::RawFileName (RawFileName.h: run 8
-  digits, luminosity block 4, file number 4, .writing/.data).
+  digits, luminosity block 4, file number 4, .writing/.data). After ATLAS's metadata strings,
+  swdaq's provenance (issue #38), each string `KEY=value` with one `=` as athena's MetaReader.py
+  splits it (`k, v = md.split('=')`; `%` and `=` in a value as %25 and %3D), equal to what the
+  run registry records of the run.
 - eformat v5: eformat/write/FullEventFragment.h (the specific header words m_node[2].base[0..13]
   and the four counted lists), eformat/write/ROBFragment.h (7-word ROB header, 9-word ROD
   header, 3-word ROD trailer), eformat/Version.h (0x05000000, ROD 0x03010000), eformat/Status.h
@@ -30,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from swdaq_paths import provenance_on_record
+
 ROOT = Path(__file__).resolve().parents[2]
 SWDAQ = os.environ.get("SWDAQ_BIN", str(ROOT / "target" / "release" / "swdaq"))
 
@@ -48,6 +53,7 @@ DEFAULT_VERSION, DEFAULT_ROD_VERSION = 0x05000000, 0x03010000
 DUMMY_FRAGMENT = 0x20
 NAME = re.compile(r"^(?P<project>[^.]+)\.(?P<run>\d{8})\.(?P<stype>[^._]+)_(?P<sname>[^.]+)\.daq\.RAW\._lb(?P<lb>\d{4})\._(?P<app>[^.]+)\._(?P<seq>\d{4})\.(?P<ext>data|writing)$")
 
+PROVENANCE = ("version", "git_commit", "build_profile", "build_flags", "run_registry", "run_type")
 L1AS = 6000
 ACCEPT_EVERY = 3
 LB_L1AS = 1000
@@ -111,9 +117,15 @@ def read_eventstorage(path: Path) -> dict:
         "file_number": start[3], "date": start[4], "time": start[5], "size_limit_mb": start[7],
         "app": app, "core": core,
         "metadata": dict(m.split("=", 1) for m in metadata), "metadata_order": [m.split("=", 1)[0] for m in metadata],
+        "metadata_strings": metadata,
         "run_number": run[2], "rec_enable": run[4], "detector_mask": run[6:10],
         "events": events, "end": end,
     }
+
+
+def unescape(value: str) -> str:
+    """A provenance value as written: %25 and %3D stand for % and =."""
+    return re.sub("%(25|3D)", lambda m: {"25": "%", "3D": "="}[m[1]], value)
 
 
 def stream_tags(b: bytes) -> list:
@@ -217,7 +229,10 @@ def check_run(out: Path, summary: dict) -> dict:
         assert int(m["seq"]) == f["file_number"]
         lb = int(m["lb"])
         md = f["metadata"]
-        assert f["metadata_order"] == ["GUID", "Stream", "Project", "LumiBlock"]
+        assert f["metadata_order"] == ["GUID", "Stream", "Project", "LumiBlock"] + [f"swdaq_{p}" for p in PROVENANCE]
+        assert all(m.count("=") == 1 for m in f["metadata_strings"]), f["metadata_strings"]
+        on_record = provenance_on_record(out / "swdaq-runs.sqlite", f["run_number"])
+        assert {p: unescape(md[f"swdaq_{p}"]) for p in PROVENANCE} == on_record
         assert re.fullmatch(r"[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}", md["GUID"])
         assert md["Stream"] == f"{m['stype']}_{m['sname']}" == "physics_Main"
         assert md["Project"] == m["project"] == "data_test"

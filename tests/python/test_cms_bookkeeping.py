@@ -4,12 +4,16 @@ EventFilter/Utilities/interface/FFFNamingSchema.h (names), EventFilter/Utilities
 (a lumi section is over once its EoLS exists; a .jsn's values are found through the legend of
 the .jsd its `definition` names) and EventFilter/Utilities/plugins/RawEventFileWriterForBU.cc
 (the legends: EoLS NEvents, NFiles, TotalEvents, NLostEvents, NBytes; EoR NEvents, NFiles,
-NLumis, LastLumi, TotalEvents, NLostEvents)."""
+NLumis, LastLumi, TotalEvents, NLostEvents). Issue #38: every .jsn also names the run and the
+software in a key of its own (`swdaq_provenance`; CMSSW's DataPoint::deserialize reads only
+source, definition and data), equal to what the run registry records of the run."""
 
 import json
 import os
 import subprocess
 from pathlib import Path
+
+from swdaq_paths import provenance_on_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SWDAQ = os.environ.get("SWDAQ_BIN", str(ROOT / "target" / "release" / "swdaq"))
@@ -53,11 +57,19 @@ def test_every_builder_unit_ends_every_lumi_section_and_the_run(tmp_path):
     assert summary["written"] == EVENTS
     run_dirs = sorted(tmp_path.glob(f"bu*/run{RUN:06d}"))
     assert len(run_dirs) == 2
+    on_record = {**provenance_on_record(tmp_path / "swdaq-runs.sqlite", RUN), "run_number": RUN}
     for run_dir in run_dirs:
         for name in ("rawData", "EoLS", "EoR"):
             assert (run_dir / "jsd" / f"{name}.jsd").is_file()
-        for jsn in run_dir.glob("*.jsn"):
+        jsns = list(run_dir.glob("*.jsn"))
+        names = [j.name for j in jsns]
+        for kind in ("_index", "_EoLS.jsn", "_EoR.jsn"):
+            assert any(kind in n for n in names), (kind, names)
+        for jsn in jsns:
             values(jsn)
+            doc = json.loads(jsn.read_text())
+            assert set(doc) == {"data", "definition", "source", "swdaq_provenance"}, jsn
+            assert doc["swdaq_provenance"] == on_record, jsn
     eors = [values(d / f"run{RUN:06d}_ls0000_EoR.jsn") for d in run_dirs]
     last = eors[0]["LastLumi"]
     assert last >= EVENTS // 5 - 1

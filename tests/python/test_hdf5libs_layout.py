@@ -1,7 +1,8 @@
 """Issue #23: a file of a default `swdaq run`, read the way DUNE's hdf5libs reads its own files
 (`HDF5RawDataFile`, `HDF5SourceIDHandler`), not through swdaq's layout code: every file
 attribute hdf5libs writes with hdf5libs' type, every record group's JSON maps, each map's
-path a dataset and each dataset in the map."""
+path a dataset and each dataset in the map. Issue #38: beside them, the run's provenance
+(`swdaq_*` strings), equal to what the run registry records of the run."""
 
 import json
 import os
@@ -12,7 +13,7 @@ import h5py
 import numpy as np
 import pytest
 
-from swdaq_paths import SWDAQ
+from swdaq_paths import SWDAQ, provenance_on_record
 
 # hdf5libs' `write_attribute` of run_number_t (uint32), size_t, uint32_t and std::string.
 FILE_ATTRIBUTES = {
@@ -27,6 +28,7 @@ FILE_ATTRIBUTES = {
     "record_type": str,
     "source_id_geo_id_map": str,
 }
+PROVENANCE = ("version", "git_commit", "build_profile", "build_flags", "run_registry", "run_type")
 RECORD_ATTRIBUTES = {"record_header_source_id", "source_id_path_map", "fragment_type_source_id_map", "subdetector_source_id_map"}
 READOUT = 1  # daqdataformats SourceID::Subsystem::kDetectorReadout
 
@@ -48,7 +50,10 @@ def test_a_run_writes_every_hdf5libs_attribute_and_map(tmp_path):
     records = 0
     for path in files:
         with h5py.File(path, "r") as f:
-            assert {n: attribute_type(f.attrs, n) for n in f.attrs} == FILE_ATTRIBUTES, path
+            expected = {**FILE_ATTRIBUTES, **{f"swdaq_{fact}": str for fact in PROVENANCE}}
+            assert {n: attribute_type(f.attrs, n) for n in f.attrs} == expected, path
+            on_record = provenance_on_record(tmp_path / "swdaq-runs.sqlite", int(f.attrs["run_number"]))
+            assert {fact: f.attrs[f"swdaq_{fact}"] for fact in PROVENANCE} == on_record, path
             assert f.attrs["filelayout_version"] >= 6, "integer timestamps are layout version 6 on"
             assert f.attrs["closing_timestamp"] >= f.attrs["creation_timestamp"] > 1_600_000_000_000
             params = json.loads(f.attrs["filelayout_params"])

@@ -9,6 +9,7 @@ use crate::transition_hooks::HooksSection;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
+use swdaq_format::provenance::Provenance;
 use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
 
@@ -88,6 +89,31 @@ impl RunSection {
     /// Where the run registry is (`registry`, or the output directory's SQLite file).
     pub fn registry_location(&self) -> Result<swdaq_registry::Location, String> {
         swdaq_registry::Location::parse(&self.registry, &self.output_dir)
+    }
+
+    /// What every file of the run says of it and of the software writing it: the facts the
+    /// run registry records (its software, its run number and type) and where the registry
+    /// is, a PostgreSQL URL without its password, an SQLite file by its absolute path.
+    pub fn provenance(&self) -> Provenance {
+        let software = swdaq_registry::software::get();
+        let run_registry = match self.registry_location() {
+            Ok(swdaq_registry::Location::Sqlite(path)) => std::path::absolute(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string(),
+            Ok(location) => location.describe(),
+            // Refused by `validate` before any run; its text may hold a password.
+            Err(_) => "invalid run.registry".into(),
+        };
+        Provenance {
+            version: software.version,
+            git_commit: software.commit,
+            build_profile: software.profile,
+            build_flags: software.flags,
+            run_registry,
+            run_number: self.number,
+            run_type: self.run_type.clone(),
+        }
     }
 
     /// `None`: until stopped.
@@ -270,6 +296,28 @@ mod tests {
             "{lines:?}"
         );
         assert!(deprecations("[run]\nduration_s = 1\n", OLD).is_empty());
+    }
+
+    #[test]
+    fn a_run_s_provenance_never_holds_the_registry_s_password() {
+        let run = RunSection {
+            number: 12,
+            run_type: "physics".into(),
+            registry: "postgresql://daq:S3CRET@db.example/runs?password=S3CRET".into(),
+            ..default_run()
+        };
+        let p = run.provenance();
+        assert_eq!(p.run_registry, "postgresql://daq@db.example:5432/runs");
+        assert_eq!((p.run_number, p.run_type.as_str()), (12, "physics"));
+        assert!(!format!("{p:?}").contains("S3CRET"), "{p:?}");
+        let sqlite = RunSection {
+            registry: String::new(),
+            ..default_run()
+        };
+        assert!(
+            std::path::Path::new(&sqlite.provenance().run_registry).is_absolute(),
+            "an SQLite registry is named by its absolute path"
+        );
     }
 
     #[test]

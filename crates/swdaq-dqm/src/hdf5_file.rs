@@ -1,7 +1,10 @@
 //! A histogram set saved as HDF5, so any physicist reads it with h5py and no swdaq:
 //!
 //! ```text
-//! /                      attributes: swdaq_dqm_version (u32, 1), events (u64)
+//! /                      attributes: swdaq_dqm_version (u32, 1), events (u64); saved by a
+//!                        run, its provenance: swdaq_version, swdaq_git_commit,
+//!                        swdaq_build_profile, swdaq_build_flags, swdaq_run_registry,
+//!                        swdaq_run_type (strings), swdaq_run_number (u32)
 //! /histograms/<name>/    attributes: title, kind ("distribution" or "counts"),
 //!                                    axis_label, axis_unit (strings), bins (u64), lo, hi (f64)
 //!     counts             u64 dataset of bins + 2: the underflow, the bins in order, the overflow
@@ -14,15 +17,24 @@ use crate::hist::{Axis, Hist1, HistKind};
 use crate::set::HistSet;
 use hdf5::types::VarLenUnicode;
 use std::path::Path;
+use swdaq_format::provenance::{KEY_PREFIX, Provenance};
 
 const VERSION: u32 = 1;
 
-/// Writes `set` to a new HDF5 file at `path`.
-pub fn save(set: &HistSet, path: &Path) -> Result<(), String> {
+/// Writes `set` to a new HDF5 file at `path`, naming the run and the software that made it
+/// when it has them (`swdaq dqm --save` has no run).
+pub fn save(set: &HistSet, path: &Path, provenance: Option<&Provenance>) -> Result<(), String> {
     let fail = |e: hdf5::Error| format!("{}: {e}", path.display());
     let file = hdf5::File::create_excl(path).map_err(fail)?;
     attr(&file, "swdaq_dqm_version", &VERSION).map_err(fail)?;
     attr(&file, "events", &set.events).map_err(fail)?;
+    if let Some(p) = provenance {
+        for (key, value) in p.prefixed_texts() {
+            text_attr(&file, &key, value).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let run_number = format!("{KEY_PREFIX}run_number");
+        attr(&file, &run_number, &p.run_number).map_err(fail)?;
+    }
     let histograms = file.create_group("histograms").map_err(fail)?;
     for (name, h) in &set.histograms {
         let group = histograms.create_group(name).map_err(fail)?;
@@ -36,10 +48,7 @@ pub fn save(set: &HistSet, path: &Path) -> Result<(), String> {
             ("axis_label", h.axis.label.as_str()),
             ("axis_unit", h.axis.unit.as_str()),
         ] {
-            let value: VarLenUnicode = value
-                .parse()
-                .map_err(|e| format!("{}: {name}.{key}: {e}", path.display()))?;
-            attr(&group, key, &value).map_err(fail)?;
+            text_attr(&group, key, value).map_err(|e| format!("{}: {name}.{e}", path.display()))?;
         }
         attr(&group, "bins", &(h.axis.bins as u64)).map_err(fail)?;
         attr(&group, "lo", &h.axis.lo).map_err(fail)?;
@@ -123,6 +132,12 @@ fn attr<T: hdf5::H5Type>(loc: &hdf5::Location, name: &str, value: &T) -> hdf5::R
     loc.new_attr::<T>().create(name)?.write_scalar(value)
 }
 
+/// A variable-length string attribute; an error names the attribute.
+fn text_attr(loc: &hdf5::Location, name: &str, value: &str) -> Result<(), String> {
+    let value: VarLenUnicode = value.parse().map_err(|e| format!("{name}: {e}"))?;
+    attr(loc, name, &value).map_err(|e| format!("{name}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,9 +159,9 @@ mod tests {
                 .of_counts()
         })
         .fill(2.0);
-        save(&set, &path).unwrap();
+        save(&set, &path, None).unwrap();
         assert_eq!(load(&path).unwrap(), set);
-        assert!(save(&set, &path).is_err());
+        assert!(save(&set, &path, None).is_err());
         assert_eq!(load(&path).unwrap(), set, "the first one is intact");
     }
 }

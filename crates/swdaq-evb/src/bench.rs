@@ -264,6 +264,7 @@ fn costs(config: &EvbConfig, events: u64, dir: &Path) -> Result<CostRow, EvbErro
         min_free_bytes: 0,
         disk_full: config.disk_full,
         source: "bench".into(),
+        provenance: None,
     })?;
     let t = CpuClock::start();
     for b in built {

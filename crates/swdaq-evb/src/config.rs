@@ -6,6 +6,7 @@ use crate::producer::Pacing;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
+use swdaq_format::provenance::Provenance;
 use swdaq_plugin::DecoderSection;
 use swdaq_sim::fed::{FedFaultRates, FedSimConfig, FedSpec};
 
@@ -78,6 +79,10 @@ pub struct EvbConfig {
     pub farm: FarmConfig,
     /// Where the readout units' FEDs come from (`[evb.input]`).
     pub input: FedInputConfig,
+    /// The run and the software, in every `.jsn` the builder units write (`jsn`). Not a key
+    /// of `[evb]`: the run's.
+    #[serde(skip)]
+    pub provenance: Option<Provenance>,
 }
 
 /// Where FED fragments come from, as `[source]`'s `kind` says for the DUNE chain.
@@ -185,6 +190,7 @@ impl Default for EvbConfig {
             max_events: None,
             farm: FarmConfig::default(),
             input: FedInputConfig::default(),
+            provenance: None,
         }
     }
 }

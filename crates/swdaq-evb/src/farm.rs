@@ -381,6 +381,7 @@ mod tests {
             min_free_bytes: 0,
             disk_full: DiskFullPolicy::Stop,
             source: "bu0".into(),
+            provenance: None,
         })
         .unwrap()
         .notify_closed(tx);
@@ -489,7 +490,7 @@ mod tests {
             events: 4,
             bytes: raw.len() as u64,
         }
-        .render(Path::new("/r"), "bu0");
+        .render(Path::new("/r"), &crate::jsn::Writer::named("bu0"));
         let v = verify(&raw, &other_count, RUN, LUMI);
         assert_eq!((v.good, v.bad), (3, 1));
         assert!(matches!(

@@ -18,7 +18,7 @@ use crate::build::BuiltEvent;
 use crate::config::DiskFullPolicy;
 use crate::farm::ClosedFile;
 use crate::jsn::{
-    DEFINITIONS, EolsJsn, EorJsn, FileJsn, eols_file_name, eor_file_name, raw_file_name,
+    DEFINITIONS, EolsJsn, EorJsn, FileJsn, Writer, eols_file_name, eor_file_name, raw_file_name,
     run_directory,
 };
 use std::collections::BTreeMap;
@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use swdaq_format::file_checksum::{self, RunningChecksums};
 use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FRD_FILE_HEADER_SIZE, FrdFileHeader};
+use swdaq_format::provenance::Provenance;
 use swdaq_format::run_files;
 
 /// While shedding, free space is looked at no more often than this.
@@ -63,6 +64,9 @@ pub struct WriterConfig {
     pub disk_full: DiskFullPolicy,
     /// Who wrote the files (the `.jsn` `source`), e.g. `bu0`.
     pub source: String,
+    /// The run and the software, in every `.jsn` (`jsn`'s `swdaq_provenance`); `None`
+    /// writes CMS's keys alone.
+    pub provenance: Option<Provenance>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -408,7 +412,7 @@ impl FileWriter {
             bytes: open.bytes,
         };
         let jsn_path = raw.with_extension("jsn");
-        write_whole(&jsn_path, &jsn.render(&self.run_dir, &self.config.source))?;
+        write_whole(&jsn_path, &jsn.render(&self.run_dir, &self.writer_id()))?;
         if let Some(closed) = &self.closed {
             // The farm stand-in may have ended (the run is stopping); the file then stays.
             let _ = closed.send(ClosedFile {
@@ -428,10 +432,18 @@ impl FileWriter {
         Ok(())
     }
 
+    /// Who wrote a `.jsn`: the builder unit, the run and the software.
+    fn writer_id(&self) -> Writer<'_> {
+        Writer {
+            source: &self.config.source,
+            provenance: self.config.provenance.as_ref(),
+        }
+    }
+
     fn write_eols(&self, lumi: u32) -> Result<(), WriterError> {
         let state = &self.lumis[&lumi];
         let path = self.run_dir.join(eols_file_name(self.config.run, lumi));
-        write_whole(&path, &state.jsn.render(&self.run_dir, &self.config.source))
+        write_whole(&path, &state.jsn.render(&self.run_dir, &self.writer_id()))
     }
 
     /// The run's totals: `TotalEvents` over the lumi sections the event manager ended.
@@ -446,7 +458,7 @@ impl FileWriter {
             lost_events: self.counts.shed,
         };
         let path = self.run_dir.join(eor_file_name(self.config.run));
-        write_whole(&path, &eor.render(&self.run_dir, &self.config.source))
+        write_whole(&path, &eor.render(&self.run_dir, &self.writer_id()))
     }
 }
 
@@ -484,6 +496,7 @@ mod tests {
             min_free_bytes,
             disk_full,
             source: "bu0".into(),
+            provenance: None,
         }
     }
 

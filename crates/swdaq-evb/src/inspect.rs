@@ -8,6 +8,7 @@
 //! and bad CRC is named in [`FrdReport::problems`] with where and why.
 
 use serde::Serialize;
+use std::path::Path;
 use swdaq_format::fed::{FED_L1_ID_MASK, fed_fragments};
 use swdaq_format::fed_detector::detector_payload;
 use swdaq_format::frd::{
@@ -15,6 +16,7 @@ use swdaq_format::frd::{
     frd_flags,
 };
 use swdaq_format::input_file::OnePass;
+use swdaq_format::provenance::Provenance;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FedSummary {
@@ -92,6 +94,16 @@ pub struct FrdReport {
     /// Everything wrong, each named: header, damaged spans, events whose CRC32C fails.
     /// Empty for a good file.
     pub problems: Vec<FrdProblem>,
+    /// The run and the software, from the `.jsn` beside the file ([`provenance_beside`]: the
+    /// `.raw` has no place for them); `None` without one, or from an older swdaq.
+    pub provenance: Option<Provenance>,
+}
+
+/// The provenance of the `.jsn` the builder unit wrote beside `raw`, if it has one; a
+/// missing or unreadable `.jsn` has none (the `.raw` is inspected all the same).
+pub fn provenance_beside(raw: &Path) -> Option<Provenance> {
+    let text = std::fs::read_to_string(raw.with_extension("jsn")).ok()?;
+    crate::jsn::provenance(&text).ok().flatten()
 }
 
 /// Reads and checks a whole FRD file in one pass, however damaged and large (a mapped file's
@@ -128,6 +140,7 @@ pub fn inspect(file: &(impl OnePass + ?Sized), detail: Option<u32>) -> FrdReport
         bad_event_crc: 0,
         incomplete: 0,
         problems: Vec::new(),
+        provenance: None,
     };
     for item in FrdScan::new(bytes, FRD_FILE_HEADER_SIZE, header.map(|h| h.run)).telling(file) {
         match item {
@@ -302,6 +315,14 @@ pub fn render(r: &FrdReport) -> String {
         r.bad_event_crc,
         r.incomplete
     );
+    if let Some(p) = &r.provenance {
+        let run_number = p.run_number.to_string();
+        let facts = p
+            .texts()
+            .into_iter()
+            .chain([("run_number", run_number.as_str())]);
+        out += &swdaq_format::provenance::render(facts);
+    }
     for e in &r.events {
         let _ = writeln!(
             out,
@@ -383,6 +404,7 @@ mod tests {
             min_free_bytes: 0,
             disk_full: Default::default(),
             source: "t".into(),
+            provenance: None,
         })
         .unwrap();
         let (mut ev, mut truth) = (FedEvent::default(), Vec::new());

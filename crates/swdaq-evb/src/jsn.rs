@@ -22,15 +22,47 @@
 //! legend the `.jsn` names (a filter unit reading raw files with a file header needs no
 //! per-file `.jsn`). Files still being written are `NAME.raw.tmp` in the run directory,
 //! not CMS's `open/`.
+//!
+//! Every `.jsn` also names the run and the software that wrote it, in a key of its own
+//! beside CMS's: `"swdaq_provenance": {"version", "git_commit", "build_profile",
+//! "build_flags", "run_registry", "run_number", "run_type"}`, never in `data`, whose values
+//! CMSSW takes by their place in the legend. CMSSW reads a `.jsn` with jsoncpp and
+//! `DataPoint::deserialize` (`EventFilter/Utilities/src/DataPoint.cc` @
+//! 3a455b52d9b07a5c0ccd847eff98dd702655e83a), which asks the document for `source`,
+//! `definition` and `data` by name and nothing else (`EvFDaqDirector::getNFilesFromEoLS`
+//! and the input source's `grabNextJsonFile` read the EoLS and per-file `.jsn` through it),
+//! so another key is left alone. The `.raw` files themselves (`RAW_0002` header) have no
+//! place for text.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use swdaq_format::provenance::Provenance;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct JsnDocument {
     data: Vec<String>,
     definition: String,
     source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    swdaq_provenance: Option<Provenance>,
+}
+
+/// Who writes a `.jsn`: its `source` (the builder unit, e.g. `bu0`) and, from a run, the
+/// run and the software.
+#[derive(Debug, Clone, Copy)]
+pub struct Writer<'a> {
+    pub source: &'a str,
+    pub provenance: Option<&'a Provenance>,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer that names no run or software (tests, tools).
+    pub fn named(source: &'a str) -> Self {
+        Self {
+            source,
+            provenance: None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,13 +167,19 @@ impl Definition {
     }
 }
 
-fn render(values: &[u64], definition: &Path, source: &str) -> String {
+fn render(values: &[u64], definition: &Path, writer: &Writer) -> String {
     let doc = JsnDocument {
         data: values.iter().map(u64::to_string).collect(),
         definition: definition.to_string_lossy().into_owned(),
-        source: source.to_owned(),
+        source: writer.source.to_owned(),
+        swdaq_provenance: writer.provenance.cloned(),
     };
     serde_json::to_string(&doc).expect("strings always serialize")
+}
+
+/// The run and the software a `.jsn` names (`None` in older files and CMS's own).
+pub fn provenance(text: &str) -> Result<Option<Provenance>, JsnError> {
+    Ok(serde_json::from_str::<JsnDocument>(text)?.swdaq_provenance)
 }
 
 fn parse<const N: usize>(text: &str, definition: &Definition) -> Result<[u64; N], JsnError> {
@@ -164,9 +202,9 @@ fn parse<const N: usize>(text: &str, definition: &Definition) -> Result<[u64; N]
 }
 
 impl FileJsn {
-    pub fn render(&self, run_dir: &Path, source: &str) -> String {
+    pub fn render(&self, run_dir: &Path, writer: &Writer) -> String {
         let definition = FILE_DEFINITION.path(run_dir);
-        render(&[self.events, self.bytes], &definition, source)
+        render(&[self.events, self.bytes], &definition, writer)
     }
 
     pub fn parse(text: &str) -> Result<Self, JsnError> {
@@ -176,7 +214,7 @@ impl FileJsn {
 }
 
 impl EolsJsn {
-    pub fn render(&self, run_dir: &Path, source: &str) -> String {
+    pub fn render(&self, run_dir: &Path, writer: &Writer) -> String {
         let v = [
             self.events,
             self.files,
@@ -184,7 +222,7 @@ impl EolsJsn {
             self.lost_events,
             self.bytes,
         ];
-        render(&v, &EOLS_DEFINITION.path(run_dir), source)
+        render(&v, &EOLS_DEFINITION.path(run_dir), writer)
     }
 
     pub fn parse(text: &str) -> Result<Self, JsnError> {
@@ -200,7 +238,7 @@ impl EolsJsn {
 }
 
 impl EorJsn {
-    pub fn render(&self, run_dir: &Path, source: &str) -> String {
+    pub fn render(&self, run_dir: &Path, writer: &Writer) -> String {
         let v = [
             self.events,
             self.files,
@@ -209,7 +247,7 @@ impl EorJsn {
             self.total_events,
             self.lost_events,
         ];
-        render(&v, &EOR_DEFINITION.path(run_dir), source)
+        render(&v, &EOR_DEFINITION.path(run_dir), writer)
     }
 
     pub fn parse(text: &str) -> Result<Self, JsnError> {
@@ -269,19 +307,19 @@ mod tests {
         #[test]
         fn file_jsn_round_trip(events: u64, bytes: u64) {
             let j = FileJsn { events, bytes };
-            prop_assert_eq!(FileJsn::parse(&j.render(Path::new("/r"), "bu0")).unwrap(), j);
+            prop_assert_eq!(FileJsn::parse(&j.render(Path::new("/r"), &Writer::named("bu0"))).unwrap(), j);
         }
 
         #[test]
         fn eols_round_trip(v in proptest::array::uniform5(any::<u64>())) {
             let j = EolsJsn { events: v[0], files: v[1], total_events: v[2], lost_events: v[3], bytes: v[4] };
-            prop_assert_eq!(EolsJsn::parse(&j.render(Path::new("/r"), "bu1")).unwrap(), j);
+            prop_assert_eq!(EolsJsn::parse(&j.render(Path::new("/r"), &Writer::named("bu1"))).unwrap(), j);
         }
 
         #[test]
         fn eor_round_trip(v in proptest::array::uniform6(any::<u64>())) {
             let j = EorJsn { events: v[0], files: v[1], lumis: v[2], last_lumi: v[3], total_events: v[4], lost_events: v[5] };
-            prop_assert_eq!(EorJsn::parse(&j.render(Path::new("/r"), "bu1")).unwrap(), j);
+            prop_assert_eq!(EorJsn::parse(&j.render(Path::new("/r"), &Writer::named("bu1"))).unwrap(), j);
         }
 
         #[test]
@@ -298,11 +336,12 @@ mod tests {
             events: 100,
             bytes: 819_200,
         }
-        .render(Path::new("/bu0/run000007"), "bu0");
+        .render(Path::new("/bu0/run000007"), &Writer::named("bu0"));
         assert_eq!(
             text,
             r#"{"data":["100","819200"],"definition":"/bu0/run000007/jsd/rawData.jsd","source":"bu0"}"#
         );
+        assert_eq!(provenance(&text).unwrap(), None);
         assert!(matches!(
             EolsJsn::parse(&text),
             Err(JsnError::WrongLength {
@@ -326,5 +365,37 @@ mod tests {
             EOLS_DEFINITION.render(),
             r#"{"legend":[{"name":"NEvents","operation":"sum","type":"integer"},{"name":"NFiles","operation":"sum","type":"integer"},{"name":"TotalEvents","operation":"sum","type":"integer"},{"name":"NLostEvents","operation":"sum","type":"integer"},{"name":"NBytes","operation":"sum","type":"integer"}]}"#
         );
+    }
+
+    #[test]
+    fn provenance_is_a_key_of_its_own_and_data_keeps_its_legend() {
+        let p = Provenance {
+            version: "0.4.0".into(),
+            build_flags: "opt-level=3".into(),
+            run_number: 7,
+            run_type: "physics".into(),
+            ..Provenance::default()
+        };
+        let writer = Writer {
+            source: "bu0",
+            provenance: Some(&p),
+        };
+        let j = EolsJsn {
+            events: 5,
+            files: 1,
+            total_events: 6,
+            lost_events: 1,
+            bytes: 900,
+        };
+        let text = j.render(Path::new("/bu0/run000007"), &writer);
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            doc["data"].as_array().unwrap().len(),
+            EOLS_DEFINITION.legend.len()
+        );
+        assert_eq!(doc["swdaq_provenance"]["run_number"], 7);
+        assert_eq!(doc["swdaq_provenance"]["build_flags"], "opt-level=3");
+        assert_eq!(EolsJsn::parse(&text).unwrap(), j);
+        assert_eq!(provenance(&text).unwrap(), Some(p));
     }
 }

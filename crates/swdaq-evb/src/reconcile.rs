@@ -128,6 +128,7 @@ mod tests {
             min_free_bytes: 0,
             disk_full: Default::default(),
             source: "bu".into(),
+            provenance: None,
         })
         .unwrap();
         let mut builder = EventBuilder::new(RUN, 1, Duration::from_secs(1));

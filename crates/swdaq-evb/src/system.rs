@@ -255,6 +255,7 @@ impl EvbRun {
                 min_free_bytes: config.min_free_bytes,
                 disk_full: config.disk_full,
                 source: format!("bu{j}"),
+                provenance: config.provenance.clone(),
             })?;
             if !farm.is_empty() {
                 file_writer = file_writer.notify_closed(closed_tx.clone());

@@ -14,7 +14,7 @@
 //! |--------|-------|
 //! | file start | marker `0x1234aaaa`, size 8, version 6, file number, date, time, size limit (data blocks), size limit (MB) |
 //! | file name strings | marker `0x1234aabb`; application name, file name core: each a length in bytes, then the bytes padded with spaces to whole words |
-//! | free metadata strings | marker `0x1234aabc`, count; each string a length, then its bytes padded with spaces (`GUID=`, `Stream=`, `Project=`, `LumiBlock=`) |
+//! | free metadata strings | marker `0x1234aabc`, count; each string a length, then its bytes padded with spaces (`GUID=`, `Stream=`, `Project=`, `LumiBlock=`; then swdaq's provenance, `swdaq_version=`, ...: [`provenance_strings`]) |
 //! | run parameters | marker `0x1234bbbb`, size 12, run number, max events, recording enabled, trigger type, detector mask in four words (least significant first), beam type, beam energy |
 //! | per event: data separator | marker `0x1234cccc`, size 4, data block number (from 1 over the writer's sequence of files), data block size (bytes), then the event |
 //! | file end | marker `0x1234dddd`, size 10, date, time, events in file, data in file (MB, rounded), events in sequence, data in sequence (MB), status (1: last file of its sequence), `0x1234eeee` |
@@ -27,6 +27,7 @@
 use crate::error::FormatError;
 use crate::input_file::{OnePass, offsets_of};
 use crate::le::{get_u32, put_u32};
+use crate::provenance::{KEY_PREFIX, Provenance};
 
 pub const FILE_START_MARKER: u32 = 0x1234_aaaa;
 pub const RUN_PARAMETERS_MARKER: u32 = 0x1234_bbbb;
@@ -99,6 +100,18 @@ impl FileHead {
         self.metadata
             .iter()
             .find_map(|m| m.strip_prefix(key)?.strip_prefix('='))
+    }
+
+    /// The provenance metadata strings ([`provenance_strings`]) in file order, each key
+    /// without its prefix and its value decoded; none in older files or ATLAS's own.
+    pub fn provenance(&self) -> Vec<(&str, String)> {
+        self.metadata
+            .iter()
+            .filter_map(|m| {
+                let (key, value) = m.strip_prefix(KEY_PREFIX)?.split_once('=')?;
+                Some((key, unescape(value)))
+            })
+            .collect()
     }
 
     /// The head's records, as the writer writes them.
@@ -220,6 +233,41 @@ impl FileHead {
         };
         Ok((head, at))
     }
+}
+
+/// Metadata strings naming the run and the software that wrote the file, after ATLAS's
+/// own: `swdaq_version=...`, `swdaq_git_commit=...`, ... ([`Provenance::texts`]; the run
+/// number is the run parameters record's). A value's `%` and `=` are written `%25` and `%3D`:
+/// athena's file-metadata reader splits every `KEY=value` string at each `=` into exactly
+/// two parts (ATLAS-experiment/athena 83fa722, `Tools/PyUtils/python/MetaReader.py`,
+/// `k, v = md.split('=')`), and build flags hold `=`.
+pub fn provenance_strings(provenance: &Provenance) -> Vec<String> {
+    provenance
+        .prefixed_texts()
+        .map(|(key, value)| format!("{key}={}", escape(value)))
+        .collect()
+}
+
+fn escape(value: &str) -> String {
+    value.replace('%', "%25").replace('=', "%3D")
+}
+
+/// Undoes [`escape`]; any other `%` is kept as it is.
+fn unescape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let (decoded, after) = match rest.get(at + 1..at + 3) {
+            Some("25") => ('%', at + 3),
+            Some("3D") => ('=', at + 3),
+            _ => ('%', at + 1),
+        };
+        out.push(decoded);
+        rest = &rest[after..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The data separator record in front of an event of `size` bytes.
@@ -651,6 +699,36 @@ mod tests {
                 beam_energy: 0,
             },
         }
+    }
+
+    #[test]
+    fn provenance_strings_survive_a_reader_that_splits_at_every_equals_sign() {
+        let provenance = Provenance {
+            version: "0.4.0".into(),
+            git_commit: "abc123-dirty".into(),
+            build_flags: "opt-level=3 debug=false rustflags=\"-C target-cpu=native\" 100%3D".into(),
+            run_registry: "postgresql://daq@db/runs?sslmode=require".into(),
+            run_type: "physics".into(),
+            ..Provenance::default()
+        };
+        let mut h = head();
+        h.metadata.extend(provenance_strings(&provenance));
+        for m in &h.metadata {
+            assert_eq!(m.matches('=').count(), 1, "{m}");
+        }
+        let (back, _) = FileHead::parse(&h.to_bytes()).unwrap();
+        let found = back.provenance();
+        let expected: Vec<(&str, String)> = provenance
+            .texts()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect();
+        assert_eq!(found, expected);
+        assert!(
+            head().provenance().is_empty(),
+            "ATLAS's own strings are not provenance"
+        );
+        assert_eq!(unescape("50% off %3"), "50% off %3", "a stray % is kept");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! ROB/ROD), [`eformat_event`] (eformat v5 full events), [`eventstorage`] (EventStorage v6
 //! files and ATLAS raw file names). Ours: [`rawfile`] (raw link files), [`roi`] (regions of interest of one link),
 //! [`run_files`] (which run a file belongs to; run numbers claimed so no run overwrites another).
-//! [`file_checksum`] checksums files as they are written. [`file_kind`] tells which of these a file holds. [`crc`] computes CRC32C.
+//! [`file_checksum`] checksums files as they are written. [`provenance`] is what every file says of its run and the software that wrote it. [`file_kind`] tells which of these a file holds. [`crc`] computes CRC32C.
 
 pub mod adc_matrix;
 pub mod board_frame;
@@ -32,6 +32,7 @@ pub mod frd;
 pub mod input_file;
 mod le;
 pub mod protowib;
+pub mod provenance;
 pub mod rawfile;
 pub mod roi;
 pub mod run_files;

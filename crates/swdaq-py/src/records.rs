@@ -101,7 +101,7 @@ impl Reader for RecordReader {
         let problems = PyList::empty(py);
         for p in &a.problems {
             let named = PyDict::new(py);
-            named.set_item("name", p.name)?;
+            named.set_item("name", p.name.as_ref())?;
             named.set_item("expected", p.expected)?;
             named.set_item("found", &p.found)?;
             problems.append(named)?;

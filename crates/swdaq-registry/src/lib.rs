@@ -56,20 +56,50 @@ impl Location {
         Ok(Location::Sqlite(PathBuf::from(key)))
     }
 
-    /// For messages: a URL without its password.
+    /// For messages and for the files a run writes: a URL without its password, neither
+    /// the one after the user name nor a `password=` parameter (nor any other parameter).
     pub fn describe(&self) -> String {
         match self {
             Location::Sqlite(path) => path.display().to_string(),
-            Location::Postgres(url) => match (url.find("://"), url.rfind('@')) {
-                (Some(scheme_end), Some(at)) if at > scheme_end => {
-                    let user_info = &url[scheme_end + 3..at];
-                    let user = user_info.split(':').next().unwrap_or("");
-                    format!("{}{user}{}", &url[..scheme_end + 3], &url[at..])
-                }
-                _ => url.clone(),
-            },
+            Location::Postgres(url) => without_password(url),
         }
     }
+}
+
+/// `url` as PostgreSQL's client reads it, rebuilt from what it read but its password:
+/// user, hosts, ports, database. Rebuilt rather than cut out, because where a password ends
+/// in the text depends on characters it may hold itself (`@`, `/`, `?`, `&`). A URL that does
+/// not parse is not shown at all, nor one read with an `@` in a user, host or database name:
+/// that is a password's unencoded `@`, the rest of the password read as a name.
+fn without_password(url: &str) -> String {
+    const NOT_SHOWN: &str = "postgresql://(a URL that does not parse, not shown)";
+    let Ok(config) = url.parse::<postgres::Config>() else {
+        return NOT_SHOWN.into();
+    };
+    let user = config.get_user().map_or(String::new(), |u| format!("{u}@"));
+    let ports = config.get_ports();
+    let hosts: Vec<String> = (config.get_hosts().iter().enumerate())
+        .map(|(i, host)| {
+            let name = match host {
+                postgres::config::Host::Tcp(name) => name.clone(),
+                postgres::config::Host::Unix(dir) => dir.display().to_string(),
+            };
+            // One port for every host, or one each.
+            match ports.get(i).or(ports.first().filter(|_| ports.len() == 1)) {
+                Some(port) => format!("{name}:{port}"),
+                None => name,
+            }
+        })
+        .collect();
+    let database = config.get_dbname().unwrap_or_default();
+    let names = [user.trim_end_matches('@'), database].into_iter();
+    if names
+        .chain(hosts.iter().map(String::as_str))
+        .any(|n| n.contains('@'))
+    {
+        return NOT_SHOWN.into();
+    }
+    format!("postgresql://{user}{}/{database}", hosts.join(","))
 }
 
 /// Why no run number was claimed.

@@ -257,6 +257,39 @@ fn bad_registries_are_named_not_panicked_on() {
     assert!(e.contains("not a PostgreSQL URL"), "{e}");
 }
 
+#[test]
+fn a_described_url_keeps_all_but_the_password() {
+    let describe = |url: &str| Location::parse(url, Path::new("out")).unwrap().describe();
+    assert_eq!(
+        describe("postgresql://daq:SECRET@db.example:5432/runs"),
+        "postgresql://daq@db.example:5432/runs"
+    );
+    assert_eq!(
+        describe(
+            "postgres://daq@db.example/runs?sslmode=require&password=SECRET&connect_timeout=5"
+        ),
+        "postgresql://daq@db.example:5432/runs",
+        "the client's default port"
+    );
+    assert_eq!(
+        describe("postgresql://db-a:5433,db-b:5434/runs?password=SECRET"),
+        "postgresql://db-a:5433,db-b:5434/runs"
+    );
+    assert_eq!(
+        describe("postgresql://daq:p%40ss@db.example:5432/runs"),
+        "postgresql://daq@db.example:5432/runs"
+    );
+    assert_eq!(
+        describe("postgresql://daq:p@ss@db.example:5432/runs"),
+        "postgresql://(a URL that does not parse, not shown)",
+        "an unencoded @ in the password"
+    );
+    assert_eq!(
+        describe("postgresql://daq:SECRET@db.example:notaport/runs"),
+        "postgresql://(a URL that does not parse, not shown)"
+    );
+}
+
 proptest! {
     #[test]
     fn any_registry_key_parses_or_is_refused(key in "\\PC{0,60}") {
@@ -264,10 +297,15 @@ proptest! {
     }
 
     #[test]
-    fn a_described_url_never_shows_its_password(user in "[a-z]{1,8}", password in "[A-Za-z0-9]{6,12}") {
-        let url = format!("postgresql://{user}:{password}@db.example:5432/runs");
-        let described = Location::parse(&url, Path::new("out")).unwrap().describe();
-        prop_assert!(!described.contains(&password), "{}", described);
+    fn a_described_url_never_shows_its_password(user in "[a-z]{1,8}", password in "[A-Za-z0-9@/?:]{6,12}") {
+        for url in [
+            format!("postgresql://{user}:{password}@db.example:5432/runs"),
+            format!("postgres://{user}@db.example/runs?sslmode=require&password={password}"),
+            format!("postgresql://{user}:{password}@db.example/runs?PASSWORD={password}&application_name=daq"),
+        ] {
+            let described = Location::parse(&url, Path::new("out")).unwrap().describe();
+            prop_assert!(!described.contains(&password), "{}", described);
+        }
     }
 
     #[test]

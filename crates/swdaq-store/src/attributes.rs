@@ -7,11 +7,15 @@
 //! `file_index`, `creation_timestamp`, `application_name`. Optional, as hdf5libs opens a file
 //! without them (`HDF5RawDataFile`'s read constructor): `recorded_size`, `record_type`,
 //! `filelayout_version` (and `filelayout_params`, the JSON maps, which swdaq's reader does
-//! not need), and `closing_timestamp`, absent while a file is being written.
+//! not need), and `closing_timestamp`, absent while a file is being written; swdaq's
+//! provenance (`swdaq_*`), absent from older files.
 
 use crate::layout::attr;
 use hdf5::types::{TypeDescriptor, VarLenAscii, VarLenUnicode};
 use serde::Serialize;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use swdaq_format::provenance::{KEY_PREFIX, Provenance};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FileAttributes {
@@ -28,6 +32,9 @@ pub struct FileAttributes {
     pub record_type: Option<String>,
     /// Optional, as in hdf5libs.
     pub filelayout_version: Option<u32>,
+    /// swdaq's provenance attributes (`swdaq_version`, ...) by name without their prefix;
+    /// empty in older files and DUNE's own. One that is not text is a problem.
+    pub provenance: BTreeMap<String, String>,
     /// Attributes that are missing or do not read as their expected type, each named.
     pub problems: Vec<AttributeProblem>,
 }
@@ -35,7 +42,7 @@ pub struct FileAttributes {
 /// An attribute that could not be read as expected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AttributeProblem {
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     pub expected: &'static str,
     /// What the file holds instead: `missing`, or the type found.
     pub found: String,
@@ -83,7 +90,7 @@ fn value_of(file: &hdf5::File, name: &str) -> Result<Value, String> {
 /// Reads the root attributes of `file`, naming each one that is missing or of the wrong type.
 pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
     let mut problems = Vec::new();
-    let mut note = |name: &'static str, expected: &'static str, found: String| {
+    let mut note = |name: Cow<'static, str>, expected: &'static str, found: String| {
         problems.push(AttributeProblem {
             name,
             expected,
@@ -107,15 +114,15 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
                 s.parse().ok()
             }
             Ok(Value::Integer(v)) => {
-                note(name, expected, format!("{v}, out of range"));
+                note(name.into(), expected, format!("{v}, out of range"));
                 None
             }
             Ok(Value::Text(s)) => {
-                note(name, expected, format!("string {s:?}"));
+                note(name.into(), expected, format!("string {s:?}"));
                 None
             }
             Err(found) => {
-                note(name, expected, found);
+                note(name.into(), expected, found);
                 None
             }
         }
@@ -134,7 +141,7 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
     let recorded_size = present(attr::RECORDED_SIZE)
         .then(|| integer(attr::RECORDED_SIZE, Form::U64))
         .flatten();
-    let mut text = |name: &'static str| match value_of(file, name) {
+    let mut text = |name: Cow<'static, str>| match value_of(file, &name) {
         Ok(Value::Text(s)) => Some(s),
         Ok(Value::Integer(v)) => {
             note(name, "string", format!("integer {v}"));
@@ -145,10 +152,21 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
             None
         }
     };
-    let application_name = text(attr::APPLICATION_NAME);
+    let application_name = text(attr::APPLICATION_NAME.into());
     let record_type = present(attr::RECORD_TYPE)
-        .then(|| text(attr::RECORD_TYPE))
+        .then(|| text(attr::RECORD_TYPE.into()))
         .flatten();
+    // Never required: a file without is an older one.
+    let provenance = Provenance::text_names()
+        .into_iter()
+        .filter(|name| present(&format!("{KEY_PREFIX}{name}")))
+        .filter_map(|name| {
+            Some((
+                name.to_string(),
+                text(format!("{KEY_PREFIX}{name}").into())?,
+            ))
+        })
+        .collect();
     FileAttributes {
         run_number,
         file_index,
@@ -158,6 +176,7 @@ pub(crate) fn read(file: &hdf5::File) -> FileAttributes {
         application_name,
         record_type,
         filelayout_version,
+        provenance,
         problems,
     }
 }

@@ -278,6 +278,9 @@ pub fn render(report: &FileReport) -> String {
         report.records.len(),
         shown(&a.recorded_size)
     );
+    out += &swdaq_format::provenance::render(
+        (a.provenance.iter()).map(|(name, value)| (name.as_str(), value.as_str())),
+    );
     for r in &report.records {
         out += &format!(
             "{}  trigger {} at {}  type 0x{:x}  status 0x{:x}  {} bytes  {} fragments of {} requested\n",

@@ -13,7 +13,10 @@
 //!                                     creation_timestamp (u64 ms), application_name,
 //!                                     filelayout_params (JSON), filelayout_version (u32),
 //!                                     record_type, and once closed source_id_geo_id_map (JSON),
-//!                                     recorded_size (u64), closing_timestamp (u64 ms)
+//!                                     recorded_size (u64), closing_timestamp (u64 ms);
+//!                                     swdaq's provenance: swdaq_version, swdaq_git_commit,
+//!                                     swdaq_build_profile, swdaq_build_flags,
+//!                                     swdaq_run_registry, swdaq_run_type (strings)
 //! /TriggerRecord00042.0000/           one group per record (trigger number . sequence number);
 //!                                     attributes record_header_source_id, source_id_path_map,
 //!                                     fragment_type_source_id_map, subdetector_source_id_map (JSON)
@@ -26,6 +29,12 @@
 //! Text attributes are variable-length strings, as HighFive writes `std::string`. Every dataset
 //! is `char` (HDF5 int8) with shape `[bytes, 1]`, as `hdf5libs` writes them: its reader converts
 //! any other integer type (and would clip bytes above 127).
+//!
+//! The `swdaq_*` attributes name the run's registry entry and the software that wrote the
+//! file (`swdaq_format::provenance`). hdf5libs reads a file's attributes by name
+//! (`HDF5RawDataFile`'s read constructor and `get_attribute`, same commit) and lists the rest
+//! (`get_attribute_names`) without judging them, as DUNE's own `dfmodules` adds its own, so
+//! they change nothing for its readers; every attribute hdf5libs writes is as before.
 //!
 //! Not established from hdf5libs' code, so not guessed at: what an empty map is written as
 //! (ours: `{"map_entries":[]}`), and the attributes DUNE's `dfmodules` (not hdf5libs) adds

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use swdaq_format::provenance::Provenance;
 use swdaq_format::{FragmentHeader, SourceId, TriggerRecord, file_checksum, run_files};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +41,11 @@ pub struct StoreConfig {
     /// too (`fsync` of the directory). Off: a killed process loses nothing flushed, a power
     /// cut may lose what the kernel had not yet written back.
     pub sync_to_disk: bool,
+    /// The run and the software, written as file attributes beside hdf5libs' own
+    /// (`swdaq_version`, ...: the layout's module comment); `None` writes hdf5libs' alone.
+    /// The run's, not a key.
+    #[serde(skip)]
+    pub provenance: Option<Provenance>,
 }
 
 impl Default for StoreConfig {
@@ -55,6 +61,7 @@ impl Default for StoreConfig {
             flush_interval_ms: 1000,
             flush_every_records: 64,
             sync_to_disk: true,
+            provenance: None,
         }
     }
 }
@@ -228,10 +235,21 @@ impl RecordFileWriter {
             .create(&writing)
             .at(&writing)?;
         let text_attrs = [
-            (attr::APPLICATION_NAME, self.config.application_name.clone()),
-            (attr::LAYOUT_PARAMS, layout::layout_params()),
-            (attr::RECORD_TYPE, layout::RECORD_TYPE.to_string()),
-        ];
+            (
+                attr::APPLICATION_NAME.to_string(),
+                self.config.application_name.clone(),
+            ),
+            (attr::LAYOUT_PARAMS.to_string(), layout::layout_params()),
+            (
+                attr::RECORD_TYPE.to_string(),
+                layout::RECORD_TYPE.to_string(),
+            ),
+        ]
+        .into_iter()
+        .chain(
+            (self.config.provenance.iter())
+                .flat_map(|p| p.prefixed_texts().map(|(k, v)| (k, v.to_string()))),
+        );
         write_attr(&file, attr::RUN_NUMBER, &self.config.run_number, &writing)?;
         write_attr(
             &file,
@@ -247,7 +265,7 @@ impl RecordFileWriter {
             &writing,
         )?;
         for (name, value) in text_attrs {
-            write_text(&file, name, &value, &writing)?;
+            write_text(&file, &name, &value, &writing)?;
         }
         self.next_index += 1;
         self.counts.files_opened += 1;

@@ -107,7 +107,7 @@ fn a_bad_or_missing_attribute_is_named_and_the_records_still_read() {
         .attributes
         .problems
         .iter()
-        .map(|p| (p.name, p.expected, p.found.as_str()))
+        .map(|p| (p.name.as_ref(), p.expected, p.found.as_str()))
         .collect();
     assert_eq!(
         named,

@@ -33,9 +33,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use swdaq_format::eventstorage::{
     DATA_SEPARATOR_WORDS, FILE_END_WORDS, FORMAT_VERSION, FileEnd, FileHead, FileStart,
-    RawFileName, RunParameters, data_separator, date_time, megabytes,
+    RawFileName, RunParameters, data_separator, date_time, megabytes, provenance_strings,
 };
 use swdaq_format::file_checksum::{self, RunningChecksums};
+use swdaq_format::provenance::Provenance;
 use swdaq_format::run_files::{self, FlushPolicy, Unflushed};
 
 /// Bytes of events an open file gathers before they are written even with no flush point
@@ -63,6 +64,9 @@ pub struct FileSettings {
     pub sync_to_disk: bool,
     /// Free space every write leaves on the file system (after the file's end record).
     pub min_free_bytes: u64,
+    /// The run and the software, as metadata strings after ATLAS's own in every file's head
+    /// (`eventstorage::provenance_strings`); `None` writes ATLAS's alone.
+    pub provenance: Option<Provenance>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -554,12 +558,15 @@ fn open_file(s: &FileSettings, lumi_block: u32, file_number: u32) -> io::Result<
         },
         app_name: s.app_name.clone(),
         file_name_core: name.core(),
-        metadata: vec![
+        metadata: [
             format!("GUID={}", guid()),
             format!("Stream={}", name.stream()),
             format!("Project={}", s.project),
             format!("LumiBlock={lumi_block}"),
-        ],
+        ]
+        .into_iter()
+        .chain(s.provenance.iter().flat_map(provenance_strings))
+        .collect(),
         run: RunParameters {
             run_number: s.run_number,
             rec_enable: 1,
@@ -676,6 +683,7 @@ mod tests {
             flush: FlushPolicy::new(0, 0),
             sync_to_disk: false,
             min_free_bytes: 0,
+            provenance: None,
         }
     }
 

@@ -42,6 +42,9 @@ pub struct HeadSummary {
     pub lumi_block: Option<u32>,
     /// The `Stream=` metadata.
     pub stream: Option<String>,
+    /// swdaq's provenance metadata (`swdaq_version=`, ...) by name, values decoded; empty in
+    /// older files and ATLAS's own.
+    pub provenance: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -294,6 +297,9 @@ fn summarise(head: &FileHead) -> HeadSummary {
             .metadata_value("LumiBlock")
             .and_then(|v| v.parse().ok()),
         stream: head.metadata_value("Stream").map(str::to_string),
+        provenance: (head.provenance().into_iter())
+            .map(|(name, value)| (name.to_string(), value))
+            .collect(),
     }
 }
 
@@ -459,6 +465,9 @@ pub fn render(r: &EventStorageReport) -> String {
                 h.file_name_core,
                 h.app_name,
                 r.file_size
+            );
+            s += &swdaq_format::provenance::render(
+                (h.provenance.iter()).map(|(name, value)| (name.as_str(), value.as_str())),
             );
         }
         None => {

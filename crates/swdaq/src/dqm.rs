@@ -83,7 +83,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     if let Some(save) = &args.save {
         if is_hdf5(save) {
-            swdaq_dqm::hdf5_file::save(&set, save).map_err(anyhow::Error::msg)?;
+            swdaq_dqm::hdf5_file::save(&set, save, None).map_err(anyhow::Error::msg)?;
         } else {
             set.save(save)?;
         }

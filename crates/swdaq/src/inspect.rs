@@ -117,7 +117,10 @@ fn raw(args: &Args, detected: &Detected) -> anyhow::Result<()> {
 fn frd(args: &Args, detected: &Detected) -> anyhow::Result<()> {
     let file = MappedFile::open(&args.file)?;
     let detail = args.record.map(u32::try_from).transpose()?;
-    let report = swdaq_evb::inspect::inspect(&file, detail);
+    let report = swdaq_evb::inspect::FrdReport {
+        provenance: swdaq_evb::inspect::provenance_beside(&args.file),
+        ..swdaq_evb::inspect::inspect(&file, detail)
+    };
     show(
         args,
         detected,

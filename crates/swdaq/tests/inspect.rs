@@ -216,6 +216,7 @@ fn eventstorage_file(dir: &Path, events: u32) -> (PathBuf, usize) {
         flush: swdaq_format::run_files::FlushPolicy::new(0, 0),
         sync_to_disk: false,
         min_free_bytes: 0,
+        provenance: None,
     })
     .unwrap();
     let tags = encode_stream_tags(&[stream_tag()]);

@@ -1,7 +1,9 @@
 //! The run registry (#38) end to end: every model's run — one process and as applications —
 //! is on record with its files, whose sizes and checksums (Adler-32, CRC32C) match the files'
-//! bytes as computed here by other crates than the writers'; a SIGKILLed run stays on record
-//! as not ended and the next start says so; `swdaq ctl log` reaches `swdaq runs show`.
+//! bytes as computed here by other crates than the writers'; every such file names the run's
+//! registry and software as the record has them, as `swdaq inspect` shows; a SIGKILLed run
+//! stays on record as not ended and the next start says so; `swdaq ctl log` reaches `swdaq
+//! runs show`.
 
 mod common;
 use common::models::{EVERY_MODEL, Load, Model, config};
@@ -86,10 +88,60 @@ fn every_model_s_run_is_on_record_with_its_files_and_their_checksums() {
                 path.display()
             );
             assert_eq!(f["crc32c"], crc32c::crc32c(&bytes), "{}", path.display());
+            assert_eq!(
+                inspected_provenance(path, number),
+                provenance_of(&record, &out),
+                "{model:?}: {}",
+                path.display()
+            );
             checked += 1;
         }
         assert!(checked > 0, "{model:?}: no file on record is on disk");
     }
+}
+
+/// What every file of a run must name: the run's software and type as `record` has them,
+/// and its registry (the output directory's).
+fn provenance_of(record: &Value, out: &Path) -> Value {
+    let software = &record["software"];
+    serde_json::json!({
+        "version": software["version"],
+        "git_commit": software["commit"],
+        "build_profile": software["profile"],
+        "build_flags": software["flags"],
+        "run_registry": out.join("swdaq-runs.sqlite").display().to_string(),
+        "run_type": record["run_type"],
+    })
+}
+
+/// The provenance `swdaq inspect --json` reports of the file of run `number` at `path`,
+/// whatever its format (an FRD file's is its `.jsn`'s, with the run number, checked here),
+/// after checking its text report shows each fact.
+fn inspected_provenance(path: &Path, number: u64) -> Value {
+    let path_text = path.to_str().unwrap();
+    let out = swdaq(&["inspect", "--json", path_text]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{path_text}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let facts = if let Some(hdf5) = report["attributes"]["provenance"].as_object() {
+        hdf5.clone()
+    } else if let Some(pairs) = report["head"]["provenance"].as_array() {
+        (pairs.iter())
+            .map(|pair| (pair[0].as_str().unwrap().to_string(), pair[1].clone()))
+            .collect()
+    } else {
+        let mut frd = report["provenance"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(frd.remove("run_number"), Some(number.into()), "{report}");
+        frd
+    };
+    let text = String::from_utf8_lossy(&swdaq(&["inspect", path_text]).stdout).into_owned();
+    for (name, value) in &facts {
+        let line = format!("provenance {name}: {}", value.as_str().unwrap());
+        assert!(text.contains(&line), "{line:?} not in\n{text}");
+    }
+    Value::Object(facts)
 }
 
 /// Waits (bounded) until run `number` of `config`'s registry is on record.

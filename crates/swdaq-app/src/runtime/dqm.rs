@@ -6,6 +6,7 @@
 //! file, never replacing one) and recorded with the run's files. While the run lasts, its
 //! [`DqmView`] is what run control's console shows (`GET /dqm`).
 
+use crate::run_section::RunSection;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use swdaq_dqm::online::{Judging, Latest, OnlineOutcome};
 use swdaq_dqm::sample::{SampleCounts, SampleTap};
 use swdaq_dqm::{Check, HistSet, Quality, Test, Verdict};
 use swdaq_format::file_checksum;
+use swdaq_format::provenance::Provenance;
 use swdaq_monitor::{MonitorError, Registry};
 
 /// Longest sample queue `dqm.queue` may ask for: samples are whole events.
@@ -266,8 +268,9 @@ impl<T> OnlineDqm<T> {
     }
 
     /// Once every data thread's sampler has gone (their counts `samples`): the thread's
-    /// outcome, the set saved as run `run`'s in `output_dir` and noted among its files.
-    pub fn finish(self, output_dir: &Path, run: u32, samples: SampleCounts) -> DqmReport {
+    /// outcome, the set saved as `run`'s in its output directory, naming the run and the
+    /// software, and noted among its files.
+    pub fn finish(self, run: &RunSection, samples: SampleCounts) -> DqmReport {
         // The tap's own sender: once it goes, the thread drains what is queued and ends.
         drop(self.tap);
         let mut report = DqmReport {
@@ -287,8 +290,8 @@ impl<T> OnlineDqm<T> {
                 return report;
             }
         };
-        let path = output_dir.join(file_name(run));
-        match save(&outcome.set, run, &path) {
+        let path = run.output_dir.join(file_name(run.number));
+        match save(&outcome.set, &run.provenance(), &path) {
             Ok(()) => report.file = Some(path),
             Err(e) => report.error = Some(e),
         }
@@ -302,10 +305,10 @@ impl<T> OnlineDqm<T> {
 }
 
 /// A new file at `path`, noted with its checksums for the run registry.
-fn save(set: &HistSet, run: u32, path: &Path) -> Result<(), String> {
-    swdaq_dqm::hdf5_file::save(set, path)?;
+fn save(set: &HistSet, provenance: &Provenance, path: &Path) -> Result<(), String> {
+    swdaq_dqm::hdf5_file::save(set, path, Some(provenance))?;
     // As the HDF5 data files: its checksums are read back when the run's record is made.
-    file_checksum::note_closed(run, path, None);
+    file_checksum::note_closed(provenance.run_number, path, None);
     Ok(())
 }
 
@@ -475,7 +478,11 @@ mod tests {
         sampler.offer(|| 5);
         let counts = sampler.counts();
         drop(sampler);
-        let report = online.finish(dir.path(), 9, counts);
+        let run = RunSection {
+            number: 9,
+            ..RunSection::writing_to(dir.path())
+        };
+        let report = online.finish(&run, counts);
         assert_eq!((report.events, report.samples.sampled), (5, 1));
         let file = report.file.unwrap();
         assert_eq!(swdaq_dqm::hdf5_file::load(&file).unwrap().events, 5);
@@ -483,7 +490,7 @@ mod tests {
             .start(dir.path(), fill, &Registry::new())
             .unwrap()
             .unwrap();
-        let report = again.finish(dir.path(), 9, SampleCounts::default());
+        let report = again.finish(&run, SampleCounts::default());
         assert!(
             report.file.is_none() && report.error.is_some(),
             "{report:?}"

@@ -42,6 +42,7 @@ impl StorageSink {
             flush_interval_ms: s.flush_interval_ms,
             flush_every_records: s.flush_every_records,
             sync_to_disk: s.sync_to_disk,
+            provenance: Some(config.run.provenance()),
         };
         let metrics = StoreMetrics::register(registry)?;
         let writer = StorageThread::spawn(store, s.queue_depth, metrics).with_context(|| {

@@ -52,12 +52,13 @@ pub fn parse(text: &str) -> anyhow::Result<EvbRunConfig> {
 }
 
 impl EvbRunConfig {
-    /// The builder's settings with the run's number and output directory, for the
-    /// event builder itself (`[evb]` does not hold them).
+    /// The builder's settings with the run's number, output directory and provenance, for
+    /// the event builder itself (`[evb]` does not hold them).
     pub fn builder(&self) -> EvbConfig {
         EvbConfig {
             run: self.run.number,
             output: self.run.output_dir.clone(),
+            provenance: Some(self.run.provenance()),
             ..self.evb.clone()
         }
     }

@@ -261,7 +261,7 @@ pub fn run_one_process(
         .bus
         .iter()
         .for_each(|bu| samples.add(bu.dqm_samples));
-    let dqm = dqm.map(|d| d.finish(&config.run.output_dir, config.run.number, samples));
+    let dqm = dqm.map(|d| d.finish(&config.run, samples));
     monitoring.stop();
     // A failed writer stops the run itself; it is the reason even if a stop came after.
     let failed = (summary.writers.iter().enumerate())

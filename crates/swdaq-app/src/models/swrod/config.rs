@@ -270,7 +270,8 @@ impl SwrodSettings {
         }
     }
 
-    /// The storage's settings: physics_Main files of `run` in its output directory.
+    /// The storage's settings: physics_Main files of `run` in its output directory, each
+    /// naming the run and the software that wrote it.
     pub fn file_settings(&self, run: &RunSection) -> FileSettings {
         let tag = swdaq_swrod::event::stream_tag();
         FileSettings {
@@ -284,6 +285,7 @@ impl SwrodSettings {
             flush: FlushPolicy::new(self.flush_interval_ms, self.flush_every_records),
             sync_to_disk: self.sync_to_disk,
             min_free_bytes: self.min_free_mb.saturating_mul(1 << 20),
+            provenance: Some(run.provenance()),
         }
     }
 

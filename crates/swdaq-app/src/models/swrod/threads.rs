@@ -97,7 +97,7 @@ pub fn run_threads(
         let join_failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
         let hlt = hlt.join().map_err(|_| join_failed("HLT"))?;
         let stored = writer.join().map_err(|_| join_failed("storage"))?;
-        let dqm = dqm.map(|d| d.finish(&config.run.output_dir, config.run.number, hlt.dqm_samples));
+        let dqm = dqm.map(|d| d.finish(&config.run, hlt.dqm_samples));
         Ok(SwrodReport {
             run_number: config.run.number,
             seconds,

@@ -45,6 +45,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
         min_free_bytes: config.min_free_bytes,
         disk_full: config.disk_full,
         source: ctx.spec.name.clone(),
+        provenance: config.provenance.clone(),
     })?;
     let counters = writer_counters(&monitoring.registry, index)?;
     // This unit's filter farm, as in one process: its consumers take the writer's closed
