@@ -240,6 +240,10 @@ struct swdaq_plugin {
      *                    (the host reports the error with the fragments done).
      * Checked by the host: the status; *out_count <= out_capacity; *fragments_done <=
      * fragment_count, equal to it after SWDAQ_OK, and at least 1 after SWDAQ_NEED_ROOM.
+     * One instance per link keeps its state between calls, so a hit may span fragments (and
+     * calls). Where the primitives drive a trigger (the chain's board links), each must start
+     * within the data seen so far and no earlier than the link's `max_hit_ticks` before its
+     * end, on a channel of at most 24 bits: any other is counted and not used.
      * Optional.
      */
     swdaq_status (*process_fragments)(swdaq_instance *instance,
