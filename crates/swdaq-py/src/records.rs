@@ -83,7 +83,8 @@ impl Reader for RecordReader {
         Ok(Py::new(py, self.read(py, &self.ids[index])?)?.into_any())
     }
 
-    /// The file's attributes (run number, file index, application, layout version, ...);
+    /// The file's attributes (run number, file index, application, layout version, swdaq's
+    /// `provenance`, ...);
     /// the closing time and recorded size are None for a file still being written, any
     /// other value None when it is missing or of the wrong type, named in `problems` (each
     /// a dict of `name`, `expected`, `found`). `swdaq inspect --json` calls it `attributes`.
@@ -98,6 +99,8 @@ impl Reader for RecordReader {
         d.set_item("application_name", a.application_name)?;
         d.set_item("record_type", a.record_type)?;
         d.set_item("filelayout_version", a.filelayout_version)?;
+        // swdaq's provenance attributes by name without their prefix (none in older files).
+        d.set_item("provenance", &a.provenance)?;
         let problems = PyList::empty(py);
         for p in &a.problems {
             let named = PyDict::new(py);
