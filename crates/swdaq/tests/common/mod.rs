@@ -7,29 +7,20 @@ pub mod watch;
 
 /// `swdaq run --json --config <config>`, waited for.
 pub fn swdaq_run(config: &std::path::Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_swdaq"))
-        .args(["run", "--json", "--config"])
-        .arg(config)
-        .output()
-        .unwrap()
+    spawn_run(config).wait_with_output().unwrap()
 }
 
 /// `swdaq run --json --config <config>` that must succeed; its summary.
 pub fn swdaq_run_json(config: &std::path::Path) -> serde_json::Value {
-    let out = swdaq_run(config);
-    assert!(
-        out.status.success(),
-        "swdaq run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    summary_of(spawn_run(config))
 }
 
-/// `swdaq run --json --config <config>` started, its stdout and stderr piped.
+/// `swdaq run --json --config <config>` started, its stdout and stderr piped, no stdin.
 pub fn spawn_run(config: &std::path::Path) -> std::process::Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["run", "--json", "--config"])
         .arg(config)
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -58,12 +49,19 @@ pub fn free_port() -> u16 {
 
 /// A base port on 127.0.0.1 with the `count` ports from it free now (a run binds them next).
 pub fn free_udp_ports(count: u16) -> u16 {
+    free_ports(count, |port| {
+        std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok()
+    })
+}
+
+/// A base port below 60 000 from which `bind` (of the socket kind asked for) takes `count`
+/// ports now; port 0 asks the kernel for the base.
+fn free_ports(count: u16, bind: impl Fn(u16) -> bool) -> u16 {
     loop {
-        let base = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let base = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = base.local_addr().unwrap().port();
-        if port < 60_000
-            && (1..count).all(|k| std::net::UdpSocket::bind(("127.0.0.1", port + k)).is_ok())
-        {
+        drop(base);
+        if port < 60_000 && (0..count).all(|k| bind(port + k)) {
             return port;
         }
     }
@@ -94,15 +92,9 @@ pub fn wait_for_udp_ports(port: u16, count: u16) {
 /// A base port on 127.0.0.1 with the `count` TCP ports from it free now (the run or a
 /// sender binds them next).
 pub fn free_tcp_ports(count: u16) -> u16 {
-    loop {
-        let base = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = base.local_addr().unwrap().port();
-        if port < 60_000
-            && (1..count).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok())
-        {
-            return port;
-        }
-    }
+    free_ports(count, |port| {
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+    })
 }
 
 /// `[[topology.apps]]` entries of `(name, kind, extra lines)` on 127.0.0.1, each inbox on a
