@@ -20,14 +20,26 @@ FAULTS = "missing_chunk = 0.002\ntruncated_chunk = 0.002\ndead_elinks = [{ elink
 MISSING_ELINKS = 1 << 16
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("swrod")
+# FELIX FULL mode as configs/swrod-full-mode.toml has it: 12 links of about 5 KB chunks per
+# card, one ROB per card, 4 KiB blocks; fewer L1 accepts (each event is about 120 KB).
+FULL_MODE = {
+    "mode": '"full"', "elinks": "12", "chunk_min": "4600", "chunk_max": "5400", "max_chunk_bytes": "5400",
+    "robs_per_card": "1", "ring_slots": "256", "timeout_fragments": "128", "max_l1as": "900",
+    "lumi_block_l1as": "150", "max_file_mb": "8",
+}
+
+
+@pytest.fixture(scope="module", params=["gbt", "full"])
+def run(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"swrod-{request.param}")
     # A small request store: the unpaced cards run ahead of the HLT, whose late requests
     # are answered gone and stored as stand-in ROBs.
-    summary = run_swrod(tmp, {"request_store_fragments": "64"}, FAULTS)
+    extra = {"request_store_fragments": "64", **(FULL_MODE if request.param == "full" else {})}
+    summary = run_swrod(tmp, extra, FAULTS)
     files = sorted((tmp / "out").glob("*.data"))
     assert len(files) > 1
+    if request.param == "full":
+        assert summary["felix"] == {"mode": "full", "block_bytes": 4096, "elinks_per_card": 12}, summary["felix"]
     return summary, files
 
 

@@ -115,6 +115,19 @@ impl FelixConfig {
             }
         }
     }
+
+    /// The mode in words for a run's description: "GBT mode (1 KiB blocks)" or "FULL mode
+    /// (4 KiB blocks)"; an invalid combination is named as configured.
+    pub fn mode_words(&self) -> String {
+        let mode = match self.mode {
+            FelixMode::Gbt => "GBT mode",
+            FelixMode::Full => "FULL mode",
+        };
+        match self.layout() {
+            Ok(layout) => format!("{mode} ({} KiB blocks)", layout.block_size() / 1024),
+            Err(_) => format!("{mode} (block_kib = {:?})", self.block_kib),
+        }
+    }
 }
 
 /// The extended L1 ID of the run's L1 accept number `index` (from 0) with an ECR every

@@ -197,6 +197,10 @@ fn a_clean_full_mode_run_stores_every_event_as_the_cards_sent_it() {
     let run = Run::new(dir.path(), l1as, None, None);
     let summary = run.run();
     assert_eq!(summary["truth"]["ok"], true, "{summary:#}");
+    assert_eq!(
+        summary["felix"],
+        serde_json::json!({"mode": "full", "block_bytes": 4096, "elinks_per_card": 12})
+    );
     assert_eq!(u(&summary["l1as"]), l1as);
     assert_eq!(u(&summary["hlt"]["complete_events"]), l1as);
     assert_eq!(u(&summary["stored_events"]), l1as);

@@ -98,8 +98,9 @@ impl Configured for SwrodRunConfig {
             ),
         };
         format!(
-            "{} FELIX cards x {} e-links ({source}), {} ROBs per card{}, {}, storing 1 event in {} to {}{}",
+            "{} FELIX cards in {} x {} e-links ({source}), {} ROBs per card{}, {}, storing 1 event in {} to {}{}",
             s.cards,
+            s.felix.mode_words(),
             s.felix.elinks,
             s.robs_per_card,
             if self.is_distributed() {

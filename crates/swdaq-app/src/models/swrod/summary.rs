@@ -36,8 +36,14 @@ pub fn summary_json(r: &SwrodReport) -> serde_json::Value {
             })
         })
         .collect();
+    let felix = &r.settings.felix;
     let mut j = serde_json::json!({
         "seconds": r.seconds,
+        "felix": {
+            "mode": felix.mode,
+            "block_bytes": felix.layout().map(|l| l.block_size()).ok(),
+            "elinks_per_card": felix.elinks,
+        },
         "cards": r.cards,
         "l1as": r.cards.first().map_or(0, |c| c.l1as),
         "chunks": chunks,
