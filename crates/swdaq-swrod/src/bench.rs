@@ -253,6 +253,10 @@ fn pass<I: SlotIndex>(
     ))
 }
 
+/// The message sizes of the SW ROD paper's Phase-2 plot (rate with 48 links against message
+/// size, 40 to 280 bytes).
+pub const PHASE2_MESSAGE_BYTES: [usize; 7] = [40, 80, 120, 160, 200, 240, 280];
+
 /// A FELIX FULL-mode shape for [`mode_run`]: `links` links of one card (one ROB), chunk sizes
 /// uniform in `[chunk_min, chunk_max]`, `block_kib` KiB blocks with 32-bit trailers.
 #[derive(Debug, Clone, Serialize)]
@@ -285,11 +289,21 @@ impl ModeBenchConfig {
         Self {
             name: "Phase-2",
             links: 48,
-            chunk_min: 40,
-            chunk_max: 280,
+            chunk_min: PHASE2_MESSAGE_BYTES[0],
+            chunk_max: PHASE2_MESSAGE_BYTES[PHASE2_MESSAGE_BYTES.len() - 1],
             block_kib: 4,
             l1as,
             rounds,
+        }
+    }
+
+    /// Phase-2 with every message of `bytes`: one point of the SW ROD paper's "input rate with
+    /// 48 links" against message size.
+    pub fn phase2_at(bytes: usize, l1as: usize, rounds: usize) -> Self {
+        Self {
+            chunk_min: bytes,
+            chunk_max: bytes,
+            ..Self::phase2(l1as, rounds)
         }
     }
 }

@@ -21,8 +21,13 @@ pub(crate) fn line(byte: &u8) {
 /// Asks for the cache lines of the first `bytes` bytes of `memory` (fewer if it is shorter).
 #[inline(always)]
 pub(crate) fn lines(memory: &[u8], bytes: usize) {
-    for byte in memory.iter().take(bytes).step_by(CACHE_LINE) {
-        line(byte);
+    // An index loop: `iter().take().step_by()` went through `nth` for every line (callgrind:
+    // 4 instructions per Phase-2 chunk more).
+    let end = bytes.min(memory.len());
+    let mut at = 0;
+    while at < end {
+        line(&memory[at]);
+        at += CACHE_LINE;
     }
 }
 

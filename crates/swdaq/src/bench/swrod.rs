@@ -29,7 +29,8 @@ pub struct Args {
     #[arg(long, default_value_t = 2_000)]
     pub full_mode_l1as: usize,
     /// Phase-2: L1 accepts of 48 FULL-mode links at 40 to 280 bytes each, aggregated on
-    /// one core: L1 accepts per second (0: skip).
+    /// one core: L1 accepts per second, for sizes mixed and for each size of the SW ROD
+    /// paper's plot (40, 80, ... 280 bytes) (0: skip).
     #[arg(long, default_value_t = 20_000)]
     pub phase2_l1as: usize,
 }
@@ -71,15 +72,24 @@ pub fn run(bench: &Args, json: bool) -> anyhow::Result<()> {
         fragment_bytes,
     )
     .map_err(|e| anyhow::anyhow!("request path: {e}"))?;
+    use swdaq_swrod::bench::{ModeBenchConfig, PHASE2_MESSAGE_BYTES};
     let modes = [
-        swdaq_swrod::bench::ModeBenchConfig::full_mode(*full_mode_l1as, *rounds),
-        swdaq_swrod::bench::ModeBenchConfig::phase2(*phase2_l1as, *rounds),
+        ModeBenchConfig::full_mode(*full_mode_l1as, *rounds),
+        ModeBenchConfig::phase2(*phase2_l1as, *rounds),
     ]
-    .iter()
-    .filter(|m| m.l1as > 0)
-    .map(swdaq_swrod::bench::mode_run)
-    .collect::<Result<Vec<_>, _>>()
-    .map_err(|e| anyhow::anyhow!("FULL-mode rows: {e}"))?;
+    .into_iter()
+    .chain(
+        PHASE2_MESSAGE_BYTES
+            .iter()
+            .map(|&bytes| ModeBenchConfig::phase2_at(bytes, *phase2_l1as, *rounds)),
+    )
+    .collect::<Vec<_>>();
+    let modes = modes
+        .iter()
+        .filter(|m| m.l1as > 0)
+        .map(swdaq_swrod::bench::mode_run)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("FULL-mode rows: {e}"))?;
     let realtime = if *realtime_seconds > 0.0 {
         Some(
             swdaq_swrod::bench::realtime(&config, *realtime_seconds)
@@ -173,10 +183,10 @@ pub fn run(bench: &Args, json: bool) -> anyhow::Result<()> {
             |r| {
                 vec![
                     r.config.name.into(),
-                    format!(
-                        "{} x {}-{}",
-                        r.config.links, r.config.chunk_min, r.config.chunk_max
-                    ),
+                    match (r.config.chunk_min, r.config.chunk_max) {
+                        (min, max) if min == max => format!("{} x {min}", r.config.links),
+                        (min, max) => format!("{} x {min}-{max}", r.config.links),
+                    },
                     format!("{:.2}", r.gbytes_per_s),
                     format!("{:.2}", r.memcpy_gbytes_per_s),
                     format!("{:.2}", r.vs_memcpy),
