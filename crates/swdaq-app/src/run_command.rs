@@ -8,7 +8,7 @@ use crate::model::{Overrides, RunHooks};
 use crate::models;
 use crate::run_record;
 use crate::runtime::stop;
-use crate::transition_hooks::{DuringRun, Hook, RunFacts};
+use crate::transition_hooks::{Hook, RunFacts, run_between_hooks};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -42,9 +42,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let hooks = config.run_section().hooks.clone();
     hooks.validate()?;
     let mut ran = Vec::new();
-    hooks.run_refusing(Hook::PreConfigure, &facts(&*config, false), &mut ran)?;
+    hooks.run_refusing(Hook::PreConfigure, &RunFacts::of(&*config, false), &mut ran)?;
     config.validate()?;
-    hooks.run_telling(Hook::PostConfigure, &facts(&*config, false), &mut ran);
+    hooks.run_telling(
+        Hook::PostConfigure,
+        &RunFacts::of(&*config, false),
+        &mut ran,
+    );
     let claimed = run_record::claim(&*config, None, &run_record::os_user())?;
     for line in &claimed.not_ended {
         eprintln!("swdaq run: {line}");
@@ -52,7 +56,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let number = claimed.run.number();
     config.set_run_number(number);
     // Refused by its hook, the run is on record as such, with the hook's output.
-    if let Err(e) = hooks.run_refusing(Hook::PreStart, &facts(&*config, true), &mut ran) {
+    if let Err(e) = hooks.run_refusing(Hook::PreStart, &RunFacts::of(&*config, true), &mut ran) {
         let why = e.to_string();
         let first_line = why.lines().next().unwrap_or_default();
         if let Err(e) = claimed.run.finish(Err(first_line.into()), &ran) {
@@ -68,17 +72,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         config.describe()
     );
     let view = TerminalView::new(!args.json, config.status_interval());
-    let during = DuringRun::new(&view, &hooks, facts(&*config, true));
-    let result = config.run(&stop, &during);
-    ran.extend(during.into_ran());
-    let stopped = RunFacts {
-        stop_reason: Some(match &result {
-            Ok(outcome) => outcome.stop_reason().to_string(),
-            Err(e) => format!("failed: {e:#}"),
-        }),
-        ..facts(&*config, true)
-    };
-    hooks.run_telling(Hook::PostStop, &stopped, &mut ran);
+    let result = run_between_hooks(&*config, &stop, &view, &mut ran);
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -100,18 +94,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         anyhow::bail!("{e}");
     }
     Ok(())
-}
-
-/// What the hooks are told of the run (`numbered`: once it has its number).
-fn facts(config: &dyn crate::model::Configured, numbered: bool) -> RunFacts {
-    let run = config.run_section();
-    RunFacts {
-        run_number: numbered.then(|| config.run_number()),
-        run_type: run.run_type.clone(),
-        model: config.model().name().into(),
-        output_dir: run.output_dir.display().to_string(),
-        stop_reason: None,
-    }
 }
 
 /// The live view on stderr: a table redrawn in place on a terminal (figures, then every

@@ -1,9 +1,11 @@
 //! `[run.hooks]` end to end with the real binary: a failing `pre_start` refuses the start
 //! with its output and the run's record says so; `post_stop` sees the run's number and stop
 //! reason; a hook past its time limit is killed and its transition goes on as specified,
-//! in bounded time; `swdaq runs show` lists what the hooks printed.
+//! in bounded time; `swdaq runs show` lists what the hooks printed; `swdaq serve` runs the
+//! same hooks around its configure, start and stop.
 
 mod common;
+use common::served::Served;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -154,4 +156,96 @@ fn hooks_past_their_time_limit_are_killed_and_the_transition_goes_as_specified()
     assert!(run["stopped_at"].is_string(), "{run}");
     assert_eq!(run["hooks"][0]["hook"], "post_stop");
     assert_eq!(run["hooks"][0]["ended"]["how"], "timed_out", "{run}");
+}
+
+/// Under `swdaq serve`: the configure hooks run at configure; a refusing `pre_start` answers
+/// the start with its output, the run on record as refused and the server still configured;
+/// with the permit, the next run takes data and every hook of it is on record.
+#[test]
+fn under_swdaq_serve_a_refusing_pre_start_answers_the_start_and_every_hook_is_on_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let permit = dir.path().join("permit");
+    let cfg = dir.path().join("run.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"[run]
+duration_s = 60
+metrics_addr = ""
+output_dir = {out:?}
+
+[run.hooks]
+pre_configure = ["echo", "checking HV"]
+pre_start = ["sh", "-c", "test -e '{permit}' || {{ echo no beam permit for run $SWDAQ_RUN_NUMBER; exit 3; }}"]
+post_start = ["sh", "-c", "echo started run $SWDAQ_RUN_NUMBER"]
+pre_stop = ["sh", "-c", "echo stopping: $SWDAQ_STOP_REASON"]
+post_stop = ["sh", "-c", "echo stopped run $SWDAQ_RUN_NUMBER"]
+"#,
+            out = dir.path().join("out"),
+            permit = permit.display()
+        ),
+    )
+    .unwrap();
+    let server = Served::start(&cfg);
+    server.ctl(&["configure"]);
+    let refused = server.ctl_output(&["start"]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("start refused") && said.contains("no beam permit for run 1"),
+        "{said}"
+    );
+    assert_eq!(server.ctl(&["status"])["state"], "configured");
+    assert!(data_files(dir.path()).is_empty(), "no data taken");
+
+    std::fs::write(&permit, "").unwrap();
+    let number = server.ctl(&["start"])["run_number"].as_u64().unwrap();
+    assert_eq!(number, 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    server.ctl(&["stop"]);
+    drop(server);
+    assert!(!data_files(dir.path()).is_empty(), "run 2 took data");
+
+    let refused = record(&cfg, 1);
+    assert!(
+        refused["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("pre_start"),
+        "{refused}"
+    );
+    let hooks_of = |run: &Value| -> Vec<(String, i64, String)> {
+        run["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                (
+                    h["hook"].as_str().unwrap().to_owned(),
+                    h["ended"]["code"].as_i64().unwrap_or(-1),
+                    h["output"].as_str().unwrap().trim().to_owned(),
+                )
+            })
+            .collect()
+    };
+    // The configure hooks prepared the first run started after them.
+    assert_eq!(
+        hooks_of(&refused),
+        [
+            ("pre_configure".into(), 0, "checking HV".into()),
+            ("pre_start".into(), 3, "no beam permit for run 1".into()),
+        ]
+    );
+    let taken = record(&cfg, 2);
+    let hooks = hooks_of(&taken);
+    let names: Vec<&str> = hooks.iter().map(|(h, _, _)| h.as_str()).collect();
+    assert_eq!(
+        names,
+        ["pre_start", "post_start", "pre_stop", "post_stop"],
+        "{taken}"
+    );
+    assert!(hooks.iter().all(|(_, code, _)| *code == 0), "{taken}");
+    assert_eq!(hooks[1].2, "started run 2");
+    assert!(hooks[2].2.starts_with("stopping: "), "{taken}");
+    assert_eq!(hooks[3].2, "stopped run 2");
 }

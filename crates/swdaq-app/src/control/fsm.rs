@@ -54,6 +54,8 @@ pub enum Event {
     Started,
     Ended,
     Failed,
+    /// The run's `pre_start` hook refused it: no data was taken.
+    StartRefused,
 }
 
 impl State {
@@ -89,7 +91,7 @@ impl State {
 }
 
 impl Event {
-    pub const ALL: [Event; 11] = [
+    pub const ALL: [Event; 12] = [
         Event::Configure,
         Event::ConfigureFailed,
         Event::Start,
@@ -101,6 +103,7 @@ impl Event {
         Event::Started,
         Event::Ended,
         Event::Failed,
+        Event::StartRefused,
     ];
 }
 
@@ -140,6 +143,10 @@ pub const TRANSITIONS: &[(State, Event, State)] = &[
     (S::Running, E::Failed, S::Error),
     (S::Paused, E::Failed, S::Error),
     (S::Stopping, E::Failed, S::Error),
+    // A refused start took no data and changed nothing: configured as before (a stop asked
+    // for while the hook ran finds nothing to stop).
+    (S::Starting, E::StartRefused, S::Configured),
+    (S::Stopping, E::StartRefused, S::Configured),
 ];
 
 /// `event` is not allowed in `state`.

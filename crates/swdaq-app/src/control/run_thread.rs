@@ -1,4 +1,5 @@
-//! The thread of one run under run control: it runs the configured model, tells run control
+//! The thread of one run under run control: it runs the `pre_start` hook (whose failure
+//! refuses the run), then the configured model between its other hooks, tells run control
 //! through the model's hooks when data taking began and what the live figures are, and
 //! records how the run ended.
 
@@ -10,6 +11,7 @@ use crate::runtime::dqm::DqmView;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;
+use crate::transition_hooks::{Hook, HookRun, RunFacts, run_between_hooks};
 use std::sync::Arc;
 
 /// Tells run control how the run it started is going.
@@ -66,17 +68,33 @@ pub(super) fn run_thread(
     config: Box<dyn Configured>,
     stop: Arc<StopRequest>,
     recorded: RecordedRun,
+    configure_hooks: Vec<HookRun>,
 ) {
     let number = config.run_number();
-    let hooks = Hooks {
+    let run_control = Hooks {
         shared: Arc::clone(&shared),
         number,
     };
-    let result = config.run(&stop, &hooks);
+    let mut ran = configure_hooks;
+    let hooks = &config.run_section().hooks;
+    let refused = hooks
+        .run_refusing(Hook::PreStart, &RunFacts::of(&*config, true), &mut ran)
+        .err();
+    let start_refused = refused.is_some();
+    let result = match refused {
+        Some(refusal) => Err(refusal),
+        None => run_between_hooks(&*config, &stop, &run_control, &mut ran),
+    };
     let who = format!("run {number}");
-    // Completed before anyone waiting for the stop hears of it.
+    // Completed before anyone waiting for the stop hears of it. The reason on record is one
+    // line (a refusing hook's output is in its own record).
     let unrecorded = recorded
-        .finish(result.as_deref().map_err(one_line), &[])
+        .finish(
+            result
+                .as_deref()
+                .map_err(|e| one_line(e).lines().next().unwrap_or_default().to_owned()),
+            &ran,
+        )
         .err()
         .map(|e| format!("run {number} is not completed in the run registry: {e:#}"));
     let mut inner = shared.lock();
@@ -92,6 +110,12 @@ pub(super) fn run_thread(
             let _ = inner.apply(Event::Ended, &who, &reason);
             Ok(summary)
         }
+        // Refused by its hook, the run took no data and the system is configured as before.
+        Err(e) if start_refused => {
+            let message = one_line(&e);
+            let _ = inner.apply(Event::StartRefused, &who, &format!(": {message}"));
+            Err(message)
+        }
         Err(e) => {
             let message = one_line(&e);
             let _ = inner.apply(Event::Failed, &who, &format!(": {message}"));
@@ -99,7 +123,7 @@ pub(super) fn run_thread(
             Err(message)
         }
     };
-    let failed = outcome.as_ref().err().cloned();
+    let failed = outcome.as_ref().err().filter(|_| !start_refused).cloned();
     inner.watch.run_over(failed.as_deref());
     if inner.ended.len() == ENDED_KEPT {
         inner.ended.pop_front();

@@ -13,6 +13,7 @@ use crate::run_record;
 use crate::runtime::dqm::DqmView;
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
 use crate::runtime::stop::StopRequest;
+use crate::transition_hooks::{Hook, HookRun, RunFacts};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -91,6 +92,9 @@ pub(super) struct Inner {
     /// The online data-quality monitoring of the run going on, else of the last run, and
     /// that run's number; none when that run has none.
     pub(super) dqm: Option<(u32, DqmView)>,
+    /// What the configure hooks of the configuration loaded last did: kept with the next
+    /// run's record (the run they prepared).
+    configure_hooks: Vec<HookRun>,
 }
 
 /// Runs whose outcome is kept.
@@ -216,6 +220,7 @@ impl RunControl {
                     watch: Watch::default(),
                     registry_notes: Vec::new(),
                     dqm: None,
+                    configure_hooks: Vec::new(),
                 }),
                 changed: Condvar::new(),
             }),
@@ -230,27 +235,33 @@ impl RunControl {
     /// (Re)loads the configuration; if it cannot be loaded, the system is left unconfigured
     /// (the one loaded before is dropped) and `/status` says why.
     pub fn configure(&self, who: &str) -> Result<Value, ControlError> {
-        let mut inner = self.shared.lock();
-        next(inner.state, Event::Configure)?;
+        // Checked before and after loading: the lock is not held meanwhile, because the
+        // configure hooks may take their time limit and `/status` must answer all along.
+        next(self.shared.lock().state, Event::Configure)?;
+        let mut ran = Vec::new();
         let loaded = (self.source)().and_then(|c| {
+            let hooks = &c.run_section().hooks;
+            hooks.validate()?;
+            hooks.run_refusing(Hook::PreConfigure, &RunFacts::of(&*c, false), &mut ran)?;
             c.validate()?;
-            anyhow::ensure!(
-                c.run_section().hooks.is_empty(),
-                "run.hooks: swdaq serve does not run hooks yet (swdaq run does): remove [run.hooks] to serve this configuration"
-            );
+            hooks.run_telling(Hook::PostConfigure, &RunFacts::of(&*c, false), &mut ran);
             Ok(c)
         });
+        let mut inner = self.shared.lock();
+        next(inner.state, Event::Configure)?;
         let config = match loaded {
             Ok(config) => config,
             Err(e) => {
                 let message = one_line(&e);
                 inner.config = None;
+                inner.configure_hooks.clear();
                 inner.last_error = Some(format!("configure failed: {message}"));
                 inner.apply(Event::ConfigureFailed, who, &format!(": {message}"))?;
                 return Err(ControlError::Failed(message));
             }
         };
         let detail = format!(" ({}: {})", config.model().name(), config.describe());
+        inner.configure_hooks = ran;
         inner.config = Some(config);
         inner.last_error = None;
         inner.watch.state_fault(None);
@@ -321,9 +332,12 @@ impl RunControl {
         inner.dqm = None;
         inner.apply(Event::Start, who, &format!(" (run {number})"))?;
         let shared = Arc::clone(&self.shared);
+        let configure_hooks = std::mem::take(&mut inner.configure_hooks);
         std::thread::Builder::new()
             .name(format!("run-{number}"))
-            .spawn(move || super::run_thread::run_thread(shared, config, stop, recorded))
+            .spawn(move || {
+                super::run_thread::run_thread(shared, config, stop, recorded, configure_hooks)
+            })
             .map_err(|e| ControlError::Failed(format!("cannot start the run's thread: {e}")))?;
         let (inner, _) = self
             .shared

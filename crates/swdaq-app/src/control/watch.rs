@@ -35,6 +35,7 @@ impl Watch {
     pub fn transition(&mut self, who: &str, event: Event, from: State, to: State, detail: &str) {
         let level = match event {
             Event::Failed | Event::ConfigureFailed => Level::Error,
+            Event::StartRefused => Level::Warning,
             _ => Level::Info,
         };
         self.journal.add(

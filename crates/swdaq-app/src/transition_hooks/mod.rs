@@ -2,14 +2,14 @@
 //! run's facts in their environment, each for at most `timeout_s` ([`command`]). A failing
 //! `pre_configure` or `pre_start` refuses its transition with the hook's output; `pre_stop`
 //! cannot (a stop is always honoured) and a `post_*` hook does not undo its transition:
-//! those are said on stderr and kept with the run like every hook's output. `swdaq run`
-//! runs them ([`DuringRun`] while data is taken); `swdaq serve` refuses a configuration
-//! that gives any, for now.
+//! those are said on stderr and kept with the run like every hook's output. `swdaq run` and
+//! `swdaq serve` run them the same way: the configure hooks around loading the configuration,
+//! `pre_start` once the run has its number, then [`run_between_hooks`].
 
 pub mod command;
 
 use crate::live::Live;
-use crate::model::RunHooks;
+use crate::model::{Configured, Outcome, RunHooks};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::Steering;
 use command::HookOutput;
@@ -203,6 +203,18 @@ pub struct RunFacts {
 }
 
 impl RunFacts {
+    /// What `config`'s hooks are told (`numbered`: once the run has its number).
+    pub fn of(config: &dyn Configured, numbered: bool) -> Self {
+        let run = config.run_section();
+        Self {
+            run_number: numbered.then(|| config.run_number()),
+            run_type: run.run_type.clone(),
+            model: config.model().name().into(),
+            output_dir: run.output_dir.display().to_string(),
+            stop_reason: None,
+        }
+    }
+
     /// For messages: the run's number, or that it has none yet.
     fn number_text(&self) -> String {
         self.run_number
@@ -341,6 +353,31 @@ impl RunHooks for DuringRun<'_> {
         let mut ran = self.ran.lock().unwrap_or_else(|e| e.into_inner());
         self.hooks.run_telling(Hook::PreStop, &facts, &mut ran);
     }
+}
+
+/// Runs `config`'s run (its `pre_start` hook already passed) with `post_start` and `pre_stop`
+/// around it ([`DuringRun`] over `inner`), then `post_stop` told how it ended; every hook's
+/// record is added to `ran`.
+pub fn run_between_hooks(
+    config: &dyn Configured,
+    stop: &crate::runtime::stop::StopRequest,
+    inner: &dyn RunHooks,
+    ran: &mut Vec<HookRun>,
+) -> anyhow::Result<Box<dyn Outcome>> {
+    let hooks = &config.run_section().hooks;
+    let facts = RunFacts::of(config, true);
+    let during = DuringRun::new(inner, hooks, facts.clone());
+    let result = config.run(stop, &during);
+    ran.extend(during.into_ran());
+    let stopped = RunFacts {
+        stop_reason: Some(match &result {
+            Ok(outcome) => outcome.stop_reason().to_string(),
+            Err(e) => format!("failed: {e:#}"),
+        }),
+        ..facts
+    };
+    hooks.run_telling(Hook::PostStop, &stopped, ran);
+    result
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 pub struct Served {
     child: Child,
@@ -43,15 +43,20 @@ impl Served {
         }
     }
 
-    /// `swdaq ctl ARGS` that must succeed; its JSON answer.
-    pub fn ctl(&self, args: &[&str]) -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_swdaq"))
+    /// `swdaq ctl ARGS`, however it ends.
+    pub fn ctl_output(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_swdaq"))
             .args(["ctl", "--addr", &self.addr])
             .args(args)
             .env_remove("SWDAQ_TOKEN")
             .env("XDG_RUNTIME_DIR", &self.runtime)
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// `swdaq ctl ARGS` that must succeed; its JSON answer.
+    pub fn ctl(&self, args: &[&str]) -> Value {
+        let out = self.ctl_output(args);
         assert!(
             out.status.success(),
             "swdaq ctl {args:?}: {}",
