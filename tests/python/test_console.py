@@ -324,13 +324,28 @@ def test_a_shifter_starts_watches_and_stops_a_run_and_sees_the_link_in_trouble(b
             assert said in journal, said
         shot(d, "07-stopped-summary-files-display")
 
+        # A logbook entry from the page goes to the last run, in the run registry.
+        d.find_element(By.ID, "log-text").send_keys("beam lost at 02:14, HV trip in module 3")
+        d.find_element(By.ID, "log-author").send_keys("shifter A")
+        d.find_element(By.ID, "log-submit").click()
+        wait(d, lambda _: text(d, "answer").startswith("✔ logbook entry"), 10, "no answer to the logbook entry")
+        assert text(d, "answer") == "✔ logbook entry added to run 1", text(d, "answer")
+        shown = json.loads(subprocess.run([SWDAQ, "runs", "show", "1", "--json", "--config", str(tmp_path / "serve.toml")],
+                                          capture_output=True, text=True, check=True).stdout)
+        assert [(e["author"], e["text"]) for e in shown["logbook"]] == [("shifter A", "beam lost at 02:14, HV trip in module 3")], shown["logbook"]
+        # The runs on record, with the entry under its run.
+        row = lambda: d.execute_script("const r = document.querySelector('#runs tbody tr[data-run=\"1\"]'); return r && [r.className, r.textContent]")
+        wait(d, lambda _: row() and "shifter A: beam lost" in row()[1], 10, "the runs page does not show the entry")
+        assert row()[0] == "" and "interrupted" in row()[1], row()
+        shot(d, "08-logbook-entry-and-runs")
+
         # A run number that does not follow the last run's is refused, with why.
         d.find_element(By.ID, "run-number").send_keys("1")
         click(d, "start")
         refused = answer(d)
         assert refused.startswith("✖ start refused (409)") and "run numbers must increase" in refused, refused
         state_is(d, "configured")
-        shot(d, "08-refused-run-number")
+        shot(d, "09-refused-run-number")
 
 
 @pytest.mark.parametrize("model", ["evb", "swrod"])

@@ -135,6 +135,7 @@ async function poll() {
     }
     await maybeFetchStored(status);
     await maybeFetchDqm();
+    await maybeFetchRuns(status);
   } catch (e) {
     disconnected(e);
   } finally {
@@ -329,6 +330,54 @@ function renderFiles(files, disks) {
     ])
   );
   $("disks").textContent = disks.map((d) => d.path + ": " + bytes(d.available_bytes) + " free of " + bytes(d.total_bytes)).join(" · ");
+}
+
+// ---------- the run registry ----------
+// Read again when a run begins or ends, on a new configuration, after a logbook entry, and
+// at most every RUNS_EVERY_MS otherwise (entries from `swdaq ctl log` or another console).
+const RUNS_EVERY_MS = 30000;
+let runsKey = null;
+let runsPulledAt = 0;
+
+async function maybeFetchRuns(s, force) {
+  const key = [s.state, s.last_run_number, s.model].join("|");
+  if (!force && key === runsKey && Date.now() - runsPulledAt < RUNS_EVERY_MS) return;
+  runsKey = key;
+  runsPulledAt = Date.now();
+  const r = await api("GET", "/runs");
+  const answer = await r.json().catch(() => ({}));
+  if (!r.ok) {
+    $("runs").querySelector("tbody").replaceChildren();
+    $("runs-caption").textContent = "";
+    $("runs-none").textContent = answer.error || "the run registry did not answer (HTTP " + r.status + ")";
+    return;
+  }
+  renderRuns(answer);
+}
+
+function renderRuns(answer) {
+  // A run not ended is marked unless it is the one going on (killed, or its server gone).
+  const current = lastStatus && lastStatus.run ? lastStatus.run.run_number : null;
+  const open = (run) => (run.number === current ? "going on" : "not ended");
+  $("runs-caption").textContent = "· " + answer.registry;
+  $("runs-none").textContent = answer.runs.length ? "" : "No run on record yet.";
+  $("runs").querySelector("tbody").replaceChildren(
+    ...answer.runs.map((run) =>
+      el(
+        "tr",
+        { "data-run": run.number, class: run.stopped_at || run.number === current ? "" : "bad" },
+        el("td", { class: "num" }, String(run.number)),
+        el("td", {}, run.run_type),
+        el("td", {}, run.model),
+        el("td", {}, run.operator),
+        el("td", {}, run.started_at),
+        el("td", {}, run.stopped_at || open(run)),
+        el("td", {}, run.stop_reason || ""),
+        el("td", { class: "num", title: bytes(run.bytes) }, String(run.files)),
+        el("td", { class: "logbook" }, ...run.logbook.map((e) => el("div", { title: e.written_at }, e.author + ": " + e.text)))
+      )
+    )
+  );
 }
 
 // ---------- history and plots ----------
@@ -670,5 +719,32 @@ async function send(command) {
   }
 }
 
+// A logbook entry is no state change: its form works in every state with a configuration
+// (the registry is the configuration's), and the server says when it cannot be taken.
+async function addLogEntry(ev) {
+  ev.preventDefault();
+  const answerBox = $("answer");
+  const body = { text: $("log-text").value };
+  const author = $("log-author").value.trim();
+  if (author) body.author = author;
+  try {
+    const r = await api("POST", "/log", body);
+    const answer = await r.json().catch(() => ({}));
+    if (r.ok) {
+      answerBox.className = "answer ok";
+      answerBox.textContent = "✔ logbook entry added to run " + answer.run_number;
+      $("log-text").value = "";
+      if (lastStatus) await maybeFetchRuns(lastStatus, true);
+    } else {
+      answerBox.className = "answer refused";
+      answerBox.textContent = "✖ logbook entry refused (" + r.status + "): " + (answer.error || r.statusText);
+    }
+  } catch (e) {
+    answerBox.className = "answer refused";
+    answerBox.textContent = "✖ logbook entry: no answer from the server (" + e.message + ")";
+  }
+}
+
 document.querySelectorAll("button[data-command]").forEach((b) => b.addEventListener("click", () => send(b.dataset.command)));
+$("logbook").addEventListener("submit", addLogEntry);
 poll();

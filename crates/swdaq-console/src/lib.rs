@@ -79,6 +79,8 @@ pub enum Route {
     Display,
     /// The run's online data-quality histograms and their verdicts (JSON).
     Dqm,
+    /// The newest runs in the run registry with their files and logbooks (JSON).
+    Runs,
     /// Run control's own Prometheus metrics.
     Metrics,
 }
@@ -103,6 +105,7 @@ pub fn route(method: &str, target: &str) -> Option<Route> {
         "/latest-event" => Some(Route::LatestEvent),
         "/display.png" => Some(Route::Display),
         "/dqm" => Some(Route::Dqm),
+        "/runs" => Some(Route::Runs),
         "/metrics" => Some(Route::Metrics),
         _ => None,
     }
@@ -188,6 +191,8 @@ mod tests {
         assert_eq!(route("GET", "/display.png"), Some(Route::Display));
         assert_eq!(route("GET", "/dqm"), Some(Route::Dqm));
         assert_eq!(route("POST", "/dqm"), None);
+        assert_eq!(route("GET", "/runs"), Some(Route::Runs));
+        assert_eq!(route("POST", "/runs"), None);
         assert_eq!(route("GET", "/metrics"), Some(Route::Metrics));
         for (method, target) in [("POST", "/"), ("GET", "/status"), ("GET", "/console/x")] {
             assert_eq!(route(method, target), None, "{method} {target}");

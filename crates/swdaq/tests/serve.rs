@@ -1624,3 +1624,59 @@ fn get_dqm_shows_a_served_runs_histograms_worst_first() {
     );
     assert!(fed1_bad(&ended), "{ended}");
 }
+
+/// `GET /runs`: behind the token, refused before a configuration names the registry, then
+/// the registry's runs newest first, each with its files and the logbook entries given to it.
+#[test]
+fn get_runs_lists_the_registry_s_runs_newest_first_with_files_and_logbook() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let c = server.client();
+    let (code, refused) = server.raw("GET", "/runs", b"", None);
+    assert_eq!(code, 401, "{refused}");
+    assert!(refused.get("runs").is_none(), "{refused}");
+    let (code, unconfigured) = server.raw("GET", "/runs", b"", server.token());
+    assert_eq!(code, 409, "{unconfigured}");
+    assert!(
+        unconfigured["error"]
+            .as_str()
+            .unwrap()
+            .contains("configure first"),
+        "{unconfigured}"
+    );
+
+    ok(c.post("/configure", None));
+    for number in [3, 4] {
+        ok(c.post("/start", Some(&json!({ "run_number": number }))));
+        std::thread::sleep(Duration::from_millis(500));
+        ok(c.post("/stop", None));
+    }
+    ok(c.post(
+        "/log",
+        Some(&json!({ "text": "HV trip", "run_number": 3, "author": "shifter" })),
+    ));
+    let answer = ok(c.get("/runs"));
+    let runs = answer["runs"].as_array().unwrap();
+    let numbers: Vec<u64> = runs.iter().map(|r| r["number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [4, 3], "{answer}");
+    assert!(
+        answer["registry"]
+            .as_str()
+            .unwrap()
+            .ends_with("swdaq-runs.sqlite"),
+        "{answer}"
+    );
+    for run in runs {
+        assert!(run["stopped_at"].is_string(), "{run}");
+        assert!(run["files"].as_u64().unwrap() > 0, "{run}");
+        assert!(run["bytes"].as_u64().unwrap() > 0, "{run}");
+    }
+    assert_eq!(runs[0]["logbook"], json!([]));
+    let entries = runs[1]["logbook"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{answer}");
+    assert_eq!(
+        (&entries[0]["author"], &entries[0]["text"]),
+        (&json!("shifter"), &json!("HV trip"))
+    );
+}

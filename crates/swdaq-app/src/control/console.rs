@@ -4,7 +4,8 @@
 //! series of the last ten minutes, or those after `?since=T`, unix seconds),
 //! `GET /latest-event` (the newest stored event's fragments per source) and
 //! `GET /display.png` (that event drawn, where the model has an event display),
-//! `GET /dqm` (the online data-quality histograms and their verdicts); and, for
+//! `GET /dqm` (the online data-quality histograms and their verdicts),
+//! `GET /runs` (the newest runs in the run registry, with their files and logbooks); and, for
 //! Prometheus, `GET /metrics` (run control's own, `control::metrics`).
 //! The page's figures, commands, journal and alerts come from `/status` and the command
 //! routes, as for `swdaq ctl`.
@@ -80,6 +81,10 @@ pub fn data_response(
         },
         Route::History { since } => json(200, &control.history(*since)),
         Route::Dqm => json(200, &control.dqm()),
+        Route::Runs => match control.runs() {
+            Ok(runs) => json(200, &runs),
+            Err(e) => json(e.status_code(), &json!({ "error": e.to_string() })),
+        },
         Route::LatestEvent | Route::Display => {
             let event = control
                 .latest_run()

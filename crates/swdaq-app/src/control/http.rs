@@ -16,6 +16,7 @@
 //! | `GET /latest-event` | | the newest stored event read back from the run's files: `file`, `event`, `bytes`, `fragments` (`source`, `bytes`), `left_out` (404 with why when there is none) |
 //! | `GET /display.png` | | that event drawn, for the chain as `swdaq display` draws it (404 with why when there is none or the model draws none) |
 //! | `GET /dqm` | | the online data-quality histograms of the run going on, else of the last run as it ended: each with its axis, counts, under- and overflow, entries and verdict (quality, probability, reason), worst first; when judged, samples and drops (`runtime::dqm::DqmView`); `"enabled": false` with why when that run has no `[dqm]` |
+//! | `GET /runs` | | the newest runs in the configuration's run registry with their files' count and bytes and logbook entries (409 before a configuration is loaded) |
 //! | `GET /metrics` | | run control's own Prometheus metrics: state, output disks, refusals (`control::metrics`) |
 //!
 //! Every request must first pass the guard (`control::guard`: the `Host` one of the server's
@@ -41,7 +42,7 @@ use super::auth::{self, Token};
 use super::console::{self, LatestEvent};
 use super::guard::{self, Guard};
 use super::http_server::{Handler, HttpServer, Limits, Refusal, Request, Response};
-use super::system::{ControlError, RunControl};
+use super::system::RunControl;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -104,16 +105,8 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Ok(answer) => (200, answer),
         Err(e) => {
             control.note_refused(who, &what, &e.to_string());
-            let code = match e {
-                ControlError::Illegal(_)
-                | ControlError::Conflict(_)
-                | ControlError::NotApplicable(_) => 409,
-                ControlError::BadRequest(_) => 400,
-                ControlError::Busy(_) => 503,
-                ControlError::Failed(_) => 500,
-            };
             (
-                code,
+                e.status_code(),
                 json!({ "error": e.to_string(), "state": control.state() }),
             )
         }

@@ -57,6 +57,23 @@ pub enum ControlError {
     Failed(String),
 }
 
+impl ControlError {
+    /// The HTTP status code it is answered with.
+    pub fn status_code(&self) -> u16 {
+        match self {
+            ControlError::Illegal(_)
+            | ControlError::Conflict(_)
+            | ControlError::NotApplicable(_) => 409,
+            ControlError::BadRequest(_) => 400,
+            ControlError::Busy(_) => 503,
+            ControlError::Failed(_) => 500,
+        }
+    }
+}
+
+/// Runs the console's runs page lists, newest first.
+const RUNS_SHOWN: usize = 20;
+
 /// Where the configuration comes from on every `configure` (the file `swdaq serve` was
 /// given, with its command-line overrides).
 pub type ConfigSource = Box<dyn Fn() -> anyhow::Result<Box<dyn Configured>> + Send + Sync>;
@@ -135,6 +152,20 @@ pub(super) fn log_note(who: &str, note: &str) {
 }
 
 impl Inner {
+    /// The loaded configuration's run registry.
+    fn registry_location(&self) -> Result<swdaq_registry::Location, ControlError> {
+        let config = self.config.as_ref().ok_or_else(|| {
+            ControlError::Conflict(
+                "no configuration loaded: configure first (the run registry is the configuration's)"
+                    .into(),
+            )
+        })?;
+        config
+            .run_section()
+            .registry_location()
+            .map_err(ControlError::Failed)
+    }
+
     /// Carries out `event` (logged), or says why not.
     pub(super) fn apply(
         &mut self,
@@ -459,8 +490,6 @@ impl RunControl {
         Ok(json!({ "state": state, "recording": started }))
     }
 
-    /// The state, the commands it allows, the run going on with its live figures, the last
-    /// run's summary or error, and the console's journal, alerts, disks and files.
     /// Adds a logbook entry to run `entry.run_number`, else the run going on, else the last
     /// run, in the configuration's run registry.
     pub fn log(&self, entry: LogEntry, who: &str) -> Result<Value, ControlError> {
@@ -472,19 +501,9 @@ impl RunControl {
         }
         let (location, run) = {
             let inner = self.shared.lock();
-            let config = inner.config.as_ref().ok_or_else(|| {
-                ControlError::Conflict(
-                    "no configuration loaded: configure first (the run registry is the configuration's)"
-                        .into(),
-                )
-            })?;
-            let location = config
-                .run_section()
-                .registry_location()
-                .map_err(ControlError::Failed)?;
             let current = inner.run.as_ref().map(|r| r.number);
             (
-                location,
+                inner.registry_location()?,
                 entry.run_number.or(current).or(inner.last_run_number),
             )
         };
@@ -498,6 +517,32 @@ impl RunControl {
         Ok(json!({ "run_number": run }))
     }
 
+    /// The newest runs (at most [`RUNS_SHOWN`]) in the configuration's run registry, newest
+    /// first, each with its files' count and bytes and its logbook: the console's runs page.
+    pub fn runs(&self) -> Result<Value, ControlError> {
+        let location = self.shared.lock().registry_location()?;
+        let failed = |e: anyhow::Error| ControlError::Failed(one_line(&e));
+        // Read without the lock, as a logbook entry is written.
+        let mut registry = swdaq_registry::Registry::open(&location).map_err(failed)?;
+        let rows = registry
+            .list(&swdaq_registry::RunFilter::default())
+            .map_err(failed)?;
+        let mut runs = Vec::new();
+        for row in rows.iter().rev().take(RUNS_SHOWN) {
+            let Some(record) = registry.show(row.number).map_err(failed)? else {
+                continue;
+            };
+            let mut run = json!(record.row);
+            run["files"] = json!(record.files.len());
+            run["bytes"] = json!(record.files.iter().map(|f| f.bytes).sum::<u64>());
+            run["logbook"] = json!(record.logbook);
+            runs.push(run);
+        }
+        Ok(json!({ "registry": location.describe(), "runs": runs }))
+    }
+
+    /// The state, the commands it allows, the run going on with its live figures, the last
+    /// run's summary or error, and the console's journal, alerts, disks and files.
     pub fn status(&self) -> Value {
         let mut inner = self.shared.lock();
         let run = inner.run.as_ref().map(|r| {
