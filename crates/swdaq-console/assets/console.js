@@ -134,7 +134,7 @@ async function poll() {
       await pullHistory();
     }
     await maybeFetchStored(status);
-    await maybeFetchDqm();
+    await maybeFetchDqm(status);
     await maybeFetchRuns(status);
   } catch (e) {
     disconnected(e);
@@ -527,8 +527,10 @@ function forgetDqm() {
   $("dqm-none").textContent = "";
 }
 
-async function maybeFetchDqm() {
-  if (Date.now() - dqmFetchedAt < DQM_EVERY_MS) return;
+async function maybeFetchDqm(s) {
+  // Asked again at once when a run begins or ends: the caption says whether it is going on.
+  const outdated = lastDqm && lastDqm.running !== Boolean(s.run);
+  if (!outdated && Date.now() - dqmFetchedAt < DQM_EVERY_MS) return;
   dqmFetchedAt = Date.now();
   const r = await api("GET", "/dqm");
   const answer = await r.json().catch(() => ({}));

@@ -344,6 +344,10 @@ impl RunHooks for DuringRun<'_> {
         self.inner.live(live);
     }
 
+    fn dqm(&self, view: crate::runtime::dqm::DqmView) {
+        self.inner.dqm(view);
+    }
+
     fn stopping(&self, reason: &StopReason) {
         self.inner.stopping(reason);
         let facts = RunFacts {
