@@ -245,12 +245,14 @@ fn sqlite_error(e: rusqlite::Error) -> DbError {
     }
 }
 
+/// The server's own message where there is one (the client's says only "db error").
 fn postgres_error(e: postgres::Error) -> DbError {
+    let text = match e.as_db_error() {
+        Some(db) => db.to_string(),
+        None => e.to_string(),
+    };
     match e.code() {
-        Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => DbError::Duplicate(e.to_string()),
-        _ => DbError::Other(match e.as_db_error() {
-            Some(db) => db.to_string(),
-            None => e.to_string(),
-        }),
+        Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => DbError::Duplicate(text),
+        _ => DbError::Other(text),
     }
 }

@@ -38,6 +38,7 @@ on_every_database!(
     reopening_keeps_the_schema_and_a_newer_schema_is_refused,
     a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums,
     a_number_asked_for_that_is_on_record_is_refused,
+    simultaneous_first_migrations_all_succeed,
     concurrent_claims_never_share_a_number,
     a_run_whose_process_is_gone_is_named_once,
     lists_filter_by_number_type_and_date,
@@ -147,11 +148,7 @@ fn reopening_keeps_the_schema_and_a_newer_schema_is_refused(location: &Location)
 fn a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums(
     location: &Location,
 ) {
-    let mut v1 = match location {
-        Location::Sqlite(path) => Db::open_sqlite(path),
-        Location::Postgres(url) => Db::open_postgres(url),
-    }
-    .unwrap();
+    let mut v1 = unmigrated(location);
     v1.batch(schema::MIGRATIONS[0]).unwrap();
     v1.batch(
         "CREATE TABLE schema_version (version BIGINT NOT NULL);
@@ -186,6 +183,39 @@ fn a_number_asked_for_that_is_on_record_is_refused(location: &Location) {
     // With none asked for, a number the local claim offers that is taken is passed over.
     assert!(r.claim(0, &start(), |_| Ok(5)).is_err());
     assert_eq!(r.claim(0, &start(), next_after).unwrap(), 6);
+}
+
+/// `location`'s database opened as it is, its schema not brought up to date.
+fn unmigrated(location: &Location) -> Db {
+    match location {
+        Location::Sqlite(path) => Db::open_sqlite(path),
+        Location::Postgres(url) => Db::open_postgres(url),
+    }
+    .unwrap()
+}
+
+/// Servers opening an empty registry at the same moment: every one finds it brought up to
+/// date, each migration applied once.
+fn simultaneous_first_migrations_all_succeed(location: &Location) {
+    let mut connected: Vec<Db> = (0..8).map(|_| unmigrated(location)).collect();
+    let all_at_once = std::sync::Barrier::new(connected.len());
+    std::thread::scope(|s| {
+        for db in &mut connected {
+            let all_at_once = &all_at_once;
+            s.spawn(move || {
+                all_at_once.wait();
+                schema::migrate(db).unwrap();
+            });
+        }
+    });
+    let versions = (connected[0])
+        .query("SELECT COUNT(*) FROM schema_version", &[])
+        .unwrap();
+    assert_eq!(
+        versions,
+        [[Value::Int(schema::VERSION)]],
+        "each migration once"
+    );
 }
 
 /// Claimers that open the registry at once, each its first time: the first of them makes the
