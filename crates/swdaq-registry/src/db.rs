@@ -216,11 +216,11 @@ fn postgres_params(
     types: &[postgres::types::Type],
 ) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
     (params.iter().enumerate())
-        .map(|(i, v)| -> Box<dyn postgres::types::ToSql + Sync> {
+        .map(|(position, v)| -> Box<dyn postgres::types::ToSql + Sync> {
             match v {
                 Value::Int(i) => Box::new(*i),
                 Value::Text(t) => Box::new(t.clone()),
-                Value::Null if types.get(i) == Some(&postgres::types::Type::INT8) => {
+                Value::Null if types.get(position) == Some(&postgres::types::Type::INT8) => {
                     Box::new(None::<i64>)
                 }
                 Value::Null => Box::new(None::<String>),
