@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check swdaq has, on a fresh machine too: sets up the Python test environment
 # (h5py, prometheus_client, maturin, selenium, ...) in .venv, the `swdaq` Python package (built
-# from crates/swdaq-py), Debian's prometheus package and Debian's chromium and chromium-driver
-# for the console's browser tests (each skipped with a message where apt is unavailable), then
+# from crates/swdaq-py), Debian's prometheus package, Debian's chromium and chromium-driver
+# for the console's browser tests and Debian's postgresql for the run registry's PostgreSQL
+# tests (each skipped with a message where apt is unavailable), then
 # format, the user guide (built with mdBook, installed if missing, and its links checked),
 # lint, Rust tests, Python tests and a short bounded fuzz run of every parser.
 # Usage: scripts/test.sh [--no-fuzz]
@@ -22,6 +23,7 @@ phase setup
 scripts/setup-python.sh
 scripts/setup-prometheus.sh
 scripts/setup-chromium.sh
+scripts/setup-postgresql.sh
 export SWDAQ_PYTHON="$PWD/.venv/bin/python"
 
 phase cargo fmt

@@ -1,6 +1,6 @@
 //! The one seam between the registry and its two databases: statements are written once, in
 //! the SQL both take (positional `$1, $2, ...` parameters, `BIGINT` and `TEXT` columns only),
-//! and run here through `rusqlite` or `postgres`. Only the lock a claim takes differs.
+//! and run here through `rusqlite` or `postgres`. Only the lock a migration takes differs.
 
 use std::time::Duration;
 
@@ -66,6 +66,10 @@ pub enum DbError {
 /// to answer a connection; every wait of the registry is bounded by it.
 pub const WAIT: Duration = Duration::from_secs(10);
 
+/// The advisory lock key of the registry's migrations ("swdaqreg" in ASCII): any number
+/// other users of the database do not take.
+const POSTGRES_MIGRATION_LOCK: i64 = 0x7377_6461_7172_6567;
+
 pub enum Db {
     Sqlite(rusqlite::Connection),
     Postgres(Box<postgres::Client>),
@@ -102,14 +106,16 @@ impl Db {
         }
     }
 
-    /// A transaction in which the registry's tables are held against other writers until
-    /// `commit` (a claim reads the highest number then inserts the next).
-    pub fn begin_exclusive(&mut self) -> Result<(), DbError> {
+    /// A transaction no other migration runs beside until `commit`: SQLite's write lock, or
+    /// on PostgreSQL a transaction's advisory lock, which needs no table yet. Two servers
+    /// opening an empty PostgreSQL database at once would otherwise both make
+    /// `schema_version`, and one fail on a duplicate in PostgreSQL's own catalogue.
+    pub fn begin_migration(&mut self) -> Result<(), DbError> {
         match self {
             Db::Sqlite(_) => self.batch("BEGIN IMMEDIATE"),
-            Db::Postgres(_) => {
-                self.batch("BEGIN; LOCK TABLE schema_version IN SHARE ROW EXCLUSIVE MODE")
-            }
+            Db::Postgres(_) => self.batch(&format!(
+                "BEGIN; SELECT pg_advisory_xact_lock({POSTGRES_MIGRATION_LOCK})"
+            )),
         }
     }
 
@@ -133,10 +139,11 @@ impl Db {
                 .map(|n| n as u64)
                 .map_err(sqlite_error),
             Db::Postgres(c) => {
-                let owned = postgres_params(params);
+                let statement = c.prepare(sql).map_err(postgres_error)?;
+                let owned = postgres_params(params, statement.params());
                 let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
                     owned.iter().map(|p| p.as_ref() as _).collect();
-                c.execute(sql, &refs).map_err(postgres_error)
+                c.execute(&statement, &refs).map_err(postgres_error)
             }
         }
     }
@@ -167,29 +174,30 @@ impl Db {
                 rows.collect::<Result<_, _>>().map_err(sqlite_error)
             }
             Db::Postgres(c) => {
-                let owned = postgres_params(params);
+                let statement = c.prepare(sql).map_err(postgres_error)?;
+                let owned = postgres_params(params, statement.params());
                 let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
                     owned.iter().map(|p| p.as_ref() as _).collect();
-                let rows = c.query(sql, &refs).map_err(postgres_error)?;
-                Ok(rows
-                    .iter()
-                    .map(|row| {
-                        (0..row.len())
-                            .map(|i| {
-                                let is_int =
-                                    *row.columns()[i].type_() == postgres::types::Type::INT8;
-                                if is_int {
-                                    row.get::<_, Option<i64>>(i).into()
-                                } else {
-                                    row.get::<_, Option<String>>(i).into()
-                                }
-                            })
-                            .collect()
-                    })
-                    .collect())
+                let rows = c.query(&statement, &refs).map_err(postgres_error)?;
+                rows.iter().map(postgres_row).collect()
             }
         }
     }
+}
+
+/// A row's values: `BIGINT` columns as integers, every other as text. A column of another
+/// type (a table changed by hand) is an error naming it, not a panic.
+fn postgres_row(row: &postgres::Row) -> Result<Vec<Value>, DbError> {
+    (row.columns().iter().enumerate())
+        .map(|(i, column)| {
+            let value = if *column.type_() == postgres::types::Type::INT8 {
+                row.try_get::<_, Option<i64>>(i).map(Value::from)
+            } else {
+                row.try_get::<_, Option<String>>(i).map(Value::from)
+            };
+            value.map_err(|e| DbError::Other(format!("column {}: {e}", column.name())))
+        })
+        .collect()
 }
 
 fn to_sqlite(v: &Value) -> rusqlite::types::Value {
@@ -200,14 +208,21 @@ fn to_sqlite(v: &Value) -> rusqlite::types::Value {
     }
 }
 
-/// PostgreSQL types its parameters: every integer column is `BIGINT`, every other `TEXT`.
-fn postgres_params(params: &[Value]) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
-    params
-        .iter()
-        .map(|v| -> Box<dyn postgres::types::ToSql + Sync> {
+/// PostgreSQL types each parameter from its statement (`types`, as the server inferred them:
+/// every integer column is `BIGINT`, every other `TEXT`) and refuses a value of another type,
+/// a null's too: a null is sent as the type its parameter has.
+fn postgres_params(
+    params: &[Value],
+    types: &[postgres::types::Type],
+) -> Vec<Box<dyn postgres::types::ToSql + Sync>> {
+    (params.iter().enumerate())
+        .map(|(position, v)| -> Box<dyn postgres::types::ToSql + Sync> {
             match v {
                 Value::Int(i) => Box::new(*i),
                 Value::Text(t) => Box::new(t.clone()),
+                Value::Null if types.get(position) == Some(&postgres::types::Type::INT8) => {
+                    Box::new(None::<i64>)
+                }
                 Value::Null => Box::new(None::<String>),
             }
         })
@@ -230,12 +245,14 @@ fn sqlite_error(e: rusqlite::Error) -> DbError {
     }
 }
 
+/// The server's own message where there is one (the client's says only "db error").
 fn postgres_error(e: postgres::Error) -> DbError {
+    let text = match e.as_db_error() {
+        Some(db) => db.to_string(),
+        None => e.to_string(),
+    };
     match e.code() {
-        Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => DbError::Duplicate(e.to_string()),
-        _ => DbError::Other(match e.as_db_error() {
-            Some(db) => db.to_string(),
-            None => e.to_string(),
-        }),
+        Some(&postgres::error::SqlState::UNIQUE_VIOLATION) => DbError::Duplicate(text),
+        _ => DbError::Other(text),
     }
 }

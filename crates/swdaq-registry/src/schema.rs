@@ -88,8 +88,7 @@ pub enum MigrationError {
 
 /// Brings `db` up to [`VERSION`], each missing version in one transaction with its number.
 pub fn migrate(db: &mut Db) -> Result<(), MigrationError> {
-    db.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
-    db.begin_exclusive()?;
+    db.begin_migration()?;
     let applied = apply_missing(db);
     match applied {
         Ok(()) => Ok(db.commit()?),
@@ -101,6 +100,7 @@ pub fn migrate(db: &mut Db) -> Result<(), MigrationError> {
 }
 
 fn apply_missing(db: &mut Db) -> Result<(), MigrationError> {
+    db.batch("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")?;
     let found = db.query("SELECT MAX(version) FROM schema_version", &[])?;
     let found = found
         .first()

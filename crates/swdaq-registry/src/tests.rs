@@ -2,6 +2,49 @@ use super::*;
 use proptest::prelude::*;
 use swdaq_format::file_checksum::FileChecksums;
 
+/// The checks every database must pass, each given a registry of its own, empty: on SQLite
+/// one test each; on PostgreSQL one test, a real server's (started here, skipped with a line
+/// where there is none) new database for each check.
+macro_rules! on_every_database {
+    ($($check:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(
+                #[test]
+                fn $check() {
+                    let dir = tempfile::tempdir().unwrap();
+                    super::$check(&super::sqlite(dir.path()));
+                }
+            )*
+        }
+
+        #[test]
+        fn on_postgresql() {
+            let Some(server) = swdaq_test_postgres::TestPostgres::start_or_skip(
+                "swdaq-registry's checks on PostgreSQL",
+            ) else {
+                return;
+            };
+            $(
+                // Shown with a failing check's panic: which one it was.
+                println!("on PostgreSQL: {}", stringify!($check));
+                $check(&Location::Postgres(server.create_database().unwrap()));
+            )*
+        }
+    };
+}
+
+on_every_database!(
+    a_run_is_on_record_from_its_claim_and_complete_at_its_stop,
+    reopening_keeps_the_schema_and_a_newer_schema_is_refused,
+    a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums,
+    a_number_asked_for_that_is_on_record_is_refused,
+    simultaneous_first_migrations_all_succeed,
+    concurrent_claims_never_share_a_number,
+    a_run_whose_process_is_gone_is_named_once,
+    lists_filter_by_number_type_and_date,
+    a_column_changed_by_hand_is_not_panicked_on,
+);
+
 fn start() -> RunStart {
     RunStart {
         run_type: "test".into(),
@@ -29,10 +72,8 @@ fn next_after(after: Option<u32>) -> Result<u32, ClaimError> {
     Ok(after.unwrap_or(0) + 1)
 }
 
-#[test]
-fn a_run_is_on_record_from_its_claim_and_complete_at_its_stop() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+fn a_run_is_on_record_from_its_claim_and_complete_at_its_stop(location: &Location) {
+    let mut r = Registry::open(location).unwrap();
     let n = r.claim(0, &start(), next_after).unwrap();
     assert_eq!(n, 1);
     let on_record = r.show(1).unwrap().unwrap();
@@ -80,37 +121,36 @@ fn a_run_is_on_record_from_its_claim_and_complete_at_its_stop() {
     assert!(r.add_log(Some(7), "bob", "x").is_err(), "no run 7");
 }
 
-#[test]
-fn reopening_keeps_the_schema_and_a_newer_schema_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = sqlite(dir.path());
-    Registry::open(&location)
+fn reopening_keeps_the_schema_and_a_newer_schema_is_refused(location: &Location) {
+    Registry::open(location)
         .unwrap()
         .claim(0, &start(), next_after)
         .unwrap();
-    let mut again = Registry::open(&location).unwrap();
+    let mut again = Registry::open(location).unwrap();
     assert_eq!(again.highest().unwrap(), Some(1));
-    let Location::Sqlite(path) = &location else {
-        unreachable!()
-    };
-    let c = rusqlite::Connection::open(path).unwrap();
-    let versions: i64 = c
-        .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
+    let versions = again
+        .db
+        .query("SELECT COUNT(*) FROM schema_version", &[])
         .unwrap();
-    assert_eq!(versions, schema::VERSION, "each migration once");
-    c.execute("INSERT INTO schema_version VALUES (99)", [])
+    assert_eq!(
+        versions,
+        [[Value::Int(schema::VERSION)]],
+        "each migration once"
+    );
+    again
+        .db
+        .execute("INSERT INTO schema_version VALUES (99)", &[])
         .unwrap();
-    let e = format!("{:#}", Registry::open(&location).err().unwrap());
+    let e = format!("{:#}", Registry::open(location).err().unwrap());
     assert!(e.contains("version 99") && e.contains("newer"), "{e}");
 }
 
-#[test]
-fn a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(SQLITE_FILE);
-    let v1 = rusqlite::Connection::open(&path).unwrap();
-    v1.execute_batch(schema::MIGRATIONS[0]).unwrap();
-    v1.execute_batch(
+fn a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums(
+    location: &Location,
+) {
+    let mut v1 = unmigrated(location);
+    v1.batch(schema::MIGRATIONS[0]).unwrap();
+    v1.batch(
         "CREATE TABLE schema_version (version BIGINT NOT NULL);
          INSERT INTO schema_version VALUES (1);
          INSERT INTO runs (number, run_type, model, operator, host, pid, applications,
@@ -120,7 +160,7 @@ fn a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums(
     )
     .unwrap();
     drop(v1);
-    let mut r = Registry::open(&Location::Sqlite(path)).unwrap();
+    let mut r = Registry::open(location).unwrap();
     r.add_files(&[ClosedFile {
         run: 1,
         path: "unread.hdf5".into(),
@@ -135,10 +175,8 @@ fn a_version_1_registry_keeps_its_files_and_then_takes_a_file_without_checksums(
     assert_eq!((files[1].adler32, files[1].crc32c), (None, None));
 }
 
-#[test]
-fn a_number_asked_for_that_is_on_record_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+fn a_number_asked_for_that_is_on_record_is_refused(location: &Location) {
+    let mut r = Registry::open(location).unwrap();
     r.claim(5, &start(), |_| Ok(5)).unwrap();
     let e = r.claim(5, &start(), |_| Ok(5)).unwrap_err().to_string();
     assert!(e.contains("run 5 is already in the run registry"), "{e}");
@@ -147,16 +185,47 @@ fn a_number_asked_for_that_is_on_record_is_refused() {
     assert_eq!(r.claim(0, &start(), next_after).unwrap(), 6);
 }
 
-#[test]
-fn concurrent_claims_never_share_a_number() {
-    let dir = tempfile::tempdir().unwrap();
-    let location = sqlite(dir.path());
-    Registry::open(&location).unwrap();
+/// `location`'s database opened as it is, its schema not brought up to date.
+fn unmigrated(location: &Location) -> Db {
+    match location {
+        Location::Sqlite(path) => Db::open_sqlite(path),
+        Location::Postgres(url) => Db::open_postgres(url),
+    }
+    .unwrap()
+}
+
+/// Servers opening an empty registry at the same moment: every one finds it brought up to
+/// date, each migration applied once.
+fn simultaneous_first_migrations_all_succeed(location: &Location) {
+    let mut connected: Vec<Db> = (0..8).map(|_| unmigrated(location)).collect();
+    let all_at_once = std::sync::Barrier::new(connected.len());
+    std::thread::scope(|s| {
+        for db in &mut connected {
+            let all_at_once = &all_at_once;
+            s.spawn(move || {
+                all_at_once.wait();
+                schema::migrate(db).unwrap();
+            });
+        }
+    });
+    let versions = (connected[0])
+        .query("SELECT COUNT(*) FROM schema_version", &[])
+        .unwrap();
+    assert_eq!(
+        versions,
+        [[Value::Int(schema::VERSION)]],
+        "each migration once"
+    );
+}
+
+/// Claimers that open the registry at once, each its first time: the first of them makes the
+/// tables.
+fn concurrent_claims_never_share_a_number(location: &Location) {
     let numbers: Vec<u32> = std::thread::scope(|s| {
         let claims: Vec<_> = (0..8)
             .map(|_| {
                 s.spawn(|| {
-                    let mut r = Registry::open(&location).unwrap();
+                    let mut r = Registry::open(location).unwrap();
                     // Claimers reading the same highest number offer the same next one:
                     // only the registry's key tells them apart.
                     (0..5)
@@ -175,10 +244,8 @@ fn concurrent_claims_never_share_a_number() {
     assert_eq!(sorted, (1..=40).collect::<Vec<_>>());
 }
 
-#[test]
-fn a_run_whose_process_is_gone_is_named_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+fn a_run_whose_process_is_gone_is_named_once(location: &Location) {
+    let mut r = Registry::open(location).unwrap();
     r.claim(0, &start(), next_after).unwrap();
     assert!(r.notice_not_ended("host-a", |_| true).unwrap().is_empty());
     assert!(r.notice_not_ended("host-b", |_| false).unwrap().is_empty());
@@ -191,10 +258,8 @@ fn a_run_whose_process_is_gone_is_named_once() {
     assert!(row.stop_reason.unwrap().starts_with("not ended"));
 }
 
-#[test]
-fn lists_filter_by_number_type_and_date() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut r = Registry::open(&sqlite(dir.path())).unwrap();
+fn lists_filter_by_number_type_and_date(location: &Location) {
+    let mut r = Registry::open(location).unwrap();
     for (n, t) in [(1, "physics"), (2, "test"), (3, "physics")] {
         let mut s = start();
         s.run_type = t.into();
@@ -222,6 +287,26 @@ fn lists_filter_by_number_type_and_date() {
         ..Default::default()
     };
     assert_eq!(numbers(day, &mut r), [2]);
+}
+
+/// A table changed by hand under the registry: a value of another type is read as none
+/// (SQLite) or refused with its column named (PostgreSQL), never panicked on.
+fn a_column_changed_by_hand_is_not_panicked_on(location: &Location) {
+    let mut r = Registry::open(location).unwrap();
+    r.claim(0, &start(), next_after).unwrap();
+    match location {
+        Location::Sqlite(_) => {
+            r.db.execute("UPDATE runs SET pid = 1.5", &[]).unwrap();
+            assert_eq!(r.show(1).unwrap().unwrap().pid, 0);
+        }
+        Location::Postgres(_) => {
+            (r.db)
+                .batch("ALTER TABLE runs ALTER COLUMN pid TYPE INTEGER")
+                .unwrap();
+            let e = format!("{:#}", r.show(1).unwrap_err());
+            assert!(e.contains("column pid"), "{e}");
+        }
+    }
 }
 
 #[test]

@@ -3,15 +3,17 @@
 //! bytes as computed here by other crates than the writers'; every such file names the run's
 //! registry and software as the record has them, as `swdaq inspect` shows; a SIGKILLed run
 //! stays on record as not ended and the next start says so; `swdaq ctl log` reaches `swdaq
-//! runs show`.
+//! runs show`. With a real PostgreSQL server (started by the test, skipped with a line where
+//! there is none) the same, and two `swdaq serve` sharing it never hand out one number.
 
 mod common;
 use common::models::{EVERY_MODEL, Load, Model, config};
 use common::served::Served;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use swdaq_test_postgres::TestPostgres;
 
 fn swdaq(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_swdaq"))
@@ -49,67 +51,128 @@ fn every_model_s_run_is_on_record_with_its_files_and_their_checksums() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         let cfg = config(dir.path(), model, &out, 0, Load::Short);
-        let summary = common::swdaq_run_json(&cfg);
-        let number = summary["run_number"].as_u64().unwrap();
-        let record = show(&cfg, number);
-        assert_eq!(record["number"], number, "{model:?}");
-        assert!(record["stopped_at"].is_string(), "{model:?}: {record}");
-        assert_eq!(
-            record["stop_reason"], summary["stop_reason_text"],
-            "{model:?}"
-        );
-        assert_eq!(record["summary"], summary, "{model:?}");
-        assert_eq!(record["run_type"], "test");
-        assert!(record["configuration"].as_str().unwrap().contains("[run]"));
-        assert!(
-            record["software"]["commit"].as_str().unwrap().len() >= 40,
-            "{record}"
-        );
-        let apps = record["applications"].as_array().unwrap();
-        assert!(!apps.is_empty(), "{model:?}");
-        let files = record["files"].as_array().unwrap();
-        assert!(
-            !files.is_empty(),
-            "{model:?}: no files on record: {}",
-            summary["storage"]
-        );
-        let mut checked = 0;
-        for f in files {
-            let path = Path::new(f["path"].as_str().unwrap());
-            // The event builder's filter-farm stand-in deletes the files it has read.
-            let Ok(bytes) = std::fs::read(path) else {
-                continue;
-            };
-            assert_eq!(f["bytes"], bytes.len() as u64, "{}", path.display());
-            assert_eq!(
-                f["adler32"],
-                adler2::adler32_slice(&bytes),
-                "{}",
-                path.display()
-            );
-            assert_eq!(f["crc32c"], crc32c::crc32c(&bytes), "{}", path.display());
-            assert_eq!(
-                inspected_provenance(path, number),
-                provenance_of(&record, &out),
-                "{model:?}: {}",
-                path.display()
-            );
-            checked += 1;
-        }
-        assert!(checked > 0, "{model:?}: no file on record is on disk");
+        let sqlite = out.join("swdaq-runs.sqlite").display().to_string();
+        a_run_is_on_record_with_its_files(model, &cfg, &sqlite);
     }
 }
 
+#[test]
+fn a_run_with_a_postgresql_registry_is_on_record_there_with_its_files() {
+    let Some(server) = TestPostgres::start_or_skip("a run with a PostgreSQL registry") else {
+        return;
+    };
+    // In one process, and as applications each adding the files it closed.
+    for model in [Model::Chain, Model::ChainApps] {
+        let url = server.create_database().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let cfg = with_registry(config(dir.path(), model, &out, 0, Load::Short), Some(&url));
+        let number = a_run_is_on_record_with_its_files(model, &cfg, &url);
+        assert!(
+            !out.join("swdaq-runs.sqlite").exists(),
+            "{model:?}: an SQLite registry beside the PostgreSQL one"
+        );
+        let listed = swdaq(&["runs", "--json", "--registry", &url]);
+        assert!(listed.status.success(), "{listed:?}");
+        let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+        assert_eq!(listed[0]["number"], number, "{listed}");
+        let shown = swdaq(&[
+            "runs",
+            "show",
+            &number.to_string(),
+            "--json",
+            "--registry",
+            &url,
+        ]);
+        let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        assert_eq!(
+            shown,
+            show(&cfg, number),
+            "--registry and --config read one record"
+        );
+    }
+}
+
+/// `config` with its `[run]` naming `registry` (`None`: as it is, with the output
+/// directory's SQLite file).
+fn with_registry(config: PathBuf, registry: Option<&str>) -> PathBuf {
+    let Some(registry) = registry else {
+        return config;
+    };
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.starts_with("[run]\n"), "{text}");
+    let text = text.replacen("[run]\n", &format!("[run]\nregistry = {registry:?}\n"), 1);
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// Runs `cfg` (of `model`) to its end and checks its record in the registry it names
+/// (`registry`, as its files must name it): the summary, the configuration, the software,
+/// the applications, and every file on disk with its size, checksums and provenance. Its
+/// run number.
+fn a_run_is_on_record_with_its_files(model: Model, cfg: &Path, registry: &str) -> u64 {
+    let summary = common::swdaq_run_json(cfg);
+    let number = summary["run_number"].as_u64().unwrap();
+    let record = show(cfg, number);
+    assert_eq!(record["number"], number, "{model:?}");
+    assert!(record["stopped_at"].is_string(), "{model:?}: {record}");
+    assert_eq!(
+        record["stop_reason"], summary["stop_reason_text"],
+        "{model:?}"
+    );
+    assert_eq!(record["summary"], summary, "{model:?}");
+    assert_eq!(record["run_type"], "test");
+    assert!(record["configuration"].as_str().unwrap().contains("[run]"));
+    assert!(
+        record["software"]["commit"].as_str().unwrap().len() >= 40,
+        "{record}"
+    );
+    let apps = record["applications"].as_array().unwrap();
+    assert!(!apps.is_empty(), "{model:?}");
+    let files = record["files"].as_array().unwrap();
+    assert!(
+        !files.is_empty(),
+        "{model:?}: no files on record: {}",
+        summary["storage"]
+    );
+    let mut checked = 0;
+    for f in files {
+        let path = Path::new(f["path"].as_str().unwrap());
+        // The event builder's filter-farm stand-in deletes the files it has read.
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        assert_eq!(f["bytes"], bytes.len() as u64, "{}", path.display());
+        assert_eq!(
+            f["adler32"],
+            adler2::adler32_slice(&bytes),
+            "{}",
+            path.display()
+        );
+        assert_eq!(f["crc32c"], crc32c::crc32c(&bytes), "{}", path.display());
+        assert_eq!(
+            inspected_provenance(path, number),
+            provenance_of(&record, registry),
+            "{model:?}: {}",
+            path.display()
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "{model:?}: no file on record is on disk");
+    number
+}
+
 /// What every file of a run must name: the run's software and type as `record` has them,
-/// and its registry (the output directory's).
-fn provenance_of(record: &Value, out: &Path) -> Value {
+/// and its registry.
+fn provenance_of(record: &Value, registry: &str) -> Value {
     let software = &record["software"];
     serde_json::json!({
         "version": software["version"],
         "git_commit": software["commit"],
         "build_profile": software["profile"],
         "build_flags": software["flags"],
-        "run_registry": out.join("swdaq-runs.sqlite").display().to_string(),
+        "run_registry": registry,
         "run_type": record["run_type"],
     })
 }
@@ -159,9 +222,30 @@ fn wait_on_record(config: &Path, number: u64) {
 
 #[test]
 fn a_killed_run_is_on_record_as_not_ended_and_the_next_start_says_so() {
+    a_killed_run_is_named_at_the_next_start(None);
+}
+
+#[test]
+fn a_killed_run_is_on_record_as_not_ended_in_postgresql_and_the_next_start_says_so() {
+    let Some(server) = TestPostgres::start_or_skip("a killed run in PostgreSQL") else {
+        return;
+    };
+    a_killed_run_is_named_at_the_next_start(Some(&server.create_database().unwrap()));
+}
+
+/// A chain run SIGKILLed while it takes data, then a short one, with `registry` (`None`: the
+/// output directory's SQLite file).
+fn a_killed_run_is_named_at_the_next_start(registry: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let until_stopped = config(dir.path(), Model::Chain, &out, 0, Load::UntilStopped);
+    let registered = |cfg| with_registry(cfg, registry);
+    let until_stopped = registered(config(
+        dir.path(),
+        Model::Chain,
+        &out,
+        0,
+        Load::UntilStopped,
+    ));
     let mut run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["run", "--json", "--config"])
         .arg(&until_stopped)
@@ -177,7 +261,7 @@ fn a_killed_run_is_on_record_as_not_ended_and_the_next_start_says_so() {
     assert!(killed["stopped_at"].is_null(), "{killed}");
     assert!(killed["stop_reason"].is_null(), "{killed}");
 
-    let short = config(dir.path(), Model::Chain, &out, 0, Load::Short);
+    let short = registered(config(dir.path(), Model::Chain, &out, 0, Load::Short));
     let next = common::swdaq_run(&short);
     assert!(next.status.success());
     let stderr = String::from_utf8_lossy(&next.stderr);
@@ -255,4 +339,82 @@ fn a_bad_registry_is_named() {
         "{stderr}"
     );
     assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn two_servers_sharing_a_postgresql_registry_never_hand_out_one_number() {
+    // Each with an SQLite registry in its own output directory, two servers know nothing of
+    // each other's runs: the same numbers, round after round.
+    let apart = numbers_of_simultaneous_starts(None, 2);
+    assert!(
+        apart.iter().all(|(a, b)| a == b),
+        "separate registries: {apart:?}"
+    );
+    let Some(server) = TestPostgres::start_or_skip("two servers sharing a PostgreSQL registry")
+    else {
+        return;
+    };
+    let url = server.create_database().unwrap();
+    let shared = numbers_of_simultaneous_starts(Some(&url), 5);
+    let mut numbers: Vec<u64> = shared.iter().flat_map(|&(a, b)| [a, b]).collect();
+    numbers.sort();
+    numbers.dedup();
+    assert_eq!(
+        numbers.len(),
+        2 * shared.len(),
+        "one number twice: {shared:?}"
+    );
+    let listed = swdaq(&["runs", "--json", "--registry", &url]);
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let on_record: Vec<u64> = (listed.as_array().unwrap().iter())
+        .map(|run| {
+            assert!(run["stopped_at"].is_string(), "{run}");
+            run["number"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(on_record, numbers, "every run of both servers on record");
+}
+
+/// Two `swdaq serve`, each writing to a directory of its own with `registry` (`None`: an
+/// SQLite file in that directory), both asked to start at the same moment, `rounds` times
+/// (each run stopped before the next round): the run numbers each round's starts got.
+fn numbers_of_simultaneous_starts(registry: Option<&str>, rounds: usize) -> Vec<(u64, u64)> {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let servers: Vec<Served> = (dirs.iter())
+        .map(|dir| {
+            let out = dir.path().join("out");
+            let cfg = config(dir.path(), Model::Chain, &out, 0, Load::UntilStopped);
+            Served::start(&with_registry(cfg, registry))
+        })
+        .collect();
+    let clients: Vec<_> = servers.iter().map(Served::client).collect();
+    let ask = |client: &swdaq_app::control::client::Client, path: &str| {
+        (client
+            .post(path, None)
+            .and_then(|answer| answer.into_result()))
+        .unwrap_or_else(|e| panic!("POST {path}: {e:#}"))
+    };
+    for client in &clients {
+        ask(client, "/configure");
+    }
+    let both_at_once = std::sync::Barrier::new(clients.len());
+    (0..rounds)
+        .map(|_| {
+            let numbers: Vec<u64> = std::thread::scope(|s| {
+                let starts: Vec<_> = (clients.iter())
+                    .map(|client| {
+                        s.spawn(|| {
+                            both_at_once.wait();
+                            ask(client, "/start")["run_number"].as_u64().unwrap()
+                        })
+                    })
+                    .collect();
+                starts.into_iter().map(|s| s.join().unwrap()).collect()
+            });
+            for client in &clients {
+                ask(client, "/stop");
+            }
+            (numbers[0], numbers[1])
+        })
+        .collect()
 }

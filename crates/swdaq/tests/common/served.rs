@@ -1,16 +1,19 @@
-//! `swdaq serve` as tests drive it through `swdaq ctl`: on a free port, its token kept under
-//! the test's own runtime directory, where `swdaq ctl` finds it.
+//! `swdaq serve` as tests drive it through `swdaq ctl` or its HTTP API: on a free port, its
+//! token kept under the test's own runtime directory, where `swdaq ctl` finds it.
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use swdaq_app::control::client::Client;
 
 pub struct Served {
     child: Child,
     /// Kept open until the server is gone: a server writing to a closed pipe dies.
     _stdout: BufReader<ChildStdout>,
     addr: String,
+    /// The bearer token the server made, from the console's address it printed.
+    token: String,
     runtime: PathBuf,
 }
 
@@ -35,12 +38,26 @@ impl Served {
             .strip_prefix("swdaq serve: listening on http://")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
             .to_owned();
+        let mut second = String::new();
+        stdout.read_line(&mut second).unwrap();
+        let token = second
+            .trim()
+            .split_once("#token=")
+            .unwrap_or_else(|| panic!("unexpected second line {second:?}"))
+            .1
+            .to_owned();
         Self {
             child,
             _stdout: stdout,
             addr,
+            token,
             runtime,
         }
+    }
+
+    /// A client of its HTTP API, with the token.
+    pub fn client(&self) -> Client {
+        Client::new(&self.addr, Some(&self.token))
     }
 
     /// `swdaq ctl ARGS`, however it ends.
