@@ -128,15 +128,7 @@ fn reopening_keeps_the_schema_and_a_newer_schema_is_refused(location: &Location)
         .unwrap();
     let mut again = Registry::open(location).unwrap();
     assert_eq!(again.highest().unwrap(), Some(1));
-    let versions = again
-        .db
-        .query("SELECT COUNT(*) FROM schema_version", &[])
-        .unwrap();
-    assert_eq!(
-        versions,
-        [[Value::Int(schema::VERSION)]],
-        "each migration once"
-    );
+    assert_each_migration_once(&mut again.db);
     again
         .db
         .execute("INSERT INTO schema_version VALUES (99)", &[])
@@ -208,14 +200,7 @@ fn simultaneous_first_migrations_all_succeed(location: &Location) {
             });
         }
     });
-    let versions = (connected[0])
-        .query("SELECT COUNT(*) FROM schema_version", &[])
-        .unwrap();
-    assert_eq!(
-        versions,
-        [[Value::Int(schema::VERSION)]],
-        "each migration once"
-    );
+    assert_each_migration_once(&mut connected[0]);
 }
 
 /// Claimers that open the registry at once, each its first time: the first of them makes the
@@ -405,4 +390,15 @@ proptest! {
         prop_assert_eq!(ta.cmp(&tb), a.cmp(&b));
         prop_assert_eq!(parse_time(&ta[..10], false).unwrap(), ta);
     }
+}
+
+fn assert_each_migration_once(db: &mut Db) {
+    let versions = db
+        .query("SELECT COUNT(*) FROM schema_version", &[])
+        .unwrap();
+    assert_eq!(
+        versions,
+        [[Value::Int(schema::VERSION)]],
+        "each migration once"
+    );
 }
