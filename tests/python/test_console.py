@@ -678,3 +678,78 @@ def test_the_data_quality_view_shows_a_grown_fed_bad_among_the_first_with_an_ale
         wait(d, lambda _: "(ended)" in text(d, "dqm-caption") and "(final)" in text(d, "dqm-caption"), 10, text(d, "dqm-caption"))
         assert by_name.keys() <= {b[0] for b in boxes()}
         wait(d, lambda _: not d.find_elements(By.CSS_SELECTOR, "#alerts [data-dqm]"), 5, "the alert outlives the run")
+
+
+# The chain with [dqm]: one link, periodic records at 40 Hz (no self-trigger, which a noisy
+# channel would make fire), every one sampled; `faults` adds lines to [emulator.sim] (the same
+# seed, so the same pedestals, as the reference).
+DQM_CHAIN_CONFIG = """
+[run]
+output_dir = "{out}"
+metrics_addr = ""
+duration_s = {duration_s}
+[emulator]
+links = 1
+[emulator.sim]
+seed = 1
+{faults}
+[trigger.periodic]
+enabled = true
+rate_hz = 40.0
+[trigger.multiplicity]
+enabled = false
+[trigger.adc_sum]
+enabled = false
+[trigger.track]
+enabled = false
+[dqm]
+enabled = true
+sample_every = 1
+min_entries = 10
+judge_interval_s = 1
+{reference}
+"""
+# From the start of the chain's run to its dead and noisy channels shown Bad: 10 records (a
+# quarter of a second) to judge, a judgement (1 s), a fetch of the page (3 s), room for a
+# loaded machine.
+DQM_CHANNELS_BAD_WITHIN_S = 10
+
+
+def test_the_chain_s_data_quality_view_names_a_dead_and_a_noisy_channel_bad(browser, tmp_path):
+    """A clean reference run of the chain with [dqm] (swdaq run); then, under swdaq serve, a
+    run of the same detector with the link's channel 5 dead and channel 9 noisy (offline 1573
+    and 1577), judged against it: within 10 s of the start the page shows the link's dead and
+    noisy channel maps Bad, each naming its channel by number."""
+    out = tmp_path / "data"
+    reference_config = tmp_path / "reference.toml"
+    reference_config.write_text(DQM_CHAIN_CONFIG.format(out=out, duration_s=1.5, faults="", reference=""))
+    done = subprocess.run([SWDAQ, "run", "--json", "--config", str(reference_config)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    reference_run = json.loads(done.stdout)["run_number"]
+    config = DQM_CHAIN_CONFIG.format(
+        out=out, duration_s=0, faults="dead_channels = [1573]\nnoisy_channels = [1577]", reference=f"reference_run = {reference_run}")
+    with serve(tmp_path, free_port(), config_text=config) as server:
+        d = browser
+        d.get(server.console_url)
+        state_is(d, "initial")
+        click(d, "configure")
+        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
+        click(d, "start")
+        started = time.monotonic()
+        assert answer(d).startswith(f"✔ run {reference_run + 1} running"), text(d, "answer")
+        boxes = lambda: d.execute_script(
+            "return [...document.querySelectorAll('#dqm-grid .dqm-hist')].map(b => [b.dataset.hist,"
+            " b.querySelector('.badge').textContent, b.querySelector('.reason').textContent])")
+        maps = {"dead_channels_link_0000": 5, "noisy_channels_link_0000": 9}
+
+        def both_bad_by_number(_):
+            by_name = {b[0]: b for b in boxes()}
+            return all(
+                name in by_name and by_name[name][1] == "Bad" and by_name[name][2].startswith(f"channel of the link {channel}:")
+                for name, channel in maps.items())
+
+        wait(d, both_bad_by_number, DQM_CHANNELS_BAD_WITHIN_S - (time.monotonic() - started), f"the channels not Bad by number: {boxes()}")
+        kept = shot(d, "dqm-2-chain-dead-and-noisy-channels")
+        shutil.copy(kept, tmp_path / kept.name)
+        click(d, "stop")
+        assert answer(d, timeout=60).startswith(f"✔ stopped run {reference_run + 1}"), text(d, "answer")

@@ -20,4 +20,4 @@ pub mod swrod;
 
 pub use compare::{Check, Method, Quality, Test, Verdict, compare, compare_counts};
 pub use hist::{Axis, Hist1, HistError, HistKind};
-pub use set::{HistSet, SetError};
+pub use set::{HistSet, SetError, is_per_source};

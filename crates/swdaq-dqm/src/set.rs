@@ -138,6 +138,19 @@ impl HistSet {
     }
 }
 
+/// Whether `name` is one source's histogram (a FED's, a ROB's, a link's) rather than one of
+/// the whole event's. Every fill function names a source's histogram `QUANTITY_ID`, its id in
+/// fixed-width digits (`fed_size_0001`, `rob_data_size_0012a000`, `noisy_channels_link_0003`),
+/// so a viewer can put the culprit before the aggregate that only follows it (the event size
+/// grows with one FED's).
+pub fn is_per_source(name: &str) -> bool {
+    name.rsplit_once('_').is_some_and(|(_, id)| {
+        id.len() >= 4
+            && id.bytes().all(|b| b.is_ascii_hexdigit())
+            && id.bytes().any(|b| b.is_ascii_digit())
+    })
+}
+
 fn undetermined(check: &Check, why: String) -> Verdict {
     Verdict {
         quality: Quality::Undetermined,
@@ -181,6 +194,21 @@ mod tests {
         let error = HistSet::load(&path).unwrap_err().to_string();
         assert!(error.contains("version 7"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn per_source_names_are_told_from_aggregates() {
+        for name in [
+            "fed_size_0001",
+            "rob_data_size_0012a000",
+            "missing_elinks_0012a000",
+            "dead_channels_link_0003",
+        ] {
+            assert!(is_per_source(name), "{name}");
+        }
+        for name in ["event_size", "feds_per_event", "dead_face", "size_12", "x"] {
+            assert!(!is_per_source(name), "{name}");
+        }
     }
 
     #[test]

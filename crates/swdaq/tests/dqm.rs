@@ -5,7 +5,8 @@
 //! Online (`[dqm]` in the run's file): the set a run saves beside its data equals what
 //! `swdaq dqm` computes over its files (event builder and SW ROD) and is on record with them;
 //! judged against a reference run it flags the same grown FED; a full sample queue is counted
-//! drops, never a stalled run.
+//! drops, never a stalled run. The chain's online monitoring flags a dead and a noisy channel
+//! by number against a clean reference run.
 
 mod common;
 
@@ -248,6 +249,32 @@ fn chain_run(dir: &Path, name: &str, sim: &str) -> Vec<PathBuf> {
     run_model(dir, name, 1.5, &chain, "hdf5")
 }
 
+/// The verdict on histogram `name` in a report's (`swdaq dqm`'s, or a run's `dqm`) verdicts.
+fn verdict(report: &Value, name: &str) -> Value {
+    let verdicts = report["verdicts"].as_array().unwrap();
+    match verdicts.iter().find(|v| v["name"] == name) {
+        Some(v) => v["verdict"].clone(),
+        None => panic!("no verdict on {name}: {report}"),
+    }
+}
+
+/// With the link's channel 5 dead and 9 noisy (offline 1573 and 1577): both channel maps Bad,
+/// each naming its channel.
+fn the_dead_and_the_noisy_channel_are_bad_by_number(report: &Value) {
+    for (map, channel) in [
+        ("dead_channels_link_0000", 5),
+        ("noisy_channels_link_0000", 9),
+    ] {
+        let flagged = verdict(report, map);
+        assert_eq!(flagged["quality"], "Bad", "{report}");
+        let why = flagged["why"].as_str().unwrap();
+        assert!(
+            why.starts_with(&format!("channel of the link {channel}:")),
+            "{why}"
+        );
+    }
+}
+
 /// The chain's histograms: against a clean reference, a run with the link's channel 5 dead
 /// and channel 9 noisy (offline channels 1573 and 1577: the emulator's link 0 starts at 1568)
 /// flags both channel maps Bad, naming the channels; a run whose noise is raised 30% flags the
@@ -284,27 +311,7 @@ fn a_dead_and_a_noisy_channel_and_raised_noise_are_bad_against_a_clean_chain_run
             "seed = 1\ndead_channels = [1573]\nnoisy_channels = [1577]",
         ),
     );
-    let verdict = |report: &Value, name: &str| {
-        report["verdicts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == name)
-            .unwrap()["verdict"]
-            .clone()
-    };
-    for (map, channel) in [
-        ("dead_channels_link_0000", 5),
-        ("noisy_channels_link_0000", 9),
-    ] {
-        let flagged = verdict(&faulty, map);
-        assert_eq!(flagged["quality"], "Bad", "{faulty}");
-        let why = flagged["why"].as_str().unwrap();
-        assert!(
-            why.starts_with(&format!("channel of the link {channel}:")),
-            "{why}"
-        );
-    }
+    the_dead_and_the_noisy_channel_are_bad_by_number(&faulty);
 
     let louder = dqm(
         &against,
@@ -494,4 +501,68 @@ fn swrod_online_monitoring_of_every_event_saves_what_swdaq_dqm_computes() {
     );
     assert_eq!(online.events, 1000);
     assert_eq!(online, swdaq_dqm::hdf5_file::load(&offline_file).unwrap());
+}
+
+/// The chain's trigger: 40 records a second, none from the self-trigger.
+const PERIODIC_ONLY: &str = "[trigger.periodic]\nenabled = true\nrate_hz = 40.0\n\
+    [trigger.multiplicity]\nenabled = false\n[trigger.adc_sum]\nenabled = false\n\
+    [trigger.track]\nenabled = false";
+
+/// A chain run like [`chain_run`]'s with `[dqm]` (`dqm` its keys, every record sampled) into
+/// `out`, its number the next free there; its summary. Periodic records only: a noisy channel
+/// would otherwise make the self-trigger fire on it, and the run's load with it.
+fn chain_online_run(out: &Path, name: &str, sim: &str, dqm: &str) -> Value {
+    let model = format!(
+        "[emulator]\nlinks = 1\n[emulator.sim]\n{sim}\n{PERIODIC_ONLY}\n\
+         [dqm]\nenabled = true\nsample_every = 1\nmin_entries = 10\n{dqm}\n"
+    );
+    run_into(
+        out,
+        &out.with_extension(format!("{name}.toml")),
+        1.5,
+        &model,
+    )
+}
+
+/// The chain online: a clean reference run saves the set `swdaq dqm` computes over its HDF5
+/// files; against it, a run with the link's channel 5 dead and 9 noisy has both channel maps
+/// Bad, each naming its channel, in its summary, and saves its set; a clean run of the same
+/// detector has none Bad.
+#[test]
+fn chain_online_monitoring_flags_a_dead_and_a_noisy_channel_by_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("chain-online");
+    // A noise run, no tracks or blips: the ADC distributions of two like runs, each of some
+    // 10^6 samples, then match to the chi2's precision (where particles fell differs).
+    let noise_run = "seed = 1\ntrack_rate_hz = 0.0\nblip_rate_hz = 0.0";
+    let reference = chain_online_run(&out, "reference", noise_run, "");
+    let reference_run = reference["run_number"].as_u64().unwrap();
+    let sampled = reference["dqm"]["sampled"].as_u64().unwrap();
+    assert!(sampled >= 20, "{reference}");
+    assert_eq!(reference["dqm"]["dropped"].as_u64(), Some(0), "{reference}");
+    let online = saved_set(&out, &reference);
+    assert_eq!(online.events, sampled);
+    let offline_file = dir.path().join("chain-offline.h5");
+    dqm(
+        &["--json", "--save", offline_file.to_str().unwrap()],
+        &files_under(&out, "hdf5"),
+    );
+    assert_eq!(online, swdaq_dqm::hdf5_file::load(&offline_file).unwrap());
+
+    let against = format!("reference_run = {reference_run}");
+    let faulty = chain_online_run(
+        &out,
+        "faulty",
+        &format!("{noise_run}\ndead_channels = [1573]\nnoisy_channels = [1577]"),
+        &against,
+    );
+    the_dead_and_the_noisy_channel_are_bad_by_number(&faulty["dqm"]);
+    saved_set(&out, &faulty);
+
+    let clean = chain_online_run(&out, "clean", noise_run, &against);
+    let bad: Vec<_> = (flags(&clean["dqm"]).into_iter())
+        .filter(|(_, q)| q == "Bad")
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
+    assert!(!flags(&clean["dqm"]).is_empty(), "{clean}");
 }

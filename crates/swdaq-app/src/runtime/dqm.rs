@@ -182,7 +182,8 @@ pub struct DqmView {
 impl DqmView {
     /// `GET /dqm`'s answer: each histogram (at most [`MAX_HISTOGRAMS_SHOWN`]) with its axis,
     /// in-range counts, under- and overflow, entries and its verdict (none without a
-    /// reference), worst first (Bad, Undetermined, Good, then the unjudged by name); when it
+    /// reference), worst first (Bad, Undetermined, Good, then the unjudged; among equals a
+    /// source's histograms before the aggregates, then by name); when it
     /// was published and what the samplers had counted. Made from an `Arc` of the last
     /// publication, without holding the monitoring thread.
     pub fn to_json(&self) -> Value {
@@ -206,7 +207,12 @@ impl DqmView {
             .collect();
         shown.sort_by(|(va, a), (vb, b)| {
             let rank = |v: Option<&Verdict>| (v.is_none(), v.map(|v| v.quality));
-            rank(*va).cmp(&rank(*vb)).then(a.name.cmp(&b.name))
+            // Among equals, one source's histogram before the whole event's: the culprit
+            // (a FED grown) leads, not the aggregate that grew with it.
+            let aggregate = |name: &str| !swdaq_dqm::is_per_source(name);
+            (rank(*va).cmp(&rank(*vb)))
+                .then(aggregate(&a.name).cmp(&aggregate(&b.name)))
+                .then(a.name.cmp(&b.name))
         });
         let count = |quality: Quality| verdicts.values().filter(|v| v.quality == quality).count();
         answer["judged_at_unix"] = json!(
@@ -575,6 +581,64 @@ mod tests {
             (&json!(true), &json!(0))
         );
         assert_eq!(answer["reference_run"], 3);
+    }
+
+    #[test]
+    fn among_equal_verdicts_a_source_s_histogram_comes_before_the_aggregate() {
+        let hist = |name: &str| {
+            swdaq_dqm::Hist1::new(name, name, swdaq_dqm::Axis::new("size", "B", 10, 0.0, 10.0))
+                .unwrap()
+        };
+        let names = [
+            "event_size",
+            "fed_size_0001",
+            "fed_size_0000",
+            "feds_per_event",
+        ];
+        let mut reference = HistSet::new();
+        for name in names {
+            let h = reference.entry(name, || hist(name));
+            (0..1000).for_each(|i| h.fill(f64::from(i % 10)));
+        }
+        // The run: the event size and FED 1's grown (Bad), FED 0 and the count as before.
+        let fill = |set: &mut HistSet, i: u32| -> Result<(), String> {
+            for name in ["event_size", "fed_size_0001"] {
+                set.entry(name, || hist(name)).fill(9.0);
+            }
+            for name in ["fed_size_0000", "feds_per_event"] {
+                set.entry(name, || hist(name)).fill(f64::from(i % 10));
+            }
+            Ok(())
+        };
+        let (tx, rx) = crossbeam_channel::bounded(1000);
+        (0..1000).for_each(|i| tx.send(i).unwrap());
+        drop(tx);
+        let view = DqmView {
+            latest: Latest::default(),
+            reference_run: Some(3),
+            check: Check::default(),
+            judge_interval_s: 60.0,
+        };
+        let judging = Judging {
+            reference: Some(reference),
+            check: Check::default(),
+            every: Duration::from_secs(60),
+        };
+        swdaq_dqm::online::run(rx, fill, &judging, &Registry::new(), &view.latest).unwrap();
+        let answer = view.to_json();
+        let shown: Vec<&str> = (answer["histograms"].as_array().unwrap().iter())
+            .map(|h| h["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "fed_size_0001",
+                "event_size",
+                "fed_size_0000",
+                "feds_per_event"
+            ],
+            "{answer}"
+        );
     }
 
     proptest! {

@@ -14,6 +14,7 @@ pub use super::sections::{
 };
 
 use crate::run_section::RunSection;
+use crate::runtime::dqm::DqmSection;
 use crate::runtime::topology::TopologySection;
 
 fn run_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<RunSection, D::Error> {
@@ -37,6 +38,8 @@ pub struct RunConfig {
     pub recording: RecordingSection,
     /// Applications in several processes and hosts; empty: the chain in one process.
     pub topology: TopologySection,
+    /// Online data-quality monitoring of the built trigger records (one process only).
+    pub dqm: DqmSection,
 }
 
 impl RunConfig {
@@ -191,6 +194,8 @@ impl RunConfig {
             "must be >= 1",
         )?;
         self.recording.validate(self.topology.is_distributed())?;
+        self.dqm
+            .validate(self.run.number, self.topology.is_distributed())?;
         super::apps::check_topology(self)?;
         self.topology.check_largest_message(
             self.link_fragment_bytes(),
@@ -231,6 +236,9 @@ impl RunConfig {
             u64::from(self.dataflow.max_records_in_flight),
             record,
         );
+        if self.dqm.enabled {
+            plan.add("dqm.queue (sampled records)", self.dqm.queue as u64, record);
+        }
         plan
     }
 }

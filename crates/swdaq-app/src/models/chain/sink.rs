@@ -1,10 +1,12 @@
-//! Storage behind the record builder: the HDF5 writer thread, or nothing (storage off).
+//! Storage behind the record builder: the HDF5 writer thread, or nothing (storage off), and
+//! with `[dqm]` the sampler handing every N-th built record to online monitoring.
 
 use super::config::RunConfig;
 use anyhow::Context;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use swdaq_dataflow::{RecordSink, SinkError};
+use swdaq_dqm::sample::{SampleCounts, Sampler};
 use swdaq_format::TriggerRecord;
 use swdaq_monitor::Registry;
 use swdaq_store::{StorageThread, StoreConfig, StoreMetrics, StoreReport};
@@ -13,6 +15,8 @@ pub struct StorageSink {
     writer: Option<StorageThread>,
     /// Set by the writer when it stops on an error; off forever without storage.
     failed: Arc<AtomicBool>,
+    /// Online monitoring's: offered every record the builder hands on, stored or not.
+    sampler: Option<Sampler<TriggerRecord>>,
 }
 
 impl StorageSink {
@@ -29,6 +33,7 @@ impl StorageSink {
             return Ok(Self {
                 writer: None,
                 failed: Arc::default(),
+                sampler: None,
             });
         }
         let store = StoreConfig {
@@ -54,6 +59,7 @@ impl StorageSink {
         Ok(Self {
             failed: writer.failure_flag(),
             writer: Some(writer),
+            sampler: None,
         })
     }
 
@@ -61,7 +67,21 @@ impl StorageSink {
         Arc::clone(&self.failed)
     }
 
-    /// Writes what is queued, closes the files and reports (`None` without storage).
+    /// Every record offered from now on is also offered to `sampler` (online monitoring).
+    pub fn sampled_by(&mut self, sampler: Sampler<TriggerRecord>) {
+        self.sampler = Some(sampler);
+    }
+
+    /// What the sampler sent to online monitoring and dropped (none without one).
+    pub fn sample_counts(&self) -> SampleCounts {
+        self.sampler
+            .as_ref()
+            .map(Sampler::counts)
+            .unwrap_or_default()
+    }
+
+    /// Writes what is queued, closes the files and reports (`None` without storage). The
+    /// sampler goes with it, so the monitoring thread can end.
     pub fn finish(self) -> Option<StoreReport> {
         self.writer.map(StorageThread::finish)
     }
@@ -69,6 +89,11 @@ impl StorageSink {
 
 impl RecordSink for StorageSink {
     fn offer(&mut self, record: TriggerRecord) -> Result<(), SinkError> {
+        // Never waits: a full monitoring queue is a counted drop, and the record is copied
+        // only when it is sent.
+        if let Some(sampler) = &mut self.sampler {
+            sampler.offer(|| record.clone());
+        }
         match &self.writer {
             None => Ok(()),
             Some(w) => w.try_submit(record).map_err(SinkError::Full),

@@ -281,6 +281,9 @@ pub fn summary(r: &RunReport) -> String {
         }
         Some(_) => {}
     }
+    if let Some(dqm) = &r.dqm {
+        s += &dqm.text();
+    }
     s
 }
 
@@ -335,7 +338,7 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             .collect()
     };
     let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
-    serde_json::json!({
+    let mut j = serde_json::json!({
         "seconds": r.seconds,
         "links": r.links,
         "trigger": {
@@ -384,7 +387,12 @@ pub fn summary_json(r: &RunReport) -> serde_json::Value {
             "efficiency_5_sigma": h.efficiency_5_sigma(),
             "fake_rate_hz_per_channel": h.fake_rate_hz_per_channel(),
         })),
-    })
+    });
+    // Only with `[dqm]`, as the other models have it.
+    if let Some(dqm) = &r.dqm {
+        j["dqm"] = dqm.json();
+    }
+    j
 }
 
 #[cfg(test)]

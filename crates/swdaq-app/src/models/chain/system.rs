@@ -22,6 +22,7 @@ use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
 use crate::live::Live;
 use crate::model::RunHooks;
+use crate::runtime::dqm::DqmReport;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
 use crate::runtime::steering::Steering;
@@ -40,7 +41,8 @@ use swdaq_dataflow::{
     BuildOutcome, BuilderConfig, BuilderReport, CreditsToTrigger, RecordBuilder, RecordDone,
     RecordSink, StorageFailurePolicy, TriggerInput, TriggerReport,
 };
-use swdaq_format::SourceId;
+use swdaq_dqm::HistSet;
+use swdaq_format::{SourceId, TriggerRecord};
 use swdaq_monitor::proc::read_threads;
 use swdaq_monitor::{Registry, StatsThread};
 use swdaq_readout::request::{DataRequest, RequestPolicy};
@@ -80,6 +82,10 @@ pub struct RunReport {
     pub refused_messages: std::collections::BTreeMap<String, u64>,
     /// Raw bursts recorded (`None`: `[recording]` is off).
     pub recording: Option<RecordingReport>,
+    /// Online data-quality monitoring (`None`: `[dqm]` is off). In one process only, so it
+    /// never crosses between applications.
+    #[serde(skip)]
+    pub dqm: Option<DqmReport>,
 }
 
 /// Runs the chain until the configured duration, a stop request, storage failure (by
@@ -97,6 +103,14 @@ pub fn run_chain(
     let registry = &monitoring.registry;
     let mut sink = StorageSink::start(config, "swdaq", "swdaq run", registry)?;
     let storage_failed = sink.failure_flag();
+    // Sampled where the builder hands each record on: the records as stored.
+    let dqm = config
+        .dqm
+        .start(&config.run.output_dir, fill_dqm, registry)?;
+    if let Some(dqm) = &dqm {
+        sink.sampled_by(dqm.tap().sampler(registry, "record-builder")?);
+        hooks.dqm(dqm.view());
+    }
     let all_links: Vec<u32> = (0..config.emulator.links).collect();
     let inputs = prepare(config, &all_links)?;
     let n = inputs.len();
@@ -200,8 +214,11 @@ pub fn run_chain(
             .map_err(|_| anyhow!("the request server panicked"))?;
         let recording = recordings.map(|r| r.finish());
         stop.waiting_for("storage to write what is queued and close its files");
+        let samples = sink.sample_counts();
         let storage = sink.finish();
         let stop_reason = stop_reason.with_storage_error(storage.as_ref());
+        stop.waiting_for("data-quality monitoring to judge and save its histograms");
+        let dqm = dqm.map(|d| d.finish(&config.run, samples));
         Ok(RunReport {
             seconds: started.elapsed().as_secs_f64(),
             stop_reason,
@@ -214,11 +231,30 @@ pub fn run_chain(
             hit_finding: readout.hit_finding,
             thread_cpu,
             recording,
+            dqm,
             ..Default::default()
         })
     });
     monitoring.stop();
     result
+}
+
+/// One sampled record into the run's histograms, as `swdaq dqm` fills them from HDF5 files;
+/// a record with a fragment it could not read counts as unreadable (its others are filled).
+fn fill_dqm(set: &mut HistSet, record: TriggerRecord) -> Result<(), String> {
+    let problems = swdaq_dqm::chain::fill_record(set, &record);
+    match problems.as_slice() {
+        [] => Ok(()),
+        [first, rest @ ..] => Err(format!(
+            "record {}: {first}{}",
+            record.header.trigger_number,
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!(" (and {} more)", rest.len())
+            }
+        )),
+    }
 }
 
 /// Capacity of the readout-to-trigger queue, in TP batches (and link ends, credits).
