@@ -220,6 +220,14 @@ def state_is(driver, state: str, timeout=20.0):
     wait(driver, lambda d: text(d, "state").lower() == state, timeout, f"state {state}, is {text(driver, 'state')}")
 
 
+def configure_and_start(driver, run: int, timeout=60.0):
+    """Configure, then start run `run`, from the console's buttons, each answered."""
+    click(driver, "configure")
+    assert answer(driver).startswith("✔ configure: configured"), text(driver, "answer")
+    click(driver, "start")
+    assert answer(driver, timeout).startswith(f"✔ run {run} running"), text(driver, "answer")
+
+
 # From the moment a source goes bad to its row marked on the page: up to two live intervals
 # (a stopped source is silent only in the first whole second without its data; a dead e-link
 # counts once the SW ROD's time-out has passed) and one poll of the page. The moment is the
@@ -480,10 +488,7 @@ def test_a_topology_s_applications_are_listed_and_one_gone_is_named(browser, tmp
         d = browser
         d.get(server.console_url)
         state_is(d, "initial")
-        click(d, "configure")
-        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
-        click(d, "start")
-        assert answer(d, timeout=90).startswith("✔ run 1 running"), text(d, "answer")
+        configure_and_start(d, 1, timeout=90)
         rows = lambda: d.execute_script(
             "return [...document.querySelectorAll('#apps tbody tr')].map(r => [r.className, ...[...r.cells].map(c => c.textContent)])")
         wait(d, lambda _: len(rows()) == len(apps), 20, f"applications listed: {rows()}")
@@ -640,10 +645,7 @@ def test_the_data_quality_view_shows_a_grown_fed_bad_among_the_first_with_an_ale
         d.get(server.console_url)
         state_is(d, "initial")
         wait(d, lambda _: text(d, "dqm-none") == "no run yet", 10, f"before a run: {text(d, 'dqm-none')!r}")
-        click(d, "configure")
-        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
-        click(d, "start")
-        assert answer(d).startswith(f"✔ run {reference_run + 1} running"), text(d, "answer")
+        configure_and_start(d, reference_run + 1)
         boxes = lambda: d.execute_script(
             "return [...document.querySelectorAll('#dqm-grid .dqm-hist')].map(b => [b.dataset.hist,"
             " b.querySelector('.badge').textContent, b.querySelector('.reason').textContent, b.dataset.axis,"
@@ -732,11 +734,8 @@ def test_the_chain_s_data_quality_view_names_a_dead_and_a_noisy_channel_bad(brow
         d = browser
         d.get(server.console_url)
         state_is(d, "initial")
-        click(d, "configure")
-        assert answer(d).startswith("✔ configure: configured"), text(d, "answer")
-        click(d, "start")
+        configure_and_start(d, reference_run + 1)
         started = time.monotonic()
-        assert answer(d).startswith(f"✔ run {reference_run + 1} running"), text(d, "answer")
         boxes = lambda: d.execute_script(
             "return [...document.querySelectorAll('#dqm-grid .dqm-hist')].map(b => [b.dataset.hist,"
             " b.querySelector('.badge').textContent, b.querySelector('.reason').textContent])")

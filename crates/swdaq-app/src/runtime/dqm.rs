@@ -526,15 +526,7 @@ mod tests {
             set.entry("c", || hist("c")).fill(1.0);
             Ok(())
         };
-        let (tx, rx) = crossbeam_channel::bounded(1000);
-        (0..1000).for_each(|i| tx.send(i).unwrap());
-        drop(tx);
-        let view = DqmView {
-            latest: Latest::default(),
-            reference_run: Some(3),
-            check: Check::default(),
-            judge_interval_s: 60.0,
-        };
+        let (rx, view) = thousand_samples_and_a_view();
         let waiting = view.to_json();
         assert_eq!(
             (&waiting["enabled"], &waiting["histograms"]),
@@ -610,15 +602,7 @@ mod tests {
             }
             Ok(())
         };
-        let (tx, rx) = crossbeam_channel::bounded(1000);
-        (0..1000).for_each(|i| tx.send(i).unwrap());
-        drop(tx);
-        let view = DqmView {
-            latest: Latest::default(),
-            reference_run: Some(3),
-            check: Check::default(),
-            judge_interval_s: 60.0,
-        };
+        let (rx, view) = thousand_samples_and_a_view();
         let judging = Judging {
             reference: Some(reference),
             check: Check::default(),
@@ -658,5 +642,18 @@ mod tests {
                 prop_assert!(e.contains("dqm") || e.contains("invalid configuration"), "{}", e);
             }
         }
+    }
+
+    /// A queue of the samples 0..1000, closed, and a view judged against run 3.
+    fn thousand_samples_and_a_view() -> (crossbeam_channel::Receiver<u32>, DqmView) {
+        let (tx, rx) = crossbeam_channel::bounded(1000);
+        (0..1000).for_each(|i| tx.send(i).unwrap());
+        let view = DqmView {
+            latest: Latest::default(),
+            reference_run: Some(3),
+            check: Check::default(),
+            judge_interval_s: 60.0,
+        };
+        (rx, view)
     }
 }
