@@ -534,13 +534,7 @@ mod tests {
             "{waiting}"
         );
         assert!(waiting["why"].is_string(), "{waiting}");
-        let judging = Judging {
-            reference: Some(reference),
-            check: Check::default(),
-            every: Duration::from_secs(60),
-        };
-        swdaq_dqm::online::run(rx, fill, &judging, &Registry::new(), &view.latest).unwrap();
-        let answer = view.to_json();
+        let answer = judged_against(reference, rx, fill, &view);
         let shown: Vec<(&str, &str)> = (answer["histograms"].as_array().unwrap().iter())
             .map(|h| {
                 let quality = h["verdict"]["quality"].as_str().unwrap();
@@ -603,13 +597,7 @@ mod tests {
             Ok(())
         };
         let (rx, view) = thousand_samples_and_a_view();
-        let judging = Judging {
-            reference: Some(reference),
-            check: Check::default(),
-            every: Duration::from_secs(60),
-        };
-        swdaq_dqm::online::run(rx, fill, &judging, &Registry::new(), &view.latest).unwrap();
-        let answer = view.to_json();
+        let answer = judged_against(reference, rx, fill, &view);
         let shown: Vec<&str> = (answer["histograms"].as_array().unwrap().iter())
             .map(|h| h["name"].as_str().unwrap())
             .collect();
@@ -655,5 +643,21 @@ mod tests {
             judge_interval_s: 60.0,
         };
         (rx, view)
+    }
+
+    /// Every queued sample filled and judged against `reference` once; `GET /dqm`'s answer.
+    fn judged_against(
+        reference: HistSet,
+        samples: crossbeam_channel::Receiver<u32>,
+        fill: impl Fn(&mut HistSet, u32) -> Result<(), String>,
+        view: &DqmView,
+    ) -> Value {
+        let judging = Judging {
+            reference: Some(reference),
+            check: Check::default(),
+            every: Duration::from_secs(60),
+        };
+        swdaq_dqm::online::run(samples, fill, &judging, &Registry::new(), &view.latest).unwrap();
+        view.to_json()
     }
 }
