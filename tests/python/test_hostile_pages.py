@@ -151,7 +151,8 @@ def test_pages_of_other_origins_and_host_names_cannot_drive_or_read_the_server(r
         # scripts are same-origin as far as the browser knows.
         d.get(f"http://evil.test:{port}/")
         assert "this server does not answer to" in d.find_element(By.TAG_NAME, "body").text
-        for method, path in [("GET", "/status"), ("GET", "/state"), ("POST", "/start"), ("POST", "/configure")]:
+        for method, path in [("GET", "/status"), ("GET", "/state"), ("POST", "/start"), ("POST", "/configure"),
+                             ("GET", "/runs"), ("POST", "/log")]:
             answer = fetch_from_page(d, method, path)
             assert answer.startswith("421 "), f"{method} {path}: {answer}"
         shot(d, f"hostile-rebound-{'token-given' if given_token else 'token-made'}")

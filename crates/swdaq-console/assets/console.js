@@ -696,6 +696,25 @@ function describe(command, code, answer) {
   return command + ": " + (answer.state || "done");
 }
 
+// POSTs `body` to `path` and says under the buttons how it went: `said(answer, code)` for an
+// accepted request, the server's reason for a refused one. Whether it was accepted.
+async function post(what, path, body, said) {
+  const answerBox = $("answer");
+  try {
+    const r = await api("POST", path, body);
+    const answer = await r.json().catch(() => ({}));
+    answerBox.className = r.ok ? "answer ok" : "answer refused";
+    answerBox.textContent = r.ok
+      ? "✔ " + said(answer, r.status)
+      : "✖ " + what + " refused (" + r.status + "): " + (answer.error || r.statusText);
+    return r.ok;
+  } catch (e) {
+    answerBox.className = "answer refused";
+    answerBox.textContent = "✖ " + what + ": no answer from the server (" + e.message + ")";
+    return false;
+  }
+}
+
 async function send(command) {
   const answerBox = $("answer");
   busy = command;
@@ -703,18 +722,7 @@ async function send(command) {
   answerBox.className = "answer waiting";
   answerBox.textContent = command + ": waiting for the answer" + (command === "stop" ? " (the run's summary comes once it has stopped)…" : "…");
   try {
-    const r = await api("POST", "/" + command, commandBody(command));
-    const answer = await r.json().catch(() => ({}));
-    if (r.ok) {
-      answerBox.className = "answer ok";
-      answerBox.textContent = "✔ " + describe(command, r.status, answer);
-    } else {
-      answerBox.className = "answer refused";
-      answerBox.textContent = "✖ " + command + " refused (" + r.status + "): " + (answer.error || r.statusText);
-    }
-  } catch (e) {
-    answerBox.className = "answer refused";
-    answerBox.textContent = "✖ " + command + ": no answer from the server (" + e.message + ")";
+    await post(command, "/" + command, commandBody(command), (answer, code) => describe(command, code, answer));
   } finally {
     busy = null;
     if (lastStatus) renderCommands(lastStatus);
@@ -725,25 +733,13 @@ async function send(command) {
 // (the registry is the configuration's), and the server says when it cannot be taken.
 async function addLogEntry(ev) {
   ev.preventDefault();
-  const answerBox = $("answer");
   const body = { text: $("log-text").value };
   const author = $("log-author").value.trim();
   if (author) body.author = author;
-  try {
-    const r = await api("POST", "/log", body);
-    const answer = await r.json().catch(() => ({}));
-    if (r.ok) {
-      answerBox.className = "answer ok";
-      answerBox.textContent = "✔ logbook entry added to run " + answer.run_number;
-      $("log-text").value = "";
-      if (lastStatus) await maybeFetchRuns(lastStatus, true);
-    } else {
-      answerBox.className = "answer refused";
-      answerBox.textContent = "✖ logbook entry refused (" + r.status + "): " + (answer.error || r.statusText);
-    }
-  } catch (e) {
-    answerBox.className = "answer refused";
-    answerBox.textContent = "✖ logbook entry: no answer from the server (" + e.message + ")";
+  const added = await post("logbook entry", "/log", body, (answer) => "logbook entry added to run " + answer.run_number);
+  if (added) {
+    $("log-text").value = "";
+    if (lastStatus) await maybeFetchRuns(lastStatus, true);
   }
 }
 

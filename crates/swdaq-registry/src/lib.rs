@@ -560,30 +560,15 @@ impl Registry {
             return Ok(None);
         };
         let json = |v: &Value| v.text().and_then(|t| serde_json::from_str(t).ok());
-        let files = self
-            .db
-            .query(
-                "SELECT path, bytes, adler32, crc32c, closed_at FROM run_files WHERE run = $1 ORDER BY path",
-                std::slice::from_ref(&n),
-            )
-            .context(context.clone())?
-            .iter()
-            .map(|f| FileRow {
-                path: f[0].text().unwrap_or_default().into(),
-                bytes: f[1].int().unwrap_or_default() as u64,
-                adler32: f[2].int().map(|c| c as u32),
-                crc32c: f[3].int().map(|c| c as u32),
-                closed_at: f[4].text().unwrap_or_default().into(),
-            })
-            .collect();
+        let files = self.files(number)?;
         let hooks = self
             .db
             .query(
                 "SELECT hook, argv, started_at, millis, ended, output, truncated_bytes \
                  FROM run_hooks WHERE run = $1 ORDER BY started_at, hook",
-                std::slice::from_ref(&n),
+                &[n],
             )
-            .context(context.clone())?
+            .context(context)?
             .iter()
             .map(|h| HookRow {
                 hook: h[0].text().unwrap_or_default().into(),
@@ -597,20 +582,7 @@ impl Registry {
                 truncated_bytes: h[6].int().unwrap_or_default() as u64,
             })
             .collect();
-        let logbook = self
-            .db
-            .query(
-                "SELECT written_at, author, text FROM logbook WHERE run = $1 ORDER BY written_at",
-                &[n],
-            )
-            .context(context)?
-            .iter()
-            .map(|e| LogEntry {
-                written_at: e[0].text().unwrap_or_default().into(),
-                author: e[1].text().unwrap_or_default().into(),
-                text: e[2].text().unwrap_or_default().into(),
-            })
-            .collect();
+        let logbook = self.logbook(number)?;
         Ok(Some(RunRecord {
             row: Self::row(values),
             pid: values[8].int().unwrap_or_default() as u32,
@@ -622,6 +594,46 @@ impl Registry {
             hooks,
             logbook,
         }))
+    }
+
+    /// Run `number`'s files on record, by path.
+    pub fn files(&mut self, number: u32) -> anyhow::Result<Vec<FileRow>> {
+        let rows = self
+            .db
+            .query(
+                "SELECT path, bytes, adler32, crc32c, closed_at FROM run_files WHERE run = $1 ORDER BY path",
+                &[i64::from(number).into()],
+            )
+            .with_context(|| self.context())?;
+        Ok(rows
+            .iter()
+            .map(|f| FileRow {
+                path: f[0].text().unwrap_or_default().into(),
+                bytes: f[1].int().unwrap_or_default() as u64,
+                adler32: f[2].int().map(|c| c as u32),
+                crc32c: f[3].int().map(|c| c as u32),
+                closed_at: f[4].text().unwrap_or_default().into(),
+            })
+            .collect())
+    }
+
+    /// Run `number`'s logbook entries, oldest first.
+    pub fn logbook(&mut self, number: u32) -> anyhow::Result<Vec<LogEntry>> {
+        let rows = self
+            .db
+            .query(
+                "SELECT written_at, author, text FROM logbook WHERE run = $1 ORDER BY written_at",
+                &[i64::from(number).into()],
+            )
+            .with_context(|| self.context())?;
+        Ok(rows
+            .iter()
+            .map(|e| LogEntry {
+                written_at: e[0].text().unwrap_or_default().into(),
+                author: e[1].text().unwrap_or_default().into(),
+                text: e[2].text().unwrap_or_default().into(),
+            })
+            .collect())
     }
 }
 

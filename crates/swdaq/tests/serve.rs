@@ -1647,6 +1647,49 @@ fn get_runs_lists_the_registry_s_runs_newest_first_with_files_and_logbook() {
     );
 
     ok(c.post("/configure", None));
+    // The guard stands before these routes as before every other: another site's page and a
+    // rebound host name get nothing, even with the token.
+    let bearer = format!("Bearer {}", server.token().unwrap());
+    let host = server.addr.as_str();
+    let rebound = format!("evil.example:{}", host.rsplit_once(':').unwrap().1);
+    let entry = br#"{"text": "from another site"}"#;
+    for (method, path, body, headers, code) in [
+        (
+            "GET",
+            "/runs",
+            &b""[..],
+            vec![
+                ("Host", host),
+                ("Origin", "http://evil.example"),
+                ("Authorization", &bearer),
+            ],
+            403,
+        ),
+        (
+            "GET",
+            "/runs",
+            b"",
+            vec![("Host", &rebound), ("Authorization", &bearer)],
+            421,
+        ),
+        (
+            "POST",
+            "/log",
+            entry,
+            vec![
+                ("Host", host),
+                ("Origin", "http://evil.example"),
+                ("Content-Type", "text/plain"),
+                ("Authorization", &bearer),
+            ],
+            403,
+        ),
+    ] {
+        let (status, _, answer) = server.raw_with(method, path, body, &headers);
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(status, code, "{method} {path}: {answer}");
+        assert!(!answer.contains("registry"), "{answer}");
+    }
     for number in [3, 4] {
         ok(c.post("/start", Some(&json!({ "run_number": number }))));
         std::thread::sleep(Duration::from_millis(500));

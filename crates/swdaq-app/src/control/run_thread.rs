@@ -102,6 +102,8 @@ pub(super) fn run_thread(
         log_note(&who, &note);
         inner.registry_notes.push(note);
     }
+    // Why the system is in error: a run that failed, not one its hook refused.
+    let mut fault = None;
     let outcome = match result {
         Ok(outcome) => {
             let summary = outcome.json();
@@ -120,11 +122,11 @@ pub(super) fn run_thread(
             let message = one_line(&e);
             let _ = inner.apply(Event::Failed, &who, &format!(": {message}"));
             inner.last_error = Some(message.clone());
+            fault = Some(message.clone());
             Err(message)
         }
     };
-    let failed = outcome.as_ref().err().filter(|_| !start_refused).cloned();
-    inner.watch.run_over(failed.as_deref());
+    inner.watch.run_over(fault.as_deref());
     if inner.ended.len() == ENDED_KEPT {
         inner.ended.pop_front();
     }

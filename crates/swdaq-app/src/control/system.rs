@@ -528,14 +528,13 @@ impl RunControl {
             .list(&swdaq_registry::RunFilter::default())
             .map_err(failed)?;
         let mut runs = Vec::new();
+        // Each run's files and logbook only: not its configuration, summary and hooks.
         for row in rows.iter().rev().take(RUNS_SHOWN) {
-            let Some(record) = registry.show(row.number).map_err(failed)? else {
-                continue;
-            };
-            let mut run = json!(record.row);
-            run["files"] = json!(record.files.len());
-            run["bytes"] = json!(record.files.iter().map(|f| f.bytes).sum::<u64>());
-            run["logbook"] = json!(record.logbook);
+            let files = registry.files(row.number).map_err(failed)?;
+            let mut run = json!(row);
+            run["files"] = json!(files.len());
+            run["bytes"] = json!(files.iter().map(|f| f.bytes).sum::<u64>());
+            run["logbook"] = json!(registry.logbook(row.number).map_err(failed)?);
             runs.push(run);
         }
         Ok(json!({ "registry": location.describe(), "runs": runs }))
