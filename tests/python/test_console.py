@@ -614,6 +614,7 @@ rus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, {{ id = 1, mean_byt
 [dqm]
 enabled = true
 sample_every = 1
+max_core_share = 1.0
 queue = 8192
 judge_interval_s = 1
 {reference}
@@ -669,8 +670,9 @@ def test_the_data_quality_view_shows_a_grown_fed_bad_among_the_first_with_an_ale
         assert axis == "fragment size (bytes)", axis
         assert all(b[4] > 0 for b in shown), f"a histogram not drawn: {shown}"
         assert "against run " + str(reference_run) in text(d, "dqm-caption"), text(d, "dqm-caption")
-        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, '#alerts .alert.error[data-dqm="fed_size_0001"]'), 5, f"no alert: {text(d, 'alerts')}")
-        assert "fed_size_0001 is Bad" in text(d, "alerts")
+        # The server's alert (as Prometheus's SwdaqDataQualityBad), in the page's alerts.
+        wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, '#alerts .alert.error[data-key="SwdaqDataQualityBad:fed_size_0001"]'), 5, f"no alert: {text(d, 'alerts')}")
+        assert "data quality: fed_size_0001 is Bad" in text(d, "alerts")
         kept = shot(d, "dqm-1-grown-fed-bad")
         shutil.copy(kept, tmp_path / kept.name)
 
@@ -679,7 +681,7 @@ def test_the_data_quality_view_shows_a_grown_fed_bad_among_the_first_with_an_ale
         # The run's final set stays on the page, said to be the ended run's; the alert goes.
         wait(d, lambda _: "(ended)" in text(d, "dqm-caption") and "(final)" in text(d, "dqm-caption"), 10, text(d, "dqm-caption"))
         assert by_name.keys() <= {b[0] for b in boxes()}
-        wait(d, lambda _: not d.find_elements(By.CSS_SELECTOR, "#alerts [data-dqm]"), 5, "the alert outlives the run")
+        wait(d, lambda _: not d.find_elements(By.CSS_SELECTOR, '#alerts [data-key^="SwdaqDataQualityBad"]'), 5, "the alert outlives the run")
 
 
 # The chain with [dqm]: one link, periodic records at 40 Hz (no self-trigger, which a noisy
@@ -707,6 +709,7 @@ enabled = false
 [dqm]
 enabled = true
 sample_every = 1
+max_core_share = 1.0
 min_entries = 10
 judge_interval_s = 1
 {reference}

@@ -26,9 +26,8 @@ const STORED_FINAL_AFTER_MS = 6000;
 // Fragments listed of the newest stored event (the rest counted).
 const MAX_FRAGMENT_ROWS = 64;
 // The data-quality histograms are fetched this often (the server judges them every
-// dqm.judge_interval_s, 5 s by default); Bad ones named in the alerts at most.
+// dqm.judge_interval_s, 5 s by default; a Bad one is among the server's alerts).
 const DQM_EVERY_MS = 3000;
-const MAX_DQM_ALERTS = 5;
 const SERIES = [
   { key: "input_mb_s", title: "Input throughput", unit: "MB/s", scale: 1, color: "#1f5fbf" },
   { key: "event_hz", title: "Trigger / event rate", unit: "Hz", scale: 1, color: "#1f8a4c" },
@@ -248,9 +247,8 @@ function renderCommands(s) {
 
 function renderAlerts(s) {
   const list = (s.alerts || []).map((a) =>
-    el("div", { class: "alert " + a.severity }, (a.severity === "error" ? "✖ " : "⚠ ") + a.text, el("span", { class: "since" }, "since " + clock(a.since)))
+    el("div", { class: "alert " + a.severity, "data-key": a.key }, (a.severity === "error" ? "✖ " : "⚠ ") + a.text, el("span", { class: "since" }, "since " + clock(a.since)))
   );
-  list.push(...dqmAlerts());
   if (s.state === "error" && s.error && !list.length) list.push(el("div", { class: "alert error" }, "✖ " + s.error));
   if (!list.length) list.push(el("div", { class: "alert none" }, "No alerts."));
   $("alerts").replaceChildren(...list);
@@ -540,17 +538,6 @@ async function maybeFetchDqm(s) {
   }
   lastDqm = answer;
   renderDqm(answer);
-}
-
-// The running run's Bad histograms, for the page's alerts.
-function dqmAlerts() {
-  if (!lastDqm || !lastDqm.running) return [];
-  const bad = (lastDqm.histograms || []).filter((h) => h.verdict && h.verdict.quality === "Bad");
-  const list = bad.slice(0, MAX_DQM_ALERTS).map((h) =>
-    el("div", { class: "alert error", "data-dqm": h.name }, "✖ Data quality: " + h.name + " is Bad — " + h.verdict.reason)
-  );
-  if (bad.length > MAX_DQM_ALERTS) list.push(el("div", { class: "alert error" }, "✖ Data quality: " + (bad.length - MAX_DQM_ALERTS) + " more histograms Bad"));
-  return list;
 }
 
 function axisTitle(axis) {

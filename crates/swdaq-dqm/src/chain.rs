@@ -39,12 +39,9 @@ pub fn fill_record(set: &mut HistSet, record: &TriggerRecord) -> Vec<String> {
             None => {}
             Some(Err(e)) => problems.push(format!("link {link}: {e}")),
             Some(Ok(m)) if m.samples > 0 => {
-                let stats: Vec<(f64, f64)> = m
-                    .values
-                    .chunks_exact(m.samples)
-                    .map(pedestal_and_rms)
-                    .collect();
-                fill_link(set, link, &stats, &m.values, m.samples);
+                let channels: Vec<Channel> =
+                    m.values.chunks_exact(m.samples).map(Channel::of).collect();
+                fill_link(set, link, &channels);
             }
             Some(Ok(_)) => {}
         }
@@ -52,12 +49,12 @@ pub fn fill_record(set: &mut HistSet, record: &TriggerRecord) -> Vec<String> {
     problems
 }
 
-/// One link's histograms from its channels' (pedestal, RMS) and ADCs.
-fn fill_link(set: &mut HistSet, link: u32, stats: &[(f64, f64)], values: &[u16], samples: usize) {
-    let mut rms: Vec<f64> = stats.iter().map(|s| s.1).collect();
+/// One link's histograms from its channels' samples.
+fn fill_link(set: &mut HistSet, link: u32, channels: &[Channel]) {
+    let mut rms: Vec<f64> = channels.iter().map(|c| c.rms).collect();
     rms.sort_by(f64::total_cmp);
     let median_rms = rms[rms.len() / 2];
-    let channels = stats.len();
+    let count = channels.len();
     // Made on first use, each named after its quantity and the link.
     let mut make = |what: &str, title: &str, axis: Axis, counts: bool| {
         let name = format!("{what}_link_{link:04}");
@@ -69,7 +66,7 @@ fn fill_link(set: &mut HistSet, link: u32, stats: &[(f64, f64)], values: &[u16],
         name
     };
     let adc = |(bins, lo, hi): (usize, f64, f64)| Axis::new("ADC", "ADC", bins, lo, hi);
-    let by_channel = Axis::new("channel of the link", "", channels, 0.0, channels as f64);
+    let by_channel = Axis::new("channel of the link", "", count, 0.0, count as f64);
     let pedestal = make("pedestal", "channel pedestals", adc(PEDESTAL_BINS), false);
     let noise = make("noise_rms", "channel noise (RMS)", adc(RMS_BINS), false);
     let signal = make(
@@ -85,11 +82,12 @@ fn fill_link(set: &mut HistSet, link: u32, stats: &[(f64, f64)], values: &[u16],
         true,
     );
     let noisy = make("noisy_channels", "noisy channels", by_channel, true);
-    for (c, &(p, r)) in stats.iter().enumerate() {
+    for (c, channel) in channels.iter().enumerate() {
+        let (p, r) = (channel.pedestal, channel.rms);
         set.histograms
             .get_mut(&pedestal)
             .expect("made above")
-            .fill(p);
+            .fill(f64::from(p));
         set.histograms.get_mut(&noise).expect("made above").fill(r);
         if r < DEAD_RMS {
             set.histograms
@@ -103,36 +101,122 @@ fn fill_link(set: &mut HistSet, link: u32, stats: &[(f64, f64)], values: &[u16],
                 .fill(c as f64);
         }
         let adc = set.histograms.get_mut(&signal).expect("made above");
-        for &v in &values[c * samples..(c + 1) * samples] {
-            adc.fill(f64::from(v) - p);
+        match &channel.samples {
+            Samples::ByValue { min, counts } => {
+                adc.fill_counted(i64::from(*min) - i64::from(p), counts)
+            }
+            Samples::AsTaken(values) => {
+                for &v in *values {
+                    adc.fill(f64::from(v) - f64::from(p));
+                }
+            }
         }
     }
 }
 
-/// A channel's median ADC and its samples' RMS about their mean.
-fn pedestal_and_rms(samples: &[u16]) -> (f64, f64) {
-    let mut sorted = samples.to_vec();
-    let middle = sorted.len() / 2;
-    let median = f64::from(*sorted.select_nth_unstable(middle).1);
-    let n = samples.len() as f64;
-    let mean = samples.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-    let variance = samples
-        .iter()
-        .map(|&v| (f64::from(v) - mean).powi(2))
-        .sum::<f64>()
-        / n;
-    (median, variance.sqrt())
+/// One channel of a record: its pedestal (the median ADC: the sample at the middle of their
+/// order), its noise (the samples' RMS about their mean) and its samples.
+struct Channel<'a> {
+    pedestal: u16,
+    rms: f64,
+    samples: Samples<'a>,
+}
+
+/// A channel's samples, counted by value when they span fewer values than there are samples
+/// (noise spans tens of counts: the median and the histogram are then walks over tens of
+/// counts, not sorts and fills of thousands of samples), as taken otherwise.
+enum Samples<'a> {
+    ByValue { min: u16, counts: Vec<u32> },
+    AsTaken(&'a [u16]),
+}
+
+impl<'a> Channel<'a> {
+    /// `samples` must not be empty.
+    fn of(samples: &'a [u16]) -> Channel<'a> {
+        let (mut min, mut max, mut sum, mut sum_of_squares) = (u16::MAX, 0, 0u64, 0u64);
+        for &v in samples {
+            (min, max) = (min.min(v), max.max(v));
+            sum += u64::from(v);
+            sum_of_squares += u64::from(v) * u64::from(v);
+        }
+        let n = samples.len() as u128;
+        // n² times the variance, exact in whole numbers.
+        let spread = n * u128::from(sum_of_squares) - u128::from(sum) * u128::from(sum);
+        let rms = (spread as f64).sqrt() / n as f64;
+        let middle = samples.len() / 2;
+        let span = usize::from(max - min) + 1;
+        if span > samples.len() {
+            let mut sorted = samples.to_vec();
+            let pedestal = *sorted.select_nth_unstable(middle).1;
+            return Channel {
+                pedestal,
+                rms,
+                samples: Samples::AsTaken(samples),
+            };
+        }
+        let mut counts = vec![0u32; span];
+        for &v in samples {
+            counts[usize::from(v - min)] += 1;
+        }
+        let mut seen = 0;
+        let at_middle = counts
+            .iter()
+            .position(|&count| {
+                seen += count as usize;
+                seen > middle
+            })
+            .expect("the counts add up to every sample");
+        Channel {
+            pedestal: min + at_middle as u16,
+            rms,
+            samples: Samples::ByValue { min, counts },
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    use proptest::prelude::*;
+
     #[test]
     fn pedestal_is_the_median_and_rms_the_spread() {
-        let (p, r) = pedestal_and_rms(&[900, 900, 902, 898, 900, 5000]);
-        assert_eq!(p, 900.0);
-        assert!(r > 1000.0, "one outlier widens the RMS, not the median");
-        assert_eq!(pedestal_and_rms(&[700; 64]), (700.0, 0.0));
+        let c = Channel::of(&[900, 900, 902, 898, 900, 5000]);
+        assert_eq!(c.pedestal, 900);
+        assert!(c.rms > 1000.0, "one outlier widens the RMS, not the median");
+        let flat = Channel::of(&[700; 64]);
+        assert_eq!((flat.pedestal, flat.rms), (700, 0.0));
+        let wide = Channel::of(&[0, u16::MAX]);
+        assert_eq!((wide.pedestal, wide.rms), (u16::MAX, 32767.5));
+    }
+
+    proptest! {
+        /// Counted or as taken, the pedestal is the middle sample in order, the RMS the
+        /// two-pass one (to rounding), and the samples are all there.
+        #[test]
+        fn a_channel_is_its_sorted_middle_its_spread_and_its_samples(
+            base in any::<u16>(),
+            offsets in proptest::collection::vec(0u16..200, 1..400),
+            outliers in proptest::collection::vec(any::<u16>(), 0..4),
+        ) {
+            let mut samples: Vec<u16> = offsets.iter().map(|&o| base.saturating_add(o)).collect();
+            samples.extend(&outliers);
+            let c = Channel::of(&samples);
+            let mut sorted = samples.clone();
+            sorted.sort_unstable();
+            prop_assert_eq!(c.pedestal, sorted[samples.len() / 2]);
+            let n = samples.len() as f64;
+            let mean = samples.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+            let two_pass = (samples.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n).sqrt();
+            prop_assert!((c.rms - two_pass).abs() <= 1e-9 * two_pass.max(1.0), "{} vs {}", c.rms, two_pass);
+            let mut again = match c.samples {
+                Samples::AsTaken(values) => values.to_vec(),
+                Samples::ByValue { min, counts } => (min..).zip(counts)
+                    .flat_map(|(v, k)| std::iter::repeat_n(v, k as usize)).collect(),
+            };
+            again.sort_unstable();
+            prop_assert_eq!(again, sorted);
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! histogram's quality as the gauge `swdaq_dqm_quality{histogram="..."}` ([`quality_value`]).
 //! Every `judge_every`, and at the end, it also publishes the set as filled so far with its
 //! verdicts ([`Published`], in a [`Latest`]) for readers on other threads: run control's
-//! console draws it.
+//! console draws it. Its cost is bounded: over its share of a core (a budget of its own CPU
+//! time), a sample is skipped and counted, never waited for.
 
 use crate::compare::{Check, Quality, Verdict};
 use crate::sample::SampleCounts;
@@ -37,6 +38,8 @@ pub struct OnlineOutcome {
     /// Samples the fill function could not read, and the first one's reason.
     pub unreadable: u64,
     pub first_problem: Option<String>,
+    /// Samples not read because the thread had used its share of a core.
+    pub skipped: u64,
 }
 
 /// The set as the monitoring thread last published it.
@@ -50,7 +53,8 @@ pub struct Published {
     /// What the data threads' samplers had counted then.
     pub samples: SampleCounts,
     pub unreadable: u64,
-    /// The run's last: every sample was read.
+    pub skipped: u64,
+    /// The run's last: every sample was taken in (read or skipped).
     pub last: bool,
 }
 
@@ -81,17 +85,25 @@ pub fn quality_value(quality: Quality) -> f64 {
 }
 
 /// Fills from `samples` until every sender has gone; a sample `fill` refuses is counted and
-/// the next one read. Publishes into `latest` every `judging.every` and at the end.
+/// the next one read. Publishes into `latest` every `judging.every` and at the end. A sample
+/// that comes while the thread is over `max_core_share` of a core (`CoreBudget`; 1: a whole
+/// core, no limit) is skipped and counted.
 pub fn run<T, E: std::fmt::Display>(
     samples: Receiver<T>,
     fill: impl Fn(&mut HistSet, T) -> Result<(), E>,
     judging: &Judging,
+    max_core_share: f64,
     registry: &Registry,
     latest: &Latest,
 ) -> Result<OnlineOutcome, MonitorError> {
-    let unreadable_counter: Counter = registry.block(THREAD, &[]).counter(
+    let mut block = registry.block(THREAD, &[]);
+    let unreadable_counter: Counter = block.counter(
         "swdaq_dqm_unreadable_samples_total",
         "Samples the data-quality monitoring could not read",
+    )?;
+    let skipped_counter: Counter = block.counter(
+        "swdaq_dqm_samples_skipped_total",
+        "Samples the data-quality monitoring skipped: it had used its share of a core",
     )?;
     let mut gauges = QualityGauges {
         registry,
@@ -102,10 +114,16 @@ pub fn run<T, E: std::fmt::Display>(
         verdicts: None,
         unreadable: 0,
         first_problem: None,
+        skipped: 0,
     };
+    let mut budget = CoreBudget::new(max_core_share);
     let mut next_judgement = Instant::now() + judging.every;
     loop {
         match samples.recv_deadline(next_judgement) {
+            Ok(_) if !budget.allows() => {
+                outcome.skipped += 1;
+                skipped_counter.inc();
+            }
             Ok(sample) => {
                 if let Err(e) = fill(&mut outcome.set, sample) {
                     outcome.unreadable += 1;
@@ -131,6 +149,48 @@ pub fn run<T, E: std::fmt::Display>(
         true,
     ));
     Ok(outcome)
+}
+
+/// A thread's share of a core as a bucket of CPU time: it fills at `share` of the time that
+/// passes, up to [`BURST_S`] seconds' worth (a full bucket at the start), and everything the
+/// thread does draws from it, its own CPU time measured (a busy machine that preempts the
+/// thread does not count against it). Empty: the thread is over its share.
+struct CoreBudget {
+    share: f64,
+    credit_s: f64,
+    cpu: cpu_time::ThreadTime,
+    spent: Duration,
+    at: Instant,
+}
+
+/// Seconds of a core's share the budget saves up at most: monitoring may catch up on one
+/// second's worth of samples after a quiet spell, no more.
+const BURST_S: f64 = 1.0;
+
+impl CoreBudget {
+    /// For the calling thread.
+    fn new(share: f64) -> CoreBudget {
+        CoreBudget {
+            share,
+            credit_s: share * BURST_S,
+            cpu: cpu_time::ThreadTime::now(),
+            spent: Duration::ZERO,
+            at: Instant::now(),
+        }
+    }
+
+    /// Whether the thread may do more now (always with a whole core's share).
+    fn allows(&mut self) -> bool {
+        if self.share >= 1.0 {
+            return true;
+        }
+        let (now, spent) = (Instant::now(), self.cpu.elapsed());
+        let earned = self.share * (now - self.at).as_secs_f64();
+        let used = (spent - self.spent).as_secs_f64();
+        self.credit_s = (self.credit_s + earned - used).min(self.share * BURST_S);
+        (self.at, self.spent) = (now, spent);
+        self.credit_s > 0.0
+    }
 }
 
 /// `set` judged against the reference, if there is one, and the gauges brought up to date.
@@ -160,6 +220,7 @@ fn publication(
         at: SystemTime::now(),
         samples: SampleCounts::in_registry(registry),
         unreadable: outcome.unreadable,
+        skipped: outcome.skipped,
         last,
     }
 }
@@ -220,8 +281,50 @@ mod tests {
             every: Duration::from_secs(1),
         };
         let latest = Latest::default();
-        let outcome = run(rx, fill, &judging, &registry, &latest).unwrap();
+        let outcome = run(rx, fill, &judging, 1.0, &registry, &latest).unwrap();
         (outcome, latest)
+    }
+
+    /// Fills like [`fill`] after spinning for 20 ms of CPU time.
+    fn fill_slowly(set: &mut HistSet, x: f64) -> Result<(), String> {
+        let cpu = cpu_time::ThreadTime::now();
+        while cpu.elapsed() < Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        fill(set, x)
+    }
+
+    #[test]
+    fn over_its_share_of_a_core_the_thread_skips_samples_and_counts_them() {
+        let (tx, rx) = crossbeam_channel::bounded(100);
+        for x in 0..100 {
+            tx.send(f64::from(x % 10)).unwrap();
+        }
+        drop(tx);
+        let judging = Judging {
+            reference: None,
+            check: Check::default(),
+            every: Duration::from_secs(60),
+        };
+        let registry = Registry::new();
+        let outcome = run(
+            rx,
+            fill_slowly,
+            &judging,
+            0.1,
+            &registry,
+            &Latest::default(),
+        )
+        .unwrap();
+        // All 100 waiting, each 20 ms of CPU: a tenth of a core's bucket (0.1 s) holds about
+        // five, and refills by 2 ms while each is read; the rest are skipped at once.
+        assert_eq!(outcome.set.events + outcome.skipped, 100);
+        let read = outcome.set.events;
+        assert!((1..=20).contains(&read), "{read} read");
+        assert_eq!(
+            registry.counter_total("swdaq_dqm_samples_skipped_total"),
+            outcome.skipped
+        );
     }
 
     #[test]
@@ -232,6 +335,7 @@ mod tests {
         assert_eq!(outcome.unreadable, 2);
         assert_eq!(outcome.first_problem.as_deref(), Some("-2 is negative"));
         assert!(outcome.verdicts.is_none(), "no reference, no verdict");
+        assert_eq!(outcome.skipped, 0, "a whole core: none skipped");
     }
 
     #[test]
@@ -261,8 +365,9 @@ mod tests {
         };
         let latest = Latest::default();
         let reader = latest.clone();
-        let thread =
-            std::thread::spawn(move || run(rx, fill, &judging, &Registry::new(), &latest).unwrap());
+        let thread = std::thread::spawn(move || {
+            run(rx, fill, &judging, 1.0, &Registry::new(), &latest).unwrap()
+        });
         tx.send(1.0).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let published = loop {

@@ -334,7 +334,7 @@ fn a_dead_and_a_noisy_channel_and_raised_noise_are_bad_against_a_clean_chain_run
 fn online_run(out: &Path, seed: u64, fed1_bytes: u32, events: u64, dqm: &str) -> Value {
     let config = online_config(out, seed);
     let model = format!(
-        "{}[dqm]\nenabled = true\n{dqm}\n",
+        "{}[dqm]\nenabled = true\nmax_core_share = 1.0\n{dqm}\n",
         evb_section(seed, fed1_bytes, events)
     );
     run_into(out, &config, 30.0, &model)
@@ -447,6 +447,28 @@ fn a_full_sample_queue_drops_counted_samples_and_the_run_completes() {
     assert_eq!(saved_set(&out, &summary).events, sampled);
 }
 
+/// Monitoring held to a thousandth of a core, every event offered, the builder flat out:
+/// samples beyond its share are skipped and counted, never waited for; every event is still
+/// written, and the saved set holds exactly the samples read.
+#[test]
+fn monitoring_over_its_share_of_a_core_skips_counted_samples_and_the_run_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("budget");
+    let model = format!(
+        "{}[dqm]\nenabled = true\nsample_every = 1\nqueue = 8192\nmax_core_share = 0.001\n",
+        evb_section(1, 1024, 20_000)
+    );
+    let summary = run_into(&out, &online_config(&out, 1), 30.0, &model);
+    assert_eq!(summary["written"].as_u64(), Some(20_000), "{summary}");
+    let count = |key: &str| summary["dqm"][key].as_u64().unwrap();
+    assert_eq!(count("sampled") + count("dropped"), 20_000, "{summary}");
+    assert!(count("skipped") > 0, "{summary}");
+    assert_eq!(
+        saved_set(&out, &summary).events,
+        count("sampled") - count("skipped") - count("unreadable")
+    );
+}
+
 /// A reference run with no saved set is refused before the run starts, naming the file.
 #[test]
 fn a_missing_reference_run_is_refused_before_data_taking() {
@@ -488,7 +510,7 @@ fn swrod_online_monitoring_of_every_event_saves_what_swdaq_dqm_computes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("swrod-online");
     let model = format!(
-        "{}[dqm]\nenabled = true\nsample_every = 1\nqueue = 2048\n",
+        "{}[dqm]\nenabled = true\nsample_every = 1\nqueue = 2048\nmax_core_share = 1.0\n",
         swrod_sections(7, "dead_elinks = [{ elink = 3, after_l1as = 200 }]")
     );
     let summary = run_into(&out, &dir.path().join("swrod-online.toml"), 0.0, &model);
@@ -514,7 +536,7 @@ const PERIODIC_ONLY: &str = "[trigger.periodic]\nenabled = true\nrate_hz = 40.0\
 fn chain_online_run(out: &Path, name: &str, sim: &str, dqm: &str) -> Value {
     let model = format!(
         "[emulator]\nlinks = 1\n[emulator.sim]\n{sim}\n{PERIODIC_ONLY}\n\
-         [dqm]\nenabled = true\nsample_every = 1\nmin_entries = 10\n{dqm}\n"
+         [dqm]\nenabled = true\nsample_every = 1\nmin_entries = 10\nmax_core_share = 1.0\n{dqm}\n"
     );
     run_into(
         out,

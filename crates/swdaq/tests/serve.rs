@@ -1496,7 +1496,7 @@ fn evb_two_feds(fed1_bytes: u32, rest: &str) -> String {
     format!(
         "[evb]\nbuilder_units = 1\nmin_free_bytes = 0\n{rest}\nrus = [[{{ id = 0, mean_bytes = 1024, spread_bytes = 128 }}, \
          {{ id = 1, mean_bytes = {fed1_bytes}, spread_bytes = 128 }}]]\n\
-         [dqm]\nenabled = true\nsample_every = 1\nqueue = 8192\n"
+         [dqm]\nenabled = true\nsample_every = 1\nqueue = 8192\nmax_core_share = 1.0\n"
     )
 }
 

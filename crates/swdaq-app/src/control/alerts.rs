@@ -16,6 +16,8 @@ pub const THROTTLED_FOR_S: f64 = 5.0;
 pub const HEARTBEAT_AGE_S: f64 = 5.0;
 /// A disk with less than this share free is nearly full.
 pub const DISK_FREE_BELOW: f64 = 0.1;
+/// Bad histograms named one alert each at most; the rest are one alert that counts them.
+pub const DQM_BAD_NAMED: usize = 5;
 /// A raised condition of the live figures clears once it has not been seen for this long, in
 /// seconds: figures made five times a second would otherwise raise and clear a bursty one
 /// (drops now and then) several times a second.
@@ -31,6 +33,8 @@ pub enum Origin {
     State,
     /// The output directories' disks.
     Disk,
+    /// The run's online data-quality monitoring, at each status interval.
+    Dqm,
 }
 
 /// A condition seen now.
@@ -200,6 +204,31 @@ pub fn of_live(live: &Value) -> Vec<Condition> {
     found
 }
 
+/// The run's Bad histograms, (name, why) worst first: the first [`DQM_BAD_NAMED`] one alert
+/// each, the rest counted in one.
+pub fn of_dqm(bad: &[(String, String)]) -> Vec<Condition> {
+    let mut found: Vec<Condition> = (bad.iter().take(DQM_BAD_NAMED))
+        .map(|(name, why)| {
+            Condition::new(
+                format!("SwdaqDataQualityBad:{name}"),
+                Level::Error,
+                format!("data quality: {name} is Bad: {why}"),
+            )
+        })
+        .collect();
+    if bad.len() > DQM_BAD_NAMED {
+        found.push(Condition::new(
+            "SwdaqDataQualityBad",
+            Level::Error,
+            format!(
+                "data quality: {} more histograms Bad",
+                bad.len() - DQM_BAD_NAMED
+            ),
+        ));
+    }
+    found
+}
+
 /// The run stopped on a fault: run control is in `error`, with why.
 pub fn of_state(failed: Option<&str>) -> Vec<Condition> {
     failed
@@ -318,6 +347,33 @@ mod tests {
         assert_eq!(texts(&a).len(), 1);
         a.update(Origin::Live, 12.0 + LIVE_CLEARS_AFTER_S, Vec::new(), &mut j);
         assert!(texts(&a).is_empty());
+    }
+
+    #[test]
+    fn bad_histograms_are_alerts_by_name_then_counted_and_end_with_the_run() {
+        let (mut a, mut j) = (Alerts::default(), Journal::default());
+        let bad: Vec<(String, String)> = (0..7)
+            .map(|i| {
+                (
+                    format!("fed_size_000{i}"),
+                    "chi2 p = 1e-9 < 0.01".to_string(),
+                )
+            })
+            .collect();
+        a.update(Origin::Dqm, 10.0, of_dqm(&bad), &mut j);
+        let shown = texts(&a);
+        assert_eq!(shown.len(), DQM_BAD_NAMED + 1, "{shown:?}");
+        assert!(shown.contains(&"data quality: fed_size_0000 is Bad: chi2 p = 1e-9 < 0.01".into()));
+        assert!(shown.contains(&"data quality: 2 more histograms Bad".into()));
+        a.update(Origin::Dqm, 11.0, of_dqm(&bad[..1]), &mut j);
+        assert_eq!(texts(&a).len(), 1, "the others cleared: Good again");
+        a.end(Origin::Dqm, &mut j);
+        assert!(texts(&a).is_empty());
+        let journal = j.to_json().to_string();
+        assert!(
+            journal.contains("cleared: data quality: fed_size_0000 is Bad"),
+            "{journal}"
+        );
     }
 
     /// Drops that come and go five times a second raise one alert, not one a fifth of a

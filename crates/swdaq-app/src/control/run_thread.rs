@@ -45,6 +45,11 @@ impl RunHooks for Hooks {
         if let Some(run) = self.this_run(&mut inner) {
             run.live = Some(live.clone());
             inner.watch.live(self.number, &live);
+            let bad = (inner.dqm.as_ref())
+                .filter(|(number, _)| *number == self.number)
+                .map(|(_, view)| view.bad())
+                .unwrap_or_default();
+            inner.watch.data_quality(&bad);
         }
     }
 

@@ -58,9 +58,18 @@ impl Watch {
             .update(Origin::Live, now, alerts::of_live(live), &mut self.journal);
     }
 
-    /// The run has ended: its live conditions are over; `failed` says why it failed, if it did.
+    /// The run's Bad histograms now, (name, why) worst first.
+    pub fn data_quality(&mut self, bad: &[(String, String)]) {
+        let now = unix_seconds(SystemTime::now());
+        self.alerts
+            .update(Origin::Dqm, now, alerts::of_dqm(bad), &mut self.journal);
+    }
+
+    /// The run has ended: its live and data-quality conditions are over; `failed` says why it
+    /// failed, if it did.
     pub fn run_over(&mut self, failed: Option<&str>) {
         self.alerts.end(Origin::Live, &mut self.journal);
+        self.alerts.end(Origin::Dqm, &mut self.journal);
         self.state_fault(failed);
     }
 

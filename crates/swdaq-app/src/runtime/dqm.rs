@@ -47,6 +47,9 @@ pub struct DqmSection {
     pub min_entries: u64,
     /// Seconds between the qualities' updates while the run lasts.
     pub judge_interval_s: f64,
+    /// The share of one core the monitoring thread may use (its own CPU time, averaged over
+    /// a second): a sample that comes while it is over is skipped and counted. 1: no limit.
+    pub max_core_share: f64,
 }
 
 impl Default for DqmSection {
@@ -61,6 +64,7 @@ impl Default for DqmSection {
             min_probability: check.min_probability,
             min_entries: check.min_entries,
             judge_interval_s: 5.0,
+            max_core_share: 0.1,
         }
     }
 }
@@ -100,6 +104,12 @@ impl DqmSection {
             return invalid(format!(
                 "judge_interval_s: {}: must be in [0.1, 3600]",
                 self.judge_interval_s
+            ));
+        }
+        if !(self.max_core_share > 0.0 && self.max_core_share <= 1.0) {
+            return invalid(format!(
+                "max_core_share: {}: must be in (0, 1] (1: a whole core, no limit)",
+                self.max_core_share
             ));
         }
         match self.reference_run {
@@ -150,10 +160,11 @@ impl DqmSection {
         let registry = registry.clone();
         let latest = Latest::default();
         let published = latest.clone();
+        let share = self.max_core_share;
         let thread = std::thread::Builder::new()
             .name("dqm".into())
             .spawn(move || {
-                swdaq_dqm::online::run(samples, fill, &judging, &registry, &published)
+                swdaq_dqm::online::run(samples, fill, &judging, share, &registry, &published)
             })?;
         Ok(Some(OnlineDqm {
             tap: SampleTap::new(sender, self.sample_every),
@@ -225,6 +236,7 @@ impl DqmView {
         answer["events"] = json!(published.set.events);
         answer["samples"] = json!(published.samples);
         answer["unreadable"] = json!(published.unreadable);
+        answer["skipped"] = json!(published.skipped);
         answer["qualities"] = json!({
             "bad": count(Quality::Bad),
             "undetermined": count(Quality::Undetermined),
@@ -253,6 +265,19 @@ impl DqmView {
             })
             .collect();
         answer
+    }
+}
+
+impl DqmView {
+    /// The histograms Bad in the last publication, (name, why) worst first (as judged).
+    pub fn bad(&self) -> Vec<(String, String)> {
+        let Some(published) = self.latest.get() else {
+            return Vec::new();
+        };
+        (published.verdicts.iter().flatten())
+            .filter(|(_, v)| v.quality == Quality::Bad)
+            .map(|(name, v)| (name.clone(), v.why.clone()))
+            .collect()
     }
 }
 
@@ -304,6 +329,7 @@ impl<T> OnlineDqm<T> {
         report.events = outcome.set.events;
         report.histograms = outcome.set.histograms.len();
         report.unreadable = outcome.unreadable;
+        report.skipped = outcome.skipped;
         report.first_problem = outcome.first_problem;
         report.verdicts = outcome.verdicts;
         report
@@ -326,6 +352,8 @@ pub struct DqmReport {
     pub events: u64,
     pub histograms: usize,
     pub unreadable: u64,
+    /// Samples the monitoring thread skipped: it had used its share of a core.
+    pub skipped: u64,
     pub first_problem: Option<String>,
     /// Where the set was saved; none if it could not be (then `error` says why).
     pub file: Option<PathBuf>,
@@ -347,8 +375,12 @@ impl DqmReport {
 
     pub fn text(&self) -> String {
         let mut out = format!(
-            "DQM: {} events sampled, {} dropped (sample queue full), {} unreadable; {} histograms",
-            self.samples.sampled, self.samples.dropped, self.unreadable, self.histograms
+            "DQM: {} events sampled, {} dropped (sample queue full), {} skipped (over its share of a core), {} unreadable; {} histograms",
+            self.samples.sampled,
+            self.samples.dropped,
+            self.skipped,
+            self.unreadable,
+            self.histograms
         );
         match (&self.file, &self.error) {
             (Some(file), _) => out += &format!(" saved to {}\n", file.display()),
@@ -378,6 +410,7 @@ impl DqmReport {
         serde_json::json!({
             "sampled": self.samples.sampled,
             "dropped": self.samples.dropped,
+            "skipped": self.skipped,
             "events": self.events,
             "histograms": self.histograms,
             "unreadable": self.unreadable,
@@ -437,6 +470,14 @@ mod tests {
                 "probability",
             ),
             ("[dqm]\nenabled = true\ntest = \"t\"", "chi2"),
+            (
+                "[dqm]\nenabled = true\nmax_core_share = 0.0",
+                "dqm.max_core_share: 0: must be in (0, 1]",
+            ),
+            (
+                "[dqm]\nenabled = true\nmax_core_share = 1.5",
+                "dqm.max_core_share",
+            ),
             (
                 "[dqm]\nenabled = true\nsample = 1",
                 "unknown field `sample`",
@@ -657,7 +698,8 @@ mod tests {
             check: Check::default(),
             every: Duration::from_secs(60),
         };
-        swdaq_dqm::online::run(samples, fill, &judging, &Registry::new(), &view.latest).unwrap();
+        swdaq_dqm::online::run(samples, fill, &judging, 1.0, &Registry::new(), &view.latest)
+            .unwrap();
         view.to_json()
     }
 }
