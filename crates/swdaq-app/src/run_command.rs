@@ -4,9 +4,9 @@
 //! the closing summary (text or JSON) and the exit status.
 
 use crate::live::{LIVE_INTERVAL, Live, line};
-use crate::model::{Overrides, RunHooks};
 use crate::models;
 use crate::run_record;
+use crate::runtime::model::{Overrides, RunHooks};
 use crate::runtime::stop;
 use crate::transition_hooks::{Hook, RunFacts, run_between_hooks};
 use std::io::{IsTerminal, Write};

@@ -3,7 +3,7 @@
 //! data taking ([`claim`]), and complete it at the stop ([`RecordedRun::finish`]);
 //! `swdaq app` adds the files its application closed ([`add_app_files`]).
 
-use crate::model::{Configured, Outcome};
+use crate::runtime::model::{Configured, Outcome};
 use crate::transition_hooks::HookRun;
 use swdaq_format::file_checksum;
 use swdaq_format::run_files::{self, RunClaimError};

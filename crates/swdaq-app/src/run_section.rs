@@ -83,7 +83,7 @@ impl RunSection {
         self.registry_location()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         self.hooks.validate()?;
-        crate::model::check_metrics_addr(&self.metrics_addr, "run.metrics_addr")
+        crate::runtime::model::check_metrics_addr(&self.metrics_addr, "run.metrics_addr")
     }
 
     /// Where the run registry is (`registry`, or the output directory's SQLite file).
@@ -118,7 +118,7 @@ impl RunSection {
 
     /// `None`: until stopped.
     pub fn duration(&self) -> Option<Duration> {
-        crate::model::seconds(self.duration_s)
+        crate::runtime::model::seconds(self.duration_s)
     }
 
     /// Reads a `[run]` table over a model's own defaults: a key the file does not give keeps

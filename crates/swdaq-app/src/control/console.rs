@@ -12,7 +12,7 @@
 
 use super::http_server::Response;
 use super::system::RunControl;
-use crate::model::Configured;
+use crate::runtime::model::Configured;
 use crate::stored::StoredEvent;
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -27,8 +27,8 @@ mod run_thread;
 pub mod system;
 mod watch;
 
-use crate::model::{Configured, Overrides};
 use crate::models;
+use crate::runtime::model::{Configured, Overrides};
 use crate::runtime::stop::{self, StopRequest};
 use auth::Token;
 use std::io::Write;

@@ -5,9 +5,9 @@
 
 use super::fsm::Event;
 use super::system::{ENDED_KEPT, Inner, Run, Shared, log_note, one_line};
-use crate::model::{Configured, RunHooks};
 use crate::run_record::RecordedRun;
 use crate::runtime::dqm::DqmView;
+use crate::runtime::model::{Configured, RunHooks};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::Steering;
 use crate::runtime::stop::StopRequest;

@@ -8,9 +8,9 @@
 use super::fsm::{Event, Illegal, State, next};
 use super::watch::Watch;
 use crate::error_report;
-use crate::model::{Capabilities, Configured};
 use crate::run_record;
 use crate::runtime::dqm::DqmView;
+use crate::runtime::model::{Capabilities, Configured};
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
 use crate::runtime::stop::StopRequest;
 use crate::transition_hooks::{Hook, HookRun, RunFacts};

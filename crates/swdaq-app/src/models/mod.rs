@@ -3,7 +3,7 @@
 //! where it runs as applications; `wire.rs`: its messages between applications, with a wire
 //! id of its own). A fourth model is a fourth folder and a line in [`MODELS`].
 
-use crate::model::{Configured, Model};
+use crate::runtime::model::{Configured, Model};
 
 pub mod chain;
 pub mod evb;

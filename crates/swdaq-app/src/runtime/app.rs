@@ -7,7 +7,7 @@
 //! starts them with the run's configuration on stdin and drives them with `start` / `stop`
 //! (`runtime::stdio`).
 
-use crate::model::Configured;
+use crate::runtime::model::Configured;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::cpu_shares_of;
 use crate::runtime::stdio::Commands;

@@ -17,7 +17,7 @@ use super::child::{Running, spawn, stop_all, stop_stage, take_event};
 use super::live_feed::{halted, snapshot_of};
 use super::stdio::{self as control, Event};
 use crate::live::{AppRow, Live};
-use crate::model::{Configured, RunHooks};
+use crate::runtime::model::{Configured, RunHooks};
 use crate::runtime::outcome::{AppOutcome, StopReason};
 use crate::runtime::steering::{
     BurstReason, BurstRequests, BurstStarted, RecordError, Steering, check_seconds,

@@ -1,5 +1,5 @@
-//! What runs a model whatever the model: stop requests and signals, the `[topology]`
-//! section, applications and their launcher.
+//! What runs a model whatever the model: the traits a model implements to be run (`model`),
+//! stop requests and signals, the `[topology]` section, applications and their launcher.
 
 pub mod app;
 mod child;
@@ -7,6 +7,7 @@ pub mod dqm;
 pub mod launch;
 pub mod live_feed;
 pub mod memory;
+pub mod model;
 pub mod monitoring;
 pub mod outcome;
 pub mod stdio;

@@ -6,7 +6,7 @@
 //! (`Supervised`); where the checks and the clocks are is the same for all.
 
 use crate::live::{LIVE_INTERVAL, Live};
-use crate::model::RunHooks;
+use crate::runtime::model::RunHooks;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stop::StopRequest;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 pub mod command;
 
 use crate::live::Live;
-use crate::model::{Configured, Outcome, RunHooks};
+use crate::runtime::model::{Configured, Outcome, RunHooks};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::steering::Steering;
 use command::HookOutput;

@@ -70,7 +70,7 @@ impl RunConfig {
     }
 
     pub fn to_toml(&self) -> String {
-        crate::model::to_toml(self)
+        crate::runtime::model::to_toml(self)
     }
 
     /// Checks every value that could stop the run half-way, before anything starts.

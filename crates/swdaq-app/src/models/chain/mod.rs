@@ -19,8 +19,8 @@ pub mod summary;
 pub mod system;
 pub mod wire;
 
-use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;
+use crate::runtime::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::TopologySection;
@@ -86,7 +86,7 @@ impl Configured for RunConfig {
             } else {
                 String::new()
             },
-            crate::model::duration_words(self.run.duration_s),
+            crate::runtime::model::duration_words(self.run.duration_s),
             self.run.output_dir.display(),
             if self.run.metrics_addr.is_empty() || self.is_distributed() {
                 String::new()

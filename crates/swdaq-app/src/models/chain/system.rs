@@ -21,8 +21,8 @@ use super::recording::{self, RecordOnTrigger, RecordingReport};
 use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
 use crate::live::Live;
-use crate::model::RunHooks;
 use crate::runtime::dqm::DqmReport;
+use crate::runtime::model::RunHooks;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
 use crate::runtime::steering::Steering;
@@ -191,7 +191,7 @@ pub fn run_chain(
             storage_failed: &storage_failed,
             readout_ended: &|| readout.all_ended(),
         };
-        let duration = crate::model::seconds(config.run.duration_s);
+        let duration = crate::runtime::model::seconds(config.run.duration_s);
         let stop_reason = supervise(&mut watch, duration, stop, hooks);
         let thread_cpu = cpu_shares(&threads_at_start, started.elapsed());
         // Stop in data-flow order: the trigger first (its open decision still goes out once

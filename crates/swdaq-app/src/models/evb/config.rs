@@ -110,6 +110,6 @@ impl EvbRunConfig {
     }
 
     pub fn to_toml(&self) -> String {
-        crate::model::to_toml(self)
+        crate::runtime::model::to_toml(self)
     }
 }

@@ -451,6 +451,6 @@ impl SwrodRunConfig {
     }
 
     pub fn to_toml(&self) -> String {
-        crate::model::to_toml(self)
+        crate::runtime::model::to_toml(self)
     }
 }

@@ -23,8 +23,8 @@ pub mod system;
 mod threads;
 pub mod wire;
 
-use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;
+use crate::runtime::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::TopologySection;
@@ -108,7 +108,7 @@ impl Configured for SwrodRunConfig {
             } else {
                 String::new()
             },
-            crate::model::duration_words(self.run.duration_s),
+            crate::runtime::model::duration_words(self.run.duration_s),
             s.hlt_accept_every,
             self.run.output_dir.display(),
             if self.run.metrics_addr.is_empty() || self.is_distributed() {

@@ -22,7 +22,7 @@ pub const KINDS: &[KindSpec<TallyConfig, CounterReport>] = &[KindSpec {
     run,
 }];
 
-impl crate::model::Applications for TallyConfig {
+impl crate::runtime::model::Applications for TallyConfig {
     type Report = CounterReport;
     type Message = TallyMessage;
     const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;

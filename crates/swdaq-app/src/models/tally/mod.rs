@@ -11,8 +11,8 @@ pub mod summary;
 pub mod system;
 pub mod wire;
 
-use crate::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::run_section::RunSection;
+use crate::runtime::model::{Capabilities, Configured, Model, ModelOf, Outcome, RunHooks};
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::TopologySection;
@@ -49,7 +49,7 @@ impl Configured for TallyConfig {
     }
 
     fn to_toml(&self) -> String {
-        crate::model::to_toml(self)
+        crate::runtime::model::to_toml(self)
     }
 
     fn topology(&self) -> &TopologySection {
@@ -65,7 +65,7 @@ impl Configured for TallyConfig {
         format!(
             "{counters} at {} Hz, {}",
             self.tally.rate_hz,
-            crate::model::duration_words(self.run.duration_s)
+            crate::runtime::model::duration_words(self.run.duration_s)
         )
     }
 

@@ -17,9 +17,9 @@ pub mod trigger;
 
 use super::config::RunConfig;
 use super::system::RunReport;
-use crate::model::RunHooks;
 use crate::runtime::app::{AppContext, KindSpec, check_kinds, run_app};
 use crate::runtime::launch::{Plan, Stages, launch};
+use crate::runtime::model::RunHooks;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
@@ -93,7 +93,7 @@ pub(super) const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
     },
 ];
 
-impl crate::model::Applications for RunConfig {
+impl crate::runtime::model::Applications for RunConfig {
     type Report = RunReport;
     type Message = crate::models::chain::wire::ChainMessage;
     const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;

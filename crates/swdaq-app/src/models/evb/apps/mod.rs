@@ -60,7 +60,7 @@ pub const KINDS: &[KindSpec<EvbRunConfig, EvbAppReport>] = &[
     },
 ];
 
-impl crate::model::Applications for EvbRunConfig {
+impl crate::runtime::model::Applications for EvbRunConfig {
     type Report = EvbAppReport;
     type Message = crate::models::evb::wire::EvbMessage;
     const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;

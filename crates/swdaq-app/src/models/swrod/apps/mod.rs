@@ -130,7 +130,7 @@ pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
     },
 ];
 
-impl crate::model::Applications for SwrodRunConfig {
+impl crate::runtime::model::Applications for SwrodRunConfig {
     type Report = SwrodAppReport;
     type Message = crate::models::swrod::wire::SwrodMessage;
     const KINDS: &'static [KindSpec<Self, Self::Report>] = KINDS;
