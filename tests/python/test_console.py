@@ -670,6 +670,10 @@ def test_the_data_quality_view_shows_a_grown_fed_bad_among_the_first_with_an_ale
         assert axis == "fragment size (bytes)", axis
         assert all(b[4] > 0 for b in shown), f"a histogram not drawn: {shown}"
         assert "against run " + str(reference_run) in text(d, "dqm-caption"), text(d, "dqm-caption")
+        # Each histogram is drawn over the reference run's, scaled to this run's entries.
+        drawn = {b.get_attribute("data-hist"): b.get_attribute("data-reference") for b in d.find_elements(By.CSS_SELECTOR, ".dqm-hist")}
+        assert all(drawn[name] == "drawn" for name in ("fed_size_0000", "fed_size_0001", "event_size")), drawn
+        assert f"run {reference_run}, scaled" in text(d, "dqm-grid"), text(d, "dqm-grid")
         # The server's alert (as Prometheus's SwdaqDataQualityBad), in the page's alerts.
         wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, '#alerts .alert.error[data-key="SwdaqDataQualityBad:fed_size_0001"]'), 5, f"no alert: {text(d, 'alerts')}")
         assert "data quality: fed_size_0001 is Bad" in text(d, "alerts")

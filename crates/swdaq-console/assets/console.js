@@ -545,15 +545,25 @@ function axisTitle(axis) {
 }
 
 // uPlot's columns: each bin's centre and count.
-function histData(h) {
+// Each bin's centre and count, and the reference run's counts scaled to this run's (by
+// entries in range for a distribution, by events for counts of rare occurrences), if any.
+function histData(h, events) {
   const width = (h.axis.hi - h.axis.lo) / h.axis.bins;
-  return [h.counts.map((_, i) => h.axis.lo + (i + 0.5) * width), h.counts.slice()];
+  const data = [h.counts.map((_, i) => h.axis.lo + (i + 0.5) * width), h.counts.slice()];
+  const ref = h.reference;
+  if (ref) {
+    const sum = (a) => a.reduce((x, y) => x + y, 0);
+    const scale = h.kind === "counts" ? (ref.events ? events / ref.events : 0) : sum(ref.counts) ? sum(h.counts) / sum(ref.counts) : 0;
+    data.push(ref.counts.map((c) => c * scale));
+  }
+  return data;
 }
 
 // The x range drawn: the bins holding entries with two empty ones each side (ten bins at
 // least): a histogram's fixed range is wide (a FED's sizes to 16 KiB) and its entries would
 // otherwise be a sliver. Under- and overflow are given beneath the plot.
-function filledRange(counts, axis) {
+function filledRange(series, axis) {
+  const counts = series[0].map((_, i) => series.reduce((sum, s) => sum + (s[i] || 0), 0));
   const width = (axis.hi - axis.lo) / axis.bins;
   const first = counts.findIndex((c) => c > 0);
   if (first < 0) return [axis.lo, axis.hi];
@@ -569,26 +579,28 @@ function filledRange(counts, axis) {
   return [axis.lo + from * width, axis.lo + to * width];
 }
 
-function histPlot(h, box) {
+function histPlot(h, events, box) {
   return new uPlot(
     {
       width: Math.max(200, box.clientWidth),
       height: 140,
       scales: {
-        x: { time: false, range: (u) => filledRange(u.data[1], h.axis) },
+        x: { time: false, range: (u) => filledRange(u.data.slice(1), h.axis) },
         y: { range: (u, min, max) => [0, Math.max(1, max || 0) * 1.1] },
       },
       series: [
         {},
         { label: "entries", stroke: "#1f5fbf", fill: "#1f5fbf66", width: 1, paths: uPlot.paths.bars({ size: [1, Infinity], align: 0 }), points: { show: false } },
+        ...(h.reference ? [{ label: "reference", stroke: "#d9480f", width: 1.5, points: { show: true, size: 3, fill: "#d9480f" } }] : []),
       ],
       axes: [
         { label: axisTitle(h.axis), labelSize: 14, size: 30, values: (u, vals) => vals.map((v) => fmt(v)) },
-        { size: 45, values: (u, vals) => vals.map((v) => fmt(v)) },
+        // Wide enough for "20.00 M" (a chain run fills tens of millions of ADCs).
+        { size: 58, values: (u, vals) => vals.map((v) => fmt(v)) },
       ],
       legend: { show: false },
     },
-    histData(h),
+    histData(h, events),
     box
   );
 }
@@ -620,7 +632,8 @@ function renderDqm(d) {
     }
   }
   for (const h of hists) {
-    const binning = [h.axis.bins, h.axis.lo, h.axis.hi].join(",");
+    // A plot is made for one binning, with or without its reference.
+    const binning = [h.axis.bins, h.axis.lo, h.axis.hi, Boolean(h.reference)].join(",");
     let p = dqmPlots.get(h.name);
     if (p && p.binning !== binning) {
       p.plot.destroy();
@@ -634,22 +647,25 @@ function renderDqm(d) {
         el("div", { class: "note" }),
         el("div", { class: "reason" }));
       grid.append(box);
-      p = { box, binning, plot: histPlot(h, box.querySelector(".plot")) };
+      p = { box, binning, plot: histPlot(h, d.events, box.querySelector(".plot")) };
       dqmPlots.set(h.name, p);
     } else {
-      p.plot.setData(histData(h));
+      p.plot.setData(histData(h, d.events));
     }
     const v = h.verdict;
     const quality = v ? v.quality : "not judged";
     p.box.dataset.quality = quality;
+    p.box.dataset.reference = h.reference ? "drawn" : "none";
     p.box.className = "dqm-hist " + (v ? v.quality.toLowerCase() : "");
     const badge = p.box.querySelector(".badge");
     badge.textContent = quality;
     badge.className = "badge " + (v ? v.quality.toLowerCase() : "");
     badge.title = v ? v.test + (v.probability !== null ? ", probability " + v.probability.toExponential(2) : "") : "no reference run";
-    p.box.querySelector(".note").textContent =
-      fmt(h.entries) + " entries · underflow " + fmt(h.underflow) + " · overflow " + fmt(h.overflow) +
-      (v && v.quality === "Good" && v.probability !== null ? " · probability " + v.probability.toFixed(3) : "");
+    p.box.querySelector(".note").replaceChildren(
+      fmt(h.entries) + " entries · underflow " + fmt(h.underflow) + " · overflow " + fmt(h.overflow),
+      ...(h.reference ? [" · ", el("span", { class: "reference-key" }, "●"), " run " + d.reference_run + ", scaled"] : []),
+      v && v.quality === "Good" && v.probability !== null ? " · probability " + v.probability.toFixed(3) : ""
+    );
     p.box.querySelector(".reason").textContent = v && v.quality !== "Good" ? v.reason : "";
     // In the server's order, worst first: moving a box keeps its plot.
     grid.append(p.box);

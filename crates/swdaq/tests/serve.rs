@@ -1576,6 +1576,8 @@ fn get_dqm_shows_a_served_runs_histograms_worst_first() {
     );
     assert_eq!(live["run_number"], run, "{live}");
     assert_eq!(live["reference_run"], reference_run, "{live}");
+    let reference_set =
+        swdaq_dqm::hdf5_file::load(&out.join(format!("dqm_run{reference_run:06}.h5"))).unwrap();
     assert!(live["judged_at_unix"].as_f64().unwrap() > 0.0, "{live}");
     assert!(live["samples"]["sampled"].as_u64().unwrap() > 0, "{live}");
     assert!(live["samples"]["dropped"].is_u64(), "{live}");
@@ -1608,6 +1610,10 @@ fn get_dqm_shows_a_served_runs_histograms_worst_first() {
             + h["overflow"].as_u64().unwrap();
         assert_eq!(sum, h["entries"].as_u64().unwrap(), "{h}");
         assert!(h["verdict"]["reason"].is_string(), "{h}");
+        // The reference run's histogram to draw beside it, as that run saved it.
+        let saved = &reference_set.histograms[h["name"].as_str().unwrap()];
+        assert_eq!(h["reference"]["counts"], json!(saved.bins()), "{h}");
+        assert_eq!(h["reference"]["events"], reference_set.events, "{h}");
     }
     let fed0 = histograms
         .iter()

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, UNIX_EPOCH};
 use swdaq_dqm::online::{Judging, Latest, OnlineOutcome};
@@ -151,6 +152,8 @@ impl DqmSection {
             }
             None => None,
         };
+        // The console draws each histogram over its reference: the view keeps a copy.
+        let drawn_reference = reference.clone().map(Arc::new);
         let judging = Judging {
             reference,
             check: self.check(),
@@ -172,6 +175,7 @@ impl DqmSection {
             view: DqmView {
                 latest,
                 reference_run: self.reference_run,
+                reference: drawn_reference,
                 check: self.check(),
                 judge_interval_s: self.judge_interval_s,
             },
@@ -186,11 +190,39 @@ impl DqmSection {
 pub struct DqmView {
     latest: Latest,
     reference_run: Option<u32>,
+    /// The reference run's set, drawn under each histogram it has.
+    reference: Option<Arc<HistSet>>,
     check: Check,
     judge_interval_s: f64,
 }
 
 impl DqmView {
+    /// The reference run's histogram of `h`'s name and binning, its in-range counts and the
+    /// events its set was filled from (a client scales it to `h`: by entries for a
+    /// distribution, by events for counts); `null` without one.
+    fn reference_of(&self, h: &swdaq_dqm::Hist1) -> Value {
+        let set = self.reference.as_deref();
+        match set.and_then(|set| set.histograms.get(&h.name).map(|r| (set, r))) {
+            Some((set, r)) if h.same_binning(r).is_ok() => json!({
+                "counts": r.bins(),
+                "entries": r.entries(),
+                "events": set.events,
+            }),
+            _ => Value::Null,
+        }
+    }
+
+    /// The histograms Bad in the last publication, (name, why) worst first (as judged).
+    pub fn bad(&self) -> Vec<(String, String)> {
+        let Some(published) = self.latest.get() else {
+            return Vec::new();
+        };
+        (published.verdicts.iter().flatten())
+            .filter(|(_, v)| v.quality == Quality::Bad)
+            .map(|(name, v)| (name.clone(), v.why.clone()))
+            .collect()
+    }
+
     /// `GET /dqm`'s answer: each histogram (at most [`MAX_HISTOGRAMS_SHOWN`]) with its axis,
     /// in-range counts, under- and overflow, entries and its verdict (none without a
     /// reference), worst first (Bad, Undetermined, Good, then the unjudged; among equals a
@@ -254,6 +286,7 @@ impl DqmView {
                     "underflow": h.underflow(),
                     "overflow": h.overflow(),
                     "entries": h.entries(),
+                    "reference": self.reference_of(h),
                     "verdict": verdict.map(|v| json!({
                         "quality": v.quality,
                         "probability": v.probability,
@@ -265,19 +298,6 @@ impl DqmView {
             })
             .collect();
         answer
-    }
-}
-
-impl DqmView {
-    /// The histograms Bad in the last publication, (name, why) worst first (as judged).
-    pub fn bad(&self) -> Vec<(String, String)> {
-        let Some(published) = self.latest.get() else {
-            return Vec::new();
-        };
-        (published.verdicts.iter().flatten())
-            .filter(|(_, v)| v.quality == Quality::Bad)
-            .map(|(name, v)| (name.clone(), v.why.clone()))
-            .collect()
     }
 }
 
@@ -567,7 +587,7 @@ mod tests {
             set.entry("c", || hist("c")).fill(1.0);
             Ok(())
         };
-        let (rx, view) = thousand_samples_and_a_view();
+        let (rx, mut view) = thousand_samples_and_a_view();
         let waiting = view.to_json();
         assert_eq!(
             (&waiting["enabled"], &waiting["histograms"]),
@@ -575,7 +595,7 @@ mod tests {
             "{waiting}"
         );
         assert!(waiting["why"].is_string(), "{waiting}");
-        let answer = judged_against(reference, rx, fill, &view);
+        let answer = judged_against(reference, rx, fill, &mut view);
         let shown: Vec<(&str, &str)> = (answer["histograms"].as_array().unwrap().iter())
             .map(|h| {
                 let quality = h["verdict"]["quality"].as_str().unwrap();
@@ -595,6 +615,10 @@ mod tests {
         );
         assert_eq!((&a["underflow"], &a["overflow"]), (&json!(0), &json!(0)));
         assert_eq!(a["axis"]["unit"], "B");
+        // Drawn over the reference's counts: "a" is in the reference, "c" is not.
+        assert_eq!(a["reference"]["counts"], json!(vec![100; 10]), "{a}");
+        assert_eq!(a["reference"]["entries"], 1000, "{a}");
+        assert_eq!(answer["histograms"][1]["reference"], Value::Null);
         assert!(
             a["verdict"]["reason"].as_str().unwrap().contains("below"),
             "{a}"
@@ -637,8 +661,8 @@ mod tests {
             }
             Ok(())
         };
-        let (rx, view) = thousand_samples_and_a_view();
-        let answer = judged_against(reference, rx, fill, &view);
+        let (rx, mut view) = thousand_samples_and_a_view();
+        let answer = judged_against(reference, rx, fill, &mut view);
         let shown: Vec<&str> = (answer["histograms"].as_array().unwrap().iter())
             .map(|h| h["name"].as_str().unwrap())
             .collect();
@@ -680,6 +704,7 @@ mod tests {
         let view = DqmView {
             latest: Latest::default(),
             reference_run: Some(3),
+            reference: None,
             check: Check::default(),
             judge_interval_s: 60.0,
         };
@@ -691,8 +716,9 @@ mod tests {
         reference: HistSet,
         samples: crossbeam_channel::Receiver<u32>,
         fill: impl Fn(&mut HistSet, u32) -> Result<(), String>,
-        view: &DqmView,
+        view: &mut DqmView,
     ) -> Value {
+        view.reference = Some(Arc::new(reference.clone()));
         let judging = Judging {
             reference: Some(reference),
             check: Check::default(),
