@@ -13,9 +13,11 @@
 mod db;
 mod schema;
 pub mod software;
+mod transfers;
 
 pub use db::DbError;
 pub use software::Software;
+pub use transfers::{Backlog, TransferCandidate, TransferRow, TransferState, TransferUpdate};
 
 use anyhow::Context;
 use db::{Db, Value};
@@ -203,6 +205,8 @@ pub struct RunRecord {
     pub files: Vec<FileRow>,
     pub hooks: Vec<HookRow>,
     pub logbook: Vec<LogEntry>,
+    /// Its files' transfers to permanent storage (`[run.transfer]`, `swdaq transfer`).
+    pub transfers: Vec<TransferRow>,
 }
 
 /// Which runs a list shows; every bound is inclusive.
@@ -583,6 +587,7 @@ impl Registry {
             })
             .collect();
         let logbook = self.logbook(number)?;
+        let transfers = self.transfers(number)?;
         Ok(Some(RunRecord {
             row: Self::row(values),
             pid: values[8].int().unwrap_or_default() as u32,
@@ -593,6 +598,7 @@ impl Registry {
             files,
             hooks,
             logbook,
+            transfers,
         }))
     }
 

@@ -9,6 +9,9 @@ use crate::db::{Db, DbError, Value};
 /// file may have no checksums (an HDF5 file that could not be read back after its close);
 /// SQLite cannot drop a `NOT NULL`, so the table is made anew for both databases. Version
 /// 3: what the run's hooks printed (`[run.hooks]`), how each ended (JSON) and its argv (JSON).
+/// Version 4: each file's transfer to permanent storage (`swdaq-transfer`), one row per file
+/// and destination: its state (`pending`, `retrying`, `verified`), attempts, the last error,
+/// the Adler-32 the destination reported, when it was tried, verified and deleted locally.
 pub(crate) const MIGRATIONS: &[&str] = &[
     "
 CREATE TABLE runs (
@@ -70,6 +73,25 @@ CREATE TABLE run_hooks (
     truncated_bytes BIGINT NOT NULL
 );
 CREATE INDEX run_hooks_run ON run_hooks (run);
+",
+    "
+CREATE TABLE transfers (
+    run BIGINT NOT NULL,
+    path TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts BIGINT NOT NULL,
+    last_error TEXT,
+    verified_adler32 BIGINT,
+    first_tried_at TEXT,
+    last_tried_at TEXT,
+    next_try_at TEXT,
+    verified_at TEXT,
+    deleted_at TEXT,
+    PRIMARY KEY (run, path, destination),
+    FOREIGN KEY (run, path) REFERENCES run_files (run, path)
+);
+CREATE INDEX transfers_state ON transfers (destination, state);
 ",
 ];
 

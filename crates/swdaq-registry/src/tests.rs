@@ -43,6 +43,7 @@ on_every_database!(
     a_run_whose_process_is_gone_is_named_once,
     lists_filter_by_number_type_and_date,
     a_column_changed_by_hand_is_not_panicked_on,
+    transfers_are_due_until_verified_and_retried_only_when_due,
 );
 
 fn start() -> RunStart {
@@ -400,5 +401,105 @@ fn assert_each_migration_once(db: &mut Db) {
         versions,
         [[Value::Int(schema::VERSION)]],
         "each migration once"
+    );
+}
+
+fn transfers_are_due_until_verified_and_retried_only_when_due(location: &Location) {
+    let mut r = Registry::open(location).unwrap();
+    r.claim(0, &start(), next_after).unwrap();
+    let file = |path: &str, checksums: Option<FileChecksums>| ClosedFile {
+        run: 1,
+        path: path.into(),
+        checksums,
+        closed_at: SystemTime::now(),
+    };
+    let sums = FileChecksums {
+        bytes: 9,
+        adler32: 0x091E_01DE,
+        crc32c: 0xE306_9283,
+    };
+    r.add_files(&[
+        file("a.raw", Some(sums)),
+        file("b.raw", Some(sums)),
+        file("c.h5", None),
+    ])
+    .unwrap();
+    let dest = "root://127.0.0.1:1094//data";
+    let now = SystemTime::now();
+    let due = r.transfers_due(dest, now, false, 10).unwrap();
+    assert_eq!(
+        due.len(),
+        2,
+        "a file without checksums is never due: {due:?}"
+    );
+    assert_eq!((due[0].state, due[0].attempts), (TransferState::Pending, 0));
+    let backlog = r.transfer_backlog(dest).unwrap();
+    assert_eq!(
+        backlog,
+        Backlog {
+            files: 2,
+            bytes: 18,
+            failed: 0,
+            unverifiable: 1
+        }
+    );
+    let later = now + Duration::from_secs(60);
+    r.record_transfer(
+        1,
+        "a.raw",
+        dest,
+        &TransferUpdate {
+            state: TransferState::Retrying,
+            attempts: 1,
+            last_error: Some("connection refused".into()),
+            verified_adler32: None,
+            tried_at: now,
+            next_try_at: Some(later),
+        },
+    )
+    .unwrap();
+    let due: Vec<String> = (r.transfers_due(dest, now, false, 10).unwrap())
+        .into_iter()
+        .map(|c| c.path)
+        .collect();
+    assert_eq!(due, ["b.raw"], "a failed one waits for its back-off");
+    let due = r.transfers_due(dest, later, false, 10).unwrap();
+    assert_eq!((due[0].path.as_str(), due[0].attempts), ("a.raw", 1));
+    assert_eq!(r.transfer_backlog(dest).unwrap().failed, 1);
+    for path in ["a.raw", "b.raw"] {
+        r.record_transfer(
+            1,
+            path,
+            dest,
+            &TransferUpdate {
+                state: TransferState::Verified,
+                attempts: 2,
+                last_error: None,
+                verified_adler32: Some(0x091E_01DE),
+                tried_at: later,
+                next_try_at: None,
+            },
+        )
+        .unwrap();
+    }
+    assert!(r.transfers_due(dest, later, false, 10).unwrap().is_empty());
+    assert_eq!(r.transfer_backlog(dest).unwrap().files, 0);
+    assert_eq!(
+        r.transfers_due(dest, later, true, 10).unwrap().len(),
+        2,
+        "verified and kept: due for a transfer that deletes"
+    );
+    assert_eq!(r.verified_kept(dest).unwrap().len(), 2);
+    r.record_deleted(1, "a.raw", dest).unwrap();
+    assert_eq!(r.verified_kept(dest).unwrap().len(), 1);
+    let rows = r.show(1).unwrap().unwrap().transfers;
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].verified_adler32, Some(0x091E_01DE));
+    assert!(rows[0].deleted_at.is_some() && rows[1].deleted_at.is_none());
+    assert!(rows[0].first_tried_at < rows[0].last_tried_at, "{rows:?}");
+    assert_eq!(
+        r.transfer_backlog("/elsewhere").unwrap().files,
+        2,
+        "another destination has its own backlog"
     );
 }
