@@ -24,6 +24,7 @@ scripts/setup-python.sh
 scripts/setup-prometheus.sh
 scripts/setup-chromium.sh
 scripts/setup-postgresql.sh
+scripts/setup-xrootd.sh
 export SWDAQ_PYTHON="$PWD/.venv/bin/python"
 
 phase cargo fmt

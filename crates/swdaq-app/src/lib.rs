@@ -17,4 +17,5 @@ pub mod run_record;
 pub mod run_section;
 pub mod runtime;
 pub mod stored;
+pub mod transfer_section;
 pub mod transition_hooks;

@@ -64,6 +64,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         return Err(e);
     }
+    // Beside the run on its own thread; it sees this run's files once `finish` records them.
+    let transfer = match crate::transfer_section::start_agent(config.run_section(), None) {
+        Ok(agent) => agent,
+        Err(e) => {
+            eprintln!("swdaq run: no transfer to permanent storage: {e:#}");
+            None
+        }
+    };
     let stop = Arc::new(stop::StopRequest::default());
     stop::install(Arc::clone(&stop))?;
     eprintln!(
@@ -85,6 +93,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     if let Err(e) = claimed.run.finish(Ok(&*outcome), &ran) {
         eprintln!("swdaq run: run {number} is not completed in the run registry: {e:#}");
     }
+    if let Some(agent) = transfer {
+        let wait = config
+            .run_section()
+            .transfer
+            .as_ref()
+            .map_or(0.0, |t| t.wait_after_run_s);
+        finish_transfer(agent, number, Duration::from_secs_f64(wait), &stop);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.json())?);
     } else {
@@ -94,6 +110,47 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         anyhow::bail!("{e}");
     }
     Ok(())
+}
+
+/// Lets the agent transfer the run's files for up to `wait` (a second Ctrl-C cuts it
+/// short), then stops it and says what is left.
+fn finish_transfer(
+    agent: swdaq_transfer::Agent,
+    number: u32,
+    wait: Duration,
+    stop: &stop::StopRequest,
+) {
+    let deadline = Instant::now() + wait;
+    if !wait.is_zero() {
+        eprintln!(
+            "swdaq run: transferring run {number}'s files (up to {:.0} s)",
+            wait.as_secs_f64()
+        );
+    }
+    stop.waiting_for("the transfer of the run's files (a signal more cuts it short)");
+    let asked_before = stop.signals();
+    while Instant::now() < deadline && stop.signals() == asked_before {
+        if agent.wait_empty(Duration::from_millis(500).min(deadline - Instant::now())) {
+            break;
+        }
+    }
+    match agent.stop(crate::transfer_section::STOP_WAIT) {
+        Ok(s) => {
+            let b = &s.backlog;
+            let mut line = format!(
+                "swdaq run: transfer: {} file(s) verified at the destination; backlog {} file(s), {} bytes, {} failing",
+                s.verified, b.files, b.bytes, b.failed
+            );
+            if b.files > 0 {
+                line += "; `swdaq transfer` catches it up";
+                if let Some(e) = &s.last_error {
+                    line += &format!("; last error: {e}");
+                }
+            }
+            eprintln!("{line}");
+        }
+        Err(e) => eprintln!("swdaq run: {e}"),
+    }
 }
 
 /// The live view on stderr: a table redrawn in place on a terminal (figures, then every

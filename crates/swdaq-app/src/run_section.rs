@@ -5,6 +5,7 @@
 //! deprecation line (`deprecations`). The values keep their place in the text, so an error
 //! about one still names its line.
 
+use crate::transfer_section::TransferSection;
 use crate::transition_hooks::HooksSection;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::path::PathBuf;
@@ -37,6 +38,9 @@ pub struct RunSection {
     pub registry: String,
     /// `[run.hooks]`: commands run before and after the run's configure, start and stop.
     pub hooks: HooksSection,
+    /// `[run.transfer]`: each closed file copied to permanent storage (none: no transfer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<TransferSection>,
 }
 
 /// The default model's: files in `swdaq-data`.
@@ -58,6 +62,7 @@ impl RunSection {
             run_type: "test".into(),
             registry: String::new(),
             hooks: HooksSection::default(),
+            transfer: None,
         }
     }
 
@@ -83,6 +88,9 @@ impl RunSection {
         self.registry_location()
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
         self.hooks.validate()?;
+        if let Some(transfer) = &self.transfer {
+            transfer.validate()?;
+        }
         crate::runtime::model::check_metrics_addr(&self.metrics_addr, "run.metrics_addr")
     }
 
@@ -139,6 +147,7 @@ impl RunSection {
             run_type: given.run_type.unwrap_or(defaults.run_type),
             registry: given.registry.unwrap_or(defaults.registry),
             hooks: given.hooks.unwrap_or(defaults.hooks),
+            transfer: given.transfer.or(defaults.transfer),
         })
     }
 }
@@ -155,6 +164,7 @@ struct Given {
     run_type: Option<String>,
     registry: Option<String>,
     hooks: Option<HooksSection>,
+    transfer: Option<TransferSection>,
 }
 
 /// Where older files of a model with its own table kept the `[run]` keys: `duration_s` and

@@ -223,6 +223,21 @@ function render(s) {
   renderJournal(s.journal || []);
   renderSummary(s.last_summary, s.last_summary_text);
   renderFiles(s.files || [], s.disks || []);
+  renderTransfer(s.transfer);
+}
+
+// The transfer to permanent storage: its backlog, as /status has it (none: no [run.transfer]).
+function renderTransfer(t) {
+  if (!t) {
+    $("transfer").textContent = "";
+    return;
+  }
+  const b = t.backlog || {};
+  let text = "transfer to " + t.destination + ": backlog " + (b.files || 0) + " files, " + bytes(b.bytes || 0);
+  if (b.failed) text += ", " + b.failed + " failing";
+  text += " · " + t.verified + " verified since the server started";
+  if (b.failed && t.last_error) text += " · last error: " + t.last_error;
+  $("transfer").textContent = text;
 }
 
 function renderCommands(s) {

@@ -150,8 +150,7 @@ pub fn catch_up(
         // Waits are the poll's, so a file retrying after its back-off is seen soon after.
         worker.stop.wait(worker.settings.poll.min(deadline - now));
     }
-    let s = status.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    s
+    status.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
 /// Checks every verified copy whose local file is kept against the destination's Adler-32

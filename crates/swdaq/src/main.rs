@@ -11,6 +11,7 @@ mod quality;
 mod quality_plot;
 mod runs;
 mod table;
+mod transfer;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -43,6 +44,10 @@ enum Command {
     /// The run registry: every run on record (list, filtered), or one run with its
     /// configuration, software, files with checksums and logbook (`show N`).
     Runs(runs::Args),
+    /// Transfer to permanent storage: copy every file on record not yet verified at the
+    /// destination (a directory or root://), verify it there by Adler-32, mark it in the
+    /// registry; until the backlog is empty or the time limit.
+    Transfer(transfer::Args),
     /// Emulate detector data — DUNE links (WIBEth, ProtoDUNE WIB), FELIX cards or CMS FEDs —
     /// to raw files per source or over UDP, with its ground truth.
     Gen(generate::Args),
@@ -101,6 +106,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => swdaq_app::control::serve(args),
         Command::Ctl(args) => swdaq_app::control::ctl(&args),
         Command::Runs(args) => runs::run(&args),
+        Command::Transfer(args) => transfer::run(&args),
         Command::Gen(args) => generate::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Display(args) => display::run(&args),

@@ -162,6 +162,29 @@ fn show(registry: &mut Registry, number: u32, json: bool) -> anyhow::Result<()> 
             println!("      [{} more bytes not kept]", h.truncated_bytes);
         }
     }
+    println!("  transfers {}", record.transfers.len());
+    for t in &record.transfers {
+        let mut line = format!(
+            "    {} -> {}  {}  attempts {}",
+            t.path,
+            t.destination,
+            t.state.as_str(),
+            t.attempts
+        );
+        if let Some(a) = t.verified_adler32 {
+            line += &format!(
+                "  adler32 {a:08x} at {}",
+                t.verified_at.as_deref().unwrap_or("?")
+            );
+        }
+        if let Some(d) = &t.deleted_at {
+            line += &format!("  deleted locally {d}");
+        }
+        if let Some(e) = &t.last_error {
+            line += &format!("  last error: {e}");
+        }
+        println!("{line}");
+    }
     println!("  logbook   {}", record.logbook.len());
     for e in &record.logbook {
         println!("    {} {}: {}", e.written_at, e.author, e.text);

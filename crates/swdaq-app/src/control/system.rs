@@ -112,6 +112,12 @@ pub(super) struct Inner {
     /// What the configure hooks of the configuration loaded last did: kept with the next
     /// run's record (the run they prepared).
     configure_hooks: Vec<HookRun>,
+    /// The transfer agent of the last started run's `[run.transfer]` (with that section), kept
+    /// between runs: the files of a run reach the registry at its stop.
+    transfer: Option<(
+        crate::transfer_section::TransferSection,
+        swdaq_transfer::Agent,
+    )>,
 }
 
 /// Runs whose outcome is kept.
@@ -152,6 +158,27 @@ pub(super) fn log_note(who: &str, note: &str) {
 }
 
 impl Inner {
+    /// The transfer agent `config`'s `[run.transfer]` asks for: the running one when its
+    /// section is the same, else a new one; one no longer asked for is stopped on a thread of
+    /// its own, so run control never waits for it.
+    fn keep_transfer(&mut self, config: &dyn Configured, who: &str) {
+        let wanted = config.run_section().transfer.clone();
+        if self.transfer.as_ref().map(|(s, _)| s) == wanted.as_ref() {
+            return;
+        }
+        if let Some((_, old)) = self.transfer.take() {
+            std::thread::spawn(move || drop(old.stop(crate::transfer_section::STOP_WAIT)));
+        }
+        if wanted.is_none() {
+            return;
+        }
+        match crate::transfer_section::start_agent(config.run_section(), None) {
+            Ok(Some(agent)) => self.transfer = wanted.map(|w| (w, agent)),
+            Ok(None) => {}
+            Err(e) => log_note(who, &format!("no transfer to permanent storage: {e:#}")),
+        }
+    }
+
     /// The loaded configuration's run registry.
     fn registry_location(&self) -> Result<swdaq_registry::Location, ControlError> {
         let config = self.config.as_ref().ok_or_else(|| {
@@ -252,6 +279,7 @@ impl RunControl {
                     registry_notes: Vec::new(),
                     dqm: None,
                     configure_hooks: Vec::new(),
+                    transfer: None,
                 }),
                 changed: Condvar::new(),
             }),
@@ -347,6 +375,7 @@ impl RunControl {
             log_note(who, line);
         }
         inner.registry_notes = claimed.not_ended;
+        inner.keep_transfer(&*config, who);
         let recorded = claimed.run;
         let number = recorded.number();
         config.set_run_number(number);
@@ -564,6 +593,18 @@ impl RunControl {
             "last_summary_text": inner.last_summary_text,
             "error": inner.last_error,
             "registry_notes": inner.registry_notes,
+            "transfer": inner.transfer.as_ref().map(|(section, agent)| {
+                let s = agent.status();
+                json!({
+                    "destination": section.destination,
+                    "backlog": s.backlog,
+                    "verified": s.verified,
+                    "failed_attempts": s.failures,
+                    "corrupt_copies_found": s.corrupt_found,
+                    "deleted": s.deleted,
+                    "last_error": s.last_error,
+                })
+            }),
         });
         let dirs = inner.output_dirs();
         let mut runs: Vec<u32> = inner.run.iter().map(|r| r.number).collect();

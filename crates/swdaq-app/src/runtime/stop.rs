@@ -36,6 +36,11 @@ impl StopRequest {
         self.requested.store(true, Ordering::Relaxed);
     }
 
+    /// Signals received so far.
+    pub fn signals(&self) -> u32 {
+        self.signals.load(Ordering::Relaxed)
+    }
+
     /// Records what the stop is waiting for (shown on a second signal).
     pub fn waiting_for(&self, what: impl Into<String>) {
         *self.waiting_for.lock().unwrap_or_else(|e| e.into_inner()) = what.into();

@@ -1,0 +1,202 @@
+//! Transfer to permanent storage (#38) end to end: a real run's files reach a real `xrootd`
+//! (started here on loopback; skipped with a line where there is none) beside `swdaq run`
+//! (`[run.transfer]`), each verified by the server's own Adler-32, which matches the file's,
+//! and marked in the registry; `swdaq transfer` catches up a run's backlog to a directory,
+//! keeping the local files unless asked to delete them after their verified copy; beside
+//! `swdaq serve`, a run's files reach a directory after its stop and `/status` shows the
+//! backlog drained.
+
+mod common;
+use common::models::{Load, Model, config};
+use common::served::Served;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use swdaq_test_xrootd::TestXrootd;
+
+fn swdaq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_swdaq"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn show(cfg: &Path, number: u64) -> Value {
+    let out = swdaq(&[
+        "runs",
+        "show",
+        &number.to_string(),
+        "--json",
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn adler32(path: &Path) -> u64 {
+    u64::from(adler2::adler32_slice(&std::fs::read(path).unwrap()))
+}
+
+/// The run's files on record (with checksums) and its transfers, by path.
+fn files_and_transfers(record: &Value) -> (Vec<Value>, Vec<Value>) {
+    let files: Vec<Value> = (record["files"].as_array().unwrap().iter())
+        .filter(|f| f["adler32"].is_u64())
+        .cloned()
+        .collect();
+    let transfers = record["transfers"].as_array().unwrap().clone();
+    assert!(!files.is_empty(), "{record}");
+    assert_eq!(files.len(), transfers.len(), "{record}");
+    (files, transfers)
+}
+
+#[test]
+fn a_run_s_files_reach_xrootd_beside_swdaq_run_verified_and_on_record() {
+    let Some(server) = TestXrootd::start_or_skip("a run's files reach xrootd") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg = config(dir.path(), Model::Chain, &out, 0, Load::Short);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text += &format!(
+        "[run.transfer]\ndestination = {:?}\npoll_s = 0.2\nretry_first_s = 0.2\nretry_max_s = 1\nwait_after_run_s = 30\n",
+        server.url("/eos/swdaq")
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let run = common::spawn_run(&cfg).wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("backlog 0 file(s)"), "{stderr}");
+    let summary: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let number = summary["run_number"].as_u64().unwrap();
+    let record = show(&cfg, number);
+    let (files, transfers) = files_and_transfers(&record);
+    let export = server.export().join("eos/swdaq");
+    for (file, t) in files.iter().zip(&transfers) {
+        assert_eq!(t["path"], file["path"], "{t}");
+        assert_eq!(t["state"], "verified", "{t}");
+        assert_eq!(t["verified_adler32"], file["adler32"], "{t}");
+        assert!(t["deleted_at"].is_null(), "kept by default: {t}");
+        let local = Path::new(file["path"].as_str().unwrap());
+        let copy = export.join(local.strip_prefix(&out).unwrap());
+        assert_eq!(
+            adler32(&copy),
+            file["adler32"].as_u64().unwrap(),
+            "{}",
+            copy.display()
+        );
+        assert_eq!(adler32(local), adler32(&copy));
+    }
+}
+
+#[test]
+fn swdaq_transfer_catches_up_a_backlog_and_deletes_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cfg = config(dir.path(), Model::Chain, &out, 0, Load::Short);
+    let number = common::swdaq_run_json(&cfg)["run_number"].as_u64().unwrap();
+    let (files, _) = {
+        let record = show(&cfg, number);
+        let files: Vec<Value> = (record["files"].as_array().unwrap().iter())
+            .filter(|f| f["adler32"].is_u64())
+            .cloned()
+            .collect();
+        assert!(
+            record["transfers"].as_array().unwrap().is_empty(),
+            "{record}"
+        );
+        (files, ())
+    };
+    let permanent = dir.path().join("permanent");
+    let catch_up = |extra: &[&str]| {
+        let mut args = vec![
+            "transfer",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--destination",
+            permanent.to_str().unwrap(),
+            "--time-limit-s",
+            "30",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = swdaq(&args);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let done = catch_up(&[]);
+    assert_eq!(done["verified"], files.len(), "{done}");
+    assert_eq!(
+        (done["backlog"]["files"].as_u64(), done["deleted"].as_u64()),
+        (Some(0), Some(0)),
+        "{done}"
+    );
+    let record = show(&cfg, number);
+    let (files, transfers) = files_and_transfers(&record);
+    for (file, t) in files.iter().zip(&transfers) {
+        let local = Path::new(file["path"].as_str().unwrap());
+        assert!(local.exists(), "kept without --delete-after-verify");
+        let copy = permanent.join(local.strip_prefix(&out).unwrap());
+        assert_eq!(adler32(&copy), file["adler32"].as_u64().unwrap());
+        assert_eq!(t["state"], "verified", "{t}");
+    }
+    let done = catch_up(&["--delete-after-verify"]);
+    assert_eq!(done["deleted"], files.len(), "{done}");
+    let record = show(&cfg, number);
+    for t in record["transfers"].as_array().unwrap() {
+        assert!(t["deleted_at"].is_string(), "{t}");
+        let local = Path::new(t["path"].as_str().unwrap());
+        assert!(!local.exists(), "deleted after its verified copy");
+        assert!(permanent.join(local.strip_prefix(&out).unwrap()).exists());
+    }
+    // Nothing left: a second catch-up ends at once.
+    let done = catch_up(&[]);
+    assert_eq!(
+        (done["verified"].as_u64(), done["backlog"]["files"].as_u64()),
+        (Some(0), Some(0)),
+        "{done}"
+    );
+}
+
+#[test]
+fn beside_swdaq_serve_a_run_s_files_are_transferred_after_its_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let permanent = dir.path().join("permanent");
+    let cfg = config(dir.path(), Model::Chain, &out, 0, Load::UntilStopped);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text += &format!("[run.transfer]\ndestination = {permanent:?}\npoll_s = 0.2\n");
+    std::fs::write(&cfg, text).unwrap();
+    let server = Served::start(&cfg);
+    server.ctl(&["configure"]);
+    let number = server.ctl(&["start"])["run_number"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    server.ctl(&["stop"]);
+    let started = Instant::now();
+    let status = loop {
+        let status = server.ctl(&["status"]);
+        let t = &status["transfer"];
+        if t["verified"].as_u64() > Some(0) && t["backlog"]["files"] == 0 {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{status}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        status["transfer"]["destination"],
+        permanent.to_str().unwrap()
+    );
+    drop(server);
+    let record = show(&cfg, number);
+    let (files, transfers) = files_and_transfers(&record);
+    for (file, t) in files.iter().zip(&transfers) {
+        assert_eq!(t["state"], "verified", "{t}");
+        let local = Path::new(file["path"].as_str().unwrap());
+        assert_eq!(
+            adler32(&permanent.join(local.strip_prefix(&out).unwrap())),
+            file["adler32"].as_u64().unwrap()
+        );
+    }
+}
