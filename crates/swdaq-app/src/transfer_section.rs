@@ -118,3 +118,33 @@ pub fn start_agent(
     };
     Ok(Some(Agent::start(settings, location, metrics)?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(text: &str) -> TransferSection {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn keys_default_and_are_checked_by_name() {
+        let s = section("destination = \"root://eos.example:1094//eos/raw\"\n");
+        s.validate().unwrap();
+        assert!(!s.delete_after_verify, "kept by default");
+        let settings = s.settings(Path::new("/data/out")).unwrap();
+        assert_eq!(settings.retry.first, Duration::from_secs(5));
+        assert_eq!(settings.output_dir.as_deref(), Some(Path::new("/data/out")));
+        let e = section("destination = \"relative\"\n")
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("run.transfer.destination"), "{e}");
+        let e = section("destination = \"/mnt/eos\"\nretry_first_s = 10\nretry_max_s = 5\n")
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("run.transfer.retry_max_s"), "{e}");
+        assert!(
+            toml::from_str::<TransferSection>("destination = \"/x\"\ndelete = true\n").is_err()
+        );
+    }
+}
