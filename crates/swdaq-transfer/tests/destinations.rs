@@ -146,6 +146,13 @@ fn files_reach_xrootd_verified_and_a_corrupted_copy_is_copied_again() {
         ),
         &bytes,
     );
+    // A rewrite with a time of its own: the server keeps a checksum with the modification
+    // time it was computed for and recomputes it only for a file changed since (a change in
+    // the same second, or one that keeps the time, it does not see).
+    let later = SystemTime::now() + Duration::from_secs(2);
+    (std::fs::File::options().write(true).open(&victim).unwrap())
+        .set_modified(later)
+        .unwrap();
     let found = recheck(&s, &location, &Stop::default()).unwrap();
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].contains("corrupted"), "{found:?}");
