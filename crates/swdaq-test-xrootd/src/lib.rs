@@ -44,9 +44,10 @@ impl TestXrootd {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        // What the server exports, where, the checksum it computes, its port.
+        // What the server exports, where, the checksum it computes, its port; clients from
+        // this host only (xrootd listens on every interface and has no option to bind one).
         let config = format!(
-            "all.export /\noss.localroot {}\nxrootd.chksum adler32\nxrd.port {port}\n",
+            "all.export /\noss.localroot {}\nxrootd.chksum adler32\nxrd.port {port}\nxrd.allow host localhost\n",
             export.display()
         );
         std::fs::write(dir.path().join("xrootd.cfg"), config)
