@@ -129,19 +129,7 @@ impl Registry {
                 ],
             )
             .with_context(|| self.context())?;
-        Ok(rows
-            .iter()
-            .map(|r| TransferCandidate {
-                run: r[0].int().unwrap_or_default() as u32,
-                path: r[1].text().unwrap_or_default().into(),
-                bytes: r[2].int().unwrap_or_default() as u64,
-                adler32: r[3].int().unwrap_or_default() as u32,
-                state: r[4]
-                    .text()
-                    .map_or(TransferState::Pending, TransferState::parse),
-                attempts: r[5].int().unwrap_or_default() as u32,
-            })
-            .collect())
+        Ok(rows.iter().map(|r| candidate(r)).collect())
     }
 
     /// What is still to transfer to `destination`. (PostgreSQL sums `BIGINT`s as `NUMERIC`:
@@ -233,7 +221,7 @@ impl Registry {
     /// The verified transfers to `destination` whose local file is kept (to check again).
     pub fn verified_kept(&mut self, destination: &str) -> anyhow::Result<Vec<TransferCandidate>> {
         let sql = format!(
-            "SELECT f.run, f.path, f.bytes, f.adler32, t.attempts {FILES_WITH_TRANSFER} \
+            "SELECT f.run, f.path, f.bytes, f.adler32, t.state, t.attempts {FILES_WITH_TRANSFER} \
              WHERE f.adler32 IS NOT NULL AND t.state = 'verified' AND t.deleted_at IS NULL \
              ORDER BY f.run, f.path"
         );
@@ -241,17 +229,7 @@ impl Registry {
             .db
             .query(&sql, &[destination.into()])
             .with_context(|| self.context())?;
-        Ok(rows
-            .iter()
-            .map(|r| TransferCandidate {
-                run: r[0].int().unwrap_or_default() as u32,
-                path: r[1].text().unwrap_or_default().into(),
-                bytes: r[2].int().unwrap_or_default() as u64,
-                adler32: r[3].int().unwrap_or_default() as u32,
-                state: TransferState::Verified,
-                attempts: r[4].int().unwrap_or_default() as u32,
-            })
-            .collect())
+        Ok(rows.iter().map(|r| candidate(r)).collect())
     }
 
     /// Run `number`'s transfers, by path and destination.
@@ -282,5 +260,20 @@ impl Registry {
                 deleted_at: text(&r[10]),
             })
             .collect())
+    }
+}
+
+/// A file to transfer from a row of `f.run, f.path, f.bytes, f.adler32, t.state, t.attempts`
+/// (no transfer row yet: pending).
+fn candidate(r: &[Value]) -> TransferCandidate {
+    TransferCandidate {
+        run: r[0].int().unwrap_or_default() as u32,
+        path: r[1].text().unwrap_or_default().into(),
+        bytes: r[2].int().unwrap_or_default() as u64,
+        adler32: r[3].int().unwrap_or_default() as u32,
+        state: r[4]
+            .text()
+            .map_or(TransferState::Pending, TransferState::parse),
+        attempts: r[5].int().unwrap_or_default() as u32,
     }
 }
