@@ -77,7 +77,10 @@ fn show<T: Serialize>(
 }
 
 fn hdf5(args: &Args, detected: &Detected) -> anyhow::Result<()> {
-    let report = swdaq_store::inspect::inspect(&args.file, args.record)?;
+    // A file its writer left open (killed) may hold records the library cannot reach: the
+    // error says it was left open.
+    let report = swdaq_store::inspect::inspect(&args.file, args.record)
+        .map_err(|e| anyhow::anyhow!("{}: {}: {e}", args.file.display(), detected.describe()))?;
     if let Some(n) = args.record
         && report.records.is_empty()
     {
