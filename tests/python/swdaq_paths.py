@@ -25,6 +25,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(count: int) -> list:
+    """`count` different free TCP ports on 127.0.0.1: each held until all are chosen (ports
+    asked for one after another may repeat once the first is let go)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def free_udp_ports(count: int) -> int:
     """A base port on 127.0.0.1 with the `count` ports from it free now (a run binds them next)."""
     while True:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from swdaq_paths import ROOT, SWDAQ, free_port
+from swdaq_paths import ROOT, SWDAQ, free_port, free_ports
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -475,11 +475,11 @@ elinks = 16
 def test_a_topology_s_applications_are_listed_and_one_gone_is_named(browser, tmp_path, model):
     """A model as applications on loopback: each listed with its host, state and heartbeat
     age; one killed is marked, its sources go silent at the top, and the journal names it."""
-    port = free_port()
     apps, victim_name = TOPOLOGIES[model]
+    port, *app_ports = free_ports(1 + len(apps))
     topology = "[topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\n" + "".join(
-        f'[[topology.apps]]\nname = "{name}"\nkind = "{kind}"\naddress = "tcp://127.0.0.1:{free_port()}"\n{extra}\n'
-        for name, kind, extra in apps)
+        f'[[topology.apps]]\nname = "{name}"\nkind = "{kind}"\naddress = "tcp://127.0.0.1:{app_port}"\n{extra}\n'
+        for (name, kind, extra), app_port in zip(apps, app_ports))
     if model == "chain":
         config = CONFIG.format(out=tmp_path / "data", rate_hz=5.0, extra="").replace("links = 4", "links = 2")
     else:

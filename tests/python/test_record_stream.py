@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import zmq
-from swdaq_paths import SWDAQ, free_port
+from swdaq_paths import SWDAQ, free_port, free_ports
 
 import record_stream  # noqa: E402  (examples/, put on the path by swdaq_paths)
 
@@ -24,8 +24,8 @@ def topology(tmp_path: Path, stream: str) -> Path:
         f'[run]\nduration_s = 5.0\nmetrics_addr = ""\noutput_dir = "{tmp_path / "data"}"\n'
         "[emulator]\nlinks = 2\n[trigger.periodic]\nrate_hz = 20.0\n"
     )
-    for name, kind, extra in apps:
-        text += f'[[topology.apps]]\nname = "{name}"\nkind = "{kind}"\naddress = "tcp://127.0.0.1:{free_port()}"\n{extra}\n'
+    for (name, kind, extra), port in zip(apps, free_ports(len(apps))):
+        text += f'[[topology.apps]]\nname = "{name}"\nkind = "{kind}"\naddress = "tcp://127.0.0.1:{port}"\n{extra}\n'
     path = tmp_path / "topology.toml"
     path.write_text(text)
     return path
