@@ -14,6 +14,10 @@ const POLL: Duration = Duration::from_millis(20);
 /// The most of a child's output kept for a message.
 const OUTPUT_KEPT: usize = 4096;
 
+/// How long the output is waited for once the child has ended: a process it started outside
+/// its group may hold the pipe open for ever.
+const OUTPUT_GRACE: Duration = Duration::from_secs(1);
+
 /// What a child that ran to its end said.
 pub struct Finished {
     pub success: bool,
@@ -61,7 +65,10 @@ pub fn run(mut command: Command, limit: Duration, stop: &Stop) -> Result<Finishe
         }
         std::thread::sleep(POLL);
     };
-    let [stdout, stderr] = readers.map(|r| r.and_then(|r| r.join().ok()).unwrap_or_default());
+    let [stdout, stderr] = readers.map(|r| {
+        r.and_then(|r| r.recv_timeout(OUTPUT_GRACE).ok())
+            .unwrap_or_default()
+    });
     let status = status?;
     Ok(Finished {
         success: status.success(),
@@ -71,7 +78,9 @@ pub fn run(mut command: Command, limit: Duration, stop: &Stop) -> Result<Finishe
     })
 }
 
-fn reader(mut pipe: Box<dyn Read + Send>) -> std::thread::JoinHandle<String> {
+/// What `pipe` carries, bounded, once it closes.
+fn reader(mut pipe: Box<dyn Read + Send>) -> std::sync::mpsc::Receiver<String> {
+    let (sender, output) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut kept = Vec::new();
         let mut buf = [0u8; 4096];
@@ -82,8 +91,9 @@ fn reader(mut pipe: Box<dyn Read + Send>) -> std::thread::JoinHandle<String> {
             let room = OUTPUT_KEPT.saturating_sub(kept.len());
             kept.extend_from_slice(&buf[..n.min(room)]);
         }
-        String::from_utf8_lossy(&kept).into_owned()
-    })
+        let _ = sender.send(String::from_utf8_lossy(&kept).into_owned());
+    });
+    output
 }
 
 fn kill_group(pid: u32) {
