@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -759,3 +760,85 @@ def test_the_chain_s_data_quality_view_names_a_dead_and_a_noisy_channel_bad(brow
         shutil.copy(kept, tmp_path / kept.name)
         click(d, "stop")
         assert answer(d, timeout=60).startswith(f"✔ stopped run {reference_run + 1}"), text(d, "answer")
+
+
+# The event builder without [dqm] (its built-in monitoring off: a user's analyzer needs none),
+# files of 200 events so that a running system closes one every tenth of a second at 2 kHz.
+ANALYZER_EVB_CONFIG = DQM_EVB_CONFIG.split("[dqm]")[0]
+ANALYZER = ROOT / "examples" / "dqm_analyzer.py"
+ANALYZER_AXIS = ["--max-bytes", "16384", "--bins", "128"]
+# From the start of the run to the analyzer's histogram shown Bad: its first files closed
+# and read (a second), a publication (1 s), a fetch of the page (3 s), room for a loaded
+# machine.
+ANALYZER_BAD_WITHIN_S = 30
+
+
+def test_a_user_analyzer_s_histograms_appear_judged_against_its_reference(browser, tmp_path):
+    """The example analyzer (examples/dqm_analyzer.py, swdaq.dqm) reads a reference run of the
+    event builder offline and saves its set; then, under swdaq serve, it follows a run whose
+    FED 1 sends fragments twice as large as the run's files close, publishing to the console:
+    its histograms appear in the data-quality view under its name, the event size judged Bad
+    against its reference with the reference drawn, and an alert names it."""
+    reference_config = tmp_path / "reference.toml"
+    reference_config.write_text(ANALYZER_EVB_CONFIG.format(
+        out=tmp_path / "reference-data", duration_s=30, seed=1,
+        pacing="max_events = 3000\npaced = false\nevents_per_file = 200", fed1_bytes=1024, reference=""))
+    done = subprocess.run([SWDAQ, "run", "--json", "--config", str(reference_config)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    reference_files = sorted((tmp_path / "reference-data").rglob("*.raw"))
+    assert len(reference_files) >= 10, reference_files
+    reference_set = tmp_path / "sizes_reference.h5"
+    offline = subprocess.run(
+        [sys.executable, str(ANALYZER), "--files", *map(str, reference_files), "--save", str(reference_set), *ANALYZER_AXIS],
+        capture_output=True, text=True, timeout=120)
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout.startswith("3000 events"), offline.stdout
+
+    out = tmp_path / "data"
+    config = ANALYZER_EVB_CONFIG.format(
+        out=out, duration_s=0, seed=2, pacing="trigger_rate_hz = 2000\nevents_per_file = 200", fed1_bytes=2048, reference="")
+    port = free_port()
+    with serve(tmp_path, port, config_text=config) as server:
+        d = browser
+        d.get(server.console_url)
+        state_is(d, "initial")
+        token = server.console_url.split("#token=")[1]
+        run = status(port, token)["last_run_number"] or 0
+        configure_and_start(d, run + 1)
+        env = dict(os.environ, SWDAQ_TOKEN=token)
+        analyzer = subprocess.Popen(
+            [sys.executable, str(ANALYZER), "--follow", str(out), "--url", f"http://127.0.0.1:{port}",
+             "--reference", str(reference_set), "--publish-every", "1", "--idle-timeout", "20"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            boxes = lambda: d.execute_script(
+                "return [...document.querySelectorAll('#dqm-grid .dqm-hist')].map(b => [b.dataset.hist,"
+                " b.querySelector('.badge').textContent, b.querySelector('.reason').textContent,"
+                " b.querySelector('.source') ? b.querySelector('.source').textContent : '', b.dataset.reference])")
+
+            def event_size_bad(_):
+                by_name = {b[0]: b for b in boxes()}
+                return by_name.get("sizes.event_size", [None, None])[1] == "Bad"
+
+            wait(d, event_size_bad, ANALYZER_BAD_WITHIN_S, f"the analyzer's event size not Bad: {boxes()}; {text(d, 'dqm-counts')}")
+            by_name = {b[0]: b for b in boxes()}
+            assert {"sizes.event_size", "sizes.fragment_size"} <= by_name.keys(), by_name.keys()
+            _, _, reason, source, reference = by_name["sizes.event_size"]
+            assert source == "analyzer sizes" and reference == "drawn", by_name["sizes.event_size"]
+            assert reason.startswith("Chi2") and "below" in reason, reason
+            assert "analyzer sizes:" in text(d, "dqm-counts"), text(d, "dqm-counts")
+            assert "sizes's reference, scaled" in text(d, "dqm-grid"), text(d, "dqm-grid")
+            wait(d, lambda _: d.find_elements(By.CSS_SELECTOR, '#alerts .alert.error[data-key="SwdaqDataQualityBad:sizes.event_size"]'),
+                 10, f"no alert: {text(d, 'alerts')}")
+            kept = shot(d, "dqm-3-user-analyzer-bad")
+            shutil.copy(kept, tmp_path / kept.name)
+            click(d, "stop")
+            assert answer(d, timeout=90).startswith(f"✔ stopped run {run + 1}"), text(d, "answer")
+        finally:
+            try:
+                stdout, stderr = analyzer.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                analyzer.kill()
+                stdout, stderr = analyzer.communicate()
+        assert analyzer.returncode == 0, stderr
+        assert "unreadable" not in stderr, stderr

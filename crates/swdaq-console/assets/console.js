@@ -627,16 +627,20 @@ function renderDqm(d) {
   const judged = d.judged_at_unix ? " · judged " + clock(d.judged_at_unix) + (d.last ? " (final)" : "") : "";
   $("dqm-caption").textContent = run + against + judged;
   $("dqm-none").textContent = hists.length ? "" : d.why || "no histograms yet";
+  const shown = d.histograms_total > hists.length ? " · the worst " + hists.length + " of " + d.histograms_total + " shown" : "";
+  // Users' analyzers (swdaq.dqm): each with its events and how long ago it published.
+  const analyzers = (d.analyzers || []).map((a) => "analyzer " + a.name + ": " + fmt(a.events) + " events, published " + clock(a.published_at_unix));
+  const parts = [];
   if (d.enabled && d.samples) {
     const q = d.qualities;
-    const shown = d.histograms_total > hists.length ? " · the worst " + hists.length + " of " + d.histograms_total + " shown" : "";
-    $("dqm-counts").replaceChildren(
+    parts.push(
       ...(d.reference_run ? [el("span", { class: "badge bad" }, q.bad + " Bad"), " ", el("span", { class: "badge undetermined" }, q.undetermined + " Undetermined"), " ", el("span", { class: "badge good" }, q.good + " Good"), " · "] : []),
-      fmt(d.events) + " events sampled, " + fmt(d.samples.dropped) + " dropped (queue full), " + fmt(d.unreadable) + " unreadable" + shown
+      fmt(d.events) + " events sampled, " + fmt(d.samples.dropped) + " dropped (queue full), " + fmt(d.unreadable) + " unreadable"
     );
-  } else {
-    $("dqm-counts").textContent = "";
   }
+  if (analyzers.length) parts.push((parts.length ? " · " : "") + analyzers.join(" · "));
+  if (parts.length) parts.push(shown);
+  $("dqm-counts").replaceChildren(...parts);
   const grid = $("dqm-grid");
   const names = new Set(hists.map((h) => h.name));
   for (const [name, p] of dqmPlots) {
@@ -657,15 +661,16 @@ function renderDqm(d) {
     }
     if (!p) {
       const box = el("div", { class: "dqm-hist", "data-hist": h.name, "data-axis": axisTitle(h.axis) },
-        el("div", { class: "head" }, el("span", { class: "badge" }), el("span", { class: "name" }, h.name), el("span", { class: "title" }, h.title)),
+        el("div", { class: "head" }, el("span", { class: "badge" }), el("span", { class: "name", title: h.name }, h.name), el("span", { class: "title" }, h.title),
+          ...(h.source ? [el("span", { class: "source" }, h.source)] : [])),
         el("div", { class: "plot" }),
         el("div", { class: "note" }),
         el("div", { class: "reason" }));
       grid.append(box);
-      p = { box, binning, plot: histPlot(h, d.events, box.querySelector(".plot")) };
+      p = { box, binning, plot: histPlot(h, h.events ?? d.events, box.querySelector(".plot")) };
       dqmPlots.set(h.name, p);
     } else {
-      p.plot.setData(histData(h, d.events));
+      p.plot.setData(histData(h, h.events ?? d.events));
     }
     const v = h.verdict;
     const quality = v ? v.quality : "not judged";
@@ -675,10 +680,10 @@ function renderDqm(d) {
     const badge = p.box.querySelector(".badge");
     badge.textContent = quality;
     badge.className = "badge " + (v ? v.quality.toLowerCase() : "");
-    badge.title = v ? v.test + (v.probability !== null ? ", probability " + v.probability.toExponential(2) : "") : "no reference run";
+    badge.title = v ? v.test + (v.probability !== null ? ", probability " + v.probability.toExponential(2) : "") : h.source ? "no reference sent by the analyzer" : "no reference run";
     p.box.querySelector(".note").replaceChildren(
       fmt(h.entries) + " entries · underflow " + fmt(h.underflow) + " · overflow " + fmt(h.overflow),
-      ...(h.reference ? [" · ", el("span", { class: "reference-key" }, "●"), " run " + d.reference_run + ", scaled"] : []),
+      ...(h.reference ? [" · ", el("span", { class: "reference-key" }, "●"), " " + (h.reference.label || "run " + d.reference_run) + ", scaled"] : []),
       v && v.quality === "Good" && v.probability !== null ? " · probability " + v.probability.toFixed(3) : ""
     );
     p.box.querySelector(".reason").textContent = v && v.quality !== "Good" ? v.reason : "";

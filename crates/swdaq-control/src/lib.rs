@@ -14,6 +14,7 @@
 //! | `POST /trigger` | `{"trigger", "prescale"?, "rate_hz"?}` | [`Command::ChangeTrigger`] |
 //! | `POST /record` | none, `{}` or `{"seconds": S}` | [`Command::Record`] |
 //! | `POST /log` | `{"text", "run_number"?, "author"?}` | [`Command::Log`] |
+//! | `POST /dqm/published` | `{"analyzer", "set", "reference"?}` | [`Command::PublishDqm`] |
 //!
 //! Its own crate, above `swdaq-trigger` (which owns [`TriggerChange`]) and below `swdaq-app`
 //! (the server, the state machine, the client): the parser of what arrives from the network is
@@ -50,6 +51,20 @@ pub enum Command {
     /// A logbook entry in the run registry, for run `run_number` (the current or last run
     /// when `None`), by `author` (the client when `None`).
     Log(LogEntry),
+    /// A user's analyzer's histograms (the `swdaq.dqm` Python API), shown and judged beside
+    /// the built-in ones.
+    PublishDqm(Publication),
+}
+
+/// The body of `POST /dqm/published`. `set` and `reference` are histogram sets in
+/// swdaq-dqm's JSON form; run control, which knows that form, checks them.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Publication {
+    pub analyzer: String,
+    pub set: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<Value>,
 }
 
 /// The body of `POST /log`.
@@ -163,6 +178,7 @@ pub fn parse_request(method: &str, url: &str, body: &[u8]) -> Result<Command, Re
             seconds: json_body::<RecordBody>(body)?.seconds,
         },
         ("POST", "/log") => Command::Log(json_body(body)?),
+        ("POST", "/dqm/published") => Command::PublishDqm(json_body(body)?),
         _ => {
             return Err(RequestError::NotFound {
                 method: method.into(),
@@ -206,6 +222,9 @@ impl Command {
                 }),
             ),
             Self::Log(entry) => (Method::Post, "/log", Some(json!(entry))),
+            Self::PublishDqm(publication) => {
+                (Method::Post, "/dqm/published", Some(json!(publication)))
+            }
         };
         Request { method, path, body }
     }
@@ -344,6 +363,14 @@ mod tests {
                     run_number,
                     author,
                 })),
+            (".{0,12}", any::<u32>(), any::<bool>()).prop_map(|(analyzer, events, reference)| {
+                let set = json!({ "version": 1, "events": events, "histograms": {} });
+                Command::PublishDqm(Publication {
+                    analyzer,
+                    reference: reference.then(|| set.clone()),
+                    set,
+                })
+            }),
         ]
     }
 
@@ -361,6 +388,7 @@ mod tests {
                 Just("/trigger".to_string()),
                 Just("/record".to_string()),
                 Just("/log".to_string()),
+                Just("/dqm/published".to_string()),
                 Just("/status".to_string()),
                 ".{0,20}",
             ],

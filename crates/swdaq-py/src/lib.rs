@@ -16,10 +16,14 @@
 //! `problems`. Every fragment: its header's fields, `size`, `ok`, `problems`, and
 //! `payload()`, a read-only numpy view of its bytes: a file is mapped once
 //! (HDF5 fragments are read once each) and a view's base keeps those bytes alive.
+//!
+//! `swdaq.dqm` (`dqm.rs`, `dqm.py`): a user's own data-quality histograms, filled by an
+//! analyzer from these items and published to `swdaq serve`'s console.
 
 mod adcs;
 mod atlas;
 mod buffer;
+mod dqm;
 mod file;
 mod frd;
 mod hits;
@@ -51,5 +55,6 @@ fn swdaq_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<atlas::RobFragment>()?;
     m.add_function(wrap_pyfunction!(hits::find_hits, m)?)?;
     m.add("TP_DTYPE", tps::dtype(m.py())?)?;
+    dqm::add(m)?;
     Ok(())
 }

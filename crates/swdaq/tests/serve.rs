@@ -1631,6 +1631,99 @@ fn get_dqm_shows_a_served_runs_histograms_worst_first() {
     assert!(fed1_bad(&ended), "{ended}");
 }
 
+/// `POST /dqm/published` (a user's analyzer, `swdaq.dqm`): refused without the token and
+/// before any run; a set that is not one refused with its reason and nothing kept (too large
+/// a body is refused before any route, as `http_server`'s tests show); a good one kept for the run going on, judged against the reference it came
+/// with and shown in `GET /dqm` among the histograms (here the run's built-in monitoring is
+/// off) under the analyzer's name; a new run starts without it.
+#[test]
+fn post_dqm_published_is_checked_judged_and_shown_for_the_run_going_on() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("serve.toml");
+    let evb = evb_two_feds(1024, "trigger_rate_hz = 200\nseed = 2");
+    let without_dqm = evb.split("[dqm]").next().unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nmetrics_addr = \"\"\noutput_dir = {:?}\nduration_s = 0\n{without_dqm}",
+            dir.path().join("data")
+        ),
+    )
+    .unwrap();
+    let server = Server::with_config(&config, &[]);
+    let set = |centre: f64| {
+        let mut set = swdaq_dqm::HistSet::new();
+        set.events = 1000;
+        let axis = swdaq_dqm::Axis::new("size", "bytes", 20, 0.0, 20.0);
+        let h = set.entry("x", || swdaq_dqm::Hist1::new("x", "a size", axis).unwrap());
+        for i in 0..1000 {
+            h.fill(centre + (i % 5) as f64 - 2.0);
+        }
+        serde_json::to_value(&set).unwrap()
+    };
+    let publication = json!({ "analyzer": "sizes", "set": set(14.0), "reference": set(5.0) });
+    let body = serde_json::to_vec(&publication).unwrap();
+
+    let (code, refused) = server.raw("POST", "/dqm/published", &body, None);
+    assert_eq!(code, 401, "{refused}");
+    let token = server.token().map(str::to_owned);
+    let post = |body: &[u8]| server.raw("POST", "/dqm/published", body, token.as_deref());
+    let (code, refused) = post(&body);
+    assert_eq!(
+        (code, refused["error"].as_str()),
+        (400, Some("no run yet: nothing to publish for"))
+    );
+
+    ok(server.client().post("/configure", None));
+    let run = ok(server.client().post("/start", None))["run_number"].clone();
+    let mut broken = publication.clone();
+    broken["set"]["histograms"]["x"]["counts"] = json!([1, 2]);
+    let (code, refused) = post(&serde_json::to_vec(&broken).unwrap());
+    assert_eq!(code, 400, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 counts for 20 bins"),
+        "{refused}"
+    );
+    assert_eq!(ok(server.client().get("/dqm"))["histograms"], json!([]));
+
+    let (code, kept) = post(&body);
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(
+        (&kept["run_number"], &kept["judged"]),
+        (&run, &json!(true)),
+        "{kept}"
+    );
+    let shown = ok(server.client().get("/dqm"));
+    assert_eq!(
+        shown["enabled"], false,
+        "the run's own monitoring is off: {shown}"
+    );
+    assert_eq!(shown["analyzers"][0]["name"], "sizes", "{shown}");
+    let h = &shown["histograms"][0];
+    assert_eq!(
+        (&h["name"], &h["source"]),
+        (&json!("sizes.x"), &json!("analyzer sizes")),
+        "{h}"
+    );
+    assert_eq!(h["verdict"]["quality"], "Bad", "{h}");
+    assert_eq!(h["reference"]["label"], "sizes's reference", "{h}");
+    assert_eq!(h["entries"], 1000, "{h}");
+
+    ok(server.client().post("/stop", None));
+    assert_eq!(
+        ok(server.client().get("/dqm"))["histograms"][0]["name"],
+        "sizes.x"
+    );
+    ok(server.client().post("/start", None));
+    let next = ok(server.client().get("/dqm"));
+    assert_eq!(next["histograms"], json!([]), "{next}");
+    ok(server.client().post("/stop", None));
+}
+
 /// `GET /runs`: behind the token, refused before a configuration names the registry, then
 /// the registry's runs newest first, each with its files and the logbook entries given to it.
 #[test]

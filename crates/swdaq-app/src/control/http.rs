@@ -100,6 +100,7 @@ pub fn execute(control: &RunControl, command: Command, who: &str) -> (u16, Value
         Command::ChangeTrigger(change) => control.change_trigger(change, who),
         Command::Record { seconds } => control.record(seconds, who),
         Command::Log(entry) => control.log(entry, who),
+        Command::PublishDqm(publication) => control.publish_dqm(publication, who),
     };
     match result {
         Ok(answer) => (200, answer),

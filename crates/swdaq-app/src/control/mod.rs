@@ -23,6 +23,7 @@ pub mod http;
 mod http_server;
 mod journal;
 mod metrics;
+mod published_dqm;
 mod run_thread;
 pub mod system;
 mod watch;

@@ -45,10 +45,13 @@ impl RunHooks for Hooks {
         if let Some(run) = self.this_run(&mut inner) {
             run.live = Some(live.clone());
             inner.watch.live(self.number, &live);
-            let bad = (inner.dqm.as_ref())
+            let mut bad = (inner.dqm.as_ref())
                 .filter(|(number, _)| *number == self.number)
                 .map(|(_, view)| view.bad())
                 .unwrap_or_default();
+            if inner.published_dqm.run() == Some(self.number) {
+                bad.extend(inner.published_dqm.bad());
+            }
             inner.watch.data_quality(&bad);
         }
     }

@@ -6,10 +6,11 @@
 //! has since changed) with the error in `/status` until a configure works.
 
 use super::fsm::{Event, Illegal, State, next};
+use super::published_dqm::PublishedDqm;
 use super::watch::Watch;
 use crate::error_report;
 use crate::run_record;
-use crate::runtime::dqm::DqmView;
+use crate::runtime::dqm::{DqmView, MAX_HISTOGRAMS_SHOWN, worst_first};
 use crate::runtime::model::{Capabilities, Configured};
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
 use crate::runtime::stop::StopRequest;
@@ -18,7 +19,8 @@ use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
-use swdaq_control::LogEntry;
+use swdaq_control::{LogEntry, Publication};
+use swdaq_dqm::Quality;
 use swdaq_format::run_files::RunsOnDisk;
 use swdaq_registry::ClaimError;
 use swdaq_trigger::{TriggerChange, TriggerControl};
@@ -109,6 +111,8 @@ pub(super) struct Inner {
     /// The online data-quality monitoring of the run going on, else of the last run, and
     /// that run's number; none when that run has none.
     pub(super) dqm: Option<(u32, DqmView)>,
+    /// The histograms users' analyzers published for the run going on, else the last run.
+    pub(super) published_dqm: PublishedDqm,
     /// What the configure hooks of the configuration loaded last did: kept with the next
     /// run's record (the run they prepared).
     configure_hooks: Vec<HookRun>,
@@ -278,6 +282,7 @@ impl RunControl {
                     watch: Watch::default(),
                     registry_notes: Vec::new(),
                     dqm: None,
+                    published_dqm: PublishedDqm::default(),
                     configure_hooks: Vec::new(),
                     transfer: None,
                 }),
@@ -390,6 +395,7 @@ impl RunControl {
         inner.last_run_number = Some(number);
         // The last run's histograms are not this run's: until it says it monitors, none.
         inner.dqm = None;
+        inner.published_dqm.clear();
         inner.apply(Event::Start, who, &format!(" (run {number})"))?;
         let shared = Arc::clone(&self.shared);
         let configure_hooks = std::mem::take(&mut inner.configure_hooks);
@@ -618,33 +624,73 @@ impl RunControl {
 
     /// The console's data-quality view (`GET /dqm`): the run going on's online monitoring,
     /// else the last run's as it ended (`DqmView::to_json`, with `run_number` and `running`);
-    /// `enabled: false` and why, with no histograms, when that run has none or there was no
-    /// run.
+    /// `enabled: false` and why when that run has none or there was no run. The histograms
+    /// users' analyzers published for that run are among `histograms`, in the same order
+    /// (worst first), each with its `source`; `analyzers` lists them.
     pub fn dqm(&self) -> Value {
-        let (dqm, current, last) = {
+        let (dqm, published, current, last) = {
             let inner = self.shared.lock();
             let current = inner.run.as_ref().map(|r| r.number);
-            (inner.dqm.clone(), current, inner.last_run_number)
+            let shown = current.or(inner.last_run_number);
+            let published = (inner.published_dqm.run() == shown && shown.is_some())
+                .then(|| inner.published_dqm.clone());
+            (inner.dqm.clone(), published, current, inner.last_run_number)
         };
-        let Some((number, view)) = dqm else {
-            let why = match current.or(last) {
-                Some(n) => format!(
-                    "run {n} has no online data-quality monitoring: [dqm] enabled = true in the configuration turns it on"
-                ),
-                None => "no run yet".to_string(),
-            };
-            return json!({
-                "enabled": false,
-                "run_number": current.or(last),
-                "running": current.is_some(),
-                "why": why,
-                "histograms": [],
-            });
+        let mut answer = match dqm {
+            Some((number, view)) => {
+                let mut answer = view.to_json();
+                answer["run_number"] = json!(number);
+                answer["running"] = json!(current == Some(number));
+                answer
+            }
+            None => {
+                let why = match current.or(last) {
+                    Some(n) => format!(
+                        "run {n} has no online data-quality monitoring: [dqm] enabled = true in the configuration turns it on"
+                    ),
+                    None => "no run yet".to_string(),
+                };
+                json!({
+                    "enabled": false,
+                    "run_number": current.or(last),
+                    "running": current.is_some(),
+                    "why": why,
+                    "histograms": [],
+                })
+            }
         };
-        let mut answer = view.to_json();
-        answer["run_number"] = json!(number);
-        answer["running"] = json!(current == Some(number));
+        if let Some(published) = published {
+            merge_published(&mut answer, &published);
+        }
         answer
+    }
+
+    /// Keeps an analyzer's histograms for the run going on, else the last run, judged as
+    /// that run's built-in histograms are (its `[dqm]` check, or the defaults).
+    pub fn publish_dqm(&self, publication: Publication, who: &str) -> Result<Value, ControlError> {
+        let mut inner = self.shared.lock();
+        let run = (inner.run.as_ref().map(|r| r.number))
+            .or(inner.last_run_number)
+            .ok_or_else(|| ControlError::BadRequest("no run yet: nothing to publish for".into()))?;
+        let check = match &inner.dqm {
+            Some((number, view)) if *number == run => view.check(),
+            _ => swdaq_dqm::Check::default(),
+        };
+        let analyzer = publication.analyzer.clone();
+        let answer = (inner.published_dqm.publish(publication, run, &check))
+            .map_err(ControlError::BadRequest)?;
+        if inner
+            .published_dqm
+            .bad()
+            .iter()
+            .any(|(name, _)| name.starts_with(&format!("{analyzer}.")))
+        {
+            log_note(
+                who,
+                &format!("analyzer {analyzer}: Bad histograms in run {run}"),
+            );
+        }
+        Ok(answer)
     }
 
     /// The history of the live series after unix time `since` (`/history`).
@@ -724,3 +770,27 @@ pub(super) fn one_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 #[path = "system_tests.rs"]
 mod tests;
+
+/// Puts the analyzers' histograms among `answer`'s, all worst first (at most
+/// [`MAX_HISTOGRAMS_SHOWN`]), and lists the analyzers.
+fn merge_published(answer: &mut Value, published: &PublishedDqm) {
+    let mut shown = answer["histograms"].as_array().cloned().unwrap_or_default();
+    let built_in_total = answer["histograms_total"]
+        .as_u64()
+        .unwrap_or(shown.len() as u64);
+    let analyzers = published.histograms();
+    let total = built_in_total + analyzers.len() as u64;
+    shown.extend(analyzers.into_iter().map(|(_, h)| h));
+    let key = |h: &Value| {
+        let quality = serde_json::from_value::<Quality>(h["verdict"]["quality"].clone()).ok();
+        (quality, h["name"].as_str().unwrap_or_default().to_owned())
+    };
+    shown.sort_by(|a, b| {
+        let (ka, kb) = (key(a), key(b));
+        worst_first((ka.0, &ka.1), (kb.0, &kb.1))
+    });
+    shown.truncate(MAX_HISTOGRAMS_SHOWN);
+    answer["histograms"] = Value::Array(shown);
+    answer["histograms_total"] = json!(total);
+    answer["analyzers"] = published.analyzers_json();
+}

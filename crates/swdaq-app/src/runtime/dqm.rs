@@ -197,19 +197,8 @@ pub struct DqmView {
 }
 
 impl DqmView {
-    /// The reference run's histogram of `h`'s name and binning, its in-range counts and the
-    /// events its set was filled from (a client scales it to `h`: by entries for a
-    /// distribution, by events for counts); `null` without one.
     fn reference_of(&self, h: &swdaq_dqm::Hist1) -> Value {
-        let set = self.reference.as_deref();
-        match set.and_then(|set| set.histograms.get(&h.name).map(|r| (set, r))) {
-            Some((set, r)) if h.same_binning(r).is_ok() => json!({
-                "counts": r.bins(),
-                "entries": r.entries(),
-                "events": set.events,
-            }),
-            _ => Value::Null,
-        }
+        reference_json(self.reference.as_deref(), h)
     }
 
     /// The histograms Bad in the last publication, (name, why) worst first (as judged).
@@ -249,13 +238,10 @@ impl DqmView {
             .map(|(name, h)| (verdicts.get(name.as_str()).copied(), h))
             .collect();
         shown.sort_by(|(va, a), (vb, b)| {
-            let rank = |v: Option<&Verdict>| (v.is_none(), v.map(|v| v.quality));
-            // Among equals, one source's histogram before the whole event's: the culprit
-            // (a FED grown) leads, not the aggregate that grew with it.
-            let aggregate = |name: &str| !swdaq_dqm::is_per_source(name);
-            (rank(*va).cmp(&rank(*vb)))
-                .then(aggregate(&a.name).cmp(&aggregate(&b.name)))
-                .then(a.name.cmp(&b.name))
+            worst_first(
+                (va.map(|v| v.quality), &a.name),
+                (vb.map(|v| v.quality), &b.name),
+            )
         });
         let count = |quality: Quality| verdicts.values().filter(|v| v.quality == quality).count();
         answer["judged_at_unix"] = json!(
@@ -276,29 +262,63 @@ impl DqmView {
         });
         answer["histograms_total"] = json!(shown.len());
         answer["histograms"] = (shown.iter().take(MAX_HISTOGRAMS_SHOWN))
-            .map(|(verdict, h)| {
-                json!({
-                    "name": h.name,
-                    "title": h.title,
-                    "kind": h.kind,
-                    "axis": h.axis,
-                    "counts": h.bins(),
-                    "underflow": h.underflow(),
-                    "overflow": h.overflow(),
-                    "entries": h.entries(),
-                    "reference": self.reference_of(h),
-                    "verdict": verdict.map(|v| json!({
-                        "quality": v.quality,
-                        "probability": v.probability,
-                        "statistic": v.statistic,
-                        "test": v.test,
-                        "reason": v.why,
-                    })),
-                })
-            })
+            .map(|(verdict, h)| histogram_json(h, *verdict, self.reference_of(h)))
             .collect();
         answer
     }
+
+    /// How this run's histograms are judged.
+    pub fn check(&self) -> Check {
+        self.check
+    }
+}
+
+/// `reference`'s histogram of `h`'s name and binning, its in-range counts and the events its
+/// set was filled from (a client scales it to `h`: by entries for a distribution, by events
+/// for counts); `null` without one.
+pub fn reference_json(reference: Option<&HistSet>, h: &swdaq_dqm::Hist1) -> Value {
+    match reference.and_then(|set| set.histograms.get(&h.name).map(|r| (set, r))) {
+        Some((set, r)) if h.same_binning(r).is_ok() => json!({
+            "counts": r.bins(),
+            "entries": r.entries(),
+            "events": set.events,
+        }),
+        _ => Value::Null,
+    }
+}
+
+/// The order `GET /dqm` shows histograms in: worst first (Bad, Undetermined, Good, then the
+/// unjudged); among equals a source's histogram before the whole event's (the culprit, a FED
+/// grown, leads, not the aggregate that grew with it), then by name.
+pub fn worst_first(a: (Option<Quality>, &str), b: (Option<Quality>, &str)) -> std::cmp::Ordering {
+    let rank = |q: Option<Quality>| (q.is_none(), q);
+    let aggregate = |name: &str| !swdaq_dqm::is_per_source(name);
+    (rank(a.0).cmp(&rank(b.0)))
+        .then(aggregate(a.1).cmp(&aggregate(b.1)))
+        .then(a.1.cmp(b.1))
+}
+
+/// One histogram as `GET /dqm` shows it: its axis, in-range counts, under- and overflow,
+/// entries, `reference` (drawn under it, or `null`) and its verdict (`null`: not judged).
+pub fn histogram_json(h: &swdaq_dqm::Hist1, verdict: Option<&Verdict>, reference: Value) -> Value {
+    json!({
+        "name": h.name,
+        "title": h.title,
+        "kind": h.kind,
+        "axis": h.axis,
+        "counts": h.bins(),
+        "underflow": h.underflow(),
+        "overflow": h.overflow(),
+        "entries": h.entries(),
+        "reference": reference,
+        "verdict": verdict.map(|v| json!({
+            "quality": v.quality,
+            "probability": v.probability,
+            "statistic": v.statistic,
+            "test": v.test,
+            "reason": v.why,
+        })),
+    })
 }
 
 /// A running monitoring thread and the tap its samplers are made from.
