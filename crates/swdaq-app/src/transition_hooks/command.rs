@@ -1,23 +1,17 @@
-//! One hook command run to its end or its time limit: its own process group (killed whole
-//! at the limit), no shell, stdin closed, stdout and stderr through one pipe into a bounded
-//! buffer that is drained to the end so a talkative hook never blocks on a full pipe.
+//! One hook command run to its end or its time limit by swdaq's one child runner
+//! (`swdaq_child`: its own process group, killed whole at the limit; stdin closed; stdout and
+//! stderr through one pipe drained to the end, so a talkative hook never blocks on a full
+//! pipe; waited for at most a second once it ends); here no shell, the run's environment
+//! added, and what is kept with the run: how it ended, 64 KiB of its output and how much more.
 
 use serde::{Deserialize, Serialize};
-use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+use std::time::Duration;
+use swdaq_child::{Bounds, End, Output};
 
 /// Output kept of one hook (stdout and stderr together); the rest is counted, not kept.
 pub const OUTPUT_KEPT: usize = 64 * 1024;
-
-/// How long the output is still read after the hook ended: a child it left behind in
-/// another process group may hold the pipe open.
-const OUTPUT_GRACE: Duration = Duration::from_secs(1);
-
-/// How often a running hook is looked at.
-const POLL: Duration = Duration::from_millis(10);
 
 /// How a hook ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,103 +63,42 @@ pub struct HookOutput {
     pub seconds: f64,
 }
 
-/// What the reader keeps of the pipe.
-#[derive(Default)]
-struct Collected {
-    kept: Vec<u8>,
-    beyond: u64,
-}
-
 /// Runs `argv` with `env` added to swdaq's environment, for at most `limit`.
 pub fn run(argv: &[String], env: &[(String, String)], limit: Duration) -> HookOutput {
-    let started = Instant::now();
-    let not_started = |why: String| HookOutput {
-        end: HookEnd::NotStarted { why },
-        output: String::new(),
-        truncated_bytes: 0,
-        seconds: started.elapsed().as_secs_f64(),
-    };
-    let (mut reader, writer) = match std::io::pipe() {
-        Ok(pipe) => pipe,
-        Err(e) => return not_started(format!("no pipe for its output: {e}")),
-    };
-    let writer_too = match writer.try_clone() {
-        Ok(w) => w,
-        Err(e) => return not_started(format!("no pipe for its output: {e}")),
-    };
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(writer)
-        .stderr(writer_too)
-        // Its own group, so that the limit kills what it started too.
-        .process_group(0);
-    let spawned = command.spawn();
-    // Our ends of the pipe's writing side go with `command`: the reader sees its end once
-    // the hook (and whatever it started) has closed them.
-    drop(command);
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => return not_started(format!("{}: {e}", argv[0])),
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    let bounds = Bounds {
+        time: limit,
+        kept: OUTPUT_KEPT,
+        output: Output::Together,
     };
-    let collected = Arc::new(Mutex::new(Collected::default()));
-    let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
-    let into = Arc::clone(&collected);
-    let read = std::thread::Builder::new()
-        .name("hook-output".into())
-        .spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let mut c = into.lock().unwrap_or_else(|e| e.into_inner());
-                let room = OUTPUT_KEPT.saturating_sub(c.kept.len()).min(n);
-                c.kept.extend_from_slice(&buf[..room]);
-                c.beyond += (n - room) as u64;
-            }
-            let _ = done_tx.send(());
-        });
-    let deadline = started + limit;
-    let end = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                break match (status.code(), status.signal()) {
-                    (Some(code), _) => HookEnd::Exited { code },
-                    (None, Some(signal)) => HookEnd::Signalled { signal },
-                    _ => HookEnd::Exited { code: -1 },
-                };
-            }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
-            // At the limit (or when it can no longer be asked): the whole group goes.
-            _ => {
-                // SAFETY: killpg only sends a signal; the group is the child's own, made at
-                // spawn with the child's pid as its id, and the child is not yet reaped.
-                unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
-                let _ = child.wait();
-                break HookEnd::TimedOut {
-                    after_s: limit.as_secs_f64(),
-                };
-            }
-        }
+    let ran = swdaq_child::run(command, &bounds, || false);
+    let end = match ran.end {
+        End::Exited(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => HookEnd::Exited { code },
+            (None, Some(signal)) => HookEnd::Signalled { signal },
+            _ => HookEnd::Exited { code: -1 },
+        },
+        // Killed at the limit, or when it could no longer be asked (a hook is never stopped).
+        End::TimedOut | End::Stopped | End::Lost(_) => HookEnd::TimedOut {
+            after_s: limit.as_secs_f64(),
+        },
+        End::NotStarted(why) => HookEnd::NotStarted { why },
     };
-    if read.is_ok() {
-        let _ = done_rx.recv_timeout(OUTPUT_GRACE);
-    }
-    let c = collected.lock().unwrap_or_else(|e| e.into_inner());
     HookOutput {
         end,
-        output: String::from_utf8_lossy(&c.kept).into_owned(),
-        truncated_bytes: c.beyond,
-        seconds: started.elapsed().as_secs_f64(),
+        output: ran.stdout.text(),
+        truncated_bytes: ran.stdout.beyond,
+        seconds: ran.elapsed.as_secs_f64(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     fn argv(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()
