@@ -552,6 +552,7 @@ fn chain_online_run(out: &Path, name: &str, sim: &str, dqm: &str) -> Value {
 /// detector has none Bad.
 #[test]
 fn chain_online_monitoring_flags_a_dead_and_a_noisy_channel_by_number() {
+    let _alone = not_beside_a_topology();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("chain-online");
     // A noise run, no tracks or blips: the ADC distributions of two like runs, each of some
@@ -587,4 +588,90 @@ fn chain_online_monitoring_flags_a_dead_and_a_noisy_channel_by_number() {
         .collect();
     assert!(bad.is_empty(), "{bad:?}");
     assert!(!flags(&clean["dqm"]).is_empty(), "{clean}");
+}
+
+/// Held by the topology's test and by the test whose clean run must judge Good: a topology's
+/// seven processes beside it on two cores skewed the clean run's ADC distribution enough to
+/// judge it Bad.
+fn not_beside_a_topology() -> std::sync::MutexGuard<'static, ()> {
+    static TOPOLOGY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TOPOLOGY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The chain as applications with `[dqm]`: the process running `swdaq run` monitors the
+/// records both builders publish on their `record_stream`, and saves the set beside the run's
+/// data as a one-process run does; every record a builder published is either sampled or
+/// counted dropped.
+#[test]
+fn a_chain_topology_is_monitored_from_its_builders_record_streams() {
+    let _alone = not_beside_a_topology();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("chain-apps");
+    // The streams' ports held while the inboxes' are chosen: no two the same.
+    let held: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let streams: Vec<String> = (held.iter())
+        .map(|l| {
+            let port = l.local_addr().unwrap().port();
+            format!("record_stream = \"tcp://127.0.0.1:{port}\"")
+        })
+        .collect();
+    let apps = common::loopback_topology_apps(&[
+        ("readout-0", "readout", "links = [0]"),
+        ("readout-1", "readout", "links = [1]"),
+        ("trigger", "trigger", ""),
+        ("dfo", "dfo", ""),
+        ("builder-0", "builder", &streams[0]),
+        ("builder-1", "builder", &streams[1]),
+    ]);
+    drop(held);
+    let model = format!(
+        "[emulator]\nlinks = 2\n{PERIODIC_ONLY}\n\
+         [dqm]\nenabled = true\nsample_every = 1\nqueue = 1024\nmax_core_share = 1.0\n\
+         [topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n{apps}"
+    );
+    let summary = run_into(&out, &dir.path().join("chain-apps.toml"), 3.0, &model);
+    let dqm = &summary["dqm"];
+    let sampled = dqm["sampled"].as_u64().unwrap();
+    let decisions = summary["trigger"]["decisions"].as_u64().unwrap();
+    assert!(sampled >= 20, "{summary}");
+    assert_eq!(
+        sampled + dqm["dropped"].as_u64().unwrap(),
+        decisions,
+        "every record published: {dqm}"
+    );
+    assert_eq!(dqm["unreadable"].as_u64(), Some(0), "{dqm}");
+    let saved = saved_set(&out, &summary);
+    assert_eq!(saved.events, sampled);
+    for link in [0, 1] {
+        let name = format!("pedestal_link_{link:04}");
+        let h = saved
+            .histograms
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert!(h.entries() > 0, "{name}");
+    }
+}
+
+/// The event builder's applications publish no samples: `[dqm]` with their `[topology]` is
+/// refused before anything starts, saying DQM in a topology is for the chain only.
+#[test]
+fn dqm_in_an_event_builder_topology_is_refused_naming_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let apps = common::loopback_topology_apps(&[("evm", "evm", ""), ("bu-0", "bu", "")]);
+    let config = dir.path().join("evb-apps.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[run]\nmetrics_addr = \"\"\noutput_dir = {:?}\n{}[dqm]\nenabled = true\n[topology]\n{apps}",
+            dir.path().join("out"),
+            evb_section(1, 1024, 10)
+        ),
+    )
+    .unwrap();
+    let done = common::swdaq_run(&config);
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(!done.status.success());
+    assert!(stderr.contains("for the chain only"), "{stderr}");
 }

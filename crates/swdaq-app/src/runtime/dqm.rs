@@ -77,12 +77,16 @@ pub fn file_name(run: u32) -> String {
 
 impl DqmSection {
     /// Checks the keys before anything starts; an error names the key. `run` is the run's
-    /// own number (0: not chosen yet); `distributed`: the run has a `[topology]`.
-    pub fn validate(&self, run: u32, distributed: bool) -> anyhow::Result<()> {
+    /// own number (0: not chosen yet); `unsampled_topology`: the run has a `[topology]` whose
+    /// applications publish no sample stream (every model's but the chain's, whose builders
+    /// publish their records: `runtime::dqm_stream`).
+    pub fn validate(&self, run: u32, unsampled_topology: bool) -> anyhow::Result<()> {
         let invalid = |what: String| Err(anyhow::anyhow!("invalid configuration: dqm.{what}"));
-        if self.enabled && distributed {
+        if self.enabled && unsampled_topology {
             return invalid(
-                "enabled: online monitoring runs in one process only: drop [topology] or [dqm]"
+                "enabled: DQM in a topology is for the chain only for now (its builders \
+                 publish sampled records; this model's applications have no sampling stream \
+                 yet): drop [topology] or [dqm]"
                     .into(),
             );
         }
@@ -527,7 +531,7 @@ mod tests {
             assert!(e.contains(words), "{text}: {e}");
         }
         let e = dqm.validate(0, true).unwrap_err().to_string();
-        assert!(e.contains("one process only"), "{e}");
+        assert!(e.contains("for the chain only"), "{e}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod app;
 mod child;
 pub mod dqm;
+pub mod dqm_stream;
 pub mod launch;
 pub mod live_feed;
 pub mod memory;

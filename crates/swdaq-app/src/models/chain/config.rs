@@ -38,7 +38,8 @@ pub struct RunConfig {
     pub recording: RecordingSection,
     /// Applications in several processes and hosts; empty: the chain in one process.
     pub topology: TopologySection,
-    /// Online data-quality monitoring of the built trigger records (one process only).
+    /// Online data-quality monitoring of the built trigger records (in a topology: of the
+    /// records the builders publish on their `record_stream`).
     pub dqm: DqmSection,
 }
 
@@ -194,8 +195,9 @@ impl RunConfig {
             "must be >= 1",
         )?;
         self.recording.validate(self.topology.is_distributed())?;
-        self.dqm
-            .validate(self.run.number, self.topology.is_distributed())?;
+        // In a topology the builders' record streams are sampled (`check_topology` asks each
+        // for one): the chain's DQM runs with or without one.
+        self.dqm.validate(self.run.number, false)?;
         super::apps::check_topology(self)?;
         self.topology.check_largest_message(
             self.link_fragment_bytes(),

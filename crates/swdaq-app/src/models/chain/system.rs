@@ -82,10 +82,14 @@ pub struct RunReport {
     pub refused_messages: std::collections::BTreeMap<String, u64>,
     /// Raw bursts recorded (`None`: `[recording]` is off).
     pub recording: Option<RecordingReport>,
-    /// Online data-quality monitoring (`None`: `[dqm]` is off). In one process only, so it
-    /// never crosses between applications.
+    /// Online data-quality monitoring (`None`: `[dqm]` is off). Made by the process that
+    /// runs it (one process, or the one supervising a topology), so it never crosses between
+    /// applications.
     #[serde(skip)]
     pub dqm: Option<DqmReport>,
+    /// Records a builder application published on its `record_stream` (0 without one):
+    /// what the supervisor's subscriber did not receive of them it counts dropped.
+    pub records_published: u64,
 }
 
 /// Runs the chain until the configured duration, a stop request, storage failure (by
@@ -241,7 +245,7 @@ pub fn run_chain(
 
 /// One sampled record into the run's histograms, as `swdaq dqm` fills them from HDF5 files;
 /// a record with a fragment it could not read counts as unreadable (its others are filled).
-fn fill_dqm(set: &mut HistSet, record: TriggerRecord) -> Result<(), String> {
+pub(super) fn fill_dqm(set: &mut HistSet, record: TriggerRecord) -> Result<(), String> {
     let problems = swdaq_dqm::chain::fill_record(set, &record);
     match problems.as_slice() {
         [] => Ok(()),

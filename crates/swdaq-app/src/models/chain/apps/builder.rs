@@ -4,15 +4,18 @@
 //! the orchestrator. It writes its own file sequence (`swdaq_<name>_run…`), and may publish
 //! every Nth record on a ZeroMQ PUB socket for online monitoring (`record_stream`): one
 //! multipart message per record, the DUNE trigger-record header then each fragment as stored.
+//! With `[dqm]` on, the process supervising the topology subscribes to it and reads each
+//! message back with [`fill_published`] (`runtime::dqm_stream`).
 
 use crate::models::chain::config::RunConfig;
 use crate::models::chain::metrics::BuilderMetrics;
 use crate::models::chain::sink::StorageSink;
 use crate::models::chain::system::{
-    RunReport, STORAGE_STOPPED, build_records, builder_config, sources_of,
+    RunReport, STORAGE_STOPPED, build_records, builder_config, fill_dqm, sources_of,
 };
 use crate::models::chain::wire::ChainMessage;
 use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::dqm_stream::StreamMessage;
 use anyhow::Context;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
@@ -22,7 +25,8 @@ use std::time::{Duration, Instant};
 use swdaq_dataflow::nodes::BuilderPorts;
 use swdaq_dataflow::transport::local;
 use swdaq_dataflow::{RecordBuilder, RecordSink, SinkError, StorageFailurePolicy};
-use swdaq_format::{SourceId, TriggerRecord};
+use swdaq_dqm::HistSet;
+use swdaq_format::{SourceId, TriggerRecord, TriggerRecordHeader};
 use swdaq_net::{Immediate, Inlet, Liveness, WireMessage};
 use swdaq_readout::server::DataResponse;
 use swdaq_trigger::TriggerDecision;
@@ -117,6 +121,7 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         })
     })?;
     report.storage = sink.storage.finish();
+    report.records_published = sink.stream.as_ref().map_or(0, |s| s.published);
     (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
@@ -223,6 +228,8 @@ struct RecordStream {
     every: u64,
     seen: u64,
     last_offered: u64,
+    /// Records handed to the socket (a subscriber that falls behind may still lose them).
+    published: u64,
 }
 
 impl RecordStream {
@@ -238,9 +245,12 @@ impl RecordStream {
             .with_context(|| format!("{}: record_stream {address}", ctx.spec.name))?;
         Ok(Some(Self {
             socket,
-            every: ctx.spec.field_or(super::RECORD_STREAM_EVERY.key, 1)?,
+            every: ctx
+                .spec
+                .field_or(super::RECORD_STREAM_EVERY.key, default_every(&ctx.config))?,
             seen: 0,
             last_offered: 0,
+            published: 0,
         }))
     }
 
@@ -259,6 +269,171 @@ impl RecordStream {
         let header = record.header.to_bytes();
         frames.push(&header);
         frames.extend(record.fragments.iter().map(Vec::as_slice));
-        let _ = self.socket.send_multipart(frames, zmq::DONTWAIT);
+        if self.socket.send_multipart(frames, zmq::DONTWAIT).is_ok() {
+            self.published += 1;
+        }
+    }
+}
+
+/// A builder's `record_stream_every` when it does not give one: with `[dqm]` on, its
+/// `sample_every` (the records sampled where they are built, as in one process), else 1.
+pub fn default_every(config: &RunConfig) -> u64 {
+    if config.dqm.enabled {
+        u64::from(config.dqm.sample_every)
+    } else {
+        1
+    }
+}
+
+/// One message of a builder's record stream into the run's histograms, as a record sampled
+/// in one process is filled. Its bytes are not trusted: a message that is not a record
+/// (no frames, a header that does not decode, frames cut off) is refused with why, and the
+/// monitoring thread counts it unreadable.
+pub fn fill_published(set: &mut HistSet, message: StreamMessage) -> Result<(), String> {
+    let record = record_of(message).map_err(|e| format!("record stream message: {e}"))?;
+    fill_dqm(set, record)
+}
+
+/// The record a stream message holds: frame 0 its header (decoded as from a stored file),
+/// each further frame a fragment as stored (read by the fill function, which names a bad one).
+fn record_of(message: StreamMessage) -> Result<TriggerRecord, String> {
+    if message.frames_dropped > 0 {
+        return Err(format!(
+            "{} frames over the {} taken",
+            message.frames_dropped,
+            message.frames.len()
+        ));
+    }
+    let mut frames = message.frames.into_iter();
+    let header = frames.next().ok_or("no frames")?;
+    let header = TriggerRecordHeader::decode(&header).map_err(|e| e.to_string())?;
+    Ok(TriggerRecord {
+        header,
+        fragments: frames.collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_section::RunSection;
+    use crate::runtime::dqm::DqmSection;
+    use crate::runtime::dqm_stream::{SampleStream, StreamedDqm};
+    use swdaq_monitor::Registry;
+
+    fn record(trigger_number: u64) -> TriggerRecord {
+        TriggerRecord {
+            header: TriggerRecordHeader {
+                trigger_number,
+                trigger_timestamp: 1000 * trigger_number,
+                run_number: 9,
+                status_bits: 0,
+                trigger_type: 1,
+                sequence_number: 0,
+                max_sequence_number: 0,
+                element_id: SourceId::new(swdaq_format::Subsystem::TR_BUILDER, 0),
+                components: Vec::new(),
+            },
+            fragments: Vec::new(),
+        }
+    }
+
+    /// A builder's stream as its `RecordStream` publishes, garbage among its records: every
+    /// malformed message is counted unreadable with its reason and the records around it are
+    /// filled; a record published but never received is counted dropped.
+    #[test]
+    fn a_malformed_stream_message_is_counted_unreadable_and_monitoring_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let context = zmq::Context::new();
+        // XPUB: the subscription is seen, so nothing is published before it is in place.
+        let publisher = context.socket(zmq::XPUB).unwrap();
+        publisher.set_linger(1000).unwrap();
+        publisher.bind("tcp://127.0.0.1:*").unwrap();
+        let endpoint = publisher.get_last_endpoint().unwrap().unwrap();
+        let dqm = DqmSection {
+            enabled: true,
+            max_core_share: 1.0,
+            ..Default::default()
+        };
+        let streams = vec![SampleStream {
+            app: "builder-0".into(),
+            endpoint,
+        }];
+        let registry = Registry::new();
+        let online = StreamedDqm::start(
+            &dqm,
+            dir.path(),
+            streams,
+            1 << 20,
+            fill_published,
+            &registry,
+        )
+        .unwrap()
+        .unwrap();
+        publisher.set_rcvtimeo(5000).unwrap();
+        assert_eq!(publisher.recv_bytes(0).unwrap(), [1], "the subscription");
+        let good = |n: u64| record(n).header.to_bytes();
+        let mut bad_marker = good(4);
+        bad_marker[0] ^= 0xff;
+        let messages: Vec<Vec<Vec<u8>>> = vec![
+            vec![good(1)],
+            vec![b"not a record".to_vec()],
+            vec![Vec::new()],
+            vec![good(2)],
+            vec![bad_marker],
+            vec![good(3), b"not a fragment".to_vec()],
+            vec![good(5)],
+        ];
+        for m in &messages {
+            publisher.send_multipart(m, 0).unwrap();
+        }
+        let run = RunSection {
+            number: 9,
+            ..RunSection::writing_to(dir.path())
+        };
+        // The builder says it published two more than it sent here: lost on the way.
+        let sent = messages.len() as u64 + 2;
+        let report = online.finish(&run, |app| (app == "builder-0").then_some(sent));
+        assert_eq!(report.error, None);
+        assert_eq!(
+            (report.samples.sampled, report.samples.dropped),
+            (7, 2),
+            "{report:?}"
+        );
+        // Garbage, an empty frame and a bad marker never decode; record 3's fragment does not.
+        assert_eq!(report.unreadable, 4, "{report:?}");
+        assert_eq!(report.events, 4, "records 1, 2, 3 and 5 filled");
+        let problem = report.first_problem.unwrap();
+        assert!(problem.contains("record stream message"), "{problem}");
+        let saved = swdaq_dqm::hdf5_file::load(&report.file.unwrap()).unwrap();
+        assert_eq!(saved.events, 4);
+    }
+
+    #[test]
+    fn a_message_is_a_record_only_whole() {
+        let header = record(7).header.to_bytes();
+        let whole = StreamMessage {
+            frames: vec![header.clone(), vec![1, 2]],
+            frames_dropped: 0,
+        };
+        let read = record_of(whole).unwrap();
+        assert_eq!(
+            (read.header.trigger_number, read.fragments),
+            (7, vec![vec![1, 2]])
+        );
+        let cut = StreamMessage {
+            frames: vec![header.clone()],
+            frames_dropped: 3,
+        };
+        assert!(record_of(cut).unwrap_err().contains("3 frames over"));
+        assert_eq!(
+            record_of(StreamMessage::default()).unwrap_err(),
+            "no frames"
+        );
+        let short = StreamMessage {
+            frames: vec![header[..header.len() - 1].to_vec()],
+            frames_dropped: 0,
+        };
+        assert!(record_of(short).is_err());
     }
 }

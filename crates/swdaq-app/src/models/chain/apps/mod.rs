@@ -18,14 +18,16 @@ pub mod trigger;
 use super::config::RunConfig;
 use super::system::RunReport;
 use crate::runtime::app::{AppContext, KindSpec, check_kinds, run_app};
+use crate::runtime::dqm_stream::{SampleStream, StreamedDqm};
 use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::model::RunHooks;
 use crate::runtime::outcome::StopReason;
 use crate::runtime::stdio::Commands;
 use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{Field, TopologySection};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use swdaq_monitor::Registry;
 
 impl AppContext<RunConfig> {
     /// The builders, in topology order: a builder's index here is its element id.
@@ -115,7 +117,16 @@ pub fn check_topology(config: &RunConfig) -> anyhow::Result<()> {
             every >= 1,
             "invalid configuration: topology.apps.record_stream_every: must be >= 1"
         );
-        a.field::<String>(RECORD_STREAM.key)?;
+        let stream: String = a.field(RECORD_STREAM.key)?;
+        // Its port is the user's to choose, as every address of the topology is: the
+        // supervisor cannot tell a port free on another host, nor open one on a firewall.
+        anyhow::ensure!(
+            !config.dqm.enabled || !stream.is_empty(),
+            "invalid configuration: topology.apps.record_stream: {}: [dqm] in a topology \
+             monitors the records every builder publishes: give it record_stream = \
+             \"tcp://HOST:PORT\" (a port of its host, free) or drop [dqm]",
+            a.name
+        );
     }
     for (_, a) in topology.of_kind(READOUT) {
         for l in links_of(a)? {
@@ -151,9 +162,41 @@ pub fn readouts(topology: &TopologySection) -> anyhow::Result<Vec<(u32, Vec<u32>
         .collect()
 }
 
+/// Every builder's record stream, where the supervisor connects to it: a stream bound on
+/// every interface (`*`, `0.0.0.0`) is reached at its builder's own address's host.
+pub fn record_streams(topology: &TopologySection) -> anyhow::Result<Vec<SampleStream>> {
+    let mut streams = Vec::new();
+    for (_, a) in topology.of_kind(BUILDER) {
+        let bound: String = a.field(RECORD_STREAM.key)?;
+        if !bound.is_empty() {
+            streams.push(SampleStream {
+                app: a.name.clone(),
+                endpoint: reachable(&bound, &a.address),
+            });
+        }
+    }
+    Ok(streams)
+}
+
+/// `bound` (`tcp://HOST:PORT`) with a wildcard host replaced by the host of `address`.
+fn reachable(bound: &str, address: &str) -> String {
+    let host_of = |endpoint: &str| {
+        let rest = endpoint.strip_prefix("tcp://")?;
+        Some(rest.rsplit_once(':')?.0.to_owned())
+    };
+    match (host_of(bound), host_of(address)) {
+        (Some(wild), Some(host)) if wild == "*" || wild == "0.0.0.0" => {
+            let port = bound.rsplit_once(':').map_or("", |(_, p)| p);
+            format!("tcp://{host}:{port}")
+        }
+        _ => bound.to_owned(),
+    }
+}
+
 /// Runs the topology's applications (`exe` is the `swdaq` program to start them with),
 /// telling `hooks` when they have started, their live figures and when the stop begins;
 /// run-control requests go to the trigger application, bursts to the readout applications.
+/// With `[dqm]`, this process monitors the records the builders publish.
 pub fn run_distributed(
     config: &RunConfig,
     exe: &Path,
@@ -161,6 +204,18 @@ pub fn run_distributed(
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
+    // Subscribed before the applications start, so that the first records are taken.
+    let dqm = StreamedDqm::start(
+        &config.dqm,
+        &config.run.output_dir,
+        record_streams(&config.topology)?,
+        config.topology.max_message_mb.saturating_mul(1 << 20),
+        builder::fill_published,
+        &Registry::new(),
+    )?;
+    if let Some(dqm) = &dqm {
+        hooks.dqm(dqm.view());
+    }
     let stages = Stages {
         stop_order: &[TRIGGER, DFO, BUILDER, READOUT],
         essential: &[TRIGGER, DFO],
@@ -173,9 +228,13 @@ pub fn run_distributed(
     let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
     let mut reports = Vec::new();
     let mut outcomes = Vec::new();
+    let mut published = BTreeMap::new();
     for (kind, mut outcome, bytes) in launched.apps {
         match bytes.map(|b| postcard::from_bytes::<RunReport>(&b)) {
-            Some(Ok(r)) => reports.push((kind, r)),
+            Some(Ok(r)) => {
+                published.insert(outcome.name.clone(), r.records_published);
+                reports.push((kind, r));
+            }
             Some(Err(e)) => outcome.failure = Some(format!("report: not a run report: {e}")),
             None => {}
         }
@@ -187,6 +246,10 @@ pub fn run_distributed(
         .stop_reason
         .with_storage_error(report.storage.as_ref());
     report.apps = outcomes;
+    if let Some(dqm) = dqm {
+        stop.waiting_for("data-quality monitoring to judge and save its histograms");
+        report.dqm = Some(dqm.finish(&config.run, |app| published.get(app).copied()));
+    }
     Ok(report)
 }
 
@@ -220,6 +283,7 @@ fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
             DFO => out.dataflow = r.dataflow,
             BUILDER => {
                 out.builder.add(r.builder);
+                out.records_published += r.records_published;
                 out.storage = match (out.storage.take(), r.storage) {
                     (Some(mut a), Some(b)) => {
                         a.add(b);
@@ -333,6 +397,39 @@ mod tests {
         config.topology.peer_timeout_ms = 100;
         let e = check_topology(&config).unwrap_err().to_string();
         assert!(e.contains("peer_timeout_ms"), "{e}");
+    }
+
+    /// With `[dqm]`, a builder without a record stream is refused by name; the streams are
+    /// reached where their builders are when bound on every interface.
+    #[test]
+    fn dqm_in_a_topology_needs_every_builder_s_record_stream() {
+        let mut config = with_topology(topology());
+        config.dqm.enabled = true;
+        let e = check_topology(&config).unwrap_err().to_string();
+        assert!(
+            e.contains("topology.apps.record_stream: builder-0") && e.contains("[dqm]"),
+            "{e}"
+        );
+        config.topology.apps[4]
+            .fields
+            .insert("record_stream".into(), "tcp://*:7320".into());
+        check_topology(&config).unwrap();
+        assert_eq!(
+            record_streams(&config.topology).unwrap(),
+            [SampleStream {
+                app: "builder-0".into(),
+                endpoint: "tcp://127.0.0.1:7320".into(),
+            }]
+        );
+        assert_eq!(
+            reachable("tcp://0.0.0.0:9", "tcp://10.1.2.3:7104"),
+            "tcp://10.1.2.3:9"
+        );
+        assert_eq!(
+            reachable("tcp://10.0.0.7:9", "tcp://10.1.2.3:7104"),
+            "tcp://10.0.0.7:9"
+        );
+        assert_eq!(reachable("ipc:///tmp/s", "tcp://h:1"), "ipc:///tmp/s");
     }
 
     #[test]
