@@ -134,6 +134,11 @@ impl PublishedDqm {
         Ok(answer)
     }
 
+    /// Whether `analyzer` has published for run `run`.
+    pub fn has(&self, run: u32, analyzer: &str) -> bool {
+        self.run == Some(run) && self.analyzers.contains_key(analyzer)
+    }
+
     /// Forgets every analyzer's set (a new run starts).
     pub fn clear(&mut self) {
         self.run = None;
@@ -246,6 +251,7 @@ mod tests {
             .unwrap();
         assert_eq!(answer["histograms"], 1);
         assert_eq!(p.run(), Some(7));
+        assert!(p.has(7, "sizes") && !p.has(8, "sizes") && !p.has(7, "other"));
         let shown = p.histograms();
         assert_eq!(shown.len(), 1);
         let (verdict, h) = &shown[0];

@@ -677,18 +677,13 @@ impl RunControl {
             _ => swdaq_dqm::Check::default(),
         };
         let analyzer = publication.analyzer.clone();
+        let first = !inner.published_dqm.has(run, &analyzer);
         let answer = (inner.published_dqm.publish(publication, run, &check))
             .map_err(ControlError::BadRequest)?;
-        if inner
-            .published_dqm
-            .bad()
-            .iter()
-            .any(|(name, _)| name.starts_with(&format!("{analyzer}.")))
-        {
-            log_note(
-                who,
-                &format!("analyzer {analyzer}: Bad histograms in run {run}"),
-            );
+        // Once per analyzer and run: it publishes every few seconds, and its Bad histograms
+        // reach the journal as alerts when they change.
+        if first {
+            log_note(who, &format!("analyzer {analyzer} publishes for run {run}"));
         }
         Ok(answer)
     }
