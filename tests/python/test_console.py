@@ -14,6 +14,7 @@ tests skip, saying why, where Chromium, chromedriver or Selenium are missing."""
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -842,3 +843,41 @@ def test_a_user_analyzer_s_histograms_appear_judged_against_its_reference(browse
                 stdout, stderr = analyzer.communicate()
         assert analyzer.returncode == 0, stderr
         assert "unreadable" not in stderr, stderr
+
+
+def test_the_transfer_s_backlog_is_shown_and_drains_to_every_file_verified(browser, tmp_path):
+    """With [run.transfer] to a directory (a mounted EOS area's stand-in), the page's transfer
+    line names the destination and the backlog from the start of a run; after a short
+    event-builder run's stop the agent copies and verifies every data file the run wrote, and
+    the line says so: backlog 0, at least as many verified as the run's files, each of which is at
+    the destination byte for byte."""
+    permanent = tmp_path / "permanent"
+    config = ANALYZER_EVB_CONFIG.format(
+        out=tmp_path / "data", duration_s=0, seed=3, pacing="trigger_rate_hz = 500\nevents_per_file = 200", fed1_bytes=1024, reference="")
+    config += f'[run.transfer]\ndestination = "{permanent}"\npoll_s = 0.2\n'
+    line = lambda: text(d, "transfer")
+    with serve(tmp_path, free_port(), config_text=config) as server:
+        d = browser
+        d.get(server.console_url)
+        state_is(d, "initial")
+        configure_and_start(d, 1)
+        wait(d, lambda _: line().startswith(f"transfer to {permanent}: backlog "), 10, "no transfer line")
+        time.sleep(3)
+        click(d, "stop")
+        assert answer(d, timeout=90).startswith("✔ stopped run 1"), text(d, "answer")
+        # The FRD files: what the run registry records of an event-builder run (its `.jsn`
+        # bookkeeping is not on record, so not transferred).
+        written = sorted((tmp_path / "data").rglob("*.raw"))
+        assert len(written) >= 4, written
+
+        def drained(_):
+            found = re.search(r"backlog (\d+) files, .* · (\d+) verified since the server started", line())
+            return found and found[1] == "0" and int(found[2]) >= len(written)
+
+        wait(d, drained, 60, "the backlog did not drain to every file verified")
+        kept = shot(d, "transfer-backlog-drained")
+        shutil.copy(kept, tmp_path / kept.name)
+        copies = {p.name: p for p in permanent.rglob("*") if p.is_file()}
+        for original in written:
+            assert original.name in copies, f"{original.name} not at the destination: {sorted(copies)}"
+            assert copies[original.name].read_bytes() == original.read_bytes(), original.name
