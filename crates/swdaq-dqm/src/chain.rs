@@ -212,8 +212,10 @@ mod tests {
             prop_assert!((c.rms - two_pass).abs() <= 1e-9 * two_pass.max(1.0), "{} vs {}", c.rms, two_pass);
             let mut again = match c.samples {
                 Samples::AsTaken(values) => values.to_vec(),
-                Samples::ByValue { min, counts } => (min..).zip(counts)
-                    .flat_map(|(v, k)| std::iter::repeat_n(v, k as usize)).collect(),
+                // Counted in u32: a u16 range from `min` overflows past 65535 once zip asks for
+                // the value after the last count.
+                Samples::ByValue { min, counts } => (u32::from(min)..).zip(counts)
+                    .flat_map(|(v, k)| std::iter::repeat_n(v as u16, k as usize)).collect(),
             };
             again.sort_unstable();
             prop_assert_eq!(again, sorted);
