@@ -83,16 +83,23 @@ impl HistSet {
         })
     }
 
-    /// A saved set's text, checked: its version, and every histogram's axis and counts.
+    /// A saved set's text, checked ([`HistSet::checked`]).
     pub fn from_json(text: &str) -> Result<HistSet, String> {
-        let set: HistSet = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if set.version != SET_VERSION {
+        serde_json::from_str::<HistSet>(text)
+            .map_err(|e| e.to_string())?
+            .checked()
+    }
+
+    /// The set, if it is one: its version this swdaq's, and every histogram's axis and counts
+    /// whole (a set read from a file or a peer is never trusted).
+    pub fn checked(self) -> Result<HistSet, String> {
+        if self.version != SET_VERSION {
             return Err(format!(
                 "version {}, this swdaq reads {SET_VERSION}",
-                set.version
+                self.version
             ));
         }
-        for (name, h) in &set.histograms {
+        for (name, h) in &self.histograms {
             let checked = Hist1::new(name, &h.title, h.axis.clone()).map_err(|e| e.to_string())?;
             // Entries are summed as u64 everywhere: a total beyond it is no real histogram.
             if h.counts
@@ -110,7 +117,7 @@ impl HistSet {
                 ));
             }
         }
-        Ok(set)
+        Ok(self)
     }
 
     /// Each histogram against the reference's of the same name, worst first; one the

@@ -6,9 +6,11 @@
 //! (`HistSet::from_json`), and names, histograms and bins are bounded, so a publisher in a
 //! loop cannot grow the server.
 
-use crate::runtime::dqm::{histogram_json, reference_json};
+use super::journal::unix_seconds;
+use crate::runtime::dqm::{Listed, histogram_json, reference_json};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 use swdaq_control::Publication;
 use swdaq_dqm::{Check, HistSet, Quality, Verdict};
@@ -31,11 +33,12 @@ struct Published {
     at: SystemTime,
 }
 
-/// Every analyzer's newest set for run `run`.
+/// Every analyzer's newest set for run `run`. Cheap to clone (each set is shared): `GET /dqm`
+/// takes a copy under run control's lock and makes its answer without it.
 #[derive(Debug, Clone, Default)]
 pub struct PublishedDqm {
     run: Option<u32>,
-    analyzers: BTreeMap<String, Published>,
+    analyzers: BTreeMap<String, Arc<Published>>,
 }
 
 /// Letters, digits, `_`, `-` and `.`: safe in a page, a file name and an alert's key.
@@ -53,10 +56,7 @@ fn checked_name(what: &str, name: &str) -> Result<(), String> {
 fn checked_set(what: &str, value: Value) -> Result<HistSet, String> {
     let set = serde_json::from_value::<HistSet>(value)
         .map_err(|e| e.to_string())
-        .and_then(|set| {
-            let text = serde_json::to_string(&set).map_err(|e| e.to_string())?;
-            HistSet::from_json(&text)
-        })
+        .and_then(HistSet::checked)
         .map_err(|e| format!("{what}: not a histogram set: {e}"))?;
     if set.histograms.len() > MAX_HISTOGRAMS {
         return Err(format!(
@@ -130,7 +130,7 @@ impl PublishedDqm {
             verdicts,
             at: SystemTime::now(),
         };
-        self.analyzers.insert(analyzer, published);
+        self.analyzers.insert(analyzer, Arc::new(published));
         Ok(answer)
     }
 
@@ -150,31 +150,31 @@ impl PublishedDqm {
         self.run.filter(|_| !self.analyzers.is_empty())
     }
 
-    /// Each histogram's verdict and how `GET /dqm` shows it, named `ANALYZER.NAME`, with
-    /// `source`, `events` (its set's) and `published_at_unix`; the reference drawn is the
-    /// analyzer's own.
-    pub fn histograms(&self) -> Vec<(Option<&Verdict>, Value)> {
-        let mut shown = Vec::new();
+    /// Each histogram as `GET /dqm` lists it, named `ANALYZER.NAME`, with `source`,
+    /// `events` (its set's) and `published_at_unix`; the reference drawn is the analyzer's
+    /// own.
+    pub fn listed(&self) -> Vec<Listed> {
+        let mut listed = Vec::new();
         for (analyzer, p) in &self.analyzers {
-            let at =
-                p.at.duration_since(SystemTime::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64());
             for (name, h) in &p.set.histograms {
                 let verdict = p.verdicts.get(name);
-                let mut shown_h = h.clone();
-                shown_h.name = format!("{analyzer}.{name}");
-                let mut value =
-                    histogram_json(&shown_h, verdict, reference_json(p.reference.as_ref(), h));
-                if value["reference"].is_object() {
-                    value["reference"]["label"] = json!(format!("{analyzer}'s reference"));
+                let mut json = histogram_json(h, verdict, reference_json(p.reference.as_ref(), h));
+                let shown_name = format!("{analyzer}.{name}");
+                json["name"] = json!(shown_name);
+                if json["reference"].is_object() {
+                    json["reference"]["label"] = json!(format!("{analyzer}'s reference"));
                 }
-                value["source"] = json!(format!("analyzer {analyzer}"));
-                value["events"] = json!(p.set.events);
-                value["published_at_unix"] = json!(at);
-                shown.push((verdict, value));
+                json["source"] = json!(format!("analyzer {analyzer}"));
+                json["events"] = json!(p.set.events);
+                json["published_at_unix"] = json!(unix_seconds(p.at));
+                listed.push(Listed {
+                    quality: verdict.map(|v| v.quality),
+                    name: shown_name,
+                    json,
+                });
             }
         }
-        shown
+        listed
     }
 
     /// The histograms Bad in the newest sets, (`ANALYZER.NAME`, why).
@@ -199,9 +199,7 @@ impl PublishedDqm {
                     "events": p.set.events,
                     "histograms": p.set.histograms.len(),
                     "judged": p.reference.is_some(),
-                    "published_at_unix": p.at
-                        .duration_since(SystemTime::UNIX_EPOCH)
-                        .map_or(0.0, |d| d.as_secs_f64()),
+                    "published_at_unix": unix_seconds(p.at),
                 })
             })
             .collect()
@@ -252,10 +250,10 @@ mod tests {
         assert_eq!(answer["histograms"], 1);
         assert_eq!(p.run(), Some(7));
         assert!(p.has(7, "sizes") && !p.has(8, "sizes") && !p.has(7, "other"));
-        let shown = p.histograms();
+        let shown = p.listed();
         assert_eq!(shown.len(), 1);
-        let (verdict, h) = &shown[0];
-        assert_eq!(verdict.unwrap().quality, Quality::Bad);
+        let (quality, h) = (shown[0].quality, &shown[0].json);
+        assert_eq!(quality, Some(Quality::Bad));
         assert_eq!(h["name"], "sizes.size");
         assert_eq!(h["source"], "analyzer sizes");
         assert_eq!(h["reference"]["label"], "sizes's reference");
@@ -271,17 +269,20 @@ mod tests {
             &check,
         )
         .unwrap();
-        assert_eq!(p.histograms()[0].0.unwrap().quality, Quality::Good);
+        assert_eq!(p.listed()[0].quality, Some(Quality::Good));
         p.publish(publication("other", set(3, &[1.0]), None), 7, &check)
             .unwrap();
-        let shown = p.histograms();
+        let shown = p.listed();
         assert_eq!(shown.len(), 2);
-        let other = shown.iter().find(|(_, h)| h["source"] == "analyzer other");
-        assert!(other.unwrap().0.is_none(), "judged without a reference");
+        let other = shown.iter().find(|l| l.json["source"] == "analyzer other");
+        assert!(
+            other.unwrap().quality.is_none(),
+            "judged without a reference"
+        );
         // A set for another run forgets the last run's.
         p.publish(publication("other", set(3, &[1.0]), None), 8, &check)
             .unwrap();
-        assert_eq!(p.histograms().len(), 1);
+        assert_eq!(p.listed().len(), 1);
     }
 
     #[test]
@@ -316,7 +317,7 @@ mod tests {
         assert!(
             refused(&mut p, publication("a", set(1, &[]), bad_reference)).starts_with("reference")
         );
-        assert!(p.histograms().is_empty(), "a refused set is not kept");
+        assert!(p.listed().is_empty(), "a refused set is not kept");
         for i in 0..MAX_ANALYZERS {
             p.publish(publication(&format!("a{i}"), set(1, &[]), None), 1, &check)
                 .unwrap();

@@ -10,7 +10,7 @@ use super::published_dqm::PublishedDqm;
 use super::watch::Watch;
 use crate::error_report;
 use crate::run_record;
-use crate::runtime::dqm::{DqmView, MAX_HISTOGRAMS_SHOWN, worst_first};
+use crate::runtime::dqm::{DqmView, put_worst_first};
 use crate::runtime::model::{Capabilities, Configured};
 use crate::runtime::steering::{BurstReason, RecordError, Steering};
 use crate::runtime::stop::StopRequest;
@@ -20,7 +20,6 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 use swdaq_control::{LogEntry, Publication};
-use swdaq_dqm::Quality;
 use swdaq_format::run_files::RunsOnDisk;
 use swdaq_registry::ClaimError;
 use swdaq_trigger::{TriggerChange, TriggerControl};
@@ -632,13 +631,17 @@ impl RunControl {
             let inner = self.shared.lock();
             let current = inner.run.as_ref().map(|r| r.number);
             let shown = current.or(inner.last_run_number);
-            let published = (inner.published_dqm.run() == shown && shown.is_some())
-                .then(|| inner.published_dqm.clone());
+            let published = (inner.published_dqm.run())
+                .filter(|&run| Some(run) == shown)
+                .map(|_| inner.published_dqm.clone());
             (inner.dqm.clone(), published, current, inner.last_run_number)
         };
+        let extra = published
+            .as_ref()
+            .map_or_else(Vec::new, PublishedDqm::listed);
         let mut answer = match dqm {
             Some((number, view)) => {
-                let mut answer = view.to_json();
+                let mut answer = view.to_json(extra);
                 answer["run_number"] = json!(number);
                 answer["running"] = json!(current == Some(number));
                 answer
@@ -650,17 +653,18 @@ impl RunControl {
                     ),
                     None => "no run yet".to_string(),
                 };
-                json!({
+                let mut answer = json!({
                     "enabled": false,
                     "run_number": current.or(last),
                     "running": current.is_some(),
                     "why": why,
-                    "histograms": [],
-                })
+                });
+                put_worst_first(&mut answer, Vec::new(), None, extra);
+                answer
             }
         };
         if let Some(published) = published {
-            merge_published(&mut answer, &published);
+            answer["analyzers"] = published.analyzers_json();
         }
         answer
     }
@@ -765,27 +769,3 @@ pub(super) fn one_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 #[path = "system_tests.rs"]
 mod tests;
-
-/// Puts the analyzers' histograms among `answer`'s, all worst first (at most
-/// [`MAX_HISTOGRAMS_SHOWN`]), and lists the analyzers.
-fn merge_published(answer: &mut Value, published: &PublishedDqm) {
-    let mut shown = answer["histograms"].as_array().cloned().unwrap_or_default();
-    let built_in_total = answer["histograms_total"]
-        .as_u64()
-        .unwrap_or(shown.len() as u64);
-    let analyzers = published.histograms();
-    let total = built_in_total + analyzers.len() as u64;
-    shown.extend(analyzers.into_iter().map(|(_, h)| h));
-    let key = |h: &Value| {
-        let quality = serde_json::from_value::<Quality>(h["verdict"]["quality"].clone()).ok();
-        (quality, h["name"].as_str().unwrap_or_default().to_owned())
-    };
-    shown.sort_by(|a, b| {
-        let (ka, kb) = (key(a), key(b));
-        worst_first((ka.0, &ka.1), (kb.0, &kb.1))
-    });
-    shown.truncate(MAX_HISTOGRAMS_SHOWN);
-    answer["histograms"] = Value::Array(shown);
-    answer["histograms_total"] = json!(total);
-    answer["analyzers"] = published.analyzers_json();
-}

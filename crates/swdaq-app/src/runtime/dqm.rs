@@ -201,10 +201,6 @@ pub struct DqmView {
 }
 
 impl DqmView {
-    fn reference_of(&self, h: &swdaq_dqm::Hist1) -> Value {
-        reference_json(self.reference.as_deref(), h)
-    }
-
     /// The histograms Bad in the last publication, (name, why) worst first (as judged).
     pub fn bad(&self) -> Vec<(String, String)> {
         let Some(published) = self.latest.get() else {
@@ -221,8 +217,9 @@ impl DqmView {
     /// reference), worst first (Bad, Undetermined, Good, then the unjudged; among equals a
     /// source's histograms before the aggregates, then by name); when it
     /// was published and what the samplers had counted. Made from an `Arc` of the last
-    /// publication, without holding the monitoring thread.
-    pub fn to_json(&self) -> Value {
+    /// publication, without holding the monitoring thread. `extra` (users' analyzers'
+    /// histograms) are listed among them in the same order.
+    pub fn to_json(&self, extra: Vec<Listed>) -> Value {
         let mut answer = json!({
             "enabled": true,
             "reference_run": self.reference_run,
@@ -232,21 +229,15 @@ impl DqmView {
         let Some(published) = self.latest.get() else {
             answer["why"] =
                 json!("no histograms yet: the first are published one judge interval into the run");
-            answer["histograms"] = json!([]);
+            put_worst_first(&mut answer, Vec::new(), None, extra);
             return answer;
         };
         let verdicts: BTreeMap<&str, &Verdict> = (published.verdicts.iter().flatten())
             .map(|(name, verdict)| (name.as_str(), verdict))
             .collect();
-        let mut shown: Vec<_> = (published.set.histograms.iter())
+        let own: Vec<_> = (published.set.histograms.iter())
             .map(|(name, h)| (verdicts.get(name.as_str()).copied(), h))
             .collect();
-        shown.sort_by(|(va, a), (vb, b)| {
-            worst_first(
-                (va.map(|v| v.quality), &a.name),
-                (vb.map(|v| v.quality), &b.name),
-            )
-        });
         let count = |quality: Quality| verdicts.values().filter(|v| v.quality == quality).count();
         answer["judged_at_unix"] = json!(
             published
@@ -264,10 +255,7 @@ impl DqmView {
             "undetermined": count(Quality::Undetermined),
             "good": count(Quality::Good),
         });
-        answer["histograms_total"] = json!(shown.len());
-        answer["histograms"] = (shown.iter().take(MAX_HISTOGRAMS_SHOWN))
-            .map(|(verdict, h)| histogram_json(h, *verdict, self.reference_of(h)))
-            .collect();
+        put_worst_first(&mut answer, own, self.reference.as_deref(), extra);
         answer
     }
 
@@ -294,12 +282,52 @@ pub fn reference_json(reference: Option<&HistSet>, h: &swdaq_dqm::Hist1) -> Valu
 /// The order `GET /dqm` shows histograms in: worst first (Bad, Undetermined, Good, then the
 /// unjudged); among equals a source's histogram before the whole event's (the culprit, a FED
 /// grown, leads, not the aggregate that grew with it), then by name.
-pub fn worst_first(a: (Option<Quality>, &str), b: (Option<Quality>, &str)) -> std::cmp::Ordering {
+fn worst_first(a: (Option<Quality>, &str), b: (Option<Quality>, &str)) -> std::cmp::Ordering {
     let rank = |q: Option<Quality>| (q.is_none(), q);
     let aggregate = |name: &str| !swdaq_dqm::is_per_source(name);
     (rank(a.0).cmp(&rank(b.0)))
         .then(aggregate(a.1).cmp(&aggregate(b.1)))
         .then(a.1.cmp(b.1))
+}
+
+/// A histogram `GET /dqm` lists that is not the run's own (a user's analyzer's): its quality
+/// (`None`: not judged) and name, which place it, and how it is shown.
+pub struct Listed {
+    pub quality: Option<Quality>,
+    pub name: String,
+    pub json: Value,
+}
+
+/// The run's `own` histograms (with their verdicts; each drawn over `reference`'s of its
+/// name) and `extra`, worst first ([`worst_first`]), into `answer`: `histograms_total`, and
+/// `histograms` the first [`MAX_HISTOGRAMS_SHOWN`] (only those are made into JSON).
+pub fn put_worst_first(
+    answer: &mut Value,
+    own: Vec<(Option<&Verdict>, &swdaq_dqm::Hist1)>,
+    reference: Option<&HistSet>,
+    extra: Vec<Listed>,
+) {
+    enum Entry<'a> {
+        Own(Option<&'a Verdict>, &'a swdaq_dqm::Hist1),
+        Extra(Listed),
+    }
+    fn key<'e>(e: &'e Entry) -> (Option<Quality>, &'e str) {
+        match e {
+            Entry::Own(v, h) => (v.map(|v| v.quality), &h.name),
+            Entry::Extra(l) => (l.quality, &l.name),
+        }
+    }
+    let mut all: Vec<Entry> = (own.into_iter().map(|(v, h)| Entry::Own(v, h)))
+        .chain(extra.into_iter().map(Entry::Extra))
+        .collect();
+    all.sort_by(|a, b| worst_first(key(a), key(b)));
+    answer["histograms_total"] = json!(all.len());
+    answer["histograms"] = (all.into_iter().take(MAX_HISTOGRAMS_SHOWN))
+        .map(|e| match e {
+            Entry::Own(verdict, h) => histogram_json(h, verdict, reference_json(reference, h)),
+            Entry::Extra(listed) => listed.json,
+        })
+        .collect();
 }
 
 /// One histogram as `GET /dqm` shows it: its axis, in-range counts, under- and overflow,
@@ -612,7 +640,7 @@ mod tests {
             Ok(())
         };
         let (rx, mut view) = thousand_samples_and_a_view();
-        let waiting = view.to_json();
+        let waiting = view.to_json(Vec::new());
         assert_eq!(
             (&waiting["enabled"], &waiting["histograms"]),
             (&json!(true), &json!([])),
@@ -750,6 +778,6 @@ mod tests {
         };
         swdaq_dqm::online::run(samples, fill, &judging, 1.0, &Registry::new(), &view.latest)
             .unwrap();
-        view.to_json()
+        view.to_json(Vec::new())
     }
 }
