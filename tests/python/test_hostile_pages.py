@@ -49,7 +49,7 @@ HOSTILE_PAGE = """<!doctype html>
 <script>
 const log = (line) => (document.getElementById("log").textContent += line + "\\n");
 async function attack() {{
-  for (const path of ["/configure", "/start", "/stop"]) {{
+  for (const path of ["/configure", "/start", "/stop", "/dqm/published"]) {{
     try {{
       await fetch("{target}" + path, {{
         method: "POST", mode: "no-cors",
@@ -152,7 +152,7 @@ def test_pages_of_other_origins_and_host_names_cannot_drive_or_read_the_server(r
         d.get(f"http://evil.test:{port}/")
         assert "this server does not answer to" in d.find_element(By.TAG_NAME, "body").text
         for method, path in [("GET", "/status"), ("GET", "/state"), ("POST", "/start"), ("POST", "/configure"),
-                             ("GET", "/runs"), ("POST", "/log")]:
+                             ("GET", "/runs"), ("POST", "/log"), ("POST", "/dqm/published"), ("GET", "/dqm")]:
             answer = fetch_from_page(d, method, path)
             assert answer.startswith("421 "), f"{method} {path}: {answer}"
         shot(d, f"hostile-rebound-{'token-given' if given_token else 'token-made'}")
@@ -161,7 +161,7 @@ def test_pages_of_other_origins_and_host_names_cannot_drive_or_read_the_server(r
         assert status["state"] == "configured", status["state"]
         assert status["run"] is None and status["last_run_number"] is None, status
         refused = status["refused_requests"]
-        assert refused.get("403", 0) >= 4 and refused.get("421", 0) >= 5, refused
+        assert refused.get("403", 0) >= 5 and refused.get("421", 0) >= 7, refused
         journal = json.dumps(status["journal"])
         assert "4242" not in journal and journal.count("Configure") == 1, journal
 
