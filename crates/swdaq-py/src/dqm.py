@@ -32,7 +32,6 @@ alike, with h5py or ``HistSet.load``.
 """
 
 import json
-import math
 import os
 import time
 import urllib.error
@@ -55,14 +54,18 @@ class Hist1:
     def __init__(self, name, title, label, unit, bins, lo, hi, kind="distribution"):
         if not isinstance(bins, (int, np.integer)) or not 1 <= bins <= MAX_BINS:
             raise ValueError(f"histogram {name}: bins {bins!r}: give a whole number in [1, {MAX_BINS}]")
-        lo, hi = float(lo), float(hi)
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"histogram {name}: from {lo} to {hi} is no axis")
         if kind not in KINDS:
             raise ValueError(f"histogram {name}: kind {kind!r}: one of {KINDS}")
+        import swdaq
+
+        lo, hi = float(lo), float(hi)
+        try:
+            # swdaq's own axis check (Hist1::new): its empty histogram is this one's start.
+            self.counts = swdaq._bin(int(bins), lo, hi, np.empty(0))
+        except ValueError:
+            raise ValueError(f"histogram {name}: {bins} bins from {lo} to {hi} is no axis") from None
         self.name, self.title, self.label, self.unit, self.kind = name, title, label, unit, kind
         self.bins, self.lo, self.hi = int(bins), lo, hi
-        self.counts = np.zeros(self.bins + 2, dtype=np.uint64)
 
     def fill(self, values):
         """Counts one value or each of an array's, binned by swdaq's own code."""
@@ -133,7 +136,7 @@ class HistSet:
         import swdaq
 
         text = json.dumps({
-            "version": 1,
+            "version": swdaq._DQM_SET_VERSION,
             "events": self.events,
             "histograms": {h.name: h.to_json() for h in self},
         })

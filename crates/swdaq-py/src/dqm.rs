@@ -60,6 +60,8 @@ fn _load_set(path: PathBuf) -> PyResult<String> {
 /// Makes `swdaq.dqm` (importable as `swdaq.dqm` and `from swdaq import dqm`).
 pub fn add(parent: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = parent.py();
+    // The version of the sets this swdaq writes and reads, for `HistSet.to_json`.
+    parent.add("_DQM_SET_VERSION", HistSet::new().version)?;
     parent.add_function(wrap_pyfunction!(_bin, parent)?)?;
     parent.add_function(wrap_pyfunction!(_check_set, parent)?)?;
     parent.add_function(wrap_pyfunction!(_save_set, parent)?)?;
