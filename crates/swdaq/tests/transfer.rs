@@ -188,6 +188,17 @@ fn beside_swdaq_serve_a_run_s_files_are_transferred_after_its_stop() {
         status["transfer"]["destination"],
         permanent.to_str().unwrap()
     );
+    // Run control's /metrics carries the transfer's series, as `swdaq transfer` serves them.
+    let metrics = server.metrics();
+    let series = |name: &str| {
+        let prefix = format!("{name}{{destination={:?},thread=\"transfer\"}} ", permanent);
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {prefix} in\n{metrics}"))
+    };
+    assert!(series("swdaq_transfer_verified_files_total") >= 1.0);
+    assert_eq!(series("swdaq_transfer_backlog_files"), 0.0);
     drop(server);
     let record = show(&cfg, number);
     let (files, transfers) = files_and_transfers(&record);

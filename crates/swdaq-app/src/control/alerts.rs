@@ -1,7 +1,8 @@
 //! What a shifter must not miss, shown on the console as it happens and written in the
 //! journal when it starts and when it clears. The same conditions as the Prometheus alerting
 //! rules in `deploy/prometheus/alerts.yml` (their names are the keys' first part), read here
-//! from the `Live` figures of the run going on, the state, and the output disks.
+//! from the `Live` figures of the run going on, the state, the output disks and the transfer
+//! to permanent storage.
 
 use super::journal::{Journal, Level};
 use serde_json::{Value, json};
@@ -16,6 +17,8 @@ pub const THROTTLED_FOR_S: f64 = 5.0;
 pub const HEARTBEAT_AGE_S: f64 = 5.0;
 /// A disk with less than this share free is nearly full.
 pub const DISK_FREE_BELOW: f64 = 0.1;
+/// Files failing to transfer this long, in seconds, are an alert (the rule's `for: 5m`).
+pub const TRANSFER_FAILING_FOR_S: f64 = 300.0;
 /// Bad histograms named one alert each at most; the rest are one alert that counts them.
 pub const DQM_BAD_NAMED: usize = 5;
 /// A raised condition of the live figures clears once it has not been seen for this long, in
@@ -35,6 +38,8 @@ pub enum Origin {
     Disk,
     /// The run's online data-quality monitoring, at each status interval.
     Dqm,
+    /// The transfer to permanent storage.
+    Transfer,
 }
 
 /// A condition seen now.
@@ -278,6 +283,23 @@ pub fn of_disks(disks: &[(PathBuf, u64, u64)]) -> Vec<Condition> {
         .collect()
 }
 
+/// Files of the transfer to `destination` whose last attempt failed (`failed` of its
+/// backlog), with the last error.
+pub fn of_transfer(destination: &str, failed: u64, last_error: Option<&str>) -> Vec<Condition> {
+    if failed == 0 {
+        return Vec::new();
+    }
+    let why = last_error.map_or(String::new(), |e| format!(": {e}"));
+    vec![Condition {
+        hold_s: TRANSFER_FAILING_FOR_S,
+        ..Condition::new(
+            format!("SwdaqTransferFailing:{destination}"),
+            Level::Warning,
+            format!("{failed} file(s) failing to transfer to {destination}{why}"),
+        )
+    }]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,7 +467,8 @@ mod tests {
         let mut all = of_live(&live);
         all.extend(of_state(Some("failed")));
         all.extend(of_disks(&[(PathBuf::from("/data"), 1, 100)]));
-        assert_eq!(all.len(), 8);
+        all.extend(of_transfer("/eos", 1, None));
+        assert_eq!(all.len(), 9);
         for c in all {
             let rule = c.key.split(':').next().unwrap();
             assert!(
@@ -453,6 +476,24 @@ mod tests {
                 "{rule} is not in alerts.yml"
             );
         }
+    }
+
+    #[test]
+    fn files_failing_to_transfer_are_an_alert_after_five_minutes() {
+        assert!(of_transfer("/eos", 0, Some("old")).is_empty());
+        let mut a = Alerts::default();
+        let mut j = Journal::default();
+        let failing = || of_transfer("root://eos:1094//raw", 2, Some("connection refused"));
+        a.update(Origin::Transfer, 0.0, failing(), &mut j);
+        a.update(Origin::Transfer, 299.0, failing(), &mut j);
+        assert!(texts(&a).is_empty(), "held for five minutes first");
+        a.update(Origin::Transfer, 300.0, failing(), &mut j);
+        assert_eq!(
+            texts(&a),
+            ["2 file(s) failing to transfer to root://eos:1094//raw: connection refused"]
+        );
+        a.update(Origin::Transfer, 301.0, Vec::new(), &mut j);
+        assert!(texts(&a).is_empty(), "cleared once the retries work");
     }
 
     #[test]

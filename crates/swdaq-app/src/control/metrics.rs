@@ -2,7 +2,8 @@
 //! needs to alert on that no run's `/metrics` can say, since a run serves its figures only
 //! while it runs — run control's state (a run stopped on a fault is `error`), the last run's
 //! number, the output disks' free space, and the requests refused by status code (wrong
-//! tokens among them). Rendered by `swdaq_monitor`'s exposition, as every run's.
+//! tokens among them), and the transfer to permanent storage beside it (the series `swdaq
+//! transfer --metrics-addr` serves). Rendered by `swdaq_monitor`'s exposition, as every run's.
 
 use super::fsm::State;
 use std::collections::BTreeMap;
@@ -16,6 +17,8 @@ pub struct Observed<'a> {
     /// (directory, bytes available, bytes in all) of each output directory's disk.
     pub disks: &'a [(PathBuf, u64, u64)],
     pub refused: &'a BTreeMap<u16, u64>,
+    /// The transfer agent's families (`swdaq_transfer::Metrics`), none without one.
+    pub transfer: Vec<Family>,
 }
 
 fn series(labels: &[(&str, String)], value: Value) -> Series {
@@ -109,6 +112,7 @@ pub fn render(observed: &Observed<'_>) -> String {
             vec![series(&[], gauge(f64::from(n)))],
         ));
     }
+    families.extend(observed.transfer.iter().cloned());
     swdaq_monitor::render_prometheus(&Snapshot {
         uptime_seconds: 0.0,
         interval_seconds: 0.0,
@@ -132,6 +136,7 @@ mod tests {
             last_run_number: Some(12),
             disks: &[(PathBuf::from("/data"), 5, 100)],
             refused: &refused,
+            transfer: Vec::new(),
         });
         for line in [
             "swdaq_control_state{state=\"error\"} 1.0",
@@ -141,6 +146,31 @@ mod tests {
             "swdaq_control_refused_requests_total{code=\"401\"} 3",
             "swdaq_control_last_run_number 12.0",
             "# TYPE swdaq_control_refused_requests_total counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        assert!(!text.contains("swdaq_transfer_"), "no transfer, no series");
+    }
+
+    #[test]
+    fn the_transfer_s_series_are_those_of_swdaq_transfer() {
+        let registry = swdaq_monitor::Registry::new();
+        let destination = swdaq_transfer::Destination::parse("/eos/raw").unwrap();
+        let metrics = swdaq_transfer::Metrics::register(&registry, &destination).unwrap();
+        metrics.backlog_files.set(3.0);
+        metrics.verified.add(7);
+        let transfer = swdaq_monitor::Collector::new(registry).collect().families;
+        let text = render(&Observed {
+            state: State::Running,
+            last_run_number: None,
+            disks: &[],
+            refused: &BTreeMap::new(),
+            transfer,
+        });
+        for line in [
+            "swdaq_transfer_backlog_files{destination=\"/eos/raw\",thread=\"transfer\"} 3.0",
+            "swdaq_transfer_verified_files_total{destination=\"/eos/raw\",thread=\"transfer\"} 7",
+            "swdaq_control_state{state=\"running\"} 1.0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }

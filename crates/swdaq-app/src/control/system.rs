@@ -115,12 +115,18 @@ pub(super) struct Inner {
     /// What the configure hooks of the configuration loaded last did: kept with the next
     /// run's record (the run they prepared).
     configure_hooks: Vec<HookRun>,
-    /// The transfer agent of the last started run's `[run.transfer]` (with that section), kept
-    /// between runs: the files of a run reach the registry at its stop.
-    transfer: Option<(
-        crate::transfer_section::TransferSection,
-        swdaq_transfer::Agent,
-    )>,
+    /// The transfer agent of the last started run's `[run.transfer]`, kept between runs: the
+    /// files of a run reach the registry at its stop.
+    transfer: Option<ServedTransfer>,
+}
+
+/// A transfer agent beside `swdaq serve`, with the section that asked for it and its
+/// Prometheus series (those of `swdaq transfer --metrics-addr`), collected into run
+/// control's own `/metrics` when asked.
+struct ServedTransfer {
+    section: crate::transfer_section::TransferSection,
+    agent: swdaq_transfer::Agent,
+    metrics: swdaq_monitor::Collector,
 }
 
 /// Runs whose outcome is kept.
@@ -166,17 +172,24 @@ impl Inner {
     /// its own, so run control never waits for it.
     fn keep_transfer(&mut self, config: &dyn Configured, who: &str) {
         let wanted = config.run_section().transfer.clone();
-        if self.transfer.as_ref().map(|(s, _)| s) == wanted.as_ref() {
+        if self.transfer.as_ref().map(|t| &t.section) == wanted.as_ref() {
             return;
         }
-        if let Some((_, old)) = self.transfer.take() {
-            std::thread::spawn(move || drop(old.stop(crate::transfer_section::STOP_WAIT)));
+        if let Some(old) = self.transfer.take() {
+            std::thread::spawn(move || drop(old.agent.stop(crate::transfer_section::STOP_WAIT)));
         }
-        if wanted.is_none() {
+        let Some(section) = wanted else {
             return;
-        }
-        match crate::transfer_section::start_agent(config.run_section(), None) {
-            Ok(Some(agent)) => self.transfer = wanted.map(|w| (w, agent)),
+        };
+        let series = swdaq_monitor::Registry::new();
+        match crate::transfer_section::start_agent(config.run_section(), Some(&series)) {
+            Ok(Some(agent)) => {
+                self.transfer = Some(ServedTransfer {
+                    section,
+                    agent,
+                    metrics: swdaq_monitor::Collector::new(series),
+                })
+            }
             Ok(None) => {}
             Err(e) => log_note(who, &format!("no transfer to permanent storage: {e:#}")),
         }
@@ -587,6 +600,10 @@ impl RunControl {
             })
         });
         let last_summary = inner.ended.iter().rev().find_map(|(_, r)| r.as_ref().ok());
+        let transfer = inner
+            .transfer
+            .as_ref()
+            .map(|t| (t.section.destination.clone(), t.agent.status()));
         let mut status = json!({
             "state": inner.state,
             "model": inner.config.as_ref().map(|c| c.model().name()),
@@ -598,23 +615,23 @@ impl RunControl {
             "last_summary_text": inner.last_summary_text,
             "error": inner.last_error,
             "registry_notes": inner.registry_notes,
-            "transfer": inner.transfer.as_ref().map(|(section, agent)| {
-                let s = agent.status();
-                json!({
-                    "destination": section.destination,
-                    "backlog": s.backlog,
-                    "verified": s.verified,
-                    "failed_attempts": s.failures,
-                    "corrupt_copies_found": s.corrupt_found,
-                    "deleted": s.deleted,
-                    "last_error": s.last_error,
-                })
-            }),
+            "transfer": transfer.as_ref().map(|(destination, s)| json!({
+                "destination": destination,
+                "backlog": s.backlog,
+                "verified": s.verified,
+                "failed_attempts": s.failures,
+                "corrupt_copies_found": s.corrupt_found,
+                "deleted": s.deleted,
+                "last_error": s.last_error,
+            })),
+        });
+        let transfer_failing = transfer.map_or_else(Vec::new, |(destination, s)| {
+            super::alerts::of_transfer(&destination, s.backlog.failed, s.last_error.as_deref())
         });
         let dirs = inner.output_dirs();
         let mut runs: Vec<u32> = inner.run.iter().map(|r| r.number).collect();
         runs.extend(inner.ended.back().map(|(n, _)| *n));
-        let console = inner.watch.status(&dirs, &runs);
+        let console = inner.watch.status(&dirs, &runs, transfer_failing);
         if let (Some(status), Value::Object(console)) = (status.as_object_mut(), console) {
             status.extend(console);
         }
@@ -700,15 +717,25 @@ impl RunControl {
     /// Run control's own Prometheus metrics (`control::metrics`), with the requests
     /// `refused` so far by status code.
     pub fn metrics(&self, refused: &std::collections::BTreeMap<u16, u64>) -> String {
-        let (state, last_run_number, dirs) = {
-            let inner = self.shared.lock();
-            (inner.state, inner.last_run_number, inner.output_dirs())
+        let (state, last_run_number, dirs, transfer) = {
+            let mut inner = self.shared.lock();
+            let transfer = inner
+                .transfer
+                .as_mut()
+                .map(|t| t.metrics.collect().families);
+            (
+                inner.state,
+                inner.last_run_number,
+                inner.output_dirs(),
+                transfer,
+            )
         };
         super::metrics::render(&super::metrics::Observed {
             state,
             last_run_number,
             disks: &super::alerts::disks(&dirs),
             refused,
+            transfer: transfer.unwrap_or_default(),
         })
     }
 

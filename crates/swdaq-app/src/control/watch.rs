@@ -86,8 +86,14 @@ impl Watch {
 
     /// The console's part of `/status`: the journal, the alerts, the output disks, the files
     /// of the runs named in `runs` (the one going on and the one before) in `dirs`, and when
-    /// the server started.
-    pub fn status(&mut self, dirs: &[PathBuf], runs: &[u32]) -> Value {
+    /// the server started. `transfer_failing`: the conditions of the transfer beside run
+    /// control (`alerts::of_transfer`).
+    pub fn status(
+        &mut self,
+        dirs: &[PathBuf],
+        runs: &[u32],
+        transfer_failing: Vec<alerts::Condition>,
+    ) -> Value {
         let disks = alerts::disks(dirs);
         let now = unix_seconds(SystemTime::now());
         self.alerts.update(
@@ -96,6 +102,8 @@ impl Watch {
             alerts::of_disks(&disks),
             &mut self.journal,
         );
+        self.alerts
+            .update(Origin::Transfer, now, transfer_failing, &mut self.journal);
         json!({
             "journal": self.journal.to_json(),
             "alerts": self.alerts.to_json(),

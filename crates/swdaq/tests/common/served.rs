@@ -60,6 +60,17 @@ impl Served {
         Client::new(&self.addr, Some(&self.token))
     }
 
+    /// Run control's own Prometheus text (`GET /metrics`, with the token).
+    pub fn metrics(&self) -> String {
+        ureq::get(format!("http://{}/metrics", self.addr))
+            .header("Authorization", format!("Bearer {}", self.token))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap()
+    }
+
     /// `swdaq ctl ARGS`, however it ends.
     pub fn ctl_output(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_swdaq"))
