@@ -69,6 +69,28 @@ enum Command {
     /// 1 KiB to 1 MiB blocks, one core and every core), CRC32C, frame unpacking and the disk
     /// of the output directory.
     Hwbench(hwbench::Args),
+    /// The dataflow models this binary has: name, table and application kinds; with `--json`
+    /// also each one's wire id and dashboard, as `deploy/grafana/dashboards.py` reads them.
+    Models(ModelsArgs),
+}
+
+#[derive(clap::Args)]
+struct ModelsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn models(args: &ModelsArgs) -> anyhow::Result<()> {
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&swdaq_app::models::catalogue()?)?
+        );
+    } else {
+        print!("{}", swdaq_app::models::help());
+    }
+    Ok(())
 }
 
 /// The command line, the models' list (from the registry, not written here) in the help of
@@ -114,6 +136,7 @@ fn main() -> std::process::ExitCode {
         Command::TpgQuality(args) => quality::run(&args),
         Command::Dqm(args) => dqm::run(&args),
         Command::Hwbench(args) => hwbench::run(&args),
+        Command::Models(args) => models(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

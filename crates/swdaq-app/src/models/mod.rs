@@ -54,6 +54,32 @@ pub fn help() -> String {
     out
 }
 
+/// The models as tools outside the binary read them (`swdaq models --json`): each one's
+/// name, title, table, application kinds, wire id and dashboard (its data, see
+/// [`Model::dashboard`]).
+pub fn catalogue() -> anyhow::Result<serde_json::Value> {
+    MODELS
+        .iter()
+        .map(|m| {
+            let config = m.default_config();
+            let dashboard = match m.dashboard() {
+                Some(text) => Some(serde_json::from_str::<serde_json::Value>(text).map_err(
+                    |e| anyhow::anyhow!("model {}: its dashboard is not JSON: {e}", m.name()),
+                )?),
+                None => None,
+            };
+            Ok(serde_json::json!({
+                "name": m.name(),
+                "title": m.title(),
+                "table": m.table(),
+                "kinds": config.app_kinds(),
+                "wire_model": config.wire_model(),
+                "dashboard": dashboard,
+            }))
+        })
+        .collect()
+}
+
 /// Reads a configuration file (or the default model's defaults) for its model.
 pub fn load(path: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Configured>> {
     use anyhow::Context;
@@ -85,6 +111,37 @@ mod tests {
         let e = select("[evb]\n[swrod]\n").err().unwrap().to_string();
         assert!(e.contains("one model per configuration"), "{e}");
         assert!(select("[evb").is_err());
+    }
+
+    #[test]
+    fn the_catalogue_lists_every_model_with_a_dashboard_grafana_can_lay_out() {
+        let catalogue = catalogue().unwrap();
+        let models = catalogue.as_array().unwrap();
+        assert_eq!(models.len(), MODELS.len());
+        let mut files = std::collections::BTreeSet::new();
+        let mut uids = std::collections::BTreeSet::new();
+        for m in models.iter().filter(|m| !m["dashboard"].is_null()) {
+            let d = &m["dashboard"];
+            assert!(files.insert(d["file"].as_str().unwrap().to_string()), "{m}");
+            assert!(uids.insert(d["uid"].as_str().unwrap().to_string()), "{m}");
+            for row in d["rows"].as_array().unwrap() {
+                let panels = row["panels"].as_array().unwrap();
+                assert!(!panels.is_empty(), "{row}");
+                for p in panels {
+                    assert!(p["width"].as_u64().unwrap_or(8) <= 24, "{p}");
+                    for key in ["title", "description", "unit"] {
+                        assert!(!p[key].as_str().unwrap().is_empty(), "{p}");
+                    }
+                    let targets = p["targets"].as_array().unwrap();
+                    assert!(!targets.is_empty(), "{p}");
+                    for t in targets {
+                        assert!(t["expr"].as_str().unwrap().contains("swdaq_"), "{t}");
+                        assert!(t["legend"].is_string(), "{t}");
+                    }
+                }
+            }
+        }
+        assert_eq!(files.len(), 3, "chain, evb and swrod have one each");
     }
 
     #[test]

@@ -30,6 +30,10 @@ pub trait Model: Sync {
     /// One line per old spelling of a `[run]` key the text uses (it is still read).
     fn deprecations(&self, text: &str) -> Vec<String>;
     fn default_config(&self) -> Box<dyn Configured>;
+    /// Its Grafana dashboard as data (JSON: file, uid, title, description, rows of panels
+    /// with their PromQL targets), which `deploy/grafana/dashboards.py` renders; none
+    /// without one.
+    fn dashboard(&self) -> Option<&'static str>;
 }
 
 /// One model's loaded configuration: everything around the model asks it, never its type.
@@ -143,6 +147,7 @@ pub struct ModelOf<C> {
     table: Option<&'static str>,
     parse: fn(&str) -> anyhow::Result<C>,
     old: Option<&'static OldSpellings>,
+    dashboard: Option<&'static str>,
 }
 
 impl<C> ModelOf<C> {
@@ -159,7 +164,14 @@ impl<C> ModelOf<C> {
             table,
             parse,
             old,
+            dashboard: None,
         }
+    }
+
+    /// With its dashboard's data (`include_str!("dashboard.json")` in its folder).
+    pub const fn with_dashboard(mut self, json: &'static str) -> Self {
+        self.dashboard = Some(json);
+        self
     }
 }
 
@@ -197,6 +209,10 @@ impl<C: Configured + Default + 'static> Model for ModelOf<C> {
 
     fn default_config(&self) -> Box<dyn Configured> {
         Box::new(C::default())
+    }
+
+    fn dashboard(&self) -> Option<&'static str> {
+        self.dashboard
     }
 }
 

@@ -35,7 +35,8 @@ pub static CHAIN: ModelOf<RunConfig> = ModelOf::new(
     None,
     RunConfig::parse,
     None,
-);
+)
+.with_dashboard(include_str!("dashboard.json"));
 
 impl Configured for RunConfig {
     fn model(&self) -> &'static dyn Model {

@@ -27,7 +27,8 @@ pub static EVB: ModelOf<EvbRunConfig> = ModelOf::new(
     Some("evb"),
     config::parse,
     Some(&config::OLD_SPELLINGS),
-);
+)
+.with_dashboard(include_str!("dashboard.json"));
 
 impl Configured for EvbRunConfig {
     fn model(&self) -> &'static dyn Model {

@@ -40,7 +40,8 @@ pub static SWROD: ModelOf<SwrodRunConfig> = ModelOf::new(
     Some("swrod"),
     config::parse,
     Some(&config::OLD_SPELLINGS),
-);
+)
+.with_dashboard(include_str!("dashboard.json"));
 
 impl Configured for SwrodRunConfig {
     fn model(&self) -> &'static dyn Model {
