@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 
@@ -31,6 +32,20 @@ def test_promtool_accepts_the_rules_and_their_tests_pass():
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
     r = promtool("check", "config", "prometheus.yml")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_rules_are_what_their_generator_writes_from_the_models():
+    sys.path.insert(0, str(RULES.parent))
+    import alerts
+
+    listed = alerts.models(SWDAQ)
+    assert RULES.read_text() == alerts.render(alerts.TEMPLATE.read_text(), listed), (
+        "alerts.yml differs: run python3 deploy/prometheus/alerts.py"
+    )
+    # A model's term for a rule that does not exist is refused, not dropped.
+    stray = [*listed, {"name": "stray", "alerts": {"drop": ["swdaq_x_total > 0"]}}]
+    with pytest.raises(ValueError, match="stray.*drop"):
+        alerts.render(alerts.TEMPLATE.read_text(), stray)
 
 
 def metric_names(expr: str) -> set[str]:

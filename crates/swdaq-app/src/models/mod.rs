@@ -55,18 +55,19 @@ pub fn help() -> String {
 }
 
 /// The models as tools outside the binary read them (`swdaq models --json`): each one's
-/// name, title, table, application kinds, wire id and dashboard (its data, see
-/// [`Model::dashboard`]).
+/// name, title, table, application kinds, wire id, dashboard and alerting terms (data, see
+/// [`Model::dashboard`] and [`Model::alerts`]).
 pub fn catalogue() -> anyhow::Result<serde_json::Value> {
     MODELS
         .iter()
         .map(|m| {
             let config = m.default_config();
-            let dashboard = match m.dashboard() {
-                Some(text) => Some(serde_json::from_str::<serde_json::Value>(text).map_err(
-                    |e| anyhow::anyhow!("model {}: its dashboard is not JSON: {e}", m.name()),
-                )?),
-                None => None,
+            let data = |what: &str, text: Option<&str>| -> anyhow::Result<serde_json::Value> {
+                text.map_or(Ok(serde_json::Value::Null), |t| {
+                    serde_json::from_str(t).map_err(|e| {
+                        anyhow::anyhow!("model {}: its {what} is not JSON: {e}", m.name())
+                    })
+                })
             };
             Ok(serde_json::json!({
                 "name": m.name(),
@@ -74,7 +75,8 @@ pub fn catalogue() -> anyhow::Result<serde_json::Value> {
                 "table": m.table(),
                 "kinds": config.app_kinds(),
                 "wire_model": config.wire_model(),
-                "dashboard": dashboard,
+                "dashboard": data("dashboard", m.dashboard())?,
+                "alerts": data("alerts", m.alerts())?,
             }))
         })
         .collect()
@@ -142,6 +144,13 @@ mod tests {
             }
         }
         assert_eq!(files.len(), 3, "chain, evb and swrod have one each");
+        for m in models.iter().filter(|m| !m["alerts"].is_null()) {
+            for (rule, terms) in m["alerts"].as_object().unwrap() {
+                let terms = terms.as_array().unwrap();
+                assert!(!terms.is_empty(), "{rule}");
+                assert!(terms.iter().all(|t| t.as_str().unwrap().contains("swdaq_")));
+            }
+        }
     }
 
     #[test]

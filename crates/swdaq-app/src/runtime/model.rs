@@ -34,6 +34,9 @@ pub trait Model: Sync {
     /// with their PromQL targets), which `deploy/grafana/dashboards.py` renders; none
     /// without one.
     fn dashboard(&self) -> Option<&'static str>;
+    /// Its terms of the shared alerting rules as data (JSON: rule placeholder -> PromQL
+    /// terms), which `deploy/prometheus/alerts.py` puts into `alerts.yml`; none without.
+    fn alerts(&self) -> Option<&'static str>;
 }
 
 /// One model's loaded configuration: everything around the model asks it, never its type.
@@ -148,6 +151,7 @@ pub struct ModelOf<C> {
     parse: fn(&str) -> anyhow::Result<C>,
     old: Option<&'static OldSpellings>,
     dashboard: Option<&'static str>,
+    alerts: Option<&'static str>,
 }
 
 impl<C> ModelOf<C> {
@@ -165,12 +169,19 @@ impl<C> ModelOf<C> {
             parse,
             old,
             dashboard: None,
+            alerts: None,
         }
     }
 
     /// With its dashboard's data (`include_str!("dashboard.json")` in its folder).
     pub const fn with_dashboard(mut self, json: &'static str) -> Self {
         self.dashboard = Some(json);
+        self
+    }
+
+    /// With its terms of the alerting rules (`include_str!("alerts.json")` in its folder).
+    pub const fn with_alerts(mut self, json: &'static str) -> Self {
+        self.alerts = Some(json);
         self
     }
 }
@@ -213,6 +224,10 @@ impl<C: Configured + Default + 'static> Model for ModelOf<C> {
 
     fn dashboard(&self) -> Option<&'static str> {
         self.dashboard
+    }
+
+    fn alerts(&self) -> Option<&'static str> {
+        self.alerts
     }
 }
 

@@ -36,7 +36,8 @@ pub static CHAIN: ModelOf<RunConfig> = ModelOf::new(
     RunConfig::parse,
     None,
 )
-.with_dashboard(include_str!("dashboard.json"));
+.with_dashboard(include_str!("dashboard.json"))
+.with_alerts(include_str!("alerts.json"));
 
 impl Configured for RunConfig {
     fn model(&self) -> &'static dyn Model {

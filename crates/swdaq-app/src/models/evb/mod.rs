@@ -28,7 +28,8 @@ pub static EVB: ModelOf<EvbRunConfig> = ModelOf::new(
     config::parse,
     Some(&config::OLD_SPELLINGS),
 )
-.with_dashboard(include_str!("dashboard.json"));
+.with_dashboard(include_str!("dashboard.json"))
+.with_alerts(include_str!("alerts.json"));
 
 impl Configured for EvbRunConfig {
     fn model(&self) -> &'static dyn Model {

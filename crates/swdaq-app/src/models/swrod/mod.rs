@@ -41,7 +41,8 @@ pub static SWROD: ModelOf<SwrodRunConfig> = ModelOf::new(
     config::parse,
     Some(&config::OLD_SPELLINGS),
 )
-.with_dashboard(include_str!("dashboard.json"));
+.with_dashboard(include_str!("dashboard.json"))
+.with_alerts(include_str!("alerts.json"));
 
 impl Configured for SwrodRunConfig {
     fn model(&self) -> &'static dyn Model {
