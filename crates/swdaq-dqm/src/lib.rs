@@ -9,6 +9,7 @@
 //! `swdaq serve`'s console to draw.
 
 pub mod chain;
+pub mod checks;
 pub mod compare;
 pub mod frd;
 pub mod hdf5_file;
@@ -18,6 +19,7 @@ pub mod sample;
 mod set;
 pub mod swrod;
 
+pub use checks::{Checks, NamedCheck};
 pub use compare::{Check, Method, Quality, Test, Verdict, compare, compare_counts};
 pub use hist::{Axis, Hist1, HistError, HistKind};
 pub use set::{HistSet, SetError, is_per_source};

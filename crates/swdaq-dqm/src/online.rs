@@ -7,7 +7,8 @@
 //! console draws it. Its cost is bounded: over its share of a core (a budget of its own CPU
 //! time), a sample is skipped and counted, never waited for.
 
-use crate::compare::{Check, Quality, Verdict};
+use crate::checks::Checks;
+use crate::compare::{Quality, Verdict};
 use crate::sample::SampleCounts;
 use crate::set::HistSet;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -24,7 +25,7 @@ const THREAD: &str = "dqm";
 pub struct Judging {
     /// The reference run's set; none: histograms are filled and kept, not judged.
     pub reference: Option<HistSet>,
-    pub check: Check,
+    pub checks: Checks,
     /// How often the qualities are brought up to date while the run lasts.
     pub every: Duration,
 }
@@ -202,7 +203,7 @@ fn judged(
     let Some(reference) = &judging.reference else {
         return Ok(None);
     };
-    let verdicts = set.judge(reference, &judging.check);
+    let verdicts = set.judge(reference, &judging.checks);
     gauges.show(&verdicts)?;
     Ok(Some(verdicts))
 }
@@ -277,7 +278,7 @@ mod tests {
         let registry = Registry::new();
         let judging = Judging {
             reference,
-            check: Check::default(),
+            checks: Checks::default(),
             every: Duration::from_secs(1),
         };
         let latest = Latest::default();
@@ -303,7 +304,7 @@ mod tests {
         drop(tx);
         let judging = Judging {
             reference: None,
-            check: Check::default(),
+            checks: Checks::default(),
             every: Duration::from_secs(60),
         };
         let registry = Registry::new();
@@ -360,7 +361,7 @@ mod tests {
         let (tx, rx) = crossbeam_channel::bounded(16);
         let judging = Judging {
             reference: None,
-            check: Check::default(),
+            checks: Checks::default(),
             every: Duration::from_millis(20),
         };
         let latest = Latest::default();

@@ -1,6 +1,7 @@
 //! A run's histograms by name: merged across files, saved as JSON to serve as a later run's
 //! reference, and judged histogram by histogram against a reference set, worst first.
 
+use crate::checks::Checks;
 use crate::compare::{Check, Quality, Verdict, compare, compare_counts};
 use crate::hist::{Hist1, HistError, HistKind};
 use serde::{Deserialize, Serialize};
@@ -120,13 +121,23 @@ impl HistSet {
         Ok(self)
     }
 
-    /// Each histogram against the reference's of the same name, worst first; one the
-    /// reference lacks is Undetermined.
-    pub fn judge(&self, reference: &HistSet, check: &Check) -> Vec<(String, Verdict)> {
+    /// Each histogram against the reference's of the same name by its check, worst first;
+    /// one the reference lacks is Undetermined.
+    pub fn judge(&self, reference: &HistSet, checks: &Checks) -> Vec<(String, Verdict)> {
+        self.judge_with(reference, |name| *checks.of(name))
+    }
+
+    /// As [`HistSet::judge`], each histogram by the check `check_of` gives its name.
+    pub fn judge_with(
+        &self,
+        reference: &HistSet,
+        check_of: impl Fn(&str) -> Check,
+    ) -> Vec<(String, Verdict)> {
         let mut verdicts: Vec<(String, Verdict)> = self
             .histograms
             .iter()
             .map(|(name, h)| {
+                let check = &check_of(name);
                 let verdict = match reference.histograms.get(name) {
                     Some(r) => match h.kind {
                         HistKind::Distribution => compare(h, r, check),
@@ -239,7 +250,7 @@ mod tests {
         run.entry("y", || {
             Hist1::new("y", "y", Axis::new("y", "", 2, 0.0, 1.0)).unwrap()
         });
-        let verdicts = run.judge(&set(&good), &Check::default());
+        let verdicts = run.judge(&set(&good), &Checks::default());
         let flags: Vec<(&str, Quality)> = verdicts
             .iter()
             .map(|(n, v)| (n.as_str(), v.quality))

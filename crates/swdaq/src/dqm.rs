@@ -100,7 +100,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             } else {
                 HistSet::load(reference)?
             };
-            Some(set.judge(&reference, &check))
+            Some(set.judge(&reference, &check.into()))
         }
         None => None,
     };

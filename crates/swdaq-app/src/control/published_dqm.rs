@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 use swdaq_control::Publication;
-use swdaq_dqm::{Check, HistSet, Quality, Verdict};
+use swdaq_dqm::{Checks, HistSet, Quality, Verdict};
 
 /// Analyzers kept at once; another one is refused until the next run.
 pub const MAX_ANALYZERS: usize = 8;
@@ -84,13 +84,13 @@ fn checked_set(what: &str, value: Value) -> Result<HistSet, String> {
 
 impl PublishedDqm {
     /// Keeps `publication` as its analyzer's newest set for run `run` (a set for an earlier
-    /// run is forgotten), judged by `check`; the answer says what was kept. `Err` says why
-    /// nothing was.
+    /// run is forgotten), each histogram judged by the check of its name as shown,
+    /// `ANALYZER.NAME`; the answer says what was kept. `Err` says why nothing was.
     pub fn publish(
         &mut self,
         publication: Publication,
         run: u32,
-        check: &Check,
+        checks: &Checks,
     ) -> Result<Value, String> {
         let Publication {
             analyzer,
@@ -115,7 +115,9 @@ impl PublishedDqm {
             ));
         }
         let verdicts = match &reference {
-            Some(r) => set.judge(r, check).into_iter().collect(),
+            Some(r) => (set.judge_with(r, |name| *checks.of(&format!("{analyzer}.{name}"))))
+                .into_iter()
+                .collect(),
             None => BTreeMap::new(),
         };
         let answer = json!({
@@ -238,7 +240,7 @@ mod tests {
     #[test]
     fn a_set_is_kept_judged_against_its_reference_and_shown_by_analyzer() {
         let mut p = PublishedDqm::default();
-        let check = Check::default();
+        let check = Checks::default();
         let reference = set(1000, &spread(5.0, 1000));
         let answer = p
             .publish(
@@ -258,6 +260,33 @@ mod tests {
         assert_eq!(h["source"], "analyzer sizes");
         assert_eq!(h["reference"]["label"], "sizes's reference");
         assert_eq!(p.bad()[0].0, "sizes.size");
+        // A check of its own for the name as shown, `ANALYZER.NAME`: nothing is below 0.
+        let lenient = swdaq_dqm::Check {
+            min_probability: 0.0,
+            ..Default::default()
+        };
+        let own = Checks {
+            named: vec![swdaq_dqm::NamedCheck::new("sizes.*", lenient).unwrap()],
+            ..Checks::default()
+        };
+        let moved = || set(1000, &spread(14.0, 1000));
+        let reference = || Some(set(1000, &spread(5.0, 1000)));
+        p.publish(publication("sizes", moved(), reference()), 7, &own)
+            .unwrap();
+        assert_eq!(p.listed()[0].quality, Some(Quality::Good));
+        p.publish(publication("other", moved(), reference()), 7, &own)
+            .unwrap();
+        let other = p
+            .listed()
+            .into_iter()
+            .find(|l| l.json["name"] == "other.size");
+        assert_eq!(
+            other.unwrap().quality,
+            Some(Quality::Bad),
+            "not its pattern"
+        );
+        p.publish(publication("sizes", moved(), reference()), 7, &check)
+            .unwrap();
         // The same shape as the reference: Good; no reference: not judged.
         p.publish(
             publication(
@@ -269,7 +298,8 @@ mod tests {
             &check,
         )
         .unwrap();
-        assert_eq!(p.listed()[0].quality, Some(Quality::Good));
+        let sizes = p.listed().into_iter().find(|l| l.name == "sizes.size");
+        assert_eq!(sizes.unwrap().quality, Some(Quality::Good));
         p.publish(publication("other", set(3, &[1.0]), None), 7, &check)
             .unwrap();
         let shown = p.listed();
@@ -288,7 +318,7 @@ mod tests {
     #[test]
     fn what_an_analyzer_sends_is_checked_and_bounded() {
         let mut p = PublishedDqm::default();
-        let check = Check::default();
+        let check = Checks::default();
         let refused =
             |p: &mut PublishedDqm, publication| p.publish(publication, 1, &check).unwrap_err();
         for name in ["", "a/b", "<script>", &"x".repeat(49)] {

@@ -687,19 +687,19 @@ impl RunControl {
     }
 
     /// Keeps an analyzer's histograms for the run going on, else the last run, judged as
-    /// that run's built-in histograms are (its `[dqm]` check, or the defaults).
+    /// that run's built-in histograms are (its `[dqm]` checks, or the defaults).
     pub fn publish_dqm(&self, publication: Publication, who: &str) -> Result<Value, ControlError> {
         let mut inner = self.shared.lock();
         let run = (inner.run.as_ref().map(|r| r.number))
             .or(inner.last_run_number)
             .ok_or_else(|| ControlError::BadRequest("no run yet: nothing to publish for".into()))?;
-        let check = match &inner.dqm {
-            Some((number, view)) if *number == run => view.check(),
-            _ => swdaq_dqm::Check::default(),
+        let checks = match &inner.dqm {
+            Some((number, view)) if *number == run => view.checks().clone(),
+            _ => swdaq_dqm::Checks::default(),
         };
         let analyzer = publication.analyzer.clone();
         let first = !inner.published_dqm.has(run, &analyzer);
-        let answer = (inner.published_dqm.publish(publication, run, &check))
+        let answer = (inner.published_dqm.publish(publication, run, &checks))
             .map_err(ControlError::BadRequest)?;
         // Once per analyzer and run: it publishes every few seconds, and its Bad histograms
         // reach the journal as alerts when they change.

@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, UNIX_EPOCH};
+use swdaq_dqm::checks::MAX_NAMED;
 use swdaq_dqm::online::{Judging, Latest, OnlineOutcome};
 use swdaq_dqm::sample::{SampleCounts, SampleTap};
-use swdaq_dqm::{Check, HistSet, Quality, Test, Verdict};
+use swdaq_dqm::{Check, Checks, HistSet, NamedCheck, Quality, Test, Verdict};
 use swdaq_format::file_checksum;
 use swdaq_format::provenance::Provenance;
 use swdaq_monitor::{MonitorError, Registry};
@@ -51,6 +52,25 @@ pub struct DqmSection {
     /// The share of one core the monitoring thread may use (its own CPU time, averaged over
     /// a second): a sample that comes while it is over is skipped and counted. 1: no limit.
     pub max_core_share: f64,
+    /// Checks of their own for the histograms whose names match (`[[dqm.histograms]]`, the
+    /// first that matches wins); the rest are judged by the keys above.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub histograms: Vec<HistogramCheck>,
+}
+
+/// `[[dqm.histograms]]`: a test and thresholds for the histograms `names` matches (a name,
+/// or a shell pattern: `noise_rms_*`; an analyzer's as `ANALYZER.NAME`); a key not given is
+/// `[dqm]`'s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistogramCheck {
+    pub names: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test: Option<Test>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_probability: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_entries: Option<u64>,
 }
 
 impl Default for DqmSection {
@@ -66,6 +86,7 @@ impl Default for DqmSection {
             min_entries: check.min_entries,
             judge_interval_s: 5.0,
             max_core_share: 0.1,
+            histograms: Vec::new(),
         }
     }
 }
@@ -105,6 +126,8 @@ impl DqmSection {
                 self.min_probability
             ));
         }
+        self.checks()
+            .map_err(|e| anyhow::anyhow!("invalid configuration: dqm.{e}"))?;
         if !(0.1..=3600.0).contains(&self.judge_interval_s) {
             return invalid(format!(
                 "judge_interval_s: {}: must be in [0.1, 3600]",
@@ -127,12 +150,37 @@ impl DqmSection {
         }
     }
 
-    fn check(&self) -> Check {
-        Check {
+    /// Each histogram's check: `[[dqm.histograms]]`'s, else the section's; an error names
+    /// the entry and its key.
+    fn checks(&self) -> Result<Checks, String> {
+        let default = Check {
             test: self.test,
             min_probability: self.min_probability,
             min_entries: self.min_entries,
+        };
+        if self.histograms.len() > MAX_NAMED {
+            return Err(format!(
+                "histograms: {} entries: at most {MAX_NAMED}",
+                self.histograms.len()
+            ));
         }
+        let named = (self.histograms.iter().enumerate())
+            .map(|(i, h)| {
+                let check = Check {
+                    test: h.test.unwrap_or(default.test),
+                    min_probability: h.min_probability.unwrap_or(default.min_probability),
+                    min_entries: h.min_entries.unwrap_or(default.min_entries),
+                };
+                if !(0.0..=1.0).contains(&check.min_probability) {
+                    return Err(format!(
+                        "histograms[{i}].min_probability: {}: must be a probability, in [0, 1]",
+                        check.min_probability
+                    ));
+                }
+                NamedCheck::new(&h.names, check).map_err(|e| format!("histograms[{i}].{e}"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Checks { default, named })
     }
 
     /// The monitoring thread, if enabled, its reference loaded from `output_dir` (an error
@@ -158,9 +206,10 @@ impl DqmSection {
         };
         // The console draws each histogram over its reference: the view keeps a copy.
         let drawn_reference = reference.clone().map(Arc::new);
+        let checks = self.checks().map_err(|e| anyhow::anyhow!("dqm.{e}"))?;
         let judging = Judging {
             reference,
-            check: self.check(),
+            checks: checks.clone(),
             every: Duration::from_secs_f64(self.judge_interval_s),
         };
         let (sender, samples) = crossbeam_channel::bounded(self.queue);
@@ -180,7 +229,7 @@ impl DqmSection {
                 latest,
                 reference_run: self.reference_run,
                 reference: drawn_reference,
-                check: self.check(),
+                checks,
                 judge_interval_s: self.judge_interval_s,
             },
         }))
@@ -196,7 +245,7 @@ pub struct DqmView {
     reference_run: Option<u32>,
     /// The reference run's set, drawn under each histogram it has.
     reference: Option<Arc<HistSet>>,
-    check: Check,
+    checks: Checks,
     judge_interval_s: f64,
 }
 
@@ -223,7 +272,8 @@ impl DqmView {
         let mut answer = json!({
             "enabled": true,
             "reference_run": self.reference_run,
-            "check": self.check,
+            "check": self.checks.default,
+            "checks": self.checks.named,
             "judge_interval_s": self.judge_interval_s,
         });
         let Some(published) = self.latest.get() else {
@@ -260,8 +310,8 @@ impl DqmView {
     }
 
     /// How this run's histograms are judged.
-    pub fn check(&self) -> Check {
-        self.check
+    pub fn checks(&self) -> &Checks {
+        &self.checks
     }
 }
 
@@ -379,7 +429,7 @@ impl<T> OnlineDqm<T> {
         let mut report = DqmReport {
             samples,
             reference_run: self.view.reference_run,
-            check: self.view.check,
+            checks: self.view.checks.clone(),
             ..Default::default()
         };
         let outcome = match self.thread.join() {
@@ -431,7 +481,7 @@ pub struct DqmReport {
     pub file: Option<PathBuf>,
     pub error: Option<String>,
     pub reference_run: Option<u32>,
-    pub check: Check,
+    pub checks: Checks,
     pub verdicts: Option<Vec<(String, Verdict)>>,
 }
 
@@ -464,9 +514,13 @@ impl DqmReport {
         }
         if let (Some(run), Some(verdicts)) = (self.reference_run, &self.verdicts) {
             out += &format!(
-                "DQM against run {run} ({:?}, Bad below probability {}): {} Bad, {} Undetermined, {} Good\n",
-                self.check.test,
-                self.check.min_probability,
+                "DQM against run {run} ({:?}, Bad below probability {}{}): {} Bad, {} Undetermined, {} Good\n",
+                self.checks.default.test,
+                self.checks.default.min_probability,
+                match self.checks.named.len() {
+                    0 => String::new(),
+                    n => format!("; {n} checks of their own ([[dqm.histograms]])"),
+                },
                 self.count(Quality::Bad),
                 self.count(Quality::Undetermined),
                 self.count(Quality::Good)
@@ -489,7 +543,8 @@ impl DqmReport {
             "file": self.file,
             "error": self.error,
             "reference_run": self.reference_run,
-            "check": self.check,
+            "check": self.checks.default,
+            "checks": self.checks.named,
             "verdicts": self.verdicts.as_ref().map(|v| v.iter()
                 .map(|(name, v)| serde_json::json!({"name": name, "verdict": v}))
                 .collect::<Vec<_>>()),
@@ -560,6 +615,44 @@ mod tests {
         }
         let e = dqm.validate(0, true).unwrap_err().to_string();
         assert!(e.contains("for the chain only"), "{e}");
+    }
+
+    #[test]
+    fn a_histogram_s_own_check_is_the_first_entry_its_name_matches() {
+        let dqm = parse(
+            "[dqm]\nenabled = true\nmin_probability = 0.05\n\
+             [[dqm.histograms]]\nnames = \"noise_rms_*\"\ntest = \"kolmogorov\"\nmin_entries = 500\n\
+             [[dqm.histograms]]\nnames = \"sizes.event_size\"\nmin_probability = 0.0\n",
+        )
+        .unwrap();
+        let checks = dqm.checks().unwrap();
+        let noise = checks.of("noise_rms_link_0003");
+        assert_eq!(
+            (noise.test, noise.min_probability, noise.min_entries),
+            (Test::Kolmogorov, 0.05, 500),
+            "a key not given is [dqm]'s"
+        );
+        assert_eq!(checks.of("sizes.event_size").min_probability, 0.0);
+        assert_eq!(checks.of("pedestal_link_0003"), &checks.default);
+        // Kept through the configuration's text, as `--print-config` shows it.
+        let text = toml::to_string(&dqm).unwrap();
+        assert_eq!(toml::from_str::<DqmSection>(&text).unwrap(), dqm);
+        for (entry, words) in [
+            (
+                "names = \"noise_[\"",
+                "dqm.histograms[0].names: \"noise_[\"",
+            ),
+            ("names = \"\"", "dqm.histograms[0].names: empty"),
+            (
+                "names = \"a\"\nmin_probability = -1.0",
+                "dqm.histograms[0].min_probability: -1",
+            ),
+            ("names = \"a\"\nthreshold = 1", "unknown field `threshold`"),
+        ] {
+            let text = format!("[dqm]\nenabled = true\n[[dqm.histograms]]\n{entry}\n");
+            let e = format!("{:#}", parse(&text).unwrap_err());
+            assert!(e.contains(words), "{text}: {e}");
+        }
     }
 
     #[test]
@@ -647,7 +740,7 @@ mod tests {
             "{waiting}"
         );
         assert!(waiting["why"].is_string(), "{waiting}");
-        let answer = judged_against(reference, rx, fill, &mut view);
+        let answer = judged_against(reference.clone(), rx, fill, &mut view);
         let shown: Vec<(&str, &str)> = (answer["histograms"].as_array().unwrap().iter())
             .map(|h| {
                 let quality = h["verdict"]["quality"].as_str().unwrap();
@@ -684,6 +777,35 @@ mod tests {
             (&json!(true), &json!(0))
         );
         assert_eq!(answer["reference_run"], 3);
+        // Checks of their own: "a" by a probability nothing is below, "b" and "c" asking for
+        // more entries than they have; shown with the answer.
+        let (rx, mut view) = thousand_samples_and_a_view();
+        let lenient = Check {
+            min_probability: 0.0,
+            ..Check::default()
+        };
+        let demanding = Check {
+            min_entries: 5000,
+            ..Check::default()
+        };
+        view.checks.named = vec![
+            NamedCheck::new("a", lenient).unwrap(),
+            NamedCheck::new("[b-z]", demanding).unwrap(),
+        ];
+        let answer = judged_against(reference, rx, fill, &mut view);
+        let quality = |name: &str| {
+            let h = (answer["histograms"].as_array().unwrap().iter())
+                .find(|h| h["name"] == name)
+                .unwrap();
+            h["verdict"]["quality"].as_str().unwrap().to_string()
+        };
+        assert_eq!(
+            [quality("a"), quality("b"), quality("c")],
+            ["Good", "Undetermined", "Undetermined"],
+            "{answer}"
+        );
+        assert_eq!(answer["checks"][1]["names"], "[b-z]", "{answer}");
+        assert_eq!(answer["checks"][1]["check"]["min_entries"], 5000);
     }
 
     #[test]
@@ -757,7 +879,7 @@ mod tests {
             latest: Latest::default(),
             reference_run: Some(3),
             reference: None,
-            check: Check::default(),
+            checks: Checks::default(),
             judge_interval_s: 60.0,
         };
         (rx, view)
@@ -773,7 +895,7 @@ mod tests {
         view.reference = Some(Arc::new(reference.clone()));
         let judging = Judging {
             reference: Some(reference),
-            check: Check::default(),
+            checks: view.checks.clone(),
             every: Duration::from_secs(60),
         };
         swdaq_dqm::online::run(samples, fill, &judging, 1.0, &Registry::new(), &view.latest)
