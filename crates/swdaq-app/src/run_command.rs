@@ -64,7 +64,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         return Err(e);
     }
-    // Beside the run on its own thread; it sees this run's files once `finish` records them.
+    // Beside the run on its own thread; it sees each of this run's files once it is on record,
+    // about a second after its close.
     let transfer = match crate::transfer_section::start_agent(config.run_section(), None) {
         Ok(agent) => agent,
         Err(e) => {
