@@ -142,6 +142,12 @@ fn finish_transfer(
                 "swdaq run: transfer: {} file(s) verified at the destination; backlog {} file(s), {} bytes, {} failing",
                 s.verified, b.files, b.bytes, b.failed
             );
+            if s.corrupt_found > 0 {
+                line += &format!(
+                    "; {} corrupted copies found at the destination and replaced",
+                    s.corrupt_found
+                );
+            }
             if b.files > 0 {
                 line += "; `swdaq transfer` catches it up";
                 if let Some(e) = &s.last_error {
