@@ -525,20 +525,7 @@ fn a_file_recorded_again_is_kept_and_a_rewritten_one_is_due_again(location: &Loc
     let dest = "/copies";
     let now = SystemTime::now();
     for path in ["a.raw", "ls1_EoLS.jsn"] {
-        r.record_transfer(
-            1,
-            path,
-            dest,
-            &TransferUpdate {
-                state: TransferState::Verified,
-                attempts: 1,
-                last_error: None,
-                verified_adler32: Some(0x1111),
-                tried_at: now,
-                next_try_at: None,
-            },
-        )
-        .unwrap();
+        attempt(&mut r, path, TransferState::Verified, 1, Some(0x1111));
     }
     // The same file again (a retry after an error, the stop's drain): nothing changes.
     r.add_files(&[file("a.raw", first)]).unwrap();
@@ -568,20 +555,13 @@ fn a_file_recorded_again_is_kept_and_a_rewritten_one_is_due_again(location: &Loc
     assert_eq!(r.transfer_backlog(dest).unwrap().files, 1);
     // A copy of the older version verified after the rewrite was recorded is due all the
     // same: only a copy with the file's checksum on record counts.
-    r.record_transfer(
-        1,
+    attempt(
+        &mut r,
         "ls1_EoLS.jsn",
-        dest,
-        &TransferUpdate {
-            state: TransferState::Verified,
-            attempts: 1,
-            last_error: None,
-            verified_adler32: Some(0x1111),
-            tried_at: now,
-            next_try_at: None,
-        },
-    )
-    .unwrap();
+        TransferState::Verified,
+        1,
+        Some(0x1111),
+    );
     assert_eq!(r.transfers_due(dest, now, false, 10).unwrap().len(), 1);
     assert!(
         r.verified_kept(dest)
@@ -591,38 +571,38 @@ fn a_file_recorded_again_is_kept_and_a_rewritten_one_is_due_again(location: &Loc
     );
     // A failed attempt keeps the superseded copy's checksum; the new one's verification
     // ends it.
-    r.record_transfer(
-        1,
-        "ls1_EoLS.jsn",
-        dest,
-        &TransferUpdate {
-            state: TransferState::Retrying,
-            attempts: 1,
-            last_error: Some("refused".into()),
-            verified_adler32: None,
-            tried_at: now,
-            next_try_at: None,
-        },
-    )
-    .unwrap();
+    attempt(&mut r, "ls1_EoLS.jsn", TransferState::Retrying, 1, None);
     assert_eq!(
         r.transfers_due(dest, now, false, 10).unwrap()[0].superseded,
         Some(0x1111)
     );
-    r.record_transfer(
-        1,
+    attempt(
+        &mut r,
         "ls1_EoLS.jsn",
-        dest,
-        &TransferUpdate {
-            state: TransferState::Verified,
-            attempts: 2,
-            last_error: None,
-            verified_adler32: Some(0x2222),
-            tried_at: now,
-            next_try_at: None,
-        },
-    )
-    .unwrap();
+        TransferState::Verified,
+        2,
+        Some(0x2222),
+    );
     assert!(r.transfers_due(dest, now, false, 10).unwrap().is_empty());
     assert_eq!(r.transfer_backlog(dest).unwrap().files, 0);
+}
+
+/// Records an attempt at run 1's `path` to `/copies` (a failed one: "refused").
+fn attempt(
+    r: &mut Registry,
+    path: &str,
+    state: TransferState,
+    attempts: u32,
+    verified_adler32: Option<u32>,
+) {
+    let failed = state == TransferState::Retrying;
+    let update = TransferUpdate {
+        state,
+        attempts,
+        last_error: failed.then(|| "refused".to_string()),
+        verified_adler32,
+        tried_at: SystemTime::now(),
+        next_try_at: None,
+    };
+    r.record_transfer(1, path, "/copies", &update).unwrap();
 }

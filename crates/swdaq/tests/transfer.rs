@@ -7,7 +7,7 @@
 //! backlog drained.
 
 mod common;
-use common::models::{Load, Model, config};
+use common::models::{Load, Model, config, feds};
 use common::served::Served;
 use serde_json::Value;
 use std::path::Path;
@@ -211,10 +211,6 @@ fn a_run_s_files_are_on_record_and_transferred_as_they_close_jsn_included() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let permanent = dir.path().join("permanent");
-    let rus: Vec<String> = [100, 200]
-        .iter()
-        .map(|id| format!("[{{ id = {id}, mean_bytes = 512, spread_bytes = 64 }}]"))
-        .collect();
     let cfg = dir.path().join("evb.toml");
     std::fs::write(
         &cfg,
@@ -222,8 +218,9 @@ fn a_run_s_files_are_on_record_and_transferred_as_they_close_jsn_included() {
             "[run]\nnumber = 7\nduration_s = 0\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
              [run.transfer]\ndestination = {permanent:?}\npoll_s = 0.2\nwait_after_run_s = 30\n\
              [evb]\nmin_free_bytes = 0\nevents_per_file = 100\ntrigger_rate_hz = 2000\n\
-             build_timeout = 1000\nbuilder_units = 2\nlumi_section = 400\nrus = [{}]\n",
-            rus.join(", ")
+             build_timeout = 1000\nbuilder_units = 2\nlumi_section = 400\nrus = [{}, {}]\n",
+            feds(100, 1, 512),
+            feds(200, 1, 512)
         ),
     )
     .unwrap();

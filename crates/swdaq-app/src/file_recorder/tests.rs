@@ -22,6 +22,23 @@ fn claimed(location: &Location, run: u32) -> Registry {
     registry
 }
 
+/// A recorder trying every 20 ms.
+fn quick(location: Location, run: u32) -> FileRecorder {
+    FileRecorder::every(Duration::from_millis(20), location, run, "test".into())
+}
+
+/// Waits (at most 10 s) until `recorder` has failed `attempts` times.
+fn failed_within(recorder: &FileRecorder, attempts: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while recorder.failures() < attempts && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        recorder.failures() >= attempts,
+        "each failed attempt counted"
+    );
+}
+
 fn sums(bytes: &[u8]) -> FileChecksums {
     let mut sums = RunningChecksums::default();
     sums.update(bytes);
@@ -46,12 +63,7 @@ fn files_are_on_record_as_they_close_with_checksums_read_back_and_once() {
     let location = Location::Sqlite(dir.path().join("registry.sqlite"));
     let run = 4_200_001;
     let mut registry = claimed(&location, run);
-    let recorder = FileRecorder::every(
-        Duration::from_millis(20),
-        location.clone(),
-        run,
-        "test".into(),
-    );
+    let recorder = quick(location.clone(), run);
     let written = dir.path().join("a.raw");
     std::fs::write(&written, b"written by swdaq").unwrap();
     file_checksum::note_closed(run, &written, Some(sums(b"written by swdaq")));
@@ -94,20 +106,11 @@ fn a_registry_error_is_counted_and_the_files_are_recorded_later() {
     let location = Location::Sqlite(dir.path().join("registry.sqlite"));
     let run = 4_200_002;
     // The run is not on record yet: the registry refuses its files (a foreign key).
-    let recorder = FileRecorder::every(
-        Duration::from_millis(20),
-        location.clone(),
-        run,
-        "test".into(),
-    );
+    let recorder = quick(location.clone(), run);
     let path = dir.path().join("a.raw");
     std::fs::write(&path, b"kept").unwrap();
     file_checksum::note_closed(run, &path, Some(sums(b"kept")));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while recorder.failures() < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(recorder.failures() >= 2, "each failed attempt counted");
+    failed_within(&recorder, 2);
     let mut registry = claimed(&location, run);
     let files = files_within(&mut registry, run, 1);
     assert_eq!(files.len(), 1, "tried again until recorded: {files:?}");
@@ -123,20 +126,11 @@ fn files_the_thread_could_not_record_are_recorded_at_the_stop() {
     let blocked = dir.path().join("not-a-directory");
     std::fs::write(&blocked, b"").unwrap();
     let run = 4_200_003;
-    let recorder = FileRecorder::every(
-        Duration::from_millis(20),
-        Location::Sqlite(blocked.join("registry.sqlite")),
-        run,
-        "test".into(),
-    );
+    let recorder = quick(Location::Sqlite(blocked.join("registry.sqlite")), run);
     let path = dir.path().join("a.hdf5");
     std::fs::write(&path, b"read back once").unwrap();
     file_checksum::note_closed(run, &path, None);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while recorder.failures() == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(recorder.failures() > 0);
+    failed_within(&recorder, 1);
     let mut registry = claimed(&Location::Sqlite(dir.path().join("registry.sqlite")), run);
     recorder.finish(Some(&mut registry)).unwrap();
     let files = registry.files(run).unwrap();
