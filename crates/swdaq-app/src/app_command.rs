@@ -29,12 +29,17 @@ pub fn run_app(args: &Args) -> anyhow::Result<()> {
     let commands = Commands::spawn(stdin)?;
     let model = models::select(&text)?;
     let configured = model.parse(&text)?;
-    let report = configured.app(&args.name, commands)?;
     // The launcher completes the run's row; a registry this host cannot reach loses the
     // files' checksums, not the run.
-    if let Err(e) = crate::run_record::add_app_files(&*configured, &args.name) {
+    let files = crate::run_record::record_app_files(&*configured, &args.name)
+        .map_err(|e| eprintln!("swdaq app {}: files not recorded: {e:#}", args.name))
+        .ok();
+    let report = configured.app(&args.name, commands);
+    // Its files on record even when the application failed.
+    if let Some(Err(e)) = files.map(|f| f.finish(None)) {
         eprintln!("swdaq app {}: files not recorded: {e:#}", args.name);
     }
+    let report = report?;
     control::send_report(&report)?;
     eprintln!("swdaq app {}: done", args.name);
     Ok(())

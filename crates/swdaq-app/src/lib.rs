@@ -10,6 +10,7 @@
 pub mod app_command;
 pub mod control;
 pub mod error_report;
+pub mod file_recorder;
 pub mod live;
 pub mod models;
 pub mod run_command;

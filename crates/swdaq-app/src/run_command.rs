@@ -64,7 +64,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         return Err(e);
     }
-    // Beside the run on its own thread; it sees this run's files once `finish` records them.
+    // Beside the run on its own thread; it sees each of this run's files once it is on record,
+    // about a second after its close.
     let transfer = match crate::transfer_section::start_agent(config.run_section(), None) {
         Ok(agent) => agent,
         Err(e) => {
@@ -141,6 +142,12 @@ fn finish_transfer(
                 "swdaq run: transfer: {} file(s) verified at the destination; backlog {} file(s), {} bytes, {} failing",
                 s.verified, b.files, b.bytes, b.failed
             );
+            if s.corrupt_found > 0 {
+                line += &format!(
+                    "; {} corrupted copies found at the destination and replaced",
+                    s.corrupt_found
+                );
+            }
             if b.files > 0 {
                 line += "; `swdaq transfer` catches it up";
                 if let Some(e) = &s.last_error {

@@ -1,18 +1,20 @@
 //! Every run on record (#38): the run registry consulted around a run of any model, the one
 //! place `swdaq run` and `swdaq serve` claim a run number and write the run's row before
-//! data taking ([`claim`]), and complete it at the stop ([`RecordedRun::finish`]);
-//! `swdaq app` adds the files its application closed ([`add_app_files`]).
+//! data taking ([`claim`]), and complete it at the stop ([`RecordedRun::finish`]). The
+//! files a run closes are recorded as they close, by a [`FileRecorder`] the run owns; in a
+//! topology, each `swdaq app` records its application's ([`record_app_files`]).
 
+use crate::file_recorder::FileRecorder;
 use crate::runtime::model::{Configured, Outcome};
 use crate::transition_hooks::HookRun;
-use swdaq_format::file_checksum;
 use swdaq_format::run_files::{self, RunClaimError};
 use swdaq_registry::{Application, ClaimError, Registry, RunStart};
 
-/// A run whose row is written and not yet completed.
+/// A run whose row is written and not yet completed, its files recorded as they close.
 pub struct RecordedRun {
     registry: Registry,
     number: u32,
+    files: FileRecorder,
 }
 
 /// A claimed run, with a line for each earlier run on this host left not ended.
@@ -62,7 +64,11 @@ pub fn claim(
         })
     })?;
     Ok(Claimed {
-        run: RecordedRun { registry, number },
+        run: RecordedRun {
+            registry,
+            number,
+            files: FileRecorder::start(location, number, "swdaq".into()),
+        },
         not_ended,
     })
 }
@@ -72,16 +78,15 @@ impl RecordedRun {
         self.number
     }
 
-    /// Completes the row at the stop: the files this process closed, the hooks that ran
-    /// and what they printed, the stop reason and the summary (a run that failed or was
-    /// refused: why).
+    /// Completes the row at the stop: the files this process closed not on record yet, the
+    /// hooks that ran and what they printed, the stop reason and the summary (a run that
+    /// failed or was refused: why).
     pub fn finish(
         mut self,
         ended: Result<&dyn Outcome, String>,
         hooks: &[HookRun],
     ) -> anyhow::Result<()> {
-        self.registry
-            .add_files(&with_checksums(self.number, "swdaq"))?;
+        self.files.finish(Some(&mut self.registry))?;
         let hooks: Vec<_> = hooks.iter().map(HookRun::for_registry).collect();
         self.registry.add_hooks(self.number, &hooks)?;
         match ended {
@@ -99,35 +104,19 @@ impl RecordedRun {
     }
 }
 
-/// `swdaq app`: the files its application closed, added to its run's row (a topology's
-/// applications each write their own files; the launcher wrote the row).
-pub fn add_app_files(config: &dyn Configured, app: &str) -> anyhow::Result<()> {
-    let files = with_checksums(config.run_number(), &format!("swdaq app {app}"));
-    if files.is_empty() {
-        return Ok(());
-    }
+/// `swdaq app`: records the files its application closes, in its run's row, as they close
+/// (a topology's applications each write their own files; the launcher writes the row);
+/// [`FileRecorder::finish`] at the application's end records the rest.
+pub fn record_app_files(config: &dyn Configured, app: &str) -> anyhow::Result<FileRecorder> {
     let location = config
         .run_section()
         .registry_location()
         .map_err(|e| anyhow::anyhow!(e))?;
-    Registry::open(&location)?
-        .add_files(&files)
-        .map_err(|e| e.context(format!("application {app}'s files")))
-}
-
-/// The files of run `number` this process closed, with the checksums their writers could
-/// not compute read back here, after the writers' threads; a file that cannot be read is
-/// recorded without them, and said on stderr by `who`.
-fn with_checksums(number: u32, who: &str) -> Vec<file_checksum::ClosedFile> {
-    let mut files = file_checksum::take_closed(number);
-    let unread = file_checksum::read_missing_checksums(&mut files);
-    for (path, e) in &unread {
-        eprintln!(
-            "{who}: run {number}: {} is recorded with no checksum: cannot read it back: {e}",
-            path.display()
-        );
-    }
-    files
+    Ok(FileRecorder::start(
+        location,
+        config.run_number(),
+        format!("swdaq app {app}"),
+    ))
 }
 
 /// Who runs this process: the OS user.

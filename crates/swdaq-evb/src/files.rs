@@ -27,7 +27,7 @@ use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use swdaq_format::file_checksum::{self, RunningChecksums};
+use swdaq_format::file_checksum::{self, ChecksumWriter, RunningChecksums};
 use swdaq_format::frd::{FRD_DATA_TYPE_EVENTS, FRD_FILE_HEADER_SIZE, FrdFileHeader};
 use swdaq_format::provenance::Provenance;
 use swdaq_format::run_files;
@@ -208,7 +208,7 @@ impl FileWriter {
         let jsd = run_dir.join("jsd");
         std::fs::create_dir(&jsd).map_err(io_error("cannot create", &jsd))?;
         for definition in DEFINITIONS {
-            write_whole(&definition.path(&run_dir), &definition.render())?;
+            write_whole(config.run, &definition.path(&run_dir), &definition.render())?;
         }
         Ok(Self {
             config,
@@ -412,7 +412,11 @@ impl FileWriter {
             bytes: open.bytes,
         };
         let jsn_path = raw.with_extension("jsn");
-        write_whole(&jsn_path, &jsn.render(&self.run_dir, &self.writer_id()))?;
+        write_whole(
+            self.config.run,
+            &jsn_path,
+            &jsn.render(&self.run_dir, &self.writer_id()),
+        )?;
         if let Some(closed) = &self.closed {
             // The farm stand-in may have ended (the run is stopping); the file then stays.
             let _ = closed.send(ClosedFile {
@@ -443,7 +447,11 @@ impl FileWriter {
     fn write_eols(&self, lumi: u32) -> Result<(), WriterError> {
         let state = &self.lumis[&lumi];
         let path = self.run_dir.join(eols_file_name(self.config.run, lumi));
-        write_whole(&path, &state.jsn.render(&self.run_dir, &self.writer_id()))
+        write_whole(
+            self.config.run,
+            &path,
+            &state.jsn.render(&self.run_dir, &self.writer_id()),
+        )
     }
 
     /// The run's totals: `TotalEvents` over the lumi sections the event manager ended.
@@ -458,21 +466,38 @@ impl FileWriter {
             lost_events: self.counts.shed,
         };
         let path = self.run_dir.join(eor_file_name(self.config.run));
-        write_whole(&path, &eor.render(&self.run_dir, &self.writer_id()))
+        write_whole(
+            self.config.run,
+            &path,
+            &eor.render(&self.run_dir, &self.writer_id()),
+        )
     }
 }
 
-/// Writes `text` to `path` through a temporary name, so readers never see half a file.
-fn write_whole(path: &Path, text: &str) -> Result<(), WriterError> {
+/// Writes `text` to `path` through a temporary name, so readers never see half a file, and
+/// notes it closed for the run registry with the checksums of the bytes written (an EoLS
+/// written again is noted again: its row on record is replaced, and it is transferred again).
+fn write_whole(run: u32, path: &Path, text: &str) -> Result<(), WriterError> {
     let tmp = path.with_extension("jsn.tmp");
-    let written = std::fs::write(&tmp, text)
+    let written = File::create(&tmp)
+        .map(ChecksumWriter::new)
+        .and_then(|mut out| out.write_all(text.as_bytes()).map(|()| out.checksums()))
         .map_err(io_error("cannot write", &tmp))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(io_error("cannot rename", &tmp)));
-    if written.is_err() {
-        // Half a bookkeeping file says nothing true; the error says what is missing.
-        let _ = std::fs::remove_file(&tmp);
+        .and_then(|sums| {
+            std::fs::rename(&tmp, path).map_err(io_error("cannot rename", &tmp))?;
+            Ok(sums)
+        });
+    match written {
+        Ok(sums) => {
+            file_checksum::note_closed(run, path, Some(sums));
+            Ok(())
+        }
+        Err(e) => {
+            // Half a bookkeeping file says nothing true; the error says what is missing.
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
     }
-    written
 }
 
 #[cfg(test)]
@@ -718,6 +743,53 @@ mod tests {
             passed,
             "{counts:?}"
         );
+    }
+
+    /// Every bookkeeping file — definitions, each file's `.jsn`, EoLS, EoR — is noted closed
+    /// for the run registry with the checksums of its bytes on disk; an EoLS written again
+    /// (a late event's file) is noted again, its last note the file as it stays.
+    #[test]
+    fn every_jsn_is_noted_closed_with_its_checksums_and_a_rewritten_eols_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(dir.path(), 0, DiskFullPolicy::Stop);
+        // A run of its own: the list of closed files is the process's.
+        c.run = 4_300_001;
+        let run_dir = dir.path().join("run4300001");
+        let mut w = FileWriter::new(c).unwrap();
+        w.write(event(1, 1)).unwrap();
+        w.end_lumi(1, 2).unwrap();
+        w.write(event(3, 2)).unwrap();
+        w.write(event(2, 1)).unwrap();
+        w.finish(Some(2)).unwrap();
+        let noted = file_checksum::take_closed(4_300_001);
+        let eols = run_dir.join(eols_file_name(4_300_001, 1));
+        let eols_notes: Vec<_> = noted.iter().filter(|f| f.path == eols).collect();
+        assert_eq!(eols_notes.len(), 2, "written, then again: {noted:?}");
+        assert_ne!(eols_notes[0].checksums, eols_notes[1].checksums);
+        // The last note of each file is what is on disk.
+        let mut last = BTreeMap::new();
+        for f in &noted {
+            last.insert(f.path.clone(), f.checksums);
+        }
+        for (path, sums) in &last {
+            assert_eq!(
+                *sums,
+                Some(file_checksum::read_checksums(path).unwrap()),
+                "{}",
+                path.display()
+            );
+        }
+        let mut on_disk: Vec<PathBuf> = std::fs::read_dir(&run_dir)
+            .unwrap()
+            .chain(std::fs::read_dir(run_dir.join("jsd")).unwrap())
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file())
+            .collect();
+        on_disk.sort();
+        let noted: Vec<PathBuf> = last.into_keys().collect();
+        assert_eq!(noted, on_disk, "every file the unit wrote, none twice");
+        assert!(noted.iter().any(|p| p.extension().unwrap() == "jsd"));
+        assert!(noted.contains(&run_dir.join(eor_file_name(4_300_001))));
     }
 
     #[test]

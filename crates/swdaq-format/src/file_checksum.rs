@@ -156,8 +156,9 @@ pub fn read_missing_checksums(files: &mut [ClosedFile]) -> Vec<(PathBuf, io::Err
 }
 
 /// Files closed in this process and not yet taken by the run registry. A process-wide list
-/// because writers sit deep in every model's threads, and the registry only needs each
-/// closed file once, at the run's stop.
+/// because writers sit deep in every model's threads: a writer only pushes here, and the
+/// run's own recorder thread takes them about every half second (and at the stop). A file
+/// its writer rewrote (an EoLS `.jsn`) is noted again; its last note is the file as it is.
 static CLOSED: Mutex<Vec<ClosedFile>> = Mutex::new(Vec::new());
 
 /// Called by a writer once a file of `run` has its final name (`checksums`: `None` when

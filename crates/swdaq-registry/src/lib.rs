@@ -382,23 +382,47 @@ impl Registry {
         Ok(())
     }
 
-    /// Records closed files (a file already on record for its run is kept as it is).
+    /// Records closed files. A file already on record with the same size and checksums is
+    /// left as it is (recording again is a no-op); one a writer rewrote since (a `.jsn` the
+    /// event builder writes again) replaces its row, and its transfers go back to `pending`
+    /// to be copied again, each keeping the Adler-32 of its copy verified before, so the
+    /// transfer replaces that copy as superseded, not as corrupt.
     pub fn add_files(&mut self, files: &[ClosedFile]) -> anyhow::Result<()> {
         for f in files {
-            self.db
+            let context = format!("{}: file {}", self.context(), f.path.display());
+            let run = i64::from(f.run);
+            let path = f.path.display().to_string();
+            let written = self
+                .db
                 .execute(
                     "INSERT INTO run_files (run, path, bytes, adler32, crc32c, closed_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run, path) DO UPDATE SET \
+                     bytes = excluded.bytes, adler32 = excluded.adler32, \
+                     crc32c = excluded.crc32c, closed_at = excluded.closed_at \
+                     WHERE run_files.bytes <> excluded.bytes \
+                     OR COALESCE(run_files.adler32, -1) <> COALESCE(excluded.adler32, -1) \
+                     OR COALESCE(run_files.crc32c, -1) <> COALESCE(excluded.crc32c, -1)",
                     &[
-                        i64::from(f.run).into(),
-                        f.path.display().to_string().into(),
+                        run.into(),
+                        path.as_str().into(),
                         (file_bytes(f) as i64).into(),
                         f.checksums.map(|c| i64::from(c.adler32)).into(),
                         f.checksums.map(|c| i64::from(c.crc32c)).into(),
                         timestamp(f.closed_at).into(),
                     ],
                 )
-                .with_context(|| format!("{}: file {}", self.context(), f.path.display()))?;
+                .with_context(|| context.clone())?;
+            if written > 0 {
+                // A new row has no transfers yet; a replaced one's are due again.
+                self.db
+                    .execute(
+                        "UPDATE transfers SET state = 'pending', attempts = 0, last_error = NULL, \
+                         next_try_at = NULL, verified_at = NULL, deleted_at = NULL \
+                         WHERE run = $1 AND path = $2",
+                        &[run.into(), path.as_str().into()],
+                    )
+                    .context(context)?;
+            }
         }
         Ok(())
     }

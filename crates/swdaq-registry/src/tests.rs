@@ -44,6 +44,7 @@ on_every_database!(
     lists_filter_by_number_type_and_date,
     a_column_changed_by_hand_is_not_panicked_on,
     transfers_are_due_until_verified_and_retried_only_when_due,
+    a_file_recorded_again_is_kept_and_a_rewritten_one_is_due_again,
 );
 
 fn start() -> RunStart {
@@ -502,4 +503,106 @@ fn transfers_are_due_until_verified_and_retried_only_when_due(location: &Locatio
         2,
         "another destination has its own backlog"
     );
+}
+
+fn a_file_recorded_again_is_kept_and_a_rewritten_one_is_due_again(location: &Location) {
+    let mut r = Registry::open(location).unwrap();
+    r.claim(0, &start(), next_after).unwrap();
+    let sums = |bytes: u64, adler32: u32| FileChecksums {
+        bytes,
+        adler32,
+        crc32c: adler32 ^ 0xffff,
+    };
+    let file = |path: &str, checksums: FileChecksums| ClosedFile {
+        run: 1,
+        path: path.into(),
+        checksums: Some(checksums),
+        closed_at: SystemTime::now(),
+    };
+    let (first, rewritten) = (sums(9, 0x1111), sums(12, 0x2222));
+    r.add_files(&[file("a.raw", first), file("ls1_EoLS.jsn", first)])
+        .unwrap();
+    let dest = "/copies";
+    let now = SystemTime::now();
+    for path in ["a.raw", "ls1_EoLS.jsn"] {
+        attempt(&mut r, path, TransferState::Verified, 1, Some(0x1111));
+    }
+    // The same file again (a retry after an error, the stop's drain): nothing changes.
+    r.add_files(&[file("a.raw", first)]).unwrap();
+    assert!(r.transfers_due(dest, now, false, 10).unwrap().is_empty());
+    let files = r.files(1).unwrap();
+    assert_eq!((files.len(), files[0].adler32), (2, Some(0x1111)));
+    // Rewritten: its row takes the new checksums, its transfer is pending again and names
+    // the copy verified before as superseded.
+    r.add_files(&[file("ls1_EoLS.jsn", rewritten)]).unwrap();
+    let files = r.files(1).unwrap();
+    assert_eq!(
+        (files[1].path.as_str(), files[1].bytes, files[1].adler32),
+        ("ls1_EoLS.jsn", 12, Some(0x2222))
+    );
+    let due = r.transfers_due(dest, now, false, 10).unwrap();
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(
+        (
+            due[0].path.as_str(),
+            due[0].adler32,
+            due[0].state,
+            due[0].attempts
+        ),
+        ("ls1_EoLS.jsn", 0x2222, TransferState::Pending, 0)
+    );
+    assert_eq!(due[0].superseded, Some(0x1111));
+    assert_eq!(r.transfer_backlog(dest).unwrap().files, 1);
+    // A copy of the older version verified after the rewrite was recorded is due all the
+    // same: only a copy with the file's checksum on record counts.
+    attempt(
+        &mut r,
+        "ls1_EoLS.jsn",
+        TransferState::Verified,
+        1,
+        Some(0x1111),
+    );
+    assert_eq!(r.transfers_due(dest, now, false, 10).unwrap().len(), 1);
+    assert!(
+        r.verified_kept(dest)
+            .unwrap()
+            .iter()
+            .all(|c| c.path == "a.raw")
+    );
+    // A failed attempt keeps the superseded copy's checksum; the new one's verification
+    // ends it.
+    attempt(&mut r, "ls1_EoLS.jsn", TransferState::Retrying, 1, None);
+    assert_eq!(
+        r.transfers_due(dest, now, false, 10).unwrap()[0].superseded,
+        Some(0x1111)
+    );
+    attempt(
+        &mut r,
+        "ls1_EoLS.jsn",
+        TransferState::Verified,
+        2,
+        Some(0x2222),
+    );
+    assert!(r.transfers_due(dest, now, false, 10).unwrap().is_empty());
+    assert_eq!(r.transfer_backlog(dest).unwrap().files, 0);
+}
+
+/// Records an attempt at run 1's `path` to `/copies` (a failed one: "refused").
+fn attempt(
+    r: &mut Registry,
+    path: &str,
+    state: TransferState,
+    attempts: u32,
+    verified_adler32: Option<u32>,
+) {
+    let failed = state == TransferState::Retrying;
+    let update = TransferUpdate {
+        state,
+        attempts,
+        last_error: failed.then(|| "refused".to_string()),
+        verified_adler32,
+        tried_at: SystemTime::now(),
+        next_try_at: None,
+    };
+    r.record_transfer(1, path, "/copies", &update).unwrap();
 }

@@ -49,6 +49,10 @@ pub struct TransferCandidate {
     pub adler32: u32,
     pub state: TransferState,
     pub attempts: u32,
+    /// The Adler-32 of a copy verified before the file was rewritten (its row replaced by
+    /// [`Registry::add_files`]): a copy at the destination with it is an older version,
+    /// to replace, not a corrupted one.
+    pub superseded: Option<u32>,
 }
 
 /// What one attempt did, for [`Registry::record_transfer`].
@@ -57,7 +61,8 @@ pub struct TransferUpdate {
     pub state: TransferState,
     pub attempts: u32,
     pub last_error: Option<String>,
-    /// The Adler-32 the destination reported, when it was asked.
+    /// The Adler-32 the destination reported, when it was asked (`None` keeps the one of
+    /// the copy verified before, if any).
     pub verified_adler32: Option<u32>,
     pub tried_at: SystemTime,
     pub next_try_at: Option<SystemTime>,
@@ -96,6 +101,14 @@ pub struct Backlog {
 const FILES_WITH_TRANSFER: &str = "FROM run_files f LEFT JOIN transfers t \
      ON t.run = f.run AND t.path = f.path AND t.destination = $1";
 
+/// A file's copy is at the destination: verified, with the file's checksum as on record now
+/// (a copy verified while the file was rewritten and its row replaced is due again).
+const COPIED: &str = "(t.state = 'verified' AND COALESCE(t.verified_adler32, -1) = f.adler32)";
+
+/// What each candidate row holds, for [`candidate`].
+const CANDIDATE_COLUMNS: &str =
+    "f.run, f.path, f.bytes, f.adler32, t.state, t.attempts, t.verified_adler32";
+
 impl Registry {
     /// The files to transfer to `destination` now, oldest run first, at most `limit`: not
     /// tried, or tried and due again at `now`; with `and_undeleted`, also the verified ones
@@ -108,14 +121,14 @@ impl Registry {
         limit: u32,
     ) -> anyhow::Result<Vec<TransferCandidate>> {
         let undeleted = if and_undeleted {
-            " OR (t.state = 'verified' AND t.deleted_at IS NULL)"
+            format!(" OR ({COPIED} AND t.deleted_at IS NULL)")
         } else {
-            ""
+            String::new()
         };
         let sql = format!(
-            "SELECT f.run, f.path, f.bytes, f.adler32, t.state, t.attempts {FILES_WITH_TRANSFER} \
+            "SELECT {CANDIDATE_COLUMNS} {FILES_WITH_TRANSFER} \
              WHERE f.adler32 IS NOT NULL AND (t.state IS NULL \
-             OR (t.state <> 'verified' AND (t.next_try_at IS NULL OR t.next_try_at <= $2)){undeleted}) \
+             OR (NOT {COPIED} AND (t.next_try_at IS NULL OR t.next_try_at <= $2)){undeleted}) \
              ORDER BY f.run, f.path LIMIT $3"
         );
         let rows = self
@@ -137,8 +150,8 @@ impl Registry {
     pub fn transfer_backlog(&mut self, destination: &str) -> anyhow::Result<Backlog> {
         let sql = format!(
             "SELECT \
-             CAST(SUM(CASE WHEN f.adler32 IS NOT NULL AND (t.state IS NULL OR t.state <> 'verified') THEN 1 ELSE 0 END) AS BIGINT), \
-             CAST(SUM(CASE WHEN f.adler32 IS NOT NULL AND (t.state IS NULL OR t.state <> 'verified') THEN f.bytes ELSE 0 END) AS BIGINT), \
+             CAST(SUM(CASE WHEN f.adler32 IS NOT NULL AND (t.state IS NULL OR NOT {COPIED}) THEN 1 ELSE 0 END) AS BIGINT), \
+             CAST(SUM(CASE WHEN f.adler32 IS NOT NULL AND (t.state IS NULL OR NOT {COPIED}) THEN f.bytes ELSE 0 END) AS BIGINT), \
              CAST(SUM(CASE WHEN t.state = 'retrying' THEN 1 ELSE 0 END) AS BIGINT), \
              CAST(SUM(CASE WHEN f.adler32 IS NULL THEN 1 ELSE 0 END) AS BIGINT) \
              {FILES_WITH_TRANSFER}"
@@ -178,7 +191,8 @@ impl Registry {
                  verified_adler32, first_tried_at, last_tried_at, next_try_at, verified_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10) \
                  ON CONFLICT (run, path, destination) DO UPDATE SET state = $4, attempts = $5, \
-                 last_error = $6, verified_adler32 = $7, last_tried_at = $8, next_try_at = $9, \
+                 last_error = $6, verified_adler32 = COALESCE($7, transfers.verified_adler32), \
+                 last_tried_at = $8, next_try_at = $9, \
                  verified_at = $10",
                 &[
                     i64::from(run).into(),
@@ -221,8 +235,8 @@ impl Registry {
     /// The verified transfers to `destination` whose local file is kept (to check again).
     pub fn verified_kept(&mut self, destination: &str) -> anyhow::Result<Vec<TransferCandidate>> {
         let sql = format!(
-            "SELECT f.run, f.path, f.bytes, f.adler32, t.state, t.attempts {FILES_WITH_TRANSFER} \
-             WHERE f.adler32 IS NOT NULL AND t.state = 'verified' AND t.deleted_at IS NULL \
+            "SELECT {CANDIDATE_COLUMNS} {FILES_WITH_TRANSFER} \
+             WHERE f.adler32 IS NOT NULL AND {COPIED} AND t.deleted_at IS NULL \
              ORDER BY f.run, f.path"
         );
         let rows = self
@@ -263,17 +277,21 @@ impl Registry {
     }
 }
 
-/// A file to transfer from a row of `f.run, f.path, f.bytes, f.adler32, t.state, t.attempts`
-/// (no transfer row yet: pending).
+/// A file to transfer from a row of [`CANDIDATE_COLUMNS`] (no transfer row yet: pending).
 fn candidate(r: &[Value]) -> TransferCandidate {
+    let adler32 = r[3].int().unwrap_or_default() as u32;
     TransferCandidate {
         run: r[0].int().unwrap_or_default() as u32,
         path: r[1].text().unwrap_or_default().into(),
         bytes: r[2].int().unwrap_or_default() as u64,
-        adler32: r[3].int().unwrap_or_default() as u32,
+        adler32,
         state: r[4]
             .text()
             .map_or(TransferState::Pending, TransferState::parse),
         attempts: r[5].int().unwrap_or_default() as u32,
+        superseded: r[6]
+            .int()
+            .map(|c| c as u32)
+            .filter(|&verified| verified != adler32),
     }
 }

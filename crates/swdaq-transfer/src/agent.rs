@@ -322,6 +322,7 @@ impl Worker {
             &local,
             &relative,
             file.adler32,
+            file.superseded,
             &limits,
         ) {
             Ok(put) => {

@@ -85,6 +85,9 @@ pub struct Put {
     pub copied_bytes: u64,
     /// A copy at the final name had another checksum (this Adler-32): it was replaced.
     pub replaced_corrupt: Option<u32>,
+    /// The copy at the final name was an older version of a file its writer rewrote (its
+    /// checksum the one verified before): it was replaced, and is not corrupt.
+    pub replaced_superseded: bool,
 }
 
 /// How long each step may take, and what a stop interrupts.
@@ -95,12 +98,14 @@ pub struct Limits<'a> {
 }
 
 /// Copies `local` to `relative` under `destination`, verifies it there and returns the
-/// destination's Adler-32, which is `expected`, or why not.
+/// destination's Adler-32, which is `expected`, or why not. A copy there with the checksum
+/// `superseded` (an older version's, verified before the file was rewritten) is replaced.
 pub fn put(
     destination: &Destination,
     local: &Path,
     relative: &str,
     expected: u32,
+    superseded: Option<u32>,
     limits: &Limits,
 ) -> Result<Put, String> {
     let target = destination.target(relative);
@@ -111,6 +116,7 @@ pub fn put(
             put.adler32 = found;
             return Ok(put);
         }
+        Some(found) if Some(found) == superseded => put.replaced_superseded = true,
         Some(found) => put.replaced_corrupt = Some(found),
         None => {}
     }
@@ -128,7 +134,7 @@ pub fn put(
         destination,
         &part,
         &target,
-        put.replaced_corrupt.is_some(),
+        put.replaced_corrupt.is_some() || put.replaced_superseded,
         limits,
     )?;
     match checksum(destination, &target, limits)? {
@@ -310,8 +316,8 @@ fn xrdcp(
     ))
 }
 
-/// The copy under way renamed to its final name; `replace`: a corrupted copy is there, removed
-/// first (a destination's rename may refuse to replace).
+/// The copy under way renamed to its final name; `replace`: a corrupted or superseded copy is
+/// there, removed first (a destination's rename may refuse to replace).
 fn rename(
     destination: &Destination,
     part: &str,
@@ -412,18 +418,26 @@ mod tests {
             query: Duration::from_secs(10),
             stop: &stop,
         };
-        let put1 = put(&dest, &local, "r/a.raw", 0x11E6_0398, &limits).unwrap();
+        let put1 = put(&dest, &local, "r/a.raw", 0x11E6_0398, None, &limits).unwrap();
         assert_eq!((put1.adler32, put1.copied_bytes), (0x11E6_0398, 9));
         let copy = dir.path().join("dest/r/a.raw");
         assert_eq!(std::fs::read(&copy).unwrap(), b"Wikipedia");
         assert!(!dir.path().join("dest/r/a.raw.swdaq-part").exists());
-        let again = put(&dest, &local, "r/a.raw", 0x11E6_0398, &limits).unwrap();
+        let again = put(&dest, &local, "r/a.raw", 0x11E6_0398, None, &limits).unwrap();
         assert_eq!(again.copied_bytes, 0, "a verified copy is not copied again");
         std::fs::write(&copy, b"Wikipedib").unwrap();
-        let fixed = put(&dest, &local, "r/a.raw", 0x11E6_0398, &limits).unwrap();
+        let fixed = put(&dest, &local, "r/a.raw", 0x11E6_0398, None, &limits).unwrap();
         assert!(fixed.replaced_corrupt.is_some() && fixed.copied_bytes == 9);
         assert_eq!(std::fs::read(&copy).unwrap(), b"Wikipedia");
-        let e = put(&dest, &local, "r/b.raw", 0x1234_5678, &limits).unwrap_err();
+        let e = put(&dest, &local, "r/b.raw", 0x1234_5678, None, &limits).unwrap_err();
         assert!(e.contains("Adler-32 at the destination is 11e60398"), "{e}");
+        // Rewritten by its writer: the older version's copy is replaced, not corrupt.
+        std::fs::write(&local, b"Wikipedias").unwrap();
+        let mut sums = RunningChecksums::default();
+        sums.update(b"Wikipedias");
+        let newer = sums.finish().adler32;
+        let rewritten = put(&dest, &local, "r/a.raw", newer, Some(0x11E6_0398), &limits).unwrap();
+        assert!(rewritten.replaced_superseded && rewritten.replaced_corrupt.is_none());
+        assert_eq!(std::fs::read(&copy).unwrap(), b"Wikipedias");
     }
 }

@@ -322,3 +322,48 @@ fn a_directory_destination_gets_verified_copies_and_deletes_only_when_configured
     all_verified_with_matching_copies(&location, &files, &copies);
     assert!(transfers(&location).iter().all(|r| r.deleted_at.is_some()));
 }
+
+/// A file its writer rewrote after its copy was verified (an event builder's EoLS `.jsn`),
+/// recorded again with its new checksums: copied again, and verified, and the older copy it
+/// replaces is not counted corrupt. A file recorded again unchanged is not copied again.
+#[test]
+fn a_rewritten_file_is_copied_again_and_its_older_copy_is_not_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let (location, files) = run_with_files(dir.path(), &[100, 200]);
+    let copies = dir.path().join("permanent");
+    let dest = Destination::parse(copies.to_str().unwrap()).unwrap();
+    let s = settings(dest, &dir.path().join("out"));
+    let catch = || {
+        catch_up(
+            s.clone(),
+            location.clone(),
+            Duration::from_secs(30),
+            Stop::default(),
+            None,
+        )
+    };
+    assert_eq!(catch().verified, 2);
+    std::fs::write(&files[0], b"rewritten with more lumi sections' files").unwrap();
+    let recorded = |path: &Path| ClosedFile {
+        run: 1,
+        path: path.to_path_buf(),
+        checksums: Some(read_checksums(path).unwrap()),
+        closed_at: SystemTime::now(),
+    };
+    Registry::open(&location)
+        .unwrap()
+        .add_files(&[recorded(&files[0]), recorded(&files[1])])
+        .unwrap();
+    let status = catch();
+    assert_eq!(
+        (status.verified, status.corrupt_found, status.failures),
+        (1, 0, 0),
+        "only the rewritten file, not corrupt: {status:?}"
+    );
+    assert_eq!(status.backlog.files, 0, "{status:?}");
+    all_verified_with_matching_copies(&location, &files, &copies);
+    assert_eq!(
+        std::fs::read(copies.join(files[0].file_name().unwrap())).unwrap(),
+        b"rewritten with more lumi sections' files"
+    );
+}

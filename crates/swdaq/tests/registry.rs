@@ -2,8 +2,8 @@
 //! is on record with its files, whose sizes and checksums (Adler-32, CRC32C) match the files'
 //! bytes as computed here by other crates than the writers'; every such file names the run's
 //! registry and software as the record has them, as `swdaq inspect` shows; a SIGKILLed run
-//! stays on record as not ended and the next start says so; `swdaq ctl log` reaches `swdaq
-//! runs show`. With a real PostgreSQL server (started by the test, skipped with a line where
+//! stays on record as not ended, with the files it closed while it ran, and the next start
+//! says so; `swdaq ctl log` reaches `swdaq runs show`. With a real PostgreSQL server (started by the test, skipped with a line where
 //! there is none) the same, and two `swdaq serve` sharing it never hand out one number.
 
 mod common;
@@ -151,6 +151,11 @@ fn a_run_is_on_record_with_its_files(model: Model, cfg: &Path, registry: &str) -
             path.display()
         );
         assert_eq!(f["crc32c"], crc32c::crc32c(&bytes), "{}", path.display());
+        // The event builder's bookkeeping (`.jsn`, `jsd/` definitions): on record and
+        // transferred with the data, its provenance shown with its data file's.
+        if path.extension().is_some_and(|e| e == "jsn" || e == "jsd") {
+            continue;
+        }
         assert_eq!(
             inspected_provenance(path, number),
             provenance_of(&record, registry),
@@ -246,6 +251,10 @@ fn a_killed_run_is_named_at_the_next_start(registry: Option<&str>) {
         0,
         Load::UntilStopped,
     ));
+    // Files of 2 records: several close while the run goes on.
+    let text = std::fs::read_to_string(&until_stopped).unwrap();
+    let text = text.replace("[storage]\n", "[storage]\nmax_records_per_file = 2\n");
+    std::fs::write(&until_stopped, text).unwrap();
     let mut run = Command::new(env!("CARGO_BIN_EXE_swdaq"))
         .args(["run", "--json", "--config"])
         .arg(&until_stopped)
@@ -254,12 +263,26 @@ fn a_killed_run_is_named_at_the_next_start(registry: Option<&str>) {
         .spawn()
         .unwrap();
     wait_on_record(&until_stopped, 1);
-    std::thread::sleep(Duration::from_millis(500));
+    // Its closed files are on record as they close, so a killed run keeps them.
+    let started = Instant::now();
+    while show(&until_stopped, 1)["files"].as_array().unwrap().len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no closed file on record while the run goes on"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     run.kill().unwrap();
     run.wait().unwrap();
     let killed = show(&until_stopped, 1);
     assert!(killed["stopped_at"].is_null(), "{killed}");
     assert!(killed["stop_reason"].is_null(), "{killed}");
+    for f in killed["files"].as_array().unwrap() {
+        // HDF5 files: checksums read back after their close, recorded only with them.
+        let bytes = std::fs::read(f["path"].as_str().unwrap()).unwrap();
+        assert_eq!(f["bytes"], bytes.len() as u64, "{f}");
+        assert_eq!(f["adler32"], adler2::adler32_slice(&bytes), "{f}");
+    }
 
     let short = registered(config(dir.path(), Model::Chain, &out, 0, Load::Short));
     let next = common::swdaq_run(&short);

@@ -7,7 +7,7 @@
 //! backlog drained.
 
 mod common;
-use common::models::{Load, Model, config};
+use common::models::{Load, Model, config, feds};
 use common::served::Served;
 use serde_json::Value;
 use std::path::Path;
@@ -209,5 +209,97 @@ fn beside_swdaq_serve_a_run_s_files_are_transferred_after_its_stop() {
             adler32(&permanent.join(local.strip_prefix(&out).unwrap())),
             file["adler32"].as_u64().unwrap()
         );
+    }
+}
+
+/// A long run (`swdaq run` of the event builder, files rolling over ten times a second,
+/// lumi sections of 0.4 s) has its closed files on record while it goes on — data files and
+/// their `.jsn`, EoLS and definitions — and verified copies of early ones at a directory
+/// destination before its stop; after it, every file on record has the bytes and checksums
+/// on disk and a verified copy with them, none found corrupt.
+#[test]
+fn a_run_s_files_are_on_record_and_transferred_as_they_close_jsn_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let permanent = dir.path().join("permanent");
+    let cfg = dir.path().join("evb.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[run]\nnumber = 7\nduration_s = 0\nmetrics_addr = \"\"\noutput_dir = {out:?}\n\
+             [run.transfer]\ndestination = {permanent:?}\npoll_s = 0.2\nwait_after_run_s = 30\n\
+             [evb]\nmin_free_bytes = 0\nevents_per_file = 100\ntrigger_rate_hz = 2000\n\
+             build_timeout = 1000\nbuilder_units = 2\nlumi_section = 400\nrus = [{}, {}]\n",
+            feds(100, 1, 512),
+            feds(200, 1, 512)
+        ),
+    )
+    .unwrap();
+    let mut run = common::spawn_run(&cfg);
+    let started = Instant::now();
+    let verified_of = |record: &Value, suffix: &str| {
+        (record["transfers"].as_array().into_iter().flatten())
+            .filter(|t| t["state"] == "verified" && t["path"].as_str().unwrap().ends_with(suffix))
+            .count()
+    };
+    let during = loop {
+        assert!(run.try_wait().unwrap().is_none(), "the run ended by itself");
+        let shown = swdaq(&[
+            "runs",
+            "show",
+            "7",
+            "--json",
+            "--config",
+            cfg.to_str().unwrap(),
+        ]);
+        if shown.status.success() {
+            let record: Value = serde_json::from_slice(&shown.stdout).unwrap();
+            if verified_of(&record, ".raw") >= 2
+                && verified_of(&record, ".jsn") >= 2
+                && verified_of(&record, "_EoLS.jsn") >= 1
+            {
+                break record;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no verified copies of closed files while the run goes on"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(during["stopped_at"].is_null(), "still running: {during}");
+    for t in during["transfers"].as_array().unwrap() {
+        if t["state"] == "verified" {
+            let local = Path::new(t["path"].as_str().unwrap());
+            let copy = permanent.join(local.strip_prefix(&out).unwrap());
+            assert_eq!(
+                Some(adler32(&copy)),
+                t["verified_adler32"].as_u64(),
+                "{}",
+                copy.display()
+            );
+        }
+    }
+    // SAFETY: kill(2) on the pid of a child this test started and has not waited for.
+    assert_eq!(unsafe { libc::kill(run.id() as i32, libc::SIGTERM) }, 0);
+    let ended = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&ended.stderr);
+    assert!(ended.status.success(), "{stderr}");
+    assert!(stderr.contains("backlog 0 file(s)"), "{stderr}");
+    assert!(!stderr.contains("corrupted copies"), "{stderr}");
+    let record = show(&cfg, 7);
+    let (files, transfers) = files_and_transfers(&record);
+    let jsn = files
+        .iter()
+        .filter(|f| f["path"].as_str().unwrap().ends_with(".jsn"));
+    assert!(jsn.count() > 2, "{record}");
+    for (file, t) in files.iter().zip(&transfers) {
+        let local = Path::new(file["path"].as_str().unwrap());
+        assert_eq!(t["path"], file["path"]);
+        assert_eq!(t["state"], "verified", "{t}");
+        assert_eq!(t["verified_adler32"], file["adler32"], "{t}");
+        assert_eq!(adler32(local), file["adler32"].as_u64().unwrap(), "{t}");
+        let copy = permanent.join(local.strip_prefix(&out).unwrap());
+        assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(local).unwrap());
     }
 }

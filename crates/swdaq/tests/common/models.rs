@@ -25,7 +25,7 @@ pub const EVERY_MODEL: [Model; 6] = [
 ];
 
 /// One FED list of `n` FEDs of about `bytes` each, ids from `first`.
-fn feds(first: u32, n: u32, bytes: u32) -> String {
+pub fn feds(first: u32, n: u32, bytes: u32) -> String {
     let feds: Vec<String> = (first..first + n)
         .map(|id| format!("{{ id = {id}, mean_bytes = {bytes}, spread_bytes = 64 }}"))
         .collect();
