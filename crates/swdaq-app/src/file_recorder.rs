@@ -188,17 +188,23 @@ fn record_pending(
         }
     };
     let mut pending = shared.pending();
+    // Only this thread takes from the front; a stop that gave up waiting for it may have
+    // taken them all meanwhile (so never more than there are).
+    let taken = files.len().min(pending.len());
     match recorded {
-        // Only this thread takes from the front; the stop appends nothing before it ends.
-        Ok(()) => drop(pending.drain(..files.len())),
+        Ok(()) => drop(pending.drain(..taken)),
         Err(e) => {
             let failures = shared.failures.fetch_add(1, Ordering::Relaxed) + 1;
             // Opened again at the next attempt (a server restarted).
             *registry = None;
-            pending.splice(..files.len(), files);
-            eprintln!(
-                "{who}: run {run}: closed files not recorded yet (attempt {failures} failed, tried again, and at the stop): {e:#}"
-            );
+            pending.splice(..taken, files);
+            // Said at the first failures and then ever more rarely: a registry down for an
+            // hour is not 7200 lines.
+            if failures.is_power_of_two() {
+                eprintln!(
+                    "{who}: run {run}: closed files not recorded yet (attempt {failures} failed, tried again, and at the stop): {e:#}"
+                );
+            }
         }
     }
 }

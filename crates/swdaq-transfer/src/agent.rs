@@ -311,6 +311,7 @@ impl Worker {
     /// One file: put, recorded, deleted locally when verified and configured.
     fn one(&mut self, file: &TransferCandidate) -> anyhow::Result<()> {
         let local = PathBuf::from(&file.path);
+        let copied = LocalFile::of(&local);
         let relative = relative(&local, file.run, self.settings.output_dir.as_deref());
         let limits = Limits {
             copy: self.settings.copy_timeout,
@@ -373,6 +374,15 @@ impl Worker {
             self.update(|s| s.verified += 1);
         }
         if state::may_delete(&update, self.settings.delete_after_verify) {
+            // A file its writer replaced since the copy began (a rewritten `.jsn`) is a new
+            // version, not on record yet: kept, and copied once it is.
+            if copied.is_some() && LocalFile::of(&local) != copied {
+                self.error(format!(
+                    "{}: verified, but not deleted: it changed since its copy (a new version, copied once it is on record)",
+                    file.path
+                ));
+                return Ok(());
+            }
             match std::fs::remove_file(&local) {
                 Ok(()) => {
                     self.registry().record_deleted(file.run, &file.path, &key)?;
@@ -389,6 +399,30 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+/// What tells one version of a local file from another: a file replaced by a rename has
+/// another inode, one written again in place another size or modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LocalFile {
+    device: u64,
+    inode: u64,
+    bytes: u64,
+    modified_ns: i128,
+}
+
+impl LocalFile {
+    /// `None`: no file there (gone, or never readable).
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(Self {
+            device: m.dev(),
+            inode: m.ino(),
+            bytes: m.size(),
+            modified_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })
     }
 }
 
@@ -427,5 +461,31 @@ mod tests {
             "run000003/y.hdf5"
         );
         assert_eq!(relative(Path::new("/data/out/z"), 12, None), "run000012/z");
+    }
+
+    #[test]
+    fn a_file_replaced_or_written_again_is_another_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run000001_ls0001_EoLS.jsn");
+        std::fs::write(&path, b"{\"events\": 10}").unwrap();
+        let first = LocalFile::of(&path).unwrap();
+        assert_eq!(
+            LocalFile::of(&path).as_ref(),
+            Some(&first),
+            "unchanged: the same"
+        );
+        // Replaced as the event builder replaces an EoLS: written aside and renamed over it,
+        // the same size (told apart by its inode).
+        let aside = dir.path().join("EoLS.jsn.writing");
+        std::fs::write(&aside, b"{\"events\": 11}").unwrap();
+        std::fs::rename(&aside, &path).unwrap();
+        let second = LocalFile::of(&path).unwrap();
+        assert_eq!(second.bytes, first.bytes);
+        assert_ne!(second, first);
+        // Written again in place, longer.
+        std::fs::write(&path, b"{\"events\": 110}").unwrap();
+        assert_ne!(LocalFile::of(&path).as_ref(), Some(&second));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(LocalFile::of(&path), None);
     }
 }
