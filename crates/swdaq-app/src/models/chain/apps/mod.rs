@@ -18,7 +18,7 @@ pub mod trigger;
 use super::config::RunConfig;
 use super::system::RunReport;
 use crate::runtime::app::{AppContext, KindSpec, check_kinds, run_app};
-use crate::runtime::dqm_stream::{SampleStream, StreamedDqm};
+use crate::runtime::dqm_stream::{Published, StreamKeys, StreamedDqm};
 use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::model::RunHooks;
 use crate::runtime::outcome::StopReason;
@@ -61,10 +61,17 @@ pub const RECORD_STREAM: Field = Field {
     key: "record_stream",
     elsewhere: "only builders publish records",
 };
-/// Publish every Nth record on the stream (default 1).
+/// Publish every Nth record on the stream (default: `[dqm] sample_every` with `[dqm]`, else 1).
 pub const RECORD_STREAM_EVERY: Field = Field {
     key: "record_stream_every",
     elsewhere: "only builders publish records",
+};
+/// The builders' record streams.
+pub const RECORD_STREAMS: StreamKeys = StreamKeys {
+    kind: BUILDER,
+    stream: RECORD_STREAM,
+    every: RECORD_STREAM_EVERY,
+    items: "records",
 };
 
 /// The chain's application kinds.
@@ -111,23 +118,7 @@ pub fn check_topology(config: &RunConfig) -> anyhow::Result<()> {
     }
     let links = config.emulator.links;
     let mut covered = BTreeSet::new();
-    for (_, a) in topology.of_kind(BUILDER) {
-        let every: u64 = a.field_or(RECORD_STREAM_EVERY.key, 1)?;
-        anyhow::ensure!(
-            every >= 1,
-            "invalid configuration: topology.apps.record_stream_every: must be >= 1"
-        );
-        let stream: String = a.field(RECORD_STREAM.key)?;
-        // Its port is the user's to choose, as every address of the topology is: the
-        // supervisor cannot tell a port free on another host, nor open one on a firewall.
-        anyhow::ensure!(
-            !config.dqm.enabled || !stream.is_empty(),
-            "invalid configuration: topology.apps.record_stream: {}: [dqm] in a topology \
-             monitors the records every builder publishes: give it record_stream = \
-             \"tcp://HOST:PORT\" (a port of its host, free) or drop [dqm]",
-            a.name
-        );
-    }
+    RECORD_STREAMS.check(topology, config.dqm.enabled)?;
     for (_, a) in topology.of_kind(READOUT) {
         for l in links_of(a)? {
             anyhow::ensure!(
@@ -162,37 +153,6 @@ pub fn readouts(topology: &TopologySection) -> anyhow::Result<Vec<(u32, Vec<u32>
         .collect()
 }
 
-/// Every builder's record stream, where the supervisor connects to it: a stream bound on
-/// every interface (`*`, `0.0.0.0`) is reached at its builder's own address's host.
-pub fn record_streams(topology: &TopologySection) -> anyhow::Result<Vec<SampleStream>> {
-    let mut streams = Vec::new();
-    for (_, a) in topology.of_kind(BUILDER) {
-        let bound: String = a.field(RECORD_STREAM.key)?;
-        if !bound.is_empty() {
-            streams.push(SampleStream {
-                app: a.name.clone(),
-                endpoint: reachable(&bound, &a.address),
-            });
-        }
-    }
-    Ok(streams)
-}
-
-/// `bound` (`tcp://HOST:PORT`) with a wildcard host replaced by the host of `address`.
-fn reachable(bound: &str, address: &str) -> String {
-    let host_of = |endpoint: &str| {
-        let rest = endpoint.strip_prefix("tcp://")?;
-        Some(rest.rsplit_once(':')?.0.to_owned())
-    };
-    match (host_of(bound), host_of(address)) {
-        (Some(wild), Some(host)) if wild == "*" || wild == "0.0.0.0" => {
-            let port = bound.rsplit_once(':').map_or("", |(_, p)| p);
-            format!("tcp://{host}:{port}")
-        }
-        _ => bound.to_owned(),
-    }
-}
-
 /// Runs the topology's applications (`exe` is the `swdaq` program to start them with),
 /// telling `hooks` when they have started, their live figures and when the stop begins;
 /// run-control requests go to the trigger application, bursts to the readout applications.
@@ -208,7 +168,7 @@ pub fn run_distributed(
     let dqm = StreamedDqm::start(
         &config.dqm,
         &config.run.output_dir,
-        record_streams(&config.topology)?,
+        RECORD_STREAMS.streams(&config.topology)?,
         config.topology.max_message_mb.saturating_mul(1 << 20),
         builder::fill_published,
         &Registry::new(),
@@ -228,7 +188,7 @@ pub fn run_distributed(
     let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
     let mut reports = Vec::new();
     let mut outcomes = Vec::new();
-    let mut published = BTreeMap::new();
+    let mut published: BTreeMap<String, Published> = BTreeMap::new();
     for (kind, mut outcome, bytes) in launched.apps {
         match bytes.map(|b| postcard::from_bytes::<RunReport>(&b)) {
             Some(Ok(r)) => {
@@ -283,7 +243,8 @@ fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
             DFO => out.dataflow = r.dataflow,
             BUILDER => {
                 out.builder.add(r.builder);
-                out.records_published += r.records_published;
+                out.records_published.sent += r.records_published.sent;
+                out.records_published.dropped += r.records_published.dropped;
                 out.storage = match (out.storage.take(), r.storage) {
                     (Some(mut a), Some(b)) => {
                         a.add(b);
@@ -308,6 +269,7 @@ fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
 mod tests {
     use super::*;
     use crate::models::chain::wire::ChainMessage;
+    use crate::runtime::dqm_stream::{SampleStream, reachable};
     use crate::runtime::topology::App;
     use std::time::{Duration, Instant};
     use swdaq_net::Outlet;
@@ -415,7 +377,7 @@ mod tests {
             .insert("record_stream".into(), "tcp://*:7320".into());
         check_topology(&config).unwrap();
         assert_eq!(
-            record_streams(&config.topology).unwrap(),
+            RECORD_STREAMS.streams(&config.topology).unwrap(),
             [SampleStream {
                 app: "builder-0".into(),
                 endpoint: "tcp://127.0.0.1:7320".into(),

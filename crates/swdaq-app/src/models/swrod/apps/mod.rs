@@ -42,6 +42,7 @@ use super::config::SwrodRunConfig;
 use super::hlt::IncompleteExample;
 use super::report::{CardResult, HltsvReport, RodResult};
 use crate::runtime::app::{AppContext, KindSpec, check_kinds};
+use crate::runtime::dqm_stream::{Published, StreamKeys};
 use crate::runtime::topology::{App, Field};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -93,6 +94,9 @@ pub struct HltAppReport {
     pub unwritten_events: u64,
     pub files: Vec<StoredFile>,
     pub storage_error: Option<String>,
+    /// Its `event_stream`: events published and dropped (none without one).
+    #[serde(default)]
+    pub events_published: Option<Published>,
 }
 
 /// FELIX cards (those in its `cards`), a SW ROD thread per ROB, the ROBs' request servers.
@@ -106,6 +110,26 @@ pub const HLT: &str = "hlt";
 pub const CARDS: Field = Field {
     key: "cards",
     elsewhere: "only swrod applications have FELIX cards",
+};
+
+/// An HLT application's event stream for online monitoring (a ZeroMQ PUB endpoint), or "".
+pub const EVENT_STREAM: Field = Field {
+    key: "event_stream",
+    elsewhere: "only hlt applications publish events",
+};
+/// Publish every Nth stored event on the stream (default: `[dqm] sample_every` with
+/// `[dqm]`, else 1).
+pub const EVENT_STREAM_EVERY: Field = Field {
+    key: "event_stream_every",
+    elsewhere: "only hlt applications publish events",
+};
+/// The HLT applications' event streams: each publishes every Nth full event it hands its
+/// storage, one message of one frame, the event as stored (eformat v5).
+pub const EVENT_STREAMS: StreamKeys = StreamKeys {
+    kind: HLT,
+    stream: EVENT_STREAM,
+    every: EVENT_STREAM_EVERY,
+    items: "events",
 };
 
 /// The SW ROD's application kinds.
@@ -124,7 +148,7 @@ pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
     },
     KindSpec {
         name: HLT,
-        fields: &[],
+        fields: &[EVENT_STREAM, EVENT_STREAM_EVERY],
         count: |_| (1, usize::MAX),
         run: hlt::run,
     },
@@ -140,6 +164,7 @@ impl crate::runtime::model::Applications for SwrodRunConfig {
 /// exactly one `swrod` application.
 pub(super) fn check_topology(config: &SwrodRunConfig) -> anyhow::Result<()> {
     check_kinds(config, KINDS)?;
+    EVENT_STREAMS.check(&config.topology, config.dqm.enabled)?;
     if !config.topology.is_distributed() {
         return Ok(());
     }
@@ -185,4 +210,52 @@ fn robs_of(config: &SwrodRunConfig, cards: &[u16]) -> Vec<u32> {
             (0..s.robs_per_card).map(move |r| s.rob_config(c, r, config.run.number).source_id)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::dqm_stream::SampleStream;
+
+    /// With `[dqm]`, an HLT application without an event stream is refused by name, as is a
+    /// stream on another kind or a zero `event_stream_every`; with every HLT application's
+    /// stream the topology is valid and the streams are reached where their applications are.
+    #[test]
+    fn dqm_in_a_topology_needs_every_hlt_application_s_event_stream() {
+        let shipped = include_str!("../../../../../../configs/swrod-apps.toml");
+        let mut config = crate::models::swrod::config::parse(shipped).unwrap();
+        config.dqm.enabled = true;
+        let e = config.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("topology.apps.event_stream: hlt-0") && e.contains("[dqm]"),
+            "{e}"
+        );
+        let hlts: Vec<usize> = (0..config.topology.apps.len())
+            .filter(|&i| config.topology.apps[i].kind == HLT)
+            .collect();
+        for (n, &i) in hlts.iter().enumerate() {
+            let stream = format!("tcp://0.0.0.0:{}", 7395 + n);
+            (config.topology.apps[i].fields).insert(EVENT_STREAM.key.into(), stream.into());
+        }
+        config.validate().unwrap();
+        let streams = EVENT_STREAMS.streams(&config.topology).unwrap();
+        assert_eq!(
+            streams,
+            hlts.iter()
+                .enumerate()
+                .map(|(n, &i)| SampleStream {
+                    app: config.topology.apps[i].name.clone(),
+                    endpoint: format!("tcp://127.0.0.1:{}", 7395 + n),
+                })
+                .collect::<Vec<_>>()
+        );
+        let mut zero = config.clone();
+        (zero.topology.apps[hlts[0]].fields).insert(EVENT_STREAM_EVERY.key.into(), 0.into());
+        let e = zero.validate().unwrap_err().to_string();
+        assert!(e.contains("event_stream_every: must be >= 1"), "{e}");
+        let mut elsewhere = config.clone();
+        (elsewhere.topology.apps[0].fields).insert(EVENT_STREAM.key.into(), "tcp://x:1".into());
+        let e = elsewhere.validate().unwrap_err().to_string();
+        assert!(e.contains("only hlt applications publish events"), "{e}");
+    }
 }
