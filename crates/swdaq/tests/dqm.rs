@@ -6,7 +6,10 @@
 //! `swdaq dqm` computes over its files (event builder and SW ROD) and is on record with them;
 //! judged against a reference run it flags the same grown FED; a full sample queue is counted
 //! drops, never a stalled run. The chain's online monitoring flags a dead and a noisy channel
-//! by number against a clean reference run.
+//! by number against a clean reference run. As applications, each model is monitored by the
+//! supervising process from the streams its writing applications publish (the chain's
+//! builders' records, the event builder's builder units' and the SW ROD's HLT applications'
+//! events).
 
 mod common;
 
