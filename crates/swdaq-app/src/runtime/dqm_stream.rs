@@ -23,6 +23,8 @@
 //! in its report.
 
 use super::dqm::{DqmReport, DqmSection, DqmView, OnlineDqm};
+use super::model::RunHooks;
+use super::stop::StopRequest;
 use super::topology::{App, Field, TopologySection};
 use crate::run_section::RunSection;
 use anyhow::Context;
@@ -106,6 +108,28 @@ pub struct StreamKeys {
 }
 
 impl StreamKeys {
+    /// Application kind `kind`'s keys `stream` and `every`, for `items`; `elsewhere` is what
+    /// the refusal of either on another kind says.
+    pub const fn new(
+        kind: &'static str,
+        [stream, every]: [&'static str; 2],
+        items: &'static str,
+        elsewhere: &'static str,
+    ) -> Self {
+        Self {
+            kind,
+            stream: Field {
+                key: stream,
+                elsewhere,
+            },
+            every: Field {
+                key: every,
+                elsewhere,
+            },
+            items,
+        }
+    }
+
     /// Checks every publishing application's keys: `every` at least 1, and with `[dqm]` in a
     /// topology a stream for each (the supervisor monitors what they publish).
     pub fn check(&self, topology: &TopologySection, dqm_enabled: bool) -> anyhow::Result<()> {
@@ -341,9 +365,46 @@ impl StreamedDqm {
         }))
     }
 
+    /// [`StreamedDqm::start`] for a model's topology: subscribed to the streams `keys` name,
+    /// a frame bounded by `topology.max_message_mb`, the console told of it (`hooks`).
+    /// Called before the applications start, so that their first samples are taken.
+    pub fn start_for_topology<E: std::fmt::Display + 'static>(
+        dqm: &DqmSection,
+        run: &RunSection,
+        topology: &TopologySection,
+        keys: &StreamKeys,
+        fill: fn(&mut HistSet, StreamMessage) -> Result<(), E>,
+        hooks: &dyn RunHooks,
+    ) -> anyhow::Result<Option<Self>> {
+        let started = Self::start(
+            dqm,
+            &run.output_dir,
+            keys.streams(topology)?,
+            topology.max_message_mb.saturating_mul(1 << 20),
+            fill,
+            &Registry::new(),
+        )?;
+        if let Some(streamed) = &started {
+            hooks.dqm(streamed.view());
+        }
+        Ok(started)
+    }
+
     /// What the console shows of it (`RunHooks::dqm`).
     pub fn view(&self) -> DqmView {
         self.online.view()
+    }
+
+    /// [`StreamedDqm::finish`] once the applications have stopped, `stop` telling what the
+    /// stop waits for meanwhile.
+    pub fn finish_stopped(
+        self,
+        stop: &StopRequest,
+        run: &RunSection,
+        published: impl Fn(&str) -> Option<Published>,
+    ) -> DqmReport {
+        stop.waiting_for("data-quality monitoring to judge and save its histograms");
+        self.finish(run, published)
     }
 
     /// Once the publishers have stopped: the subscriber drains what is on its way and ends,
@@ -466,6 +527,61 @@ fn receive(socket: &zmq::Socket) -> Option<StreamMessage> {
     Some(message)
 }
 
+/// What every model's tests of its stream keys hold.
+#[cfg(test)]
+pub(crate) mod checks {
+    use super::*;
+
+    /// `config` (with `[dqm]` on, its topology having publishing applications of `keys`,
+    /// each at 127.0.0.1, and another kind first) is refused naming its first publishing
+    /// application's missing stream; with every one's stream bound on every interface at
+    /// `port`, `port + 1`, ... it is valid and the streams are reached at their applications'
+    /// host; a zero `every` and a stream on another kind are refused.
+    pub(crate) fn every_stream_is_required<C: Clone>(
+        config: &C,
+        keys: &StreamKeys,
+        topology: fn(&mut C) -> &mut TopologySection,
+        validate: fn(&C) -> anyhow::Result<()>,
+        port: u16,
+    ) {
+        let mut config = config.clone();
+        let publishing: Vec<usize> = (0..topology(&mut config).apps.len())
+            .filter(|&i| topology(&mut config).apps[i].kind == keys.kind)
+            .collect();
+        let first = topology(&mut config).apps[publishing[0]].name.clone();
+        let e = validate(&config).unwrap_err().to_string();
+        let named = format!("topology.apps.{}: {first}", keys.stream.key);
+        assert!(e.contains(&named) && e.contains("[dqm]"), "{e}");
+        let mut expected = Vec::new();
+        for (&i, port) in publishing.iter().zip(port..) {
+            let app = &mut topology(&mut config).apps[i];
+            let bound = format!("tcp://*:{port}");
+            app.fields.insert(keys.stream.key.into(), bound.into());
+            expected.push(SampleStream {
+                app: app.name.clone(),
+                endpoint: format!("tcp://127.0.0.1:{port}"),
+            });
+        }
+        validate(&config).unwrap();
+        assert_eq!(keys.streams(topology(&mut config)).unwrap(), expected);
+        let mut zero = config.clone();
+        let app = &mut topology(&mut zero).apps[publishing[0]];
+        app.fields.insert(keys.every.key.into(), 0.into());
+        let e = validate(&zero).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{}: must be >= 1", keys.every.key)),
+            "{e}"
+        );
+        let mut elsewhere = config;
+        let app = &mut topology(&mut elsewhere).apps[0];
+        assert_ne!(app.kind, keys.kind);
+        app.fields
+            .insert(keys.stream.key.into(), "tcp://x:1".into());
+        let e = validate(&elsewhere).unwrap_err().to_string();
+        assert!(e.contains(keys.stream.elsewhere), "{e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,6 +622,21 @@ mod tests {
             };
             assert_eq!(message.single_frame().unwrap(), vec![i; 4]);
         }
+    }
+
+    /// A stream bound on every interface is reached at its application's host; one bound
+    /// on an address, or not over TCP, where it is bound.
+    #[test]
+    fn a_wildcard_stream_is_reached_at_its_application_s_host() {
+        assert_eq!(
+            reachable("tcp://0.0.0.0:9", "tcp://10.1.2.3:7104"),
+            "tcp://10.1.2.3:9"
+        );
+        assert_eq!(
+            reachable("tcp://10.0.0.7:9", "tcp://10.1.2.3:7104"),
+            "tcp://10.0.0.7:9"
+        );
+        assert_eq!(reachable("ipc:///tmp/s", "tcp://h:1"), "ipc:///tmp/s");
     }
 
     #[test]

@@ -29,8 +29,8 @@ use swdaq_evb::metrics::builder_cpu_ticks;
 use swdaq_evb::pause::TriggerClock;
 use swdaq_evb::{Drills, EvbRun, EvbSummary};
 use swdaq_format::FormatError;
+use swdaq_monitor::StatsThread;
 use swdaq_monitor::proc::USER_HZ;
-use swdaq_monitor::{Registry, StatsThread};
 use swdaq_trigger::TriggerControl;
 
 /// The event builder as applications: launched, stopped event manager first, then builder
@@ -44,17 +44,14 @@ pub fn run_apps(
 ) -> anyhow::Result<AppsSummary> {
     config.validate()?;
     // Subscribed before the applications start, so that the first events are taken.
-    let dqm = StreamedDqm::start(
+    let dqm = StreamedDqm::start_for_topology(
         &config.dqm,
-        &config.run.output_dir,
-        EVENT_STREAMS.streams(&config.topology)?,
-        config.topology.max_message_mb.saturating_mul(1 << 20),
+        &config.run,
+        &config.topology,
+        &EVENT_STREAMS,
         fill_published,
-        &Registry::new(),
+        hooks,
     )?;
-    if let Some(dqm) = &dqm {
-        hooks.dqm(dqm.view());
-    }
     let stages = Stages {
         stop_order: &[EVM, BU, RU],
         essential: &[EVM],
@@ -67,8 +64,8 @@ pub fn run_apps(
     let plan = Plan::of(config, stages);
     let (mut summary, published) = AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config);
     if let Some(dqm) = dqm {
-        stop.waiting_for("data-quality monitoring to judge and save its histograms");
-        summary.dqm = Some(dqm.finish(&config.run, |app| published.get(app).copied()));
+        summary.dqm =
+            Some(dqm.finish_stopped(stop, &config.run, |app| published.get(app).copied()));
     }
     Ok(summary)
 }

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use swdaq_monitor::{Registry, StatsThread};
+use swdaq_monitor::StatsThread;
 use swdaq_trigger::TriggerControl;
 
 /// Runs until the duration, `max_l1as`, a stop request or a storage failure ends it; `hooks` hear when data
@@ -116,17 +116,14 @@ pub fn run_apps(
 ) -> anyhow::Result<(SwrodReport, StopReason)> {
     config.validate()?;
     // Subscribed before the applications start, so that the first events are taken.
-    let dqm = StreamedDqm::start(
+    let dqm = StreamedDqm::start_for_topology(
         &config.dqm,
-        &config.run.output_dir,
-        EVENT_STREAMS.streams(&config.topology)?,
-        config.topology.max_message_mb.saturating_mul(1 << 20),
+        &config.run,
+        &config.topology,
+        &EVENT_STREAMS,
         threads::fill_published,
-        &Registry::new(),
+        hooks,
     )?;
-    if let Some(dqm) = &dqm {
-        hooks.dqm(dqm.view());
-    }
     let s = &config.swrod;
     let stages = Stages {
         stop_order: &[HLTSV, HLT, SWROD],
@@ -146,9 +143,8 @@ pub fn run_apps(
     let stop_reason = launched.stop_reason.clone();
     let mut report = merge(launched, config);
     if let Some(dqm) = dqm {
-        stop.waiting_for("data-quality monitoring to judge and save its histograms");
         let published = report.apps.as_ref().map(|a| &a.events_published);
-        report.dqm = Some(dqm.finish(&config.run, |app| {
+        report.dqm = Some(dqm.finish_stopped(stop, &config.run, |app| {
             published.and_then(|p| p.get(app)).copied()
         }));
     }

@@ -27,7 +27,6 @@ use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{Field, TopologySection};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use swdaq_monitor::Registry;
 
 impl AppContext<RunConfig> {
     /// The builders, in topology order: a builder's index here is its element id.
@@ -56,23 +55,15 @@ pub const LINKS: Field = Field {
     key: "links",
     elsewhere: "only readout applications have links",
 };
-/// A builder's record stream for online monitoring (a ZeroMQ PUB endpoint), or "".
-pub const RECORD_STREAM: Field = Field {
-    key: "record_stream",
-    elsewhere: "only builders publish records",
-};
-/// Publish every Nth record on the stream (default: `[dqm] sample_every` with `[dqm]`, else 1).
-pub const RECORD_STREAM_EVERY: Field = Field {
-    key: "record_stream_every",
-    elsewhere: "only builders publish records",
-};
-/// The builders' record streams.
-pub const RECORD_STREAMS: StreamKeys = StreamKeys {
-    kind: BUILDER,
-    stream: RECORD_STREAM,
-    every: RECORD_STREAM_EVERY,
-    items: "records",
-};
+/// A builder's record stream for online monitoring (`record_stream`: a ZeroMQ PUB endpoint,
+/// or "") and every how many records it publishes (`record_stream_every`; default:
+/// `[dqm] sample_every` with `[dqm]`, else 1).
+pub const RECORD_STREAMS: StreamKeys = StreamKeys::new(
+    BUILDER,
+    ["record_stream", "record_stream_every"],
+    "records",
+    "only builders publish records",
+);
 
 /// The chain's application kinds.
 pub(super) const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
@@ -96,7 +87,7 @@ pub(super) const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
     },
     KindSpec {
         name: BUILDER,
-        fields: &[RECORD_STREAM, RECORD_STREAM_EVERY],
+        fields: &[RECORD_STREAMS.stream, RECORD_STREAMS.every],
         count: |_| (1, usize::MAX),
         run: builder::run,
     },
@@ -165,17 +156,14 @@ pub fn run_distributed(
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
     // Subscribed before the applications start, so that the first records are taken.
-    let dqm = StreamedDqm::start(
+    let dqm = StreamedDqm::start_for_topology(
         &config.dqm,
-        &config.run.output_dir,
-        RECORD_STREAMS.streams(&config.topology)?,
-        config.topology.max_message_mb.saturating_mul(1 << 20),
+        &config.run,
+        &config.topology,
+        &RECORD_STREAMS,
         builder::fill_published,
-        &Registry::new(),
+        hooks,
     )?;
-    if let Some(dqm) = &dqm {
-        hooks.dqm(dqm.view());
-    }
     let stages = Stages {
         stop_order: &[TRIGGER, DFO, BUILDER, READOUT],
         essential: &[TRIGGER, DFO],
@@ -207,8 +195,7 @@ pub fn run_distributed(
         .with_storage_error(report.storage.as_ref());
     report.apps = outcomes;
     if let Some(dqm) = dqm {
-        stop.waiting_for("data-quality monitoring to judge and save its histograms");
-        report.dqm = Some(dqm.finish(&config.run, |app| published.get(app).copied()));
+        report.dqm = Some(dqm.finish_stopped(stop, &config.run, |app| published.get(app).copied()));
     }
     Ok(report)
 }
@@ -269,7 +256,7 @@ fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
 mod tests {
     use super::*;
     use crate::models::chain::wire::ChainMessage;
-    use crate::runtime::dqm_stream::{SampleStream, reachable};
+    use crate::runtime::dqm_stream::checks::every_stream_is_required;
     use crate::runtime::topology::App;
     use std::time::{Duration, Instant};
     use swdaq_net::Outlet;
@@ -367,31 +354,13 @@ mod tests {
     fn dqm_in_a_topology_needs_every_builder_s_record_stream() {
         let mut config = with_topology(topology());
         config.dqm.enabled = true;
-        let e = check_topology(&config).unwrap_err().to_string();
-        assert!(
-            e.contains("topology.apps.record_stream: builder-0") && e.contains("[dqm]"),
-            "{e}"
+        every_stream_is_required(
+            &config,
+            &RECORD_STREAMS,
+            |c| &mut c.topology,
+            check_topology,
+            7320,
         );
-        config.topology.apps[4]
-            .fields
-            .insert("record_stream".into(), "tcp://*:7320".into());
-        check_topology(&config).unwrap();
-        assert_eq!(
-            RECORD_STREAMS.streams(&config.topology).unwrap(),
-            [SampleStream {
-                app: "builder-0".into(),
-                endpoint: "tcp://127.0.0.1:7320".into(),
-            }]
-        );
-        assert_eq!(
-            reachable("tcp://0.0.0.0:9", "tcp://10.1.2.3:7104"),
-            "tcp://10.1.2.3:9"
-        );
-        assert_eq!(
-            reachable("tcp://10.0.0.7:9", "tcp://10.1.2.3:7104"),
-            "tcp://10.0.0.7:9"
-        );
-        assert_eq!(reachable("ipc:///tmp/s", "tcp://h:1"), "ipc:///tmp/s");
     }
 
     #[test]

@@ -26,7 +26,6 @@ pub mod unit;
 use super::config::EvbRunConfig;
 use crate::runtime::app::KindSpec;
 use crate::runtime::dqm_stream::StreamKeys;
-use crate::runtime::topology::Field;
 pub use unit::{EvbAppReport, EvbContext};
 
 /// The event manager, readout unit 0 (it sees the trigger).
@@ -36,25 +35,16 @@ pub const RU: &str = "ru";
 /// A builder unit (0.., in topology order).
 pub const BU: &str = "bu";
 
-/// A builder unit's event stream for online monitoring (a ZeroMQ PUB endpoint), or "".
-pub const EVENT_STREAM: Field = Field {
-    key: "event_stream",
-    elsewhere: "only builder units publish events",
-};
-/// Publish every Nth built event on the stream (default: `[dqm] sample_every` with `[dqm]`,
-/// else 1).
-pub const EVENT_STREAM_EVERY: Field = Field {
-    key: "event_stream_every",
-    elsewhere: "only builder units publish events",
-};
-/// The builder units' event streams: each publishes every Nth event it hands its writer,
-/// one message of one frame, the event as written (FRD v6).
-pub const EVENT_STREAMS: StreamKeys = StreamKeys {
-    kind: BU,
-    stream: EVENT_STREAM,
-    every: EVENT_STREAM_EVERY,
-    items: "events",
-};
+/// A builder unit's event stream for online monitoring (`event_stream`: a ZeroMQ PUB
+/// endpoint, or "") and every how many events it publishes (`event_stream_every`; default:
+/// `[dqm] sample_every` with `[dqm]`, else 1): each event it hands its writer, one message of
+/// one frame, the event as written (FRD v6).
+pub const EVENT_STREAMS: StreamKeys = StreamKeys::new(
+    BU,
+    ["event_stream", "event_stream_every"],
+    "events",
+    "only builder units publish events",
+);
 
 /// The event builder's application kinds: one `evm`, `readout_units - 1` `ru` and
 /// `builder_units` `bu`.
@@ -76,7 +66,7 @@ pub const KINDS: &[KindSpec<EvbRunConfig, EvbAppReport>] = &[
     },
     KindSpec {
         name: BU,
-        fields: &[EVENT_STREAM, EVENT_STREAM_EVERY],
+        fields: &[EVENT_STREAMS.stream, EVENT_STREAMS.every],
         count: |c| (c.evb.builder_units as usize, c.evb.builder_units as usize),
         run: bu::run,
     },
@@ -91,7 +81,7 @@ impl crate::runtime::model::Applications for EvbRunConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::dqm_stream::SampleStream;
+    use crate::runtime::dqm_stream::checks::every_stream_is_required;
 
     /// With `[dqm]`, a builder unit without an event stream is refused by name, as is a
     /// stream on another kind or a zero `event_stream_every`; with every builder unit's
@@ -101,40 +91,12 @@ mod tests {
         let shipped = include_str!("../../../../../../configs/evb-apps.toml");
         let mut config = crate::models::evb::config::parse(shipped).unwrap();
         config.dqm.enabled = true;
-        let e = config.validate().unwrap_err().to_string();
-        assert!(
-            e.contains("topology.apps.event_stream: bu-0") && e.contains("[dqm]"),
-            "{e}"
+        every_stream_is_required(
+            &config,
+            &EVENT_STREAMS,
+            |c| &mut c.topology,
+            |c| c.validate(),
+            7390,
         );
-        let bus: Vec<usize> = (0..config.topology.apps.len())
-            .filter(|&i| config.topology.apps[i].kind == BU)
-            .collect();
-        for (n, &i) in bus.iter().enumerate() {
-            let stream = format!("tcp://*:{}", 7390 + n);
-            (config.topology.apps[i].fields).insert(EVENT_STREAM.key.into(), stream.into());
-        }
-        config.validate().unwrap();
-        let streams = EVENT_STREAMS.streams(&config.topology).unwrap();
-        assert_eq!(
-            streams,
-            bus.iter()
-                .enumerate()
-                .map(|(n, &i)| SampleStream {
-                    app: config.topology.apps[i].name.clone(),
-                    endpoint: format!("tcp://127.0.0.1:{}", 7390 + n),
-                })
-                .collect::<Vec<_>>()
-        );
-        let mut zero = config.clone();
-        (zero.topology.apps[bus[0]].fields).insert(EVENT_STREAM_EVERY.key.into(), 0.into());
-        let e = zero.validate().unwrap_err().to_string();
-        assert!(e.contains("event_stream_every: must be >= 1"), "{e}");
-        let mut elsewhere = config.clone();
-        (elsewhere.topology.apps[0].fields).insert(EVENT_STREAM.key.into(), "tcp://x:1".into());
-        let e = elsewhere.validate().unwrap_err().to_string();
-        assert!(e.contains("only builder units publish events"), "{e}");
-        // Without [dqm] a builder unit needs no stream.
-        let shipped = crate::models::evb::config::parse(shipped).unwrap();
-        assert!(EVENT_STREAMS.streams(&shipped.topology).unwrap().is_empty());
     }
 }

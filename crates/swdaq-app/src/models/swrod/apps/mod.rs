@@ -112,25 +112,16 @@ pub const CARDS: Field = Field {
     elsewhere: "only swrod applications have FELIX cards",
 };
 
-/// An HLT application's event stream for online monitoring (a ZeroMQ PUB endpoint), or "".
-pub const EVENT_STREAM: Field = Field {
-    key: "event_stream",
-    elsewhere: "only hlt applications publish events",
-};
-/// Publish every Nth stored event on the stream (default: `[dqm] sample_every` with
-/// `[dqm]`, else 1).
-pub const EVENT_STREAM_EVERY: Field = Field {
-    key: "event_stream_every",
-    elsewhere: "only hlt applications publish events",
-};
-/// The HLT applications' event streams: each publishes every Nth full event it hands its
-/// storage, one message of one frame, the event as stored (eformat v5).
-pub const EVENT_STREAMS: StreamKeys = StreamKeys {
-    kind: HLT,
-    stream: EVENT_STREAM,
-    every: EVENT_STREAM_EVERY,
-    items: "events",
-};
+/// An HLT application's event stream for online monitoring (`event_stream`: a ZeroMQ PUB
+/// endpoint, or "") and every how many events it publishes (`event_stream_every`; default:
+/// `[dqm] sample_every` with `[dqm]`, else 1): each full event it stores, one message of one
+/// frame, the event as stored (eformat v5).
+pub const EVENT_STREAMS: StreamKeys = StreamKeys::new(
+    HLT,
+    ["event_stream", "event_stream_every"],
+    "events",
+    "only hlt applications publish events",
+);
 
 /// The SW ROD's application kinds.
 pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
@@ -148,7 +139,7 @@ pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
     },
     KindSpec {
         name: HLT,
-        fields: &[EVENT_STREAM, EVENT_STREAM_EVERY],
+        fields: &[EVENT_STREAMS.stream, EVENT_STREAMS.every],
         count: |_| (1, usize::MAX),
         run: hlt::run,
     },
@@ -215,7 +206,7 @@ fn robs_of(config: &SwrodRunConfig, cards: &[u16]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::dqm_stream::SampleStream;
+    use crate::runtime::dqm_stream::checks::every_stream_is_required;
 
     /// With `[dqm]`, an HLT application without an event stream is refused by name, as is a
     /// stream on another kind or a zero `event_stream_every`; with every HLT application's
@@ -225,37 +216,12 @@ mod tests {
         let shipped = include_str!("../../../../../../configs/swrod-apps.toml");
         let mut config = crate::models::swrod::config::parse(shipped).unwrap();
         config.dqm.enabled = true;
-        let e = config.validate().unwrap_err().to_string();
-        assert!(
-            e.contains("topology.apps.event_stream: hlt-0") && e.contains("[dqm]"),
-            "{e}"
+        every_stream_is_required(
+            &config,
+            &EVENT_STREAMS,
+            |c| &mut c.topology,
+            |c| c.validate(),
+            7395,
         );
-        let hlts: Vec<usize> = (0..config.topology.apps.len())
-            .filter(|&i| config.topology.apps[i].kind == HLT)
-            .collect();
-        for (n, &i) in hlts.iter().enumerate() {
-            let stream = format!("tcp://0.0.0.0:{}", 7395 + n);
-            (config.topology.apps[i].fields).insert(EVENT_STREAM.key.into(), stream.into());
-        }
-        config.validate().unwrap();
-        let streams = EVENT_STREAMS.streams(&config.topology).unwrap();
-        assert_eq!(
-            streams,
-            hlts.iter()
-                .enumerate()
-                .map(|(n, &i)| SampleStream {
-                    app: config.topology.apps[i].name.clone(),
-                    endpoint: format!("tcp://127.0.0.1:{}", 7395 + n),
-                })
-                .collect::<Vec<_>>()
-        );
-        let mut zero = config.clone();
-        (zero.topology.apps[hlts[0]].fields).insert(EVENT_STREAM_EVERY.key.into(), 0.into());
-        let e = zero.validate().unwrap_err().to_string();
-        assert!(e.contains("event_stream_every: must be >= 1"), "{e}");
-        let mut elsewhere = config.clone();
-        (elsewhere.topology.apps[0].fields).insert(EVENT_STREAM.key.into(), "tcp://x:1".into());
-        let e = elsewhere.validate().unwrap_err().to_string();
-        assert!(e.contains("only hlt applications publish events"), "{e}");
     }
 }
