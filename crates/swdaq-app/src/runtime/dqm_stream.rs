@@ -39,6 +39,10 @@ use swdaq_dqm::HistSet;
 use swdaq_dqm::sample::{SampleCounts, SampleTap, Sampler};
 use swdaq_monitor::Registry;
 
+/// How long a closed publisher's unsent messages are given to leave.
+pub const PUBLISHER_LINGER: Duration = Duration::from_secs(1);
+/// How long a publishing thread waits for its first subscriber before it sends.
+pub const SUBSCRIBER_WAIT: Duration = Duration::from_secs(2);
 /// Longest wait for a message before the stop is looked at again.
 pub const POLL: Duration = Duration::from_millis(100);
 /// Once told to stop, messages still arriving are taken for at most this long (the
@@ -174,20 +178,20 @@ impl StreamKeys {
         Ok(streams)
     }
 
-    /// Application `app`'s publisher, bound (none without a stream), and every how many
-    /// items it publishes: its `every`, else `default_every`.
+    /// Application `app`'s publisher, bound (none without a stream), its queue `dqm.queue`
+    /// samples, and every how many items it publishes: its `every`, else [`default_every`].
     pub fn open(
         &self,
         context: &zmq::Context,
         app: &App,
-        default_every: u64,
+        dqm: &DqmSection,
     ) -> anyhow::Result<Option<(SamplePublisher, u64)>> {
         let address: String = app.field(self.stream.key)?;
         if address.is_empty() {
             return Ok(None);
         }
-        let every = app.field_or(self.every.key, default_every)?;
-        let publisher = SamplePublisher::bind(context, &address)
+        let every = app.field_or(self.every.key, default_every(dqm))?;
+        let publisher = SamplePublisher::bind(context, &address, dqm.queue)
             .with_context(|| format!("{}: {} {address}", app.name, self.stream.key))?;
         Ok(Some((publisher, every.max(1))))
     }
@@ -218,22 +222,55 @@ pub fn reachable(bound: &str, address: &str) -> String {
     }
 }
 
-/// A ZeroMQ PUB socket publishing samples: a subscriber that cannot keep up loses them (PUB
-/// drops at its high-water mark), never the publisher's time.
+/// A ZeroMQ publishing socket for samples: a subscriber that cannot keep up loses them (a
+/// publisher drops at its high-water mark), never the publisher's time. It is an XPUB, which
+/// publishes as a PUB does and hears its subscribers subscribe
+/// ([`SamplePublisher::wait_for_subscriber`]).
 pub struct SamplePublisher {
     socket: zmq::Socket,
     counts: Published,
 }
 
 impl SamplePublisher {
-    pub fn bind(context: &zmq::Context, address: &str) -> anyhow::Result<Self> {
-        let socket = context.socket(zmq::PUB)?;
-        socket.set_linger(0)?;
+    /// Bound at `address`, holding at most `queue` messages for a subscriber (more are
+    /// dropped); what it holds when closed is given [`PUBLISHER_LINGER`] to leave (a unit
+    /// that ends publishes its last samples).
+    pub fn bind(context: &zmq::Context, address: &str, queue: usize) -> anyhow::Result<Self> {
+        let socket = context.socket(zmq::XPUB)?;
+        socket.set_linger(PUBLISHER_LINGER.as_millis() as i32)?;
+        socket.set_sndhwm(i32::try_from(queue).unwrap_or(i32::MAX))?;
         socket.bind(address)?;
         Ok(Self {
             socket,
             counts: Published::default(),
         })
+    }
+
+    /// Waits at most `within` for a subscriber's subscription: what is sent before one has
+    /// arrived is dropped by ZeroMQ, and a unit that builds its first events at once would
+    /// otherwise publish them to nobody (the supervisor connects before the applications
+    /// start, and reaches a socket once it is bound). Whether one came.
+    pub fn wait_for_subscriber(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.socket.poll(zmq::POLLIN, left.as_millis() as i64) {
+                Ok(0) => return false,
+                Ok(_) => {
+                    // A subscription is a message whose first byte is 1 (0: unsubscribe).
+                    if let Ok(m) = self.socket.recv_bytes(zmq::DONTWAIT)
+                        && m.first() == Some(&1)
+                    {
+                        return true;
+                    }
+                }
+                Err(zmq::Error::EINTR) => {}
+                Err(_) => return false,
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+        }
     }
 
     /// Sends one sample as a multipart message, never waiting: one the socket refuses is
@@ -260,6 +297,8 @@ impl SamplePublisher {
 /// (every `every`-th item into a queue of `queue`, a full queue a counted drop, as in one
 /// process) and the thread, which publishes each sample as one frame until the sampler is
 /// dropped and returns what it sent. [`PublishingThread::finish`] adds the sampler's drops.
+/// The thread first waits up to [`SUBSCRIBER_WAIT`] for the supervisor's subscription, the
+/// samples meanwhile in the queue (never the unit's time: a full queue is a counted drop).
 pub fn publish_samples(
     mut publisher: SamplePublisher,
     every: u64,
@@ -272,6 +311,7 @@ pub fn publish_samples(
     let handle = std::thread::Builder::new()
         .name("dqm-publisher".into())
         .spawn(move || {
+            publisher.wait_for_subscriber(SUBSCRIBER_WAIT);
             for sample in rx {
                 publisher.send([sample]);
             }
@@ -591,13 +631,12 @@ mod tests {
     #[test]
     fn sampled_items_are_published_one_frame_each_and_counted() {
         let context = zmq::Context::new();
-        let publisher = SamplePublisher::bind(&context, "tcp://127.0.0.1:*").unwrap();
+        let publisher = SamplePublisher::bind(&context, "tcp://127.0.0.1:*", 64).unwrap();
         let endpoint = publisher.socket.get_last_endpoint().unwrap().unwrap();
         let subscriber = context.socket(zmq::SUB).unwrap();
         subscriber.set_subscribe(b"").unwrap();
         subscriber.connect(&endpoint).unwrap();
-        // A PUB drops what it sends before the subscription has reached it.
-        std::thread::sleep(Duration::from_millis(300));
+        // Sampled at once: the thread sends once the subscription has reached it.
         let registry = Registry::new();
         let (mut sampler, thread) = publish_samples(publisher, 3, 64, &registry).unwrap();
         for i in 0..10u8 {

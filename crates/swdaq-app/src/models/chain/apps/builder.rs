@@ -15,7 +15,7 @@ use crate::models::chain::system::{
 };
 use crate::models::chain::wire::ChainMessage;
 use crate::runtime::app::{AppContext, Clock};
-use crate::runtime::dqm_stream::{SamplePublisher, StreamMessage, default_every};
+use crate::runtime::dqm_stream::{SUBSCRIBER_WAIT, SamplePublisher, StreamMessage};
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -233,8 +233,13 @@ struct RecordStream {
 
 impl RecordStream {
     fn open(ctx: &AppContext<RunConfig>) -> anyhow::Result<Option<Self>> {
-        let every = default_every(&ctx.config.dqm);
-        let opened = super::RECORD_STREAMS.open(&ctx.zmq, &ctx.spec, every)?;
+        let opened = super::RECORD_STREAMS.open(&ctx.zmq, &ctx.spec, &ctx.config.dqm)?;
+        if let Some((publisher, _)) = &opened
+            && ctx.config.dqm.enabled
+        {
+            // Before the builder says it is ready: its first records go to the supervisor.
+            publisher.wait_for_subscriber(SUBSCRIBER_WAIT);
+        }
         Ok(opened.map(|(publisher, every)| Self {
             publisher,
             every,

@@ -6,7 +6,7 @@
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, position};
 use crate::models::evb::wire::EvbMessage;
-use crate::runtime::dqm_stream::{default_every, publish_samples};
+use crate::runtime::dqm_stream::publish_samples;
 use crate::runtime::stdio as control;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
@@ -63,8 +63,7 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     }
     // Every Nth event it hands its writer published for the supervisor's monitoring
     // (`event_stream`), by a thread of its own: the unit never waits for it.
-    let every = default_every(&ctx.config.dqm);
-    let publishing = match super::EVENT_STREAMS.open(&ctx.zmq, &ctx.spec, every)? {
+    let publishing = match super::EVENT_STREAMS.open(&ctx.zmq, &ctx.spec, &ctx.config.dqm)? {
         Some((publisher, every)) => Some(publish_samples(
             publisher,
             every,

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, ToStore, hlt_thread};
 use crate::models::swrod::wire::SwrodMessage;
-use crate::runtime::dqm_stream::{default_every, publish_samples};
+use crate::runtime::dqm_stream::publish_samples;
 use crate::runtime::stdio as control;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
@@ -61,8 +61,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     let (robs, ports, queues) = Robs::new(robs, to_swrods);
     // Every Nth event it stores published for the supervisor's monitoring (`event_stream`),
     // by a thread of its own: the HLT never waits for it.
-    let every = default_every(&config.dqm);
-    let publishing = match super::EVENT_STREAMS.open(&ctx.zmq, &ctx.spec, every)? {
+    let publishing = match super::EVENT_STREAMS.open(&ctx.zmq, &ctx.spec, &ctx.config.dqm)? {
         Some((publisher, every)) => Some(publish_samples(
             publisher,
             every,
