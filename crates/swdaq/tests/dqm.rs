@@ -6,7 +6,10 @@
 //! `swdaq dqm` computes over its files (event builder and SW ROD) and is on record with them;
 //! judged against a reference run it flags the same grown FED; a full sample queue is counted
 //! drops, never a stalled run. The chain's online monitoring flags a dead and a noisy channel
-//! by number against a clean reference run.
+//! by number against a clean reference run. As applications, each model is monitored by the
+//! supervising process from the streams its writing applications publish (the chain's
+//! builders' records, the event builder's builder units' and the SW ROD's HLT applications'
+//! events).
 
 mod common;
 
@@ -608,15 +611,7 @@ fn a_chain_topology_is_monitored_from_its_builders_record_streams() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("chain-apps");
     // The streams' ports held while the inboxes' are chosen: no two the same.
-    let held: Vec<std::net::TcpListener> = (0..2)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let streams: Vec<String> = (held.iter())
-        .map(|l| {
-            let port = l.local_addr().unwrap().port();
-            format!("record_stream = \"tcp://127.0.0.1:{port}\"")
-        })
-        .collect();
+    let (held, streams) = stream_keys("record_stream", 2);
     let apps = common::loopback_topology_apps(&[
         ("readout-0", "readout", "links = [0]"),
         ("readout-1", "readout", "links = [1]"),
@@ -654,10 +649,129 @@ fn a_chain_topology_is_monitored_from_its_builders_record_streams() {
     }
 }
 
-/// The event builder's applications publish no samples: `[dqm]` with their `[topology]` is
-/// refused before anything starts, saying DQM in a topology is for the chain only.
+/// `n` free loopback ports for sample streams, held (until the listeners are dropped) while
+/// the topology's inboxes are chosen, as `KEY = "tcp://127.0.0.1:PORT"` lines.
+fn stream_keys(key: &str, n: usize) -> (Vec<std::net::TcpListener>, Vec<String>) {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let lines = (held.iter())
+        .map(|l| {
+            let port = l.local_addr().unwrap().port();
+            format!("{key} = \"tcp://127.0.0.1:{port}\"")
+        })
+        .collect();
+    (held, lines)
+}
+
+/// What a topology's monitoring took in, from its summary: every event published was
+/// either sampled or counted dropped (`published` of them), some were sampled, none was
+/// unreadable, and the saved set holds exactly the samples.
+fn streamed_set(out: &Path, summary: &Value, published: u64) -> swdaq_dqm::HistSet {
+    let dqm = &summary["dqm"];
+    let sampled = dqm["sampled"].as_u64().unwrap();
+    assert!(sampled >= 20, "{summary}");
+    assert_eq!(
+        sampled + dqm["dropped"].as_u64().unwrap(),
+        published,
+        "every event published: {dqm}"
+    );
+    assert_eq!(dqm["unreadable"].as_u64(), Some(0), "{dqm}");
+    let saved = saved_set(out, summary);
+    assert_eq!(saved.events, sampled);
+    saved
+}
+
+/// The event builder as applications with `[dqm]`: the process running `swdaq run` monitors
+/// the events its builder unit publishes on its `event_stream` and saves the set beside the
+/// run's data; FED 1, sending fragments three times FED 0's size, shows it in its own size
+/// histogram.
 #[test]
-fn dqm_in_an_event_builder_topology_is_refused_naming_the_chain() {
+fn an_event_builder_topology_is_monitored_from_its_builder_units_event_streams() {
+    let _alone = not_beside_a_topology();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("evb-apps");
+    let (held, streams) = stream_keys("event_stream", 1);
+    let apps = common::loopback_topology_apps(&[("evm", "evm", ""), ("bu-0", "bu", &streams[0])]);
+    drop(held);
+    let events = 2000;
+    let model = format!(
+        "{}[dqm]\nenabled = true\nsample_every = 1\nqueue = 4096\nmax_core_share = 1.0\n\
+         [topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n{apps}",
+        evb_section(3, 3072, events)
+    );
+    // Applications wait for the stop once `max_events` is reached: the run lasts its
+    // duration, long enough for them.
+    let summary = run_into(&out, &dir.path().join("evb-apps.toml"), 3.0, &model);
+    let saved = streamed_set(&out, &summary, events);
+    let mean = |name: &str| {
+        let h = saved
+            .histograms
+            .get(name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(h.entries(), saved.events, "{name}");
+        h.mean_and_rms().unwrap().0
+    };
+    let (fed0, fed1) = (mean("fed_size_0000"), mean("fed_size_0001"));
+    assert!(fed1 > 2.5 * fed0, "FED 1 {fed1} bytes, FED 0 {fed0}");
+    assert!(mean("event_size") > fed0 + fed1, "{summary}");
+    assert_eq!(saved.histograms["feds_per_event"].bins()[2], saved.events);
+}
+
+/// The SW ROD as applications with `[dqm]`: the process running `swdaq run` monitors the
+/// events its HLT application publishes on its `event_stream`; e-link 3, dying after 200 L1
+/// accepts, shows on its ROB's missing e-link map at its index and nowhere else.
+#[test]
+fn a_swrod_topology_is_monitored_from_its_hlt_applications_event_streams() {
+    let _alone = not_beside_a_topology();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("swrod-apps");
+    let (held, streams) = stream_keys("event_stream", 1);
+    let apps = common::loopback_topology_apps(&[
+        ("swrod-0", "swrod", "cards = [0]"),
+        ("hltsv", "hltsv", ""),
+        ("hlt-0", "hlt", &streams[0]),
+    ]);
+    drop(held);
+    let model = format!(
+        "{}[dqm]\nenabled = true\nsample_every = 1\nqueue = 2048\nmax_core_share = 1.0\n\
+         [topology]\nheartbeat_ms = 100\npeer_timeout_ms = 1000\nsend_timeout_ms = 500\n{apps}",
+        // Applications follow the L1A clock, which needs a rate: 1000 L1 accepts in a second.
+        swrod_sections(7, "dead_elinks = [{ elink = 3, after_l1as = 200 }]")
+            .replace("l1a_rate_hz = 0.0", "l1a_rate_hz = 1000.0")
+    );
+    let summary = run_into(&out, &dir.path().join("swrod-apps.toml"), 30.0, &model);
+    let saved = streamed_set(&out, &summary, 1000);
+    let hist = |name: &str| {
+        saved
+            .histograms
+            .get(name)
+            .unwrap_or_else(|| panic!("{name}"))
+    };
+    // E-link 3, hit in (nearly) every event sampled after its death.
+    let dead = hist("missing_elinks_00710000").bins();
+    let hit: Vec<usize> = (0..dead.len()).filter(|&i| dead[i] != 0).collect();
+    assert_eq!(hit, [3], "{dead:?}");
+    assert!(
+        dead[3] * 10 >= saved.events * 7,
+        "{dead:?} of {}",
+        saved.events
+    );
+    let other = hist("missing_elinks_00710001");
+    assert!(other.bins().iter().all(|&c| c == 0), "{:?}", other.bins());
+    for rob in [
+        "rob_data_size_00710000",
+        "rob_data_size_00710001",
+        "event_size",
+    ] {
+        assert_eq!(hist(rob).entries(), saved.events, "{rob}");
+    }
+}
+
+/// `[dqm]` with an event-builder topology whose builder unit has no `event_stream` is
+/// refused before anything starts, naming the key and the unit.
+#[test]
+fn dqm_in_an_event_builder_topology_without_event_streams_is_refused_naming_the_unit() {
     let dir = tempfile::tempdir().unwrap();
     let apps = common::loopback_topology_apps(&[("evm", "evm", ""), ("bu-0", "bu", "")]);
     let config = dir.path().join("evb-apps.toml");
@@ -673,5 +787,8 @@ fn dqm_in_an_event_builder_topology_is_refused_naming_the_chain() {
     let done = common::swdaq_run(&config);
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert!(!done.status.success());
-    assert!(stderr.contains("for the chain only"), "{stderr}");
+    assert!(
+        stderr.contains("topology.apps.event_stream: bu-0"),
+        "{stderr}"
+    );
 }

@@ -98,19 +98,10 @@ pub fn file_name(run: u32) -> String {
 
 impl DqmSection {
     /// Checks the keys before anything starts; an error names the key. `run` is the run's
-    /// own number (0: not chosen yet); `unsampled_topology`: the run has a `[topology]` whose
-    /// applications publish no sample stream (every model's but the chain's, whose builders
-    /// publish their records: `runtime::dqm_stream`).
-    pub fn validate(&self, run: u32, unsampled_topology: bool) -> anyhow::Result<()> {
+    /// own number (0: not chosen yet). In a topology each model checks its applications'
+    /// sample streams (`runtime::dqm_stream::StreamKeys::check`).
+    pub fn validate(&self, run: u32) -> anyhow::Result<()> {
         let invalid = |what: String| Err(anyhow::anyhow!("invalid configuration: dqm.{what}"));
-        if self.enabled && unsampled_topology {
-            return invalid(
-                "enabled: DQM in a topology is for the chain only for now (its builders \
-                 publish sampled records; this model's applications have no sampling stream \
-                 yet): drop [topology] or [dqm]"
-                    .into(),
-            );
-        }
         if self.sample_every == 0 {
             return invalid("sample_every: 0: give N >= 1 (every N-th event)".into());
         }
@@ -564,7 +555,7 @@ mod tests {
             dqm: DqmSection,
         }
         let file: File = crate::run_section::parse(text, None)?;
-        file.dqm.validate(7, false)?;
+        file.dqm.validate(7)?;
         Ok(file.dqm)
     }
 
@@ -613,8 +604,6 @@ mod tests {
             let e = format!("{:#}", parse(text).unwrap_err());
             assert!(e.contains(words), "{text}: {e}");
         }
-        let e = dqm.validate(0, true).unwrap_err().to_string();
-        assert!(e.contains("for the chain only"), "{e}");
     }
 
     #[test]

@@ -197,7 +197,7 @@ impl RunConfig {
         self.recording.validate(self.topology.is_distributed())?;
         // In a topology the builders' record streams are sampled (`check_topology` asks each
         // for one): the chain's DQM runs with or without one.
-        self.dqm.validate(self.run.number, false)?;
+        self.dqm.validate(self.run.number)?;
         super::apps::check_topology(self)?;
         self.topology.check_largest_message(
             self.link_fragment_bytes(),

@@ -22,6 +22,7 @@ use super::roi_score::{RoiCoverage, RoiScorer};
 use super::sink::StorageSink;
 use crate::live::Live;
 use crate::runtime::dqm::DqmReport;
+use crate::runtime::dqm_stream::Published;
 use crate::runtime::model::RunHooks;
 use crate::runtime::monitoring::Monitoring;
 use crate::runtime::outcome::{AppOutcome, StopReason, cpu_shares};
@@ -87,9 +88,10 @@ pub struct RunReport {
     /// applications.
     #[serde(skip)]
     pub dqm: Option<DqmReport>,
-    /// Records a builder application published on its `record_stream` (0 without one):
-    /// what the supervisor's subscriber did not receive of them it counts dropped.
-    pub records_published: u64,
+    /// Records a builder application published on its `record_stream` and dropped (none
+    /// without one): what the supervisor's subscriber did not receive of them it counts
+    /// dropped.
+    pub records_published: Published,
 }
 
 /// Runs the chain until the configured duration, a stop request, storage failure (by

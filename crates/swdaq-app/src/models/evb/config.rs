@@ -68,10 +68,9 @@ impl EvbRunConfig {
         let config = self;
         config.evb.validate()?;
         config.run.validate()?;
-        config
-            .dqm
-            .validate(config.run.number, !config.topology.apps.is_empty())?;
+        config.dqm.validate(config.run.number)?;
         crate::runtime::app::check_kinds(config, super::apps::KINDS)?;
+        super::apps::EVENT_STREAMS.check(&config.topology, config.dqm.enabled)?;
         let widest_ru = config.evb.rus.iter().map(Vec::len).max().unwrap_or(0) as u64;
         let super_fragment = widest_ru.saturating_mul(config.evb.input.max_fragment_bytes as u64);
         config.topology.check_largest_message(

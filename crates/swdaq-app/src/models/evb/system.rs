@@ -3,12 +3,14 @@
 //! `[topology]` (`apps`), started by the launcher, their reports merged into the same
 //! summary with how each application ended.
 
+use super::apps::EVENT_STREAMS;
 use super::apps::EvbAppReport;
 use super::apps::{BU, EVM, RU};
 use super::config::EvbRunConfig;
 use super::summary::{summary_json, summary_text};
 use crate::live::Live;
 use crate::runtime::dqm::{DqmReport, OnlineDqm};
+use crate::runtime::dqm_stream::{Published, StreamMessage, StreamedDqm};
 use crate::runtime::launch::{Launched, Plan, Stages, launch};
 use crate::runtime::model::RunHooks;
 use crate::runtime::monitoring::Monitoring;
@@ -16,6 +18,7 @@ use crate::runtime::outcome::{AppOutcome, StopReason, apps_text};
 use crate::runtime::steering::{Steering, TriggerSteer};
 use crate::runtime::stop::StopRequest;
 use crate::runtime::supervise::{Supervised, supervise};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use swdaq_dqm::HistSet;
@@ -31,13 +34,24 @@ use swdaq_monitor::proc::USER_HZ;
 use swdaq_trigger::TriggerControl;
 
 /// The event builder as applications: launched, stopped event manager first, then builder
-/// units (once they have built and written what they hold), then readout units.
+/// units (once they have built and written what they hold), then readout units. With
+/// `[dqm]`, this process monitors the events the builder units publish.
 pub fn run_apps(
     config: &EvbRunConfig,
     exe: &Path,
     stop: &StopRequest,
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<AppsSummary> {
+    config.validate()?;
+    // Subscribed before the applications start, so that the first events are taken.
+    let dqm = StreamedDqm::start_for_topology(
+        &config.dqm,
+        &config.run,
+        &config.topology,
+        &EVENT_STREAMS,
+        fill_published,
+        hooks,
+    )?;
     let stages = Stages {
         stop_order: &[EVM, BU, RU],
         essential: &[EVM],
@@ -48,7 +62,12 @@ pub fn run_apps(
         clock_followers: &[RU],
     };
     let plan = Plan::of(config, stages);
-    Ok(AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config))
+    let (mut summary, published) = AppsSummary::merge(launch(&plan, exe, stop, hooks)?, config);
+    if let Some(dqm) = dqm {
+        summary.dqm =
+            Some(dqm.finish_stopped(stop, &config.run, |app| published.get(app).copied()));
+    }
+    Ok(summary)
 }
 
 /// The event builder's summary from its applications' reports, and how each ended.
@@ -63,14 +82,16 @@ pub struct AppsSummary {
     pub thread_cpu: Vec<(String, f64)>,
     /// CPU seconds of every reporting application's threads.
     pub cpu_seconds: f64,
-    /// Online data-quality monitoring (`[dqm]`, one process only).
+    /// Online data-quality monitoring (`[dqm]`: in one process, or from the builder units'
+    /// event streams).
     pub dqm: Option<DqmReport>,
 }
 
 impl AppsSummary {
     /// The applications' reports in one summary; builder units that died, or were declared
-    /// gone, settled with what they left in `<run.output_dir>/<name>/`.
-    fn merge(launched: Launched, config: &EvbRunConfig) -> Self {
+    /// gone, settled with what they left in `<run.output_dir>/<name>/`. Beside it, what each
+    /// builder unit published on its event stream, by name.
+    fn merge(launched: Launched, config: &EvbRunConfig) -> (Self, BTreeMap<String, Published>) {
         let mut evb = EvbSummary {
             elapsed: Duration::from_secs_f64(launched.seconds),
             ..Default::default()
@@ -88,6 +109,7 @@ impl AppsSummary {
         let mut thread_cpu = Vec::new();
         let mut cpu_seconds = 0.0;
         let mut reports = Vec::new();
+        let mut published = BTreeMap::new();
         for (_, mut outcome, bytes) in launched.apps {
             match bytes.map(|b| postcard::from_bytes::<EvbAppReport>(&b)) {
                 Some(Ok(mut r)) => {
@@ -104,6 +126,9 @@ impl AppsSummary {
             apps.push(outcome);
         }
         for (name, mut r) in reports {
+            if let Some(p) = r.events_published {
+                published.insert(name.clone(), p);
+            }
             let bu = bu_names.iter().position(|&n| n == name);
             if let Some(bu) = bu
                 && evb.evm.gone.contains(&(bu as u16))
@@ -152,7 +177,7 @@ impl AppsSummary {
                 Ok(config.run.output_dir.join(bu_names[bu as usize]))
             }
         });
-        Self {
+        let summary = Self {
             evb,
             stop_reason: launched.stop_reason,
             apps,
@@ -160,7 +185,8 @@ impl AppsSummary {
             thread_cpu,
             cpu_seconds,
             dqm: None,
-        }
+        };
+        (summary, published)
     }
 
     /// The summary of a run in one process.
@@ -272,6 +298,13 @@ pub fn run_one_process(
 /// One sampled event into the run's histograms, as `swdaq dqm` fills them from FRD files.
 fn fill_dqm(set: &mut HistSet, event: Vec<u8>) -> Result<(), FormatError> {
     swdaq_dqm::frd::fill_sample(set, &event)
+}
+
+/// One message of a builder unit's event stream into the run's histograms, as an event
+/// sampled in one process is filled; a message that is not one event is refused with why
+/// (counted unreadable).
+fn fill_published(set: &mut HistSet, message: StreamMessage) -> Result<(), String> {
+    (message.fill_sample(set, fill_dqm)).map_err(|e| format!("event stream message: {e}"))
 }
 
 /// What the event builder in one process shows the supervision loop: it ends by itself at

@@ -424,8 +424,7 @@ impl SwrodRunConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         self.run.validate()?;
         self.swrod.validate()?;
-        self.dqm
-            .validate(self.run.number, !self.topology.apps.is_empty())?;
+        self.dqm.validate(self.run.number)?;
         super::apps::check_topology(self)?;
         self.topology.check_largest_message(
             self.swrod.rob_fragment_bytes(),

@@ -4,6 +4,7 @@
 
 use super::config::SwrodSettings;
 use crate::runtime::dqm::DqmReport;
+use crate::runtime::dqm_stream::Published;
 use crate::runtime::outcome::AppOutcome;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -87,7 +88,8 @@ pub struct SwrodReport {
     pub l1as_to_hlt: u64,
     /// With applications: what only they have.
     pub apps: Option<AppsPart>,
-    /// Online data-quality monitoring (`[dqm]`, one process only).
+    /// Online data-quality monitoring (`[dqm]`: in one process, or from the HLT
+    /// applications' event streams).
     pub dqm: Option<DqmReport>,
 }
 
@@ -135,6 +137,8 @@ pub struct AppsPart {
     pub undelivered: BTreeMap<String, u64>,
     /// Each application's threads' CPU shares, named `app/thread`.
     pub thread_cpu: Vec<(String, f64)>,
+    /// What each HLT application published on its `event_stream`, by name.
+    pub events_published: BTreeMap<String, Published>,
 }
 
 /// One fault kind: injected by the emulators, and the counter that must hold it.

@@ -8,12 +8,13 @@
 //! reports merged into the same report.
 
 use super::apps::merge::merge;
-use super::apps::{HLT, HLTSV, SWROD};
+use super::apps::{EVENT_STREAMS, HLT, HLTSV, SWROD};
 use super::cards::Progress;
 use super::config::SwrodRunConfig;
 use super::report::SwrodReport;
 use super::threads;
 use crate::live::Live;
+use crate::runtime::dqm_stream::StreamedDqm;
 use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::model::RunHooks;
 use crate::runtime::monitoring::Monitoring;
@@ -105,13 +106,24 @@ impl Supervised for SwrodWatch<'_, '_> {
 
 /// The SW ROD as applications (`exe` is the `swdaq` program to start them with): run
 /// control's pause and resume go to the HLT supervisor, which holds the L1 accepts (and so
-/// the cards); the report and why the run ended.
+/// the cards); the report and why the run ended. With `[dqm]`, this process monitors the
+/// events the HLT applications publish.
 pub fn run_apps(
     config: &SwrodRunConfig,
     exe: &Path,
     stop: &StopRequest,
     hooks: &dyn RunHooks,
 ) -> anyhow::Result<(SwrodReport, StopReason)> {
+    config.validate()?;
+    // Subscribed before the applications start, so that the first events are taken.
+    let dqm = StreamedDqm::start_for_topology(
+        &config.dqm,
+        &config.run,
+        &config.topology,
+        &EVENT_STREAMS,
+        threads::fill_published,
+        hooks,
+    )?;
     let s = &config.swrod;
     let stages = Stages {
         stop_order: &[HLTSV, HLT, SWROD],
@@ -129,7 +141,13 @@ pub fn run_apps(
     };
     let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
     let stop_reason = launched.stop_reason.clone();
-    let report = merge(launched, config);
+    let mut report = merge(launched, config);
+    if let Some(dqm) = dqm {
+        let published = report.apps.as_ref().map(|a| &a.events_published);
+        report.dqm = Some(dqm.finish_stopped(stop, &config.run, |app| {
+            published.and_then(|p| p.get(app)).copied()
+        }));
+    }
     let stop_reason = stop_reason.unless_storage_failed(report.storage_error.clone());
     Ok((report, stop_reason))
 }

@@ -11,6 +11,7 @@ use super::hlt::{HltMetrics, StoreMetrics, ToStore, hlt_thread};
 use super::readout::Readout;
 use super::report::SwrodReport;
 use crate::runtime::dqm::DqmView;
+use crate::runtime::dqm_stream::StreamMessage;
 use crossbeam_channel::bounded;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -128,4 +129,11 @@ pub fn run_threads(
 /// EventStorage files.
 fn fill_dqm(set: &mut HistSet, event: Vec<u8>) -> Result<(), FormatError> {
     swdaq_dqm::swrod::fill_event(set, &event)
+}
+
+/// One message of an HLT application's event stream into the run's histograms, as an event
+/// sampled in one process is filled; a message that is not one event is refused with why
+/// (counted unreadable).
+pub(super) fn fill_published(set: &mut HistSet, message: StreamMessage) -> Result<(), String> {
+    (message.fill_sample(set, fill_dqm)).map_err(|e| format!("event stream message: {e}"))
 }

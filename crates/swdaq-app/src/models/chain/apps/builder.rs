@@ -15,8 +15,7 @@ use crate::models::chain::system::{
 };
 use crate::models::chain::wire::ChainMessage;
 use crate::runtime::app::{AppContext, Clock};
-use crate::runtime::dqm_stream::StreamMessage;
-use anyhow::Context;
+use crate::runtime::dqm_stream::{SUBSCRIBER_WAIT, SamplePublisher, StreamMessage};
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -121,7 +120,9 @@ pub fn run(ctx: &AppContext<RunConfig>) -> anyhow::Result<RunReport> {
         })
     })?;
     report.storage = sink.storage.finish();
-    report.records_published = sink.stream.as_ref().map_or(0, |s| s.published);
+    report.records_published = (sink.stream.as_ref())
+        .map(|s| s.publisher.counts())
+        .unwrap_or_default();
     (report.seconds, report.thread_cpu) = ctx.finish(&clock, monitoring);
     Ok(report)
 }
@@ -221,36 +222,29 @@ impl RecordSink for StreamingSink {
     }
 }
 
-/// A ZeroMQ PUB socket publishing every Nth record; a subscriber that cannot keep up loses
-/// records (PUB drops at its high-water mark), never the builder's time.
+/// Every Nth record published on the builder's `record_stream` (`runtime::dqm_stream`'s
+/// publisher: never waiting).
 struct RecordStream {
-    socket: zmq::Socket,
+    publisher: SamplePublisher,
     every: u64,
     seen: u64,
     last_offered: u64,
-    /// Records handed to the socket (a subscriber that falls behind may still lose them).
-    published: u64,
 }
 
 impl RecordStream {
     fn open(ctx: &AppContext<RunConfig>) -> anyhow::Result<Option<Self>> {
-        let address: String = ctx.spec.field(super::RECORD_STREAM.key)?;
-        if address.is_empty() {
-            return Ok(None);
+        let opened = super::RECORD_STREAMS.open(&ctx.zmq, &ctx.spec, &ctx.config.dqm)?;
+        if let Some((publisher, _)) = &opened
+            && ctx.config.dqm.enabled
+        {
+            // Before the builder says it is ready: its first records go to the supervisor.
+            publisher.wait_for_subscriber(SUBSCRIBER_WAIT);
         }
-        let socket = ctx.zmq.socket(zmq::PUB)?;
-        socket.set_linger(0)?;
-        socket
-            .bind(&address)
-            .with_context(|| format!("{}: record_stream {address}", ctx.spec.name))?;
-        Ok(Some(Self {
-            socket,
-            every: ctx
-                .spec
-                .field_or(super::RECORD_STREAM_EVERY.key, default_every(&ctx.config))?,
+        Ok(opened.map(|(publisher, every)| Self {
+            publisher,
+            every,
             seen: 0,
             last_offered: 0,
-            published: 0,
         }))
     }
 
@@ -265,23 +259,10 @@ impl RecordStream {
         if !(self.seen - 1).is_multiple_of(self.every) {
             return;
         }
-        let mut frames: Vec<&[u8]> = Vec::with_capacity(record.fragments.len() + 1);
         let header = record.header.to_bytes();
-        frames.push(&header);
-        frames.extend(record.fragments.iter().map(Vec::as_slice));
-        if self.socket.send_multipart(frames, zmq::DONTWAIT).is_ok() {
-            self.published += 1;
-        }
-    }
-}
-
-/// A builder's `record_stream_every` when it does not give one: with `[dqm]` on, its
-/// `sample_every` (the records sampled where they are built, as in one process), else 1.
-pub fn default_every(config: &RunConfig) -> u64 {
-    if config.dqm.enabled {
-        u64::from(config.dqm.sample_every)
-    } else {
-        1
+        let fragments = record.fragments.iter().map(Vec::as_slice);
+        self.publisher
+            .send(std::iter::once(header.as_slice()).chain(fragments));
     }
 }
 
@@ -318,7 +299,7 @@ mod tests {
     use super::*;
     use crate::run_section::RunSection;
     use crate::runtime::dqm::DqmSection;
-    use crate::runtime::dqm_stream::{SampleStream, StreamedDqm};
+    use crate::runtime::dqm_stream::{Published, SampleStream, StreamedDqm};
     use swdaq_monitor::Registry;
 
     fn record(trigger_number: u64) -> TriggerRecord {
@@ -393,7 +374,9 @@ mod tests {
         };
         // The builder says it published two more than it sent here: lost on the way.
         let sent = messages.len() as u64 + 2;
-        let report = online.finish(&run, |app| (app == "builder-0").then_some(sent));
+        let report = online.finish(&run, |app| {
+            (app == "builder-0").then_some(Published { sent, dropped: 0 })
+        });
         assert_eq!(report.error, None);
         assert_eq!(
             (report.samples.sampled, report.samples.dropped),

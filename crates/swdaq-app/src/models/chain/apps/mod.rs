@@ -18,7 +18,7 @@ pub mod trigger;
 use super::config::RunConfig;
 use super::system::RunReport;
 use crate::runtime::app::{AppContext, KindSpec, check_kinds, run_app};
-use crate::runtime::dqm_stream::{SampleStream, StreamedDqm};
+use crate::runtime::dqm_stream::{Published, StreamKeys, StreamedDqm};
 use crate::runtime::launch::{Plan, Stages, launch};
 use crate::runtime::model::RunHooks;
 use crate::runtime::outcome::StopReason;
@@ -27,7 +27,6 @@ use crate::runtime::stop::StopRequest;
 use crate::runtime::topology::{Field, TopologySection};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use swdaq_monitor::Registry;
 
 impl AppContext<RunConfig> {
     /// The builders, in topology order: a builder's index here is its element id.
@@ -56,16 +55,15 @@ pub const LINKS: Field = Field {
     key: "links",
     elsewhere: "only readout applications have links",
 };
-/// A builder's record stream for online monitoring (a ZeroMQ PUB endpoint), or "".
-pub const RECORD_STREAM: Field = Field {
-    key: "record_stream",
-    elsewhere: "only builders publish records",
-};
-/// Publish every Nth record on the stream (default 1).
-pub const RECORD_STREAM_EVERY: Field = Field {
-    key: "record_stream_every",
-    elsewhere: "only builders publish records",
-};
+/// A builder's record stream for online monitoring (`record_stream`: a ZeroMQ PUB endpoint,
+/// or "") and every how many records it publishes (`record_stream_every`; default:
+/// `[dqm] sample_every` with `[dqm]`, else 1).
+pub const RECORD_STREAMS: StreamKeys = StreamKeys::new(
+    BUILDER,
+    ["record_stream", "record_stream_every"],
+    "records",
+    "only builders publish records",
+);
 
 /// The chain's application kinds.
 pub(super) const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
@@ -89,7 +87,7 @@ pub(super) const KINDS: &[KindSpec<RunConfig, RunReport>] = &[
     },
     KindSpec {
         name: BUILDER,
-        fields: &[RECORD_STREAM, RECORD_STREAM_EVERY],
+        fields: &[RECORD_STREAMS.stream, RECORD_STREAMS.every],
         count: |_| (1, usize::MAX),
         run: builder::run,
     },
@@ -111,23 +109,7 @@ pub fn check_topology(config: &RunConfig) -> anyhow::Result<()> {
     }
     let links = config.emulator.links;
     let mut covered = BTreeSet::new();
-    for (_, a) in topology.of_kind(BUILDER) {
-        let every: u64 = a.field_or(RECORD_STREAM_EVERY.key, 1)?;
-        anyhow::ensure!(
-            every >= 1,
-            "invalid configuration: topology.apps.record_stream_every: must be >= 1"
-        );
-        let stream: String = a.field(RECORD_STREAM.key)?;
-        // Its port is the user's to choose, as every address of the topology is: the
-        // supervisor cannot tell a port free on another host, nor open one on a firewall.
-        anyhow::ensure!(
-            !config.dqm.enabled || !stream.is_empty(),
-            "invalid configuration: topology.apps.record_stream: {}: [dqm] in a topology \
-             monitors the records every builder publishes: give it record_stream = \
-             \"tcp://HOST:PORT\" (a port of its host, free) or drop [dqm]",
-            a.name
-        );
-    }
+    RECORD_STREAMS.check(topology, config.dqm.enabled)?;
     for (_, a) in topology.of_kind(READOUT) {
         for l in links_of(a)? {
             anyhow::ensure!(
@@ -162,37 +144,6 @@ pub fn readouts(topology: &TopologySection) -> anyhow::Result<Vec<(u32, Vec<u32>
         .collect()
 }
 
-/// Every builder's record stream, where the supervisor connects to it: a stream bound on
-/// every interface (`*`, `0.0.0.0`) is reached at its builder's own address's host.
-pub fn record_streams(topology: &TopologySection) -> anyhow::Result<Vec<SampleStream>> {
-    let mut streams = Vec::new();
-    for (_, a) in topology.of_kind(BUILDER) {
-        let bound: String = a.field(RECORD_STREAM.key)?;
-        if !bound.is_empty() {
-            streams.push(SampleStream {
-                app: a.name.clone(),
-                endpoint: reachable(&bound, &a.address),
-            });
-        }
-    }
-    Ok(streams)
-}
-
-/// `bound` (`tcp://HOST:PORT`) with a wildcard host replaced by the host of `address`.
-fn reachable(bound: &str, address: &str) -> String {
-    let host_of = |endpoint: &str| {
-        let rest = endpoint.strip_prefix("tcp://")?;
-        Some(rest.rsplit_once(':')?.0.to_owned())
-    };
-    match (host_of(bound), host_of(address)) {
-        (Some(wild), Some(host)) if wild == "*" || wild == "0.0.0.0" => {
-            let port = bound.rsplit_once(':').map_or("", |(_, p)| p);
-            format!("tcp://{host}:{port}")
-        }
-        _ => bound.to_owned(),
-    }
-}
-
 /// Runs the topology's applications (`exe` is the `swdaq` program to start them with),
 /// telling `hooks` when they have started, their live figures and when the stop begins;
 /// run-control requests go to the trigger application, bursts to the readout applications.
@@ -205,17 +156,14 @@ pub fn run_distributed(
 ) -> anyhow::Result<RunReport> {
     config.validate()?;
     // Subscribed before the applications start, so that the first records are taken.
-    let dqm = StreamedDqm::start(
+    let dqm = StreamedDqm::start_for_topology(
         &config.dqm,
-        &config.run.output_dir,
-        record_streams(&config.topology)?,
-        config.topology.max_message_mb.saturating_mul(1 << 20),
+        &config.run,
+        &config.topology,
+        &RECORD_STREAMS,
         builder::fill_published,
-        &Registry::new(),
+        hooks,
     )?;
-    if let Some(dqm) = &dqm {
-        hooks.dqm(dqm.view());
-    }
     let stages = Stages {
         stop_order: &[TRIGGER, DFO, BUILDER, READOUT],
         essential: &[TRIGGER, DFO],
@@ -228,7 +176,7 @@ pub fn run_distributed(
     let launched = launch(&Plan::of(config, stages), exe, stop, hooks)?;
     let mut reports = Vec::new();
     let mut outcomes = Vec::new();
-    let mut published = BTreeMap::new();
+    let mut published: BTreeMap<String, Published> = BTreeMap::new();
     for (kind, mut outcome, bytes) in launched.apps {
         match bytes.map(|b| postcard::from_bytes::<RunReport>(&b)) {
             Some(Ok(r)) => {
@@ -247,8 +195,7 @@ pub fn run_distributed(
         .with_storage_error(report.storage.as_ref());
     report.apps = outcomes;
     if let Some(dqm) = dqm {
-        stop.waiting_for("data-quality monitoring to judge and save its histograms");
-        report.dqm = Some(dqm.finish(&config.run, |app| published.get(app).copied()));
+        report.dqm = Some(dqm.finish_stopped(stop, &config.run, |app| published.get(app).copied()));
     }
     Ok(report)
 }
@@ -283,7 +230,8 @@ fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
             DFO => out.dataflow = r.dataflow,
             BUILDER => {
                 out.builder.add(r.builder);
-                out.records_published += r.records_published;
+                out.records_published.sent += r.records_published.sent;
+                out.records_published.dropped += r.records_published.dropped;
                 out.storage = match (out.storage.take(), r.storage) {
                     (Some(mut a), Some(b)) => {
                         a.add(b);
@@ -308,6 +256,7 @@ fn merge(reports: impl Iterator<Item = (String, RunReport)>) -> RunReport {
 mod tests {
     use super::*;
     use crate::models::chain::wire::ChainMessage;
+    use crate::runtime::dqm_stream::checks::every_stream_is_required;
     use crate::runtime::topology::App;
     use std::time::{Duration, Instant};
     use swdaq_net::Outlet;
@@ -405,31 +354,13 @@ mod tests {
     fn dqm_in_a_topology_needs_every_builder_s_record_stream() {
         let mut config = with_topology(topology());
         config.dqm.enabled = true;
-        let e = check_topology(&config).unwrap_err().to_string();
-        assert!(
-            e.contains("topology.apps.record_stream: builder-0") && e.contains("[dqm]"),
-            "{e}"
+        every_stream_is_required(
+            &config,
+            &RECORD_STREAMS,
+            |c| &mut c.topology,
+            check_topology,
+            7320,
         );
-        config.topology.apps[4]
-            .fields
-            .insert("record_stream".into(), "tcp://*:7320".into());
-        check_topology(&config).unwrap();
-        assert_eq!(
-            record_streams(&config.topology).unwrap(),
-            [SampleStream {
-                app: "builder-0".into(),
-                endpoint: "tcp://127.0.0.1:7320".into(),
-            }]
-        );
-        assert_eq!(
-            reachable("tcp://0.0.0.0:9", "tcp://10.1.2.3:7104"),
-            "tcp://10.1.2.3:9"
-        );
-        assert_eq!(
-            reachable("tcp://10.0.0.7:9", "tcp://10.1.2.3:7104"),
-            "tcp://10.0.0.7:9"
-        );
-        assert_eq!(reachable("ipc:///tmp/s", "tcp://h:1"), "ipc:///tmp/s");
     }
 
     #[test]

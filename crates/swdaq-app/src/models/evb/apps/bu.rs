@@ -6,6 +6,7 @@
 
 use super::unit::{DEMUX_WAKE, EvbAppReport, EvbContext, position};
 use crate::models::evb::wire::EvbMessage;
+use crate::runtime::dqm_stream::publish_samples;
 use crate::runtime::stdio as control;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
@@ -60,6 +61,18 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
     if !consumers.is_empty() {
         file_writer = file_writer.notify_closed(closed_tx);
     }
+    // Every Nth event it hands its writer published for the supervisor's monitoring
+    // (`event_stream`), by a thread of its own: the unit never waits for it.
+    let publishing = match super::EVENT_STREAMS.open(&ctx.zmq, &ctx.spec, &ctx.config.dqm)? {
+        Some((publisher, every)) => Some(publish_samples(
+            publisher,
+            every,
+            ctx.config.dqm.queue,
+            &monitoring.registry,
+        )?),
+        None => None,
+    };
+    let (sampler, publishing) = publishing.unzip();
     let (clock, started) = ctx.ready()?;
     let mut report = EvbAppReport::default();
     if !started {
@@ -118,11 +131,13 @@ pub fn run(ctx: &EvbContext) -> anyhow::Result<EvbAppReport> {
             inbox: Box::new(inbox_rx),
             writer: events_tx,
             die_after: None,
-            // Online data-quality monitoring runs in one process only (`[dqm]` is refused
-            // with a topology).
-            sampler: None,
+            sampler,
         };
         let bu_report = unit.run(&monitoring.registry)?;
+        // The unit and its sampler are gone: the publisher has sent what it was given.
+        if let Some(publishing) = publishing {
+            report.events_published = Some(publishing.finish(bu_report.dqm_samples)?);
+        }
         let outcome = writer
             .join()
             .map_err(|_| anyhow::anyhow!("the writer panicked"))?;

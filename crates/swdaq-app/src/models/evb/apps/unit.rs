@@ -4,6 +4,7 @@
 use super::super::config::EvbRunConfig;
 use crate::models::evb::wire::EvbMessage;
 use crate::runtime::app::{AppContext, Clock};
+use crate::runtime::dqm_stream::Published;
 use crate::runtime::monitoring::Monitoring;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -41,6 +42,9 @@ pub struct EvbAppReport {
     pub injected: Vec<((u16, FedFaultKind), u64)>,
     /// Messages the inbox refused, by reason.
     pub refused_messages: BTreeMap<String, u64>,
+    /// A builder unit's `event_stream`: events published and dropped (none without one).
+    #[serde(default)]
+    pub events_published: Option<Published>,
     pub thread_cpu: Vec<(String, f64)>,
     /// Seconds the shares are of.
     pub seconds: f64,

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::models::swrod::hlt::{HltMetrics, StoreMetrics, ToStore, hlt_thread};
 use crate::models::swrod::wire::SwrodMessage;
+use crate::runtime::dqm_stream::publish_samples;
 use crate::runtime::stdio as control;
 use crossbeam_channel::Sender;
 use std::collections::BTreeMap;
@@ -58,6 +59,18 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
     }
     robs.sort_unstable();
     let (robs, ports, queues) = Robs::new(robs, to_swrods);
+    // Every Nth event it stores published for the supervisor's monitoring (`event_stream`),
+    // by a thread of its own: the HLT never waits for it.
+    let publishing = match super::EVENT_STREAMS.open(&ctx.zmq, &ctx.spec, &ctx.config.dqm)? {
+        Some((publisher, every)) => Some(publish_samples(
+            publisher,
+            every,
+            config.dqm.queue,
+            &monitoring.registry,
+        )?),
+        None => None,
+    };
+    let (sampler, publishing) = publishing.unzip();
     let (clock, started) = ctx.ready()?;
     let mut report = SwrodAppReport::default();
     if !started {
@@ -110,13 +123,17 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             ports,
             ToStore {
                 storage: store_tx,
-                // Online data-quality monitoring runs in one process only.
-                sampler: None,
+                sampler,
             },
             metrics,
             |global_id, accepted| credits.built(global_id, accepted),
         );
         let failed = |what: &str| anyhow::anyhow!("the {what} thread panicked");
+        // The HLT thread and its sampler are gone: the publisher has sent what it was given.
+        let events_published = match publishing {
+            Some(publishing) => Some(publishing.finish(hlt.dqm_samples)?),
+            None => None,
+        };
         let stored = writer.join().map_err(|_| failed("storage"))?;
         credits.flush();
         if !storage_failed.load(Ordering::Relaxed) {
@@ -138,6 +155,7 @@ pub(super) fn run(ctx: &SwrodContext) -> anyhow::Result<SwrodAppReport> {
             stored_bytes: stored.bytes,
             unwritten_events: stored.unwritten,
             files: stored.files,
+            events_published,
             storage_error: stored.error,
         });
         Ok(())

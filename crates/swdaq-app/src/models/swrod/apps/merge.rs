@@ -57,6 +57,9 @@ pub(in crate::models::swrod) fn merge(launched: Launched, config: &SwrodRunConfi
                     reported[h] = r.hlt.is_some();
                 }
                 robs.extend(r.robs.iter().cloned().zip(r.requests.iter().copied()));
+                if let Some(p) = r.hlt.as_ref().and_then(|h| h.events_published) {
+                    part.events_published.insert(outcome.name.clone(), p);
+                }
                 absorb(&mut report, &mut part, r);
             }
             Some(Err(e)) => {

@@ -42,6 +42,7 @@ use super::config::SwrodRunConfig;
 use super::hlt::IncompleteExample;
 use super::report::{CardResult, HltsvReport, RodResult};
 use crate::runtime::app::{AppContext, KindSpec, check_kinds};
+use crate::runtime::dqm_stream::{Published, StreamKeys};
 use crate::runtime::topology::{App, Field};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -93,6 +94,9 @@ pub struct HltAppReport {
     pub unwritten_events: u64,
     pub files: Vec<StoredFile>,
     pub storage_error: Option<String>,
+    /// Its `event_stream`: events published and dropped (none without one).
+    #[serde(default)]
+    pub events_published: Option<Published>,
 }
 
 /// FELIX cards (those in its `cards`), a SW ROD thread per ROB, the ROBs' request servers.
@@ -107,6 +111,17 @@ pub const CARDS: Field = Field {
     key: "cards",
     elsewhere: "only swrod applications have FELIX cards",
 };
+
+/// An HLT application's event stream for online monitoring (`event_stream`: a ZeroMQ PUB
+/// endpoint, or "") and every how many events it publishes (`event_stream_every`; default:
+/// `[dqm] sample_every` with `[dqm]`, else 1): each full event it stores, one message of one
+/// frame, the event as stored (eformat v5).
+pub const EVENT_STREAMS: StreamKeys = StreamKeys::new(
+    HLT,
+    ["event_stream", "event_stream_every"],
+    "events",
+    "only hlt applications publish events",
+);
 
 /// The SW ROD's application kinds.
 pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
@@ -124,7 +139,7 @@ pub(super) const KINDS: &[KindSpec<SwrodRunConfig, SwrodAppReport>] = &[
     },
     KindSpec {
         name: HLT,
-        fields: &[],
+        fields: &[EVENT_STREAMS.stream, EVENT_STREAMS.every],
         count: |_| (1, usize::MAX),
         run: hlt::run,
     },
@@ -140,6 +155,7 @@ impl crate::runtime::model::Applications for SwrodRunConfig {
 /// exactly one `swrod` application.
 pub(super) fn check_topology(config: &SwrodRunConfig) -> anyhow::Result<()> {
     check_kinds(config, KINDS)?;
+    EVENT_STREAMS.check(&config.topology, config.dqm.enabled)?;
     if !config.topology.is_distributed() {
         return Ok(());
     }
@@ -185,4 +201,27 @@ fn robs_of(config: &SwrodRunConfig, cards: &[u16]) -> Vec<u32> {
             (0..s.robs_per_card).map(move |r| s.rob_config(c, r, config.run.number).source_id)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::dqm_stream::checks::every_stream_is_required;
+
+    /// With `[dqm]`, an HLT application without an event stream is refused by name, as is a
+    /// stream on another kind or a zero `event_stream_every`; with every HLT application's
+    /// stream the topology is valid and the streams are reached where their applications are.
+    #[test]
+    fn dqm_in_a_topology_needs_every_hlt_application_s_event_stream() {
+        let shipped = include_str!("../../../../../../configs/swrod-apps.toml");
+        let mut config = crate::models::swrod::config::parse(shipped).unwrap();
+        config.dqm.enabled = true;
+        every_stream_is_required(
+            &config,
+            &EVENT_STREAMS,
+            |c| &mut c.topology,
+            |c| c.validate(),
+            7395,
+        );
+    }
 }
