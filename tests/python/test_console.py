@@ -39,6 +39,7 @@ try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError:  # pragma: no cover - the skip says so
     webdriver = None
@@ -198,7 +199,14 @@ def shot(driver, name: str) -> Path:
 
 
 def wait(driver, what, timeout=20.0, why=""):
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: what(d), message=why)
+    """`what` true within `timeout`; else a failure that says `why` (written when the wait
+    began) and what the page shows when it gave up."""
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: what(d))
+    except TimeoutException:
+        now = {e: driver.execute_script(f"const x = document.getElementById('{e}'); return x && x.textContent")
+               for e in ("state", "answer")}
+        raise AssertionError(f"{why} (after {timeout} s the page shows state {now['state']!r}, answer {now['answer']!r})")
 
 
 def text(driver, element_id: str) -> str:
@@ -412,6 +420,8 @@ def test_the_event_builder_and_the_sw_rod_run_from_the_same_page(browser, tmp_pa
         state_is(d, "paused")
         shot(d, f"{model}-3-paused")
         click(d, "resume")
+        resumed = answer(d)
+        assert resumed == "✔ resume: running", resumed
         state_is(d, "running")
 
         click(d, "stop")
