@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     {
         for test in [Test::Chi2, Test::Kolmogorov] {
             let check = Check { test, min_probability: 0.01, min_entries: 1 };
-            for (name, verdict) in set.judge(&set, &check) {
+            for (name, verdict) in set.judge(&set, &check.into()) {
                 assert!(verdict.quality != Quality::Bad, "{name}: {verdict:?}");
             }
         }
